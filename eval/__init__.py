@@ -1,0 +1,1 @@
+"""DiningBench evaluation harness: `python -m eval run|score|report|sweep`."""
