@@ -1,0 +1,452 @@
+"""DiningBench VQA accuracy: a binary LLM-as-a-judge verdict per answer, with a closed-form rule first.
+
+The judge prompt, verdict parser and verdict cache live here; the harness reuses `judge_items`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import importlib
+import json
+import os
+import re
+import unicodedata
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import evaluate
+
+JUDGE_PROMPT_VERSION = "diningbench-judge-v1"
+
+JUDGE_PROMPT = """\
+You are grading an answer to a question about food shown in photos. You cannot see the photos;
+judge only whether the candidate answer agrees with the reference answer, which is correct.
+
+Question:
+{question}
+
+Reference answer:
+{reference}
+
+Candidate answer:
+{candidate}
+
+Grading rules:
+- Grade C (correct) if the candidate reaches the same conclusion as the reference and states no
+  fact that contradicts it. Different wording, language (Chinese or English), length or level of
+  detail do not matter.
+- Grade I (incorrect) if the candidate reaches a different conclusion, contradicts a key fact of
+  the reference, hedges between several conclusions, refuses, or does not answer the question.
+- Extra reasoning is fine if its conclusion matches the reference.
+
+Explain your reasoning in one or two sentences, then end with a line that is exactly
+"GRADE: C" or "GRADE: I".
+"""
+
+_CITATION = """\
+@misc{diningbench,
+  title = {DiningBench: A Hierarchical Multi-view Benchmark for Perception and Reasoning in the Dietary Domain}
+}
+"""
+
+_DESCRIPTION = f"""\
+Accuracy of free-text answers to dietary questions, from a binary judge verdict against the
+reference answer (judge prompt version {JUDGE_PROMPT_VERSION}, printed in the metric card). The
+judge must end with `GRADE: C` or `GRADE: I`; the last such line wins; an unreadable verdict is
+unscored (never counted as correct, never guessed). Closed-form references (comply / does not
+comply, 符合/不符合, yes/no, 是/否) are decided by a deterministic rule when both sides are
+unambiguous. Verdicts are cached by (judge model, prompt hash).
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (`list` of `str`): candidate answers (raw model text; None if generation failed).
+    references (`list` of `str`): reference answers.
+    questions (`list` of `str`): the questions.
+    judge: a callable `judge(prompt) -> str` returning the judge's raw reply, a backend spec
+        such as "openai:gpt-4o" (needs the DiningBench harness), or None to decide by rule only.
+    judge_model (`str`, optional): name used in the cache key (default: the spec string).
+    cache_dir (`str`, optional): verdict cache folder (default ~/.cache/diningbench/judge).
+    judge_base_url (`str`, optional): base URL for a spec-string judge.
+    concurrency (`int`, default 1): judge calls in flight at once.
+Returns:
+    accuracy (`float` in [0, 1]): correct / n (unscored counts as not correct).
+    accuracy_scored (`float` in [0, 1] or None): correct / scored items.
+    n, unscored, decided_by_rule (`int`), verdicts (`list` of "C" / "I" / None),
+    decided_by (`list` of "rule" / "judge" / "cache" / "no_answer" / "judge_error" / "none").
+Examples:
+    >>> metric = evaluate.load("metrics/judge_accuracy")
+    >>> r = metric.compute(predictions=["No, it contains cheese."], references=["No. The sauce contains cheese."],
+    ...                    questions=["Is this dish vegan?"], judge=lambda prompt: "Same conclusion.\\nGRADE: C")
+    >>> r["accuracy"], r["decided_by_rule"]
+    (1.0, 1)
+"""
+
+_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_GRADE_RE = re.compile(
+    r"^[\s>*_#`\-]*(?:final\s+)?grade\s*[*_`]*\s*[:：]\s*[*_`\[(]*\s*(C|I|correct|incorrect)\b\s*[*_`\])]*\s*[.。!]?\s*$",
+    re.IGNORECASE,
+)
+Judge = Callable[[str], str]
+
+
+def _strip_reasoning(text: str) -> str:
+    """Drop <think>...</think>: a thinking model's answer is what follows the scratchpad."""
+    if "</think>" in text.lower():
+        text = re.split(r"</think>", text, flags=re.IGNORECASE)[-1]
+    text = _THINK_RE.sub(" ", text)
+    return re.split(r"<think>", text, flags=re.IGNORECASE)[0].strip()
+
+
+def build_judge_prompt(question: str, reference: str, candidate: str | None) -> str:
+    """The fixed judge prompt for one item (thinking blocks removed from the candidate).
+
+    >>> build_judge_prompt("Is it vegan?", "No.", "<think>cheese?</think>No.").count("No.")
+    2
+    """
+    answer = _strip_reasoning(candidate) if isinstance(candidate, str) else ""
+    return JUDGE_PROMPT.format(question=str(question).strip(), reference=str(reference).strip(),
+                               candidate=answer or "(no answer)")
+
+
+def parse_verdict(text: str | None) -> str | None:
+    """"C" or "I" from the judge's reply: the last `GRADE:` line wins; unreadable -> None.
+
+    >>> parse_verdict("The candidate agrees.\\nGRADE: C")
+    'C'
+    >>> parse_verdict("GRADE: I\\nOn reflection they match.\\n**GRADE: C**")
+    'C'
+    >>> parse_verdict("I think it is correct.") is None
+    True
+    """
+    if not isinstance(text, str):
+        return None
+    verdict = None
+    for line in _strip_reasoning(unicodedata.normalize("NFKC", text)).splitlines():
+        match = _GRADE_RE.match(line)
+        if match:
+            verdict = "C" if match.group(1).upper() in ("C", "CORRECT") else "I"
+    return verdict
+
+
+# Closed-form verdicts, checked at the start of an answer. Order matters: negated forms first so
+# that "does not comply" / "不符合" are never read as "comply" / "符合".
+_POLARITY_PATTERNS: tuple[tuple[str, str, str], ...] = (
+    ("comply", "no", r"(?:does\s+not|doesn't|do\s+not|don't|not|non-?)\s*-?\s*(?:comply|compliant)"),
+    ("comply", "yes", r"(?:it\s+)?(?:complies|comply|compliant)"),
+    ("comply", "no", r"不符合|不合规"),
+    ("comply", "yes", r"符合|合规"),
+    ("suitable", "no", r"(?:not\s+suitable|unsuitable)"),
+    ("suitable", "no", r"不适合|不适宜|不宜|不可以|不能"),
+    ("suitable", "yes", r"(?:suitable)"),
+    ("suitable", "yes", r"适合|适宜|可以|能"),
+    ("yesno", "no", r"no|不是|否|不"),
+    ("yesno", "yes", r"yes|是|对"),
+)
+_LEAD_STRIP_RE = re.compile(r"^[\s*_#>`\"'“”「【\[(]*(?:final\s+answer|answer|verdict|conclusion|结论|答案|回答|判断)?[\s*_:：]*",
+                            re.IGNORECASE)
+_END_OF_TOKEN = r"(?=$|[\s,，.。!！;；:：、)）\]*_—-])"
+
+
+def _closed_form(text: str | None) -> tuple[str, str] | None:
+    """(family, "yes"/"no") when an answer opens with a closed-form verdict; None otherwise."""
+    if not isinstance(text, str):
+        return None
+    lead = _LEAD_STRIP_RE.sub("", unicodedata.normalize("NFKC", _strip_reasoning(text)), count=1)
+    for family, polarity, pattern in _POLARITY_PATTERNS:
+        latin = re.match(r"[a-z(]", pattern)
+        # Latin words need a word boundary; a Chinese verdict must stand alone ("否。", "是，"),
+        # because "是因为..." or "不少..." merely start a sentence.
+        end = r"\b" if latin else _END_OF_TOKEN
+        if re.match(rf"(?:{pattern}){end}", lead, flags=re.IGNORECASE):
+            return family, polarity
+    return None
+
+
+_NEGATED_COMPLY = r"does\s+not\s+comply|doesn't\s+comply|do\s+not\s+comply|not\s+compliant|non-?compliant|不符合|不合规"
+
+
+def _mentions_opposite(text: str, family: str, polarity: str) -> bool:
+    """Whether a comply-style answer also asserts the opposite verdict (then it hedges)."""
+    if family != "comply":
+        return False
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    if polarity == "yes":
+        return bool(re.search(_NEGATED_COMPLY, folded))
+    positive = re.sub(_NEGATED_COMPLY, " ", folded)
+    return bool(re.search(r"\bcompl(?:y|ies|iant)\b|符合|合规", positive))
+
+
+def rule_verdict(question: str, reference: str, candidate: str | None) -> str | None:
+    """Decide closed-form items without a judge: both answers must open with a clear verdict.
+
+    Returns "C" when the verdicts agree, "I" when they disagree, and None (the judge decides)
+    whenever either side is not a clear closed-form verdict of the same kind.
+
+    >>> rule_verdict("该菜品是否符合素食要求？", "不符合。酱汁含有猪油。", "不符合，因为有猪油")
+    'C'
+    >>> rule_verdict("Is this suitable for vegans?", "No, it contains cheese.", "Yes, it is plant-based.")
+    'I'
+    >>> rule_verdict("What cooking technique is used?", "Stir-frying.", "Stir-fried.") is None
+    True
+    """
+    ref = _closed_form(reference)
+    cand = _closed_form(candidate)
+    if ref is None or cand is None or not isinstance(candidate, str):
+        return None
+    (ref_family, ref_polarity), (cand_family, cand_polarity) = ref, cand
+    if ref_family != cand_family or ref_family == "yesno":
+        # A bare yes/no (or a verdict of another kind) only settles a closed yes/no question;
+        # "No" to "What should I order?" is unclear.
+        if not re.search(r"^(?:is|are|does|do|can|could|should|would|will|has|have|was|were)\b|是否|吗|能否|可否|可不可以|是不是",
+                         str(question).strip(), flags=re.IGNORECASE):
+            return None
+    if _mentions_opposite(candidate, cand_family, cand_polarity):
+        return None
+    return "C" if ref_polarity == cand_polarity else "I"
+
+
+def default_cache_dir() -> Path:
+    return Path.home() / ".cache" / "diningbench" / "judge"
+
+
+class VerdictCache:
+    """Judge verdicts in a JSON-lines file, keyed by (judge model, SHA-256 of the prompt).
+
+    Only readable verdicts are stored, so a failed or unreadable judge call is retried on the next
+    scoring run, while a verdict once obtained is never requested (or paid for) again.
+    """
+
+    def __init__(self, cache_dir: str | os.PathLike[str] | None, judge_model: str) -> None:
+        self.judge_model = judge_model
+        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.path = folder / "verdicts.jsonl"
+        self._entries: dict[tuple[str, str], dict[str, Any]] = {}
+        if self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                    self._entries[(row["judge_model"], row["prompt_sha256"])] = row
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut short by a killed run is skipped, not fatal
+
+    @staticmethod
+    def prompt_hash(prompt: str) -> str:
+        return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+    def get(self, prompt: str) -> dict[str, Any] | None:
+        return self._entries.get((self.judge_model, self.prompt_hash(prompt)))
+
+    def put(self, prompt: str, verdict: str, raw: str) -> None:
+        row = {"judge_model": self.judge_model, "prompt_sha256": self.prompt_hash(prompt),
+               "prompt_version": JUDGE_PROMPT_VERSION, "verdict": verdict, "raw": raw}
+        self._entries[(self.judge_model, row["prompt_sha256"])] = row
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.flush()
+
+
+AsyncJudge = Callable[[str], Awaitable[str]]
+
+
+def _backend_judge(spec: str, base_url: str | None) -> AsyncJudge:
+    """An async `judge(prompt) -> str` over a harness backend ("openai:gpt-4o"), imported lazily.
+
+    The harness is imported with importlib so that this module stays loadable on its own.
+    Retryable backend errors (429, 5xx, timeouts) are retried with backoff, honouring Retry-After.
+    """
+    try:
+        backends = importlib.import_module("eval.backends")
+        types = importlib.import_module("eval.types")
+    except ImportError as exc:
+        raise ValueError(f"judge spec {spec!r} needs the DiningBench harness (the `eval` package) on the "
+                         f"Python path; run from a DiningBench checkout or pass a callable judge ({exc})") from None
+    options = {"base_url": base_url} if base_url else {}
+    backend = backends.make_backend(spec, **options)
+    config = types.GenerationConfig(temperature=0.0, max_tokens=1024, seed=0)
+
+    async def call(prompt: str) -> str:
+        prompt_hash = VerdictCache.prompt_hash(prompt)
+        request = types.Request(id=f"judge-{prompt_hash[:12]}", task="vqa",
+                                messages=(types.Message(role="user", content=(prompt,)),),
+                                config=config, request_hash=prompt_hash)
+        for attempt in range(_JUDGE_ATTEMPTS):
+            try:
+                return (await backend.generate(request)).text
+            except types.BackendError as exc:
+                if not exc.retryable or attempt == _JUDGE_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(min(exc.retry_after if exc.retry_after is not None else 2.0**attempt, 60.0))
+        raise AssertionError("unreachable")
+
+    return call
+
+
+_JUDGE_ATTEMPTS = 4
+
+
+def _run_async(prompts: list[str], judge: AsyncJudge, concurrency: int,
+               ask: Callable[[str, Callable[[], Any]], Any]) -> list[Any]:
+    """Run all judge calls in one event loop (API clients are bound to their loop)."""
+    async def main() -> list[Any]:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(prompt: str) -> Any:
+            async with gate:
+                try:
+                    raw: Any = await judge(prompt)
+                except Exception as exc:  # noqa: BLE001 - recorded by ask() as a judge error
+                    raw = exc
+            return ask(prompt, lambda: raw)
+
+        return await asyncio.gather(*(one(p) for p in prompts))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    # Called from inside a running loop (e.g. an async harness): use a private loop in a thread.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
+def judge_items(
+    questions: Sequence[str],
+    references: Sequence[str],
+    candidates: Sequence[str | None],
+    judge: Judge | str | None,
+    judge_model: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    *,
+    judge_base_url: str | None = None,
+    concurrency: int = 1,
+) -> list[tuple[str | None, str, str | None]]:
+    """(verdict, decided_by, raw judge text) per item: rule first, then cache, then the judge.
+
+    decided_by is "rule", "cache", "judge", "no_answer" (an empty or missing candidate: "I",
+    nothing to ask), "judge_error" (the call failed; unscored) or "none" (no judge given and
+    the rule could not decide; unscored). A callable judge is cached only when `judge_model`
+    names it, so that two different callables never share verdicts.
+    """
+    if not len(questions) == len(references) == len(candidates):
+        raise ValueError(f"questions ({len(questions)}), references ({len(references)}) and predictions "
+                         f"({len(candidates)}) must have the same length")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+    async_judge: AsyncJudge | None = None
+    if isinstance(judge, str):
+        judge_model = judge_model or judge
+        async_judge = _backend_judge(judge, judge_base_url)
+    elif judge is not None and not callable(judge):
+        raise ValueError(f"judge must be a callable judge(prompt) -> str, a backend spec string or None; "
+                         f"got {type(judge).__name__}")
+    has_judge = judge is not None
+    cache = VerdictCache(cache_dir, judge_model) if has_judge and judge_model else None
+
+    results: list[tuple[str | None, str, str | None]] = [(None, "none", None)] * len(candidates)
+    pending: list[tuple[int, str]] = []
+    for i, (question, reference, candidate) in enumerate(zip(questions, references, candidates, strict=True)):
+        verdict = rule_verdict(question, reference, candidate)
+        if verdict is not None:
+            results[i] = (verdict, "rule", None)
+        elif not isinstance(candidate, str) or not _strip_reasoning(candidate):
+            results[i] = ("I", "no_answer", None)  # a failed or empty answer is wrong, not unscored
+        elif has_judge:
+            prompt = build_judge_prompt(question, reference, candidate)
+            hit = cache.get(prompt) if cache else None
+            if hit is not None:
+                results[i] = (hit["verdict"], "cache", hit.get("raw"))
+            else:
+                pending.append((i, prompt))
+
+    def ask(prompt: str, reply: Callable[[], Any]) -> tuple[str | None, str, str | None]:
+        try:
+            raw = reply()
+            if isinstance(raw, BaseException):
+                raise raw
+        except Exception as exc:  # noqa: BLE001 - any judge failure leaves the item unscored
+            return None, "judge_error", f"{type(exc).__name__}: {str(exc)[:200]}"
+        verdict = parse_verdict(raw)
+        if verdict is not None and cache is not None:
+            cache.put(prompt, verdict, raw)
+        return verdict, "judge", raw if isinstance(raw, str) else None
+
+    prompts = [p for _, p in pending]
+    if async_judge is not None:
+        outcomes = _run_async(prompts, async_judge, concurrency, ask)
+    elif concurrency == 1:
+        outcomes = [ask(p, lambda p=p: judge(p)) for p in prompts]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
+            outcomes = list(pool.map(lambda p: ask(p, lambda: judge(p)), prompts))
+    for (i, _), outcome in zip(pending, outcomes, strict=True):
+        results[i] = outcome
+    return results
+
+
+def score_verdicts(verdicts: Sequence[str | None], decided_by: Sequence[str]) -> dict[str, Any]:
+    """Accuracy from per-item verdicts; an unscored item (None) counts as not correct.
+
+    >>> r = score_verdicts(["C", "I", None, "C"], ["rule", "judge", "judge", "cache"])
+    >>> r["accuracy"], r["accuracy_scored"], r["unscored"], r["decided_by_rule"]  # 2/4, 2/3
+    (0.5, 0.6666666666666666, 1, 1)
+    """
+    if len(verdicts) != len(decided_by):
+        raise ValueError(f"verdicts ({len(verdicts)}) and decided_by ({len(decided_by)}) differ in length")
+    if not verdicts:
+        raise ValueError("no verdicts to score")
+    for i, verdict in enumerate(verdicts):
+        if verdict not in ("C", "I", None):
+            raise ValueError(f"verdict {i} is {verdict!r}; expected 'C', 'I' or None")
+    n = len(verdicts)
+    scored = [v for v in verdicts if v is not None]
+    correct = sum(v == "C" for v in verdicts)
+    return {
+        "accuracy": correct / n,
+        "accuracy_scored": correct / len(scored) if scored else None,
+        "n": n,
+        "unscored": n - len(scored),
+        "decided_by_rule": sum(d == "rule" for d in decided_by),
+        "verdicts": list(verdicts),
+        "decided_by": list(decided_by),
+    }
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class JudgeAccuracy(evaluate.Metric):
+    """`evaluate` wrapper around `judge_items` + `score_verdicts`."""
+
+    def _info(self) -> evaluate.MetricInfo:
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features({
+                "predictions": datasets.Value("string"),
+                "references": datasets.Value("string"),
+                "questions": datasets.Value("string"),
+            }),
+            reference_urls=[],
+        )
+
+    def _compute(
+        self,
+        predictions: list[str | None],
+        references: list[str],
+        questions: list[str],
+        judge: Judge | str | None = None,
+        judge_model: str | None = None,
+        cache_dir: str | None = None,
+        judge_base_url: str | None = None,
+        concurrency: int = 1,
+    ) -> dict[str, Any]:
+        outcomes = judge_items(questions, references, predictions, judge, judge_model, cache_dir,
+                               judge_base_url=judge_base_url, concurrency=concurrency)
+        result = score_verdicts([v for v, _, _ in outcomes], [d for _, d, _ in outcomes])
+        result["judge_prompt_version"] = JUDGE_PROMPT_VERSION
+        return result

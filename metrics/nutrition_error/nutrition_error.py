@@ -1,0 +1,424 @@
+"""DiningBench nutrition estimation error: parse a model's nutrition JSON, score MAE/RMSE/MAPE.
+
+The one parser for the nutrition task (`parse_nutrition`); the harness imports it from here.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import datasets
+import evaluate
+import numpy as np
+
+NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
+
+_CITATION = """\
+@misc{diningbench,
+  title = {DiningBench: A Hierarchical Multi-view Benchmark for Perception and Reasoning in the Dietary Domain}
+}
+"""
+
+_DESCRIPTION = """\
+Error of per-serving nutrition estimates (calories in kcal; protein, carbohydrates, fat in g).
+Predictions are raw model text (JSON, fenced or in prose, zh/en keys, units, ranges) or dicts.
+Per component MAE, RMSE, MAPE; `avg_mape` (mean of the four MAPEs) is the headline. An unparsed
+prediction counts as predicting 0 for every component (APE 100%); `*_parsed_only` figures leave
+those items out. A component whose ground truth is 0 is left out of that component's MAPE and
+counted. All ratios are fractions (0.2445 = 24.45%).
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (`list` of `str` or `dict`): raw model outputs, or dicts of numbers
+        (None for a sample that failed to generate).
+    references (`list` of `dict`): `{"calories", "protein", "carbohydrates", "fat"}` per item.
+Returns (flat keys; c in calories, protein, carbohydrates, fat):
+    {c}_mae, {c}_rmse (kcal or g, >= 0), {c}_mape, {c}_median_ape, {c}_wmape (fractions, >= 0),
+    avg_mape (mean of the 4 MAPEs), median_ape (over all item-component APEs), wmape (mean of
+    the 4 pooled sum|e|/sum|y|), the same with the suffix `_parsed_only`, {c}_zero_gt and
+    zero_gt_exclusions (ground-truth zeros left out of MAPE), n, parse_failures, and `per_item`.
+Examples:
+    >>> metric = evaluate.load("metrics/nutrition_error")
+    >>> r = metric.compute(predictions=['{"calories": 450, "protein": 20, "carbohydrates": 50, "fat": 18}'],
+    ...                    references=[{"calories": 500, "protein": 25, "carbohydrates": 50, "fat": 20}])
+    >>> round(r["avg_mape"], 4)  # (0.1 + 0.2 + 0.0 + 0.1) / 4
+    0.1
+"""
+
+# Key synonyms after _canonical_key folding (lower case, no spaces/underscores/"total").
+_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "calories": ("calories", "calorie", "cal", "kcal", "energy", "热量", "卡路里", "能量", "kilocalories"),
+    "protein": ("protein", "proteins", "蛋白质", "蛋白"),
+    "carbohydrates": ("carbohydrates", "carbohydrate", "carbs", "carb", "碳水", "碳水化合物", "carbohydrates(g)"),
+    "fat": ("fat", "fats", "脂肪", "totalfat", "lipid", "lipids"),
+}
+_KEY_TO_NUTRIENT = {syn: nutrient for nutrient, syns in _SYNONYMS.items() for syn in syns}
+# Where a nested answer keeps its totals: {"nutrition": {...}}, {"total": {...}}, {"营养成分": {...}}.
+_CONTAINER_KEYS = ("nutrition", "nutrients", "nutritionfacts", "nutritioninfo", "nutritionalinfo",
+                   "nutritionalvalues", "perserving", "total", "totals", "estimate", "estimates",
+                   "营养", "营养成分", "营养信息", "每份", "总计", "合计", "answer", "result")
+_UNIT_WORDS = r"kcal|kj|mg|g|grams?|千卡|大卡|千焦|毫克|克|卡"
+_KJ_PER_KCAL = 4.184
+_NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?|\.\d+"
+_RANGE_RE = re.compile(rf"({_NUMBER})\s*(?:-|–|—|~|～|至|到|to)\s*({_NUMBER})", re.IGNORECASE)
+_NUMBER_RE = re.compile(_NUMBER)
+_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE_RE = re.compile(r"```[a-zA-Z]*\s*(.*?)(?:```|$)", re.DOTALL)
+# "key: value" pairs for text that is not valid JSON (truncated, commented, prose or key lists).
+_PAIR_RE = re.compile(
+    r"(?:^|[{,\n;；，|])\s*[\"']?(?P<key>[^\"':：=\n{},;|]{1,40}?)[\"']?\s*(?:[:：=]|\|)\s*"
+    r"(?P<val>\"[^\"\n]*\"?|'[^'\n]*'?|(?:[^,\n}{;；，|]|,(?=\d{3}(?!\d)))*)"
+)
+_FINAL_MARKER_RE = re.compile(r"final\s+answer|最终答案|最终结果|最终估算|最终估计", re.IGNORECASE)
+
+
+def _strip_reasoning(text: str) -> str:
+    """Drop <think>...</think>: the answer follows the scratchpad; an unclosed one has no answer."""
+    if "</think>" in text.lower():
+        text = re.split(r"</think>", text, flags=re.IGNORECASE)[-1]
+    text = _THINK_RE.sub(" ", text)
+    return re.split(r"<think>", text, flags=re.IGNORECASE)[0]
+
+
+def _canonical_key(key: str) -> tuple[str | None, str]:
+    """Map a key to (nutrient or None, unit hint): "Energy (kJ)" -> ("calories", "kj")."""
+    key = unicodedata.normalize("NFKC", str(key)).casefold().strip(" *_#-•`\"'")
+    unit = ""
+    bracket = re.search(r"[(\[]\s*([^)\]]*)\s*[)\]]", key)
+    if bracket:
+        unit = bracket.group(1).strip()
+        key = key[: bracket.start()] + key[bracket.end():]
+    suffix = re.search(rf"[_\s-]({_UNIT_WORDS})$", key)
+    if suffix:
+        unit = unit or suffix.group(1)
+        key = key[: suffix.start()]
+    key = re.sub(r"[\s_\-]+", "", key)
+    key = re.sub(r"^(?:total|estimated|approx(?:imate)?|约|估计|总|每份)+", "", key)
+    return _KEY_TO_NUTRIENT.get(key) or _KEY_TO_NUTRIENT.get(key + unit), unit
+
+
+def _to_amount(value: Any, nutrient: str, unit_hint: str = "") -> float | None:
+    """A finite non-negative amount in kcal (calories) or g from a number, string, range or dict.
+
+    kJ is converted (÷ 4.184) because some models answer with the EU label's energy line; a range
+    becomes its midpoint because that is the estimate the model commits to.
+    """
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        amount = float(value)
+        unit = unit_hint
+    elif isinstance(value, Mapping):
+        lowered = {str(k).casefold(): v for k, v in value.items()}
+        if "min" in lowered and "max" in lowered:
+            low, high = _to_amount(lowered["min"], nutrient, unit_hint), _to_amount(lowered["max"], nutrient, unit_hint)
+            return None if low is None or high is None else (low + high) / 2
+        for name in ("value", "amount", "数值", "estimate"):
+            if name in lowered:
+                unit = str(lowered.get("unit", lowered.get("单位", unit_hint)))
+                return _to_amount(lowered[name], nutrient, unit)
+        return None
+    elif isinstance(value, list | tuple):
+        if len(value) != 2:
+            return None
+        low, high = _to_amount(value[0], nutrient, unit_hint), _to_amount(value[1], nutrient, unit_hint)
+        return None if low is None or high is None else (low + high) / 2
+    elif isinstance(value, str):
+        text = unicodedata.normalize("NFKC", value).strip().casefold()
+        if re.match(r"^\s*-\s*\d", text):
+            return None  # a negative amount is not an estimate
+        span = _RANGE_RE.search(text)
+        if span:
+            amount = (float(span.group(1).replace(",", "")) + float(span.group(2).replace(",", ""))) / 2
+        else:
+            numbers = _NUMBER_RE.findall(text)
+            if not numbers:
+                return None
+            amount = float(numbers[0].replace(",", ""))
+        unit = text + " " + unit_hint
+    else:
+        return None
+    unit = unit.casefold()
+    if re.search(r"kj|千焦", unit) and nutrient == "calories":
+        amount /= _KJ_PER_KCAL
+    elif re.search(r"(?<![a-z])mg|毫克", unit) and nutrient != "calories":
+        amount /= 1000.0
+    return amount if math.isfinite(amount) and amount >= 0 else None
+
+
+def nutrition_from_mapping(obj: Any) -> dict[str, float] | None:
+    """The four nutrients from a decoded JSON value, looking inside the usual nested shapes.
+
+    >>> nutrition_from_mapping({"nutrition": {"热量": "450 kcal", "蛋白质": "20g", "碳水": 50, "脂肪": 18}})
+    {'calories': 450.0, 'protein': 20.0, 'carbohydrates': 50.0, 'fat': 18.0}
+    """
+    if isinstance(obj, list):
+        # A one-element list wrapping the object ("[{...}]") is common; longer lists are per-item.
+        return nutrition_from_mapping(obj[0]) if len(obj) == 1 else None
+    if not isinstance(obj, Mapping):
+        return None
+    found: dict[str, float] = {}
+    seen: set[str] = set()
+    for key, value in obj.items():
+        nutrient, unit = _canonical_key(key)
+        if nutrient is None:
+            continue
+        seen.add(nutrient)
+        amount = _to_amount(value, nutrient, unit)
+        if amount is not None:
+            found[nutrient] = amount
+    if len(found) == len(NUTRIENTS):
+        return {n: found[n] for n in NUTRIENTS}
+    if seen:
+        return None  # the answer object was found but is incomplete: never fill in a guess
+    for key, value in obj.items():
+        folded = re.sub(r"[\s_\-]+", "", str(key).casefold())
+        if folded in _CONTAINER_KEYS or any(folded.startswith(k) for k in ("nutrition", "营养")):
+            nested = nutrition_from_mapping(value)
+            if nested is not None:
+                return nested
+    nested_found = [r for v in obj.values() if isinstance(v, Mapping) if (r := nutrition_from_mapping(v))]
+    return nested_found[0] if len(nested_found) == 1 else None
+
+
+def _clean_json(text: str) -> str:
+    """Repair what models add to JSON: comments, trailing commas, unquoted unit values."""
+    text = re.sub(r"//[^\n\"]*$", "", text, flags=re.MULTILINE)
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.DOTALL)
+    text = re.sub(r"#[^\n\"{}]*$", "", text, flags=re.MULTILINE)
+    text = re.sub(r",\s*([}\]])", r"\1", text)
+    return text
+
+
+def _decode(candidate: str) -> Any:
+    for attempt in (candidate, _clean_json(candidate)):
+        try:
+            return json.loads(attempt)
+        except ValueError:
+            pass
+        try:
+            return ast.literal_eval(attempt)  # single quotes, Python dict reprs
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            pass
+    return None
+
+
+def _scan_pairs(text: str) -> dict[str, float] | None:
+    """Four nutrients from loose "key: value" text; a key given two different values is ambiguous."""
+    values: dict[str, set[float]] = {}
+    for match in _PAIR_RE.finditer(_clean_json(text)):
+        nutrient, unit = _canonical_key(match.group("key"))
+        if nutrient is None:
+            continue
+        amount = _to_amount(match.group("val").strip().strip("\"'"), nutrient, unit)
+        if amount is not None:
+            values.setdefault(nutrient, set()).add(round(amount, 6))
+    if all(len(values.get(n, ())) == 1 for n in NUTRIENTS):
+        return {n: next(iter(values[n])) for n in NUTRIENTS}
+    return None
+
+
+def _brace_spans(text: str) -> list[str]:
+    """Top-level {...} spans in order; an unclosed last one runs to the end (truncated output)."""
+    spans, depth, start, quote = [], 0, -1, ""
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+            continue
+        if ch == '"' and depth:
+            quote = ch
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                spans.append(text[start: i + 1])
+    if depth:
+        spans.append(text[start:])
+    return spans
+
+
+def parse_nutrition(text: str | None) -> dict[str, float] | None:
+    """Read `{calories, protein, carbohydrates, fat}` (kcal, g) from a model's answer, or None.
+
+    Looks at fenced blocks and {...} objects, last first (the final answer wins), then at loose
+    "key: value" text. All four nutrients must be present: a partial answer is unparsed, never
+    completed with a guess.
+
+    >>> parse_nutrition('```json\\n{"calories": 450, "protein": 20, "carbohydrates": 50, "fat": 18}\\n```')
+    {'calories': 450.0, 'protein': 20.0, 'carbohydrates': 50.0, 'fat': 18.0}
+    >>> parse_nutrition('估算如下：{"热量": "约600千卡", "蛋白质": "25克", "碳水化合物": "60-80g", "脂肪": "20 g"}')
+    {'calories': 600.0, 'protein': 25.0, 'carbohydrates': 70.0, 'fat': 20.0}
+    >>> parse_nutrition("{'energy': '2092 kJ', 'protein': 30, 'carbs': 40, 'fat': 10,}")["calories"]
+    500.0
+    >>> parse_nutrition('{"calories": 450, "protein": 20, "carbohydrates": 50, "fat": 1') ["fat"]  # truncated
+    1.0
+    >>> parse_nutrition('{"calories": 450, "protein": 20}') is None
+    True
+    >>> parse_nutrition("I cannot estimate nutrition from this image.") is None
+    True
+    """
+    if isinstance(text, Mapping):
+        return nutrition_from_mapping(text)
+    if not isinstance(text, str):
+        return None
+    text = unicodedata.normalize("NFKC", _strip_reasoning(text))
+    candidates = [m.group(1) for m in _FENCE_RE.finditer(text)]
+    candidates += _brace_spans(text)
+    for candidate in reversed(candidates):
+        decoded = _decode(candidate.strip())
+        result = nutrition_from_mapping(decoded) if decoded is not None else _scan_pairs(candidate)
+        if result is not None:
+            return result
+    finals = list(_FINAL_MARKER_RE.finditer(text))
+    if finals:
+        result = _scan_pairs(text[finals[-1].end():])
+        if result is not None:
+            return result
+    return _scan_pairs(text)
+
+
+def _reference(i: int, ref: Any) -> dict[str, float]:
+    if not isinstance(ref, Mapping):
+        raise ValueError(f"reference {i} must be a dict with {', '.join(NUTRIENTS)}; got {type(ref).__name__}")
+    out = {}
+    for nutrient in NUTRIENTS:
+        value = ref.get(nutrient)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"reference {i}: {nutrient} must be a finite number >= 0, got {value!r}")
+        out[nutrient] = float(value)
+    return out
+
+
+def _prediction(value: Any) -> dict[str, float] | None:
+    return nutrition_from_mapping(value) if isinstance(value, Mapping) else parse_nutrition(value)
+
+
+def _summary(errors: dict[str, list[float]], truths: dict[str, list[float]], suffix: str) -> dict[str, Any]:
+    """MAE/RMSE/MAPE per component and the pooled figures, over the items given."""
+    out: dict[str, Any] = {}
+    all_apes: list[float] = []
+    for c in NUTRIENTS:
+        e = np.abs(np.asarray(errors[c], dtype=float))
+        y = np.asarray(truths[c], dtype=float)
+        nonzero = y > 0
+        apes = e[nonzero] / y[nonzero]
+        all_apes.extend(apes.tolist())
+        out[f"{c}_mae{suffix}"] = float(e.mean()) if e.size else None
+        out[f"{c}_rmse{suffix}"] = float(np.sqrt((e**2).mean())) if e.size else None
+        out[f"{c}_mape{suffix}"] = float(apes.mean()) if apes.size else None
+        out[f"{c}_median_ape{suffix}"] = float(np.median(apes)) if apes.size else None
+        out[f"{c}_wmape{suffix}"] = float(e.sum() / y.sum()) if y.sum() > 0 else None
+    mapes = [out[f"{c}_mape{suffix}"] for c in NUTRIENTS]
+    wmapes = [out[f"{c}_wmape{suffix}"] for c in NUTRIENTS]
+    out[f"avg_mape{suffix}"] = float(np.mean(mapes)) if None not in mapes else None
+    out[f"median_ape{suffix}"] = float(np.median(all_apes)) if all_apes else None
+    out[f"wmape{suffix}"] = float(np.mean(wmapes)) if None not in wmapes else None
+    return out
+
+
+def score_nutrition(predictions: Sequence[Any], references: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+    """Nutrition error figures (flat keys, ratios as fractions) plus per-item APEs for the harness.
+
+    Policies: an unparsed prediction is scored as predicting 0 for every component, so its error
+    is |y| and its APE is 1.0 (predicting nothing is never better than predicting zero); the
+    `*_parsed_only` figures leave it out. A ground truth of 0 is left out of that component's MAPE
+    (and median APE) and counted in `{c}_zero_gt`; MAE, RMSE and WMAPE still include it.
+
+    >>> r = score_nutrition(
+    ...     ['{"calories": 450, "protein": 20, "carbohydrates": 50, "fat": 18}', "no idea"],
+    ...     [{"calories": 500, "protein": 25, "carbohydrates": 50, "fat": 20},
+    ...      {"calories": 400, "protein": 10, "carbohydrates": 40, "fat": 10}])
+    >>> r["calories_mape"], r["calories_mape_parsed_only"], r["parse_failures"]  # (0.1 + 1.0) / 2
+    (0.55, 0.1, 1)
+    """
+    if len(predictions) != len(references):
+        raise ValueError(f"predictions ({len(predictions)}) and references ({len(references)}) differ in length")
+    if not references:
+        raise ValueError("no predictions to score: predictions and references are empty")
+    truths = [_reference(i, ref) for i, ref in enumerate(references)]
+    parsed = [_prediction(p) for p in predictions]
+    primary_e: dict[str, list[float]] = {c: [] for c in NUTRIENTS}
+    primary_y: dict[str, list[float]] = {c: [] for c in NUTRIENTS}
+    parsed_e: dict[str, list[float]] = {c: [] for c in NUTRIENTS}
+    parsed_y: dict[str, list[float]] = {c: [] for c in NUTRIENTS}
+    per_item = []
+    for guess, truth in zip(parsed, truths, strict=True):
+        ape: dict[str, float | None] = {}
+        for c in NUTRIENTS:
+            y = truth[c]
+            error = (guess[c] if guess is not None else 0.0) - y
+            primary_e[c].append(error)
+            primary_y[c].append(y)
+            if guess is not None:
+                parsed_e[c].append(error)
+                parsed_y[c].append(y)
+            ape[c] = abs(error) / y if y > 0 else None
+        per_item.append({"parsed": guess, "ape": ape, "abs_error": {c: abs(primary_e[c][-1]) for c in NUTRIENTS}})
+    result: dict[str, Any] = {"n": len(truths), "parse_failures": sum(g is None for g in parsed)}
+    result.update(_summary(primary_e, primary_y, ""))
+    result.update(_summary(parsed_e, parsed_y, "_parsed_only"))
+    for c in NUTRIENTS:
+        result[f"{c}_zero_gt"] = sum(t[c] == 0 for t in truths)
+    result["zero_gt_exclusions"] = sum(result[f"{c}_zero_gt"] for c in NUTRIENTS)
+    result["per_item"] = per_item
+    return result
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class NutritionError(evaluate.Metric):
+    """`evaluate` wrapper around `score_nutrition`.
+
+    Dict predictions are stored as their JSON text (Arrow needs one type per column) and parsed
+    back with the same parser, so text and dicts can be mixed.
+    """
+
+    def _info(self) -> evaluate.MetricInfo:
+        nutrient_features = {c: datasets.Value("float64") for c in NUTRIENTS}
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {"predictions": datasets.Value("string"), "references": nutrient_features}
+            ),
+            reference_urls=[],
+        )
+
+    @staticmethod
+    def _as_text(prediction: Any) -> Any:
+        if isinstance(prediction, Mapping):
+            return json.dumps(dict(prediction), ensure_ascii=False, default=str)
+        return prediction
+
+    @staticmethod
+    def _reference_only(reference: Any) -> Any:
+        # Dataset rows carry more fields than the four nutrients; keep only what is scored.
+        if isinstance(reference, Mapping):
+            return {c: reference.get(c) for c in NUTRIENTS}
+        return reference
+
+    def add_batch(self, *, predictions: Any = None, references: Any = None, **kwargs: Any) -> None:
+        """Add a batch of predictions (text or dicts) and reference dicts."""
+        if predictions is not None:
+            predictions = [self._as_text(p) for p in predictions]
+        if references is not None:
+            references = [self._reference_only(r) for r in references]
+        super().add_batch(predictions=predictions, references=references, **kwargs)
+
+    def add(self, *, prediction: Any = None, reference: Any = None, **kwargs: Any) -> None:
+        """Add one prediction (text or dict) and its reference dict."""
+        super().add(prediction=self._as_text(prediction), reference=self._reference_only(reference), **kwargs)
+
+    def _compute(self, predictions: list[str | None], references: list[dict[str, float]]) -> dict[str, Any]:
+        return score_nutrition(predictions, references)
