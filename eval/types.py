@@ -72,6 +72,11 @@ class Response:
     finish_reason: str | None = None
 
 
+class ConfigError(ValueError):
+    """A setup problem the user must fix (missing package or key, bad option): a one-line message
+    that says what to install or set. The CLI prints it as `error: ...` without a traceback."""
+
+
 class BackendError(Exception):
     """A failed generation. `retryable` errors are retried by the runner with backoff.
 

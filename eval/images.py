@@ -1,0 +1,98 @@
+"""Which views of an item are sent, in what order, and how they are encoded for transport.
+
+Images arrive as the stored bytes (the dataset is loaded with decode_images=False) and are decoded
+at most once: a JPEG already within the size bound is sent byte for byte, anything else is decoded,
+shrunk to the bounded long side and encoded to JPEG once.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from PIL import Image, UnidentifiedImageError
+
+from eval.types import ImagePart
+
+JPEG_QUALITY = 90
+
+
+class ImageError(ValueError):
+    """An item whose image cannot be used (one-line message naming the item)."""
+
+
+def order_views(roles: Sequence[str], order: str, *, seed: int, item_id: str) -> list[int]:
+    """Indices of the views in the order they are shown.
+
+    reference-first: the merchant photo(s), then user photos in stored order; user-first: the
+    reverse grouping; random: a shuffle seeded by (seed, item id), so it is stable across runs and
+    machines and independent of which other items are in the run.
+
+    >>> order_views(["user", "reference", "user"], "reference-first", seed=0, item_id="x")
+    [1, 0, 2]
+    >>> order_views(["user", "reference", "user"], "user-first", seed=0, item_id="x")
+    [0, 2, 1]
+    """
+    indices = list(range(len(roles)))
+    if order == "reference-first":
+        return [i for i in indices if roles[i] == "reference"] + [i for i in indices if roles[i] != "reference"]
+    if order == "user-first":
+        return [i for i in indices if roles[i] != "reference"] + [i for i in indices if roles[i] == "reference"]
+    if order == "random":
+        random.Random(f"{seed}:{item_id}").shuffle(indices)
+        return indices
+    raise ValueError(f"unknown image order {order!r}")
+
+
+def select_views(roles: Sequence[str], n: int | None, order: str, *, seed: int, item_id: str) -> list[int]:
+    """The first `n` views after ordering (all of them when n is None)."""
+    ordered = order_views(roles, order, seed=seed, item_id=item_id)
+    return ordered if n is None else ordered[:n]
+
+
+def _stored_bytes(image: Any) -> bytes | None:
+    if isinstance(image, dict):
+        data = image.get("bytes")
+        if data is None and image.get("path"):
+            with open(image["path"], "rb") as fh:
+                return fh.read()
+        return data
+    if isinstance(image, bytes | bytearray):
+        return bytes(image)
+    return None
+
+
+def encode_for_transport(image: Any, *, max_side: int, role: str, item_id: str, index: int) -> ImagePart:
+    """One stored image -> an ImagePart no larger than `max_side` on its long side (JPEG)."""
+    data = _stored_bytes(image)
+    if not data:
+        raise ImageError(f"item {item_id}: image {index} is empty or missing")
+    try:
+        with Image.open(io.BytesIO(data)) as img:  # header only: no pixel decoding yet
+            if img.format == "JPEG" and img.mode == "RGB" and max(img.size) <= max_side:
+                return ImagePart(data=data, mime_type="image/jpeg", role=role)
+            img.draft("RGB", (max_side, max_side))  # lets JPEG decode at reduced scale when shrinking
+            rgb = img.convert("RGB")
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ImageError(f"item {item_id}: image {index} cannot be decoded ({exc.__class__.__name__})") from None
+    if max(rgb.size) > max_side:
+        rgb.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    rgb.save(out, format="JPEG", quality=JPEG_QUALITY)
+    return ImagePart(data=out.getvalue(), mime_type="image/jpeg", role=role)
+
+
+def views_for_request(row: dict[str, Any], *, n: int | None, order: str, seed: int,
+                      max_side: int) -> list[ImagePart]:
+    """The item's views to send, selected, ordered and encoded."""
+    item_id = str(row["id"])
+    images = row.get("images") or []
+    roles = list(row.get("image_roles") or [])
+    if not images:
+        raise ImageError(f"item {item_id}: has no images")
+    if len(roles) != len(images):
+        raise ImageError(f"item {item_id}: {len(images)} images but {len(roles)} image_roles")
+    return [encode_for_transport(images[i], max_side=max_side, role=roles[i], item_id=item_id, index=i)
+            for i in select_views(roles, n, order, seed=seed, item_id=item_id)]

@@ -1,0 +1,93 @@
+"""run.json: what produced a run folder (settings, backend, versions, data, code), never a key.
+
+It also holds the run's `identity`: the settings that change answers. A folder whose identity
+differs from the requested run is someone else's results, and is never silently mixed.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from eval.prompts import PROMPT_VERSION
+
+RUN_JSON = "run.json"
+PACKAGES = ("datasets", "evaluate", "numpy", "pillow", "openai", "google-genai", "transformers", "torch", "vllm")
+# Settings that change what is asked of the model; everything else (concurrency, limit, judge...) does not.
+IDENTITY_FIELDS = ("model", "lang", "cot", "images", "image_order", "max_image_side", "max_tokens", "seed")
+
+
+def identity(settings: dict[str, Any], dataset_fingerprints: dict[str, str]) -> dict[str, Any]:
+    ident = {name: settings.get(name) for name in IDENTITY_FIELDS}
+    ident["prompt_version"] = PROMPT_VERSION
+    ident["dataset"] = dataset_fingerprints
+    return ident
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit(repo: Path | None = None) -> str | None:
+    """The code's commit (with `+dirty` when the tree has changes); None outside a checkout."""
+    cwd = repo or Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                                timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "") if commit else None
+
+
+def read_run_json(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / RUN_JSON
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
+
+
+def write_run_json(run_dir: Path, info: dict[str, Any]) -> None:
+    path = Path(run_dir) / RUN_JSON
+    tmp = path.with_name(RUN_JSON + ".tmp")
+    tmp.write_text(json.dumps(info, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def build_run_json(*, settings: dict[str, Any], tasks: list[str], backend: dict[str, Any],
+                   dataset_source: str | None, fingerprints: dict[str, str], judge: dict[str, Any] | None,
+                   counts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run.json content. `settings` must already be free of secrets (they come from flags only)."""
+    public = {k: v for k, v in settings.items() if k not in ("engine_options", "base_url", "judge_base_url")}
+    public["engine_options"] = {k: v for k, v in (settings.get("engine_options") or {}).items()
+                                if "key" not in k.lower() and "token" not in k.lower()}
+    return {
+        "model": settings["model"],
+        "tasks": tasks,
+        "settings": public,
+        "base_url_host": backend.get("base_url_host"),
+        "backend": backend,
+        "judge": judge,
+        "prompt_version": PROMPT_VERSION,
+        "dataset": {"source": dataset_source or "embedded sample", "fingerprints": fingerprints},
+        "identity": identity(settings, fingerprints),
+        "packages": package_versions(),
+        "git_commit": git_commit(),
+        "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "counts": counts or {},
+    }

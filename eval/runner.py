@@ -1,0 +1,168 @@
+"""Run requests against a backend: bounded concurrency, retries with backoff, local-engine batching.
+
+The runner knows nothing about tasks or files: it pulls `Request`s lazily from an iterable (so only
+the requests in flight hold image bytes) and yields one `Outcome` per request as it completes.
+A request that still fails after its retries is an Outcome with an `error`, never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+from eval.types import Backend, BackendError, Request, Response
+
+
+@dataclass
+class Outcome:
+    """The end of one request: a response, or the error that ended its attempts."""
+
+    request: Request
+    response: Response | None
+    error: str | None
+    attempts: int
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded exponential backoff with jitter; a server's Retry-After wins (capped at max_delay)."""
+
+    max_attempts: int = 6
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+    request_timeout: float | None = None  # a safety net above the backend's own client timeout
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay)
+        ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        return random.uniform(ceiling / 2, ceiling)  # jitter keeps concurrent retries from syncing up
+
+
+def error_text(error: BaseException) -> str:
+    """A short, single-line error for predictions.jsonl (backends keep keys out of messages)."""
+    if isinstance(error, BackendError):
+        text = str(error)
+        if error.status is not None and str(error.status) not in text:
+            text = f"HTTP {error.status}: {text}"
+    else:
+        text = f"{type(error).__name__}: {error}"
+    return " ".join(text.split())[:300] or type(error).__name__
+
+
+async def call_with_retries(backend: Backend, request: Request, policy: RetryPolicy,
+                            on_retry: Callable[[], None] | None = None) -> Outcome:
+    """One request to completion: retry retryable errors, fail at once on the others."""
+    start = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            call = backend.generate(request)
+            response = await (asyncio.wait_for(call, policy.request_timeout) if policy.request_timeout
+                              else call)
+            if not isinstance(response, Response):
+                raise BackendError(f"backend returned {type(response).__name__}, not a Response", retryable=False)
+            return Outcome(request, response, None, attempt, time.monotonic() - start)
+        except TimeoutError:
+            error: BackendError = BackendError(f"timed out after {policy.request_timeout:g} s", retryable=True)
+        except BackendError as exc:
+            error = exc
+        except Exception as exc:  # an unexpected backend bug fails this sample, not the whole run
+            error = BackendError(error_text(exc), retryable=False)
+        if not error.retryable or attempt >= policy.max_attempts:
+            return Outcome(request, None, error_text(error), attempt, time.monotonic() - start)
+        if on_retry is not None:
+            on_retry()
+        await asyncio.sleep(policy.delay(attempt, error.retry_after))
+
+
+_DONE = object()
+
+
+async def _concurrent(backend: Backend, requests: Iterator[Request], concurrency: int, policy: RetryPolicy,
+                      on_retry: Callable[[], None] | None) -> AsyncIterator[Outcome]:
+    results: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def worker() -> None:
+        try:
+            # Requests are built as workers pull them, so at most `concurrency` hold image bytes.
+            for request in requests:
+                results.put_nowait(await call_with_retries(backend, request, policy, on_retry))
+        except Exception as exc:  # e.g. an undecodable image while building a request
+            results.put_nowait(exc)
+        finally:
+            results.put_nowait(_DONE)
+
+    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    try:
+        finished = 0
+        while finished < len(workers):
+            item = await results.get()
+            if item is _DONE:
+                finished += 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield item
+    finally:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+
+async def _batched(backend: Any, requests: Iterator[Request], batch_size: int, policy: RetryPolicy,
+                   on_retry: Callable[[], None] | None) -> AsyncIterator[Outcome]:
+    """Local engines: `generate_batch` in a worker thread so the event loop (and progress) stays live."""
+    while chunk := list(islice(requests, batch_size)):
+        pending = chunk
+        start = time.monotonic()
+        for attempt in range(1, policy.max_attempts + 1):
+            try:
+                results: list[Any] = await asyncio.to_thread(backend.generate_batch, pending)
+                if len(results) != len(pending):
+                    raise BackendError(f"generate_batch returned {len(results)} results for "
+                                       f"{len(pending)} requests", retryable=False)
+            except Exception as exc:  # the whole batch failed: each of its samples records why
+                results = [exc] * len(pending)
+            retry = []
+            latency = (time.monotonic() - start) / len(chunk)
+            for request, result in zip(pending, results, strict=True):
+                if isinstance(result, Response):
+                    yield Outcome(request, result, None, attempt, latency)
+                elif (isinstance(result, BackendError) and result.retryable
+                      and attempt < policy.max_attempts):
+                    retry.append(request)
+                    if on_retry is not None:
+                        on_retry()
+                else:
+                    yield Outcome(request, None, error_text(result) if isinstance(result, BaseException)
+                                  else f"backend returned {type(result).__name__}", attempt, latency)
+            if not retry:
+                break
+            pending = retry
+            await asyncio.sleep(policy.delay(attempt, None))
+
+
+async def execute(backend: Backend, requests: Iterable[Request], *, concurrency: int = 8,
+                  batch_size: int = 8, policy: RetryPolicy | None = None,
+                  on_retry: Callable[[], None] | None = None) -> AsyncIterator[Outcome]:
+    """Yield one Outcome per request, in completion order.
+
+    Backends with `generate_batch` (local engines) get chunks of `batch_size`; the others get
+    up to `concurrency` concurrent `generate` calls.
+    """
+    policy = policy or RetryPolicy()
+    source = iter(requests)
+    if hasattr(backend, "generate_batch"):
+        stream = _batched(backend, source, max(1, batch_size), policy, on_retry)
+    else:
+        stream = _concurrent(backend, source, max(1, concurrency), policy, on_retry)
+    async for outcome in stream:
+        yield outcome

@@ -1,0 +1,93 @@
+"""predictions.jsonl: append-only, crash-safe storage of per-sample results, and resume.
+
+Each finished sample is appended as one JSON line, flushed and fsynced, so a run killed at any
+moment loses at most the requests in flight. On reopening, a torn last line (killed mid-write) is
+cut off, and the latest line per (task, id) wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from eval.types import Prediction
+
+PREDICTIONS = "predictions.jsonl"
+Key = tuple[str, str]  # (task, id): ids are unique per task, not across tasks
+
+
+def read_predictions(path: Path) -> dict[Key, Prediction]:
+    """The latest prediction per (task, id); unreadable lines are skipped (a torn tail, say)."""
+    latest: dict[Key, Prediction] = {}
+    if not path.exists():
+        return latest
+    with path.open("rb") as fh:
+        for raw in fh:
+            try:
+                row = json.loads(raw)
+                prediction = Prediction.from_json(row)
+            except (ValueError, TypeError):
+                continue
+            latest[(prediction.task, prediction.id)] = prediction
+    return latest
+
+
+class PredictionStore:
+    """The predictions file of one run folder, open for appending."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / PREDICTIONS
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_torn_tail()
+        self.done = read_predictions(self.path)
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def _repair_torn_tail(self) -> None:
+        """Cut a last line that was not completely written (no trailing newline)."""
+        if not self.path.exists():
+            return
+        with self.path.open("rb+") as fh:
+            data = fh.read()
+            if data and not data.endswith(b"\n"):
+                fh.truncate(data.rfind(b"\n") + 1)
+
+    def is_answered(self, task: str, item_id: str, request_hash: str) -> bool:
+        """True when this exact request already has a successful answer (failed ones are retried)."""
+        previous = self.done.get((task, item_id))
+        return previous is not None and previous.error is None and previous.request_hash == request_hash
+
+    def append(self, prediction: Prediction) -> None:
+        self._fh.write(json.dumps(prediction.to_json(), ensure_ascii=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.done[(prediction.task, prediction.id)] = prediction
+
+    def compact(self, keep: Callable[[Prediction], bool] = lambda p: True) -> None:
+        """Rewrite the file with one line per (task, id), atomically (old lines of retried items go)."""
+        self._fh.close()
+        kept = [p for p in self.done.values() if keep(p)]
+        write_atomically(self.path, (json.dumps(p.to_json(), ensure_ascii=False) + "\n" for p in kept))
+        self.done = {(p.task, p.id): p for p in kept}
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> PredictionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_atomically(path: Path, lines: Iterable[str]) -> None:
+    """Write to a sibling temp file, fsync, then rename over `path` (never a half-written file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for line in lines:
+            fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,124 @@
+"""A dataset row becomes a task `Request`; a model's text becomes the task's parsed answer.
+
+The one place that knows the three tasks: which fields form the prompt, which field is the
+reference answer, which metrics parser reads the output. Backends never see any of this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from eval import prompts
+from eval.images import views_for_request
+from eval.types import GenerationConfig, Message, Request
+
+NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
+# Metadata columns the scorer and the Space need; the image columns are never among them.
+META_COLUMNS = ("id", "merchant_id", "cuisine", "category", "vqa_category", "nutrition_source")
+
+
+@dataclass(frozen=True)
+class PromptSettings:
+    """The settings that shape a request's content (and therefore its hash)."""
+
+    model: str
+    lang: str = "zh"
+    cot: bool = False
+    images: int | None = None
+    image_order: str = "reference-first"
+    max_image_side: int = 1024
+    max_tokens: int = 1024
+    seed: int = 0
+
+
+def options_of(row: dict[str, Any], lang: str) -> list[str]:
+    """The classification options in the prompt language (en falls back to zh if absent)."""
+    if lang == "en" and row.get("options_en"):
+        return list(row["options_en"])
+    return list(row["options"])
+
+
+def prompt_text(task: str, row: dict[str, Any], settings: PromptSettings) -> str:
+    if task == "classification":
+        text = prompts.classification_prompt(options_of(row, settings.lang), settings.lang)
+    elif task == "nutrition":
+        text = prompts.nutrition_prompt(settings.lang)
+    elif task == "vqa":
+        question = row.get("question_en") if settings.lang == "en" and row.get("question_en") else row["question"]
+        text = prompts.vqa_prompt(question, settings.lang)
+    else:
+        raise ValueError(f"unknown task {task!r}")
+    return prompts.with_cot(text, settings.lang) if settings.cot else text
+
+
+def request_hash(model: str, text: str, image_hashes: list[str], config: GenerationConfig, task: str) -> str:
+    """Identity of a request for resume: same hash = same question asked of the same model."""
+    identity = {
+        "model": model, "task": task, "prompt": text, "images": image_hashes,
+        "temperature": config.temperature, "max_tokens": config.max_tokens, "seed": config.seed,
+        "prompt_version": prompts.PROMPT_VERSION,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
+def build_request(task: str, row: dict[str, Any], settings: PromptSettings) -> Request:
+    """Images first (the views, in order), then the task text, in one user turn."""
+    text = prompt_text(task, row, settings)
+    views = views_for_request(row, n=settings.images, order=settings.image_order, seed=settings.seed,
+                              max_side=settings.max_image_side)
+    config = GenerationConfig(temperature=0.0, max_tokens=settings.max_tokens, seed=settings.seed)
+    digest = request_hash(settings.model, text, [hashlib.sha256(v.data).hexdigest() for v in views],
+                          config, task)
+    message = Message(role="user", content=(*views, text))
+    return Request(id=str(row["id"]), task=task, messages=(message,), config=config, request_hash=digest,
+                   metadata={"n_images": len(views), "n_options": len(row.get("options") or [])})
+
+
+def reference_of(task: str, row: dict[str, Any], lang: str = "zh") -> Any:
+    """The reference answer scoring compares against (VQA: in the prompt language)."""
+    if task == "classification":
+        return row["answer"]
+    if task == "nutrition":
+        return {k: float(row[k]) for k in NUTRIENTS}
+    if task == "vqa":
+        return row.get("answer_en") if lang == "en" and row.get("answer_en") else row["answer"]
+    raise ValueError(f"unknown task {task!r}")
+
+
+def question_of(row: dict[str, Any], lang: str = "zh") -> str:
+    return row.get("question_en") if lang == "en" and row.get("question_en") else row["question"]
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.S)
+_FINAL = re.compile(r"(?:最终答案|最终回答|final answer)\s*[:：]\s*", re.I)
+
+
+def final_answer_text(text: str) -> str:
+    """The answer part of free text: drop <think> blocks, keep what follows the last final-answer mark.
+
+    >>> final_answer_text("1. looks red\\nFinal answer: Not suitable, it is fried.")
+    'Not suitable, it is fried.'
+    """
+    text = _THINK.sub("", text)
+    marks = list(_FINAL.finditer(text))
+    return (text[marks[-1].end():] if marks else text).strip()
+
+
+def parse_output(task: str, text: str, row: dict[str, Any], lang: str = "zh") -> Any:
+    """The task's parsed answer, with the metrics modules' own parsers (never a second copy)."""
+    if task == "classification":
+        from metrics.dining_accuracy.dining_accuracy import parse_choice
+
+        options = options_of(row, lang)
+        return parse_choice(text, n_options=len(options), options=options)
+    if task == "nutrition":
+        from metrics.nutrition_error.nutrition_error import parse_nutrition
+
+        return parse_nutrition(text)
+    if task == "vqa":
+        return final_answer_text(text) or None
+    raise ValueError(f"unknown task {task!r}")
