@@ -1,0 +1,137 @@
+"""The `hf:` backend on a real (tiny, random) vision-language model, on CPU: real processors,
+chat templates and `generate` calls with several images per prompt.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from eval.backends import make_backend
+from eval.backends.hf import HFBackend, to_hf_conversation
+from eval.types import BackendError, ConfigError, GenerationConfig, ImagePart, Message, Request, Response
+from tests.helpers_tiny_vlm import tiny_vlm_dir
+
+HAS_TORCHVISION = importlib.util.find_spec("torchvision") is not None
+TOKENS_PER_IMAGE = 4 + 2  # tiny LLaVA: 4 visual tokens, plus <|vision_start|> and <|vision_end|>
+
+
+@pytest.fixture(scope="session")
+def tiny_llava(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_vlm_dir(tmp_path_factory, "llava")
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_llava: Path) -> HFBackend:
+    return make_backend(f"hf:{tiny_llava}", images=3, batch_size=4, device="cpu", max_tokens=8, seed=0,
+                        base_url=None, timeout=30.0)
+
+
+def photo(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, color).save(buffer, "JPEG")
+    return buffer.getvalue()
+
+
+def request(item_id: str, images: int = 2, max_tokens: int = 8, question: str = "这是什么菜？只回答字母。") -> Request:
+    parts = (*(ImagePart(photo((60 * i, 140, 90 + 10 * len(item_id)))) for i in range(images)), question)
+    return Request(id=item_id, task="classification", config=GenerationConfig(max_tokens=max_tokens),
+                   messages=(Message("system", ("你是美食专家。",)), Message("user", parts)),
+                   request_hash=f"h-{item_id}")
+
+
+def test_conversation_keeps_text_and_images_in_request_order() -> None:
+    first, second = object(), object()
+    messages = (Message("system", ("Be brief.",)),
+                Message("user", ("Merchant photo:", ImagePart(b""), "", "Customer photo:", ImagePart(b""), "Which?")))
+    conversation = to_hf_conversation(messages, [first, second])
+    assert conversation[0] == {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}
+    assert conversation[1]["content"] == [
+        {"type": "text", "text": "Merchant photo:"}, {"type": "image", "image": first},
+        {"type": "text", "text": "Customer photo:"}, {"type": "image", "image": second},
+        {"type": "text", "text": "Which?"}]
+
+
+def test_multi_image_batch_generates_one_response_per_request(backend: HFBackend) -> None:
+    results = backend.generate_batch([request("two", 2), request("one", 1), request("three", 3, max_tokens=3)])
+    assert all(isinstance(r, Response) for r in results)
+    two, one, three = results
+    # Each image adds exactly its visual tokens to the prompt: the images really reached the model.
+    assert two.usage["prompt_tokens"] - one.usage["prompt_tokens"] == TOKENS_PER_IMAGE
+    assert three.usage["prompt_tokens"] - two.usage["prompt_tokens"] == TOKENS_PER_IMAGE
+    assert 1 <= two.usage["completion_tokens"] <= 8 and 1 <= three.usage["completion_tokens"] <= 3
+    assert {r.finish_reason for r in results} <= {"stop", "length"}
+    assert all(isinstance(r.text, str) for r in results)
+
+
+def test_batching_with_left_padding_does_not_change_answers(backend: HFBackend) -> None:
+    requests = [request("a", 1), request("bb", 3, question="热量是多少？请以 JSON 回答。"), request("ccc", 2)]
+    batched = [r.text for r in backend.generate_batch(requests)]
+    alone = [backend.generate_batch([r])[0].text for r in requests]
+    assert batched == alone
+
+
+def test_greedy_decoding_is_deterministic(backend: HFBackend) -> None:
+    assert backend.generate_batch([request("x")])[0] == backend.generate_batch([request("x")])[0]
+
+
+def test_a_corrupt_image_fails_only_its_sample(backend: HFBackend) -> None:
+    broken = Request(id="dish-17", task="nutrition", config=GenerationConfig(max_tokens=4), request_hash="b",
+                     messages=(Message("user", (ImagePart(b"not a jpeg"), "热量？")),))
+    good, bad = backend.generate_batch([request("fine"), broken])
+    assert isinstance(good, Response)
+    assert isinstance(bad, BackendError) and not bad.retryable
+    assert str(bad) == "dish-17: image 0 cannot be decoded (UnidentifiedImageError)"
+
+
+def test_prompts_longer_than_max_model_len_are_refused(tiny_llava: Path) -> None:
+    short_context = make_backend(f"hf:{tiny_llava}", device="cpu", max_model_len=40)
+    long_prompt, = short_context.generate_batch([request("long", 3)])
+    assert isinstance(long_prompt, BackendError) and "max_model_len is 40" in str(long_prompt)
+
+
+async def test_generate_runs_one_request_off_the_event_loop(backend: HFBackend) -> None:
+    response = await backend.generate(request("async", 2, max_tokens=2))
+    assert response.usage["completion_tokens"] <= 2
+    broken = Request(id="bad", task="vqa", config=GenerationConfig(), request_hash="b",
+                     messages=(Message("user", (ImagePart(b"\xff\xd8garbage"), "?")),))
+    with pytest.raises(BackendError):
+        await backend.generate(broken)
+
+
+def test_describe_records_what_ran(backend: HFBackend, tiny_llava: Path) -> None:
+    info = backend.describe()
+    assert info["backend"] == "hf" and info["model"] == str(tiny_llava)
+    assert info["model_class"] == "LlavaForConditionalGeneration"
+    assert set(info["engine_versions"]) == {"transformers", "torch"}
+    assert (info["device"], info["dtype"], info["batch_size"], info["max_model_len"]) == ("cpu", "float32", 4, 16384)
+
+
+@pytest.mark.parametrize(("spec", "options", "expected"), [
+    ("hf:/no/such/model-folder", {}, "hf: model folder /no/such/model-folder does not exist"),
+    ("hf:TINY", {"dtype": "int4"}, "--dtype 'int4' is not one of auto, bfloat16, float16, float32"),
+    ("hf:TINY", {"batch_size": 0}, "--batch-size must be at least 1 (got 0)"),
+    ("hf:TINY", {"max_pixels": 50176}, "--max-pixels/--min-pixels apply to Qwen-VL-style image processors"),
+])
+def test_setup_problems_are_one_line(tiny_llava: Path, spec: str, options: dict, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        make_backend(spec.replace("TINY", str(tiny_llava)), device="cpu", **options)
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_qwen2_vl_style_model(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Qwen-VL processors need torchvision: without it a one-line hint, with it real generation."""
+    folder = tiny_vlm_dir(tmp_path_factory, "qwen2_vl")
+    if not HAS_TORCHVISION:
+        with pytest.raises(ConfigError) as caught:
+            make_backend(f"hf:{folder}", device="cpu")
+        assert "needs torchvision" in str(caught.value) and "pip install torchvision" in str(caught.value)
+        return
+    qwen = make_backend(f"hf:{folder}", device="cpu", max_pixels=56 * 56, min_pixels=56 * 56)
+    one, two = qwen.generate_batch([request("q1", 1), request("q2", 2)])
+    # 56x56 px → 4x4 patches of 14 px → 4 tokens after the 2x2 merge, + vision start/end.
+    assert two.usage["prompt_tokens"] - one.usage["prompt_tokens"] == 6
