@@ -1,0 +1,72 @@
+"""DiningBench Space: browse the benchmark, try a model on a few items, compare with the paper.
+
+Run locally with `python space/app.py` (honours GRADIO_SERVER_PORT and GRADIO_SERVER_NAME).
+Operator settings are environment variables, documented in space/README.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# The repo root holds eval/, metrics/ and diningbench.py: the parent of space/ in a checkout, or
+# this folder itself in a bundled Space (see space/README.md).
+REPO_ROOT = HERE if (HERE / "eval").is_dir() else HERE.parent
+for path in (str(HERE), str(REPO_ROOT)):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+import gradio as gr  # noqa: E402
+from diningspace.browse_tab import BrowseTab  # noqa: E402
+from diningspace.catalog import Catalog  # noqa: E402
+from diningspace.evaluate_tab import EvaluateTab  # noqa: E402
+from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
+from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
+
+INTRO = ("**DiningBench** tests how well vision-language models understand food: telling near-identical "
+         "dishes apart, estimating their nutrition, and reasoning about diets, from several photos of one dish.")
+SYNTHETIC_BANNER = ("<div class='db-banner'>You are looking at the <b>synthetic sample</b>: dishes rendered "
+                    "from recipes by a seeded generator, in the real schema. It is for trying things out; "
+                    "its numbers say nothing about the real benchmark.</div>")
+CSS = (HERE / "style.css").read_text(encoding="utf-8")
+
+
+def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blocks:
+    """The whole Space as one Blocks; `catalog` can be injected (tests, other data sources)."""
+    catalog = catalog or Catalog(source=settings.dataset)
+    browse, evaluate, leaderboard = BrowseTab(catalog), EvaluateTab(catalog, settings), LeaderboardTab(settings)
+    with gr.Blocks(title="DiningBench") as demo:
+        gr.HTML("<div class='db-header'><h1>🍜 DiningBench</h1></div>")
+        gr.Markdown(INTRO, elem_classes="db-intro")
+        if settings.is_synthetic_sample:
+            gr.HTML(SYNTHETIC_BANNER)
+        with gr.Tabs():
+            with gr.Tab("Browse", id="browse"):
+                browse.build()
+            with gr.Tab("Evaluate", id="evaluate"):
+                evaluate.build()
+            with gr.Tab("Leaderboard", id="leaderboard"):
+                leaderboard.build()
+        for fn, inputs, outputs in (browse.on_load, evaluate.on_load):
+            demo.load(fn, inputs, outputs, api_visibility="private")
+    demo.queue(default_concurrency_limit=4, max_size=64)
+    return demo
+
+
+def launch_options() -> dict:
+    """Look and feel: in Gradio 6 theme and CSS are arguments of launch()."""
+    # System fonts only: the page must not fetch anything from third-party hosts.
+    theme = gr.themes.Soft(primary_hue="orange", secondary_hue="amber", neutral_hue="stone",
+                           font=["ui-sans-serif", "system-ui", "Segoe UI", "Noto Sans", "sans-serif"],
+                           font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "monospace"])
+    return {"theme": theme, "css": CSS, "footer_links": ["api"]}
+
+
+def main() -> None:
+    settings = settings_or_exit(REPO_ROOT)
+    build_app(settings).launch(**launch_options())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The Browse tab: pick a config, filter, step through items, see their views and ground truth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from diningspace.catalog import ALL, CONFIGS, Catalog, CatalogError
+from diningspace.render import gallery_caption, item_card, plain_fields
+
+NO_ITEM = '<div class="db-empty">No item matches these filters.</div>'
+
+
+def _filter_update(catalog: Catalog, config: str, field: str, visible: bool = True) -> dict[str, Any]:
+    values = catalog.facets(config, field) if visible else []
+    return gr.update(choices=[ALL, *values], value=ALL, visible=visible)
+
+
+class BrowseTab:
+    """Builds the tab's components inside the current Blocks and wires their events."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    # --- handlers (plain functions of component values) -------------------------------------
+    def show(self, config: str, item_id: str | None, ids: list[str], lang: str, show_answer: bool
+             ) -> tuple[Any, str, dict[str, Any], str]:
+        """Gallery, card, fields and the 'item k of n' line for one item."""
+        if not item_id:
+            return [], NO_ITEM, {}, "0 items"
+        try:
+            row = self.catalog.row(config, item_id)
+            views = self.catalog.images(config, item_id)
+        except CatalogError as exc:
+            raise gr.Error(str(exc)) from None
+        gallery = [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)]
+        card = item_card(config, row, n_images=len(views), lang=lang, show_answer=show_answer)
+        where = f"Item {ids.index(item_id) + 1} of {len(ids)}" if item_id in ids else f"{len(ids)} items"
+        return gallery, card, plain_fields(row), where
+
+    def api_browse(self, config: str, item_id: str) -> tuple[Any, dict[str, Any]]:
+        """/browse: (config, item id) → the item's views (captioned with their role) and all its fields."""
+        try:
+            row = self.catalog.row(config, item_id)
+            views = self.catalog.images(config, item_id)
+        except CatalogError as exc:
+            raise gr.Error(str(exc)) from None
+        return [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)], plain_fields(row)
+
+    def on_config(self, config: str, lang: str, show_answer: bool) -> tuple[Any, ...]:
+        try:
+            ids = self.catalog.filter_ids(config)
+        except CatalogError as exc:
+            raise gr.Error(str(exc)) from None
+        first = ids[0] if ids else None
+        return (_filter_update(self.catalog, config, "cuisine"), _filter_update(self.catalog, config, "category"),
+                _filter_update(self.catalog, config, "vqa_category", visible=config == "vqa"),
+                gr.update(choices=ids, value=first), *self.show(config, first, ids, lang, show_answer))
+
+    def on_filter(self, config: str, cuisine: str, category: str, vqa_category: str, lang: str,
+                  show_answer: bool) -> tuple[Any, ...]:
+        ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
+                                      vqa_category=vqa_category if config == "vqa" else ALL)
+        first = ids[0] if ids else None
+        return (gr.update(choices=ids, value=first), *self.show(config, first, ids, lang, show_answer))
+
+    def on_item(self, config: str, cuisine: str, category: str, vqa_category: str, item_id: str | None,
+                lang: str, show_answer: bool) -> tuple[Any, ...]:
+        ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
+                                      vqa_category=vqa_category if config == "vqa" else ALL)
+        return self.show(config, item_id, ids, lang, show_answer)
+
+    def step(self, delta: int, config: str, cuisine: str, category: str, vqa_category: str,
+             item_id: str | None, lang: str, show_answer: bool) -> tuple[Any, ...]:
+        """The previous/next item among the filtered ones, wrapping around at either end."""
+        ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
+                                      vqa_category=vqa_category if config == "vqa" else ALL)
+        if not ids:
+            return (gr.update(value=None), *self.show(config, None, ids, lang, show_answer))
+        current = ids.index(item_id) if item_id in ids else -delta
+        target = ids[(current + delta) % len(ids)]
+        return (gr.update(value=target), *self.show(config, target, ids, lang, show_answer))
+
+    # --- layout -------------------------------------------------------------------------------
+    def build(self) -> None:
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=240, elem_classes="db-sidebar"):
+                config = gr.Radio(list(CONFIGS), value="classification", label="Config")
+                cuisine = gr.Dropdown([ALL], value=ALL, label="Cuisine")
+                category = gr.Dropdown([ALL], value=ALL, label="Menu category")
+                vqa_category = gr.Dropdown([ALL], value=ALL, label="VQA category", visible=False)
+                item = gr.Dropdown([], label="Item id", allow_custom_value=False)
+                with gr.Row():
+                    prev_btn = gr.Button("← Previous", size="sm")
+                    next_btn = gr.Button("Next →", size="sm")
+                where = gr.Markdown("", elem_classes="db-where")
+                lang = gr.Radio(["zh", "en"], value="zh", label="Language")
+                show_answer = gr.Checkbox(False, label="Show answer")
+            with gr.Column(scale=3):
+                gallery = gr.Gallery(label="Views", columns=4, height="auto", object_fit="contain",
+                                     fit_columns=False, preview=False, allow_preview=True, elem_id="db-gallery")
+                card = gr.HTML(elem_id="db-card")
+                with gr.Accordion("All fields (JSON)", open=False):
+                    fields = gr.JSON(label="Fields")
+        filters = [config, cuisine, category, vqa_category]
+        shown = [gallery, card, fields, where]
+        config.input(self.on_config, [config, lang, show_answer],
+                      [cuisine, category, vqa_category, item, *shown], api_visibility="private")
+        for box in (cuisine, category, vqa_category):
+            box.input(self.on_filter, [*filters, lang, show_answer], [item, *shown], api_visibility="private")
+        # `.input` (user actions only): programmatic updates already render the item they select.
+        for trigger in (item.input, lang.input, show_answer.input):
+            trigger(self.on_item, [*filters, item, lang, show_answer], shown, api_visibility="private")
+        prev_btn.click(lambda *a: self.step(-1, *a), [*filters, item, lang, show_answer], [item, *shown],
+                       api_visibility="private")
+        next_btn.click(lambda *a: self.step(1, *a), [*filters, item, lang, show_answer], [item, *shown],
+                       api_visibility="private")
+        self.on_load = (self.on_config, [config, lang, show_answer], [cuisine, category, vqa_category, item, *shown])
+
+        # API-only endpoint for gradio_client users: hidden inputs, so any config's ids are accepted.
+        api_config = gr.Textbox(visible=False)
+        api_item = gr.Textbox(visible=False)
+        api_trigger = gr.Button(visible=False)
+        api_trigger.click(self.api_browse, [api_config, api_item], [gallery, fields], api_name="browse")

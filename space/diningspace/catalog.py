@@ -1,0 +1,111 @@
+"""The dataset as the Browse tab sees it: metadata indexed once, images decoded one item at a time.
+
+A full release has ~5 images per item and thousands of items, so the index holds only the text
+columns; the shown item's images are read from the Arrow table and decoded on demand.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image
+
+CONFIGS = ("classification", "nutrition", "vqa")
+IMAGE_COLUMNS = ("images",)
+ALL = "All"  # the filter value that keeps every item
+
+
+class CatalogError(ValueError):
+    """A config or item the Space cannot show (one line naming it)."""
+
+
+@dataclass
+class ConfigIndex:
+    """One config: its (image-free) rows in dataset order and where each id lives."""
+
+    dataset: Any  # datasets.Dataset loaded with decode_images=False
+    rows: list[dict[str, Any]]
+    position: dict[str, int]
+
+
+def _default_loader(source: str | None) -> Callable[[str], Any]:
+    def load(config: str) -> Any:
+        import diningbench
+
+        return diningbench.load(config, source=source, decode_images=False)
+
+    return load
+
+
+def decode_image(stored: Any) -> Image.Image:
+    """A stored image ({bytes, path} as datasets keeps it, raw bytes, or PIL) as an RGB picture."""
+    if isinstance(stored, Image.Image):
+        return stored.convert("RGB")
+    data = stored.get("bytes") if isinstance(stored, dict) else stored
+    if not data and isinstance(stored, dict) and stored.get("path"):
+        with open(stored["path"], "rb") as fh:
+            data = fh.read()
+    if not data:
+        raise CatalogError("image is empty")
+    with Image.open(io.BytesIO(data)) as img:
+        return img.convert("RGB")
+
+
+class Catalog:
+    """Lazily indexes each config on first use; safe to share between concurrent requests."""
+
+    def __init__(self, source: str | None = None, loader: Callable[[str], Any] | None = None) -> None:
+        self._load = loader or _default_loader(source)
+        self._indexes: dict[str, ConfigIndex] = {}
+        self._lock = threading.Lock()
+
+    def index(self, config: str) -> ConfigIndex:
+        if config not in CONFIGS:
+            raise CatalogError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
+        with self._lock:
+            if config not in self._indexes:
+                dataset = self._load(config)
+                meta_columns = [c for c in dataset.column_names if c not in IMAGE_COLUMNS]
+                rows = dataset.select_columns(meta_columns).to_list()
+                position = {str(row["id"]): i for i, row in enumerate(rows)}
+                self._indexes[config] = ConfigIndex(dataset=dataset, rows=rows, position=position)
+            return self._indexes[config]
+
+    def facets(self, config: str, field: str) -> list[str]:
+        """The distinct values of a metadata column (cuisine, category, vqa_category), sorted."""
+        return sorted({str(r[field]) for r in self.index(config).rows if r.get(field) not in (None, "")})
+
+    def filter_ids(self, config: str, *, cuisine: str = ALL, category: str = ALL,
+                   vqa_category: str = ALL) -> list[str]:
+        """Ids of the items that match every filter (ALL or empty = no filter), in dataset order."""
+        wanted = {"cuisine": cuisine, "category": category, "vqa_category": vqa_category}
+        active = {k: v for k, v in wanted.items() if v and v != ALL}
+        return [str(r["id"]) for r in self.index(config).rows
+                if all(str(r.get(k)) == v for k, v in active.items())]
+
+    def row(self, config: str, item_id: str) -> dict[str, Any]:
+        """The item's metadata and text fields (no images)."""
+        index = self.index(config)
+        if item_id not in index.position:
+            raise CatalogError(f"no item {item_id!r} in the {config} config")
+        return dict(index.rows[index.position[item_id]])
+
+    def images(self, config: str, item_id: str) -> list[tuple[Image.Image, str]]:
+        """The item's views, decoded now, each with its role (`reference` or `user`)."""
+        index = self.index(config)
+        if item_id not in index.position:
+            raise CatalogError(f"no item {item_id!r} in the {config} config")
+        stored = index.dataset[index.position[item_id]]
+        roles: Sequence[str] = stored.get("image_roles") or []
+        out = []
+        for i, image in enumerate(stored.get("images") or []):
+            try:
+                picture = decode_image(image)
+            except (CatalogError, OSError, ValueError):
+                raise CatalogError(f"item {item_id}: image {i} cannot be decoded") from None
+            out.append((picture, roles[i] if i < len(roles) else "view"))
+        return out

@@ -1,0 +1,106 @@
+"""The Evaluate tab: run an offered model (or the visitor's own key) on a few items, live."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import gradio as gr
+
+from diningspace.catalog import Catalog, CatalogError
+from diningspace.evaluation import OWN_KEY, EvalRequest, stream_evaluation
+from diningspace.guard import GuardError, scrub
+from diningspace.results_view import results_table, summary_line, thumbnail_uri
+from diningspace.settings import BASELINES, KEY_PROVIDERS, SpaceSettings
+
+KEY_NOTE = ("Your key is sent with this one run only: it is not stored, logged or shown back, and "
+            "it is removed from any error message.")
+
+
+class EvaluateTab:
+    def __init__(self, catalog: Catalog, settings: SpaceSettings) -> None:
+        self.catalog = catalog
+        self.settings = settings
+
+    def _thumb(self, task: str, item_id: str) -> str | None:
+        try:
+            views = self.catalog.images(task, item_id)
+        except CatalogError:
+            return None
+        reference = [image for image, role in views if role == "reference"]
+        return thumbnail_uri((reference or [views[0][0]])[0]) if views else None
+
+    def _reference(self, task: str, lang: str) -> Any:
+        from eval.tasks import reference_of
+
+        return lambda item_id: reference_of(task, self.catalog.row(task, item_id), lang)
+
+    def evaluate(self, task: str, model: str, n_items: float, provider: str, own_model: str, api_key: str,
+                 base_url: str, lang: str, progress: gr.Progress = gr.Progress()  # noqa: B008
+                 ) -> Iterator[tuple[str, str, dict[str, Any] | None, list[dict[str, Any]]]]:
+        """/evaluate: stream (status, per-sample table, metrics, per-sample records); metrics at the end."""
+        request = EvalRequest(task=task, model=model, n_items=int(n_items or 0), provider=provider or "openai",
+                              own_model=own_model or "", api_key=api_key or "", base_url=base_url or "",
+                              lang=lang or "zh")
+        secrets = [request.api_key, request.api_key.strip()]
+        thumbs: dict[str, str] = {}
+        try:
+            for update in stream_evaluation(request, self.settings, self._reference(task, request.lang)):
+                for result in update.results:
+                    if result.id not in thumbs and (uri := self._thumb(task, result.id)):
+                        thumbs[result.id] = uri
+                done = len(update.results)
+                progress((done, update.total), desc="items", unit="items")
+                records = [r.to_json() for r in update.results]
+                if update.metrics is None:
+                    failed = sum(1 for r in update.results if r.error)
+                    status = (f"Running **{update.spec}** on {update.total} {task} items… {done}/{update.total} done"
+                              + (f" · {failed} failed" if failed else ""))
+                    yield status, results_table(task, update.results, thumbs), None, records
+                else:
+                    yield (summary_line(task, update.spec, update.metrics),
+                           results_table(task, update.results, thumbs), update.metrics, records)
+        except GuardError as exc:
+            raise gr.Error(scrub(str(exc), secrets)) from None
+        except Exception as exc:  # noqa: BLE001 - every failure reaches the visitor as one scrubbed line
+            message = scrub(str(exc) or exc.__class__.__name__, secrets).splitlines()[0]
+            raise gr.Error(f"evaluation failed: {message}") from None
+
+    def model_choices(self, task: str) -> dict[str, Any]:
+        choices = [*self.settings.model_choices(task), OWN_KEY]
+        return gr.update(choices=choices, value=choices[0])
+
+    def build(self) -> None:
+        s = self.settings
+        offered = list(dict.fromkeys([*s.models, *(b for task in s.tasks() for b in BASELINES[task]), OWN_KEY]))
+        first_task = s.tasks()[0]
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=280, elem_classes="db-sidebar"):
+                task = gr.Radio(list(s.tasks()), value=first_task, label="Task")
+                model = gr.Dropdown(offered, value=s.model_choices(first_task)[0], label="Model",
+                                    info="Configured by this Space's operator; baselines need no key.")
+                n_items = gr.Slider(1, s.max_items, value=s.default_items, step=1, label="Items",
+                                    info=f"The first N items of the dataset (at most {s.max_items} here).")
+                lang = gr.Radio(["zh", "en"], value="zh", label="Prompt language")
+                with gr.Group(visible=False) as own_key_group:
+                    provider = gr.Radio(list(KEY_PROVIDERS), value="openai", label="Provider")
+                    own_model = gr.Textbox(label="Model name", placeholder="gpt-4o-mini or gemini-2.5-flash")
+                    api_key = gr.Textbox(label="API key", type="password", placeholder="sk-… / AIza…",
+                                         info=KEY_NOTE)
+                    base_url = gr.Textbox(label="Base URL (optional)", visible=bool(s.allowed_hosts),
+                                          placeholder="https://host/v1",
+                                          info="Allowed hosts: " + ", ".join(s.allowed_hosts))
+                run_btn = gr.Button("Run evaluation", variant="primary")
+            with gr.Column(scale=3):
+                status = gr.Markdown("Pick a model and press **Run evaluation**.", elem_id="db-eval-status")
+                results = gr.HTML(results_table(first_task, [], {}), elem_id="db-results")
+                with gr.Accordion("Metrics and per-item records (JSON)", open=False):
+                    metrics = gr.JSON(label="Metrics")
+                    records = gr.JSON(label="Per-item records")
+        task.input(self.model_choices, task, model, api_visibility="private")
+        model.change(lambda m: gr.update(visible=m == OWN_KEY), model, own_key_group, api_visibility="private")
+        run_btn.click(self.evaluate, [task, model, n_items, provider, own_model, api_key, base_url, lang],
+                      [status, results, metrics, records], api_name="evaluate",
+                      concurrency_limit=s.eval_concurrency, concurrency_id="evaluate",
+                      show_progress_on=[results])
+        self.on_load = (self.model_choices, task, model)

@@ -1,0 +1,71 @@
+"""Keeping visitors' keys secret and the Space from being used to reach arbitrary hosts.
+
+A visitor's key lives only in the arguments of one evaluate call: it is never stored, logged or
+put in an environment variable, and every text shown back (errors, model output) is scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Iterable
+
+REDACTED = "[redacted]"
+# A model name typed by a visitor goes into an API path; keep it to the characters names use.
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
+
+
+class GuardError(ValueError):
+    """Input the Space refuses (one line, safe to show: it never contains a key)."""
+
+
+def scrub(text: str, secrets: Iterable[str | None]) -> str:
+    """Remove every secret (also URL-encoded, as it appears in query strings) from `text`.
+
+    >>> scrub("401: bad key sk-abc123 (url ?key=sk-abc123)", ["sk-abc123"])
+    '401: bad key [redacted] (url ?key=[redacted])'
+    """
+    for secret in secrets:
+        if not secret or len(secret) < 4:  # shorter strings are not keys and would mangle text
+            continue
+        for form in {secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)}:
+            text = text.replace(form, REDACTED)
+    return text
+
+
+def check_model_name(name: str) -> str:
+    """A visitor's model name, stripped, or GuardError."""
+    name = (name or "").strip()
+    if not _MODEL_NAME.match(name):
+        raise GuardError("model name: use letters, digits and . _ : / @ + - only (e.g. gpt-4o-mini)")
+    return name
+
+
+def check_base_url(url: str | None, allowed_hosts: Iterable[str]) -> str | None:
+    """The base URL if its host is allow-listed by the operator; None when empty; GuardError otherwise.
+
+    An allow-list entry is a host name (`api.example.com`, any port) or `host:port`. With no
+    allow-list, no base URL is accepted at all: the Space must not fetch URLs chosen by visitors.
+
+    >>> check_base_url("http://127.0.0.1:8000/v1", ["127.0.0.1:8000"])
+    'http://127.0.0.1:8000/v1'
+    """
+    url = (url or "").strip()
+    if not url:
+        return None
+    allowed = {h.strip().lower() for h in allowed_hosts if h.strip()}
+    if not allowed:
+        raise GuardError("base URL: this Space does not accept custom base URLs")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise GuardError("base URL: not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise GuardError("base URL: must start with http:// or https:// and name a host")
+    if parts.username or parts.password:
+        raise GuardError("base URL: must not contain a user name or password")
+    host = parts.hostname.lower()
+    if host not in allowed and (port is None or f"{host}:{port}" not in allowed):
+        raise GuardError(f"base URL: host {host!r} is not allowed here (allowed: {', '.join(sorted(allowed))})")
+    return url

@@ -1,0 +1,111 @@
+"""An item's fields as the HTML card of the Browse tab (pure functions, no Gradio).
+
+Every dataset string is escaped: the card shows text, never markup from the data.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+LETTERS = "ABCDEFGH"
+NUTRIENT_ROWS = (("calories", "Calories", "kcal"), ("protein", "Protein", "g"),
+                 ("carbohydrates", "Carbohydrates", "g"), ("fat", "Fat", "g"))
+VQA_CATEGORY_NAMES = {
+    "cuisine_technique": "Cuisine technique",
+    "dietary_suggestion": "Dietary suggestion",
+    "multi_image_analysis": "Multi-image analysis",
+    "counterfactual_reasoning": "Counterfactual reasoning",
+}
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _pick(row: dict[str, Any], field: str, lang: str) -> str:
+    """The field in the chosen language, falling back to the other one when it is missing."""
+    en, zh = row.get(f"{field}_en"), row.get(field)
+    return str((en or zh) if lang == "en" else (zh or en) or "")
+
+
+def _chips(row: dict[str, Any], n_images: int) -> str:
+    chips = [row.get("cuisine"), row.get("category"),
+             VQA_CATEGORY_NAMES.get(row.get("vqa_category") or "", row.get("vqa_category")),
+             f"{n_images} view{'s' if n_images != 1 else ''}", f"merchant {row.get('merchant_id')}"]
+    return "".join(f'<span class="db-chip">{_e(c)}</span>' for c in chips if c)
+
+
+def _classification(row: dict[str, Any], lang: str, show_answer: bool) -> str:
+    primary = row.get("options_en") if lang == "en" and row.get("options_en") else row.get("options")
+    secondary = row.get("options") if primary is row.get("options_en") else row.get("options_en")
+    items = []
+    for i, name in enumerate(primary or []):
+        letter = LETTERS[i] if i < len(LETTERS) else str(i + 1)
+        correct = show_answer and letter == row.get("answer")
+        other = secondary[i] if secondary and i < len(secondary) else ""
+        items.append(
+            f'<li class="db-option{" db-correct" if correct else ""}"><span class="db-letter">{letter}</span>'
+            f'<span class="db-name">{_e(name)}</span><span class="db-alt">{_e(other)}</span>'
+            f'{"<span class=db-tick>✓ answer</span>" if correct else ""}</li>')
+    hint = "" if show_answer else '<p class="db-hint">Which one is it? Turn on <b>Show answer</b> to check.</p>'
+    return f'<h3>Which dish is in the photos?</h3><ol class="db-options">{"".join(items)}</ol>{hint}'
+
+
+def _number(value: Any) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    return "—" if not math.isfinite(number) else f"{number:,.1f}"
+
+
+def _nutrition(row: dict[str, Any], lang: str) -> str:
+    facts = "".join(f"<tr><td>{label}</td><td class='db-num'>{_number(row.get(key))} {unit}</td></tr>"
+                    for key, label, unit in NUTRIENT_ROWS)
+    ingredients = ", ".join(str(i) for i in row.get("ingredients") or [])
+    return (f"<h3>{_e(_pick(row, 'dish_name', lang))}</h3>"
+            f'<p class="db-sub">{_e(_pick(row, "dish_name", "zh" if lang == "en" else "en"))}</p>'
+            f"<p><b>Portion</b> {_e(row.get('portion'))}</p>"
+            f"<p><b>Ingredients</b> {_e(ingredients) or '—'}</p>"
+            f'<table class="db-facts"><caption>Nutrition facts per serving</caption>{facts}</table>'
+            f'<p class="db-sub">Source of the figures: {_e(row.get("nutrition_source"))}</p>')
+
+
+def _vqa(row: dict[str, Any], lang: str) -> str:
+    return (f'<h3>{_e(_pick(row, "question", lang))}</h3>'
+            f'<div class="db-block"><b>Reference answer</b><p>{_e(_pick(row, "answer", lang))}</p></div>'
+            f'<div class="db-block"><b>Rationale</b><p>{_e(_pick(row, "rationale", lang))}</p></div>')
+
+
+def item_card(config: str, row: dict[str, Any], *, n_images: int, lang: str = "zh",
+              show_answer: bool = False) -> str:
+    """The HTML card for one item of `config` (classification / nutrition / vqa)."""
+    if config == "classification":
+        body = _classification(row, lang, show_answer)
+    elif config == "nutrition":
+        body = _nutrition(row, lang)
+    else:
+        body = _vqa(row, lang)
+    return (f'<div class="db-card"><div class="db-id">{_e(row.get("id"))}</div>'
+            f'<div class="db-chips">{_chips(row, n_images)}</div>{body}</div>')
+
+
+def gallery_caption(role: str, index: int) -> str:
+    """`reference · view 1` for the merchant photo, `user · view 2` for customer photos."""
+    return f"{role} · view {index + 1}"
+
+
+def plain_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as JSON-safe values (float32 → float, NaN → None) for the /browse API."""
+    def clean(value: Any) -> Any:
+        if hasattr(value, "item") and not isinstance(value, str | bytes):  # numpy scalars
+            value = value.item()
+        if isinstance(value, float):
+            return value if math.isfinite(value) else None
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    return {k: clean(v) for k, v in row.items()}

@@ -1,0 +1,85 @@
+"""Evaluation results as the Evaluate tab shows them: a live per-sample table and a summary line.
+
+Thumbnails are small inline JPEGs so the table needs no file serving; all text is escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from typing import Any
+
+from PIL import Image
+
+from diningspace.evaluation import SampleResult
+
+THUMB_SIDE = 72
+
+
+def thumbnail_uri(image: Image.Image) -> str:
+    """A data: URI of a small JPEG copy of `image`."""
+    small = image.copy()
+    small.thumbnail((THUMB_SIDE * 2, THUMB_SIDE * 2))  # 2x for sharp thumbnails on hi-dpi screens
+    buffer = io.BytesIO()
+    small.convert("RGB").save(buffer, format="JPEG", quality=80)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _short(value: Any, limit: int = 220) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _verdict(task: str, result: SampleResult) -> tuple[str, str]:
+    """(css class, label) of the outcome cell."""
+    if result.error:
+        return "db-bad", "failed"
+    if task == "nutrition":
+        if result.parsed is None:
+            return "db-bad", "unparsed"
+        return ("db-neutral", "—") if result.ape is None else ("db-neutral", f"APE {result.ape * 100:.1f}%")
+    if result.parsed is None:
+        return "db-bad", "unparsed ✗"
+    if result.correct is None:
+        return "db-neutral", "not judged"
+    return ("db-good", "correct ✓") if result.correct else ("db-bad", "wrong ✗")
+
+
+def results_table(task: str, results: list[SampleResult], thumbs: dict[str, str]) -> str:
+    """The per-sample table: views thumbnail, raw answer, parsed answer, reference, outcome."""
+    if not results:
+        return '<div class="db-empty">Results appear here as each item finishes.</div>'
+    rows = []
+    for r in results:
+        css, label = _verdict(task, r)
+        thumb = f'<img class="db-thumb" src="{thumbs[r.id]}" alt="">' if r.id in thumbs else ""
+        raw = html.escape(_short(r.error if r.error else r.raw))
+        rows.append(f"<tr><td>{thumb}</td><td class='db-mono'>{html.escape(r.id)}</td>"
+                    f"<td class='db-raw'>{raw}</td><td>{html.escape(_short(r.parsed, 120)) or '—'}</td>"
+                    f"<td>{html.escape(_short(r.reference, 120))}</td><td class='{css}'>{label}</td></tr>")
+    head = "<tr><th>Views</th><th>Item</th><th>Model answer</th><th>Parsed</th><th>Reference</th><th>Outcome</th></tr>"
+    return f'<table class="db-results"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _pct(value: Any) -> str:
+    return "—" if value is None else f"{float(value) * 100:.2f}%"
+
+
+def _ci(value: Any) -> str:
+    if isinstance(value, list | tuple) and len(value) == 2 and None not in value:
+        return f" (95% CI {float(value[0]) * 100:.1f}–{float(value[1]) * 100:.1f}%)"
+    return ""
+
+
+def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
+    """The headline of a finished run in words, as in the paper (percentages)."""
+    n, failures = metrics.get("n"), metrics.get("parse_failures")
+    tail = f" · {n} items" + (f" · {failures} unparsed" if failures else "")
+    if task == "nutrition":
+        return f"**{spec}** — Average MAPE **{_pct(metrics.get('avg_mape'))}**{_ci(metrics.get('avg_mape_ci95'))}{tail}"
+    return f"**{spec}** — accuracy **{_pct(metrics.get('accuracy'))}**{_ci(metrics.get('accuracy_ci95'))}{tail}"

@@ -1,0 +1,114 @@
+"""What the operator of a Space decides, read once from environment variables (Space secrets).
+
+Every variable is documented in space/README.md; nothing else changes the Space's behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Reference baselines need no key, so they are always offered; each only makes sense for some tasks.
+BASELINES: dict[str, tuple[str, ...]] = {
+    "classification": ("baseline:random", "baseline:first"),
+    "nutrition": ("baseline:zero", "baseline:median", "baseline:category-mean"),
+    "vqa": (),
+}
+# Providers a visitor may use with a key of their own (the key is used for one request only).
+KEY_PROVIDERS = ("openai", "gemini")
+
+
+class SettingsError(ValueError):
+    """An environment variable the Space cannot use (one line naming the variable)."""
+
+
+def _int_env(env: dict[str, str], name: str, default: int, *, minimum: int = 1) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a whole number") from None
+    if value < minimum:
+        raise SettingsError(f"{name} must be at least {minimum} (got {value})")
+    return value
+
+
+def _list_env(env: dict[str, str], name: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class SpaceSettings:
+    """The operator's choices. `models` are `backend:model` specs served with the operator's keys."""
+
+    models: tuple[str, ...] = ()
+    judge: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    default_items: int = 8
+    max_items: int = 50
+    eval_concurrency: int = 2
+    request_concurrency: int = 4
+    dataset: str | None = None
+    results_dir: Path = field(default_factory=lambda: Path("results"))
+    reported_csv: Path | None = None
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, *, repo_root: Path | None = None) -> SpaceSettings:
+        """Read the DININGBENCH_SPACE_* variables; a malformed one is a one-line SettingsError."""
+        from eval.backends import SpecError, parse_spec
+
+        env = dict(os.environ if env is None else env)
+        root = repo_root or Path.cwd()
+        models = []
+        for spec in _list_env(env, "DININGBENCH_SPACE_MODELS"):
+            try:
+                parse_spec(spec)
+            except SpecError as exc:
+                raise SettingsError(f"DININGBENCH_SPACE_MODELS: {exc}") from None
+            models.append(spec)
+        judge = env.get("DININGBENCH_SPACE_JUDGE", "").strip() or None
+        if judge:
+            try:
+                parse_spec(judge)
+            except SpecError as exc:
+                raise SettingsError(f"DININGBENCH_SPACE_JUDGE: {exc}") from None
+        max_items = _int_env(env, "DININGBENCH_SPACE_MAX_ITEMS", 50)
+        default_items = min(_int_env(env, "DININGBENCH_SPACE_DEFAULT_ITEMS", 8), max_items)
+        results = Path(env.get("DININGBENCH_SPACE_RESULTS", "").strip() or root / "results")
+        return cls(
+            models=tuple(models),
+            judge=judge,
+            allowed_hosts=tuple(h.lower() for h in _list_env(env, "DININGBENCH_SPACE_ALLOWED_HOSTS")),
+            default_items=default_items,
+            max_items=max_items,
+            eval_concurrency=_int_env(env, "DININGBENCH_SPACE_EVAL_CONCURRENCY", 2),
+            request_concurrency=_int_env(env, "DININGBENCH_SPACE_REQUEST_CONCURRENCY", 4),
+            dataset=env.get("DININGBENCH_SOURCE", "").strip() or None,
+            results_dir=results,
+            reported_csv=root / "eval" / "data" / "table2_reported.csv",
+        )
+
+    @property
+    def is_synthetic_sample(self) -> bool:
+        """No release was configured, so the embedded synthetic sample is what visitors see."""
+        return self.dataset is None
+
+    def tasks(self) -> tuple[str, ...]:
+        """VQA is scored by a judge model, so it is offered only when the operator configured one."""
+        return ("classification", "nutrition", "vqa") if self.judge else ("classification", "nutrition")
+
+    def model_choices(self, task: str) -> list[str]:
+        """Operator models first, then the baselines that make sense for `task`."""
+        return [*self.models, *BASELINES.get(task, ())]
+
+
+def settings_or_exit(repo_root: Path) -> SpaceSettings:
+    """For the entry point: a misconfigured Space stops with one clear line, not a traceback."""
+    try:
+        return SpaceSettings.from_env(repo_root=repo_root)
+    except SettingsError as exc:
+        sys.exit(f"error: {exc}")
