@@ -55,13 +55,14 @@ _FINAL_MARKERS = (
 _ANSWER_MARKERS = (
     r"correct\s+(?:answer|option|choice)", r"best\s+(?:answer|option|choice)",
     r"the\s+answer\s+is", r"my\s+answer", r"answer", r"i\s+(?:would\s+)?(?:choose|pick|select|go\s+with)",
+    r"i(?:'d|\s+would)\s+say",
     r"正确答案", r"正确选项", r"答案", r"应选择?", r"故选", r"我选择?", r"选择", r"选项为", r"选",
 )
 # After a marker: optional verbs and punctuation, then the letter, bracketed or bold.
 _GLUE = r"(?:\s*(?:is|would\s+be|should\s+be|为|是|应为|应该是|:|=|-|—)\s*)*\s*(?:option\s*|选项\s*)?[\(\[\*【「]*\s*"
 # A letter is a capital not glued to other Latin letters; "I" followed by a lowercase word is the
 # English pronoun ("Answer: I think ..."), not option I.
-_LETTER = r"([A-Z])(?![A-Za-z])(?!\s+[a-z]{2,})"
+_LETTER = r"(?!I\s+[a-z])([A-Z])(?![A-Za-z])"
 _FINAL_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS) + r")" + _GLUE + _LETTER, re.IGNORECASE)
 _ANSWER_RE = re.compile(r"(?<![A-Za-z])(?:" + "|".join(_ANSWER_MARKERS) + r")" + _GLUE + _LETTER, re.IGNORECASE)
 _FINAL_TEXT_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS + _ANSWER_MARKERS) + r")" + _GLUE.replace(
@@ -109,12 +110,12 @@ def _match_option_text(answer: str, options: Sequence[str] | None) -> str | None
     return string.ascii_uppercase[hits[0]] if len(hits) == 1 else None
 
 
-def _mentions(line: str) -> list[str]:
+def _mentions(line: str, *, line_start: bool = True) -> list[str]:
     """Letters that a line presents as an answer (markers, brackets, bold, "C. name" at line start)."""
     found = [m.group(1) for m in _ANSWER_RE.finditer(line)]
     found += [m.group(1) for m in _BRACKETED_RE.finditer(line)]
     found += [m.group(1) for m in _BOLD_RE.finditer(line)]
-    start = _LINE_START_RE.match(line)
+    start = _LINE_START_RE.match(line) if line_start else None
     if start:
         found.append(start.group(1))
     return found
@@ -171,16 +172,27 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
         return _in_range(finals[-1].group(1), letters)
 
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = lines[-1]
+    # An explicit "Answer: C" / "答案：C" outranks letters merely shown in brackets or bold
+    # ("Answer: C. Unlike (B), ..."): if every marked answer agrees, that is the answer.
+    marked = [m.group(1) for m in _ANSWER_RE.finditer(text)]
+    if marked:
+        if len(set(marked)) == 1:
+            return _in_range(marked[0], letters)
+        on_last = {m.group(1) for m in _ANSWER_RE.finditer(last)}
+        return _in_range(on_last.pop(), letters) if len(on_last) == 1 else None
+
     mentioned = [letter for line in lines for letter in _mentions(line)]
     if len(set(mentioned)) == 1:
         return _in_range(mentioned[0], letters)
 
     # Several letters were discussed: the answer must stand on the last line, and alone there.
-    last = lines[-1]
     last_lone = _LONE_RE.match(last)
     if last_lone and last_lone.group(1).isupper():
         return _in_range(last_lone.group(1), letters)
-    on_last = set(_mentions(last))
+    # "B. name" as the last line after several letters is more likely the end of an echoed
+    # option list than an answer, so only explicit shapes count here.
+    on_last = set(_mentions(last, line_start=False))
     if mentioned and len(on_last) == 1:
         return _in_range(on_last.pop(), letters)
 
