@@ -68,7 +68,10 @@ class Catalog:
             raise CatalogError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
         with self._lock:
             if config not in self._indexes:
-                dataset = self._load(config)
+                try:
+                    dataset = self._load(config)
+                except (ValueError, OSError) as exc:  # diningbench.load's one-line errors
+                    raise CatalogError(f"cannot load the {config} config: {exc}") from None
                 meta_columns = [c for c in dataset.column_names if c not in IMAGE_COLUMNS]
                 rows = dataset.select_columns(meta_columns).to_list()
                 position = {str(row["id"]): i for i, row in enumerate(rows)}

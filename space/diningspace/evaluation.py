@@ -82,10 +82,10 @@ def resolve(request: EvalRequest, settings: SpaceSettings) -> tuple[str, dict[st
         return request.model, {}
     if request.provider not in KEY_PROVIDERS:
         raise GuardError(f"provider: choose one of {', '.join(KEY_PROVIDERS)}")
-    if not supports_own_keys(request.provider):
-        raise GuardError(f"{request.provider}: this installation cannot use a visitor's own key")
     if not request.api_key.strip():
         raise GuardError("API key: paste your key, or pick one of the offered models")
+    if not supports_own_keys(request.provider):
+        raise GuardError(f"{request.provider}: this installation cannot use a visitor's own key")
     spec = f"{request.provider}:{check_model_name(request.own_model)}"
     options: dict[str, Any] = {"api_key": request.api_key.strip()}
     base_url = check_base_url(request.base_url, settings.allowed_hosts)

@@ -1,0 +1,59 @@
+"""Assemble a folder that can be pushed as a Hugging Face Space: this app plus the repo code it runs.
+
+    python space/bundle.py --out build/space [--with-results]
+    hf upload <user>/diningbench build/space . --repo-type space
+
+The Space's root gets app.py, README.md (the Space card), requirements.txt and diningspace/ from
+space/, and beside them the packages the app imports (eval/, metrics/, diningbench.py and the
+embedded sample). app.py finds the code next to itself when bundled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SPACE_FILES = ("app.py", "README.md", "requirements.txt", "style.css", "diningspace")
+REPO_PATHS = ("diningbench.py", "diningbench", "synthetic", "eval", "metrics", "LICENSE")
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+
+
+def bundle(out: Path, with_results: bool = False) -> list[str]:
+    """Copy everything into `out` (emptied first); return the top-level names written."""
+    target = out.resolve()
+    protected = [ROOT / p for p in (*REPO_PATHS, "space", "tests", ".git")]
+    if target == ROOT or target in ROOT.parents or any(target == p or p in target.parents for p in protected):
+        raise SystemExit(f"error: --out {out} would overwrite repository files; choose e.g. build/space")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    written = []
+    for base, names in ((HERE, SPACE_FILES), (ROOT, REPO_PATHS + (("results",) if with_results else ()))):
+        for name in names:
+            source = base / name
+            if not source.exists():
+                continue
+            if source.is_dir():
+                shutil.copytree(source, out / name, ignore=IGNORE)
+            else:
+                shutil.copy2(source, out / name)
+            written.append(name)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "space", help="folder to write (replaced)")
+    parser.add_argument("--with-results", action="store_true", help="include results/ for the Leaderboard")
+    args = parser.parse_args(argv)
+    names = bundle(args.out, args.with_results)
+    print(f"wrote {args.out}: {', '.join(names)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""The Space's logic without a browser or server: filters, cards, leaderboard, key and URL guards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from diningspace.catalog import ALL, Catalog, CatalogError
+from diningspace.evaluation import OWN_KEY, EvalRequest, resolve
+from diningspace.guard import GuardError, check_base_url, check_model_name, scrub
+from diningspace.leaderboard import leaderboard_table, local_rows, reported_rows
+from diningspace.render import gallery_caption, item_card, plain_fields
+from diningspace.settings import SettingsError, SpaceSettings
+from helpers_space import tiny_dataset
+
+
+@pytest.fixture
+def catalog() -> Catalog:
+    return Catalog(loader=tiny_dataset)
+
+
+def test_filters_narrow_items_and_facets_list_the_values(catalog: Catalog) -> None:
+    assert catalog.filter_ids("classification") == ["cla-1", "cla-2", "cla-3"]
+    assert catalog.filter_ids("classification", cuisine="japanese") == ["cla-2"]
+    assert catalog.filter_ids("classification", category="noodles") == ["cla-1", "cla-2"]
+    assert catalog.filter_ids("classification", cuisine="western", category="noodles") == []
+    assert catalog.filter_ids("vqa", vqa_category="cuisine_technique") == ["vqa-1", "vqa-3"]
+    assert catalog.filter_ids("nutrition", cuisine=ALL, category=ALL) == ["nut-1", "nut-2", "nut-3"]
+    assert catalog.facets("classification", "cuisine") == ["chinese", "japanese", "western"]
+
+
+def test_only_the_requested_item_is_decoded(catalog: Catalog) -> None:
+    calls = []
+
+    class CountingDataset:
+        """Wraps a Dataset and records which rows are read with their images."""
+
+        def __init__(self, inner):
+            self.inner, self.column_names = inner, inner.column_names
+
+        def select_columns(self, columns):
+            assert "images" not in columns  # the index never touches image bytes
+            return self.inner.select_columns(columns)
+
+        def __getitem__(self, i):
+            calls.append(i)
+            return self.inner[i]
+
+    counting = Catalog(loader=lambda config: CountingDataset(tiny_dataset(config)))
+    views = counting.images("nutrition", "nut-2")
+    assert calls == [1]
+    assert [role for _, role in views] == ["reference", "user"]
+    assert views[0][0].size == (64, 48) and views[0][0].mode == "RGB"
+
+
+def test_unknown_config_or_item_is_a_one_line_error(catalog: Catalog) -> None:
+    with pytest.raises(CatalogError, match="unknown config 'recipes'"):
+        catalog.filter_ids("recipes")
+    with pytest.raises(CatalogError, match="no item 'cla-9' in the classification config"):
+        catalog.row("classification", "cla-9")
+    broken = Catalog(loader=lambda config: (_ for _ in ()).throw(ValueError("release folder x has no data")))
+    with pytest.raises(CatalogError, match="cannot load the vqa config: release folder x has no data"):
+        broken.filter_ids("vqa")
+
+
+def test_card_marks_the_answer_only_when_asked_and_escapes_text(catalog: Catalog) -> None:
+    row = catalog.row("classification", "cla-2")  # answer B
+    hidden = item_card("classification", row, n_images=2, lang="zh", show_answer=False)
+    shown = item_card("classification", row, n_images=2, lang="en", show_answer=True)
+    assert "db-correct" not in hidden and "✓" not in hidden
+    assert shown.count("db-correct") == 1
+    assert '<span class="db-letter">B</span><span class="db-name">Dish 1 &lt;b&gt;</span>' in shown
+    assert "<b>" not in shown.replace("<b>Show answer</b>", "")
+
+
+def test_card_shows_vqa_in_the_chosen_language_and_nutrition_facts(catalog: Catalog) -> None:
+    vqa = catalog.row("vqa", "vqa-2")
+    assert "Question 1?" in item_card("vqa", vqa, n_images=2, lang="en")
+    zh = item_card("vqa", vqa, n_images=2, lang="zh")
+    assert "问题1" in zh and "答案1" in zh and "因为" in zh and "Dietary suggestion" in zh
+    nutrition = item_card("nutrition", catalog.row("nutrition", "nut-3"), n_images=2, lang="en")
+    assert "Noodles 2" in nutrition and "502.0 kcal" in nutrition and "15.5 g" in nutrition
+    assert gallery_caption("reference", 0) == "reference · view 1"
+    assert plain_fields({"fat": float("nan"), "n": 3, "xs": [1.5]}) == {"fat": None, "n": 3, "xs": [1.5]}
+
+
+def test_scrub_removes_the_key_in_every_form_it_travels() -> None:
+    key = "sk-test+key/123"
+    text = f"401 for {key} at https://x/v1?key=sk-test%2Bkey%2F123 or sk-test%2Bkey%2F123"
+    assert key not in scrub(text, [key]) and "sk-test%2Bkey%2F123" not in scrub(text, [key])
+    assert scrub("nothing to hide", ["", None, "ab"]) == "nothing to hide"
+
+
+def test_base_urls_are_refused_unless_the_host_is_allow_listed() -> None:
+    assert check_base_url("", ["127.0.0.1"]) is None
+    assert check_base_url("http://127.0.0.1:9000/v1", ["127.0.0.1"]) == "http://127.0.0.1:9000/v1"
+    assert check_base_url("https://api.example.com:443/v1", ["api.example.com:443"]) == "https://api.example.com:443/v1"
+    with pytest.raises(GuardError, match="does not accept custom base URLs"):
+        check_base_url("http://127.0.0.1:9000/v1", [])
+    with pytest.raises(GuardError, match="host '169.254.169.254' is not allowed"):
+        check_base_url("http://169.254.169.254/latest/meta-data", ["127.0.0.1"])
+    with pytest.raises(GuardError, match="user name or password"):
+        check_base_url("http://u:p@127.0.0.1/v1", ["127.0.0.1"])
+    with pytest.raises(GuardError, match="http:// or https://"):
+        check_base_url("file:///etc/passwd", ["127.0.0.1"])
+    with pytest.raises(GuardError, match="host '127.0.0.1' is not allowed"):
+        check_base_url("http://127.0.0.1:8001/v1", ["127.0.0.1:8000"])
+    assert check_model_name(" gpt-4o-mini ") == "gpt-4o-mini"
+    with pytest.raises(GuardError, match="model name"):
+        check_model_name("gpt?x=<script>")
+
+
+def test_settings_come_from_the_environment_with_clear_errors(tmp_path: Path) -> None:
+    settings = SpaceSettings.from_env({"DININGBENCH_SPACE_MODELS": "openai:gpt-4o, gemini:gemini-2.5-flash",
+                                       "DININGBENCH_SPACE_MAX_ITEMS": "5"}, repo_root=tmp_path)
+    assert settings.models == ("openai:gpt-4o", "gemini:gemini-2.5-flash")
+    assert (settings.max_items, settings.default_items) == (5, 5)
+    assert settings.model_choices("classification")[:3] == ["openai:gpt-4o", "gemini:gemini-2.5-flash",
+                                                            "baseline:random"]
+    assert settings.tasks() == ("classification", "nutrition")  # no judge: no VQA
+    assert settings.is_synthetic_sample
+    with pytest.raises(SettingsError, match="DININGBENCH_SPACE_MODELS: unknown backend 'claude'"):
+        SpaceSettings.from_env({"DININGBENCH_SPACE_MODELS": "claude:opus"}, repo_root=tmp_path)
+    with pytest.raises(SettingsError, match="DININGBENCH_SPACE_MAX_ITEMS='many' is not a whole number"):
+        SpaceSettings.from_env({"DININGBENCH_SPACE_MAX_ITEMS": "many"}, repo_root=tmp_path)
+
+
+def test_requests_outside_what_the_operator_offers_are_refused(tmp_path: Path) -> None:
+    settings = SpaceSettings.from_env({"DININGBENCH_SPACE_MAX_ITEMS": "10"}, repo_root=tmp_path)
+    assert resolve(EvalRequest(task="nutrition", model="baseline:zero", n_items=3), settings) == ("baseline:zero", {})
+    refused = [
+        (EvalRequest(task="nutrition", model="openai:gpt-4o", n_items=3), "not offered"),
+        (EvalRequest(task="classification", model="baseline:zero", n_items=3), "not offered"),
+        (EvalRequest(task="vqa", model="baseline:first", n_items=3), "task: choose one of"),
+        (EvalRequest(task="nutrition", model="baseline:zero", n_items=11), "between 1 and 10"),
+        (EvalRequest(task="nutrition", model="baseline:zero", n_items=2, base_url="http://x/v1"), "own API key"),
+        (EvalRequest(task="nutrition", model=OWN_KEY, n_items=2, provider="anthropic", api_key="k"), "provider"),
+        (EvalRequest(task="nutrition", model=OWN_KEY, n_items=2, own_model="gpt-4o"), "paste your key"),
+    ]
+    for request, message in refused:
+        with pytest.raises(GuardError, match=message):
+            resolve(request, settings)
+
+
+def _write_run(folder: Path, metrics: dict, run: dict) -> None:
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    (folder / "run.json").write_text(json.dumps(run))
+
+
+def test_leaderboard_marks_reported_rows_and_reads_local_runs(tmp_path: Path) -> None:
+    csv_path = tmp_path / "table2.csv"
+    csv_path.write_text("model,type,lang,classification_acc,avg_mape,calories_mape,protein_mape,"
+                        "carbohydrates_mape,fat_mape,vqa_acc\nGPT-4o,proprietary,zh,65.26,42.43,,,,,80.60\n")
+    results = tmp_path / "results"
+    _write_run(results / "first-cls", {"classification": {"accuracy": 0.125, "accuracy_ci95": [0.0, 0.3751],
+                                                          "n": 8, "parse_failures": 0}},
+               {"model": "baseline:first", "lang": "zh"})
+    _write_run(results / "zero-nut", {"nutrition": {"avg_mape": 1.0, "avg_mape_ci95": [1.0, 1.0], "n": 4,
+                                                    "calories": {"mape": 1.0}, "fat_mape": 1.0}},
+               {"settings": {"model": "baseline:zero", "lang": "en", "dataset": "/data/release"}})
+    (results / "broken").mkdir()
+    (results / "broken" / "metrics.json").write_text("{not json")
+    table = leaderboard_table(csv_path, results)
+    assert list(table["Source"]) == ["reported (paper)", "local run: first-cls", "local run: zero-nut"]
+    reported, first, zero = (table.iloc[i] for i in range(3))
+    assert (reported["Model"], reported["Cls acc %"], reported["VQA acc %"]) == ("GPT-4o", 65.26, 80.6)
+    assert reported["Cls 95% CI"] is None and reported["kcal MAPE %"] is None
+    assert (first["Model"], first["Cls acc %"], first["Cls 95% CI"]) == ("baseline:first", 12.5, "0.00 – 37.51")
+    assert first["Data"] == "embedded synthetic sample" and first["Items"] == "cla 8"
+    assert (zero["Avg MAPE %"], zero["kcal MAPE %"], zero["Fat MAPE %"], zero["Lang"]) == (100.0, 100.0, 100.0, "en")
+    assert zero["Data"] == "/data/release"
+    assert reported_rows(tmp_path / "missing.csv") == [] and local_rows(tmp_path / "none") == []
