@@ -1,0 +1,211 @@
+"""`python -m eval sweep`: run a grid (views x CoT x language, per model) and chart it.
+
+Each cell is an ordinary run folder under `--out` (so it resumes, re-scores and reports like any
+run); the tables and PNGs are rebuilt from those folders, also by `python -m eval report SWEEP_DIR`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eval.plots import CotBar, Panel, Point, plot_cot, plot_views
+from eval.report import (
+    ReportError,
+    RunData,
+    build_report,
+    component,
+    headline,
+    headline_ci,
+    load_run,
+    md_table,
+    paired_difference,
+    score_nutrition_rows,
+    with_ci,
+)
+
+SWEEP_TASKS = ("classification", "nutrition")
+FIGURE = {"classification": ("Classification accuracy", "accuracy (%)"),
+          "nutrition": ("Nutrition Average MAPE", "Average MAPE (%)")}
+
+
+def _series(run: RunData, *, without: str) -> str:
+    """Label of the line/bar a run belongs to: its model and settings, except the one being swept."""
+    parts = [run.model]
+    lang = run.setting("lang") or "zh"
+    if lang != "zh":
+        parts.append(str(lang))
+    if without != "images" and run.setting("images"):
+        parts.append(f"{run.setting('images')} views")
+    if without != "cot" and run.setting("cot"):
+        parts.append("CoT")
+    return " · ".join(parts)
+
+
+def _ci_point(x: float, task: str, rows: list[dict[str, Any]], n_boot: int) -> Point | None:
+    value = headline(task, rows)
+    if value is None:
+        return None
+    interval = headline_ci(task, rows, n_boot=n_boot)
+    low, high = (None, None) if interval is None else (100 * interval[0], 100 * interval[1])
+    return Point(x, 100 * value, low, high)
+
+
+def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boot: int) -> str:
+    """Figure 4: headline against the number of views, one line per model (needs >= 2 view counts)."""
+    series: dict[str, dict[int, RunData]] = {}
+    for run in runs:
+        if task in run.scores and run.setting("images"):
+            series.setdefault(_series(run, without="images"), {})[int(run.setting("images"))] = run
+    series = {label: cells for label, cells in series.items() if len(cells) >= 2}
+    if not series:
+        return ""
+    counts = sorted({n for cells in series.values() for n in cells})
+    title, ylabel = FIGURE[task]
+    headline_lines: dict[str, list[Point]] = {}
+    mae_lines: dict[str, list[Point]] = {}
+    rmse_lines: dict[str, list[Point]] = {}
+    rows = []
+    for label, cells in sorted(series.items()):
+        row = [label]
+        for n in counts:
+            run = cells.get(n)
+            if run is None:
+                row.append("–")
+                continue
+            items = run.scores[task]
+            row.append(with_ci(headline(task, items), headline_ci(task, items, n_boot=n_boot)))
+            point = _ci_point(n, task, items, n_boot)
+            if point is not None:
+                headline_lines.setdefault(label, []).append(point)
+            if task == "nutrition":
+                figures = score_nutrition_rows(items)
+                for lines, stat in ((mae_lines, "mae"), (rmse_lines, "rmse")):
+                    value = component(figures, "calories", stat)
+                    if value is not None:
+                        lines.setdefault(label, []).append(Point(n, value))
+        rows.append(row)
+    text = f"### {title} by number of views\n\n" + md_table(["model", *(f"{n} views" for n in counts)], rows)
+    if plot_dir is not None and headline_lines:
+        panels = [Panel(title, ylabel, headline_lines, lower_is_better=task == "nutrition")]
+        if task == "nutrition":
+            panels += [Panel("Calories MAE", "MAE (kcal per serving)", mae_lines, lower_is_better=True),
+                       Panel("Calories RMSE", "RMSE (kcal per serving)", rmse_lines, lower_is_better=True)]
+        path = plot_views(Path(plot_dir) / f"views_{task}.png", f"{title} vs number of views", panels)
+        text += f"\n\n![{title} vs number of views]({_link(path, plot_dir)})"
+    return text
+
+
+def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boot: int) -> str:
+    """Figures 5/9: each model without vs with CoT, and the paired difference with its interval."""
+    pairs: dict[str, dict[bool, RunData]] = {}
+    for run in runs:
+        if task in run.scores:
+            pairs.setdefault(_series(run, without="cot"), {})[bool(run.setting("cot"))] = run
+    pairs = {label: pair for label, pair in pairs.items() if len(pair) == 2}
+    if not pairs:
+        return ""
+    title, ylabel = FIGURE[task]
+    rows, bars = [], []
+    for label, pair in sorted(pairs.items()):
+        plain, cot = pair[False].scores[task], pair[True].scores[task]
+        diff = paired_difference(task, cot, plain, n_boot=n_boot)
+        rows.append([label, with_ci(headline(task, plain), headline_ci(task, plain, n_boot=n_boot)),
+                     with_ci(headline(task, cot), headline_ci(task, cot, n_boot=n_boot)),
+                     "–" if diff is None else
+                     f"{100 * diff['diff']:+.2f} [{100 * diff['ci95'][0]:+.2f}, {100 * diff['ci95'][1]:+.2f}]"])
+        without, with_cot = _ci_point(0, task, plain, n_boot), _ci_point(1, task, cot, n_boot)
+        if without is not None and with_cot is not None:
+            bars.append(CotBar(label, without, with_cot))
+    text = f"### {title} with and without chain of thought\n\n" + md_table(
+        ["model", "without CoT (%)", "with CoT (%)", "CoT − without (pp, paired 95% CI)"], rows)
+    if plot_dir is not None and bars:
+        path = plot_cot(Path(plot_dir) / f"cot_{task}.png", f"{title}: without vs with CoT", ylabel, bars,
+                        lower_is_better=task == "nutrition")
+        text += f"\n\n![{title} with and without CoT]({_link(path, plot_dir)})"
+    return text
+
+
+def _link(path: Path, plot_dir: Path) -> str:
+    return path.relative_to(plot_dir).as_posix()
+
+
+def sweep_sections(runs: Sequence[RunData], *, plot_dir: Path | None = None, n_boot: int = 1000) -> str:
+    """The sweep tables (and PNGs in `plot_dir`) for whatever the runs vary: views and/or CoT."""
+    parts = [section for task in SWEEP_TASKS for section in (
+        views_section(runs, task, plot_dir, n_boot), cot_section(runs, task, plot_dir, n_boot)) if section]
+    return "## Sweeps\n\n" + "\n\n".join(parts) if parts else ""
+
+
+# ---------------------------------------------------------------- CLI
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers like 1,2,3,4, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"view counts must be at least 1, got {text!r}")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", action="append", required=True, metavar="SPEC",
+                        help="backend:model; repeat for one line per model")
+    parser.add_argument("--base-url", help="OpenAI-compatible server (e.g. a `vllm serve` endpoint)")
+    parser.add_argument("--task", required=True, choices=SWEEP_TASKS)
+    parser.add_argument("--images", type=_int_list, default=[1, 2, 3, 4], metavar="N,N,...",
+                        help="view counts to sweep (default 1,2,3,4)")
+    parser.add_argument("--cot", choices=("off", "on", "both"), default="off",
+                        help="chain of thought: off (default), on, or both for a with/without chart")
+    parser.add_argument("--lang", default="zh", metavar="zh,en", help="prompt languages (default zh)")
+    parser.add_argument("--dataset", help="release folder or Hub id (default: DININGBENCH_SOURCE or the sample)")
+    parser.add_argument("--limit", type=int, help="first N items only")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=1024)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    parser.add_argument("--out", type=Path, required=True, help="sweep folder: one run folder per cell")
+
+
+def cells(args: argparse.Namespace) -> list[Any]:
+    """One RunSettings per (model, language, CoT, view count), each in its own subfolder of --out."""
+    from eval.api import RunSettings
+
+    langs = [v.strip() for v in args.lang.split(",") if v.strip()]
+    cots = {"off": [False], "on": [True], "both": [False, True]}[args.cot]
+    out = []
+    for model, lang, cot, images in itertools.product(args.model, langs, cots, args.images):
+        settings = RunSettings(task=args.task, model=model, base_url=args.base_url, dataset=args.dataset,
+                               limit=args.limit, images=images, cot=cot, lang=lang,
+                               concurrency=args.concurrency, max_tokens=args.max_tokens, seed=args.seed)
+        settings.validate()
+        settings.out = Path(args.out) / settings.default_out().name
+        out.append(settings)
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    from eval.api import UsageError, run
+
+    try:
+        grid = cells(args)
+        run_dirs = []
+        for number, settings in enumerate(grid, start=1):
+            print(f"[{number}/{len(grid)}] {settings.out.name}", file=sys.stderr)
+            run_dirs.append(Path(run(settings)))
+        (args.out / "sweep.json").write_text(json.dumps(
+            {"cells": [s.to_json() for s in grid]}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        runs = [load_run(path) for path in run_dirs]
+        text = build_report(runs, reported=False, n_boot=args.n_boot, plot_dir=args.out)
+    except (UsageError, ReportError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    (args.out / "report.md").write_text(text, encoding="utf-8")
+    print(text, end="")
+    print(f"\nwrote {args.out / 'report.md'} and the plots beside it", file=sys.stderr)
+    return 0
