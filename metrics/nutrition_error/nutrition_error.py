@@ -134,14 +134,15 @@ def _to_amount(value: Any, nutrient: str, unit_hint: str = "") -> float | None:
         text = unicodedata.normalize("NFKC", value).strip().casefold()
         if re.match(r"^\s*-\s*\d", text):
             return None  # a negative amount is not an estimate
-        span = _RANGE_RE.search(text)
+        first = _NUMBER_RE.search(text)
+        if first is None:
+            return None
+        # Only a range that starts at the first number is the estimate: "600 (range 500-800)" is 600.
+        span = _RANGE_RE.match(text, first.start())
         if span:
             amount = (float(span.group(1).replace(",", "")) + float(span.group(2).replace(",", ""))) / 2
         else:
-            numbers = _NUMBER_RE.findall(text)
-            if not numbers:
-                return None
-            amount = float(numbers[0].replace(",", ""))
+            amount = float(first.group(0).replace(",", ""))
         unit = text + " " + unit_hint
     else:
         return None
@@ -282,7 +283,7 @@ def parse_nutrition(text: str | None) -> dict[str, float] | None:
             return result
     finals = list(_FINAL_MARKER_RE.finditer(text))
     if finals:
-        result = _scan_pairs(text[finals[-1].end():])
+        result = _scan_pairs(text[finals[-1].end():].lstrip(" :：-—*"))
         if result is not None:
             return result
     return _scan_pairs(text)
