@@ -1,0 +1,583 @@
+"""DiningBench dataset contract: the features of each config, load, fingerprint, validate, build and
+publish a release, and the CLI (`python diningbench.py {validate,build,sample,push,summary}`).
+
+It is one self-contained file on purpose: it can be copied next to any release (or into a Space) and
+used without the rest of the repository. `datasets` >= 4 runs no loading scripts, so a release is
+Parquet + a README with `configs:`; this module is its Python face.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import math
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets import Features, Image, List, Value
+
+CONFIGS = ("classification", "nutrition", "vqa")
+CUISINES = ("chinese", "western", "worldwide", "asian", "japanese", "latin_american", "indian")
+VQA_CATEGORIES = ("cuisine_technique", "dietary_suggestion", "multi_image_analysis", "counterfactual_reasoning")
+NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
+NUTRITION_SOURCES = ("merchant", "estimated", "computed")
+IMAGE_ROLES = ("reference", "user")
+LETTERS = "ABCDEFGH"
+SPLIT = "test"
+ROW_GROUP_SIZE = 100  # small row groups keep the Hub's dataset viewer responsive with image columns
+ROOT = Path(__file__).resolve().parent
+SAMPLE_DIR = ROOT / "diningbench"
+CARD = ROOT / "dataset_card.md"
+
+
+def _check_config(config: str) -> None:
+    if config not in CONFIGS:
+        raise ValueError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
+
+
+def features(config: str) -> Features:
+    """The `datasets.Features` of one config (SPEC 3.1); every release must match these exactly."""
+    _check_config(config)
+    common = {
+        "id": Value("string"),
+        "dish_id": Value("string"),
+        "merchant_id": Value("string"),
+        "category": Value("string"),
+        "cuisine": Value("string"),
+        "images": List(Image()),
+        "image_roles": List(Value("string")),
+    }
+    specific: dict[str, Any] = {
+        "classification": {
+            "options": List(Value("string")),
+            "options_en": List(Value("string")),
+            "answer": Value("string"),
+        },
+        "nutrition": {
+            "dish_name": Value("string"),
+            "dish_name_en": Value("string"),
+            "ingredients": List(Value("string")),
+            "portion": Value("string"),
+            **{n: Value("float32") for n in NUTRIENTS},
+            "nutrition_source": Value("string"),
+        },
+        "vqa": {
+            "question": Value("string"),
+            "question_en": Value("string"),
+            "answer": Value("string"),
+            "answer_en": Value("string"),
+            "rationale": Value("string"),
+            "rationale_en": Value("string"),
+            "vqa_category": Value("string"),
+        },
+    }[config]
+    return Features({**common, **specific})
+
+
+# --------------------------------------------------------------------------------------------- load
+
+
+def _source(source: str | os.PathLike | None) -> str:
+    """Argument -> DININGBENCH_SOURCE -> the embedded sample."""
+    if source is None or str(source) == "":
+        source = os.environ.get("DININGBENCH_SOURCE") or SAMPLE_DIR
+    return str(source)
+
+
+def _local(source: str) -> Path | None:
+    path = Path(source).expanduser()
+    return path if path.is_dir() else None
+
+
+def _data_files(folder: Path, config: str) -> list[Path]:
+    return sorted((folder / "data" / config).glob("*.parquet"))
+
+
+def load(config: str, source: str | os.PathLike | None = None, *, decode_images: bool = True) -> datasets.Dataset:
+    """The `test` split of `config` from a release folder or Hub id (default: the embedded sample).
+
+    Images decode lazily, row by row. With `decode_images=False` each image is a `{"bytes", "path"}`
+    dict, for callers that re-encode for transport and must not decode twice.
+    """
+    _check_config(config)
+    src = _source(source)
+    folder = _local(src)
+    if folder is not None and not _data_files(folder, config):
+        raise ValueError(f"release folder {src} has no data/{config}/*.parquet")
+    if folder is None and (src.count("/") != 1 or Path(src).suffix):
+        raise ValueError(f"dataset source {src!r} is neither a release folder nor a Hub id (owner/name)")
+    try:
+        ds = datasets.load_dataset(str(folder or src), config, split=SPLIT)
+    except Exception as exc:  # datasets raises many types; the user needs one line naming the source
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"cannot load {config!r} from {src}: {first}") from None
+    if not decode_images:
+        ds = ds.cast_column("images", List(Image(decode=False)))
+    return ds
+
+
+def fingerprint(config: str, source: str | os.PathLike | None = None) -> str:
+    """A stable hash of the config's data files (content, not mtime), for run.json."""
+    _check_config(config)
+    src = _source(source)
+    folder = _local(src)
+    if folder is None:
+        from huggingface_hub import HfApi
+
+        try:
+            sha = HfApi().dataset_info(src).sha
+        except Exception as exc:
+            raise ValueError(f"cannot fingerprint Hub dataset {src}: {type(exc).__name__}") from None
+        return f"hub:{src}@{sha}"
+    digest = hashlib.sha256()
+    files = _data_files(folder, config)
+    if not files:
+        raise ValueError(f"release folder {src} has no data/{config}/*.parquet")
+    for path in files:
+        digest.update(path.name.encode())
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------- write / build
+
+
+class ShardWriter:
+    """Writes rows of one config into `data/<config>/test-XXXXX-of-YYYYY.parquet` incrementally, so a
+    paper-size release never sits in memory. `total` rows must be known up front (shard names)."""
+
+    def __init__(self, out_dir: Path, config: str, total: int, rows_per_shard: int = 500) -> None:
+        self.features = features(config)
+        self.schema = self.features.arrow_schema
+        self.dir = Path(out_dir) / "data" / config
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.dir.glob("*.parquet"):
+            stale.unlink()
+        self.total, self.per_shard = total, rows_per_shard
+        self.n_shards = max(1, math.ceil(total / rows_per_shard))
+        self.written, self.buffer, self.writer = 0, [], None
+        self.num_bytes = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.buffer.append(self.features.encode_example(row))
+        if len(self.buffer) == ROW_GROUP_SIZE or (self.written + len(self.buffer)) % self.per_shard == 0:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.buffer:
+            return
+        if self.writer is None:
+            shard = self.written // self.per_shard
+            path = self.dir / f"{SPLIT}-{shard:05d}-of-{self.n_shards:05d}.parquet"
+            self.writer = pq.ParquetWriter(path, self.schema)
+        table = pa.Table.from_pylist(self.buffer, schema=self.schema)
+        self.num_bytes += table.nbytes
+        self.writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+        self.written += len(self.buffer)
+        self.buffer = []
+        if self.written % self.per_shard == 0:
+            self.writer.close()
+            self.writer = None
+
+    def close(self) -> None:
+        self._flush()
+        if self.writer is not None:
+            self.writer.close()
+        if self.written != self.total:
+            raise ValueError(f"{self.dir.name}: wrote {self.written} rows, expected {self.total}")
+
+
+def _size_category(n: int) -> str:
+    return "n<1K" if n < 1000 else "1K<n<10K" if n < 10000 else "10K<n<100K"
+
+
+def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "") -> str:
+    """The release README.md: YAML header generated from the real counts, body from dataset_card.md."""
+    import yaml
+
+    infos = []
+    for config in CONFIGS:
+        split = datasets.SplitDict()
+        split.add(datasets.SplitInfo(name=SPLIT, num_bytes=num_bytes.get(config, 0), num_examples=counts.get(config, 0)))
+        info = datasets.DatasetInfo(features=features(config), splits=split, config_name=config,
+                                    dataset_size=num_bytes.get(config, 0))
+        infos.append(info._to_yaml_dict())
+    header = {
+        "pretty_name": "DiningBench",
+        "license": "apache-2.0",
+        "language": ["zh", "en"],
+        "task_categories": ["visual-question-answering", "image-classification", "image-text-to-text"],
+        "tags": ["food", "nutrition", "multi-view", "benchmark", "vision-language"],
+        "size_categories": [_size_category(sum(counts.values()))],
+        "configs": [{"config_name": c, "data_files": [{"split": SPLIT, "path": f"data/{c}/{SPLIT}-*.parquet"}]}
+                    for c in CONFIGS],
+        "dataset_info": infos,
+    }
+    body = CARD.read_text(encoding="utf-8") if CARD.exists() else "# DiningBench\n"
+    if body.startswith("---"):
+        body = body.split("\n---", 2)[-1].lstrip("-\n")
+    if note:
+        body = body.replace("\n", f"\n\n> {note}\n", 1) if body.startswith("# ") else f"> {note}\n\n{body}"
+    return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=120) + "---\n\n" + body
+
+
+def write_release(out_dir: str | os.PathLike, rows: dict[str, tuple[int, Iterable[dict[str, Any]]]],
+                  note: str = "") -> Path:
+    """Write a release folder from `{config: (row count, row iterator)}`; returns the folder."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    counts, sizes = {}, {}
+    for config in CONFIGS:
+        total, it = rows[config]
+        writer = ShardWriter(out, config, total)
+        for row in it:
+            writer.add(row)
+        writer.close()
+        counts[config], sizes[config] = writer.written, writer.num_bytes
+    (out / "README.md").write_text(card_text(counts, sizes, note), encoding="utf-8")
+    return out
+
+
+def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[str, Any]]]:
+    path = records_dir / f"{config}.jsonl"
+    if not path.exists():
+        raise ValueError(f"records folder {records_dir} has no {config}.jsonl")
+    with path.open(encoding="utf-8") as fh:
+        total = sum(1 for line in fh if line.strip())
+
+    def rows() -> Iterator[dict[str, Any]]:
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{config}.jsonl line {lineno}: invalid JSON ({exc.msg})") from None
+                item = record.get("id", f"line {lineno}")
+                missing = sorted(set(features(config)) - set(record))
+                if missing:
+                    raise ValueError(f"{config} item {item}: missing field(s) {', '.join(missing)}")
+                images = []
+                for rel in record["images"]:
+                    image_path = (records_dir / rel).resolve()
+                    if not image_path.is_file():
+                        raise ValueError(f"{config} item {item}: image file {rel} not found")
+                    images.append({"bytes": image_path.read_bytes(), "path": Path(rel).name})
+                yield {**record, "images": images}
+
+    return total, rows()
+
+
+def build(records_dir: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+    """Records (`<config>.jsonl` + image files referenced by relative path) -> release folder."""
+    src = Path(records_dir)
+    if not src.is_dir():
+        raise ValueError(f"records folder {src} does not exist")
+    return write_release(out_dir, {c: _read_records(src, c) for c in CONFIGS})
+
+
+def generate(out_dir: str | os.PathLike, *, scale: str = "sample", seed: int = 0, workers: int | None = None) -> Path:
+    """Regenerate the synthetic release (deterministic: same seed -> byte-identical Parquet)."""
+    import tempfile
+
+    from synthetic.sample import release_rows
+
+    note = (f"Synthetic data (scale `{scale}`, seed {seed}) rendered by `python diningbench.py sample`: "
+            "not real restaurant photos; nutrition is computed exactly from gram weights.")
+    with tempfile.TemporaryDirectory(prefix="diningbench-render-") as cache:
+        rows = release_rows(scale=scale, seed=seed, workers=workers, cache_dir=Path(cache))
+        return write_release(out_dir, rows, note)
+
+
+def push(release_dir: str | os.PathLike, repo_id: str, *, private: bool = False,
+         endpoint: str | None = None, message: str = "Upload DiningBench release") -> str:
+    """Upload a release folder as a Hub dataset repo (token from HF_TOKEN only); returns the commit URL."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    folder = Path(release_dir)
+    problems = [p for p in validate(folder) if p.level == "error"]
+    if problems:
+        raise ValueError(f"refusing to push {folder}: {len(problems)} validation error(s), first: {problems[0]}")
+    token = os.environ.get("HF_TOKEN")
+    if not token:
+        raise ValueError("set HF_TOKEN to a Hugging Face write token to push")
+    api = HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT"), token=token)
+    operations = [CommitOperationAdd(path_in_repo=str(p.relative_to(folder)), path_or_fileobj=str(p))
+                  for p in sorted(folder.rglob("*")) if p.is_file() and (p.name == "README.md" or p.suffix == ".parquet")]
+    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+    info = api.create_commit(repo_id, operations, commit_message=message, repo_type="dataset")
+    return str(info.commit_url)
+
+
+# ------------------------------------------------------------------------------------------ validate
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of `validate`: an `error` makes the release unusable, a `warning` deserves a look."""
+
+    level: str  # error | warning
+    config: str
+    item_id: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.config}/{self.item_id}" if self.item_id else self.config
+        return f"{self.level}: {where}: {self.message}"
+
+
+def _chi2_sf(x: float, dof: int) -> float:
+    """Survival function of the chi-square distribution (regularised upper incomplete gamma)."""
+    a, z = dof / 2.0, x / 2.0
+    if z <= 0:
+        return 1.0
+    if z < a + 1:  # series for the lower incomplete gamma
+        term = total = 1.0 / a
+        k = a
+        while term > total * 1e-12:
+            k += 1
+            term *= z / k
+            total += term
+        return max(0.0, 1.0 - total * math.exp(-z + a * math.log(z) - math.lgamma(a)))
+    # continued fraction for the upper incomplete gamma (Lentz)
+    b, c, d = z + 1 - a, 1e300, 1 / (z + 1 - a)
+    h = d
+    for i in range(1, 500):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = 1 / (d if abs(d) > 1e-300 else 1e-300)
+        c = b + an / c if abs(b + an / c) > 1e-300 else 1e-300
+        h *= d * c
+        if abs(d * c - 1) < 1e-12:
+            break
+    return h * math.exp(-z + a * math.log(z) - math.lgamma(a))
+
+
+def position_bias(letters: list[str], n_options: int = 8) -> tuple[float, float]:
+    """Chi-square goodness-of-fit of answer letters against uniform over the options: (statistic, p).
+
+    With few items the test has little power, so `validate` only warns below p < 0.001 and only once
+    every letter is expected at least twice; that still flags "every answer is A" on a 16-item sample.
+    """
+    counts = Counter(letters)
+    n = len(letters)
+    expected = n / n_options
+    stat = sum((counts.get(LETTERS[i], 0) - expected) ** 2 / expected for i in range(n_options)) if n else 0.0
+    return stat, _chi2_sf(stat, n_options - 1)
+
+
+def _image_problem(image: Any) -> str | None:
+    """Why an image cell is unusable, or None. Decodes at reduced size (draft) to stay fast."""
+    from PIL import Image as PILImage
+
+    data = image.get("bytes") if isinstance(image, dict) else None
+    if not data:
+        return "image has no bytes"
+    try:
+        with PILImage.open(io.BytesIO(data)) as img:
+            img.draft("RGB", (64, 64))
+            img.load()
+    except Exception as exc:
+        return f"image does not decode ({type(exc).__name__})"
+    return None
+
+
+def _finite_nonneg(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value >= 0
+
+
+def _check_row(config: str, row: dict[str, Any], report) -> None:
+    item = str(row.get("id"))
+    images, roles = row.get("images") or [], row.get("image_roles") or []
+    if not images:
+        report("error", item, "no images")
+    for k, image in enumerate(images):
+        why = _image_problem(image)
+        if why:
+            report("error", item, f"images[{k}]: {why}")
+    if len(roles) != len(images):
+        report("error", item, f"image_roles has {len(roles)} entries for {len(images)} images")
+    if any(r not in IMAGE_ROLES for r in roles):
+        report("error", item, f"image_roles must be reference/user, got {sorted(set(roles) - set(IMAGE_ROLES))}")
+    if row.get("cuisine") not in CUISINES:
+        report("error", item, f"cuisine {row.get('cuisine')!r} is not one of {', '.join(CUISINES)}")
+    for key in ("dish_id", "merchant_id", "category"):
+        if not row.get(key):
+            report("error", item, f"{key} is empty")
+    if config == "classification":
+        for key in ("options", "options_en"):
+            opts = row.get(key) or []
+            if len(opts) != 8 or len(set(opts)) != 8 or not all(opts):
+                report("error", item, f"{key} must be 8 distinct non-empty names, got {len(set(opts))} distinct of {len(opts)}")
+        answer, n = row.get("answer"), len(row.get("options") or [])
+        if not (isinstance(answer, str) and len(answer) == 1 and answer in LETTERS[:n]):
+            report("error", item, f"answer {answer!r} is not a letter of an existing option (A-{LETTERS[max(n, 1) - 1]})")
+    elif config == "nutrition":
+        values = {n: row.get(n) for n in NUTRIENTS}
+        bad = [f"{n}={v}" for n, v in values.items() if not _finite_nonneg(v)]
+        if bad:
+            report("error", item, f"nutrition must be finite and >= 0: {', '.join(bad)}")
+        elif values["calories"] > 0:
+            atwater = 4 * values["protein"] + 4 * values["carbohydrates"] + 9 * values["fat"]
+            gap = abs(values["calories"] - atwater) / values["calories"]
+            if gap > 0.10:
+                report("warning", item, f"Atwater gap {gap:.0%}: {values['calories']:.0f} kcal vs 4P+4C+9F = {atwater:.0f}")
+        if row.get("nutrition_source") not in NUTRITION_SOURCES:
+            report("error", item, f"nutrition_source {row.get('nutrition_source')!r} is not one of {', '.join(NUTRITION_SOURCES)}")
+        for key in ("dish_name", "dish_name_en"):
+            if not row.get(key):
+                report("error", item, f"{key} is empty")
+    else:
+        if row.get("vqa_category") not in VQA_CATEGORIES:
+            report("error", item, f"vqa_category {row.get('vqa_category')!r} is not one of {', '.join(VQA_CATEGORIES)}")
+        for key in ("question", "question_en", "answer", "answer_en"):
+            if not row.get(key):
+                report("error", item, f"{key} is empty")
+
+
+def _validate_config(folder: Path, config: str, report) -> None:
+    files = _data_files(folder, config)
+    if not files:
+        report("error", "", f"no data/{config}/*.parquet files")
+        return
+    expected = features(config)
+    ids: Counter[str] = Counter()
+    letters: list[str] = []
+    for path in files:
+        try:
+            parquet = pq.ParquetFile(path)
+        except Exception as exc:
+            report("error", "", f"{path.name} is not readable Parquet ({type(exc).__name__})")
+            continue
+        names = set(parquet.schema_arrow.names)
+        missing, extra = sorted(set(expected) - names), sorted(names - set(expected))
+        if missing:
+            report("error", "", f"{path.name}: schema mismatch, missing column(s) {', '.join(missing)}")
+        if extra:
+            report("warning", "", f"{path.name}: unexpected column(s) {', '.join(extra)}")
+        for name in sorted(set(expected) & names):
+            want = expected.arrow_schema.field(name).type
+            got = parquet.schema_arrow.field(name).type
+            if got != want and not (pa.types.is_large_string(got) and pa.types.is_string(want)):
+                report("error", "", f"{path.name}: column {name} has type {got}, expected {want}")
+        for group in range(parquet.num_row_groups):
+            for row in parquet.read_row_group(group).to_pylist():
+                ids[str(row.get("id"))] += 1
+                _check_row(config, {k: row.get(k) for k in expected}, report)
+                if config == "classification" and isinstance(row.get("answer"), str):
+                    letters.append(row["answer"])
+    for item, count in sorted(ids.items()):
+        if count > 1:
+            report("error", item, f"duplicate id ({count} rows)")
+    if len(letters) >= 16:
+        stat, p = position_bias(letters)
+        if p < 0.001:
+            counts = ", ".join(f"{k}={v}" for k, v in sorted(Counter(letters).items()))
+            report("warning", "", f"answer letters far from uniform over A-H (chi2={stat:.1f}, p={p:.1e}; {counts})")
+
+
+def validate(source: str | os.PathLike | None = None) -> list[Problem]:
+    """Every problem of a release (SPEC 3.4), itemised by config and item id; never raises on bad data."""
+    src = _source(source)
+    folder = _local(src)
+    if folder is None:
+        try:
+            from huggingface_hub import snapshot_download
+
+            folder = Path(snapshot_download(src, repo_type="dataset", allow_patterns=["README.md", "data/**"]))
+        except Exception as exc:
+            return [Problem("error", "-", "", f"cannot read {src}: neither a folder nor a reachable Hub dataset ({type(exc).__name__})")]
+    problems: list[Problem] = []
+    readme = folder / "README.md"
+    declared = readme.read_text(encoding="utf-8", errors="replace") if readme.exists() else ""
+    if not readme.exists():
+        problems.append(Problem("error", "-", "", "README.md (dataset card with configs:) is missing"))
+    for config in CONFIGS:
+        if readme.exists() and f"config_name: {config}" not in declared:
+            problems.append(Problem("error", config, "", "config not declared under configs: in README.md"))
+
+        def report(level: str, item: str, message: str, _config: str = config) -> None:
+            problems.append(Problem(level, _config, item, message))
+
+        _validate_config(folder, config, report)
+    return problems
+
+
+# ------------------------------------------------------------------------------------------- summary
+
+
+def summary(source: str | os.PathLike | None = None) -> str:
+    """Counts per config, cuisine, category and images per item (reads metadata, never decodes)."""
+    lines = []
+    for config in CONFIGS:
+        ds = load(config, source, decode_images=False)
+        n_images = [len(r) for r in ds["image_roles"]]
+        lines.append(f"{config}: {len(ds)} items, {sum(n_images)} images "
+                     f"({sum(n_images) / max(len(ds), 1):.2f} per item, min {min(n_images, default=0)}, max {max(n_images, default=0)})")
+        for key in ("cuisine", "category") + (("vqa_category",) if config == "vqa" else ()):
+            counts = Counter(ds[key])
+            lines.append(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python diningbench.py", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("validate", help="check a release folder or Hub id; exit 1 on errors")
+    p.add_argument("source", nargs="?", default=None)
+    p = sub.add_parser("build", help="records (JSONL + images) -> release folder")
+    p.add_argument("records_dir")
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("sample", help="regenerate the synthetic release")
+    p.add_argument("--scale", choices=("sample", "paper"), default="sample")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("push", help="upload a release folder to the Hub (token from HF_TOKEN)")
+    p.add_argument("release_dir")
+    p.add_argument("repo_id")
+    p.add_argument("--private", action="store_true")
+    p = sub.add_parser("summary", help="counts per config, cuisine, category, images per item")
+    p.add_argument("source", nargs="?", default=None)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "validate":
+            problems = validate(args.source)
+            for problem in problems:
+                print(problem)
+            errors = sum(p.level == "error" for p in problems)
+            print(f"{_source(args.source)}: {errors} error(s), {len(problems) - errors} warning(s)")
+            return 1 if errors else 0
+        if args.command == "build":
+            print(f"wrote {build(args.records_dir, args.out)}")
+        elif args.command == "sample":
+            print(f"wrote {generate(args.out, scale=args.scale, seed=args.seed, workers=args.workers)}")
+        elif args.command == "push":
+            print(f"pushed: {push(args.release_dir, args.repo_id, private=args.private)}")
+        else:
+            print(summary(args.source))
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Food pieces in world space: rice mounds, noodles, leaves, sauce pools and toppings.
+
+Each builder appends `Prim`s to a scene at positions drawn from the dish's own random generator, so a
+dish looks identical from every camera. Shapes and colours are chosen to read as food at a glance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from synthetic.render import RGB, DishScene, Prim, _shade
+
+Height = Callable[[float, float], float]
+
+
+@dataclass(frozen=True)
+class Mound:
+    """A dome of food: centre, radius and height (world units). Height grows with the portion."""
+
+    x: float
+    y: float
+    radius: float
+    height: float
+    floor: float = 0.03
+
+    def __call__(self, x: float, y: float) -> float:
+        d2 = ((x - self.x) ** 2 + (y - self.y) ** 2) / self.radius ** 2
+        return self.floor + (self.height * (1 - d2) ** 0.8 if d2 < 1 else 0.0)
+
+    def shade(self, x: float, y: float) -> float:
+        """Lambert-ish factor: the side facing the upper-left light is brighter."""
+        dx, dy = (x - self.x) / self.radius, (y - self.y) / self.radius
+        return 0.88 + 0.22 * (-dx * 0.6 + dy * 0.6) * min(1.0, self.height * 3)
+
+    def sample(self, rng: np.random.Generator, frac: float = 0.85) -> tuple[float, float]:
+        r = self.radius * frac * math.sqrt(rng.uniform())
+        a = rng.uniform(0, 2 * math.pi)
+        return self.x + r * math.cos(a), self.y + r * math.sin(a)
+
+
+def _jitter(colour: RGB, rng: np.random.Generator, amount: float = 0.08) -> RGB:
+    return _shade(colour, 1 + rng.uniform(-amount, amount))
+
+
+def _flat_shape(cx: float, cy: float, z: float, rx: float, ry: float, angle: float, n: int = 12,
+                pinch: float = 0.0, surface: Height | None = None) -> np.ndarray:
+    """Outline of a flat piece lying on the food (ellipse; `pinch` > 0 gives pointed leaf tips)."""
+    t = np.linspace(0, 2 * math.pi, n, endpoint=False)
+    px = rx * np.cos(t)
+    py = ry * np.sin(t) * (1 - pinch * np.abs(np.cos(t)) ** 2)
+    ca, sa = math.cos(angle), math.sin(angle)
+    xs = cx + px * ca - py * sa
+    ys = cy + px * sa + py * ca
+    zs = np.array([surface(x, y) if surface else z for x, y in zip(xs, ys, strict=True)]) + (z if surface else 0)
+    return np.stack([xs, ys, zs], axis=1)
+
+
+def sauce_pool(scene: DishScene, colour: RGB, cx: float, cy: float, radius: float, z: float,
+               rng: np.random.Generator) -> None:
+    """A glossy pool of sauce or broth with an irregular edge and a light reflection."""
+    t = np.linspace(0, 2 * math.pi, 40, endpoint=False)
+    r = radius * (1 + 0.06 * np.sin(t * 3 + rng.uniform(0, 6)) + 0.03 * np.sin(t * 7))
+    pts = np.stack([cx + r * np.cos(t), cy + r * np.sin(t), np.full_like(t, z)], axis=1)
+    scene.prims.append(Prim("poly", pts, colour, outline=_shade(colour, 0.8), lift=-5))
+    glare = _flat_shape(cx - radius * 0.3, cy + radius * 0.35, z + 0.001, radius * 0.22, radius * 0.07, 0.3)
+    scene.prims.append(Prim("poly", glare, _shade(colour, 1.25), lift=-4.9))
+
+
+def grains(scene: DishScene, mound: Mound, colour: RGB, rng: np.random.Generator, count: int,
+           specks: list[tuple[RGB, float]] = ()) -> None:
+    """Rice: a shaded underlay plus hundreds of small grains; `specks` tints some grains (egg, soy)."""
+    for _ in range(count // 8):
+        x, y = mound.sample(rng, 0.96)
+        pts = np.array([[x, y, mound(x, y) - 0.015]])
+        scene.prims.append(Prim("blob", pts, _shade(colour, 0.93 * mound.shade(x, y)), width=0.06, lift=-1))
+    for _ in range(count):
+        x, y = mound.sample(rng, 0.97)
+        c = colour
+        for speck, p in specks:
+            if rng.uniform() < p:
+                c = speck
+                break
+        c = _jitter(_shade(c, mound.shade(x, y)), rng, 0.07)
+        pts = np.array([[x, y, mound(x, y)]])
+        scene.prims.append(Prim("blob", pts, c, outline=_shade(c, 0.9), width=rng.uniform(0.02, 0.027),
+                                aspect=rng.uniform(0.45, 0.65)))
+
+
+def noodles(scene: DishScene, surface: Height, colour: RGB, rng: np.random.Generator, count: int,
+            radius: float, width: float = 0.028, cx: float = 0.0, cy: float = 0.0) -> None:
+    """Long curving strands that follow the surface (egg noodles in broth, pasta on a plate)."""
+    for _ in range(count):
+        a = rng.uniform(0, 2 * math.pi)
+        r0 = radius * math.sqrt(rng.uniform()) * 0.9
+        x, y = cx + r0 * math.cos(a), cy + r0 * math.sin(a)
+        heading = rng.uniform(0, 2 * math.pi)
+        turn = rng.normal(0, 0.35)
+        pts = []
+        for _ in range(14):
+            pts.append((x, y, surface(x, y) + 0.012))
+            heading += turn + rng.normal(0, 0.25)
+            x += 0.06 * math.cos(heading)
+            y += 0.06 * math.sin(heading)
+            if (x - cx) ** 2 + (y - cy) ** 2 > radius ** 2:
+                heading += math.pi * 0.8
+        c = _jitter(colour, rng, 0.08)
+        scene.prims.append(Prim("line", np.array(pts), c, outline=_shade(c, 0.75), width=width))
+
+
+def leaves(scene: DishScene, mound: Mound, colours: list[RGB], rng: np.random.Generator, count: int,
+           size: float = 0.16) -> None:
+    """Torn salad leaves: pointed ellipses in several greens with a pale midrib."""
+    for _ in range(count):
+        x, y = mound.sample(rng, 0.95)
+        c = _jitter(colours[int(rng.integers(len(colours)))], rng, 0.1)
+        c = _shade(c, mound.shade(x, y))
+        ang = rng.uniform(0, math.pi)
+        rx = size * rng.uniform(0.7, 1.2)
+        pts = _flat_shape(x, y, mound(x, y), rx, rx * 0.45, ang, n=14, pinch=0.6)
+        scene.prims.append(Prim("poly", pts, c, outline=_shade(c, 0.7)))
+        rib = np.array([[x - rx * 0.8 * math.cos(ang), y - rx * 0.8 * math.sin(ang), pts[0, 2]],
+                        [x + rx * 0.8 * math.cos(ang), y + rx * 0.8 * math.sin(ang), pts[0, 2]]])
+        scene.prims.append(Prim("line", rib, _shade(c, 1.3), width=0.006, lift=0.001))
+
+
+def topping(scene: DishScene, kind: str, colour: RGB, count: int, size: float, rng: np.random.Generator,
+            place: Callable[[], tuple[float, float]], surface: Height) -> None:
+    """Scatter `count` pieces of one ingredient; `kind` picks a shape that reads as that food."""
+    for _ in range(count):
+        x, y = place()
+        z = surface(x, y)
+        c = _jitter(colour, rng)
+        s = size * rng.uniform(0.8, 1.2)
+        ang = rng.uniform(0, math.pi)
+        if kind == "slice":  # meat or fish slice: a wide flat piece with a darker edge
+            pts = _flat_shape(x, y, z + 0.02, s, s * 0.55, ang, n=14)
+            scene.prims.append(Prim("poly", pts, c, outline=_shade(c, 0.65), lift=0.05))
+            stripe = _flat_shape(x, y, z + 0.021, s * 0.8, s * 0.08, ang, n=8)
+            scene.prims.append(Prim("poly", stripe, _shade(c, 1.18), lift=0.051))
+        elif kind == "cube":  # diced chicken, tofu: a top face and a darker visible side
+            h = s * 0.8
+            top = _flat_shape(x, y, z + h, s * 0.75, s * 0.75, ang, n=4)
+            base = top.copy()
+            base[:, 2] = z
+            for i in range(4):
+                j = (i + 1) % 4
+                side = np.array([top[i], top[j], base[j], base[i]])
+                scene.prims.append(Prim("poly", side, _shade(c, 0.7), outline=_shade(c, 0.55), lift=0.02))
+            scene.prims.append(Prim("poly", top, c, outline=_shade(c, 0.75), lift=0.06))
+        elif kind == "shrimp":  # a pink C-shaped curl with white bands
+            t = np.linspace(0.2, 1.75 * math.pi * 0.6, 9)
+            pts = np.stack([x + s * np.cos(t + ang), y + s * np.sin(t + ang), np.full_like(t, z + 0.03)], axis=1)
+            scene.prims.append(Prim("line", pts, c, outline=_shade(c, 0.7), width=s * 0.7, lift=0.05))
+            scene.prims.append(Prim("line", pts[::2], (250, 226, 210), width=s * 0.15, lift=0.06))
+        elif kind == "ball":  # peas, chickpeas, beans
+            scene.prims.append(Prim("blob", np.array([[x, y, z + s]]), c, outline=_shade(c, 0.7), width=s,
+                                    highlight=True, lift=0.03))
+        elif kind == "floret":  # broccoli / cauliflower: a stem and a cluster of buds
+            stem = np.array([[x, y, z], [x, y, z + s * 1.2]])
+            scene.prims.append(Prim("line", stem, _shade(c, 1.3), width=s * 0.5, lift=0.02))
+            for k in range(5):
+                a = k * 2 * math.pi / 5 + ang
+                bx, by = x + s * 0.55 * math.cos(a), y + s * 0.55 * math.sin(a)
+                scene.prims.append(Prim("blob", np.array([[bx, by, z + s * 1.4]]), _jitter(c, rng, 0.12),
+                                        outline=_shade(c, 0.6), width=s * 0.6, lift=0.08))
+            scene.prims.append(Prim("blob", np.array([[x, y, z + s * 1.7]]), c, outline=_shade(c, 0.6),
+                                    width=s * 0.6, highlight=True, lift=0.09))
+        elif kind == "wedge":  # tomato / avocado / egg wedge: half-moon with a paler core
+            pts = _flat_shape(x, y, z + 0.03, s, s * 0.45, ang, n=12)
+            pts[6:, :2] = pts[6:, :2] * 0.3 + np.array([x, y]) * 0.7
+            scene.prims.append(Prim("poly", pts, c, outline=_shade(c, 0.7), lift=0.05))
+            core = _flat_shape(x, y, z + 0.031, s * 0.55, s * 0.18, ang, n=8)
+            scene.prims.append(Prim("poly", core, _shade(c, 1.25), lift=0.051))
+        elif kind == "egg_half":  # soft-boiled egg half: white oval, orange yolk
+            scene.prims.append(Prim("blob", np.array([[x, y, z + 0.03]]), (246, 242, 232), outline=(210, 200, 186),
+                                    width=s, aspect=0.75, lift=0.06))
+            scene.prims.append(Prim("blob", np.array([[x, y, z + 0.04]]), c, width=s * 0.5, aspect=0.75,
+                                    highlight=True, lift=0.07))
+        elif kind == "ring":  # scallion rings
+            scene.prims.append(Prim("blob", np.array([[x, y, z + 0.02]]), c, outline=_shade(c, 0.6),
+                                    width=s, aspect=0.6, lift=0.1))
+            scene.prims.append(Prim("blob", np.array([[x, y, z + 0.021]]), _shade(c, 1.4), width=s * 0.45,
+                                    aspect=0.6, lift=0.11))
+        elif kind == "seed":  # sesame seeds: tiny pale ovals
+            scene.prims.append(Prim("blob", np.array([[x, y, z + 0.02]]), c, width=s, aspect=0.5, lift=0.12))
+        elif kind == "strip":  # pepper / carrot strips
+            dx, dy = s * math.cos(ang), s * math.sin(ang)
+            pts = np.array([[x - dx, y - dy, z + 0.02], [x + dx, y + dy, z + 0.03]])
+            scene.prims.append(Prim("line", pts, c, outline=_shade(c, 0.7), width=s * 0.3, lift=0.04))
+        elif kind == "leaf":  # spinach / bok choy leaves lying on top
+            pts = _flat_shape(x, y, z + 0.02, s, s * 0.5, ang, n=14, pinch=0.5)
+            scene.prims.append(Prim("poly", pts, c, outline=_shade(c, 0.65), lift=0.03))
+        elif kind == "shaving":  # cheese shavings: thin pale irregular flakes
+            pts = _flat_shape(x, y, z + 0.03, s, s * 0.3, ang, n=6)
+            scene.prims.append(Prim("poly", pts, c, outline=_shade(c, 0.85), lift=0.1))
+        elif kind == "chunk":  # stew pieces half sunk in sauce: rounded irregular blobs
+            scene.prims.append(Prim("blob", np.array([[x, y, z + s * 0.4]]), c, outline=_shade(c, 0.6),
+                                    width=s, aspect=0.8, highlight=True, lift=0.03))
+        else:
+            raise ValueError(f"unknown topping kind {kind!r}")
