@@ -144,8 +144,8 @@ _POLARITY_PATTERNS: tuple[tuple[str, str, str], ...] = (
     ("suitable", "no", r"不适合|不适宜|不宜|不可以|不能"),
     ("suitable", "yes", r"(?:suitable)"),
     ("suitable", "yes", r"适合|适宜|可以|能"),
-    ("yesno", "no", r"no|不是|否|不"),
-    ("yesno", "yes", r"yes|是|对"),
+    ("yesno", "no", r"no|不是的|不是|否|不"),
+    ("yesno", "yes", r"yes|是的|是|对的|对|没错"),
 )
 _LEAD_STRIP_RE = re.compile(r"^[\s*_#>`\"'“”「【\[(]*(?:final\s+answer|answer|verdict|conclusion|结论|答案|回答|判断)?[\s*_:：]*",
                             re.IGNORECASE)
@@ -171,10 +171,13 @@ _NEGATED_COMPLY = r"does\s+not\s+comply|doesn't\s+comply|do\s+not\s+comply|not\s
 
 
 def _mentions_opposite(text: str, family: str, polarity: str) -> bool:
-    """Whether a comply-style answer also asserts the opposite verdict (then it hedges)."""
+    """Whether an answer also asserts the opposite verdict (then it hedges and the judge decides)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    if family == "yesno":
+        # "Yes and no", "yes/no", "是也不是" put both verdicts side by side: a hedge.
+        return bool(re.search(r"\b(?:yes|no)\s*(?:and|or|/)\s*(?:yes|no)\b|是也不是|是或否|是否都", folded))
     if family != "comply":
         return False
-    folded = unicodedata.normalize("NFKC", text).casefold()
     if polarity == "yes":
         return bool(re.search(_NEGATED_COMPLY, folded))
     positive = re.sub(_NEGATED_COMPLY, " ", folded)
