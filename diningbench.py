@@ -226,8 +226,8 @@ def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "")
         "dataset_info": infos,
     }
     body = CARD.read_text(encoding="utf-8") if CARD.exists() else "# DiningBench\n"
-    if body.startswith("---"):
-        body = body.split("\n---", 2)[-1].lstrip("-\n")
+    if body.startswith("---\n"):  # drop the card's own header: the release's is generated above
+        body = body[4:].split("\n---\n", 1)[-1].lstrip("\n")
     if note:
         body = body.replace("\n", f"\n\n> {note}\n", 1) if body.startswith("# ") else f"> {note}\n\n{body}"
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=120) + "---\n\n" + body

@@ -18,7 +18,7 @@ from synthetic.recipes import Option, Style
 from synthetic.render import DishScene, View
 
 NOODLE = (238, 206, 128)
-RICE = (246, 244, 236)
+RICE = (250, 248, 240)
 VESSELS = [(250, 250, 247), (236, 232, 222), (60, 62, 68), (222, 232, 238), (246, 240, 226)]
 RIMS = [None, (40, 70, 140), (160, 40, 36), None, (70, 110, 80)]
 
@@ -118,7 +118,7 @@ def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None) -> DishScene
             food.noodles(scene, mound, colour, rng, int(70 * size), r_pile * 0.95, width=0.024)
         else:
             greens = [(86, 150, 52), (120, 176, 66), (64, 122, 44), (150, 190, 84)]
-            food.leaves(scene, mound, greens, rng, int(70 * size))
+            food.leaves(scene, mound, greens, rng, int(150 * size), size=0.19)
         scatter(pieces, lambda: mound.sample(rng, 0.8), mound)
     elif layout == "curry":
         mound = food.Mound(-0.38, 0.12, 0.44 * size ** (1 / 3), 0.24 * size ** 0.9)
@@ -141,7 +141,7 @@ def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None) -> DishScene
             scatter([p for p in pieces if p[0] == "extra"], _sector(rng, 1.9, 3.8, 0.25, 0.65), surface)
             food.topping(scene, "ring", (96, 170, 70), int(16 * size), 0.022, rng, _sector(rng, 0, 6.3, 0, 0.3), surface)
         else:
-            rice = food.Mound(0, 0, 0.92, 0.16 * size, floor=h * (0.72 + 0.2 * size))
+            rice = food.Mound(0, 0, 0.93, 0.22 * size, floor=h * (0.75 + 0.15 * size))
             food.grains(scene, rice, RICE, rng, int(1900 * size))
             if layout == "burrito_bowl":
                 food.topping(scene, "ball", (46, 34, 40), int(40 * size), 0.03, rng, _sector(rng, 2.4, 3.6, 0.3, 0.8), rice)

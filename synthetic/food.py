@@ -86,7 +86,7 @@ def grains(scene: DishScene, mound: Mound, colour: RGB, rng: np.random.Generator
                 break
         c = _jitter(_shade(c, mound.shade(x, y)), rng, 0.07)
         pts = np.array([[x, y, mound(x, y)]])
-        scene.prims.append(Prim("blob", pts, c, outline=_shade(c, 0.9), width=rng.uniform(0.02, 0.027),
+        scene.prims.append(Prim("blob", pts, c, outline=_shade(c, 0.93), width=rng.uniform(0.02, 0.027),
                                 aspect=rng.uniform(0.45, 0.65)))
 
 

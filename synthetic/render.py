@@ -91,7 +91,8 @@ def _texture(table: str, size: int) -> Image.Image:
         weave = (np.sin(xx * size * 0.9) * np.sin(yy * size * 0.9)) * 0.08
         t = (((np.floor(xx * 6) + np.floor(yy * 6)) % 2) * 0.35 + weave).astype(np.float32)
     elif table == "marble":
-        t = (np.sin((xx * 4 + yy * 2 + np.sin(yy * 9) * 0.4) * math.pi) * 0.5 + 0.5) ** 8
+        veins = np.abs(np.sin((xx * 3 + yy * 1.5 + np.sin(yy * 7 + xx * 5) * 0.5) * math.pi * 2))
+        t = (1 - veins) ** 24 * 0.5 + rng.normal(0, 0.02, (size, size)).astype(np.float32)
     else:
         t = rng.normal(0.4, 0.08, (size, size)).astype(np.float32)
     img = a[None, None, :] * (1 - t[..., None]) + b[None, None, :] * t[..., None]
