@@ -85,7 +85,8 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
     """Markdown table for a model card body: headline figures with 95% merchant-clustered intervals."""
     rows = []
     for run in runs:
-        setting = ", ".join(f"{k}={v}" for k, v in _settings(run).items())
+        settings = _settings(run)
+        setting = f"{settings['lang']}, {settings['images']} views, {'CoT' if settings['cot'] else 'no CoT'}"
         for task in TASK_ORDER:
             if task not in run.scores:
                 continue

@@ -31,6 +31,7 @@ DIMENSIONS = {
 }
 SMALL_CELL = 10  # cells with fewer items are flagged: their figure is mostly noise
 MAX_BREAKDOWN_ROWS = 25  # menu categories can run into the hundreds; show the largest
+MAX_BREAKDOWN_RUNS = 6  # more columns than this stop being readable
 REPORTED_CSV = Path(__file__).parent / "data" / "table2_reported.csv"
 
 
@@ -229,12 +230,16 @@ def paired_difference(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Seque
     return {"n": len(common), "diff": diff, "ci95": interval}
 
 
+def _group_key(row: dict[str, Any], dimension: str) -> str:
+    value = row.get(dimension)
+    return "(none)" if value is None else str(value)
+
+
 def breakdown(rows: Sequence[dict[str, Any]], dimension: str) -> list[tuple[str, list[dict[str, Any]]]]:
     """Items grouped by one field, largest group first (image counts in numeric order)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        value = row.get(dimension)
-        groups.setdefault("(none)" if value is None else str(value), []).append(row)
+        groups.setdefault(_group_key(row, dimension), []).append(row)
     if dimension == "n_images":
         return sorted(groups.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0))
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
@@ -363,6 +368,10 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
         columns = [(label, tasks[task]) for label, tasks in grouped.items() if task in tasks]
         if not columns:
             continue
+        if len(columns) > MAX_BREAKDOWN_RUNS:
+            sections.append(f"{task}: breakdowns shown for the first {MAX_BREAKDOWN_RUNS} of {len(columns)} "
+                            "runs; report fewer folders at a time to see the others.")
+            columns = columns[:MAX_BREAKDOWN_RUNS]
         figure = "Avg MAPE (%), lower is better" if task == "nutrition" else "accuracy (%)"
         for dimension in DIMENSIONS[task]:
             groups = breakdown(columns[0][1].scores[task], dimension)
@@ -371,8 +380,7 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
             for value, _ in shown:
                 cells = [value]
                 for _, run in columns:
-                    subset = [r for r in run.scores[task] if str(r.get(dimension, "(none)")) == value
-                              or (r.get(dimension) is None and value == "(none)")]
+                    subset = [r for r in run.scores[task] if _group_key(r, dimension) == value]
                     cells.append(_cell(task, subset))
                 rows.append(cells)
             title = f"### {task} by {dimension.replace('_', ' ')}: {figure}"
@@ -396,11 +404,22 @@ def dataset_note(runs: Sequence[RunData]) -> str:
     """Which data each run used: the paper's rows only compare with runs on the full release."""
     seen: dict[str, list[str]] = {}
     for run in runs:
-        data = run.info.get("dataset") or run.setting("dataset") or "embedded synthetic sample"
-        if isinstance(data, dict):
-            data = ", ".join(f"{k}: {v}" for k, v in data.items() if isinstance(v, str | int | float | bool))
-        seen.setdefault(str(data), []).append(run.path.name)
-    return "\n".join(f"- Dataset `{data}`: {', '.join(names)}" for data, names in seen.items())
+        data = run.info.get("dataset") or run.setting("dataset") or {"source": "embedded sample"}
+        if not isinstance(data, dict):
+            data = {"source": data}
+        text = str(data.get("source") or "embedded sample")
+        prints = data.get("fingerprints")
+        if isinstance(prints, dict) and prints:
+            text += " (fingerprints " + ", ".join(f"{k} {str(v)[:10]}" for k, v in sorted(prints.items())) + ")"
+        seen.setdefault(text, []).append(run.path.name)
+    lines = []
+    for text, names in seen.items():
+        which = "all runs" if len(seen) == 1 and len(names) > 1 else ", ".join(names)
+        lines.append(f"- Dataset: `{text}`: {which}")
+        if "sample" in text.split(" (")[0]:
+            lines.append("  - the embedded **synthetic** sample: these figures check the pipeline and are "
+                         "not comparable with the paper's")
+    return "\n".join(lines)
 
 
 def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bool = True,
@@ -415,9 +434,12 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
         "Avg MAPE is the mean of the four MAPEs, lower is better. Baseline rows show what no skill "
         "scores. Rows marked *reported (paper)* are copied from the paper (full benchmark), not "
         "reproduced here, and compare only with runs on the full release."]
-    if any(r.get("correct") is None for run in runs for r in run.scores.get("vqa", [])):
-        parts.append("VQA items without a verdict count as not correct; to score VQA add a judge: "
-                     "`python -m eval score DIR --judge openai:MODEL`.")
+    vqa = [r for run in runs for r in run.scores.get("vqa", [])]
+    unscored = sum(r.get("correct") is None for r in vqa)
+    if unscored:
+        how = "`python -m eval score DIR --judge openai:MODEL` (add `--judge-base-url URL` for a local server)"
+        parts.append(f"VQA is not scored: no judge was configured. Score it with {how}." if unscored == len(vqa)
+                     else f"{unscored} VQA items have no verdict and count as not correct; re-score with {how}.")
     paired = comparison(runs, against_first=compare, n_boot=n_boot)
     if paired:
         parts += ["## Paired comparison", paired,

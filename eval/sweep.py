@@ -41,10 +41,14 @@ def _series(run: RunData, *, without: str) -> str:
     if lang != "zh":
         parts.append(str(lang))
     if without != "images" and run.setting("images"):
-        parts.append(f"{run.setting('images')} views")
+        parts.append(_views(int(run.setting("images"))))
     if without != "cot" and run.setting("cot"):
         parts.append("CoT")
     return " · ".join(parts)
+
+
+def _views(n: int) -> str:
+    return f"{n} view" + ("" if n == 1 else "s")
 
 
 def _ci_point(x: float, task: str, rows: list[dict[str, Any]], n_boot: int) -> Point | None:
@@ -90,7 +94,7 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
                     if value is not None:
                         lines.setdefault(label, []).append(Point(n, value))
         rows.append(row)
-    text = f"### {title} by number of views\n\n" + md_table(["model", *(f"{n} views" for n in counts)], rows)
+    text = f"### {title} by number of views\n\n" + md_table(["model", *(_views(n) for n in counts)], rows)
     if plot_dir is not None and headline_lines:
         panels = [Panel(title, ylabel, headline_lines, lower_is_better=task == "nutrition")]
         if task == "nutrition":

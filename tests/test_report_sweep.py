@@ -80,5 +80,4 @@ def test_model_card_yaml_parses_and_round_trips(tmp_path, capsys):
     # the Hub's own parser reads it back to the same block
     name, results = model_index_to_eval_results(data["model-index"])
     assert eval_results_to_model_index(name, results) == data["model-index"]
-    assert "| model-a | Fine-grained dish classification | lang=zh, images=all, cot=False | Accuracy (%) | 75.00 |" \
-        in text
+    assert "| model-a | Fine-grained dish classification | zh, all views, no CoT | Accuracy (%) | 75.00 |" in text

@@ -1,0 +1,56 @@
+"""`python -m eval sweep` end to end: baselines through the real harness on a tiny release."""
+
+import argparse
+import json
+
+import pytest
+from helpers_report import table_rows
+
+from eval import sweep
+from tests.helpers_harness import make_release
+
+
+def sweep_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m eval sweep", exit_on_error=False)
+    sweep.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    return make_release(tmp_path_factory.mktemp("release") / "diningbench")
+
+
+def test_sweep_runs_every_cell_and_charts_it(release, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["--model", "baseline:first", "--model", "baseline:random", "--task", "classification",
+            "--images", "1,2", "--cot", "both", "--dataset", str(release), "--out", str(out), "--n-boot", "50"]
+    assert sweep.main(sweep_args(*argv)) == 0
+    cells = sorted(p.parent.name for p in out.glob("*/scores.jsonl"))
+    assert len(cells) == 8  # 2 models x 2 view counts x CoT off/on
+    assert "baseline-first-classification-zh-img2-reference-first-cot" in cells
+    assert len(json.loads((out / "sweep.json").read_text())["cells"]) == 8
+    text = (out / "report.md").read_text()
+    # the release's answers are A, B, A, C, A, D: always answering A is right 3 times of 6
+    views = text.split("by number of views")[1]
+    assert [c.split(" ")[0] for c in table_rows(views, "baseline:first")[0][1:]] == ["50.00", "50.00"]
+    cot = text.split("with and without chain of thought")[1]
+    assert table_rows(cot, "baseline:first · 1 view")[0][3] == "+0.00 [+0.00, +0.00]"
+    for png in ("views_classification.png", "cot_classification.png"):
+        assert (out / png).stat().st_size > 20_000
+    assert capsys.readouterr().out == text
+
+    # a second sweep over the same folder resumes: nothing is asked again, nothing duplicated
+    sizes = {c: (out / c / "predictions.jsonl").read_text().count("\n") for c in cells}
+    assert sweep.main(sweep_args(*argv)) == 0
+    assert {c: (out / c / "predictions.jsonl").read_text().count("\n") for c in cells} == sizes == {
+        c: 6 for c in cells}
+
+
+def test_bad_sweep_settings_are_one_line_errors(release, tmp_path, capsys):
+    argv = ["--model", "baseline:first", "--task", "classification", "--lang", "fr", "--out", str(tmp_path)]
+    assert sweep.main(sweep_args(*argv)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "--lang" in err and err.count("\n") == 1
+    with pytest.raises(argparse.ArgumentError, match="at least 1"):
+        sweep_args("--model", "baseline:first", "--task", "classification", "--images", "0,1", "--out", "x")
