@@ -270,7 +270,10 @@ def _backend_judge(spec: str, base_url: str | None) -> AsyncJudge:
         raise ValueError(f"judge spec {spec!r} needs the DiningBench harness (the `eval` package) on the "
                          f"Python path; run from a DiningBench checkout or pass a callable judge ({exc})") from None
     options = {"base_url": base_url} if base_url else {}
-    backend = backends.make_backend(spec, **options)
+    try:
+        backend = backends.make_backend(spec, **options)
+    except (ValueError, ImportError, RuntimeError) as exc:  # bad spec, missing key or SDK
+        raise ValueError(f"judge {spec!r}: {exc}") from None
     config = types.GenerationConfig(temperature=0.0, max_tokens=1024, seed=0)
 
     async def call(prompt: str) -> str:

@@ -1,0 +1,65 @@
+"""parse_verdict and rule_verdict on realistic judge replies and answers, doctests and fuzzing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metrics.judge_accuracy import judge_accuracy
+from metrics.judge_accuracy.judge_accuracy import (
+    JUDGE_PROMPT,
+    JUDGE_PROMPT_VERSION,
+    build_judge_prompt,
+    parse_verdict,
+    rule_verdict,
+)
+from tests.helpers_metrics import corpus, run_doctests
+
+VERDICT_CORPUS = corpus("verdict")
+RULE_CORPUS = corpus("rule")
+
+
+@pytest.mark.parametrize("row", VERDICT_CORPUS, ids=[row["note"] for row in VERDICT_CORPUS])
+def test_judge_reply_corpus(row):
+    assert parse_verdict(row["text"]) == row["expected"], row["note"]
+
+
+@pytest.mark.parametrize("row", RULE_CORPUS, ids=[row["note"] for row in RULE_CORPUS])
+def test_rule_corpus(row):
+    assert rule_verdict(row["question"], row["reference"], row["candidate"]) == row["expected"], row["note"]
+
+
+def test_docstring_examples_run():
+    assert run_doctests(judge_accuracy, "parse_verdict", "rule_verdict", "build_judge_prompt", "score_verdicts") >= 8
+
+
+def test_prompt_is_versioned_and_asks_for_a_grade_line():
+    assert JUDGE_PROMPT_VERSION.startswith("diningbench-judge-v")
+    assert '"GRADE: C" or "GRADE: I"' in JUDGE_PROMPT
+    prompt = build_judge_prompt("Is it vegan?", "No, it has cheese.", "<think>hmm</think>Yes.")
+    assert "Is it vegan?" in prompt and "No, it has cheese." in prompt
+    assert "hmm" not in prompt and prompt.rstrip().endswith('"GRADE: C" or "GRADE: I".')
+    assert "(no answer)" in build_judge_prompt("Q?", "A.", None)
+
+
+def test_unreadable_verdict_is_none_never_a_guess():
+    assert parse_verdict("Looks right to me.") is None
+    assert parse_verdict(None) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=300))
+def test_fuzz_parse_verdict(text):
+    assert parse_verdict(text) in ("C", "I", None)
+
+
+_WORDS = st.sampled_from(["Yes", "No", "yes and no", "符合", "不符合", "是", "否", "是的", "不适合", "comply",
+                          "does not comply", ",", "。", " ", "\n", "**Answer:**", "<think>", "</think>", "吗"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(question=st.lists(_WORDS, max_size=6), reference=st.lists(_WORDS, max_size=6),
+       candidate=st.one_of(st.none(), st.lists(_WORDS, max_size=6).map("".join), st.text(max_size=80)))
+def test_fuzz_rule_verdict(question, reference, candidate):
+    assert rule_verdict("".join(question), "".join(reference), candidate) in ("C", "I", None)
