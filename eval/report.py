@@ -23,6 +23,9 @@ from eval.stats import cluster_bootstrap_ci, cluster_bootstrap_mean_ci, paired_b
 TASK_ORDER = ("classification", "nutrition", "vqa")
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 UNITS = {"calories": "kcal", "protein": "g", "carbohydrates": "g", "fat": "g"}
+SHORT = {"calories": "Cal", "protein": "Prot", "carbohydrates": "Carb", "fat": "Fat"}
+DIMENSION_TITLES = {"cuisine": "cuisine", "category": "menu category", "vqa_category": "VQA category",
+                    "nutrition_source": "nutrition source", "n_images": "images sent"}
 # Which item fields each task is broken down by; every task also by cuisine, category, image count.
 DIMENSIONS = {
     "classification": ("cuisine", "category", "n_images"),
@@ -278,7 +281,7 @@ def group_runs(runs: Sequence[RunData]) -> dict[str, dict[str, RunData]]:
 
 TABLE2_HEADERS = (
     ["Model", "Source", "Cls Acc (%)"]
-    + [f"{n.capitalize()[:4]}. {stat}" for n in NUTRIENTS
+    + [f"{SHORT[n]} {stat}" for n in NUTRIENTS
        for stat in (f"MAE ({UNITS[n]})", f"RMSE ({UNITS[n]})", "MAPE (%)")]
     + ["Avg MAPE (%)", "VQA Acc (%)", "n (cls/nut/vqa)"]
 )
@@ -368,6 +371,9 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
         columns = [(label, tasks[task]) for label, tasks in grouped.items() if task in tasks]
         if not columns:
             continue
+        if task == "vqa" and all(r.get("correct") is None for _, run in columns for r in run.scores[task]):
+            sections.append("vqa: breakdowns appear once VQA is scored with a judge.")
+            continue
         if len(columns) > MAX_BREAKDOWN_RUNS:
             sections.append(f"{task}: breakdowns shown for the first {MAX_BREAKDOWN_RUNS} of {len(columns)} "
                             "runs; report fewer folders at a time to see the others.")
@@ -383,9 +389,10 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
                     subset = [r for r in run.scores[task] if _group_key(r, dimension) == value]
                     cells.append(_cell(task, subset))
                 rows.append(cells)
-            title = f"### {task} by {dimension.replace('_', ' ')}: {figure}"
+            name = DIMENSION_TITLES[dimension]
             note = f"\n\n{len(hidden)} smaller groups not shown." if hidden else ""
-            sections.append(f"{title}\n\n{md_table([dimension, *(lbl for lbl, _ in columns)], rows)}{note}")
+            sections.append(f"### {task} by {name}: {figure}\n\n"
+                            f"{md_table([name, *(lbl for lbl, _ in columns)], rows)}{note}")
     if sections:
         sections.append(f"† fewer than {SMALL_CELL} items: too small to read anything into.")
     return "\n\n".join(sections)

@@ -112,13 +112,13 @@ def test_breakdown_counts_add_up_and_small_cells_are_flagged(tmp_path):
     run = report.load_run(classification_run(tmp_path / "a", "xxx." * 7))  # 28 items
     text = report.breakdown_tables([run])
     counts = {}
-    for dimension in ("cuisine", "category", "n_images"):
-        section = text.split(f"### classification by {dimension.replace('_', ' ')}")[1].split("###")[0]
+    for dimension in ("cuisine", "menu category", "images sent"):
+        section = text.split(f"### classification by {dimension}")[1].split("###")[0]
         cells = [line.split(" | ")[1] for line in section.splitlines() if line.startswith("| ")][1:]
         counts[dimension] = sum(int(c.split("(n=")[1].split(")")[0]) for c in cells)
-    assert counts == {"cuisine": 28, "category": 28, "n_images": 28}
+    assert counts == {"cuisine": 28, "menu category": 28, "images sent": 28}
     # 28 items over image counts 1,2,3 -> 10, 9, 9: the two 9s are flagged
-    section = text.split("### classification by n images")[1]
+    section = text.split("### classification by images sent")[1]
     assert section.count("(n=9) †") == 2 and "(n=10) †" not in section
 
 
@@ -176,3 +176,21 @@ def test_unparsed_nutrition_counts_as_100_percent_error(tmp_path):
     items = [nut_item("n0", "m0", None, REF), nut_item("n1", "m1", dict(REF), REF)]
     run = report.load_run(write_run(tmp_path / "n", "openai:m", items))
     assert report.headline("nutrition", run.scores["nutrition"]) == pytest.approx(0.5)
+
+
+def test_vqa_breakdown_by_category_counts_unscored_as_not_correct(tmp_path):
+    items = [vqa_item("v0", "m0", "C", vqa_category="cuisine_technique"),
+             vqa_item("v1", "m1", "I", vqa_category="cuisine_technique"),
+             vqa_item("v2", "m1", None, vqa_category="multi_image_analysis"),
+             vqa_item("v3", "m2", "C", vqa_category="multi_image_analysis"),
+             vqa_item("v4", "m2", "C", vqa_category="multi_image_analysis")]
+    text = report.breakdown_tables([report.load_run(write_run(tmp_path / "v", "openai:m", items))])
+    section = text.split("### vqa by VQA category")[1]
+    assert table_rows(section, "multi_image_analysis")[0][1] == "66.67 (n=3) †"  # 2 C of 3
+    assert table_rows(section, "cuisine_technique")[0][1] == "50.00 (n=2) †"
+
+
+def test_unscored_vqa_has_no_breakdown_tables(tmp_path):
+    run = write_run(tmp_path / "v", "baseline:first", [vqa_item("v0", "m0", None)])
+    text = report.breakdown_tables([report.load_run(run)])
+    assert "### vqa" not in text and "once VQA is scored" in text
