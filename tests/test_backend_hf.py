@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
+from eval.api import score
 from eval.backends import make_backend
 from eval.backends.hf import HFBackend, to_hf_conversation
 from eval.types import BackendError, ConfigError, GenerationConfig, ImagePart, Message, Request, Response
@@ -135,3 +140,39 @@ def test_qwen2_vl_style_model(tmp_path_factory: pytest.TempPathFactory) -> None:
     one, two = qwen.generate_batch([request("q1", 1), request("q2", 2)])
     # 56x56 px → 4x4 patches of 14 px → 4 tokens after the 2x2 merge, + vision start/end.
     assert two.usage["prompt_tokens"] - one.usage["prompt_tokens"] == 6
+
+
+# --- the whole harness, end to end --------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cli_runs_all_three_tasks_and_scores_garbage_as_failures(tiny_llava: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "eval", "run", "--task", "all", "--model", f"hf:{tiny_llava}",
+               "--limit", "3", "--images", "2", "--max-tokens", "8", "--out", str(out), "--no-progress"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert sorted(p["task"] for p in predictions) == ["classification"] * 3 + ["nutrition"] * 3 + ["vqa"] * 3
+    assert all(p["error"] is None and p["attempts"] == 1 for p in predictions)  # the model answered each one
+    assert all(p["usage"]["prompt_tokens"] > 2 * TOKENS_PER_IMAGE for p in predictions)  # 2 images + prompt
+    assert all(1 <= p["usage"]["completion_tokens"] <= 8 for p in predictions)
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    # Random text is not an answer: counted as unparsed and scored as wrong, never guessed.
+    assert (metrics["classification"]["n"], metrics["classification"]["parse_failures"]) == (3, 3)
+    assert metrics["classification"]["accuracy"] == 0.0
+    assert (metrics["nutrition"]["n"], metrics["nutrition"]["parse_failures"]) == (3, 3)
+    assert metrics["nutrition"]["avg_mape"] == 1.0  # an unparsed estimate counts as 100% error
+    assert metrics["vqa"]["n"] == 3
+
+    run_info = json.loads((out / "run.json").read_text())
+    assert run_info["backend"]["engine_versions"]["transformers"]
+    assert run_info["backend"]["model_class"] == "LlavaForConditionalGeneration"
+
+    # The same tiny model as VQA judge: its verdicts are unreadable, so items are unscored, not wrong.
+    vqa = score(out, judge=f"hf:{tiny_llava}")["vqa"]
+    assert (vqa["n"], vqa["unscored"], vqa["accuracy"], vqa["accuracy_scored"]) == (3, 3, 0.0, None)

@@ -103,6 +103,7 @@ class HFBackend:
         self._torch = torch
         self._versions = {"transformers": transformers.__version__, "torch": torch.__version__}
         self.device = resolve_device(options.device, torch)
+        transformers.utils.logging.disable_progress_bar()  # the harness draws its own progress line
         if model_id.startswith((".", "/", "~")) and not Path(model_id).expanduser().exists():
             raise EngineUnavailable(f"hf: model folder {model_id} does not exist")
         try:
