@@ -7,6 +7,7 @@ Operator settings are environment variables, documented in space/README.md.
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -35,6 +36,7 @@ CSS = (HERE / "style.css").read_text(encoding="utf-8")
 def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blocks:
     """The whole Space as one Blocks; `catalog` can be injected (tests, other data sources)."""
     catalog = catalog or Catalog(source=settings.dataset)
+    threading.Thread(target=catalog.warm, name="catalog-warm", daemon=True).start()
     browse, evaluate, leaderboard = BrowseTab(catalog), EvaluateTab(catalog, settings), LeaderboardTab(settings)
     with gr.Blocks(title="DiningBench") as demo:
         gr.HTML("<div class='db-header'><h1>🍜 DiningBench</h1></div>")

@@ -23,8 +23,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE_DIR = ROOT / "space"
-if str(SPACE_DIR) not in sys.path:
-    sys.path.insert(0, str(SPACE_DIR))
 
 
 def png_bytes(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
@@ -157,3 +155,11 @@ def fake_openai_server(mode: str = "echo") -> Iterator[ThreadingHTTPServer]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def tiny_release(folder: Path) -> Path:
+    """tiny_rows of every config written as a release folder (Parquet + card) by diningbench.py."""
+    import diningbench
+
+    rows = {config: (3, iter(tiny_rows(config))) for config in ("classification", "nutrition", "vqa")}
+    return diningbench.write_release(folder, rows, note="Tiny test release.")

@@ -6,8 +6,8 @@ from typing import Any
 
 import gradio as gr
 
-from diningspace.catalog import ALL, CONFIGS, Catalog, CatalogError
-from diningspace.render import gallery_caption, item_card, plain_fields
+from .catalog import ALL, CONFIGS, Catalog, CatalogError
+from .render import gallery_caption, item_card, plain_fields
 
 NO_ITEM = '<div class="db-empty">No item matches these filters.</div>'
 
@@ -91,9 +91,9 @@ class BrowseTab:
                 category = gr.Dropdown([ALL], value=ALL, label="Menu category")
                 vqa_category = gr.Dropdown([ALL], value=ALL, label="VQA category", visible=False)
                 item = gr.Dropdown([], label="Item id", allow_custom_value=False)
-                with gr.Row():
-                    prev_btn = gr.Button("← Previous", size="sm")
-                    next_btn = gr.Button("Next →", size="sm")
+                with gr.Row(elem_classes="db-nav"):
+                    prev_btn = gr.Button("← Previous", size="sm", min_width=80)
+                    next_btn = gr.Button("Next →", size="sm", min_width=80)
                 where = gr.Markdown("", elem_classes="db-where")
                 lang = gr.Radio(["zh", "en"], value="zh", label="Language")
                 show_answer = gr.Checkbox(False, label="Show answer")

@@ -78,6 +78,14 @@ class Catalog:
                 self._indexes[config] = ConfigIndex(dataset=dataset, rows=rows, position=position)
             return self._indexes[config]
 
+    def warm(self) -> None:
+        """Index every config now (at start-up, in the background), so no visitor waits for it."""
+        for config in CONFIGS:
+            try:
+                self.index(config)
+            except CatalogError:
+                pass  # reported to the visitor who opens that config, with its one-line reason
+
     def facets(self, config: str, field: str) -> list[str]:
         """The distinct values of a metadata column (cuisine, category, vqa_category), sorted."""
         return sorted({str(r[field]) for r in self.index(config).rows if r.get(field) not in (None, "")})

@@ -7,11 +7,11 @@ from typing import Any
 
 import gradio as gr
 
-from diningspace.catalog import Catalog, CatalogError
-from diningspace.evaluation import OWN_KEY, EvalRequest, stream_evaluation
-from diningspace.guard import GuardError, scrub
-from diningspace.results_view import results_table, summary_line, thumbnail_uri
-from diningspace.settings import BASELINES, KEY_PROVIDERS, SpaceSettings
+from .catalog import Catalog, CatalogError
+from .evaluation import OWN_KEY, EvalRequest, stream_evaluation, supports_own_keys
+from .guard import GuardError, scrub
+from .results_view import results_table, summary_line, thumbnail_uri
+from .settings import BASELINES, KEY_PROVIDERS, SpaceSettings
 
 KEY_NOTE = ("Your key is sent with this one run only: it is not stored, logged or shown back, and "
             "it is removed from any error message.")
@@ -21,6 +21,7 @@ class EvaluateTab:
     def __init__(self, catalog: Catalog, settings: SpaceSettings) -> None:
         self.catalog = catalog
         self.settings = settings
+        self.own_keys = False
 
     def _thumb(self, task: str, item_id: str) -> str | None:
         try:
@@ -61,18 +62,21 @@ class EvaluateTab:
                     yield (summary_line(task, update.spec, update.metrics),
                            results_table(task, update.results, thumbs), update.metrics, records)
         except GuardError as exc:
-            raise gr.Error(scrub(str(exc), secrets)) from None
+            raise gr.Error(scrub(str(exc), secrets), print_exception=False) from None
         except Exception as exc:  # noqa: BLE001 - every failure reaches the visitor as one scrubbed line
             message = scrub(str(exc) or exc.__class__.__name__, secrets).splitlines()[0]
-            raise gr.Error(f"evaluation failed: {message}") from None
+            raise gr.Error(f"evaluation failed: {message}", print_exception=False) from None
 
     def model_choices(self, task: str) -> dict[str, Any]:
-        choices = [*self.settings.model_choices(task), OWN_KEY]
+        choices = [*self.settings.model_choices(task), *([OWN_KEY] if self.own_keys else [])]
         return gr.update(choices=choices, value=choices[0])
 
     def build(self) -> None:
         s = self.settings
-        offered = list(dict.fromkeys([*s.models, *(b for task in s.tasks() for b in BASELINES[task]), OWN_KEY]))
+        # A visitor's own key is offered only where the harness's backends can take one per request.
+        self.own_keys = any(supports_own_keys(p) for p in KEY_PROVIDERS)
+        offered = list(dict.fromkeys([*s.models, *(b for task in s.tasks() for b in BASELINES[task]),
+                                      *([OWN_KEY] if self.own_keys else [])]))
         first_task = s.tasks()[0]
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=280, elem_classes="db-sidebar"):

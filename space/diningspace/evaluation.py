@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diningspace.guard import GuardError, check_base_url, check_model_name, scrub
-from diningspace.settings import KEY_PROVIDERS, SpaceSettings
+from .guard import GuardError, check_base_url, check_model_name, scrub
+from .settings import KEY_PROVIDERS, SpaceSettings
 
 OWN_KEY = "Use my own API key"
 

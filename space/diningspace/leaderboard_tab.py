@@ -5,8 +5,8 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from diningspace.leaderboard import COLUMNS, DATATYPES, WIDTHS, leaderboard_table
-from diningspace.settings import SpaceSettings
+from .leaderboard import COLUMNS, DATATYPES, WIDTHS, leaderboard_table
+from .settings import SpaceSettings
 
 NOTE = ("Rows marked **reported (paper)** are the figures the DiningBench paper reports on the full "
         "benchmark; they were not reproduced here. **Local runs** are the `results/*/` folders written by "

@@ -13,7 +13,7 @@ from typing import Any
 
 from PIL import Image
 
-from diningspace.evaluation import SampleResult
+from .evaluation import SampleResult
 
 THUMB_SIDE = 72
 

@@ -1,0 +1,125 @@
+"""The launched Space through gradio_client, as an API user sees it: browse, evaluate, keys.
+
+One `python space/app.py` process on 127.0.0.1 serves every test of this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+from helpers_space import fake_openai_server, launched_space
+
+import diningbench
+from space.diningspace.evaluation import OWN_KEY, supports_own_keys
+
+FAKE_KEY = "sk-visitor-0123456789abcdef"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("results")
+    run = folder / "baseline-first-classification"
+    run.mkdir()
+    (run / "metrics.json").write_text(json.dumps({"classification": {"accuracy": 0.25, "n": 8,
+                                                                      "accuracy_ci95": [0.05, 0.5]}}))
+    (run / "run.json").write_text(json.dumps({"model": "baseline:first", "lang": "zh"}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def space(results_dir: Path) -> Iterator[tuple[Client, list[str]]]:
+    env = {"DININGBENCH_SPACE_ALLOWED_HOSTS": "127.0.0.1", "DININGBENCH_SPACE_MAX_ITEMS": "6",
+           "DININGBENCH_SPACE_RESULTS": str(results_dir)}
+    with launched_space(env) as (url, log):
+        yield Client(url, verbose=False, download_files=str(results_dir.parent / "downloads")), log
+
+
+def _evaluate(client: Client, task: str, model: str, n: int, **own: str) -> tuple:
+    return client.predict(task, model, n, own.get("provider", "openai"), own.get("own_model", ""),
+                          own.get("api_key", ""), own.get("base_url", ""), "zh", api_name="/evaluate")
+
+
+def test_browse_returns_the_items_fields_and_its_captioned_views(space) -> None:
+    client, _ = space
+    dataset = diningbench.load("vqa", decode_images=False)
+    expected = dataset[len(dataset) - 1]
+    views, fields = client.predict("vqa", expected["id"], api_name="/browse")
+    assert fields["id"] == expected["id"]
+    for key in ("question", "question_en", "answer_en", "rationale", "vqa_category", "image_roles"):
+        assert fields[key] == expected[key]
+    assert "images" not in fields
+    assert len(views) == len(expected["images"])
+    assert [v["caption"] for v in views] == [f"{role} · view {i + 1}" for i, role in enumerate(expected["image_roles"])]
+    assert all(Path(v["image"]).is_file() and Path(v["image"]).stat().st_size > 0 for v in views)
+
+
+def test_browse_of_an_unknown_item_is_a_clear_error(space) -> None:
+    client, _ = space
+    with pytest.raises(AppError, match="no item 'nope' in the nutrition config"):
+        client.predict("nutrition", "nope", api_name="/browse")
+
+
+def test_a_baseline_evaluation_streams_items_and_ends_with_the_metrics(space) -> None:
+    client, _ = space
+    answers = diningbench.load("classification", decode_images=False)["answer"]
+    n = min(5, len(answers))
+    status, table, metrics, records = _evaluate(client, "classification", "baseline:first", n)
+    expected = sum(a == "A" for a in answers[:n]) / n  # baseline:first always answers A
+    assert metrics["n"] == n and metrics["accuracy"] == pytest.approx(expected)
+    assert f"{expected * 100:.2f}%" in status
+    assert len(records) == n and all(r["parsed"] == "A" for r in records)
+    assert [r["correct"] for r in sorted(records, key=lambda r: r["id"])] == [
+        a == "A" for _, a in sorted(zip(diningbench.load("classification")["id"][:n], answers[:n], strict=True))]
+    assert table.count("<tr>") == n + 1 and table.count("data:image/jpeg;base64,") == n
+
+
+def test_the_zero_baseline_has_exactly_100_percent_mape(space) -> None:
+    client, _ = space
+    _, _, metrics, records = _evaluate(client, "nutrition", "baseline:zero", 3)
+    assert metrics["avg_mape"] == pytest.approx(1.0) and metrics["n"] == 3
+    assert len(records) == 3
+
+
+def test_requests_beyond_the_operators_limits_are_refused(space) -> None:
+    client, _ = space
+    with pytest.raises(AppError, match="maximum value 6|between 1 and 6"):
+        _evaluate(client, "classification", "baseline:first", 7)
+    with pytest.raises(AppError, match="host '169.254.169.254' is not allowed"):
+        _evaluate(client, "classification", OWN_KEY, 1, own_model="gpt-4o", api_key=FAKE_KEY,
+                  base_url="http://169.254.169.254/v1")
+
+
+def test_the_leaderboard_lists_reported_rows_and_local_runs(space) -> None:
+    client, _ = space
+    table = client.predict(api_name="/leaderboard")
+    rows = [dict(zip(table["headers"], row, strict=True)) for row in table["data"]]
+    local = [r for r in rows if r["Source"] == "local run: baseline-first-classification"]
+    assert len(local) == 1 and local[0]["Cls acc %"] == 25.0 and local[0]["Cls 95% CI"] == "5.00 – 50.00"
+    if (Path(__file__).resolve().parents[1] / "eval" / "data" / "table2_reported.csv").is_file():
+        assert any(r["Source"] == "reported (paper)" and r["Model"] == "GPT-4o" for r in rows)
+
+
+@pytest.mark.skipif(not supports_own_keys("openai"), reason="the openai backend's make() takes no api_key yet")
+@pytest.mark.parametrize("mode", ["echo", "reject"])
+def test_a_pasted_key_is_used_but_never_shown_or_logged(space, mode: str) -> None:
+    client, log = space
+    with fake_openai_server(mode) as server:
+        base_url = f"http://127.0.0.1:{server.server_port}/v1"
+        outputs = []
+        try:
+            outputs = _evaluate(client, "classification", OWN_KEY, 2, own_model="fake-vlm", api_key=FAKE_KEY,
+                                base_url=base_url)
+        except AppError as exc:
+            outputs = [str(exc)]
+        assert any(FAKE_KEY in seen for seen in server.seen_keys)  # the key did reach the model server
+    shown = json.dumps(outputs, ensure_ascii=False, default=str)
+    assert FAKE_KEY not in shown
+    if mode == "echo":  # the model's answer quoted the key: shown scrubbed, and still scored
+        assert "[redacted]" in shown and outputs[2]["n"] == 2
+    assert FAKE_KEY not in "".join(log)
