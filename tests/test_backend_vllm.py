@@ -10,6 +10,9 @@ from __future__ import annotations
 import base64
 import importlib.util
 import io
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -28,6 +31,7 @@ from eval.backends.vllm_offline import (
 from eval.types import BackendError, ConfigError, GenerationConfig, ImagePart, Message, Request
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def photo(color: tuple[int, int, int], fmt: str = "JPEG") -> bytes:
@@ -210,3 +214,13 @@ def test_missing_vllm_is_one_line_saying_what_to_install() -> None:
         make_backend("vllm:Qwen/Qwen3-VL-8B-Instruct", images=4)
     assert str(caught.value) == INSTALL_HINT
     assert INSTALL_HINT == "vllm is not installed: pip install -r requirements-vllm.txt (needs a CUDA GPU)"
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vllm is installed here")
+def test_cli_prints_the_install_hint_as_one_error_line(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "eval", "run", "--task", "classification", "--limit", "1", "--no-progress",
+               "--model", "vllm:Qwen/Qwen3-VL-8B-Instruct", "--images", "4", "--out", str(tmp_path / "run")]
+    finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert finished.returncode != 0
+    assert finished.stderr.strip() == f"error: {INSTALL_HINT}"
+    assert not (tmp_path / "run" / "predictions.jsonl").exists()
