@@ -198,6 +198,8 @@ def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = 1000
         else:
             interval = cluster_bootstrap_mean_ci([float(r.get("correct") is True) for r in rows], merchants,
                                                  n_boot=n_boot, seed=seed)
+    if len(_CI_MEMO) > 256:  # long-lived callers (the Space) must not grow it forever
+        _CI_MEMO.clear()
     _CI_MEMO[key] = (rows, interval)  # holding `rows` keeps its id from being reused
     return interval
 
