@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.stats import cluster_bootstrap_ci, cluster_bootstrap_mean_ci, paired_bootstrap
+from eval.stats import Statistic, cluster_bootstrap_ci, cluster_bootstrap_mean_ci, paired_bootstrap
 
 TASK_ORDER = ("classification", "nutrition", "vqa")
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
@@ -207,14 +207,14 @@ def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = 1000
 _CI_MEMO: dict[tuple[str, int, int, int], tuple[Sequence[dict[str, Any]], tuple[float, float] | None]] = {}
 
 
-def _nutrition_statistic(rows: Sequence[dict[str, Any]]):
+def _nutrition_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:
     def statistic(indices: np.ndarray) -> float:
         value = score_nutrition_rows([rows[i] for i in indices]).get("avg_mape")
         return float("nan") if value is None else float(value)
     return statistic
 
 
-def _correct_statistic(rows: Sequence[dict[str, Any]]):
+def _correct_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:
     values = np.array([float(r.get("correct") is True) for r in rows])
     return lambda indices: float(values[indices].mean())
 
