@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from eval import tasks
 from eval.backends import SpecError, make_backend, parse_spec
@@ -61,6 +63,7 @@ class RunSettings:
     batch_size: int = 8
     timeout: float = 120.0
     max_attempts: int = 6
+    retry_base_delay: float = 1.0  # seconds before the first retry without Retry-After; doubles, jittered
     overwrite: bool = False
     engine_options: dict[str, Any] = field(default_factory=dict)
 
@@ -197,7 +200,8 @@ def to_prediction(outcome: Outcome, row: dict[str, Any], lang: str) -> Predictio
 
 
 def _policy(settings: RunSettings) -> RetryPolicy:
-    return RetryPolicy(max_attempts=settings.max_attempts, request_timeout=settings.timeout * 2 + 5)
+    return RetryPolicy(max_attempts=settings.max_attempts, base_delay=settings.retry_base_delay,
+                       request_timeout=settings.timeout * 2 + 5)
 
 
 def _requests(data: list[_TaskData], settings: RunSettings,
@@ -232,6 +236,20 @@ def _check_folder(out: Path, info: dict[str, Any], overwrite: bool) -> None:
                          "use another --out or add --overwrite")
 
 
+def check_reachable(url: str | None, flag: str) -> None:
+    """Fail fast, in one line, when --base-url points at nothing (instead of N failed samples)."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{flag} {url!r} is not an http(s) URL, e.g. http://localhost:8000/v1")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=5).close()
+    except OSError:
+        raise UsageError(f"cannot reach {parts.hostname}:{port} ({flag}): is the server running?") from None
+
+
 def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | None = None,
         backend: Backend | None = None, progress: bool = True) -> Path:
     """Generate (resuming what is already answered) and score; return the run folder.
@@ -241,6 +259,8 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     finished sample. `backend` overrides building one from `settings.model` (tests, the Space).
     """
     settings.validate()
+    check_reachable(settings.base_url, "--base-url")
+    check_reachable(settings.judge_base_url, "--judge-base-url")
     out = Path(settings.out) if settings.out is not None else settings.default_out()
     data = load_task_data(settings)
     backend = backend or build_backend(settings, data)
@@ -251,6 +271,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     out.mkdir(parents=True, exist_ok=True)
     _check_folder(out, info, settings.overwrite)
     write_run_json(out, info)
+    tasks.load_parsers(settings.tasks)
     _call(_generate(settings, data, backend, out, on_prediction, progress))
     store_done = read_predictions(out / PREDICTIONS)
     info["counts"] = {d.task: {"predictions": sum(1 for k in store_done if k[0] == d.task),
@@ -322,9 +343,12 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
     whether it is correct (classification) or its per-nutrient errors (nutrition).
     """
     settings.validate()
+    if backend is None:
+        check_reachable(settings.base_url, "--base-url")
     data = load_task_data(settings)
     backend = backend or build_backend(settings, data)
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
+    await asyncio.to_thread(tasks.load_parsers, settings.tasks)
     async for outcome in execute(backend, _requests(data, settings), concurrency=settings.concurrency,
                                  batch_size=settings.batch_size, policy=_policy(settings)):
         row = rows[(outcome.request.task, outcome.request.id)]

@@ -139,6 +139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {args.missing}", file=sys.stderr)
         return EXIT_USAGE
     try:
+        import datasets
+
+        datasets.disable_progress_bars()  # our own progress line is the one that matters
+    except ImportError:
+        pass
+    try:
         return args.handler(args)
     except KeyboardInterrupt:
         print("\ninterrupted: finished samples are saved; rerun the same command to resume", file=sys.stderr)

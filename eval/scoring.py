@@ -49,6 +49,9 @@ SCORES = "scores.jsonl"
 METRICS = "metrics.json"
 JUDGE_CACHE = "judge_cache"
 N_BOOT = 1000
+# judge_items' provenance -> scores.jsonl's decided_by: a cached verdict was a judge's; a missing
+# answer ("I") and an unscored item were decided by nobody.
+DECIDED_BY = {"rule": "rule", "judge": "judge", "cache": "judge"}
 NO_JUDGE_NOTE = ("VQA is not scored: no judge configured. Re-score with a judge, e.g. "
                  "`python -m eval score DIR --judge openai:gpt-4o` (set OPENAI_API_KEY) or "
                  "`--judge openai:MODEL --judge-base-url http://localhost:8000/v1` for a local server.")
@@ -143,29 +146,29 @@ def score_nutrition_task(records: list[dict[str, Any]], raws: list[str | None]) 
 
 
 def score_vqa(records: list[dict[str, Any]], questions: list[str], judge: Callable[[str], str] | None,
-              judge_model: str | None, cache_dir: Path) -> dict[str, Any]:
-    """Judge (or rule) verdicts per item; a failed sample is a plain "I" without asking anyone."""
+              judge_model: str | None, cache_dir: Path, concurrency: int = 4) -> dict[str, Any]:
+    """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I")."""
     if judge is None:
         return {"scored": False, "n": len(records), "generation_failures": _failures(records), "note": NO_JUDGE_NOTE}
     from metrics.judge_accuracy.judge_accuracy import judge_items, score_verdicts
 
-    answered = [i for i, r in enumerate(records) if r["error"] is None and r["parsed"]]
-    results = judge_items([questions[i] for i in answered], [records[i]["reference"] for i in answered],
-                          [records[i]["parsed"] for i in answered], judge, judge_model, cache_dir)
-    verdicts: list[str | None] = ["I"] * len(records)  # failed or empty answers are wrong, not unscored
-    decided: list[str | None] = [None] * len(records)
-    for i, (verdict, decided_by, _raw) in zip(answered, results, strict=True):
-        verdicts[i], decided[i] = verdict, decided_by
-    for i, record in enumerate(records):
-        record["verdict"], record["decided_by"] = verdicts[i], decided[i]
-        record["correct"] = None if verdicts[i] is None else verdicts[i] == "C"
+    candidates = [r["parsed"] if r["error"] is None else None for r in records]
+    results = judge_items(questions, [r["reference"] for r in records], candidates, judge, judge_model,
+                          cache_dir, concurrency=concurrency)
+    verdicts = [verdict for verdict, _, _ in results]
+    decided = [decided_by for _, decided_by, _ in results]
+    for record, verdict, decided_by in zip(records, verdicts, decided, strict=True):
+        record["verdict"] = verdict
+        record["decided_by"] = DECIDED_BY.get(decided_by)
+        record["correct"] = None if verdict is None else verdict == "C"
     result = score_verdicts(verdicts, decided)
 
     def accuracy(indices: np.ndarray) -> float:
         return score_verdicts([verdicts[i] for i in indices], [decided[i] for i in indices])["accuracy"]
 
-    metrics = {k: v for k, v in result.items() if k != "verdicts"}
-    metrics.update(scored=True, judge=judge_model, generation_failures=_failures(records))
+    metrics = {k: v for k, v in result.items() if k not in ("verdicts", "decided_by")}
+    metrics.update(scored=True, judge=judge_model, generation_failures=_failures(records),
+                   judge_errors=sum(d == "judge_error" for d in decided))
     metrics["accuracy_ci95"] = _ci(len(records), [str(r["merchant_id"]) for r in records], accuracy)
     return metrics
 
@@ -270,7 +273,8 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                 metrics[task] = score_nutrition_task(records, raws)
             else:
                 metrics[task] = score_vqa(records, [tasks.question_of(rows[i], lang) for i in ordered],
-                                          judge_fn, judge, run_dir / JUDGE_CACHE)
+                                          judge_fn, judge, run_dir / JUDGE_CACHE,
+                                          concurrency=int(settings.get("concurrency") or 4))
             all_records.extend(records)
     finally:
         if judge_fn is not None:

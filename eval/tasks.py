@@ -7,6 +7,7 @@ reference answer, which metrics parser reads the output. Backends never see any 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import re
 from dataclasses import dataclass
@@ -106,6 +107,18 @@ def final_answer_text(text: str) -> str:
     text = _THINK.sub("", text)
     marks = list(_FINAL.finditer(text))
     return (text[marks[-1].end():] if marks else text).strip()
+
+
+_PARSER_MODULES = {"classification": "metrics.dining_accuracy.dining_accuracy",
+                   "nutrition": "metrics.nutrition_error.nutrition_error"}
+
+
+def load_parsers(task_names: tuple[str, ...] | list[str]) -> None:
+    """Import the metrics modules up front: importing `evaluate` takes seconds, and doing it on the
+    event loop in the middle of a run would stall every request in flight."""
+    for task in task_names:
+        if task in _PARSER_MODULES:
+            importlib.import_module(_PARSER_MODULES[task])
 
 
 def parse_output(task: str, text: str, row: dict[str, Any], lang: str = "zh") -> Any:
