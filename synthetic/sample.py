@@ -45,6 +45,8 @@ class Scale:
 SCALES = {
     "sample": Scale(40, 24, VQA_SAMPLE, (2, 3), 512, 2),
     "paper": Scale(2884, 1650, VQA_PAPER, (3, 4, 4, 5, 5, 5), 448, 1),
+    # For tests of the generator itself: one menu, small images, one VQA item per category.
+    "tiny": Scale(8, 4, {c: 1 for c in VQA_SAMPLE}, (2,), 96, 1),
 }
 
 
@@ -84,12 +86,12 @@ def menu(style: Style, merchant_id: str, cuisine: str, first_index: int, rng: np
 def plan(scale: str = "sample", seed: int = 0) -> Plan:
     """Decide every merchant, dish, item and answer position before any pixel is drawn."""
     if scale not in SCALES:
-        raise ValueError(f"unknown scale {scale!r}; choose sample or paper")
+        raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
     sc = SCALES[scale]
     rng = np.random.default_rng(seed)
     n_menus = math.ceil(sc.classification / 8)
-    if scale == "sample":
-        layout = [(f"merchant-{i + 1:02d}", c, s) for i, (c, s) in enumerate(SAMPLE_MENUS)]
+    if scale in ("sample", "tiny"):
+        layout = [(f"merchant-{i + 1:02d}", c, s) for i, (c, s) in enumerate(SAMPLE_MENUS)][:n_menus]
     else:
         names, weights = zip(*CUISINE_WEIGHTS.items(), strict=True)
         p = np.array(weights, dtype=float) / sum(weights)
