@@ -28,3 +28,23 @@ def run_doctests(module: ModuleType, *names: str) -> int:
             assert result.failed == 0, f"doctest of {name} failed"
             ran += result.attempted
     return ran
+
+
+def load_metric(name: str, monkeypatch: Any) -> Any:
+    """`evaluate.load("metrics/<name>")` from the repository root, offline, as a user would."""
+    import evaluate
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return evaluate.load(f"metrics/{name}")
+
+
+def load_app(name: str) -> ModuleType:
+    """Import metrics/<name>/app.py the way `python app.py` would, without launching it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_app", ROOT / "metrics" / name / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
