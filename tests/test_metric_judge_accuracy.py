@@ -1,0 +1,201 @@
+"""judge_accuracy: rule, judge, cache and unscored verdicts, through the functions and evaluate.load."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import gradio as gr
+import pytest
+
+from metrics.judge_accuracy.judge_accuracy import (
+    JUDGE_PROMPT_VERSION,
+    VerdictCache,
+    judge_items,
+    score_verdicts,
+)
+from tests.helpers_metrics import load_app, load_metric
+
+QUESTIONS = [
+    "该菜品是否符合素食者的饮食要求？",            # closed form: the rule decides
+    "What cooking technique is used for the pork?",  # open: the judge decides
+    "Which sauce is on the noodles?",               # open: the judge's reply is unreadable
+    "Is the dish spicy?",                           # no answer (failed generation)
+]
+REFERENCES = ["不符合。酱汁含有猪油。", "Twice-cooked: boiled, then stir-fried.", "Sesame paste.", "Yes."]
+CANDIDATES = ["不符合，有猪油。", "It is boiled first and then stir-fried.", "Peanut sauce, I think.", None]
+
+
+class ScriptedJudge:
+    """A judge callable with canned replies keyed by a phrase of the candidate; counts its calls."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if "stir-fried" in prompt.split("Candidate answer:")[1]:
+            return "Both say boiled then stir-fried.\nGRADE: C"
+        return "Hard to say."  # no GRADE line: unscored
+
+
+def test_rule_judge_unreadable_and_missing_answers(tmp_path):
+    judge = ScriptedJudge()
+    results = judge_items(QUESTIONS, REFERENCES, CANDIDATES, judge, "scripted-v1", tmp_path)
+    assert [(v, d) for v, d, _ in results] == [("C", "rule"), ("C", "judge"), (None, "judge"), ("I", "no_answer")]
+    assert len(judge.prompts) == 2  # the rule and the missing answer never reach the judge
+    scores = score_verdicts([v for v, _, _ in results], [d for _, d, _ in results])
+    # correct: items 0 and 1 -> 2 / 4 = 0.5; scored: 3 -> 2 / 3; unscored: item 2
+    assert scores["accuracy"] == 0.5
+    assert scores["accuracy_scored"] == pytest.approx(2 / 3)
+    assert (scores["n"], scores["unscored"], scores["decided_by_rule"]) == (4, 1, 1)
+    assert scores["verdicts"] == ["C", "C", None, "I"]
+
+
+def test_cached_verdicts_are_never_requested_again(tmp_path):
+    first = ScriptedJudge()
+    judge_items(QUESTIONS, REFERENCES, CANDIDATES, first, "scripted-v1", tmp_path)
+    rows = [json.loads(line) for line in (tmp_path / "verdicts.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 1  # only the readable verdict is stored
+    assert rows[0]["judge_model"] == "scripted-v1" and rows[0]["prompt_version"] == JUDGE_PROMPT_VERSION
+    assert rows[0]["prompt_sha256"] == VerdictCache.prompt_hash(first.prompts[0])
+
+    second = ScriptedJudge()
+    results = judge_items(QUESTIONS, REFERENCES, CANDIDATES, second, "scripted-v1", tmp_path)
+    assert results[1][:2] == ("C", "cache")
+    assert len(second.prompts) == 1  # only the unreadable one is asked again
+
+    other_model = ScriptedJudge()
+    judge_items(QUESTIONS, REFERENCES, CANDIDATES, other_model, "another-judge", tmp_path)
+    assert len(other_model.prompts) == 2  # the cache key includes the judge model
+
+
+def test_a_failing_judge_leaves_items_unscored(tmp_path):
+    def broken(prompt: str) -> str:
+        raise TimeoutError("judge did not answer")
+
+    results = judge_items(QUESTIONS[1:2], REFERENCES[1:2], CANDIDATES[1:2], broken, "broken", tmp_path)
+    assert results[0][0] is None and results[0][1] == "judge_error" and "TimeoutError" in results[0][2]
+    assert not (tmp_path / "verdicts.jsonl").exists()
+
+
+def test_without_a_judge_only_the_rule_decides(tmp_path):
+    results = judge_items(QUESTIONS, REFERENCES, CANDIDATES, None, None, tmp_path)
+    assert [(v, d) for v, d, _ in results] == [("C", "rule"), (None, "none"), (None, "none"), ("I", "no_answer")]
+
+
+def test_concurrent_callable_judge_keeps_item_order(tmp_path):
+    questions = [f"Which sauce is on dish {i}?" for i in range(12)]
+    references = [f"Sauce {i}." for i in range(12)]
+    candidates = [f"Sauce {i}." if i % 3 else f"Sauce {i + 1}." for i in range(12)]
+
+    def judge(prompt: str) -> str:
+        reference = prompt.split("Reference answer:\n")[1].split("\n")[0]
+        candidate = prompt.split("Candidate answer:\n")[1].split("\n")[0]
+        return f"GRADE: {'C' if reference == candidate else 'I'}"
+
+    results = judge_items(questions, references, candidates, judge, None, tmp_path, concurrency=4)
+    assert [v for v, _, _ in results] == ["I" if i % 3 == 0 else "C" for i in range(12)]
+    assert not (tmp_path / "verdicts.jsonl").exists()  # an unnamed callable is not cached
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path):
+    with pytest.raises(ValueError, match="same length"):
+        judge_items(["q"], ["r", "s"], ["c"], None)
+    with pytest.raises(ValueError, match="concurrency"):
+        judge_items(["q"], ["r"], ["c"], None, concurrency=0)
+    with pytest.raises(ValueError, match="judge must be"):
+        judge_items(["q"], ["r"], ["c"], 42)
+    with pytest.raises(ValueError, match="judge 'nosuch:model'") as info:
+        judge_items(["q"], ["r"], ["c"], "nosuch:model", cache_dir=tmp_path)
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="verdict 0"):
+        score_verdicts(["maybe"], ["judge"])
+
+
+class _FakeOpenAI(BaseHTTPRequestHandler):
+    """A minimal OpenAI-compatible chat server: first a 500, then a graded reply."""
+
+    requests: list[dict] = []
+    fail_first = True
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(body)
+        if type(self).fail_first:
+            type(self).fail_first = False
+            self._send(500, {"error": {"message": "overloaded"}}, {"Retry-After": "0"})
+            return
+        prompt = body["messages"][0]["content"]
+        grade = "C" if "boiled first" in prompt else "I"
+        self._send(200, {
+            "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": f"Reasoning.\nGRADE: {grade}"}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+        })
+
+    def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def openai_server() -> Iterator[str]:
+    _FakeOpenAI.requests, _FakeOpenAI.fail_first = [], True
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_backend_spec_judge_through_a_local_server(openai_server, tmp_path, monkeypatch):
+    metric = load_metric("judge_accuracy", monkeypatch)
+    result = metric.compute(predictions=CANDIDATES[:2], references=REFERENCES[:2], questions=QUESTIONS[:2],
+                            judge="openai:judge-model", judge_base_url=openai_server, cache_dir=str(tmp_path))
+    # item 0 by rule (C); item 1 by the judge after one retried 500 (C) -> 2 / 2
+    assert result["verdicts"] == ["C", "C"] and result["decided_by"] == ["rule", "judge"]
+    assert result["accuracy"] == 1.0 and result["judge_prompt_version"] == JUDGE_PROMPT_VERSION
+    assert len(_FakeOpenAI.requests) == 2
+    sent = _FakeOpenAI.requests[-1]
+    assert sent["model"] == "judge-model" and sent["temperature"] == 0.0
+    assert "It is boiled first and then stir-fried." in sent["messages"][0]["content"]
+
+    again = metric.compute(predictions=CANDIDATES[:2], references=REFERENCES[:2], questions=QUESTIONS[:2],
+                           judge="openai:judge-model", judge_base_url=openai_server, cache_dir=str(tmp_path))
+    assert again["decided_by"] == ["rule", "cache"] and len(_FakeOpenAI.requests) == 2
+
+
+async def test_spec_judge_from_inside_a_running_event_loop(openai_server, tmp_path):
+    _FakeOpenAI.fail_first = False
+    results = judge_items(QUESTIONS[1:3], REFERENCES[1:3], CANDIDATES[1:3], "openai:judge-model", None, tmp_path,
+                          judge_base_url=openai_server, concurrency=2)
+    assert [v for v, _, _ in results] == ["C", "I"]
+
+
+def test_through_evaluate_load_with_a_callable(monkeypatch, tmp_path):
+    metric = load_metric("judge_accuracy", monkeypatch)
+    result = metric.compute(predictions=CANDIDATES, references=REFERENCES, questions=QUESTIONS,
+                            judge=ScriptedJudge(), judge_model="scripted-v1", cache_dir=str(tmp_path))
+    assert (result["accuracy"], result["unscored"], result["decided_by_rule"]) == (0.5, 1, 1)
+
+
+def test_app_builds_and_decides_by_rule():
+    app = load_app("judge_accuracy")
+    assert isinstance(app.demo, gr.Blocks)
+    result = app.score("是否符合素食要求？\nIs it safe for a peanut allergy?", "不符合。\nNo.", "不符合。\nYes.", "")
+    assert result["verdicts"] == ["C", "I"] and result["accuracy"] == 0.5
+    assert "error" in app.score("q1\nq2", "r1", "c1", "")
