@@ -72,6 +72,9 @@ def _finish(model: object, tokenizer: object, folder: Path) -> None:
     vocab = tokenizer.get_vocab()  # type: ignore[attr-defined]
     model.generation_config.eos_token_id = vocab["<|im_end|>"]  # type: ignore[attr-defined]
     model.generation_config.pad_token_id = vocab["<|endoftext|>"]  # type: ignore[attr-defined]
+    # Sampling defaults as real instruct checkpoints ship them (Qwen3-VL-Instruct's values).
+    for name, value in (("do_sample", True), ("temperature", 0.7), ("top_p", 0.8), ("top_k", 20)):
+        setattr(model.generation_config, name, value)  # type: ignore[attr-defined]
     model.save_pretrained(folder)  # type: ignore[attr-defined]
 
 

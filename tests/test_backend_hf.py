@@ -4,6 +4,7 @@ chat templates and `generate` calls with several images per prompt.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import io
 import json
@@ -80,8 +81,43 @@ def test_batching_with_left_padding_does_not_change_answers(backend: HFBackend) 
     assert batched == alone
 
 
-def test_greedy_decoding_is_deterministic(backend: HFBackend) -> None:
-    assert backend.generate_batch([request("x")])[0] == backend.generate_batch([request("x")])[0]
+def test_temperature_zero_is_greedy_despite_the_checkpoints_sampling_defaults(backend: HFBackend) -> None:
+    import torch
+
+    assert backend.model.generation_config.do_sample  # the tiny checkpoint ships Qwen3-VL's sampling defaults
+    req = request("greedy", 2, max_tokens=4)
+    response = backend.generate_batch([req])[0]
+    # Decode by hand: argmax of the next-token logits, four times.
+    prepared = backend._prepare(req)
+    prompt = backend.processor.apply_chat_template(prepared.conversation, add_generation_prompt=True, tokenize=False)
+    inputs = backend.processor(text=[prompt], images=[prepared.images], return_tensors="pt", add_special_tokens=False)
+    ids, tokens = inputs["input_ids"], []
+    with torch.inference_mode():
+        for _ in range(4):
+            logits = backend.model(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                   pixel_values=inputs["pixel_values"]).logits
+            token = int(logits[0, -1].argmax())
+            if token == backend.tokenizer.eos_token_id:
+                break
+            tokens.append(token)
+            ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
+    assert response.text == backend.tokenizer.decode(tokens, skip_special_tokens=True)
+
+
+def test_sampling_at_a_temperature_is_reproducible_with_the_seed(backend: HFBackend) -> None:
+    def sampled(seed: int) -> str:
+        req = request("warm", 1, max_tokens=6)
+        req = dataclasses.replace(req, config=GenerationConfig(temperature=1.0, max_tokens=6, seed=seed))
+        return backend.generate_batch([req])[0].text
+
+    assert sampled(3) == sampled(3)
+
+
+def test_text_only_prompts_work_too(backend: HFBackend) -> None:
+    only_text = Request(id="t", task="vqa", config=GenerationConfig(max_tokens=3), request_hash="t",
+                        messages=(Message("user", ("一份宫保鸡丁大约多少千卡？",)),))
+    response, = backend.generate_batch([only_text])
+    assert isinstance(response, Response) and response.usage["completion_tokens"] <= 3
 
 
 def test_a_corrupt_image_fails_only_its_sample(backend: HFBackend) -> None:

@@ -7,6 +7,7 @@ decoding with left padding. Slower than vLLM, but needs nothing beyond torch and
 from __future__ import annotations
 
 import asyncio
+import copy
 import io
 import threading
 from collections.abc import Sequence
@@ -120,7 +121,10 @@ class HFBackend:
                                     f"{short_error(exc)}") from None
         except Exception as exc:  # noqa: BLE001 - OSError, ValueError, KeyError... all mean "cannot load"
             raise EngineUnavailable(f"hf: cannot load {model_id!r}: {short_error(exc)}") from None
-        self.model.to(self.device)
+        try:
+            self.model.to(self.device)
+        except Exception as exc:  # noqa: BLE001 - no such device, out of memory
+            raise EngineUnavailable(f"hf: cannot put {model_id} on device {self.device!r}: {short_error(exc)}") from None
         self.model.eval()
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         self.tokenizer.padding_side = "left"  # decoder-only batching: prompts end where generation starts
@@ -159,6 +163,7 @@ class HFBackend:
             "batch_size": opts.batch_size, "max_model_len": opts.max_model_len,
             "max_pixels": opts.max_pixels, "min_pixels": opts.min_pixels,
             "decoding": "greedy (do_sample=False) at temperature 0", "seed": opts.seed,
+            "repetition_penalty": getattr(self.model.generation_config, "repetition_penalty", None),
             "trust_remote_code": opts.trust_remote_code,
         }
 
@@ -206,15 +211,30 @@ class HFBackend:
                                    f"{self.options.max_model_len}", retryable=False)
             limits.append(min(request.config.max_tokens, self.options.max_model_len - length))
         config = requests[0].config
-        sampling = ({"do_sample": True, "temperature": config.temperature} if config.temperature > 0
-                    else {"do_sample": False})
         with self._lock, torch.inference_mode():
             torch.manual_seed(config.seed)
-            output = self.model.generate(**inputs, max_new_tokens=max(limits), **sampling,
-                                         pad_token_id=self.tokenizer.pad_token_id)
+            output = self.model.generate(**inputs, generation_config=self._generation_config(
+                config.temperature, max_new_tokens=max(limits)))
         generated = output[:, inputs["input_ids"].shape[1]:].tolist()
         return [self._response(tokens, limit, length)
                 for tokens, limit, length in zip(generated, limits, prompt_lengths, strict=True)]
+
+    def _generation_config(self, temperature: float, max_new_tokens: int) -> Any:
+        """The checkpoint's generation config with the run's decoding on top.
+
+        Instruct checkpoints often ship sampling defaults (Qwen3-VL: temperature 0.7, top_p 0.8,
+        top_k 20); temperature 0 must mean greedy whatever they say. Other settings the authors
+        chose (repetition_penalty...) are kept, and recorded by describe().
+        """
+        config = copy.deepcopy(self.model.generation_config)
+        if temperature > 0:
+            config.do_sample, config.temperature = True, temperature
+        else:
+            # Neutral values rather than None: generate() refills None from the checkpoint's defaults.
+            config.do_sample, config.temperature, config.top_p, config.top_k = False, 1.0, 1.0, 50
+        config.pad_token_id = self.tokenizer.pad_token_id
+        config.max_new_tokens = max_new_tokens
+        return config
 
     def _response(self, tokens: list[int], limit: int, prompt_length: int) -> Response:
         """Cut one row at its first stop token (or its own max_tokens) and decode it."""
