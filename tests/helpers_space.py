@@ -113,21 +113,26 @@ def launched_space(env: dict[str, str] | None = None, timeout: float = 90.0) -> 
 
 
 class _EchoKeyHandler(BaseHTTPRequestHandler):
-    """OpenAI chat completions that answer "A" but also echo the Authorization header."""
+    """OpenAI chat completions that echo the Authorization header, then answer.
+
+    The answer is "A" (a classification letter); a judge prompt (it asks for a `GRADE:` line) gets
+    `GRADE: C`. Mode "reject" answers 401 with the key in the error, as real providers do.
+    """
 
     def log_message(self, *args: Any) -> None:  # keep test output quiet
         pass
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
+        prompt = json.dumps(json.loads(self.rfile.read(length) or b"{}").get("messages", []), ensure_ascii=False)
         auth = self.headers.get("Authorization", "")
         self.server.seen_keys.append(auth)  # type: ignore[attr-defined]
         if self.server.mode == "reject":  # type: ignore[attr-defined]
             body = {"error": {"message": f"Incorrect API key provided: {auth}", "type": "invalid_request_error"}}
             self._send(401, body)
             return
-        text = f"I was called with {auth}. Answer: A"
+        verdict = "\nGRADE: C" if "GRADE" in prompt else ""
+        text = f"I was called with {auth}. Answer: A{verdict}"
         self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
                          "choices": [{"index": 0, "finish_reason": "stop",
                                       "message": {"role": "assistant", "content": text}}],

@@ -90,9 +90,8 @@ def test_requests_beyond_the_operators_limits_are_refused(space) -> None:
     client, _ = space
     with pytest.raises(AppError, match="maximum value 6|between 1 and 6"):
         _evaluate(client, "classification", "baseline:first", 7)
-    with pytest.raises(AppError, match="host '169.254.169.254' is not allowed"):
-        _evaluate(client, "classification", OWN_KEY, 1, own_model="gpt-4o", api_key=FAKE_KEY,
-                  base_url="http://169.254.169.254/v1")
+    with pytest.raises(AppError, match="not in the list of choices|not offered"):
+        _evaluate(client, "classification", "openai:gpt-4o", 1)  # not configured by the operator
 
 
 def test_the_leaderboard_lists_reported_rows_and_local_runs(space) -> None:
@@ -105,7 +104,20 @@ def test_the_leaderboard_lists_reported_rows_and_local_runs(space) -> None:
         assert any(r["Source"] == "reported (paper)" and r["Model"] == "GPT-4o" for r in rows)
 
 
-@pytest.mark.skipif(not supports_own_keys("openai"), reason="the openai backend's make() takes no api_key yet")
+OWN_KEYS = pytest.mark.skipif(not supports_own_keys("openai"),
+                              reason="the openai backend's make() takes no api_key, so own keys are not offered")
+
+
+@OWN_KEYS
+def test_a_base_url_outside_the_allow_list_is_refused(space) -> None:
+    client, log = space
+    with pytest.raises(AppError, match="host '169.254.169.254' is not allowed") as refused:
+        _evaluate(client, "classification", OWN_KEY, 1, own_model="gpt-4o", api_key=FAKE_KEY,
+                  base_url="http://169.254.169.254/v1")
+    assert FAKE_KEY not in str(refused.value) and FAKE_KEY not in "".join(log)
+
+
+@OWN_KEYS
 @pytest.mark.parametrize("mode", ["echo", "reject"])
 def test_a_pasted_key_is_used_but_never_shown_or_logged(space, mode: str) -> None:
     client, log = space
@@ -123,3 +135,21 @@ def test_a_pasted_key_is_used_but_never_shown_or_logged(space, mode: str) -> Non
     if mode == "echo":  # the model's answer quoted the key: shown scrubbed, and still scored
         assert "[redacted]" in shown and outputs[2]["n"] == 2
     assert FAKE_KEY not in "".join(log)
+
+
+def test_an_operator_model_and_judge_answer_vqa_without_showing_the_operators_key(tmp_path: Path) -> None:
+    operator_key = "sk-operator-fedcba9876543210"
+    with fake_openai_server("echo") as server:
+        env = {"DININGBENCH_SPACE_MODELS": "openai:fake-vlm", "DININGBENCH_SPACE_JUDGE": "openai:fake-judge",
+               "OPENAI_API_KEY": operator_key, "OPENAI_BASE_URL": f"http://127.0.0.1:{server.server_port}/v1",
+               "DININGBENCH_SPACE_RESULTS": str(tmp_path)}
+        with launched_space(env) as (url, log):
+            client = Client(url, verbose=False, download_files=str(tmp_path / "downloads"))
+            status, table, metrics, records = _evaluate(client, "vqa", "openai:fake-vlm", 3)
+        assert any(operator_key in seen for seen in server.seen_keys)
+    assert metrics["n"] == 3 and len(records) == 3
+    assert all(r["error"] is None and r["correct"] is not None for r in records)  # judged, by rule or judge
+    assert "openai:fake-vlm" in status and "accuracy" in status
+    shown = json.dumps([status, table, metrics, records], ensure_ascii=False)
+    assert operator_key not in shown and "[redacted]" in shown
+    assert operator_key not in "".join(log)

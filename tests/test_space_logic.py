@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from diningspace.catalog import ALL, Catalog, CatalogError
-from diningspace.evaluation import OWN_KEY, EvalRequest, resolve
-from diningspace.guard import GuardError, check_base_url, check_model_name, scrub
-from diningspace.leaderboard import leaderboard_table, local_rows, reported_rows
-from diningspace.render import gallery_caption, item_card, plain_fields
-from diningspace.settings import SettingsError, SpaceSettings
 from helpers_space import tiny_dataset
+
+from space.diningspace.catalog import ALL, Catalog, CatalogError
+from space.diningspace.evaluation import OWN_KEY, EvalRequest, resolve
+from space.diningspace.guard import GuardError, check_base_url, check_model_name, scrub
+from space.diningspace.leaderboard import leaderboard_table, local_rows, reported_rows
+from space.diningspace.render import gallery_caption, item_card, plain_fields
+from space.diningspace.settings import SettingsError, SpaceSettings
 
 
 @pytest.fixture
@@ -163,8 +164,8 @@ def test_leaderboard_marks_reported_rows_and_reads_local_runs(tmp_path: Path) ->
     (results / "broken").mkdir()
     (results / "broken" / "metrics.json").write_text("{not json")
     table = leaderboard_table(csv_path, results)
-    assert list(table["Source"]) == ["reported (paper)", "local run: first-cls", "local run: zero-nut"]
-    reported, first, zero = (table.iloc[i] for i in range(3))
+    assert list(table["Source"]) == ["local run: first-cls", "local run: zero-nut", "reported (paper)"]
+    first, zero, reported = (table.iloc[i] for i in range(3))
     assert (reported["Model"], reported["Cls acc %"], reported["VQA acc %"]) == ("GPT-4o", 65.26, 80.6)
     assert reported["Cls 95% CI"] is None and reported["kcal MAPE %"] is None
     assert (first["Model"], first["Cls acc %"], first["Cls 95% CI"]) == ("baseline:first", 12.5, "0.00 – 37.51")

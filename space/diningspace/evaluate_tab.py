@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import gradio as gr
 
 from .catalog import Catalog, CatalogError
-from .evaluation import OWN_KEY, EvalRequest, stream_evaluation, supports_own_keys
+from .evaluation import OPERATOR_SECRETS, OWN_KEY, EvalRequest, stream_evaluation, supports_own_keys
 from .guard import GuardError, scrub
 from .results_view import results_table, summary_line, thumbnail_uri
 from .settings import BASELINES, KEY_PROVIDERS, SpaceSettings
@@ -43,7 +44,7 @@ class EvaluateTab:
         request = EvalRequest(task=task, model=model, n_items=int(n_items or 0), provider=provider or "openai",
                               own_model=own_model or "", api_key=api_key or "", base_url=base_url or "",
                               lang=lang or "zh")
-        secrets = [request.api_key, request.api_key.strip()]
+        secrets = [request.api_key, request.api_key.strip(), *(os.environ.get(n) for n in OPERATOR_SECRETS)]
         thumbs: dict[str, str] = {}
         try:
             for update in stream_evaluation(request, self.settings, self._reference(task, request.lang)):

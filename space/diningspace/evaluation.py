@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import queue
 import shutil
 import tempfile
@@ -23,6 +24,7 @@ from .guard import GuardError, check_base_url, check_model_name, scrub
 from .settings import KEY_PROVIDERS, SpaceSettings
 
 OWN_KEY = "Use my own API key"
+OPERATOR_SECRETS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,8 @@ def stream_evaluation(request: EvalRequest, settings: SpaceSettings,
     from eval.api import RunSettings, run
 
     spec, options = resolve(request, settings)
-    secrets = [options.get("api_key")]
+    # The operator's keys are scrubbed too: a model server may echo whatever key it was sent.
+    secrets = [options.get("api_key"), *(os.environ.get(name) for name in OPERATOR_SECRETS)]
     base_url = options.pop("base_url", None)
     workdir = Path(tempfile.mkdtemp(prefix="diningbench-space-"))
     run_settings = RunSettings(

@@ -140,6 +140,6 @@ def local_rows(results_dir: Path) -> list[dict[str, Any]]:
 
 
 def leaderboard_table(csv_path: Path | None, results_dir: Path) -> pd.DataFrame:
-    """Reported rows, then local runs, in the column order of COLUMNS."""
-    frame = pd.DataFrame(reported_rows(csv_path) + local_rows(results_dir), columns=COLUMNS)
+    """Local runs first (what an operator came to compare), then the reported rows."""
+    frame = pd.DataFrame(local_rows(results_dir) + reported_rows(csv_path), columns=COLUMNS)
     return frame.astype(object).where(frame.notna(), None)
