@@ -1,0 +1,221 @@
+"""The harness's small parts on their own: prompts, views, request identity, runner, store, progress."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from eval import prompts, tasks
+from eval.backends._retry import host_of, parse_retry_after, parse_retry_delay
+from eval.images import ImageError, encode_for_transport, select_views
+from eval.progress import Progress
+from eval.runner import RetryPolicy, execute
+from eval.store import PredictionStore, read_predictions
+from eval.types import BackendError, GenerationConfig, Message, Prediction, Request, Response
+from tests.helpers_harness import classification_rows, jpeg, png
+
+# ---------------------------------------------------------------- prompts and requests
+
+
+def test_classification_prompt_lists_letters_and_demands_one_letter():
+    zh = prompts.classification_prompt(["宫保鸡丁", "鱼香肉丝"], "zh")
+    assert "A. 宫保鸡丁\nB. 鱼香肉丝" in zh and "只能是一个大写英文字母" in zh
+    en = prompts.classification_prompt(["a", "b", "c"], "en")
+    assert "(one of A, B, C)" in en and "single uppercase English letter" in en
+
+
+def test_cot_puts_three_steps_before_the_task_and_marks_the_final_line():
+    text = prompts.with_cot(prompts.nutrition_prompt("en"), "en")
+    assert text.index("Visual observation") < text.index("Ingredient breakdown") < text.index("Comprehensive answer")
+    assert "Final answer: " in text and text.endswith(prompts.nutrition_prompt("en"))
+
+
+def test_request_has_views_then_text_and_a_stable_hash():
+    row = classification_rows()[0]
+    settings = tasks.PromptSettings(model="openai:m", images=2)
+    request = tasks.build_request("classification", row, settings)
+    message = request.messages[0]
+    assert [p.role for p in message.images] == ["reference", "user"]  # reference-first
+    assert isinstance(message.content[-1], str) and request.config == GenerationConfig(0.0, 1024, 0)
+    assert request.metadata == {"n_images": 2, "n_options": 8}
+    assert tasks.build_request("classification", row, settings).request_hash == request.request_hash
+    for change in ({"lang": "en"}, {"cot": True}, {"images": 1}, {"max_tokens": 9}, {"seed": 1},
+                   {"model": "openai:other"}):
+        changed = tasks.PromptSettings(**{**settings.__dict__, **change})
+        assert tasks.build_request("classification", row, changed).request_hash != request.request_hash, change
+
+
+def test_final_answer_text_for_vqa():
+    assert tasks.final_answer_text("<think>hmm</think>\n1. 观察……\n最终答案：不符合，含有奶酪。") == "不符合，含有奶酪。"
+    assert tasks.final_answer_text("  plain answer ") == "plain answer"
+
+
+# ---------------------------------------------------------------- views
+
+
+def test_view_order_and_selection():
+    roles = ["user", "reference", "user", "user"]
+    assert select_views(roles, None, "reference-first", seed=0, item_id="x") == [1, 0, 2, 3]
+    assert select_views(roles, 2, "user-first", seed=0, item_id="x") == [0, 2]
+    a = select_views(roles, None, "random", seed=5, item_id="x")
+    assert sorted(a) == [0, 1, 2, 3] and a == select_views(roles, None, "random", seed=5, item_id="x")
+    assert len({tuple(select_views(roles, None, "random", seed=s, item_id="x")) for s in range(20)}) > 1
+
+
+def test_small_jpeg_is_sent_as_stored_and_large_images_are_shrunk_once():
+    small = jpeg((200, 30, 30), (64, 48))
+    assert encode_for_transport({"bytes": small}, max_side=128, role="user", item_id="i", index=0).data == small
+    big = encode_for_transport({"bytes": png((10, 200, 10), (300, 200))}, max_side=128, role="reference",
+                               item_id="i", index=0)
+    image = Image.open(io.BytesIO(big.data))
+    assert image.format == "JPEG" and image.size == (128, 85) and big.role == "reference"
+
+
+def test_undecodable_and_empty_images_name_the_item():
+    with pytest.raises(ImageError, match="item d7: image 2 cannot be decoded"):
+        encode_for_transport({"bytes": b"garbage"}, max_side=64, role="user", item_id="d7", index=2)
+    with pytest.raises(ImageError, match="item d7: image 0 is empty"):
+        encode_for_transport({"bytes": b""}, max_side=64, role="user", item_id="d7", index=0)
+
+
+# ---------------------------------------------------------------- retries and headers
+
+
+def test_retry_after_forms_and_backoff_bounds():
+    assert parse_retry_after({"retry-after": "3"}) == 3.0
+    assert parse_retry_after({"retry-after-ms": "250"}) == 0.25
+    assert parse_retry_after({}) is None
+    assert parse_retry_delay('{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "12s"}') == 12.0
+    policy = RetryPolicy(base_delay=1.0, max_delay=10.0)
+    assert policy.delay(1, 4.0) == 4.0 and policy.delay(1, 99.0) == 10.0
+    for attempt in range(1, 8):
+        assert min(10.0, 2 ** (attempt - 1)) / 2 <= policy.delay(attempt, None) <= min(10.0, 2 ** (attempt - 1))
+    assert host_of("http://user:pw@10.0.0.5:8000/v1?key=x") == "10.0.0.5:8000"
+
+
+# ---------------------------------------------------------------- runner (in-process test backends)
+
+
+def request(i: int) -> Request:
+    return Request(id=str(i), task="classification", messages=(Message("user", ("q",)),),
+                   config=GenerationConfig(), request_hash=f"h{i}")
+
+
+class SlowBackend:
+    """Answers after a delay and remembers the most requests it saw at once."""
+
+    spec = "test:slow"
+
+    def __init__(self, failures: dict[str, list[BackendError]] | None = None) -> None:
+        self.in_flight = self.peak = self.calls = 0
+        self.failures = failures or {}
+
+    async def generate(self, req: Request) -> Response:
+        self.calls += 1
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)
+            if self.failures.get(req.id):
+                raise self.failures[req.id].pop(0)
+            return Response(text=f"answer {req.id}")
+        finally:
+            self.in_flight -= 1
+
+    def describe(self) -> dict:
+        return {}
+
+
+async def collect(backend, requests, **kw):
+    return [o async for o in execute(backend, requests, **kw)]
+
+
+async def test_concurrency_is_bounded_and_every_request_ends_once():
+    backend = SlowBackend()
+    outcomes = await collect(backend, [request(i) for i in range(40)], concurrency=5)
+    assert sorted(int(o.request.id) for o in outcomes) == list(range(40))
+    assert backend.peak == 5
+
+
+async def test_retryable_errors_retry_and_others_fail_at_once():
+    retry = [BackendError("busy", retryable=True, status=503, retry_after=0.0)] * 2
+    backend = SlowBackend({"1": list(retry), "2": [BackendError("bad key", retryable=False, status=401)],
+                           "3": [BackendError("busy", retryable=True, retry_after=0.0)] * 5})
+    outcomes = {o.request.id: o for o in await collect(backend, [request(i) for i in range(4)],
+                                                        policy=RetryPolicy(max_attempts=3, base_delay=0.01))}
+    assert (outcomes["1"].attempts, outcomes["1"].error) == (3, None)
+    assert outcomes["2"].attempts == 1 and outcomes["2"].error == "HTTP 401: bad key"
+    assert outcomes["3"].attempts == 3 and outcomes["3"].response is None and "busy" in outcomes["3"].error
+
+
+class BatchBackend:
+    """A local engine: answers whole batches; the first time it sees id 2, that item is retryable."""
+
+    spec = "test:batch"
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def generate_batch(self, requests: list[Request]) -> list[Response | BackendError]:
+        self.batches.append([r.id for r in requests])
+        first_time = sum(b.count("2") for b in self.batches) == 1
+        return [BackendError("oom", retryable=True) if r.id == "2" and first_time else Response(text="A")
+                for r in requests]
+
+    async def generate(self, req: Request) -> Response:  # pragma: no cover - the runner prefers batches
+        raise AssertionError("generate_batch should be used")
+
+    def describe(self) -> dict:
+        return {}
+
+
+async def test_local_engines_get_chunks_of_batch_size_in_a_thread():
+    backend = BatchBackend()
+    outcomes = await collect(backend, [request(i) for i in range(7)], batch_size=3,
+                             policy=RetryPolicy(base_delay=0.0))
+    assert backend.batches == [["0", "1", "2"], ["2"], ["3", "4", "5"], ["6"]]
+    assert {o.request.id: o.attempts for o in outcomes}["2"] == 2 and all(o.error is None for o in outcomes)
+
+
+# ---------------------------------------------------------------- store and progress
+
+
+def prediction(item_id: str, error: str | None = None) -> Prediction:
+    return Prediction(id=item_id, task="nutrition", raw=None if error else "{}", parsed=None, error=error,
+                      attempts=1, latency_s=0.1, usage=None, request_hash="h")
+
+
+def test_store_repairs_a_torn_tail_and_keeps_the_latest_line(tmp_path: Path):
+    with PredictionStore(tmp_path) as store:
+        store.append(prediction("a", error="HTTP 503"))
+        store.append(prediction("b"))
+    path = tmp_path / "predictions.jsonl"
+    path.write_text(path.read_text() + '{"id": "c", "task": "nutri')  # killed mid-write
+    with PredictionStore(tmp_path) as store:
+        assert not store.is_answered("nutrition", "a", "h")  # failed: asked again
+        assert store.is_answered("nutrition", "b", "h") and not store.is_answered("nutrition", "b", "other")
+        store.append(prediction("a"))
+        store.compact()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sorted(p["id"] for p in lines) == ["a", "b"] and all(p["error"] is None for p in lines)
+    assert set(read_predictions(path)) == {("nutrition", "a"), ("nutrition", "b")}
+
+
+def test_progress_logs_plain_lines_when_not_a_terminal():
+    stream = io.StringIO()
+    bar = Progress(4, label="m", stream=stream, log_every_s=0.0)
+    bar.skip()
+    bar.retry()
+    bar.advance(failed=True)
+    time.sleep(0.01)
+    bar.advance()
+    bar.close()
+    last = stream.getvalue().strip().splitlines()[-1]
+    assert "\r" not in stream.getvalue()
+    assert "3/4 (1 resumed)" in last and "failures 1" in last and "retries 1" in last and "ETA" in last
