@@ -157,10 +157,12 @@ def test_describe_records_what_ran(backend: HFBackend, tiny_llava: Path) -> None
     ("hf:TINY", {"dtype": "int4"}, "--dtype 'int4' is not one of auto, bfloat16, float16, float32"),
     ("hf:TINY", {"batch_size": 0}, "--batch-size must be at least 1 (got 0)"),
     ("hf:TINY", {"max_pixels": 50176}, "--max-pixels/--min-pixels apply to Qwen-VL-style image processors"),
+    ("hf:TINY", {"tensor_parallel_size": 2}, "hf: runs on one device"),
+    ("hf:TINY", {"device": "no-such-device"}, "hf: cannot put"),
 ])
 def test_setup_problems_are_one_line(tiny_llava: Path, spec: str, options: dict, expected: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        make_backend(spec.replace("TINY", str(tiny_llava)), device="cpu", **options)
+        make_backend(spec.replace("TINY", str(tiny_llava)), **{"device": "cpu", **options})
     assert expected in str(caught.value) and "\n" not in str(caught.value)
 
 

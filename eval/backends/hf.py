@@ -105,12 +105,16 @@ class HFBackend:
         self._versions = {"transformers": transformers.__version__, "torch": torch.__version__}
         self.device = resolve_device(options.device, torch)
         transformers.utils.logging.disable_progress_bar()  # the harness draws its own progress line
-        if model_id.startswith((".", "/", "~")) and not Path(model_id).expanduser().exists():
+        if options.tensor_parallel_size > 1 or options.data_parallel_size > 1:
+            raise EngineUnavailable("hf: runs on one device; --tensor-parallel-size and --data-parallel-size "
+                                    "are for vllm: (or `vllm serve` with openai:)")
+        source = str(Path(model_id).expanduser()) if model_id.startswith("~") else model_id
+        if model_id.startswith((".", "/", "~")) and not Path(source).exists():
             raise EngineUnavailable(f"hf: model folder {model_id} does not exist")
         try:
-            self.processor = AutoProcessor.from_pretrained(model_id, trust_remote_code=options.trust_remote_code)
+            self.processor = AutoProcessor.from_pretrained(source, trust_remote_code=options.trust_remote_code)
             self.model = AutoModelForImageTextToText.from_pretrained(
-                model_id, dtype=resolve_dtype(options.dtype, self.device, torch),
+                source, dtype=resolve_dtype(options.dtype, self.device, torch),
                 trust_remote_code=options.trust_remote_code)
         except ImportError as exc:
             if "torchvision" in str(exc).lower():
