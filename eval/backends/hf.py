@@ -10,7 +10,7 @@ import asyncio
 import copy
 import io
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,20 +111,12 @@ class HFBackend:
         source = str(Path(model_id).expanduser()) if model_id.startswith("~") else model_id
         if model_id.startswith((".", "/", "~")) and not Path(source).exists():
             raise EngineUnavailable(f"hf: model folder {model_id} does not exist")
-        try:
-            self.processor = AutoProcessor.from_pretrained(source, trust_remote_code=options.trust_remote_code)
-            self.model = AutoModelForImageTextToText.from_pretrained(
-                source, dtype=resolve_dtype(options.dtype, self.device, torch),
-                trust_remote_code=options.trust_remote_code)
-        except ImportError as exc:
-            if "torchvision" in str(exc).lower():
-                # Qwen-VL processors build their video half too, which needs torchvision.
-                raise EngineUnavailable(f"hf:{model_id} needs torchvision for its processor: "
-                                        "pip install torchvision (the build matching your torch)") from None
-            raise EngineUnavailable(f"hf:{model_id} needs a package that is not installed: "
-                                    f"{short_error(exc)}") from None
-        except Exception as exc:  # noqa: BLE001 - OSError, ValueError, KeyError... all mean "cannot load"
-            raise EngineUnavailable(f"hf: cannot load {model_id!r}: {short_error(exc)}") from None
+        self.processor = self._load(lambda: AutoProcessor.from_pretrained(
+            source, trust_remote_code=options.trust_remote_code))
+        self._apply_pixel_budget()  # before the weights load: a bad flag should fail fast
+        self.model = self._load(lambda: AutoModelForImageTextToText.from_pretrained(
+            source, dtype=resolve_dtype(options.dtype, self.device, torch),
+            trust_remote_code=options.trust_remote_code))
         try:
             self.model.to(self.device)
         except Exception as exc:  # noqa: BLE001 - no such device, out of memory
@@ -134,8 +126,21 @@ class HFBackend:
         self.tokenizer.padding_side = "left"  # decoder-only batching: prompts end where generation starts
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self._apply_pixel_budget()
         self._lock = threading.Lock()  # one generate at a time: the model is not thread-safe
+
+    def _load(self, loader: Callable[[], Any]) -> Any:
+        """Run a from_pretrained call; any failure becomes one line saying what to fix."""
+        try:
+            return loader()
+        except ImportError as exc:
+            if "torchvision" in str(exc).lower():
+                # Qwen-VL processors build their video half too, which needs torchvision.
+                raise EngineUnavailable(f"hf:{self.model_id} needs torchvision for its processor: "
+                                        "pip install torchvision (the build matching your torch)") from None
+            raise EngineUnavailable(f"hf:{self.model_id} needs a package that is not installed: "
+                                    f"{short_error(exc)}") from None
+        except Exception as exc:  # noqa: BLE001 - OSError, ValueError, KeyError... all mean "cannot load"
+            raise EngineUnavailable(f"hf: cannot load {self.model_id!r}: {short_error(exc)}") from None
 
     def _apply_pixel_budget(self) -> None:
         """Apply max/min pixels where the image processor has a pixel budget (Qwen-VL style)."""
