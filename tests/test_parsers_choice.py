@@ -79,3 +79,8 @@ _PIECES = st.sampled_from(["Answer:", "答案：", "Final answer:", "最终答�
 def test_fuzz_answer_like_fragments(pieces):
     got = parse_choice("".join(pieces))
     assert got is None or got in "ABCDEFGH"
+
+
+def test_long_chain_of_thought_is_read_quickly():
+    text = "Option A has peanuts, (B) does not. " * 3000 + "\nFinal answer: C"
+    assert parse_choice(text) == "C"

@@ -97,3 +97,18 @@ _VALUES = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=True, allow_in
 def test_fuzz_values_of_any_type(values):
     _assert_valid(nutrition_from_mapping(values))
     _assert_valid(parse_nutrition(json.dumps(values, default=str)))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":' * 5000 + "1" + "}" * 5000,               # nesting beyond Python's recursion limit
+        '{"a":[' * 3000 + "1" + "]}" * 3000,
+        "```json\n" + "[" * 5000 + "]" * 5000 + "\n```",
+        '{"calories": ' + "9" * 20000,                   # an endless number, cut off
+        "{" * 5000,
+    ],
+    ids=["deep-objects", "deep-lists", "deep-fenced", "huge-number", "open-braces"],
+)
+def test_pathological_outputs_are_unparsed_not_errors(text):
+    assert parse_nutrition(text) is None

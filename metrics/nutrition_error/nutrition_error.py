@@ -66,7 +66,8 @@ _CONTAINER_KEYS = ("nutrition", "nutrients", "nutritionfacts", "nutritioninfo", 
                    "营养", "营养成分", "营养信息", "每份", "总计", "合计", "answer", "result")
 _UNIT_WORDS = r"kcal|kj|mg|g|grams?|千卡|大卡|千焦|毫克|克|卡"
 _KJ_PER_KCAL = 4.184
-_NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?|\.\d+"
+_MAX_NESTING = 6
+_NUMBER = r"(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?"
 _RANGE_RE = re.compile(rf"({_NUMBER})\s*(?:-|–|—|~|～|至|到|to)\s*({_NUMBER})", re.IGNORECASE)
 _NUMBER_RE = re.compile(_NUMBER)
 _THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -154,15 +155,17 @@ def _to_amount(value: Any, nutrient: str, unit_hint: str = "") -> float | None:
     return amount if math.isfinite(amount) and amount >= 0 else None
 
 
-def nutrition_from_mapping(obj: Any) -> dict[str, float] | None:
+def nutrition_from_mapping(obj: Any, _depth: int = 0) -> dict[str, float] | None:
     """The four nutrients from a decoded JSON value, looking inside the usual nested shapes.
 
     >>> nutrition_from_mapping({"nutrition": {"热量": "450 kcal", "蛋白质": "20g", "碳水": 50, "脂肪": 18}})
     {'calories': 450.0, 'protein': 20.0, 'carbohydrates': 50.0, 'fat': 18.0}
     """
+    if _depth > _MAX_NESTING:
+        return None  # an answer is never buried this deep; stop before Python's recursion limit
     if isinstance(obj, list):
         # A one-element list wrapping the object ("[{...}]") is common; longer lists are per-item.
-        return nutrition_from_mapping(obj[0]) if len(obj) == 1 else None
+        return nutrition_from_mapping(obj[0], _depth + 1) if len(obj) == 1 else None
     if not isinstance(obj, Mapping):
         return None
     found: dict[str, float] = {}
@@ -182,10 +185,10 @@ def nutrition_from_mapping(obj: Any) -> dict[str, float] | None:
     for key, value in obj.items():
         folded = re.sub(r"[\s_\-]+", "", str(key).casefold())
         if folded in _CONTAINER_KEYS or any(folded.startswith(k) for k in ("nutrition", "营养")):
-            nested = nutrition_from_mapping(value)
+            nested = nutrition_from_mapping(value, _depth + 1)
             if nested is not None:
                 return nested
-    nested_found = [r for v in obj.values() if isinstance(v, Mapping) if (r := nutrition_from_mapping(v))]
+    nested_found = [r for v in obj.values() if isinstance(v, Mapping) if (r := nutrition_from_mapping(v, _depth + 1))]
     return nested_found[0] if len(nested_found) == 1 else None
 
 
@@ -202,7 +205,7 @@ def _decode(candidate: str) -> Any:
     for attempt in (candidate, _clean_json(candidate)):
         try:
             return json.loads(attempt)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         try:
             return ast.literal_eval(attempt)  # single quotes, Python dict reprs
