@@ -64,6 +64,7 @@ class RunSettings:
     timeout: float = 120.0
     max_attempts: int = 6
     retry_base_delay: float = 1.0  # seconds before the first retry without Retry-After; doubles, jittered
+    n_boot: int = 1000  # bootstrap resamples for the 95% intervals in metrics.json
     overwrite: bool = False
     engine_options: dict[str, Any] = field(default_factory=dict)
 
@@ -143,6 +144,11 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
             source = settings.dataset or "the embedded sample"
             raise UsageError(f"cannot load {task} from {source}: {' '.join(str(exc).split())[:300]}") from None
         meta = dataset.remove_columns([c for c in ("images",) if c in dataset.column_names]).to_list()
+        try:  # a reference that cannot be scored stops the run before any request is sent
+            for row in meta:
+                tasks.reference_of(task, row, settings.lang)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         indices = list(range(len(meta)))
         if wanted is not None:
             positions = {str(r["id"]): i for i, r in enumerate(meta)}
@@ -278,7 +284,9 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
                                "failed": sum(1 for k, p in store_done.items() if k[0] == d.task and p.error)}
                       for d in data}
     write_run_json(out, info)
-    score(out, judge=settings.judge, judge_base_url=settings.judge_base_url)
+    from eval.scoring import score_run
+
+    score_run(out, judge=settings.judge, judge_base_url=settings.judge_base_url, n_boot=settings.n_boot)
     return out
 
 
@@ -324,14 +332,15 @@ def _call(coro: Any) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
-def score(run_dir: Path | str, judge: str | None = None, judge_base_url: str | None = None) -> dict[str, Any]:
+def score(run_dir: Path | str, judge: str | None = None, judge_base_url: str | None = None, *,
+          n_boot: int = 1000) -> dict[str, Any]:
     """Re-score the saved predictions of a run folder; return (and write) metrics.json's content.
 
     The judge, when given, replaces the one recorded in run.json; cached verdicts are reused.
     """
     from eval.scoring import score_run
 
-    return score_run(Path(run_dir), judge=judge, judge_base_url=judge_base_url)
+    return score_run(Path(run_dir), judge=judge, judge_base_url=judge_base_url, n_boot=n_boot)
 
 
 async def iter_predictions(settings: RunSettings, backend: Backend | None = None

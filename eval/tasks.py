@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -80,13 +81,30 @@ def build_request(task: str, row: dict[str, Any], settings: PromptSettings) -> R
 
 
 def reference_of(task: str, row: dict[str, Any], lang: str = "zh") -> Any:
-    """The reference answer scoring compares against (VQA: in the prompt language)."""
+    """The reference answer scoring compares against (VQA: in the prompt language).
+
+    An unusable reference (a letter beyond the options, a missing or non-finite nutrient, an empty
+    answer) is a ValueError naming the item: a bad row must stop a run, never be scored as if fine.
+    """
+    where = f"{task} item {row.get('id')}"
+    hint = "check the release with `python diningbench.py validate SOURCE`"
     if task == "classification":
-        return row["answer"]
+        answer, n = row.get("answer"), len(row.get("options") or [])
+        if not (isinstance(answer, str) and len(answer) == 1 and "A" <= answer < chr(ord("A") + n)):
+            raise ValueError(f"{where}: answer {answer!r} is not the letter of one of its {n} options; {hint}")
+        return answer
     if task == "nutrition":
-        return {k: float(row[k]) for k in NUTRIENTS}
+        values = {k: row.get(k) for k in NUTRIENTS}
+        bad = [f"{k}={v}" for k, v in values.items()
+               if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0)]
+        if bad:
+            raise ValueError(f"{where}: nutrition must be finite and >= 0 ({', '.join(bad)}); {hint}")
+        return {k: float(v) for k, v in values.items()}
     if task == "vqa":
-        return row.get("answer_en") if lang == "en" and row.get("answer_en") else row["answer"]
+        answer = row.get("answer_en") if lang == "en" and row.get("answer_en") else row.get("answer")
+        if not answer:
+            raise ValueError(f"{where}: the reference answer is empty; {hint}")
+        return answer
     raise ValueError(f"unknown task {task!r}")
 
 
