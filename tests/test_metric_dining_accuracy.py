@@ -5,8 +5,9 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
+from metrics.dining_accuracy import dining_accuracy
 from metrics.dining_accuracy.dining_accuracy import score_choices
-from tests.helpers_metrics import load_app, load_metric
+from tests.helpers_metrics import ROOT, load_app, load_metric, run_doctests
 
 PREDICTIONS = [
     "C",                                    # right
@@ -80,3 +81,8 @@ def test_app_builds_and_scores():
     assert result["accuracy"] == 0.5 and result["parse_failures"] == 1  # C and D right: 2 / 4
     assert "error" in app.score("A\nB", "A", 8)
     assert app.score('["Let me think.\\nFinal answer: B"]', "B", 8)["accuracy"] == 1.0
+
+
+def test_class_docstring_example_runs_from_the_repo_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert run_doctests(dining_accuracy, "DiningAccuracy") >= 2

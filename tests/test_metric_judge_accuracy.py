@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,13 +13,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import gradio as gr
 import pytest
 
+from metrics.judge_accuracy import judge_accuracy
 from metrics.judge_accuracy.judge_accuracy import (
     JUDGE_PROMPT_VERSION,
     VerdictCache,
     judge_items,
     score_verdicts,
 )
-from tests.helpers_metrics import load_app, load_metric
+from tests.helpers_metrics import ROOT, load_app, load_metric, run_doctests
 
 QUESTIONS = [
     "该菜品是否符合素食者的饮食要求？",            # closed form: the rule decides
@@ -199,3 +203,26 @@ def test_app_builds_and_decides_by_rule():
     result = app.score("是否符合素食要求？\nIs it safe for a peanut allergy?", "不符合。\nNo.", "不符合。\nYes.", "")
     assert result["verdicts"] == ["C", "I"] and result["accuracy"] == 0.5
     assert "error" in app.score("q1\nq2", "r1", "c1", "")
+
+
+def test_spec_judge_without_the_harness_is_a_one_line_error(tmp_path):
+    # The module alone (as on the Hub): `eval` is not importable, a spec-string judge cannot work.
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import judge_accuracy\n"
+        "try:\n"
+        "    judge_accuracy.judge_items(['Q?'], ['Sesame.'], ['Peanut.'], 'openai:gpt-4o')\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    module_dir = str(ROOT / "metrics" / "judge_accuracy")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", script, module_dir], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1 and "needs the DiningBench harness" in lines[0]
+
+
+def test_class_docstring_example_runs_from_the_repo_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert run_doctests(judge_accuracy, "JudgeAccuracy") == 3

@@ -7,8 +7,9 @@ import math
 import gradio as gr
 import pytest
 
+from metrics.nutrition_error import nutrition_error
 from metrics.nutrition_error.nutrition_error import NUTRIENTS, score_nutrition
-from tests.helpers_metrics import load_app, load_metric
+from tests.helpers_metrics import ROOT, load_app, load_metric, run_doctests
 
 REFERENCES = [
     {"calories": 500, "protein": 20, "carbohydrates": 60, "fat": 20},
@@ -147,3 +148,8 @@ def test_app_builds_and_scores():
     assert result["calories_mape"] == pytest.approx((0.1 + 0.0625 + 1.0) / 3)
     assert result["parse_failures"] == 1
     assert "reference line 1" in app.score('["x"]', "not json")["error"]
+
+
+def test_class_docstring_example_runs_from_the_repo_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert run_doctests(nutrition_error, "NutritionError") >= 2
