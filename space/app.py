@@ -6,6 +6,7 @@ Operator settings are environment variables, documented in space/README.md.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +23,7 @@ import gradio as gr  # noqa: E402
 from diningspace.browse_tab import BrowseTab  # noqa: E402
 from diningspace.catalog import Catalog  # noqa: E402
 from diningspace.evaluate_tab import EvaluateTab  # noqa: E402
+from diningspace.evaluation import warm_harness  # noqa: E402
 from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
 
@@ -36,9 +38,12 @@ CSS = (HERE / "style.css").read_text(encoding="utf-8")
 def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blocks:
     """The whole Space as one Blocks; `catalog` can be injected (tests, other data sources)."""
     catalog = catalog or Catalog(source=settings.dataset)
-    threading.Thread(target=catalog.warm, name="catalog-warm", daemon=True).start()
+    # Index the data and import the harness in the background, so no visitor waits for either.
+    threading.Thread(target=lambda: (catalog.warm(), warm_harness()), name="space-warm", daemon=True).start()
     browse, evaluate, leaderboard = BrowseTab(catalog), EvaluateTab(catalog, settings), LeaderboardTab(settings)
-    with gr.Blocks(title="DiningBench") as demo:
+    # No usage telemetry unless the operator opts in with Gradio's own GRADIO_ANALYTICS_ENABLED=True.
+    telemetry = os.environ.get("GRADIO_ANALYTICS_ENABLED", "").lower() == "true"
+    with gr.Blocks(title="DiningBench", analytics_enabled=telemetry) as demo:
         gr.HTML("<div class='db-header'><h1>🍜 DiningBench</h1></div>")
         gr.Markdown(INTRO, elem_classes="db-intro")
         if settings.is_synthetic_sample:

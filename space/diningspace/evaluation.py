@@ -170,6 +170,20 @@ def stream_evaluation(request: EvalRequest, settings: SpaceSettings,
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def warm_harness() -> None:
+    """Import the harness and the metrics modules now (at start-up, in the background).
+
+    Importing `evaluate` takes many seconds on a small machine; without this the first visitor's
+    evaluation would sit at 0/N while it happens.
+    """
+    try:
+        importlib.import_module("eval.api")
+        importlib.import_module("eval.scoring")
+        importlib.import_module("eval.tasks").load_parsers(("classification", "nutrition"))
+    except Exception:  # noqa: BLE001 - a broken install is reported by the first evaluation, in one line
+        pass
+
+
 def supports_own_keys(provider: str) -> bool:
     """Whether the harness's backend for `provider` takes a key as an argument (not only from env)."""
     from eval.backends import _REGISTRY
