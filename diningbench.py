@@ -114,7 +114,7 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     folder = _local(src)
     if folder is not None and not _data_files(folder, config):
         raise ValueError(f"release folder {src} has no data/{config}/*.parquet")
-    if folder is None and (src.count("/") != 1 or Path(src).suffix):
+    if folder is None and src.count("/") != 1:
         raise ValueError(f"dataset source {src!r} is neither a release folder nor a Hub id (owner/name)")
     try:
         ds = datasets.load_dataset(str(folder or src), config, split=SPLIT)

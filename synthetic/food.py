@@ -72,22 +72,41 @@ def sauce_pool(scene: DishScene, colour: RGB, cx: float, cy: float, radius: floa
 
 def grains(scene: DishScene, mound: Mound, colour: RGB, rng: np.random.Generator, count: int,
            specks: list[tuple[RGB, float]] = ()) -> None:
-    """Rice: a shaded underlay plus hundreds of small grains; `specks` tints some grains (egg, soy)."""
-    for _ in range(count // 8):
-        x, y = mound.sample(rng, 0.96)
-        pts = np.array([[x, y, mound(x, y) - 0.015]])
-        scene.prims.append(Prim("blob", pts, _shade(colour, 0.93 * mound.shade(x, y)), width=0.06, lift=-1))
-    for _ in range(count):
-        x, y = mound.sample(rng, 0.97)
-        c = colour
-        for speck, p in specks:
-            if rng.uniform() < p:
-                c = speck
-                break
-        c = _jitter(_shade(c, mound.shade(x, y)), rng, 0.07)
-        pts = np.array([[x, y, mound(x, y)]])
-        scene.prims.append(Prim("blob", pts, c, outline=_shade(c, 0.93), width=rng.uniform(0.02, 0.027),
-                                aspect=rng.uniform(0.45, 0.65)))
+    """Rice: a shaded underlay plus hundreds of small grains; `specks` tints some grains (egg, soy).
+
+    Positions, heights and colours are drawn for all grains at once (numpy): a plate holds ~1,000.
+    """
+    def positions(n: int, frac: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        r = mound.radius * frac * np.sqrt(rng.uniform(size=n))
+        a = rng.uniform(0, 2 * math.pi, n)
+        x, y = mound.x + r * np.cos(a), mound.y + r * np.sin(a)
+        d2 = ((x - mound.x) ** 2 + (y - mound.y) ** 2) / mound.radius ** 2
+        z = mound.floor + mound.height * np.clip(1 - d2, 0, None) ** 0.8
+        light = 0.88 + 0.22 * (-(x - mound.x) * 0.6 + (y - mound.y) * 0.6) / mound.radius * min(1.0, mound.height * 3)
+        return x, y, z, light
+
+    x, y, z, light = positions(count // 8, 0.96)
+    base = np.array(colour, dtype=float)
+    for i in range(len(x)):
+        c = tuple(int(v) for v in np.clip(base * 0.93 * light[i], 0, 255))
+        scene.prims.append(Prim("blob", np.array([[x[i], y[i], z[i] - 0.015]]), c, width=0.06, lift=-1))
+    x, y, z, light = positions(count, 0.97)
+    colours = np.tile(base, (count, 1))
+    roll = rng.uniform(size=count)
+    threshold = 0.0
+    for speck, p in specks:
+        hit = (roll >= threshold) & (roll < threshold + p)
+        colours[hit] = speck
+        threshold += p
+    colours *= (light * rng.uniform(0.93, 1.07, count))[:, None]
+    colours = np.clip(colours, 0, 255).astype(int)
+    outlines = (colours * 0.93).astype(int)
+    widths = rng.uniform(0.02, 0.027, count)
+    aspects = rng.uniform(0.45, 0.65, count)
+    points = np.stack([x, y, z], axis=1)[:, None, :]
+    for i in range(count):
+        scene.prims.append(Prim("blob", points[i], tuple(colours[i].tolist()), outline=tuple(outlines[i].tolist()),
+                                width=float(widths[i]), aspect=float(aspects[i])))
 
 
 def noodles(scene: DishScene, surface: Height, colour: RGB, rng: np.random.Generator, count: int,
@@ -129,7 +148,12 @@ def leaves(scene: DishScene, mound: Mound, colours: list[RGB], rng: np.random.Ge
 
 def topping(scene: DishScene, kind: str, colour: RGB, count: int, size: float, rng: np.random.Generator,
             place: Callable[[], tuple[float, float]], surface: Height) -> None:
-    """Scatter `count` pieces of one ingredient; `kind` picks a shape that reads as that food."""
+    """Scatter `count` pieces of one ingredient; `kind` picks a shape that reads as that food.
+
+    Pieces get a depth bias (`lift`) over the rice, leaves or noodles they rest on: they sit on top,
+    and a topping buried under its own base would make two look-alike dishes indistinguishable.
+    """
+    start = len(scene.prims)
     for _ in range(count):
         x, y = place()
         z = surface(x, y)
@@ -202,3 +226,5 @@ def topping(scene: DishScene, kind: str, colour: RGB, count: int, size: float, r
                                     width=s, aspect=0.8, highlight=True, lift=0.03))
         else:
             raise ValueError(f"unknown topping kind {kind!r}")
+    for prim in scene.prims[start:]:
+        prim.lift += 0.06

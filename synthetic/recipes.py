@@ -61,9 +61,9 @@ def _o(key: str, zh: str, en: str, grams: dict[str, float], *pieces: Piece, tint
 
 
 SHRIMP = Piece("shrimp", (242, 140, 110), 7, 0.07)
-CHICKEN_CUBE = Piece("cube", (236, 212, 176), 9, 0.055)
+CHICKEN_CUBE = Piece("cube", (236, 212, 176), 9, 0.07)
 BEEF_SLICE = Piece("slice", (122, 68, 46), 7, 0.11)
-TOFU_CUBE = Piece("cube", (240, 228, 196), 8, 0.06)
+TOFU_CUBE = Piece("cube", (240, 228, 196), 8, 0.08)
 PEAS = Piece("ball", (112, 172, 62), 26, 0.024)
 CARROT = Piece("cube", (236, 120, 40), 16, 0.028)
 BROCCOLI = Piece("floret", (62, 124, 48), 5, 0.07)
@@ -109,7 +109,7 @@ STYLES: dict[str, Style] = {
                    tags="meat"),
                 _o("shrimp", "虾仁", "Shrimp", {"shrimp": 90}, Piece("shrimp", (242, 140, 110), 6, 0.08),
                    tags="seafood"),
-                _o("tofu", "豆腐", "Tofu", {"tofu": 120}, Piece("cube", (240, 228, 196), 6, 0.07), tags="soy"),
+                _o("tofu", "豆腐", "Tofu", {"tofu": 120}, Piece("cube", (240, 228, 196), 6, 0.09), tags="soy"),
             )),
             ("extra", (
                 _o("egg", "溏心蛋", "Soft Egg", {"egg": 50}, Piece("egg_half", (242, 150, 36), 2, 0.11), tags="egg"),
@@ -133,8 +133,8 @@ STYLES: dict[str, Style] = {
                 _o("chickpea", "鹰嘴豆", "Chickpea", {"chickpeas": 80}, Piece("ball", (214, 174, 104), 22, 0.035)),
             )),
             ("extra", (
-                _o("avocado", "牛油果", "Avocado", {"avocado": 60}, Piece("wedge", (156, 192, 70), 5, 0.11)),
-                _o("tomato", "番茄", "Tomato", {"tomato": 80}, Piece("wedge", (218, 48, 38), 6, 0.09)),
+                _o("avocado", "牛油果", "Avocado", {"avocado": 60}, Piece("wedge", (156, 192, 70), 5, 0.15)),
+                _o("tomato", "番茄", "Tomato", {"tomato": 80}, Piece("wedge", (218, 48, 38), 6, 0.12)),
                 _o("cucumber", "黄瓜", "Cucumber", {"cucumber": 70}, Piece("chunk", (176, 206, 120), 8, 0.05)),
                 _o("parmesan", "帕玛森", "Parmesan", {"parmesan": 15}, Piece("shaving", (246, 234, 196), 10, 0.07),
                    tags="dairy"),
@@ -176,11 +176,11 @@ STYLES: dict[str, Style] = {
                    tags="meat soy"),
                 _o("teriyaki", "照烧鸡", "Teriyaki Chicken", {"chicken_thigh": 110, "soy_sauce": 10},
                    Piece("slice", (166, 96, 46), 6, 0.13), tags="meat soy"),
-                _o("tofu", "豆腐", "Tofu", {"tofu": 120}, Piece("cube", (240, 228, 196), 7, 0.07), tags="soy"),
+                _o("tofu", "豆腐", "Tofu", {"tofu": 120}, Piece("cube", (240, 228, 196), 9, 0.095), tags="soy"),
             )),
             ("side", (
                 _o("egg", "温泉蛋", "Soft Egg", {"egg": 50}, Piece("egg_half", (244, 160, 40), 2, 0.11), tags="egg"),
-                _o("avocado", "牛油果", "Avocado", {"avocado": 60}, Piece("wedge", (156, 192, 70), 4, 0.11)),
+                _o("avocado", "牛油果", "Avocado", {"avocado": 60}, Piece("wedge", (156, 192, 70), 4, 0.15)),
                 _o("scallion", "葱花", "Scallion", {"scallion": 12}, Piece("ring", (96, 170, 70), 30, 0.024)),
                 _o("cucumber", "黄瓜", "Cucumber", {"cucumber": 60}, Piece("chunk", (176, 206, 120), 7, 0.05)),
             )),
@@ -224,7 +224,7 @@ STYLES: dict[str, Style] = {
                 _o("tofu", "豆腐", "Tofu", {"tofu": 110}, TOFU_CUBE, tags="soy"),
             )),
             ("topping", (
-                _o("avocado", "牛油果", "Avocado", {"avocado": 60}, Piece("wedge", (156, 192, 70), 5, 0.1)),
+                _o("avocado", "牛油果", "Avocado", {"avocado": 60}, Piece("wedge", (156, 192, 70), 5, 0.14)),
                 _o("tomato", "番茄", "Tomato", {"tomato": 70}, Piece("chunk", (218, 48, 38), 10, 0.045)),
                 _o("pepper", "红椒", "Red Pepper", {"red_pepper": 60}, Piece("strip", (214, 40, 34), 10, 0.08)),
             )),

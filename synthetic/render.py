@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFilter
+from PIL import Image, ImageChops, ImageDraw, ImageFilter
 
 RGB = tuple[int, int, int]
 
@@ -100,9 +100,18 @@ def _texture(table: str, size: int) -> Image.Image:
 
 
 @lru_cache(maxsize=4)
-def _vignette(size: int) -> np.ndarray:
+def _vignette(size: int) -> Image.Image:
+    """Darkening towards the corners, as an RGB image to multiply with (255 = unchanged)."""
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
-    return (1 - 0.35 * ((xx - 0.45) ** 2 + (yy - 0.42) ** 2))[..., None]
+    v = (1 - 0.35 * ((xx - 0.45) ** 2 + (yy - 0.42) ** 2)) * 255
+    return Image.fromarray(np.clip(v, 0, 255).astype(np.uint8)).convert("RGB")
+
+
+@lru_cache(maxsize=16)
+def _noise(size: int, std: int) -> Image.Image:
+    """Sensor noise centred on 128 (added with offset -128); shifted per photo so it never repeats."""
+    rng = np.random.default_rng(std)
+    return Image.fromarray(np.clip(rng.normal(128, std, (size, size, 3)), 0, 255).astype(np.uint8))
 
 
 def _table(size: int, view: View, rng: np.random.Generator) -> Image.Image:
@@ -177,9 +186,10 @@ def _draw_prims(draw: ImageDraw.ImageDraw, prims: list[Prim], view: View, cx: fl
             draw.polygon([tuple(p) for p in pts], fill=prim.fill, outline=prim.outline)
         elif prim.kind == "line":
             w = max(1, int(round(prim.width * scale)))
+            joint = "curve" if w > 5 else None  # round joints cost a pie slice per vertex; thin lines don't show them
             if prim.outline:
-                draw.line([tuple(p) for p in pts], fill=prim.outline, width=w + 2, joint="curve")
-            draw.line([tuple(p) for p in pts], fill=prim.fill, width=w, joint="curve")
+                draw.line([tuple(p) for p in pts], fill=prim.outline, width=w + 2, joint=joint)
+            draw.line([tuple(p) for p in pts], fill=prim.fill, width=w, joint=joint)
         else:  # blob: an ellipse facing the camera, squashed when it lies flat
             rx = prim.width * scale
             ry = rx * (prim.aspect * e + (1 - e) * 0.9) if prim.aspect != 1.0 else rx
@@ -205,7 +215,7 @@ def render(scene: DishScene, view: View, size: int = 512, seed: int = 0, supersa
     sd = ImageDraw.Draw(shadow)
     pts, _ = _project(_ellipse_pts(48, 1.06, 0.0), view, cx / 4 + scale * 0.05, cy / 4 + scale * 0.04, scale / 4)
     sd.polygon([tuple(p) for p in pts], fill=120)
-    shadow = shadow.filter(ImageFilter.GaussianBlur(big / 90)).resize((big, big))
+    shadow = shadow.filter(ImageFilter.BoxBlur(big / 110)).resize((big, big), Image.Resampling.BILINEAR)
     img = Image.composite(Image.new("RGB", (big, big), (20, 16, 12)), img, shadow)
 
     draw = ImageDraw.Draw(img)
@@ -225,14 +235,18 @@ def render(scene: DishScene, view: View, size: int = 512, seed: int = 0, supersa
         _draw_prims(draw, scene.prims, view, cx, cy, scale)
 
     img = img.reduce(supersample) if supersample > 1 else img
-    arr = np.asarray(img).astype(np.float32)
-    tint = np.array([1 + 0.10 * view.warmth, 1 + 0.02 * view.warmth, 1 - 0.12 * view.warmth], dtype=np.float32)
-    arr = arr * (tint * view.brightness) * _vignette(size)
+    # Light colour and exposure as per-channel lookup tables, then vignette and sensor noise as
+    # uint8 image arithmetic: all of it in PIL's C loops, the bulk of a render's cost otherwise.
+    gains = [view.brightness * (1 + 0.10 * view.warmth), view.brightness * (1 + 0.02 * view.warmth),
+             view.brightness * (1 - 0.12 * view.warmth)]
+    img = img.point([min(255, int(i * g)) for g in gains for i in range(256)])
+    img = ImageChops.multiply(img, _vignette(size))
     if view.noise:
-        arr += rng.normal(0, view.noise, arr.shape).astype(np.float32)
-    img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
+        noise = _noise(size, round(view.noise))
+        dx, dy = (int(v) for v in rng.integers(0, size, 2))
+        img = ImageChops.add(img, ImageChops.offset(noise, dx, dy), offset=-128)
     if view.blur:
-        img = img.filter(ImageFilter.GaussianBlur(view.blur * size / 512))
+        img = img.filter(ImageFilter.BoxBlur(view.blur * size / 512))  # box: ~8x faster, same look here
     return img
 
 
