@@ -98,3 +98,42 @@ def test_push_needs_a_token_and_a_valid_release(tmp_path: Path, monkeypatch: pyt
     (tmp_path / "data").mkdir()
     with pytest.raises(ValueError, match="refusing to push"):
         diningbench.push(tmp_path, "someone/x", endpoint="http://127.0.0.1:9")
+
+
+def test_large_releases_are_written_in_shards_of_small_row_groups(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    row = diningbench.load("vqa", decode_images=False)[0]
+    writer = diningbench.ShardWriter(tmp_path, "vqa", total=250, rows_per_shard=120)
+    for i in range(250):
+        writer.add({**row, "id": f"vqa-{i:05d}"})
+    writer.close()
+    shards = sorted((tmp_path / "data" / "vqa").glob("*.parquet"))
+    assert [s.name for s in shards] == [f"test-0000{k}-of-00003.parquet" for k in range(3)]
+    sizes = [[pq.ParquetFile(s).metadata.row_group(g).num_rows for g in range(pq.ParquetFile(s).num_row_groups)]
+             for s in shards]
+    assert sizes == [[100, 20], [100, 20], [10]]
+    with pytest.raises(ValueError, match="wrote 1 rows, expected 2"):
+        short = diningbench.ShardWriter(tmp_path / "short", "vqa", total=2)
+        short.add(row)
+        short.close()
+
+
+def test_paper_scale_plan_has_the_papers_shape() -> None:
+    from collections import Counter
+
+    from synthetic.sample import plan
+
+    p = plan("paper", 0)
+    assert (len(p.classification), len(p.nutrition), len(p.vqa)) == (2884, 1650, 804)
+    assert Counter(c for _, c in p.vqa) == {"cuisine_technique": 532, "dietary_suggestion": 219,
+                                            "multi_image_analysis": 35, "counterfactual_reasoning": 18}
+    images = [1 + p.user_shots[d.dish_id] for d, _ in p.classification]
+    assert 5.2 < sum(images) / len(images) < 5.45 and min(images) >= 4
+    vqa_images = sum(2 if c == "multi_image_analysis" else 1 for _, c in p.vqa) / len(p.vqa)
+    assert round(vqa_images, 2) == 1.04
+    cuisines = Counter(d.cuisine for d, _ in p.classification)
+    assert set(cuisines) == set(diningbench.CUISINES) and cuisines.most_common(1)[0][0] == "chinese"
+    letters = Counter(pos for _, pos in p.classification)
+    assert max(letters.values()) - min(letters.values()) <= 1
+    assert len({d.dish_id for d in p.dishes}) == len(p.dishes)

@@ -125,3 +125,15 @@ def test_card_header_declares_the_real_features_and_its_examples_match_the_sampl
     nut = diningbench.load("nutrition", decode_images=False)[5]
     assert (nut["id"], round(nut["calories"], 1), round(nut["protein"], 1)) == ("nutrition-00006", 673.2, 42.3)
     assert "broccoli is missing" in diningbench.load("vqa", decode_images=False)[10]["answer_en"]
+
+
+def test_summary_cli_counts_items_cuisines_and_images() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "diningbench.py", "summary"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    n = len(diningbench.load("classification"))
+    assert f"classification: {n} items" in done.stdout
+    assert "vqa_category: cuisine_technique" in done.stdout and "per item" in done.stdout
