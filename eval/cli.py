@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,9 +78,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     out = api.run(settings, progress=not args.no_progress)
-    import json
-
     metrics = json.loads((out / METRICS).read_text(encoding="utf-8"))
+    source = settings.dataset or os.environ.get("DININGBENCH_SOURCE") or "the embedded synthetic sample"
+    print(f"{settings.model} on {source} ({settings.lang}, "
+          f"{settings.images or 'all'} views{', CoT' if settings.cot else ''})\n")
     print(results_table(metrics))
     print(f"\nresults in {out}/ (predictions.jsonl, scores.jsonl, metrics.json, run.json, report.md)")
     return 0

@@ -93,12 +93,13 @@ def score_prediction(prediction: Prediction, row: dict[str, Any], lang: str = "z
 
 
 # ---------------------------------------------------------------- per task
-def _ci(n: int, clusters: Sequence[str], statistic: Callable[[np.ndarray], float]) -> list[float] | None:
+def _ci(n: int, clusters: Sequence[str], statistic: Callable[[np.ndarray], float],
+        n_boot: int = N_BOOT) -> list[float] | None:
     from eval.stats import cluster_bootstrap_ci
 
     if n < 2:
         return None
-    low, high = cluster_bootstrap_ci(n, list(clusters), statistic, n_boot=N_BOOT, seed=0)
+    low, high = cluster_bootstrap_ci(n, list(clusters), statistic, n_boot=n_boot, seed=0)
     return [float(low), float(high)]
 
 
@@ -107,7 +108,7 @@ def _failures(records: list[dict[str, Any]]) -> int:
 
 
 def score_classification(records: list[dict[str, Any]], raws: list[str | None],
-                         options: list[list[str]]) -> dict[str, Any]:
+                         options: list[list[str]], n_boot: int = N_BOOT) -> dict[str, Any]:
     from metrics.dining_accuracy.dining_accuracy import score_choices
 
     refs = [r["reference"] for r in records]
@@ -123,11 +124,12 @@ def score_classification(records: list[dict[str, Any]], raws: list[str | None],
 
     metrics = {k: result[k] for k in ("accuracy", "n", "parse_failures")}
     metrics["generation_failures"] = _failures(records)
-    metrics["accuracy_ci95"] = _ci(len(records), [str(r["merchant_id"]) for r in records], accuracy)
+    metrics["accuracy_ci95"] = _ci(len(records), [str(r["merchant_id"]) for r in records], accuracy, n_boot)
     return metrics
 
 
-def score_nutrition_task(records: list[dict[str, Any]], raws: list[str | None]) -> dict[str, Any]:
+def score_nutrition_task(records: list[dict[str, Any]], raws: list[str | None], n_boot: int = N_BOOT
+                         ) -> dict[str, Any]:
     from metrics.nutrition_error.nutrition_error import score_nutrition
 
     refs = [r["reference"] for r in records]
@@ -141,12 +143,13 @@ def score_nutrition_task(records: list[dict[str, Any]], raws: list[str | None]) 
 
     metrics = {k: v for k, v in result.items() if k != "per_item"}
     metrics["generation_failures"] = _failures(records)
-    metrics["avg_mape_ci95"] = _ci(len(records), [str(r["merchant_id"]) for r in records], avg_mape)
+    metrics["avg_mape_ci95"] = _ci(len(records), [str(r["merchant_id"]) for r in records], avg_mape, n_boot)
     return metrics
 
 
 def score_vqa(records: list[dict[str, Any]], questions: list[str], judge: Callable[[str], str] | None,
-              judge_model: str | None, cache_dir: Path, concurrency: int = 4) -> dict[str, Any]:
+              judge_model: str | None, cache_dir: Path, concurrency: int = 4, n_boot: int = N_BOOT
+              ) -> dict[str, Any]:
     """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I")."""
     if judge is None:
         return {"scored": False, "n": len(records), "generation_failures": _failures(records), "note": NO_JUDGE_NOTE}
@@ -169,7 +172,7 @@ def score_vqa(records: list[dict[str, Any]], questions: list[str], judge: Callab
     metrics = {k: v for k, v in result.items() if k not in ("verdicts", "decided_by")}
     metrics.update(scored=True, judge=judge_model, generation_failures=_failures(records),
                    judge_errors=sum(d == "judge_error" for d in decided))
-    metrics["accuracy_ci95"] = _ci(len(records), [str(r["merchant_id"]) for r in records], accuracy)
+    metrics["accuracy_ci95"] = _ci(len(records), [str(r["merchant_id"]) for r in records], accuracy, n_boot)
     return metrics
 
 
@@ -232,7 +235,7 @@ def _load_rows(task: str, source: str | None) -> dict[str, dict[str, Any]]:
 
 
 def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | None = None,
-              write_report: bool = True) -> dict[str, Any]:
+              write_report: bool = True, n_boot: int = N_BOOT) -> dict[str, Any]:
     """Score a run folder's predictions.jsonl; write scores.jsonl, metrics.json and report.md."""
     run_dir = Path(run_dir)
     info = read_run_json(run_dir)
@@ -268,13 +271,14 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                 records.append(item_record(task, rows[i], mine[i], lang=lang, n_images=n_images))
             raws = [mine[i].raw if mine[i].error is None else None for i in ordered]
             if task == "classification":
-                metrics[task] = score_classification(records, raws, [tasks.options_of(rows[i], lang) for i in ordered])
+                metrics[task] = score_classification(records, raws, [tasks.options_of(rows[i], lang) for i in ordered],
+                                                     n_boot)
             elif task == "nutrition":
-                metrics[task] = score_nutrition_task(records, raws)
+                metrics[task] = score_nutrition_task(records, raws, n_boot)
             else:
                 metrics[task] = score_vqa(records, [tasks.question_of(rows[i], lang) for i in ordered],
                                           judge_fn, judge, run_dir / JUDGE_CACHE,
-                                          concurrency=int(settings.get("concurrency") or 4))
+                                          concurrency=int(settings.get("concurrency") or 4), n_boot=n_boot)
             all_records.extend(records)
     finally:
         if judge_fn is not None:

@@ -18,7 +18,8 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_baseline(release: Path, out: Path, name: str, task: str = "all", **extra) -> dict:
-    api.run(RunSettings(task=task, model=f"baseline:{name}", dataset=str(release), out=out, **extra), progress=False)
+    api.run(RunSettings(task=task, model=f"baseline:{name}", dataset=str(release), out=out, n_boot=200, **extra),
+            progress=False)
     return json.loads((out / "metrics.json").read_text())
 
 

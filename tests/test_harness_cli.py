@@ -87,6 +87,8 @@ def test_run_prints_the_table_and_writes_the_folder(release, tmp_path):
     before = json.loads((out / "metrics.json").read_text())
     assert main(["score", str(out)]) == 0
     assert json.loads((out / "metrics.json").read_text()) == before
+    assert main(["report", str(out), "--n-boot", "50", "--out", str(tmp_path / "report.md")]) == 0
+    assert "baseline:category-mean" in (tmp_path / "report.md").read_text()
 
 
 def test_corrupt_image_names_the_item(tmp_path, capsys):

@@ -27,7 +27,7 @@ def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def settings_for(release: Path, server: FakeOpenAIServer, out: Path, **overrides) -> RunSettings:
     base = dict(task="all", model="openai:fake-vlm", base_url=server.base_url, dataset=str(release), out=out,
-                concurrency=4, max_tokens=64, seed=7, timeout=2.0, max_attempts=4, retry_base_delay=0.05)
+                concurrency=4, max_tokens=64, seed=7, timeout=2.0, max_attempts=4, retry_base_delay=0.05, n_boot=200)
     base.update(overrides)
     return RunSettings(**base)
 
