@@ -56,7 +56,7 @@ _ANSWER_MARKERS = (
     r"correct\s+(?:answer|option|choice)", r"best\s+(?:answer|option|choice)",
     r"the\s+answer\s+is", r"my\s+answer", r"answer", r"i\s+(?:would\s+)?(?:choose|pick|select|go\s+with)",
     r"i(?:'d|\s+would)\s+say",
-    r"正确答案", r"正确选项", r"答案", r"应选择?", r"故选", r"我选择?", r"选择", r"选项为", r"选",
+    r"正确答案", r"正确选项", r"答案", r"答(?=\s*:)", r"应选择?", r"故选", r"我选择?", r"选择", r"选项为", r"选",
 )
 # After a marker: optional verbs and punctuation, then the letter, bracketed or bold.
 _GLUE = r"(?:\s*(?:is|would\s+be|should\s+be|为|是|应为|应该是|:|=|-|—)\s*)*\s*(?:option\s*|选项\s*)?[\(\[\*【「]*\s*"
@@ -71,7 +71,8 @@ _FINAL_TEXT_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS + _ANSWER_MARKERS) 
 _BRACKETED_RE = re.compile(r"(?<![A-Za-z])[\(\[（【]\s*([A-Z])\s*[\)\]）】]")
 _BOLD_RE = re.compile(r"\*\*\s*([A-Z])\s*[.)]?\s*\*\*")
 _LINE_START_RE = re.compile(r"^[\s>*#\-•]*\**\s*([A-Z])\s*\**\s*(?:[.．、):：]|$)")
-_LONE_RE = re.compile(r"^[\s*_`'\"(\[（【]*([A-Za-z])[\s*_`'\")\]）】.。!！]*$")
+_LONE_RE = re.compile(r"^[\s*_`'\"(\[（【]*(?:option\s*|选项\s*)?[\s*_`'\"(\[（【]*([A-Za-z])[\s*_`'\")\]）】.。!！]*$",
+                      re.IGNORECASE)
 _THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
 
