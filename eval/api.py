@@ -162,6 +162,22 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
     return data
 
 
+def max_views(data: list[_TaskData]) -> int:
+    """The most views any selected item has: what a local engine must accept per prompt."""
+    return max((len(roles or []) for d in data for roles in d.selected["image_roles"]), default=1) or 1
+
+
+def check_judge(settings: RunSettings) -> None:
+    """Build the judge once before generation, so a missing key fails now, not after hours of work."""
+    if not settings.judge:
+        return
+    check_reachable(settings.judge_base_url, "--judge-base-url")
+    try:
+        make_backend(settings.judge, base_url=settings.judge_base_url, timeout=settings.timeout)
+    except (SpecError, ConfigError) as exc:
+        raise UsageError(f"--judge: {exc}") from None
+
+
 def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[dict[str, Any]]]:
     """What `baseline:` backends may see: each item's id, groups and reference answer."""
     return {d.task: [{"id": str(r["id"]), "group": r.get("category"), "vqa_category": r.get("vqa_category"),
@@ -171,7 +187,7 @@ def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[dict[str,
 def build_backend(settings: RunSettings, data: list[_TaskData]) -> Backend:
     """The backend for settings.model, with the options every backend may use (unknown ones ignored)."""
     options: dict[str, Any] = {
-        "base_url": settings.base_url, "timeout": settings.timeout, "images": settings.images or 8,
+        "base_url": settings.base_url, "timeout": settings.timeout, "images": settings.images or max_views(data),
         "max_tokens": settings.max_tokens, "seed": settings.seed, "batch_size": settings.batch_size,
         "lang": settings.lang, **settings.engine_options,
     }
@@ -266,7 +282,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     """
     settings.validate()
     check_reachable(settings.base_url, "--base-url")
-    check_reachable(settings.judge_base_url, "--judge-base-url")
+    check_judge(settings)
     out = Path(settings.out) if settings.out is not None else settings.default_out()
     data = load_task_data(settings)
     backend = backend or build_backend(settings, data)
@@ -340,6 +356,7 @@ def score(run_dir: Path | str, judge: str | None = None, judge_base_url: str | N
     """
     from eval.scoring import score_run
 
+    check_reachable(judge_base_url, "--judge-base-url")
     return score_run(Path(run_dir), judge=judge, judge_base_url=judge_base_url, n_boot=n_boot)
 
 
