@@ -257,6 +257,8 @@ def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[st
     with path.open(encoding="utf-8") as fh:
         total = sum(1 for line in fh if line.strip())
 
+    feats = features(config)
+
     def rows() -> Iterator[dict[str, Any]]:
         with path.open(encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -271,12 +273,18 @@ def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[st
                 if missing:
                     raise ValueError(f"{config} item {item}: missing field(s) {', '.join(missing)}")
                 images = []
-                for rel in record["images"]:
-                    image_path = (records_dir / rel).resolve()
+                for rel in record["images"] if isinstance(record["images"], list) else []:
+                    image_path = (records_dir / str(rel)).resolve()
                     if not image_path.is_file():
                         raise ValueError(f"{config} item {item}: image file {rel} not found")
                     images.append({"bytes": image_path.read_bytes(), "path": Path(rel).name})
-                yield {**record, "images": images}
+                row = {**record, "images": images}
+                try:  # a wrong type surfaces here, with the item named, not later in a batch of 100
+                    pa.Table.from_pylist([feats.encode_example(row)], schema=feats.arrow_schema)
+                except (TypeError, ValueError, pa.ArrowException) as exc:
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    raise ValueError(f"{config} item {item}: {first}") from None
+                yield row
 
     return total, rows()
 
@@ -513,7 +521,11 @@ def validate(source: str | os.PathLike | None = None) -> list[Problem]:
         def report(level: str, item: str, message: str, _config: str = config) -> None:
             problems.append(Problem(level, _config, item, message))
 
-        _validate_config(folder, config, report)
+        try:
+            _validate_config(folder, config, report)
+        except Exception as exc:  # damage no check anticipated: still one itemised line, never a traceback
+            first = (str(exc).strip().splitlines() or [""])[0]
+            report("error", "", f"unreadable data ({type(exc).__name__}: {first})")
     return problems
 
 

@@ -137,3 +137,17 @@ def test_paper_scale_plan_has_the_papers_shape() -> None:
     letters = Counter(pos for _, pos in p.classification)
     assert max(letters.values()) - min(letters.values()) <= 1
     assert len({d.dish_id for d in p.dishes}) == len(p.dishes)
+
+
+def test_build_rejects_a_wrongly_typed_field_naming_the_item(tmp_path: Path) -> None:
+    import json
+
+    write_records(tmp_path / "records", per_config=2)
+    path = tmp_path / "records" / "nutrition.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[1])
+    record["calories"] = "about 500"
+    lines[1] = json.dumps(record, ensure_ascii=False)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"^nutrition item nutrition-00002: "):
+        diningbench.build(tmp_path / "records", tmp_path / "release")
