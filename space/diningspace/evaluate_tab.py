@@ -33,9 +33,12 @@ class EvaluateTab:
         return thumbnail_uri((reference or [views[0][0]])[0]) if views else None
 
     def _reference(self, task: str, lang: str) -> Any:
-        from eval.tasks import reference_of
+        def reference(item_id: str) -> Any:
+            from eval.tasks import reference_of  # imported after the harness warm-up, never before
 
-        return lambda item_id: reference_of(task, self.catalog.row(task, item_id), lang)
+            return reference_of(task, self.catalog.row(task, item_id), lang)
+
+        return reference
 
     def evaluate(self, task: str, model: str, n_items: float, provider: str, own_model: str, api_key: str,
                  base_url: str, lang: str, progress: gr.Progress = gr.Progress()  # noqa: B008

@@ -110,9 +110,10 @@ def stream_evaluation(request: EvalRequest, settings: SpaceSettings,
     `reference_of(item_id)` gives the reference shown next to the answer. Raises GuardError for a
     refused request; any other failure is re-raised as RuntimeError with the key scrubbed out.
     """
+    spec, options = resolve(request, settings)
+    warm_harness()  # waits for the start-up imports if they are still running
     from eval.api import RunSettings, run
 
-    spec, options = resolve(request, settings)
     # The operator's keys are scrubbed too: a model server may echo whatever key it was sent.
     secrets = [options.get("api_key"), *(os.environ.get(name) for name in OPERATOR_SECRETS)]
     base_url = options.pop("base_url", None)
@@ -170,18 +171,28 @@ def stream_evaluation(request: EvalRequest, settings: SpaceSettings,
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+_WARM_LOCK = threading.Lock()
+_warmed = False
+
+
 def warm_harness() -> None:
-    """Import the harness and the metrics modules now (at start-up, in the background).
+    """Import the harness and the metrics modules once (at start-up, in the background).
 
     Importing `evaluate` takes many seconds on a small machine; without this the first visitor's
-    evaluation would sit at 0/N while it happens.
+    evaluation would sit at 0/N meanwhile. Every run passes through here first: heavy imports
+    racing in two threads can see half-initialised modules (transformers' lazy attributes).
     """
-    try:
-        importlib.import_module("eval.api")
-        importlib.import_module("eval.scoring")
-        importlib.import_module("eval.tasks").load_parsers(("classification", "nutrition"))
-    except Exception:  # noqa: BLE001 - a broken install is reported by the first evaluation, in one line
-        pass
+    global _warmed
+    with _WARM_LOCK:
+        if _warmed:
+            return
+        try:
+            importlib.import_module("eval.api")
+            importlib.import_module("eval.scoring")
+            importlib.import_module("eval.tasks").load_parsers(("classification", "nutrition"))
+        except Exception:  # noqa: BLE001 - a broken install is reported by the evaluation itself, in one line
+            pass
+        _warmed = True
 
 
 def supports_own_keys(provider: str) -> bool:
