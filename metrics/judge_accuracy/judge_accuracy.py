@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import re
+import threading
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -229,6 +230,7 @@ class VerdictCache:
         folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.path = folder / "verdicts.jsonl"
         self._entries: dict[tuple[str, str], dict[str, Any]] = {}
+        self._lock = threading.Lock()  # judge calls may finish on several threads at once
         if self.path.exists():
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -247,11 +249,11 @@ class VerdictCache:
     def put(self, prompt: str, verdict: str, raw: str) -> None:
         row = {"judge_model": self.judge_model, "prompt_sha256": self.prompt_hash(prompt),
                "prompt_version": JUDGE_PROMPT_VERSION, "verdict": verdict, "raw": raw}
-        self._entries[(self.judge_model, row["prompt_sha256"])] = row
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            f.flush()
+        with self._lock:
+            self._entries[(self.judge_model, row["prompt_sha256"])] = row
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 AsyncJudge = Callable[[str], Awaitable[str]]
