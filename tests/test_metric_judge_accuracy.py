@@ -226,3 +226,12 @@ def test_spec_judge_without_the_harness_is_a_one_line_error(tmp_path):
 def test_class_docstring_example_runs_from_the_repo_root(monkeypatch):
     monkeypatch.chdir(ROOT)
     assert run_doctests(judge_accuracy, "JudgeAccuracy") == 3
+
+
+def test_a_cache_line_cut_short_by_a_killed_run_is_skipped(tmp_path):
+    judge_items(QUESTIONS, REFERENCES, CANDIDATES, ScriptedJudge(), "scripted-v1", tmp_path)
+    with (tmp_path / "verdicts.jsonl").open("a", encoding="utf-8") as f:
+        f.write('{"judge_model": "scripted-v1", "prompt_sha')  # killed mid-write
+    again = ScriptedJudge()
+    results = judge_items(QUESTIONS, REFERENCES, CANDIDATES, again, "scripted-v1", tmp_path)
+    assert results[1][:2] == ("C", "cache") and len(again.prompts) == 1
