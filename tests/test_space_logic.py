@@ -173,3 +173,22 @@ def test_leaderboard_marks_reported_rows_and_reads_local_runs(tmp_path: Path) ->
     assert (zero["Avg MAPE %"], zero["kcal MAPE %"], zero["Fat MAPE %"], zero["Lang"]) == (100.0, 100.0, 100.0, "en")
     assert zero["Data"] == "/data/release"
     assert reported_rows(tmp_path / "missing.csv") == [] and local_rows(tmp_path / "none") == []
+
+
+def test_results_table_shows_nutrition_compactly_and_escapes_model_text() -> None:
+    from space.diningspace.evaluation import SampleResult
+    from space.diningspace.results_view import results_table, summary_line
+
+    rows = [SampleResult(id="n1", raw="<script>x</script> 450 kcal", parsed={"calories": 450.0, "protein": 20.04,
+                         "carbohydrates": 50.0, "fat": None}, reference={"calories": 682.4000244140625,
+                         "protein": 33.2, "carbohydrates": 81.6, "fat": 23.3}, correct=None, error=None, ape=0.25),
+            SampleResult(id="n2", raw=None, parsed=None, reference={}, correct=None, error="HTTP 500", ape=None)]
+    html = results_table("nutrition", rows, {})
+    assert "450 kcal · P 20.0 g · C 50.0 g · F ? g" in html
+    assert "682 kcal · P 33.2 g · C 81.6 g · F 23.3 g" in html
+    assert "&lt;script&gt;" in html and "<script>" not in html
+    assert "APE 25.0%" in html and "HTTP 500" in html and "failed" in html
+    line = summary_line("nutrition", "baseline:zero", {"avg_mape": 1.0, "avg_mape_ci95": [1.0, 1.0], "n": 8})
+    assert line == "**baseline:zero** — Average MAPE **100.00%** (95% CI 100.0–100.0%) · 8 items"
+    line = summary_line("classification", "baseline:first", {"accuracy": 0.125, "n": 8, "parse_failures": 1})
+    assert line == "**baseline:first** — accuracy **12.50%** · 8 items · 1 unparsed"

@@ -84,7 +84,7 @@ class EvaluateTab:
         first_task = s.tasks()[0]
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=280, elem_classes="db-sidebar"):
-                task = gr.Radio(list(s.tasks()), value=first_task, label="Task")
+                task = gr.Radio(list(s.tasks()), value=first_task, label="Task", elem_id="db-eval-task")
                 model = gr.Dropdown(offered, value=s.model_choices(first_task)[0], label="Model",
                                     info="Configured by this Space's operator; baselines need no key.")
                 n_items = gr.Slider(1, s.max_items, value=s.default_items, step=1, label="Items",

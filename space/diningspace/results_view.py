@@ -27,9 +27,27 @@ def thumbnail_uri(image: Image.Image) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
+NUTRIENT_LABELS = (("calories", "", " kcal"), ("protein", "P ", " g"), ("carbohydrates", "C ", " g"),
+                   ("fat", "F ", " g"))
+
+
+def _nutrients(value: dict[str, Any]) -> str:
+    """`682 kcal · P 33.2 g · C 81.6 g · F 23.3 g` (a nutrient the model left out shows as ?)."""
+    parts = []
+    for key, prefix, unit in NUTRIENT_LABELS:
+        number = value.get(key)
+        if isinstance(number, int | float):
+            parts.append(f"{prefix}{number:.0f}{unit}" if key == "calories" else f"{prefix}{number:.1f}{unit}")
+        else:
+            parts.append(f"{prefix}?{unit}")
+    return " · ".join(parts)
+
+
 def _short(value: Any, limit: int = 220) -> str:
     if value is None:
         return ""
+    if isinstance(value, dict) and any(key in value for key, _, _ in NUTRIENT_LABELS):
+        return _nutrients(value)
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
