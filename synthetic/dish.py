@@ -75,9 +75,10 @@ class Dish:
         liquid_en = " (solids, broth not counted)" if self.style.layout == "noodle_soup" else ""
         return f"{unit_zh}，约{weight:.0f}克{liquid} / {unit_en}, about {weight:.0f} g{liquid_en}"
 
-    def scene(self, shrink: float = 1.0, drop: str | None = None) -> DishScene:
-        """Plate the dish. `shrink` < 1 and `drop` (a slot) give the 'reality' of a disappointing order."""
-        return plate(self, shrink, drop)
+    def scene(self, shrink: float = 1.0, drop: str | None = None, detail: float = 1.0) -> DishScene:
+        """Plate the dish. `shrink` < 1 and `drop` (a slot) give the 'reality' of a disappointing order;
+        `detail` < 1 draws fewer rice grains (small images, where single grains are barely visible)."""
+        return plate(self, shrink, drop, detail)
 
 
 def _sector(rng: np.random.Generator, a0: float, a1: float, r0: float, r1: float, cx: float = 0, cy: float = 0):
@@ -89,7 +90,7 @@ def _sector(rng: np.random.Generator, a0: float, a1: float, r0: float, r1: float
     return place
 
 
-def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None) -> DishScene:
+def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None, detail: float = 1.0) -> DishScene:
     """Build the dish's primitives for its layout (see recipes.Style.layout)."""
     rng = np.random.default_rng(dish.seed)
     size = dish.size * shrink
@@ -110,7 +111,7 @@ def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None) -> DishScene
         mound = food.Mound(0.0, 0.0, r_pile * (1.1 if layout == "salad" else 1.0), h_pile * (0.75 if layout == "salad" else 1))
         if layout == "fried_rice":
             specks = [((250, 214, 92), 0.12), ((255, 236, 150), 0.05)]
-            food.grains(scene, mound, tint or RICE, rng, int(1100 * size), specks)
+            food.grains(scene, mound, tint or RICE, rng, int(1100 * size * detail), specks)
             food.topping(scene, "ring", (96, 170, 70), int(14 * size), 0.022, rng, lambda: mound.sample(rng), mound)
         elif layout == "pasta":
             food.sauce_pool(scene, tint or NOODLE, 0, 0, r_pile * 1.05, 0.035, rng)
@@ -122,7 +123,7 @@ def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None) -> DishScene
         scatter(pieces, lambda: mound.sample(rng, 0.8), mound)
     elif layout == "curry":
         mound = food.Mound(-0.38, 0.12, 0.44 * size ** (1 / 3), 0.24 * size ** 0.9)
-        food.grains(scene, mound, RICE, rng, int(700 * size))
+        food.grains(scene, mound, RICE, rng, int(700 * size * detail))
         pool = food.Mound(0.34, -0.1, 0.5 * size ** (1 / 3), 0.04, floor=0.05)
         food.sauce_pool(scene, tint or (200, 120, 50), pool.x, pool.y, pool.radius, 0.05, rng)
         scatter(pieces, lambda: pool.sample(rng, 0.8), pool)
@@ -142,7 +143,7 @@ def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None) -> DishScene
             food.topping(scene, "ring", (96, 170, 70), int(16 * size), 0.022, rng, _sector(rng, 0, 6.3, 0, 0.3), surface)
         else:
             rice = food.Mound(0, 0, 0.93, 0.22 * size, floor=h * (0.75 + 0.15 * size))
-            food.grains(scene, rice, RICE, rng, int(1900 * size))
+            food.grains(scene, rice, RICE, rng, int(1900 * size * detail))
             if layout == "burrito_bowl":
                 food.topping(scene, "ball", (46, 34, 40), int(40 * size), 0.03, rng, _sector(rng, 2.4, 3.6, 0.3, 0.8), rice)
                 scatter([p for p in pieces if p[0] == "protein"], _sector(rng, -0.9, 0.9, 0.2, 0.75), rice)

@@ -40,11 +40,12 @@ class Scale:
     user_shots: tuple[int, ...]  # drawn per dish; paper mean 4.33 + 1 reference = 5.33 images
     image_size: int
     supersample: int
+    detail: float = 1.0  # share of rice grains drawn (the dome underneath keeps piles solid)
 
 
 SCALES = {
     "sample": Scale(40, 24, VQA_SAMPLE, (2, 3), 512, 2),
-    "paper": Scale(2884, 1650, VQA_PAPER, (3, 4, 4, 5, 5, 5), 448, 1),
+    "paper": Scale(2884, 1650, VQA_PAPER, (3, 4, 4, 5, 5, 5), 448, 1, detail=0.5),
     # For tests of the generator itself: one menu, small images, one VQA item per category.
     "tiny": Scale(8, 4, {c: 1 for c in VQA_SAMPLE}, (2,), 96, 1),
 }
@@ -125,11 +126,12 @@ def plan(scale: str = "sample", seed: int = 0) -> Plan:
                 vqa_items, reality)
 
 
-def _render_dish(job: tuple[Dish, int, tuple[float, str] | None, int, int, str]) -> None:
+def _render_dish(job: tuple[Dish, int, tuple[float, str] | None, Scale, str]) -> None:
     """Worker: write the dish's reference + user photos (and a 'reality' photo) as JPEG files."""
-    dish, n_user, reality, size, supersample, folder = job
+    dish, n_user, reality, sc, folder = job
+    size, supersample = sc.image_size, sc.supersample
     rng = np.random.default_rng(dish.seed)
-    scene = dish.scene()
+    scene = dish.scene(detail=sc.detail)
     views = [reference_view(dish)] + user_views(dish, n_user, rng)
     optimize = size <= 512 and supersample > 1
     for k, view in enumerate(views):
@@ -139,7 +141,8 @@ def _render_dish(job: tuple[Dish, int, tuple[float, str] | None, int, int, str])
         shrink, dropped = reality
         # The customer's photo of a disappointing order: same dish, smaller pile, one component missing.
         view = user_views(dish, 1, np.random.default_rng(dish.seed + 7))[0]
-        img = render(dish.scene(shrink=shrink, drop=dropped), view, size, seed=dish.seed + 99, supersample=supersample)
+        img = render(dish.scene(shrink=shrink, drop=dropped, detail=sc.detail), view, size, seed=dish.seed + 99,
+                     supersample=supersample)
         Path(folder, f"{dish.dish_id}_reality.jpg").write_bytes(to_jpeg(img, optimize=optimize))
 
 
@@ -161,7 +164,7 @@ def release_rows(scale: str = "sample", seed: int = 0, workers: int | None = Non
     sc = SCALES[scale]
     needed = {d.dish_id: d for d, _ in p.classification} | {d.dish_id: d for d in p.nutrition}
     needed |= {d.dish_id: d for d, _ in p.vqa}
-    jobs = [(d, p.user_shots[d.dish_id], p.reality.get(d.dish_id), sc.image_size, sc.supersample, str(cache_dir))
+    jobs = [(d, p.user_shots[d.dish_id], p.reality.get(d.dish_id), sc, str(cache_dir))
             for d in needed.values()]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
