@@ -235,3 +235,16 @@ def test_a_cache_line_cut_short_by_a_killed_run_is_skipped(tmp_path):
     again = ScriptedJudge()
     results = judge_items(QUESTIONS, REFERENCES, CANDIDATES, again, "scripted-v1", tmp_path)
     assert results[1][:2] == ("C", "cache") and len(again.prompts) == 1
+    # A new verdict written after the broken line is stored on a line of its own and found again.
+    judge_items(QUESTIONS[1:2], REFERENCES[1:2], CANDIDATES[1:2], ScriptedJudge(), "new-judge", tmp_path)
+    later = ScriptedJudge()
+    judge_items(QUESTIONS[1:2], REFERENCES[1:2], CANDIDATES[1:2], later, "new-judge", tmp_path)
+    assert later.prompts == []
+
+
+def test_an_unusable_cache_dir_is_a_one_line_error(tmp_path):
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match="cannot write the judge cache") as info:
+        judge_items(QUESTIONS[1:2], REFERENCES[1:2], CANDIDATES[1:2], ScriptedJudge(), "scripted-v1", not_a_folder)
+    assert "\n" not in str(info.value)

@@ -231,8 +231,14 @@ class VerdictCache:
         self.path = folder / "verdicts.jsonl"
         self._entries: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()  # judge calls may finish on several threads at once
-        if self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
+        try:
+            text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+        except OSError as exc:
+            raise ValueError(f"cannot read the judge cache {self.path}: {exc.strerror or exc}") from None
+        # A run killed mid-write leaves a last line without its newline; start the next one afresh.
+        self._needs_newline = bool(text) and not text.endswith("\n")
+        if text:
+            for line in text.splitlines():
                 try:
                     row = json.loads(line)
                     self._entries[(row["judge_model"], row["prompt_sha256"])] = row
@@ -251,9 +257,14 @@ class VerdictCache:
                "prompt_version": JUDGE_PROMPT_VERSION, "verdict": verdict, "raw": raw}
         with self._lock:
             self._entries[(self.judge_model, row["prompt_sha256"])] = row
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                handle = self.path.open("a", encoding="utf-8")
+            except OSError as exc:
+                raise ValueError(f"cannot write the judge cache {self.path}: {exc.strerror or exc}") from None
+            with handle as f:
+                f.write(("\n" if self._needs_newline else "") + json.dumps(row, ensure_ascii=False) + "\n")
+                self._needs_newline = False
 
 
 AsyncJudge = Callable[[str], Awaitable[str]]
