@@ -22,7 +22,7 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def settings_for(release: Path, server: FakeGeminiServer, out: Path, **overrides) -> RunSettings:
     base = dict(task="nutrition", model="gemini:gemini-fake", base_url=server.url, dataset=str(release), out=out,
-                concurrency=3, max_tokens=96, seed=3, timeout=2.0, max_attempts=3, retry_base_delay=0.05, n_boot=200,
+                concurrency=3, max_tokens=96, seed=3, timeout=10.0, max_attempts=3, retry_base_delay=0.05, n_boot=200,
                 max_image_side=128)
     base.update(overrides)
     return RunSettings(**base)
