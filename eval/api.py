@@ -334,8 +334,9 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
                     on_prediction(prediction)
         finally:
             bar.close()
-        if len(store.done) != sum(1 for _ in open(store.path, encoding="utf-8")):
-            store.compact()  # an item re-asked after a prompt/data change: keep its newest line only
+        with store.path.open(encoding="utf-8") as lines:
+            if len(store.done) != sum(1 for _ in lines):
+                store.compact()  # an item re-asked after a prompt/data change: keep its newest line only
 
 
 def _call(coro: Any) -> Any:
