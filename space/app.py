@@ -23,9 +23,9 @@ import gradio as gr  # noqa: E402
 from diningspace.browse_tab import BrowseTab  # noqa: E402
 from diningspace.catalog import Catalog  # noqa: E402
 from diningspace.evaluate_tab import EvaluateTab  # noqa: E402
-from diningspace.evaluation import warm_harness  # noqa: E402
 from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
+from diningspace.warmup import warm_harness  # noqa: E402
 
 INTRO = ("**DiningBench** tests how well vision-language models understand food: telling near-identical "
          "dishes apart, estimating their nutrition, and reasoning about diets, from several photos of one dish.")
@@ -39,7 +39,7 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
     """The whole Space as one Blocks; `catalog` can be injected (tests, other data sources)."""
     catalog = catalog or Catalog(source=settings.dataset)
     # Index the data and import the harness in the background, so no visitor waits for either.
-    threading.Thread(target=lambda: (catalog.warm(), warm_harness()), name="space-warm", daemon=True).start()
+    threading.Thread(target=lambda: (warm_harness(), catalog.warm()), name="space-warm", daemon=True).start()
     browse, evaluate, leaderboard = BrowseTab(catalog), EvaluateTab(catalog, settings), LeaderboardTab(settings)
     # No usage telemetry unless the operator opts in with Gradio's own GRADIO_ANALYTICS_ENABLED=True.
     telemetry = os.environ.get("GRADIO_ANALYTICS_ENABLED", "").lower() == "true"

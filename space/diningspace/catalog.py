@@ -14,6 +14,8 @@ from typing import Any
 
 from PIL import Image
 
+from .warmup import warm_harness
+
 CONFIGS = ("classification", "nutrition", "vqa")
 IMAGE_COLUMNS = ("images",)
 ALL = "All"  # the filter value that keeps every item
@@ -35,6 +37,8 @@ class ConfigIndex:
 def _default_loader(source: str | None) -> Callable[[str], Any]:
     def load(config: str) -> Any:
         import diningbench
+
+        warm_harness()  # datasets must not hash while the metrics' imports are half done
 
         return diningbench.load(config, source=source, decode_images=False)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from .guard import GuardError, check_base_url, check_model_name, scrub
 from .settings import KEY_PROVIDERS, SpaceSettings
+from .warmup import warm_harness
 
 OWN_KEY = "Use my own API key"
 OPERATOR_SECRETS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
@@ -169,30 +170,6 @@ def stream_evaluation(request: EvalRequest, settings: SpaceSettings,
     finally:
         thread.join(timeout=1.0)
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-_WARM_LOCK = threading.Lock()
-_warmed = False
-
-
-def warm_harness() -> None:
-    """Import the harness and the metrics modules once (at start-up, in the background).
-
-    Importing `evaluate` takes many seconds on a small machine; without this the first visitor's
-    evaluation would sit at 0/N meanwhile. Every run passes through here first: heavy imports
-    racing in two threads can see half-initialised modules (transformers' lazy attributes).
-    """
-    global _warmed
-    with _WARM_LOCK:
-        if _warmed:
-            return
-        try:
-            importlib.import_module("eval.api")
-            importlib.import_module("eval.scoring")
-            importlib.import_module("eval.tasks").load_parsers(("classification", "nutrition"))
-        except Exception:  # noqa: BLE001 - a broken install is reported by the evaluation itself, in one line
-            pass
-        _warmed = True
 
 
 def supports_own_keys(provider: str) -> bool:
