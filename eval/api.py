@@ -122,10 +122,6 @@ class _TaskData:
     rows: list[dict[str, Any]]  # metadata (no images) of every row: baselines leave one out of these
     fingerprint: str
 
-    @property
-    def by_id(self) -> dict[str, dict[str, Any]]:
-        return {str(r["id"]): r for r in self.rows}
-
 
 def load_task_data(settings: RunSettings) -> list[_TaskData]:
     """Each task's rows, selected by --ids then --limit; unknown ids or sources are a UsageError."""
