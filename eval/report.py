@@ -18,7 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from eval.stats import Statistic, cluster_bootstrap_ci, cluster_bootstrap_mean_ci, paired_bootstrap
+from eval.stats import (
+    Statistic,
+    cluster_bootstrap_ci,
+    cluster_bootstrap_mean_ci,
+    mean_of_column_means,
+    paired_bootstrap,
+)
 
 TASK_ORDER = ("classification", "nutrition", "vqa")
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
@@ -208,10 +214,10 @@ _CI_MEMO: dict[tuple[str, int, int, int], tuple[Sequence[dict[str, Any]], tuple[
 
 
 def _nutrition_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:
-    def statistic(indices: np.ndarray) -> float:
-        value = score_nutrition_rows([rows[i] for i in indices]).get("avg_mape")
-        return float("nan") if value is None else float(value)
-    return statistic
+    """avg_mape of a resample from the metric's per-item APEs (one metric call, not one per resample)."""
+    per_item = score_nutrition_rows(rows)["per_item"]
+    return mean_of_column_means(np.array([[np.nan if item["ape"][c] is None else item["ape"][c] for c in NUTRIENTS]
+                                          for item in per_item]))
 
 
 def _correct_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:

@@ -98,6 +98,30 @@ def cluster_bootstrap_ci(n_items: int, clusters: Sequence[str] | None, statistic
     return _interval(estimates, level)
 
 
+def mean_of_column_means(matrix: np.ndarray) -> Statistic:
+    """Statistic: the mean over columns of each column's mean, NaN entries not counted; NaN when a
+    column has no entry in the resample. Average MAPE from an items x components APE matrix, in
+    vector operations instead of re-running the metric on every resample (the same numbers in the
+    same order, so the same figure as the metric's own `avg_mape`).
+
+    >>> ape = np.array([[0.1, np.nan], [0.3, 0.5]])
+    >>> round(mean_of_column_means(ape)(np.array([0, 1, 1])), 4)  # ((0.1+0.3+0.3)/3 + 0.5) / 2
+    0.3667
+    """
+    values = np.asarray(matrix, dtype=float)
+
+    def statistic(indices: np.ndarray) -> float:
+        means = []
+        for column in values[indices].T:
+            kept = column[~np.isnan(column)]
+            if kept.size == 0:
+                return float("nan")
+            means.append(kept.mean())
+        return float(np.mean(means))
+
+    return statistic
+
+
 def _mean_estimates(values: np.ndarray, index: _ClusterIndex, drawn: np.ndarray) -> np.ndarray:
     """Resample means of `values` (NaN = not counted) from per-cluster sums, without building indices."""
     valid = np.isfinite(values)
