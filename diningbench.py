@@ -498,6 +498,22 @@ def _validate_config(folder: Path, config: str, report) -> None:
             report("warning", "", f"answer letters far from uniform over A-H (chi2={stat:.1f}, p={p:.1e}; {counts})")
 
 
+def _declared_configs(readme: Path) -> set[str] | str:
+    """Config names under `configs:` in the card's YAML header, or why they cannot be read."""
+    import yaml
+
+    if not readme.exists():
+        return "README.md (dataset card with configs:) is missing"
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---"):
+        return "README.md has no YAML header (configs:, dataset_info:)"
+    try:
+        header = yaml.safe_load(text.split("---", 2)[1]) or {}
+        return {str(c.get("config_name")) for c in header.get("configs") or []}
+    except (yaml.YAMLError, AttributeError, IndexError) as exc:
+        return f"README.md YAML header does not parse ({type(exc).__name__})"
+
+
 def validate(source: str | os.PathLike | None = None) -> list[Problem]:
     """Every problem of a release (SPEC 3.4), itemised by config and item id; never raises on bad data."""
     src = _source(source)
@@ -510,12 +526,11 @@ def validate(source: str | os.PathLike | None = None) -> list[Problem]:
         except Exception as exc:
             return [Problem("error", "-", "", f"cannot read {src}: neither a folder nor a reachable Hub dataset ({type(exc).__name__})")]
     problems: list[Problem] = []
-    readme = folder / "README.md"
-    declared = readme.read_text(encoding="utf-8", errors="replace") if readme.exists() else ""
-    if not readme.exists():
-        problems.append(Problem("error", "-", "", "README.md (dataset card with configs:) is missing"))
+    declared = _declared_configs(folder / "README.md")
+    if isinstance(declared, str):
+        problems.append(Problem("error", "-", "", declared))
     for config in CONFIGS:
-        if readme.exists() and f"config_name: {config}" not in declared:
+        if isinstance(declared, set) and config not in declared:
             problems.append(Problem("error", config, "", "config not declared under configs: in README.md"))
 
         def report(level: str, item: str, message: str, _config: str = config) -> None:

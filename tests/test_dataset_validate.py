@@ -129,3 +129,13 @@ def test_chi_square_matches_textbook_critical_values() -> None:
     assert diningbench.position_bias(list("ABCDEFGH") * 2) == (0.0, pytest.approx(1.0))
     stat, p = diningbench.position_bias(["A"] * 16)  # (16-2)^2/2 + 7 * (0-2)^2/2 = 98 + 14
     assert stat == pytest.approx(112.0) and p < 1e-15
+
+
+def test_the_card_must_declare_every_config(tmp_path: Path) -> None:
+    folder = copy_sample(tmp_path / "release")
+    readme = folder / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    readme.write_text(text.replace("- config_name: vqa\n", "- config_name: visual_qa\n", 1), encoding="utf-8")
+    assert [str(p) for p in diningbench.validate(folder)] == ["error: vqa: config not declared under configs: in README.md"]
+    readme.write_text("---\nconfigs: [unclosed\n---\n# card\n", encoding="utf-8")
+    assert "YAML header does not parse" in str(diningbench.validate(folder)[0])
