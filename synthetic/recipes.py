@@ -141,7 +141,7 @@ STYLES: dict[str, Style] = {
             )),
         ),
         "{extra}{protein}沙拉", "{protein} and {extra} Salad",
-        "生食拌制（无加热）", "raw assembly, dressed with oil (no heat)",
+        "冷拌组装（生菜不加热，配料冷放）", "cold assembly: raw leaves dressed with oil, toppings added cold",
     ),
     "curry": Style(
         "curry", "咖喱饭", "curries", "curry", "plate",

@@ -15,7 +15,7 @@ from synthetic.nutrients import ingredient, nutrition_of
 CUES = {
     "fried_rice": ("米粒粒分明、表面油亮，蛋碎和小丁配料均匀分布，带有翻炒留下的焦黄色", "separate, glossy rice grains with evenly scattered egg bits and diced toppings and some browning from tossing"),
     "noodle_soup": ("面条浸在汤中，汤面有油光，配料铺在面上，没有煎炸的焦壳", "noodles sit in broth with a sheen of oil, toppings are laid on top and nothing has a fried crust"),
-    "salad": ("生菜叶片鲜绿挺括、没有萎蔫或焦痕，配料切块后直接铺放", "crisp, bright lettuce with no wilting or char, toppings cut and placed on top"),
+    "salad": ("生菜叶片鲜绿挺括、没有萎蔫，说明叶菜没有加热；配料切块后直接铺放", "crisp, bright lettuce with no wilting, so the leaves were never heated; toppings are cut and placed on top"),
     "curry": ("酱汁浓稠、表面油亮，配料被酱汁包裹，米饭单独盛放", "a thick glossy sauce coats the pieces, and the rice is served separately"),
     "rice_bowl": ("米饭呈白色颗粒状，配料整齐铺在米饭上，米饭本身未经炒制", "white, unseasoned rice grains with toppings arranged over them; the rice itself is not fried"),
     "pasta": ("面条表面均匀裹着酱汁，配料与面条混在一起", "the pasta is evenly coated in sauce with the toppings tossed through it"),
