@@ -60,12 +60,16 @@ class OpenAIChatBackend:
     async def generate(self, request: Request) -> Response:
         openai = self._openai
         try:
-            completion = await self.client.chat.completions.create(
-                model=self.model,
-                messages=to_openai_messages(request.messages),
-                temperature=request.config.temperature,
-                max_tokens=request.config.max_tokens,
-                seed=request.config.seed,
+            # `chat.completions.create` would first walk the whole body (base64 images included)
+            # through the SDK's type-driven transform, a no-op for these plain fields that cost
+            # about a third of the client's CPU per request; `post` sends the same JSON to the same
+            # endpoint with the same auth, errors and typed ChatCompletion result.
+            completion = await self.client.post(
+                "/chat/completions",
+                body={"model": self.model, "messages": to_openai_messages(request.messages),
+                      "temperature": request.config.temperature, "max_tokens": request.config.max_tokens,
+                      "seed": request.config.seed},
+                cast_to=self._openai.types.chat.ChatCompletion,
             )
         except openai.APIStatusError as exc:
             status = exc.status_code
