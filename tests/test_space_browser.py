@@ -102,3 +102,22 @@ def test_run_a_baseline_evaluation_and_see_the_results(page, tmp_path: Path) -> 
     page.get_by_role("tab", name="Leaderboard").click()
     expect(page.get_by_text("reported (paper)").first).to_be_visible()
     page.screenshot(path=tmp_path / "leaderboard.png", full_page=True)
+
+
+def test_own_key_fields_appear_only_when_chosen_and_the_key_box_is_masked(page) -> None:
+    from playwright.sync_api import expect
+
+    from space.diningspace.evaluation import OWN_KEY, supports_own_keys
+
+    page.get_by_role("tab", name="Evaluate").click()
+    key_box = page.locator("#db-api-key input")
+    expect(key_box).to_be_hidden()
+    if not supports_own_keys("openai"):
+        page.locator("#db-eval-model input").click()
+        expect(page.get_by_role("option", name=OWN_KEY)).to_have_count(0)
+        return
+    page.locator("#db-eval-model input").click()
+    page.get_by_role("option", name=OWN_KEY).click()
+    expect(key_box).to_be_visible()
+    assert key_box.get_attribute("type") == "password"
+    expect(page.locator("#db-base-url").locator("input, textarea")).to_be_hidden()  # no allow-listed hosts here

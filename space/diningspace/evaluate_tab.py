@@ -85,17 +85,17 @@ class EvaluateTab:
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=280, elem_classes="db-sidebar"):
                 task = gr.Radio(list(s.tasks()), value=first_task, label="Task", elem_id="db-eval-task")
-                model = gr.Dropdown(offered, value=s.model_choices(first_task)[0], label="Model",
+                model = gr.Dropdown(offered, value=s.model_choices(first_task)[0], label="Model", elem_id="db-eval-model",
                                     info="Configured by this Space's operator; baselines need no key.")
                 n_items = gr.Slider(1, s.max_items, value=s.default_items, step=1, label="Items",
                                     info=f"The first N items of the dataset (at most {s.max_items} here).")
                 lang = gr.Radio(["zh", "en"], value="zh", label="Prompt language")
                 with gr.Group(visible=False) as own_key_group:
                     provider = gr.Radio(list(KEY_PROVIDERS), value="openai", label="Provider")
-                    own_model = gr.Textbox(label="Model name", placeholder="gpt-4o-mini or gemini-2.5-flash")
-                    api_key = gr.Textbox(label="API key", type="password", placeholder="sk-… / AIza…",
+                    own_model = gr.Textbox(label="Model name", elem_id="db-own-model", placeholder="gpt-4o-mini or gemini-2.5-flash")
+                    api_key = gr.Textbox(label="API key", type="password", elem_id="db-api-key", placeholder="sk-… / AIza…",
                                          info=KEY_NOTE)
-                    base_url = gr.Textbox(label="Base URL (optional)", visible=bool(s.allowed_hosts),
+                    base_url = gr.Textbox(label="Base URL (optional)", visible=bool(s.allowed_hosts), elem_id="db-base-url",
                                           placeholder="https://host/v1",
                                           info="Allowed hosts: " + ", ".join(s.allowed_hosts))
                 run_btn = gr.Button("Run evaluation", variant="primary")
