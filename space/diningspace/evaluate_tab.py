@@ -50,7 +50,12 @@ class EvaluateTab:
         secrets = [request.api_key, request.api_key.strip(), *(os.environ.get(n) for n in OPERATOR_SECRETS)]
         thumbs: dict[str, str] = {}
         try:
-            for update in stream_evaluation(request, self.settings, self._reference(task, request.lang)):
+            try:
+                available = len(self.catalog.filter_ids(task))
+            except CatalogError:
+                available = None  # the harness reports why the data cannot be loaded
+            for update in stream_evaluation(request, self.settings, self._reference(task, request.lang),
+                                            available=available):
                 for result in update.results:
                     if result.id not in thumbs and (uri := self._thumb(task, result.id)):
                         thumbs[result.id] = uri

@@ -104,11 +104,12 @@ def _is_correct(task: str, parsed: Any, reference: Any) -> bool | None:
     return None
 
 
-def stream_evaluation(request: EvalRequest, settings: SpaceSettings,
-                      reference_of: Callable[[str], Any]) -> Iterator[EvalUpdate]:
+def stream_evaluation(request: EvalRequest, settings: SpaceSettings, reference_of: Callable[[str], Any],
+                      available: int | None = None) -> Iterator[EvalUpdate]:
     """Run the harness on the first `n_items` items; yield after every finished sample, then metrics.
 
-    `reference_of(item_id)` gives the reference shown next to the answer. Raises GuardError for a
+    `reference_of(item_id)` gives the reference shown next to the answer; `available` is the
+    number of items the task has (a smaller dataset caps the total). Raises GuardError for a
     refused request; any other failure is re-raised as RuntimeError with the key scrubbed out.
     """
     spec, options = resolve(request, settings)
@@ -140,7 +141,7 @@ def stream_evaluation(request: EvalRequest, settings: SpaceSettings,
 
     thread = threading.Thread(target=work, name="space-eval", daemon=True)
     results: list[SampleResult] = []
-    total = int(request.n_items)
+    total = min(int(request.n_items), available) if available else int(request.n_items)
     out_dir: Path | None = None
     failure: BaseException | None = None
     try:
