@@ -117,7 +117,10 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     if folder is None and src.count("/") != 1:
         raise ValueError(f"dataset source {src!r} is neither a release folder nor a Hub id (owner/name)")
     try:
-        ds = datasets.load_dataset(str(folder or src), config, split=SPLIT)
+        # Naming the files makes the cache key cover them (path + mtime): with the folder alone, two
+        # releases in same-named folders with the same card would share one stale Arrow cache.
+        files = {"data_files": {SPLIT: [str(p) for p in _data_files(folder, config)]}} if folder else {}
+        ds = datasets.load_dataset(str(folder or src), config, split=SPLIT, **files)
     except Exception as exc:  # datasets raises many types; the user needs one line naming the source
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"cannot load {config!r} from {src}: {first}") from None
