@@ -19,12 +19,10 @@ from tests.helpers_harness import make_release, model_oracle
 from tests.helpers_reliability import (
     TRANSIENT_FAULTS,
     answers,
-    assert_one_line_error,
     inject_fault_plan,
     item_keys,
     predictions_by_item,
     requests_per_item,
-    run_cli,
 )
 
 FAULT_RATE = 0.5  # share of items whose first attempt fails (a third of those fail twice)
@@ -138,11 +136,3 @@ def test_a_server_that_never_recovers_ends_each_sample_with_its_error(release, t
     metrics = json.loads((out / "metrics.json").read_text())["classification"]
     assert (metrics["n"], metrics["generation_failures"], metrics["accuracy"]) == (2, 2, 0.0)
 
-
-def test_unreachable_server_is_one_line_before_any_sample(release, tmp_path):
-    with FakeOpenAIServer() as server:
-        closed = server.port
-    proc = run_cli(["run", "--task", "classification", "--model", "openai:fake-vlm", "--base-url",
-                    f"http://127.0.0.1:{closed}/v1", "--dataset", str(release), "--out", str(tmp_path / "run")])
-    assert_one_line_error(proc, f"127.0.0.1:{closed}", "--base-url", "server running")
-    assert not (tmp_path / "run" / "predictions.jsonl").exists()
