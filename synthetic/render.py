@@ -153,8 +153,7 @@ def _draw_vessel(draw: ImageDraw.ImageDraw, scene: DishScene, view: View, cx: fl
         return []
     h = scene.bowl_height
     rim, _ = _project(_ellipse_pts(96, 1.0, h), view, cx, cy, scale)
-    foot, _ = _project(_ellipse_pts(96, 0.5, 0.0), view, cx, cy, scale)
-    # The visible body is the hull of rim and foot; draw it as the union of slices between them.
+    # The body flares from a foot (radius 0.5) to the rim: draw it as stacked slices, darker below.
     for t in np.linspace(0, 1, 14):
         r = 0.5 + 0.5 * t ** 0.7
         ring, _ = _project(_ellipse_pts(96, r, h * t), view, cx, cy, scale)
@@ -165,7 +164,6 @@ def _draw_vessel(draw: ImageDraw.ImageDraw, scene: DishScene, view: View, cx: fl
     if scene.rim_pattern:
         band, _ = _project(_ellipse_pts(96, 0.97, h), view, cx, cy, scale)
         draw.line([tuple(p) for p in band] + [tuple(band[0])], fill=scene.rim_pattern, width=max(1, int(scale * 0.015)))
-    del foot
     return [tuple(p) for p in inner]
 
 
