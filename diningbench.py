@@ -328,8 +328,12 @@ def push(release_dir: str | os.PathLike, repo_id: str, *, private: bool = False,
     api = HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT"), token=token)
     operations = [CommitOperationAdd(path_in_repo=str(p.relative_to(folder)), path_or_fileobj=str(p))
                   for p in sorted(folder.rglob("*")) if p.is_file() and (p.name == "README.md" or p.suffix == ".parquet")]
-    api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-    info = api.create_commit(repo_id, operations, commit_message=message, repo_type="dataset")
+    try:
+        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        info = api.create_commit(repo_id, operations, commit_message=message, repo_type="dataset")
+    except Exception as exc:  # HTTP and Hub errors: one line; they never echo the token
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].replace(token, "***")
+        raise ValueError(f"push to {repo_id} failed: {first}") from None
     return str(info.commit_url)
 
 

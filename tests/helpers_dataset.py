@@ -62,6 +62,7 @@ class FakeHub:
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.committed: dict[str, bytes] = {}
         self.validated_yaml: list[str] = []
+        self.refuse = False  # answer every POST with 401, as the Hub does for a bad token
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -79,7 +80,9 @@ class FakeHub:
             def do_POST(self) -> None:  # noqa: N802 (http.server naming)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 hub.requests.append(("POST", self.path, dict(self.headers)))
-                if self.path == "/api/repos/create":
+                if hub.refuse:
+                    self._reply({"error": "Invalid credentials in Authorization header"}, status=401)
+                elif self.path == "/api/repos/create":
                     spec = json.loads(body)
                     self._reply({"url": f"{hub.url}/datasets/{spec.get('organization') or 'me'}/{spec['name']}"})
                 elif self.path == "/api/validate-yaml":  # the Hub checks the card's YAML before a commit

@@ -154,3 +154,17 @@ def test_build_rejects_a_wrongly_typed_field_naming_the_item(tmp_path: Path) -> 
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"^nutrition item nutrition-00002: "):
         diningbench.build(tmp_path / "records", tmp_path / "release")
+
+
+def test_a_refused_push_is_one_line_without_the_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value_456")
+    with FakeHub() as hub:
+        hub.refuse = True
+        with pytest.raises(ValueError) as err:
+            diningbench.push(diningbench.SAMPLE_DIR, "someone/x", endpoint=hub.url)
+    message = str(err.value)
+    assert message.startswith("push to someone/x failed: ") and "\n" not in message
+    assert "hf_secret_value_456" not in message
