@@ -65,8 +65,14 @@ def check_base_url(base_url: str | None) -> None:
         raise ConfigError(f"--base-url {base_url!r} is not an http(s) URL, e.g. http://localhost:8000/v1")
 
 
-def api_key(names: tuple[str, ...], *, base_url: str | None, what: str) -> str:
-    """The key from the environment; a custom server (--base-url) may run without one."""
+def resolve_api_key(names: tuple[str, ...], *, base_url: str | None, what: str, explicit: str | None = None) -> str:
+    """The key for one backend instance.
+
+    `explicit` is a key handed over in code for this instance only (the Space's "use your own key");
+    otherwise the environment; a custom server (--base-url) may run without one.
+    """
+    if explicit and explicit.strip():
+        return explicit.strip()
     for name in names:
         value = os.environ.get(name, "").strip()
         if value:

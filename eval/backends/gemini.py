@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from eval.backends._retry import (
-    api_key,
     check_base_url,
     host_of,
     is_retryable_status,
     parse_retry_after,
     parse_retry_delay,
+    resolve_api_key,
     scrub,
 )
 from eval.types import BackendError, ConfigError, ImagePart, Message, Request, Response
@@ -44,7 +44,8 @@ def _name(value: Any) -> str | None:
 class GeminiBackend:
     """generateContent at temperature 0 with max_output_tokens and seed."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, timeout: float = 120.0) -> None:
+    def __init__(self, model: str, *, base_url: str | None = None, timeout: float = 120.0,
+                 api_key: str | None = None) -> None:
         try:
             from google import genai
             from google.genai import errors, types
@@ -55,7 +56,7 @@ class GeminiBackend:
         self.model = model
         self.base_url = base_url
         self._types, self._errors, self._version = types, errors, getattr(genai, "__version__", None)
-        self._key = api_key(("GEMINI_API_KEY", "GOOGLE_API_KEY"), base_url=base_url, what="gemini:")
+        self._key = resolve_api_key(("GEMINI_API_KEY", "GOOGLE_API_KEY"), base_url=base_url, what="gemini:", explicit=api_key)
         options = types.HttpOptions(base_url=base_url, timeout=int(timeout * 1000),
                                     retry_options=types.HttpRetryOptions(attempts=1))
         self.client = genai.Client(api_key=self._key, http_options=options)
@@ -118,5 +119,7 @@ def _short(text: str) -> str:
     return " ".join(str(text).split())[:200]
 
 
-def make(model: str, *, base_url: str | None = None, timeout: float = 120.0, **_: Any) -> GeminiBackend:
-    return GeminiBackend(model, base_url=base_url, timeout=timeout)
+def make(model: str, *, base_url: str | None = None, timeout: float = 120.0,
+         api_key: str | None = None, **_: Any) -> GeminiBackend:
+    """`api_key` overrides the environment for this instance only; it is never recorded."""
+    return GeminiBackend(model, base_url=base_url, timeout=timeout, api_key=api_key)

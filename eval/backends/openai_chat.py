@@ -10,11 +10,11 @@ import base64
 from typing import Any
 
 from eval.backends._retry import (
-    api_key,
     check_base_url,
     host_of,
     is_retryable_status,
     parse_retry_after,
+    resolve_api_key,
     scrub,
 )
 from eval.types import BackendError, ConfigError, ImagePart, Message, Request, Response
@@ -44,7 +44,8 @@ def to_openai_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
 class OpenAIChatBackend:
     """Chat completions at temperature 0 with max_tokens and seed."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, timeout: float = 120.0) -> None:
+    def __init__(self, model: str, *, base_url: str | None = None, timeout: float = 120.0,
+                 api_key: str | None = None) -> None:
         try:
             import openai
         except ImportError:
@@ -54,7 +55,7 @@ class OpenAIChatBackend:
         self.model = model
         self.base_url = base_url
         self._openai = openai
-        self._key = api_key(("OPENAI_API_KEY",), base_url=base_url, what="openai:")
+        self._key = resolve_api_key(("OPENAI_API_KEY",), base_url=base_url, what="openai:", explicit=api_key)
         self.client = openai.AsyncOpenAI(api_key=self._key, base_url=base_url, timeout=timeout, max_retries=0)
 
     async def generate(self, request: Request) -> Response:
@@ -110,5 +111,7 @@ def _short(text: str) -> str:
     return " ".join(str(text).split())[:200]
 
 
-def make(model: str, *, base_url: str | None = None, timeout: float = 120.0, **_: Any) -> OpenAIChatBackend:
-    return OpenAIChatBackend(model, base_url=base_url, timeout=timeout)
+def make(model: str, *, base_url: str | None = None, timeout: float = 120.0,
+         api_key: str | None = None, **_: Any) -> OpenAIChatBackend:
+    """`api_key` overrides the environment for this instance only; it is never recorded."""
+    return OpenAIChatBackend(model, base_url=base_url, timeout=timeout, api_key=api_key)
