@@ -51,6 +51,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tensor-parallel-size", type=_positive, help="vllm: tensor parallel size")
     p.add_argument("--data-parallel-size", type=_positive, help="vllm: data parallel size")
     p.add_argument("--max-pixels", type=_positive, help="local engines: processor pixel cap per image")
+    p.add_argument("--min-pixels", type=_positive, help="local engines: processor pixel floor per image")
+    p.add_argument("--dtype", help="local engines: weights dtype, e.g. bfloat16 (default: the model's)")
+    p.add_argument("--device", help="hf: device, e.g. cuda, cpu, mps (default: auto)")
+    p.add_argument("--trust-remote-code", action="store_true", default=None,
+                   help="local engines: allow the model repository's own code")
     p.add_argument("--max-model-len", type=_positive, default=16384, help="local engines: context (default 16384)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per API request (default 120)")
     p.add_argument("--max-attempts", type=_positive, default=6, help="attempts per sample incl. retries (default 6)")
@@ -60,7 +65,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> RunSettings:
     engine = {name: getattr(args, name) for name in
-              ("tensor_parallel_size", "data_parallel_size", "max_pixels", "max_model_len")
+              ("tensor_parallel_size", "data_parallel_size", "max_pixels", "min_pixels", "max_model_len",
+               "dtype", "device", "trust_remote_code")
               if getattr(args, name) is not None}
     ids = [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids else None
     return RunSettings(
