@@ -97,6 +97,7 @@ def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None, detail: floa
     style, opts = dish.style, dish.options
     vi = dish.vessel_index % len(VESSELS)
     scene = DishScene(style.vessel, VESSELS[vi], rim_pattern=RIMS[vi])
+    table_setting(scene, dish.cuisine, rng)
     pieces = [(slot, p) for slot, o in dish.choices if slot != drop for p in o.pieces]
     tint = next((o.tint for o in opts.values() if o.tint), None)
     r_pile = 0.62 * size ** (1 / 3)
@@ -153,6 +154,41 @@ def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None, detail: floa
                 scatter([p for p in pieces if p[0] != "topping"], _sector(rng, 2.0, 4.2, 0.2, 0.7), rice)
                 food.topping(scene, "seed", (246, 236, 206), 40, 0.01, rng, _sector(rng, 0, 6.3, 0, 0.8), rice)
     return scene
+
+
+NAPKINS = [(236, 230, 216), (196, 214, 226), (222, 200, 170), (214, 224, 204)]
+
+
+def table_setting(scene: DishScene, cuisine: str, rng: np.random.Generator) -> None:
+    """A napkin and the cutlery the cuisine is eaten with, to the right of the vessel: cues that a
+    photo shows a meal, and a fixed landmark that moves consistently between camera angles."""
+    x0 = 1.3
+    napkin = rng.choice(len(NAPKINS))
+    corners = np.array([[x0 - 0.22, -0.95, 0.0], [x0 + 0.28, -0.9, 0.0], [x0 + 0.26, 0.95, 0.0], [x0 - 0.2, 0.9, 0.0]])
+    scene.props.append(food.Prim("poly", corners, NAPKINS[int(napkin)], outline=(180, 172, 160), lift=-10))
+    line = lambda x, y0, y1, z=0.01: np.array([[x, y0, z], [x, y1, z]])  # noqa: E731
+    if cuisine in ("chinese", "japanese", "asian"):
+        wood = (96, 58, 34) if cuisine == "chinese" else (150, 104, 62)
+        for dx in (-0.05, 0.07):
+            scene.props.append(food.Prim("line", line(x0 + dx, -0.8, 0.85), wood, outline=(60, 36, 20), width=0.022))
+    else:
+        steel = (196, 198, 204)
+        scene.props.append(food.Prim("line", line(x0 - 0.02, -0.85, 0.25), steel, outline=(120, 122, 128), width=0.03))
+        if cuisine == "indian":  # a spoon: handle and an oval bowl
+            bowl = np.array([[x0 - 0.02 + 0.09 * np.cos(t), 0.42 + 0.17 * np.sin(t), 0.012]
+                             for t in np.linspace(0, 2 * np.pi, 20, endpoint=False)])
+            scene.props.append(food.Prim("poly", bowl, steel, outline=(120, 122, 128)))
+        else:  # a fork: handle and four tines
+            for dx in (-0.06, -0.02, 0.02, 0.06):
+                scene.props.append(food.Prim("line", line(x0 - 0.02 + dx, 0.25, 0.55), steel, width=0.012))
+            head = np.array([[x0 - 0.09, 0.22, 0.01], [x0 + 0.05, 0.22, 0.01], [x0 + 0.05, 0.32, 0.01],
+                             [x0 - 0.09, 0.32, 0.01]])
+            scene.props.append(food.Prim("poly", head, steel))
+    # Turn the setting into the lower-right corner, the part of a square photo the round vessel leaves empty.
+    turn = np.radians(-42)
+    rot = np.array([[np.cos(turn), -np.sin(turn), 0], [np.sin(turn), np.cos(turn), 0], [0, 0, 1]])
+    for prop in scene.props:
+        prop.points = prop.points @ rot.T
 
 
 def reference_view(dish: Dish) -> View:

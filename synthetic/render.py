@@ -53,6 +53,7 @@ class DishScene:
     vessel: str  # plate | bowl
     vessel_colour: RGB
     prims: list[Prim] = field(default_factory=list)
+    props: list[Prim] = field(default_factory=list)  # things lying on the table: napkin, cutlery
     bowl_height: float = 0.55
     rim_pattern: RGB | None = None
 
@@ -217,6 +218,7 @@ def render(scene: DishScene, view: View, size: int = 512, seed: int = 0, supersa
     img = Image.composite(Image.new("RGB", (big, big), (20, 16, 12)), img, shadow)
 
     draw = ImageDraw.Draw(img)
+    _draw_prims(draw, scene.props, view, cx, cy, scale)
     inner = _draw_vessel(draw, scene, view, cx, cy, scale)
     if scene.vessel == "bowl":
         # Food inside a bowl is hidden by the bowl's front wall: draw it on a layer clipped to the
