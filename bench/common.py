@@ -1,0 +1,156 @@
+"""What every bench shares: where the paper-size release lives (and building it once), the machine
+description, and printing results as one table.
+
+A result is a flat dict: `name`, `measured` and `reference` (seconds or MiB), `ratio`, `target`
+(None when the figure is reported without a target), `unit` and `note` (the size used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PAPER_RELEASE = Path("/tmp/paper")
+PAPER_COUNTS = {"classification": 2884, "nutrition": 1650, "vqa": 804}
+
+
+class BenchError(RuntimeError):
+    """A bench that cannot run (missing release, server did not start): one-line message."""
+
+
+def build_record_path(release: Path) -> Path:
+    """Where the time it took to build a release is kept: beside it, not inside it."""
+    return release.with_name(release.name + ".build.json")
+
+
+def ensure_release(release: Path, scale: str = "paper", *, rebuild: bool = False) -> dict[str, Any] | None:
+    """Make sure `release` holds a generated release; build it (timed) when missing or asked to.
+
+    Returns the build record `{"seconds", "scale", "max_rss_mib", "command"}` when one is known
+    (from this call or an earlier one), else None. Building the paper scale takes many minutes.
+    """
+    record_path = build_record_path(release)
+    if rebuild or not (release / "data").is_dir():
+        command = [sys.executable, "diningbench.py", "sample", "--scale", scale, "--out", str(release)]
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise BenchError(f"building the {scale} release into {release} failed: {tail[0]}")
+        import resource
+
+        # ru_maxrss of children: the largest process of the build (the writer or a render worker).
+        children_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        record = {"seconds": round(seconds, 1), "scale": scale, "max_rss_mib": round(children_kib / 1024, 1),
+                  "command": f"python diningbench.py sample --scale {scale} --out {release}",
+                  "cpus": os.cpu_count()}
+        record_path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        return record
+    if record_path.exists():
+        return json.loads(record_path.read_text(encoding="utf-8"))
+    return None
+
+
+def release_counts(release: Path) -> dict[str, int]:
+    """Rows per config, from the Parquet footers (no data read)."""
+    import pyarrow.parquet as pq
+
+    counts = {}
+    for config in PAPER_COUNTS:
+        files = sorted((release / "data" / config).glob("*.parquet"))
+        counts[config] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    return counts
+
+
+def warm_imports() -> None:
+    """Import what a harness run imports (the metric parsers pull in `evaluate` and with it
+    transformers: seconds), so timed sections measure work, not start-up; see `import_seconds`."""
+    from eval import api, tasks  # noqa: F401
+    from eval.backends import openai_chat  # noqa: F401
+
+    for task in ("classification", "nutrition", "vqa"):
+        tasks.parse_output(task, "A", {"options": ["a", "b"]}, "zh")
+
+
+def import_seconds() -> float:
+    """Cold start-up of the harness in a fresh interpreter (`warm_imports`), minus a bare interpreter."""
+    code = "from bench.common import warm_imports; warm_imports()"
+    times = []
+    for snippet in ("pass", code):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", snippet], cwd=REPO, check=True, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+        times.append(time.perf_counter() - start)
+    return times[1] - times[0]
+
+
+def machine() -> dict[str, Any]:
+    """CPU model and count, memory, load, Python: the context every figure needs."""
+    model = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory_gib = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {"cpu": model, "cpus": os.cpu_count(), "memory_gib": memory_gib, "python": platform.python_version(),
+            "load_1min": round(load[0], 2)}
+
+
+def result(name: str, measured: float, reference: float | None, *, unit: str = "s", target: float | None = None,
+           note: str = "", **extra: Any) -> dict[str, Any]:
+    """One row of the results table; `ratio` = measured / reference when there is a reference."""
+    ratio = measured / reference if reference else None
+    return {"name": name, "measured": measured, "reference": reference, "ratio": ratio, "target": target,
+            "unit": unit, "note": note, **extra}
+
+
+def verdict(row: dict[str, Any]) -> str:
+    if row.get("target") is None or row.get("ratio") is None:
+        return ""
+    return "ok" if row["ratio"] <= row["target"] else "MISSED"
+
+
+def _num(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f} {unit}" if unit == "MiB" else f"{value:.3f} {unit}" if value < 10 else f"{value:.1f} {unit}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """A plain-text table: what was measured, against what, the ratio and the target."""
+    header = ("bench", "measured", "reference", "ratio", "target", "", "size / note")
+    lines = [header]
+    for row in rows:
+        ratio = f"{row['ratio']:.2f}x" if row.get("ratio") is not None else "-"
+        target = f"<= {row['target']:.2f}x" if row.get("target") is not None else "-"
+        lines.append((row["name"], _num(row["measured"], row["unit"]), _num(row.get("reference"), row["unit"]),
+                      ratio, target, verdict(row), row.get("note", "")))
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
+    out = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+           for line in lines]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def write_json(path: Path | None, payload: dict[str, Any]) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,0 +1,139 @@
+"""Concurrency efficiency: N requests against a server with a fixed latency at concurrency C, versus
+the ideal N x latency / C. Target <= 1.15x (1,000 requests, 100 ms, concurrency 64).
+
+The measured path is the harness's own generation loop: requests built lazily from the release's
+nutrition rows (`eval.tasks.build_request`, one view each), sent by `eval.runner.execute` through
+the real `openai:` backend, parsed (`eval.api.to_prediction`) and appended to predictions.jsonl
+(`eval.store.PredictionStore`). A second row times the whole `eval.api.run` (dataset load and
+scoring included) on the same items, for reference.
+
+    python -m bench.concurrency [--requests 1000] [--latency 0.1] [--concurrency 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.common import PAPER_RELEASE, BenchError, ensure_release, result, table, warm_imports, write_json
+from bench.overhead import placeholder_key
+from bench.server import BenchServer
+
+TARGET = 1.15
+
+
+def nutrition_rows(release: Path, n: int) -> list[dict[str, Any]]:
+    """The first n nutrition rows (image bytes, undecoded); a small release is cycled with fresh ids."""
+    import diningbench
+
+    dataset = diningbench.load("nutrition", str(release), decode_images=False)
+    rows = dataset.select(range(min(n, len(dataset)))).to_list()
+    if not rows:
+        raise BenchError(f"{release} has no nutrition rows")
+    cycled = []
+    for k in range(n):
+        row = rows[k % len(rows)]
+        cycled.append(row if k < len(rows) else {**row, "id": f"{row['id']}~{k}"})
+    return cycled
+
+
+async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concurrency: int, images: int) -> int:
+    from eval import api, tasks
+    from eval.backends import make_backend
+    from eval.runner import RetryPolicy, execute
+    from eval.store import PredictionStore
+
+    backend = make_backend("openai:bench-vlm", base_url=base_url, timeout=60.0)
+    settings = tasks.PromptSettings(model="openai:bench-vlm", images=images, max_tokens=256)
+    by_id = {str(r["id"]): r for r in rows}
+
+    def requests() -> Iterator[Any]:
+        for row in rows:
+            yield tasks.build_request("nutrition", row, settings)
+
+    answered = 0
+    with PredictionStore(out) as store:
+        async for outcome in execute(backend, requests(), concurrency=concurrency, policy=RetryPolicy(max_attempts=1)):
+            prediction = api.to_prediction(outcome, by_id[outcome.request.id], "zh")
+            store.append(prediction)
+            answered += prediction.error is None
+    return answered
+
+
+def runner_loop(base_url: str, rows: list[dict[str, Any]], out: Path, *, concurrency: int, images: int) -> float:
+    start = time.perf_counter()
+    answered = asyncio.run(_generate(base_url, rows, out, concurrency, images))
+    seconds = time.perf_counter() - start
+    if answered != len(rows):
+        raise BenchError(f"only {answered} of {len(rows)} requests were answered")
+    return seconds
+
+
+def end_to_end(release: Path, base_url: str, out: Path, *, n: int, concurrency: int, images: int) -> float:
+    from eval import api
+
+    settings = api.RunSettings(task="nutrition", model="openai:bench-vlm", base_url=base_url, dataset=str(release),
+                               limit=n, images=images, concurrency=concurrency, out=out, overwrite=True,
+                               max_tokens=256)
+    start = time.perf_counter()
+    api.run(settings, progress=False)
+    return time.perf_counter() - start
+
+
+def run(release: Path = PAPER_RELEASE, *, requests: int = 1000, latency: float = 0.1, concurrency: int = 64,
+        images: int = 1, end_to_end_too: bool = True) -> list[dict[str, Any]]:
+    release = Path(release).resolve()  # datasets mis-resolves relative release folders
+    if not (release / "data" / "nutrition").is_dir():
+        raise BenchError(f"no release at {release}: build one with `python -m bench.release --out {release}`")
+    rows = nutrition_rows(release, requests)
+    warm_imports()
+    ideal = requests * latency / concurrency
+    size = f"{requests} requests, {latency * 1000:g} ms latency, concurrency {concurrency}, {images} view(s) each"
+    out_rows = []
+    with placeholder_key(), tempfile.TemporaryDirectory(prefix="bench-concurrency-") as tmp:
+        with BenchServer(latency=latency) as server:
+            seconds = runner_loop(server.base_url, rows, Path(tmp) / "runner", concurrency=concurrency, images=images)
+            seen = server.stats()
+        if seen["requests"] != requests:
+            raise BenchError(f"the server saw {seen['requests']} requests, expected {requests}")
+        out_rows.append(result("concurrency (runner / ideal N*latency/C)", seconds, ideal, target=TARGET, note=size,
+                               server=seen))
+        distinct = sum(1 for row in rows if "~" not in str(row["id"]))
+        if end_to_end_too and distinct == requests:  # api.run needs that many distinct items
+            with BenchServer(latency=latency) as server:
+                seconds = end_to_end(release, server.base_url, Path(tmp) / "e2e", n=requests,
+                                     concurrency=concurrency, images=images)
+            out_rows.append(result("  same through api.run (load + scoring too)", seconds, ideal,
+                                   note="reference = the same ideal; no target"))
+    return out_rows
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", type=Path, default=PAPER_RELEASE, help="release folder (default /tmp/paper)")
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--latency", type=float, default=0.1, help="server latency in seconds (default 0.1)")
+    parser.add_argument("--concurrency", type=int, default=64)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    parser.add_argument("--json", type=Path, help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    try:
+        ensure_release(args.dataset)
+        rows = run(args.dataset, requests=args.requests, latency=args.latency, concurrency=args.concurrency)
+    except BenchError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    print(table(rows))
+    write_json(args.json, {"results": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""Memory and load time: load each config of a release and iterate it with images decoded row by
+row, each config in a fresh subprocess (peak RSS from resource.getrusage, ru_maxrss).
+
+Every config is measured twice with a private datasets cache: cold (the first load converts the
+Parquet files into the Arrow cache) and warm (the cache is reused, as on every later load). The
+time it took to build the release comes from its build record (see bench.release).
+
+    python -m bench.memory [--dataset /tmp/paper] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    PAPER_COUNTS,
+    PAPER_RELEASE,
+    REPO,
+    BenchError,
+    build_record_path,
+    ensure_release,
+    result,
+    table,
+    write_json,
+)
+
+
+def _rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def child(config: str, release: str, limit: int | None) -> dict[str, Any]:
+    """Runs inside the subprocess: load, then decode every image of every row, one row at a time."""
+    import diningbench
+
+    after_imports = _rss_mib()
+    start = time.perf_counter()
+    dataset = diningbench.load(config, release)
+    load_s = time.perf_counter() - start
+    rows = images = pixels = 0
+    start = time.perf_counter()
+    for row in dataset if limit is None else dataset.select(range(min(limit, len(dataset)))):
+        for image in row["images"]:
+            image.load()  # datasets decodes on access; make sure the pixels are really there
+            pixels += image.size[0] * image.size[1]
+            images += 1
+        rows += 1
+    iterate_s = time.perf_counter() - start
+    return {"config": config, "rows": rows, "images": images, "megapixels": round(pixels / 1e6, 1),
+            "load_s": load_s, "iterate_s": iterate_s, "rss_after_imports_mib": after_imports,
+            "peak_rss_mib": _rss_mib()}
+
+
+def measure(config: str, release: Path, cache: Path, limit: int | None) -> dict[str, Any]:
+    """One fresh interpreter per measurement, so each peak RSS belongs to that config alone."""
+    env = {**os.environ, "HF_DATASETS_CACHE": str(cache), "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "bench.memory", "--child", config, "--dataset", str(release)]
+    if limit is not None:
+        command += ["--limit", str(limit)]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise BenchError(f"loading {config} from {release} failed: {tail[0]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def parquet_mib(release: Path, config: str) -> float:
+    return sum(f.stat().st_size for f in (release / "data" / config).glob("*.parquet")) / 2**20
+
+
+def run(release: Path = PAPER_RELEASE, *, limit: int | None = None,
+        configs: tuple[str, ...] = tuple(PAPER_COUNTS)) -> list[dict[str, Any]]:
+    release = Path(release).resolve()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-hf-cache-") as cache:
+        for config in configs:
+            if not (release / "data" / config).is_dir():
+                raise BenchError(f"no {config} data in {release}")
+            cold = measure(config, release, Path(cache), limit)
+            warm = measure(config, release, Path(cache), limit)
+            size = parquet_mib(release, config)
+            note = (f"{warm['rows']} rows, {warm['images']} images ({warm['megapixels']} MP) decoded; "
+                    f"load {cold['load_s']:.2f} s cold / {warm['load_s']:.2f} s warm; "
+                    f"peak RSS {warm['peak_rss_mib']:.0f} MiB, {warm['rss_after_imports_mib']:.0f} of it imports")
+            # What iterating adds on top of the imports, against the config's data size: far below
+            # 1x means rows are decoded one at a time rather than the release held in memory.
+            growth = warm["peak_rss_mib"] - warm["rss_after_imports_mib"]
+            rows.append(result(f"RSS growth iterating {config} / its Parquet MiB", growth, size, unit="MiB",
+                               note=note, cold=cold, warm=warm))
+            rows.append(result(f"  iterate {config}, images decoded", warm["iterate_s"], None,
+                               note=f"{1000 * warm['iterate_s'] / max(warm['images'], 1):.2f} ms per image"))
+    record_path = build_record_path(release)
+    if record_path.exists():
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        rows.append(result(f"build the {record.get('scale', '?')} release", float(record["seconds"]), None,
+                           note=f"`{record['command']}` on {record.get('cpus', '?')} cpus; "
+                                f"largest process {record.get('max_rss_mib', '?')} MiB"))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.memory", description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, default=PAPER_RELEASE, help="release folder (default /tmp/paper)")
+    parser.add_argument("--limit", type=int, help="iterate only the first N rows of each config")
+    parser.add_argument("--child", metavar="CONFIG", help=argparse.SUPPRESS)
+    parser.add_argument("--json", type=Path, help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, str(args.dataset), args.limit)))
+        return 0
+    try:
+        ensure_release(args.dataset)
+        rows = run(args.dataset, limit=args.limit)
+    except BenchError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    print(table(rows))
+    write_json(args.json, {"results": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""Run every bench and print one table: `python -m bench.run_all [--quick] [--json FILE]`.
+
+Full sizes are the paper's (1,650 nutrition items x 4 views; 1,000 requests at 100 ms and
+concurrency 64; all three configs loaded and iterated; 1,650 + 2,884 predictions scored). The
+paper-size release is built once into /tmp/paper (timed, many minutes) when it is missing.
+`--quick` runs every bench at a small size on the same release, for a check in about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench import concurrency, memory, metric_cost, overhead
+from bench.common import (
+    PAPER_RELEASE,
+    BenchError,
+    ensure_release,
+    import_seconds,
+    machine,
+    result,
+    table,
+    write_json,
+)
+
+BENCHES = ("overhead", "concurrency", "memory", "metrics", "startup")
+
+
+def sizes(quick: bool) -> dict[str, Any]:
+    """The size of every bench: the paper's, or a small one for --quick."""
+    if quick:
+        return {"overhead_limit": 100, "requests": 256, "memory_limit": 100, "nutrition": 200, "classification": 300}
+    return {"overhead_limit": None, "requests": 1000, "memory_limit": None, "nutrition": 1650, "classification": 2884}
+
+
+def run(release: Path, *, quick: bool = False, only: tuple[str, ...] = BENCHES, latency: float = 0.1,
+        concurrency_level: int = 64) -> list[dict[str, Any]]:
+    size = sizes(quick)
+    rows: list[dict[str, Any]] = []
+    if "overhead" in only:
+        rows += overhead.run(release, limit=size["overhead_limit"], images=4)
+    if "concurrency" in only:
+        rows += concurrency.run(release, requests=size["requests"], latency=latency, concurrency=concurrency_level)
+    if "memory" in only:
+        rows += memory.run(release, limit=size["memory_limit"])
+    if "metrics" in only:
+        rows += metric_cost.run(size["nutrition"], size["classification"])
+    if "startup" in only:
+        rows.append(result("start-up: import the harness and metric parsers", import_seconds(), None,
+                           note="once per process; `import evaluate` pulls in transformers and torch"))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
+    parser.add_argument("--dataset", type=Path, default=PAPER_RELEASE,
+                        help="release folder (default /tmp/paper; built at paper scale when missing)")
+    parser.add_argument("--only", default=",".join(BENCHES), help=f"comma-separated subset of {','.join(BENCHES)}")
+    parser.add_argument("--json", type=Path, help="also write the machine, sizes and results as JSON")
+    args = parser.parse_args(argv)
+    only = tuple(name.strip() for name in args.only.split(",") if name.strip())
+    unknown = sorted(set(only) - set(BENCHES))
+    if unknown:
+        parser.error(f"--only: unknown bench {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
+    info = machine()
+    print(f"machine: {info['cpus']} cpus ({info['cpu']}), {info['memory_gib']} GiB, Python {info['python']}, "
+          f"load {info['load_1min']}", flush=True)
+    try:
+        if not (args.dataset / "data").is_dir():
+            print(f"building the paper-size release into {args.dataset} (once; many minutes)...", flush=True)
+        ensure_release(args.dataset)
+        rows = run(args.dataset, quick=args.quick, only=only)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(table(rows))
+    info["load_1min_after"] = machine()["load_1min"]
+    write_json(args.json, {"machine": info, "quick": args.quick, "sizes": sizes(args.quick),
+                           "release": str(args.dataset), "results": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

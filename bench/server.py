@@ -1,0 +1,158 @@
+"""A minimal OpenAI-compatible chat server for benchmarks: raw asyncio HTTP/1.1, canned answer.
+
+It must cost next to nothing so that what is measured is the client: it never parses the JSON body
+(it only counts the data-URI images in it), answers from pre-built bytes, and runs in its own
+process (`BenchServer`) so it does not share the client's interpreter. `--latency` adds a fixed
+delay per request (asyncio.sleep, so concurrent requests overlap like on a real server).
+
+    python -m bench.server --latency 0.1     # prints "listening http://127.0.0.1:PORT/v1"
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+# A plausible nutrition answer: parses with the real parser, so scoring does real work.
+DEFAULT_ANSWER = '{"calories": 450, "protein": 20, "carbohydrates": 50, "fat": 18}'
+REPO = Path(__file__).resolve().parent.parent
+
+
+def completion_bytes(answer: str) -> bytes:
+    """The one response body every request gets (built once)."""
+    body = {"id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()), "model": "bench",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+    return json.dumps(body).encode()
+
+
+def http_response(status: str, body: bytes) -> bytes:
+    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: keep-alive\r\n\r\n").encode() + body
+
+
+class Counters:
+    """What the server saw: the benches check it against what the client meant to send."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.images = 0
+        self.bytes = 0
+        self.max_in_flight = 0
+        self.in_flight = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"requests": self.requests, "images": self.images, "bytes": self.bytes,
+                "max_in_flight": self.max_in_flight}
+
+
+async def serve(port: int, latency: float, answer: str, ready: Any = None) -> None:
+    ok = http_response("200 OK", completion_bytes(answer))
+    counters = Counters()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                request_line, *header_lines = head.split(b"\r\n")
+                length, close = 0, False
+                for line in header_lines:
+                    name, _, value = line.partition(b":")
+                    name = name.strip().lower()
+                    if name == b"content-length":
+                        length = int(value)
+                    elif name == b"connection" and value.strip().lower() == b"close":
+                        close = True
+                body = await reader.readexactly(length) if length else b""
+                if request_line.startswith(b"GET /stats"):
+                    writer.write(http_response("200 OK", json.dumps(counters.to_json()).encode()))
+                elif request_line.startswith(b"POST "):
+                    counters.requests += 1
+                    counters.images += body.count(b"data:image/")
+                    counters.bytes += len(body)
+                    counters.in_flight += 1
+                    counters.max_in_flight = max(counters.max_in_flight, counters.in_flight)
+                    if latency > 0:
+                        await asyncio.sleep(latency)
+                    counters.in_flight -= 1
+                    writer.write(ok)
+                else:
+                    writer.write(http_response("404 Not Found", b'{"error": {"message": "not found"}}'))
+                await writer.drain()
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+            pass  # a client that connected only to check the port, or hung up
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024, limit=1 << 20)
+    bound = server.sockets[0].getsockname()[1]
+    print(f"listening http://127.0.0.1:{bound}/v1", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+class BenchServer:
+    """Runs `python -m bench.server` in a child process; `base_url` for clients, `stats()` for checks."""
+
+    def __init__(self, latency: float = 0.0, answer: str = DEFAULT_ANSWER) -> None:
+        self.latency = latency
+        self.answer = answer
+        self._proc: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> BenchServer:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.server", "--latency", str(self.latency), "--answer", self.answer],
+            stdout=subprocess.PIPE, text=True, cwd=REPO, env=env)
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line.startswith("listening "):
+            self.__exit__()
+            raise RuntimeError(f"bench server did not start (said {line!r})")
+        self.base_url = line.split()[1]
+        return self
+
+    def stats(self) -> dict[str, int]:
+        url = self.base_url.removesuffix("/v1") + "/stats"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return json.loads(reply.read())
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+            self._proc = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.server", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="0 = any free port (printed)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    parser.add_argument("--answer", default=DEFAULT_ANSWER, help="the text every completion returns")
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(serve(args.port, args.latency, args.answer))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,113 @@
+"""The bench scripts at a tiny size on the embedded sample: well-formed rows, consistent counts.
+
+No timed assertions: the figures themselves are machine-dependent and live in bench/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import diningbench
+from bench import common, concurrency, memory, metric_cost, overhead, run_all
+from bench.server import DEFAULT_ANSWER, BenchServer
+
+SAMPLE = diningbench.SAMPLE_DIR
+
+
+def well_formed(row: dict) -> None:
+    assert row["name"] and row["unit"] in ("s", "ms", "MiB")
+    assert math.isfinite(row["measured"]) and row["measured"] >= 0
+    if row["reference"] is not None:
+        assert row["reference"] > 0 and row["ratio"] == pytest.approx(row["measured"] / row["reference"])
+    json.dumps(row)  # every row can go into the --json file
+
+
+def test_bench_server_answers_a_chat_completion_and_counts_images():
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "text", "text": "how many calories?"}]}]}).encode()
+    with BenchServer() as server:
+        request = urllib.request.Request(server.base_url + "/chat/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            completion = json.loads(reply.read())
+        stats = server.stats()
+    assert completion["choices"][0]["message"]["content"] == DEFAULT_ANSWER
+    assert stats["requests"] == 1 and stats["images"] == 2 and stats["bytes"] == len(body)
+
+
+def test_overhead_runs_the_harness_and_the_bare_loop_on_the_same_views():
+    rows = overhead.run(SAMPLE, limit=3, images=2, concurrency=2)
+    headline = rows[0]
+    for row in rows:
+        well_formed(row)
+    assert headline["target"] == 1.5
+    assert headline["harness"]["predictions"] == headline["bare"]["items"] == 3
+    assert headline["harness"]["failed"] == 0 and headline["harness"]["avg_mape"] is not None
+    assert headline["server"]["images"] == headline["bare"]["views"] == 6
+    assert "3 nutrition items x 2 views" in headline["note"]
+
+
+def test_concurrency_sends_every_request_and_never_exceeds_the_limit():
+    rows = concurrency.run(SAMPLE, requests=12, latency=0.01, concurrency=4)
+    runner, end_to_end = rows
+    for row in rows:
+        well_formed(row)
+    assert runner["reference"] == pytest.approx(12 * 0.01 / 4)
+    assert runner["server"]["requests"] == 12
+    assert 1 < runner["server"]["max_in_flight"] <= 4
+    assert end_to_end["target"] is None
+
+
+def test_a_small_release_is_cycled_with_fresh_ids_to_reach_the_request_count():
+    rows = concurrency.nutrition_rows(SAMPLE, 60)
+    assert len(rows) == 60 and len({r["id"] for r in rows}) == 60
+
+
+def test_memory_measures_each_config_in_its_own_process():
+    rows = memory.run(SAMPLE, limit=2, configs=("vqa",))
+    growth, iterate = rows[0], rows[1]
+    for row in rows:
+        well_formed(row)
+    assert growth["unit"] == "MiB" and growth["warm"]["rows"] == 2 and growth["warm"]["images"] >= 2
+    assert growth["warm"]["peak_rss_mib"] >= growth["warm"]["rss_after_imports_mib"] > 0
+    assert iterate["name"].strip().startswith("iterate vqa")
+
+
+def test_metric_cost_scores_the_same_figures_both_ways():
+    rows = metric_cost.run(n_nutrition=12, n_classification=12)
+    assert [r["name"].strip().split(":")[0] for r in rows] == [
+        "metric nutrition_error", "nutrition_error", "metric dining_accuracy", "dining_accuracy"]
+    for row in rows:
+        well_formed(row)
+    assert "12 predictions, 2 unparsed" in rows[0]["note"]  # one in six is not an answer
+
+
+def test_run_all_prints_a_table_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "bench.json"
+    assert run_all.main(["--quick", "--dataset", str(SAMPLE), "--only", "metrics", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("machine: ") and "metric nutrition_error" in printed
+    saved = json.loads(out.read_text())
+    assert saved["quick"] is True and saved["machine"]["cpus"] >= 1 and len(saved["results"]) == 4
+
+
+def test_run_all_rejects_an_unknown_bench_in_one_line(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit):
+        run_all.main(["--only", "overhead,warp-drive"])
+    assert "unknown bench warp-drive" in capsys.readouterr().err
+
+
+def test_table_marks_targets_met_and_missed():
+    rows = [common.result("fast", 1.2, 1.0, target=1.5), common.result("slow", 2.0, 1.0, target=1.5),
+            common.result("info", 3.0, None)]
+    lines = common.table(rows).splitlines()
+    assert "1.20x" in lines[2] and lines[2].rstrip().endswith("ok")
+    assert "2.00x" in lines[3] and "MISSED" in lines[3]
+    assert common.verdict(rows[2]) == ""
