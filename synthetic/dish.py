@@ -159,6 +159,11 @@ def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None, detail: floa
 NAPKINS = [(236, 230, 216), (196, 214, 226), (222, 200, 170), (214, 224, 204)]
 
 
+def _along(x: float, y0: float, y1: float, z: float = 0.01) -> np.ndarray:
+    """A straight piece of cutlery lying on the table, from y0 to y1 at x."""
+    return np.array([[x, y0, z], [x, y1, z]])
+
+
 def table_setting(scene: DishScene, cuisine: str, rng: np.random.Generator) -> None:
     """A napkin and the cutlery the cuisine is eaten with, to the right of the vessel: cues that a
     photo shows a meal, and a fixed landmark that moves consistently between camera angles."""
@@ -166,21 +171,20 @@ def table_setting(scene: DishScene, cuisine: str, rng: np.random.Generator) -> N
     napkin = rng.choice(len(NAPKINS))
     corners = np.array([[x0 - 0.22, -0.95, 0.0], [x0 + 0.28, -0.9, 0.0], [x0 + 0.26, 0.95, 0.0], [x0 - 0.2, 0.9, 0.0]])
     scene.props.append(food.Prim("poly", corners, NAPKINS[int(napkin)], outline=(180, 172, 160), lift=-10))
-    line = lambda x, y0, y1, z=0.01: np.array([[x, y0, z], [x, y1, z]])  # noqa: E731
     if cuisine in ("chinese", "japanese", "asian"):
         wood = (96, 58, 34) if cuisine == "chinese" else (150, 104, 62)
         for dx in (-0.05, 0.07):
-            scene.props.append(food.Prim("line", line(x0 + dx, -0.8, 0.85), wood, outline=(60, 36, 20), width=0.022))
+            scene.props.append(food.Prim("line", _along(x0 + dx, -0.8, 0.85), wood, outline=(60, 36, 20), width=0.022))
     else:
         steel = (196, 198, 204)
-        scene.props.append(food.Prim("line", line(x0 - 0.02, -0.85, 0.25), steel, outline=(120, 122, 128), width=0.03))
+        scene.props.append(food.Prim("line", _along(x0 - 0.02, -0.85, 0.25), steel, outline=(120, 122, 128), width=0.03))
         if cuisine == "indian":  # a spoon: handle and an oval bowl
             bowl = np.array([[x0 - 0.02 + 0.09 * np.cos(t), 0.42 + 0.17 * np.sin(t), 0.012]
                              for t in np.linspace(0, 2 * np.pi, 20, endpoint=False)])
             scene.props.append(food.Prim("poly", bowl, steel, outline=(120, 122, 128)))
         else:  # a fork: handle and four tines
             for dx in (-0.06, -0.02, 0.02, 0.06):
-                scene.props.append(food.Prim("line", line(x0 - 0.02 + dx, 0.25, 0.55), steel, width=0.012))
+                scene.props.append(food.Prim("line", _along(x0 - 0.02 + dx, 0.25, 0.55), steel, width=0.012))
             head = np.array([[x0 - 0.09, 0.22, 0.01], [x0 + 0.05, 0.22, 0.01], [x0 + 0.05, 0.32, 0.01],
                              [x0 - 0.09, 0.32, 0.01]])
             scene.props.append(food.Prim("poly", head, steel))
@@ -194,7 +198,7 @@ def table_setting(scene: DishScene, cuisine: str, rng: np.random.Generator) -> N
 def reference_view(dish: Dish) -> View:
     """The merchant's photo: clean light, whole dish, plain studio table, three-quarter angle."""
     table = ("marble", "slate", "wood")[int(dish.merchant_id[-1], 16) % 3] if dish.merchant_id else "marble"
-    return View(elevation=62, zoom=1.02, brightness=1.06, warmth=0.1, table=table)
+    return View(elevation=62, zoom=1.02, brightness=1.06, warmth=0.1, table=table, saturation=1.15)
 
 
 def user_views(dish: Dish, n: int, rng: np.random.Generator) -> list[View]:
@@ -216,5 +220,6 @@ def user_views(dish: Dish, n: int, rng: np.random.Generator) -> list[View]:
             yaw=float(rng.uniform(-60, 60)), brightness=float(rng.uniform(0.62, 0.98)),
             warmth=float(rng.uniform(-0.3, 0.9)), blur=float(rng.choice([0, 0, 0.8, 1.6])),
             table=tables[int(rng.integers(len(tables)))], noise=float(rng.uniform(0, 5)),
+            saturation=float(rng.uniform(0.8, 1.05)),
         ))
     return views

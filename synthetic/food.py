@@ -226,6 +226,12 @@ def topping(scene: DishScene, kind: str, colour: RGB, count: int, size: float, r
         elif kind == "shaving":  # cheese shavings: thin pale irregular flakes
             pts = _flat_shape(x, y, z + 0.03, s, s * 0.3, ang, n=6)
             scene.prims.append(Prim("poly", pts, c, outline=_shade(c, 0.85), lift=0.1))
+        elif kind == "mushroom":  # sliced mushroom: pale stem under a brown cap (a half disc)
+            stem = _flat_shape(x, y - s * 0.25, z + 0.025, s * 0.22, s * 0.35, 0.0, n=8)
+            scene.prims.append(Prim("poly", stem, (232, 222, 202), outline=(190, 176, 150), lift=0.05))
+            t = np.linspace(0, math.pi, 10)
+            cap = np.stack([x + s * 0.6 * np.cos(t), y + s * 0.45 * np.sin(t), np.full_like(t, z + 0.026)], axis=1)
+            scene.prims.append(Prim("poly", cap, c, outline=_shade(c, 0.7), lift=0.051))
         elif kind == "chunk":  # stew pieces half sunk in sauce: rounded irregular blobs
             scene.prims.append(Prim("blob", np.array([[x, y, z + s * 0.4]]), c, outline=_shade(c, 0.6),
                                     width=s, aspect=0.8, highlight=True, lift=0.03))

@@ -114,7 +114,7 @@ STYLES: dict[str, Style] = {
             ("extra", (
                 _o("egg", "溏心蛋", "Soft Egg", {"egg": 50}, Piece("egg_half", (242, 150, 36), 2, 0.11), tags="egg"),
                 _o("greens", "菠菜", "Spinach", {"spinach": 60}, Piece("leaf", (46, 118, 42), 5, 0.1)),
-                _o("mushroom", "蘑菇", "Mushrooms", {"mushroom": 60}, Piece("wedge", (206, 186, 156), 5, 0.08)),
+                _o("mushroom", "蘑菇", "Mushrooms", {"mushroom": 60}, Piece("mushroom", (150, 116, 84), 5, 0.14)),
             )),
         ),
         "{broth}{protein}{extra}面", "{protein} Noodle Soup in {broth} with {extra}",
@@ -201,7 +201,7 @@ STYLES: dict[str, Style] = {
                 _o("chicken", "鸡肉", "Chicken", {"chicken": 100}, Piece("slice", (226, 196, 150), 5, 0.1), tags="meat"),
                 _o("beef", "牛肉末", "Ground Beef", {"beef_mince": 90}, Piece("ball", (110, 64, 40), 30, 0.03),
                    tags="meat"),
-                _o("mushroom", "蘑菇", "Mushroom", {"mushroom": 80}, Piece("wedge", (206, 186, 156), 7, 0.08)),
+                _o("mushroom", "蘑菇", "Mushroom", {"mushroom": 80}, Piece("mushroom", (150, 116, 84), 7, 0.14)),
             )),
             ("green", (
                 _o("spinach", "菠菜", "Spinach", {"spinach": 40}, Piece("leaf", (46, 118, 42), 6, 0.08)),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-from PIL import Image, ImageChops, ImageDraw, ImageFilter
+from PIL import Image, ImageChops, ImageDraw, ImageEnhance, ImageFilter
 
 RGB = tuple[int, int, int]
 
@@ -30,6 +30,7 @@ class View:
     blur: float = 0.0  # gaussian radius in px at 512 px
     table: str = "marble"  # marble | wood | slate | cloth
     noise: float = 0.0  # sensor noise std (0-255 scale) for dim phone shots
+    saturation: float = 1.0  # merchant shots are punchier, phone shots flatter
 
 
 @dataclass
@@ -245,6 +246,8 @@ def render(scene: DishScene, view: View, size: int = 512, seed: int = 0, supersa
         noise = _noise(size, round(view.noise))
         dx, dy = (int(v) for v in rng.integers(0, size, 2))
         img = ImageChops.add(img, ImageChops.offset(noise, dx, dy), offset=-128)
+    if view.saturation != 1.0:
+        img = ImageEnhance.Color(img).enhance(view.saturation)
     if view.blur:
         img = img.filter(ImageFilter.BoxBlur(view.blur * size / 512))  # box: ~8x faster, same look here
     return img
