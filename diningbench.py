@@ -591,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("summary", help="counts per config, cuisine, category, images per item")
     p.add_argument("source", nargs="?", default=None)
     args = parser.parse_args(argv)
+    datasets.disable_progress_bars()  # the CLI prints results; per-split progress bars are noise here
     try:
         if args.command == "validate":
             problems = validate(args.source)
