@@ -1,5 +1,5 @@
 """Memory and load time: load each config of a release and iterate it with images decoded row by
-row, each config in a fresh subprocess (peak RSS from resource.getrusage, ru_maxrss).
+row, each config in a fresh subprocess (peak RSS: VmHWM, else resource.getrusage ru_maxrss).
 
 Every config is measured twice with a private datasets cache: cold (the first load converts the
 Parquet files into the Arrow cache) and warm (the cache is reused, as on every later load). The
@@ -34,6 +34,15 @@ from bench.common import (
 
 
 def _rss_mib() -> float:
+    """Peak RSS of this process so far. Linux keeps ru_maxrss across fork + exec, so a child of a
+    big parent (run_all, after importing torch) would report the parent's peak; VmHWM belongs to
+    the process's own address space, so it is read first and ru_maxrss is the fallback."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

@@ -65,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(only) - set(BENCHES))
     if unknown:
         parser.error(f"--only: unknown bench {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()  # the table is the output
+    except ImportError:
+        pass
     info = machine()
     print(f"machine: {info['cpus']} cpus ({info['cpu']}), {info['memory_gib']} GiB, Python {info['python']}, "
           f"load {info['load_1min']}", flush=True)
