@@ -109,15 +109,17 @@ def run(release: Path = PAPER_RELEASE, *, requests: int = 1000, latency: float =
         with BenchServer(latency=latency) as server:
             # Untimed warm-up: the SDK builds its response models on first use.
             runner_loop(server.base_url, rows[:concurrency], Path(tmp) / "warm", concurrency=concurrency, images=images)
-            warm = server.stats()["requests"]
+            warm = server.stats()
             seconds = runner_loop(server.base_url, rows, Path(tmp) / "runner", concurrency=concurrency, images=images)
             seen = server.stats()
             lean = runner_loop(server.base_url, rows, Path(tmp) / "lean", concurrency=concurrency, images=images,
                                client="lean")
-        if seen["requests"] - warm != requests:
-            raise BenchError(f"the server saw {seen['requests'] - warm} requests, expected {requests}")
+        seen = {**seen, "requests": seen["requests"] - warm["requests"], "images": seen["images"] - warm["images"],
+                "bytes": seen["bytes"] - warm["bytes"]}
+        if seen["requests"] != requests:
+            raise BenchError(f"the server saw {seen['requests']} requests, expected {requests}")
         out_rows.append(result("concurrency (runner / ideal N*latency/C)", seconds, ideal, target=TARGET, note=size,
-                               server={**seen, "requests": seen["requests"] - warm}))
+                               server=seen))
         out_rows.append(result("  same runner, bare aiohttp client (no SDK)", lean, ideal,
                                note="isolates the runner from the openai SDK's per-request CPU"))
         distinct = sum(1 for row in rows if "~" not in str(row["id"]))

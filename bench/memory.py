@@ -48,6 +48,20 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def _rss_split_mib() -> dict[str, float]:
+    """Current RSS split into anonymous memory (heap: what the process holds) and file-backed
+    pages (the memory-mapped Arrow cache: page cache the kernel can drop at any time)."""
+    split = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("RssAnon", "RssFile"):
+                split[name] = int(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return {"anon_mib": split.get("RssAnon", float("nan")), "file_mib": split.get("RssFile", float("nan"))}
+
+
 def child(config: str, release: str, limit: int | None) -> dict[str, Any]:
     """Runs inside the subprocess: load, then decode every image of every row, one row at a time."""
     import diningbench
@@ -67,7 +81,7 @@ def child(config: str, release: str, limit: int | None) -> dict[str, Any]:
     iterate_s = time.perf_counter() - start
     return {"config": config, "rows": rows, "images": images, "megapixels": round(pixels / 1e6, 1),
             "load_s": load_s, "iterate_s": iterate_s, "rss_after_imports_mib": after_imports,
-            "peak_rss_mib": _rss_mib()}
+            "peak_rss_mib": _rss_mib(), **{f"end_{k}": v for k, v in _rss_split_mib().items()}}
 
 
 def measure(config: str, release: Path, cache: Path, limit: int | None) -> dict[str, Any]:
@@ -100,7 +114,8 @@ def run(release: Path = PAPER_RELEASE, *, limit: int | None = None,
             size = parquet_mib(release, config)
             note = (f"{warm['rows']} rows, {warm['images']} images ({warm['megapixels']} MP) decoded; "
                     f"load {cold['load_s']:.2f} s cold / {warm['load_s']:.2f} s warm; "
-                    f"peak RSS {warm['peak_rss_mib']:.0f} MiB, {warm['rss_after_imports_mib']:.0f} of it imports")
+                    f"peak RSS {warm['peak_rss_mib']:.0f} MiB, {warm['rss_after_imports_mib']:.0f} of it imports; "
+                    f"at the end {warm['end_anon_mib']:.0f} MiB heap + {warm['end_file_mib']:.0f} MiB mapped files")
             # What iterating adds on top of the imports, against the config's data size: far below
             # 1x means rows are decoded one at a time rather than the release held in memory.
             growth = warm["peak_rss_mib"] - warm["rss_after_imports_mib"]
