@@ -8,13 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")  # files only, never a window: works headless and in CI
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from typing import Any
 
 STYLE = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 9.5,
          "axes.spines.top": False, "axes.spines.right": False}
@@ -40,8 +34,22 @@ class Panel:
     lower_is_better: bool = False
 
 
+def _pyplot() -> Any:
+    """matplotlib.pyplot, imported on first plot: every report imports this module, few draw, and
+    the import costs more than a second of a run's start-up."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a window: works headless and in CI
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def plot_views(path: Path, title: str, panels: Sequence[Panel]) -> Path:
     """Line plot per panel: metric against the number of views sent, one line per model, CI bars."""
+    from matplotlib.ticker import MaxNLocator
+
+    plt = _pyplot()
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(panels), figsize=(max(6.4, 5.2 * len(panels)), 4.6), squeeze=False)
         banded = False
@@ -93,6 +101,7 @@ class CotBar:
 def plot_cot(path: Path, title: str, ylabel: str, bars: Sequence[CotBar], *,
              lower_is_better: bool = False) -> Path:
     """Paired bars per model: without CoT beside with CoT, error bars = 95% CI, values printed."""
+    plt = _pyplot()
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(max(6.4, 1.6 * len(bars) + 3.0), 5.0))
         xs = list(range(len(bars)))
