@@ -71,9 +71,11 @@ def release_counts(release: Path) -> dict[str, int]:
 
 
 def warm_imports() -> None:
-    """Import what a harness run imports (the metric parsers pull in `evaluate` and with it
-    transformers: seconds), so timed sections measure work, not start-up; see `import_seconds`."""
-    from eval import api, tasks  # noqa: F401
+    """Import what a harness run imports (the openai SDK; the metric parsers pull in `evaluate` and
+    with it transformers: seconds), so timed sections measure work, not start-up (`import_seconds`)."""
+    import openai  # noqa: F401  (the openai: backend imports it when built)
+
+    from eval import api, report, scoring, sweep, tasks  # noqa: F401  (scoring writes the report)
     from eval.backends import openai_chat  # noqa: F401
 
     for task in ("classification", "nutrition", "vqa"):
