@@ -122,7 +122,9 @@ def final_answer_text(text: str) -> str:
     >>> final_answer_text("1. looks red\\nFinal answer: Not suitable, it is fried.")
     'Not suitable, it is fried.'
     """
-    text = _THINK.sub("", text)
+    end = text.rfind("</think>") + len("</think>")
+    if end >= len("</think>"):  # only up to the last closing tag: many unclosed <think> would be quadratic
+        text = _THINK.sub("", text[:end]) + text[end:]
     marks = list(_FINAL.finditer(text))
     return (text[marks[-1].end():] if marks else text).strip()
 

@@ -71,16 +71,14 @@ _FINAL_TEXT_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS + _ANSWER_MARKERS) 
 _BRACKETED_RE = re.compile(r"(?<![A-Za-z])[\(\[（【]\s*([A-Z])\s*[\)\]）】]")
 _BOLD_RE = re.compile(r"\*\*\s*([A-Z])\s*[.)]?\s*\*\*")
 _LINE_START_RE = re.compile(r"^[\s>*#\-•]*\**\s*([A-Z])\s*\**\s*(?:[.．、):：]|$)")
-_LONE_RE = re.compile(r"^[\s*_`'\"(\[（【]*(?:option\s*|选项\s*)?[\s*_`'\"(\[（【]*([A-Za-z])[\s*_`'\")\]）】.。!！]*$",
+_LONE_RE = re.compile(r"^[\s*_`'\"(\[（【]*(?:(?:option|选项)\s*[\s*_`'\"(\[（【]*)?([A-Za-z])[\s*_`'\")\]）】.。!！]*$",
                       re.IGNORECASE)
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
 
 def _strip_reasoning(text: str) -> str:
     """Drop <think>...</think> blocks: the answer is what follows them, not the scratchpad."""
     if "</think>" in text.lower():
         text = re.split(r"</think>", text, flags=re.IGNORECASE)[-1]
-    text = _THINK_RE.sub(" ", text)
     # An unclosed <think> means the output was cut off while still thinking: no answer was given.
     return re.split(r"<think>", text, flags=re.IGNORECASE)[0]
 

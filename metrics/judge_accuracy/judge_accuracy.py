@@ -87,7 +87,6 @@ Examples:
     (1.0, 1)
 """
 
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _GRADE_RE = re.compile(
     r"^[\s>*_#`\-]*(?:final\s+)?grade\s*[*_`]*\s*[:：]\s*[*_`\[(]*\s*(C|I|correct|incorrect)\b\s*[*_`\])]*\s*[.。!]?\s*$",
     re.IGNORECASE,
@@ -99,7 +98,6 @@ def _strip_reasoning(text: str) -> str:
     """Drop <think>...</think>: a thinking model's answer is what follows the scratchpad."""
     if "</think>" in text.lower():
         text = re.split(r"</think>", text, flags=re.IGNORECASE)[-1]
-    text = _THINK_RE.sub(" ", text)
     return re.split(r"<think>", text, flags=re.IGNORECASE)[0].strip()
 
 

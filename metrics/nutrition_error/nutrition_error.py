@@ -70,7 +70,6 @@ _MAX_NESTING = 6
 _NUMBER = r"(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?"
 _RANGE_RE = re.compile(rf"({_NUMBER})\s*(?:-|–|—|~|～|至|到|to)\s*({_NUMBER})", re.IGNORECASE)
 _NUMBER_RE = re.compile(_NUMBER)
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[a-zA-Z]*\s*(.*?)(?:```|$)", re.DOTALL)
 # "key: value" pairs for text that is not valid JSON (truncated, commented, prose or key lists).
 _PAIR_RE = re.compile(
@@ -84,7 +83,6 @@ def _strip_reasoning(text: str) -> str:
     """Drop <think>...</think>: the answer follows the scratchpad; an unclosed one has no answer."""
     if "</think>" in text.lower():
         text = re.split(r"</think>", text, flags=re.IGNORECASE)[-1]
-    text = _THINK_RE.sub(" ", text)
     return re.split(r"<think>", text, flags=re.IGNORECASE)[0]
 
 
