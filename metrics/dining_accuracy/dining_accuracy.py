@@ -70,7 +70,7 @@ _FINAL_TEXT_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS + _ANSWER_MARKERS) 
 # Shapes that are an answer only when they stand alone on a line: "(C)", "**C**", "C.", "C. name".
 _BRACKETED_RE = re.compile(r"(?<![A-Za-z])[\(\[（【]\s*([A-Z])\s*[\)\]）】]")
 _BOLD_RE = re.compile(r"\*\*\s*([A-Z])\s*[.)]?\s*\*\*")
-_LINE_START_RE = re.compile(r"^[\s>*#\-•]*\**\s*([A-Z])\s*\**\s*(?:[.．、):：]|$)")
+_LINE_START_RE = re.compile(r"^[\s>*#\-•]*([A-Z])\s*\**\s*(?:[.．、):：]|$)")
 _LONE_RE = re.compile(r"^[\s*_`'\"(\[（【]*(?:(?:option|选项)\s*[\s*_`'\"(\[（【]*)?([A-Za-z])[\s*_`'\")\]）】.。!！]*$",
                       re.IGNORECASE)
 

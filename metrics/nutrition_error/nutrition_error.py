@@ -73,7 +73,7 @@ _NUMBER_RE = re.compile(_NUMBER)
 _FENCE_RE = re.compile(r"```[a-zA-Z]*\s*(.*?)(?:```|$)", re.DOTALL)
 # "key: value" pairs for text that is not valid JSON (truncated, commented, prose or key lists).
 _PAIR_RE = re.compile(
-    r"(?:^|[{,\n;；，|])\s*[\"']?(?P<key>[^\"':：=\n{},;|]{1,40}?)[\"']?\s*(?:[:：=]|\|)\s*"
+    r"(?:^|[{,\n;；，|])[^\S\n]*[\"']?(?P<key>[^\s\"':：=\n{},;|][^\"':：=\n{},;|]{0,39}?)[\"']?\s*(?:[:：=]|\|)\s*"
     r"(?P<val>\"[^\"\n]*\"?|'[^'\n]*'?|(?:[^,\n}{;；，|]|,(?=\d{3}(?!\d)))*)"
 )
 _FINAL_MARKER_RE = re.compile(r"final\s+answer|最终答案|最终结果|最终估算|最终估计", re.IGNORECASE)
