@@ -225,7 +225,7 @@ def test_spec_judge_without_the_harness_is_a_one_line_error(tmp_path):
 
 def test_class_docstring_example_runs_from_the_repo_root(monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert run_doctests(judge_accuracy, "JudgeAccuracy") == 3
+    assert run_doctests(judge_accuracy, "JudgeAccuracy") == 4
 
 
 def test_a_cache_line_cut_short_by_a_killed_run_is_skipped(tmp_path):

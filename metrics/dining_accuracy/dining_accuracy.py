@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import re
 import string
+import sys
 import unicodedata
 from collections.abc import Sequence
 from typing import Any
-
-import datasets
-import evaluate
 
 _CITATION = """\
 @misc{diningbench,
@@ -40,6 +38,7 @@ Returns:
     parse_failures (`int`): predictions from which no single letter could be read.
     correct (`list` of `bool`), parsed (`list` of `str` or None): per item, for analysis.
 Examples:
+    >>> import evaluate
     >>> metric = evaluate.load("metrics/dining_accuracy")
     >>> metric.compute(predictions=["C", "Answer: B", "maybe A or D"], references=["C", "A", "D"])["accuracy"]
     0.3333333333333333
@@ -247,26 +246,51 @@ def score_choices(
     }
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class DiningAccuracy(evaluate.Metric):
-    """`evaluate` wrapper around `score_choices`."""
+def _define_metric() -> type:
+    """Build the `evaluate.Metric` class.
 
-    def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(
-                {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
-            ),
-            reference_urls=[],
-        )
+    Deferred because `import evaluate` also imports transformers (seconds of CPU), while the
+    harness imports this module for its parser and scoring functions alone.
+    """
+    import datasets
+    import evaluate
 
-    def _compute(
-        self,
-        predictions: list[str | None],
-        references: list[str],
-        n_options: int = 8,
-        options: Sequence[Sequence[str] | None] | None = None,
-    ) -> dict[str, Any]:
-        return score_choices(predictions, references, n_options=n_options, options=options)
+    @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+    class DiningAccuracy(evaluate.Metric):
+        """`evaluate` wrapper around `score_choices`."""
+
+        def _info(self) -> evaluate.MetricInfo:
+            return evaluate.MetricInfo(
+                description=_DESCRIPTION,
+                citation=_CITATION,
+                inputs_description=_KWARGS_DESCRIPTION,
+                features=datasets.Features(
+                    {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+                ),
+                reference_urls=[],
+            )
+
+        def _compute(
+            self,
+            predictions: list[str | None],
+            references: list[str],
+            n_options: int = 8,
+            options: Sequence[Sequence[str] | None] | None = None,
+        ) -> dict[str, Any]:
+            return score_choices(predictions, references, n_options=n_options, options=options)
+
+    DiningAccuracy.__qualname__ = "DiningAccuracy"
+    return DiningAccuracy
+
+
+if "evaluate" in sys.modules:
+    # `evaluate.load` (which has imported evaluate) finds the metric by scanning this module's
+    # attributes, so the class must exist right after import in that case.
+    DiningAccuracy = _define_metric()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DiningAccuracy":
+        globals()[name] = metric_class = _define_metric()
+        return metric_class
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

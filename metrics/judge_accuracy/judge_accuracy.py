@@ -12,14 +12,12 @@ import importlib
 import json
 import os
 import re
+import sys
 import threading
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-import datasets
-import evaluate
 
 JUDGE_PROMPT_VERSION = "diningbench-judge-v1"
 
@@ -80,6 +78,7 @@ Returns:
     n, unscored, decided_by_rule (`int`), verdicts (`list` of "C" / "I" / None),
     decided_by (`list` of "rule" / "judge" / "cache" / "no_answer" / "judge_error" / "none").
 Examples:
+    >>> import evaluate
     >>> metric = evaluate.load("metrics/judge_accuracy")
     >>> r = metric.compute(predictions=["No, it contains cheese."], references=["No. The sauce contains cheese."],
     ...                    questions=["Is this dish vegan?"], judge=lambda prompt: "Same conclusion.\\nGRADE: C")
@@ -434,36 +433,61 @@ def score_verdicts(verdicts: Sequence[str | None], decided_by: Sequence[str]) ->
     }
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class JudgeAccuracy(evaluate.Metric):
-    """`evaluate` wrapper around `judge_items` + `score_verdicts`."""
+def _define_metric() -> type:
+    """Build the `evaluate.Metric` class.
 
-    def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features({
-                "predictions": datasets.Value("string"),
-                "references": datasets.Value("string"),
-                "questions": datasets.Value("string"),
-            }),
-            reference_urls=[],
-        )
+    Deferred because `import evaluate` also imports transformers (seconds of CPU), while the
+    harness imports this module for its parser and scoring functions alone.
+    """
+    import datasets
+    import evaluate
 
-    def _compute(
-        self,
-        predictions: list[str | None],
-        references: list[str],
-        questions: list[str],
-        judge: Judge | str | None = None,
-        judge_model: str | None = None,
-        cache_dir: str | None = None,
-        judge_base_url: str | None = None,
-        concurrency: int = 1,
-    ) -> dict[str, Any]:
-        outcomes = judge_items(questions, references, predictions, judge, judge_model, cache_dir,
-                               judge_base_url=judge_base_url, concurrency=concurrency)
-        result = score_verdicts([v for v, _, _ in outcomes], [d for _, d, _ in outcomes])
-        result["judge_prompt_version"] = JUDGE_PROMPT_VERSION
-        return result
+    @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+    class JudgeAccuracy(evaluate.Metric):
+        """`evaluate` wrapper around `judge_items` + `score_verdicts`."""
+
+        def _info(self) -> evaluate.MetricInfo:
+            return evaluate.MetricInfo(
+                description=_DESCRIPTION,
+                citation=_CITATION,
+                inputs_description=_KWARGS_DESCRIPTION,
+                features=datasets.Features({
+                    "predictions": datasets.Value("string"),
+                    "references": datasets.Value("string"),
+                    "questions": datasets.Value("string"),
+                }),
+                reference_urls=[],
+            )
+
+        def _compute(
+            self,
+            predictions: list[str | None],
+            references: list[str],
+            questions: list[str],
+            judge: Judge | str | None = None,
+            judge_model: str | None = None,
+            cache_dir: str | None = None,
+            judge_base_url: str | None = None,
+            concurrency: int = 1,
+        ) -> dict[str, Any]:
+            outcomes = judge_items(questions, references, predictions, judge, judge_model, cache_dir,
+                                   judge_base_url=judge_base_url, concurrency=concurrency)
+            result = score_verdicts([v for v, _, _ in outcomes], [d for _, d, _ in outcomes])
+            result["judge_prompt_version"] = JUDGE_PROMPT_VERSION
+            return result
+
+    JudgeAccuracy.__qualname__ = "JudgeAccuracy"
+    return JudgeAccuracy
+
+
+if "evaluate" in sys.modules:
+    # `evaluate.load` (which has imported evaluate) finds the metric by scanning this module's
+    # attributes, so the class must exist right after import in that case.
+    JudgeAccuracy = _define_metric()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "JudgeAccuracy":
+        globals()[name] = metric_class = _define_metric()
+        return metric_class
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,12 +9,11 @@ import ast
 import json
 import math
 import re
+import sys
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import datasets
-import evaluate
 import numpy as np
 
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
@@ -45,6 +44,7 @@ Returns (flat keys; c in calories, protein, carbohydrates, fat):
     the 4 pooled sum|e|/sum|y|), the same with the suffix `_parsed_only`, {c}_zero_gt and
     zero_gt_exclusions (ground-truth zeros left out of MAPE), n, parse_failures, and `per_item`.
 Examples:
+    >>> import evaluate
     >>> metric = evaluate.load("metrics/nutrition_error")
     >>> r = metric.compute(predictions=['{"calories": 450, "protein": 20, "carbohydrates": 50, "fat": 18}'],
     ...                    references=[{"calories": 500, "protein": 25, "carbohydrates": 50, "fat": 20}])
@@ -377,50 +377,75 @@ def score_nutrition(predictions: Sequence[Any], references: Sequence[Mapping[str
     return result
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class NutritionError(evaluate.Metric):
-    """`evaluate` wrapper around `score_nutrition`.
+def _define_metric() -> type:
+    """Build the `evaluate.Metric` class.
 
-    Dict predictions are stored as their JSON text (Arrow needs one type per column) and parsed
-    back with the same parser, so text and dicts can be mixed.
+    Deferred because `import evaluate` also imports transformers (seconds of CPU), while the
+    harness imports this module for its parser and scoring functions alone.
     """
+    import datasets
+    import evaluate
 
-    def _info(self) -> evaluate.MetricInfo:
-        nutrient_features = {c: datasets.Value("float64") for c in NUTRIENTS}
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(
-                {"predictions": datasets.Value("string"), "references": nutrient_features}
-            ),
-            reference_urls=[],
-        )
+    @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+    class NutritionError(evaluate.Metric):
+        """`evaluate` wrapper around `score_nutrition`.
 
-    @staticmethod
-    def _as_text(prediction: Any) -> Any:
-        if isinstance(prediction, Mapping):
-            return json.dumps(dict(prediction), ensure_ascii=False, default=str)
-        return prediction
+        Dict predictions are stored as their JSON text (Arrow needs one type per column) and parsed
+        back with the same parser, so text and dicts can be mixed.
+        """
 
-    @staticmethod
-    def _reference_only(reference: Any) -> Any:
-        # Dataset rows carry more fields than the four nutrients; keep only what is scored.
-        if isinstance(reference, Mapping):
-            return {c: reference.get(c) for c in NUTRIENTS}
-        return reference
+        def _info(self) -> evaluate.MetricInfo:
+            nutrient_features = {c: datasets.Value("float64") for c in NUTRIENTS}
+            return evaluate.MetricInfo(
+                description=_DESCRIPTION,
+                citation=_CITATION,
+                inputs_description=_KWARGS_DESCRIPTION,
+                features=datasets.Features(
+                    {"predictions": datasets.Value("string"), "references": nutrient_features}
+                ),
+                reference_urls=[],
+            )
 
-    def add_batch(self, *, predictions: Any = None, references: Any = None, **kwargs: Any) -> None:
-        """Add a batch of predictions (text or dicts) and reference dicts."""
-        if predictions is not None:
-            predictions = [self._as_text(p) for p in predictions]
-        if references is not None:
-            references = [self._reference_only(r) for r in references]
-        super().add_batch(predictions=predictions, references=references, **kwargs)
+        @staticmethod
+        def _as_text(prediction: Any) -> Any:
+            if isinstance(prediction, Mapping):
+                return json.dumps(dict(prediction), ensure_ascii=False, default=str)
+            return prediction
 
-    def add(self, *, prediction: Any = None, reference: Any = None, **kwargs: Any) -> None:
-        """Add one prediction (text or dict) and its reference dict."""
-        super().add(prediction=self._as_text(prediction), reference=self._reference_only(reference), **kwargs)
+        @staticmethod
+        def _reference_only(reference: Any) -> Any:
+            # Dataset rows carry more fields than the four nutrients; keep only what is scored.
+            if isinstance(reference, Mapping):
+                return {c: reference.get(c) for c in NUTRIENTS}
+            return reference
 
-    def _compute(self, predictions: list[str | None], references: list[dict[str, float]]) -> dict[str, Any]:
-        return score_nutrition(predictions, references)
+        def add_batch(self, *, predictions: Any = None, references: Any = None, **kwargs: Any) -> None:
+            """Add a batch of predictions (text or dicts) and reference dicts."""
+            if predictions is not None:
+                predictions = [self._as_text(p) for p in predictions]
+            if references is not None:
+                references = [self._reference_only(r) for r in references]
+            super().add_batch(predictions=predictions, references=references, **kwargs)
+
+        def add(self, *, prediction: Any = None, reference: Any = None, **kwargs: Any) -> None:
+            """Add one prediction (text or dict) and its reference dict."""
+            super().add(prediction=self._as_text(prediction), reference=self._reference_only(reference), **kwargs)
+
+        def _compute(self, predictions: list[str | None], references: list[dict[str, float]]) -> dict[str, Any]:
+            return score_nutrition(predictions, references)
+
+    NutritionError.__qualname__ = "NutritionError"
+    return NutritionError
+
+
+if "evaluate" in sys.modules:
+    # `evaluate.load` (which has imported evaluate) finds the metric by scanning this module's
+    # attributes, so the class must exist right after import in that case.
+    NutritionError = _define_metric()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NutritionError":
+        globals()[name] = metric_class = _define_metric()
+        return metric_class
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
