@@ -96,7 +96,8 @@ def _source(source: str | os.PathLike | None) -> str:
 
 def _local(source: str) -> Path | None:
     path = Path(source).expanduser()
-    return path if path.is_dir() else None
+    # Absolute: datasets resolves data_files relative to the dataset folder, not the working directory.
+    return path.resolve() if path.is_dir() else None
 
 
 def _data_files(folder: Path, config: str) -> list[Path]:

@@ -56,6 +56,14 @@ def test_source_resolution_argument_then_env_then_sample(tmp_path: Path, monkeyp
     assert len(diningbench.load("vqa", diningbench.SAMPLE_DIR)) > 0  # an argument beats the env var
 
 
+def test_a_release_folder_given_as_a_relative_path_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--dataset releases/paper` is how people type it; the path is relative to the working directory.
+    monkeypatch.chdir(diningbench.SAMPLE_DIR.parent)
+    assert len(diningbench.load("nutrition", "diningbench")) == len(diningbench.load("nutrition"))
+    monkeypatch.chdir(diningbench.SAMPLE_DIR)
+    assert len(diningbench.load("vqa", ".")) == len(diningbench.load("vqa"))
+
+
 def test_unknown_config_is_one_line_naming_the_choices() -> None:
     with pytest.raises(ValueError) as err:
         diningbench.load("recipes")
