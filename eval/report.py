@@ -20,6 +20,7 @@ import numpy as np
 
 from eval.stats import (
     Statistic,
+    can_resample,
     cluster_bootstrap_ci,
     cluster_bootstrap_mean_ci,
     mean_of_column_means,
@@ -196,8 +197,8 @@ def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = 1000
     if key in _CI_MEMO and _CI_MEMO[key][0] is rows:
         return _CI_MEMO[key][1]
     interval: tuple[float, float] | None = None
-    if rows and headline(task, rows) is not None:
-        merchants = [str(r.get("merchant_id")) for r in rows]
+    merchants = [str(r.get("merchant_id")) for r in rows]
+    if rows and headline(task, rows) is not None and can_resample(len(rows), merchants):
         if task == "nutrition":
             interval = cluster_bootstrap_ci(len(rows), merchants, _nutrition_statistic(rows),
                                             n_boot=n_boot, seed=seed)

@@ -96,9 +96,9 @@ def score_prediction(prediction: Prediction, row: dict[str, Any], lang: str = "z
 # ---------------------------------------------------------------- per task
 def _ci(n: int, clusters: Sequence[str], statistic: Callable[[np.ndarray], float],
         n_boot: int = N_BOOT) -> list[float] | None:
-    from eval.stats import cluster_bootstrap_ci
+    from eval.stats import can_resample, cluster_bootstrap_ci
 
-    if n < 2:
+    if not can_resample(n, clusters):
         return None
     low, high = cluster_bootstrap_ci(n, list(clusters), statistic, n_boot=n_boot, seed=0)
     return [float(low), float(high)]

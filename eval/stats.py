@@ -70,6 +70,18 @@ def _interval(estimates: np.ndarray, level: float) -> tuple[float, float]:
     return (float(low), float(high))
 
 
+def can_resample(n_items: int, clusters: Sequence[str] | None) -> bool:
+    """Whether a bootstrap interval means anything: at least two clusters (two items item-level).
+
+    With every item from one merchant, resampling merchants always redraws the same items and the
+    "interval" collapses to the point estimate, which reads as certainty where there is none.
+
+    >>> can_resample(8, ["m1"] * 8), can_resample(8, ["m1"] * 7 + ["m2"]), can_resample(1, None)
+    (False, True, False)
+    """
+    return n_items >= 2 and (clusters is None or len(set(clusters)) >= 2)
+
+
 def resamples(n_items: int, clusters: Sequence[str] | None, *, n_boot: int = 1000,
               seed: int = 0) -> Iterator[np.ndarray]:
     """Yield `n_boot` arrays of item indices, each a resample of whole clusters with replacement."""

@@ -131,3 +131,20 @@ def test_bad_arguments_name_the_argument(kwargs, message):
 def test_misaligned_paired_values_are_rejected():
     with pytest.raises(ValueError, match="aligned"):
         paired_bootstrap_diff([1.0, 0.0], [1.0], ["a", "b"])
+
+
+def test_no_interval_is_claimed_from_a_single_merchant(tmp_path):
+    # The first 8 classification items of the sample all come from one merchant: resampling merchants
+    # would redraw the same items every time and print a zero-width "interval".
+    import json
+
+    import diningbench
+    from eval.api import RunSettings, run
+
+    first8 = diningbench.load("classification").select(range(8))
+    assert len(set(first8["merchant_id"])) == 1
+    one = run(RunSettings(task="classification", model="baseline:first", limit=8, out=tmp_path / "one"))
+    assert json.loads((one / "metrics.json").read_text())["classification"]["accuracy_ci95"] is None
+    everything = run(RunSettings(task="classification", model="baseline:first", out=tmp_path / "all"))
+    low, high = json.loads((everything / "metrics.json").read_text())["classification"]["accuracy_ci95"]
+    assert low < high
