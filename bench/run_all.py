@@ -50,7 +50,7 @@ def run(release: Path, *, quick: bool = False, only: tuple[str, ...] = BENCHES, 
     if "startup" in only:
         startup = import_seconds()
         rows.append(result("start-up: import the harness and metric parsers", startup, None,
-                           note="once per process; `import evaluate` pulls in transformers and torch"))
+                           note="once per process (the metric parsers import without `evaluate`)"))
         if "overhead" in only:  # what a cold `python -m eval run` adds over the warm figure
             first = rows[0]
             rows.insert(2, result("  overhead incl. start-up (cold process)", first["measured"] + startup,
