@@ -12,14 +12,16 @@ from typing import Any
 import yaml
 
 from eval.report import (
+    md_table,
+    pct,
+)
+from eval.runs import (
     NUTRIENTS,
     TASK_ORDER,
     RunData,
     component,
     headline,
     headline_ci,
-    md_table,
-    pct,
     score_nutrition_rows,
 )
 

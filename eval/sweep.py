@@ -16,17 +16,19 @@ from typing import Any
 
 from eval.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report import (
+    build_report,
+    md_table,
+    with_ci,
+)
+from eval.runs import (
     ReportError,
     RunData,
-    build_report,
     component,
     headline,
     headline_ci,
     load_run,
-    md_table,
     paired_difference,
     score_nutrition_rows,
-    with_ci,
 )
 
 SWEEP_TASKS = ("classification", "nutrition")
