@@ -23,7 +23,7 @@ from tests.helpers_reliability import (
 
 KEYS = {
     "OPENAI_API_KEY": "sk-proj-LEAKCHECK-openai-9f2c41d7e8b3a6",
-    "GEMINI_API_KEY": "AIzaLEAKCHECK-gemini-7c1e93b05d24f8",
+    "GEMINI_API_KEY": "AIzaLEAKCHECK-gemini-7c1e93",  # short enough not to pass for a real key
     "HF_TOKEN": "hf_LEAKCHECKtoken6a0d2e9b71c4",
 }
 
