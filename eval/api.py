@@ -54,7 +54,7 @@ class RunSettings:
     cot: bool = False
     lang: str = "zh"
     concurrency: int = 8
-    max_tokens: int = 1024
+    max_tokens: int = 4096
     seed: int = 0
     judge: str | None = None
     judge_base_url: str | None = None

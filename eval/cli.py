@@ -43,7 +43,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=_positive, default=8, help="concurrent API requests (default 8)")
     p.add_argument("--judge", metavar="SPEC", help="VQA judge model, e.g. openai:gpt-4o")
     p.add_argument("--judge-base-url", help="endpoint of the judge model")
-    p.add_argument("--max-tokens", type=_positive, default=1024, help="generation limit (default 1024)")
+    p.add_argument("--max-tokens", type=_positive, default=4096,
+                   help="generation limit (default 4096; raise it for thinking models, keeping prompt + limit under the server context)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="run folder (default results/<model>-<task>-<settings>/)")
     p.add_argument("--max-image-side", type=_positive, default=1024, help="resize bound in pixels (default 1024)")

@@ -47,7 +47,7 @@ class GenerationConfig:
     """Decoding settings; the paper's protocol is greedy decoding (temperature 0)."""
 
     temperature: float = 0.0
-    max_tokens: int = 1024
+    max_tokens: int = 4096
     seed: int = 0
 
 

@@ -34,7 +34,7 @@ class LocalEngineOptions:
     """
 
     images: int | None = None
-    max_tokens: int = 1024
+    max_tokens: int = 4096
     seed: int = 0
     batch_size: int = 8
     tensor_parallel_size: int = 1
