@@ -20,13 +20,13 @@ from PIL import Image
 
 from eval.backends import make_backend
 from eval.backends._local import EngineUnavailable, LocalEngineOptions
+from eval.backends.openai_chat import to_openai_messages
 from eval.backends.vllm_offline import (
     INSTALL_HINT,
     VLLMBackend,
     build_engine_args,
     build_sampling_params_kwargs,
     response_from_output,
-    to_vllm_messages,
 )
 from eval.types import BackendError, ConfigError, GenerationConfig, ImagePart, Message, Request
 
@@ -117,7 +117,7 @@ def test_messages_are_openai_style_with_data_uri_images_in_order() -> None:
         Message("user", ("Reference photo:", ImagePart(photo((1, 2, 3))), "Customer photo:",
                          ImagePart(png, mime_type="image/png", role="user"), "Estimate per serving.")),
     ))
-    system, user = to_vllm_messages(req)
+    system, user = to_openai_messages(req.messages)
     assert system == {"role": "system", "content": "Answer in JSON."}
     assert user["role"] == "user"
     assert [p["type"] for p in user["content"]] == ["text", "image_url", "text", "image_url", "text"]

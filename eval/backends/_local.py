@@ -6,6 +6,7 @@ when an engine cannot start, and the batch runner that keeps one bad sample from
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
@@ -108,6 +109,15 @@ def short_error(exc: BaseException, limit: int = 200) -> str:
     """An exception as one bounded line: engines raise multi-line, very long messages."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+async def generate_one(generate_batch: Callable[[list[Request]], list[Response | BackendError]],
+                       request: Request) -> Response:
+    """`Backend.generate` for a local engine: a batch of one, off the event loop."""
+    result = (await asyncio.to_thread(generate_batch, [request]))[0]
+    if isinstance(result, BackendError):
+        raise result
+    return result
 
 
 def generate_isolated(

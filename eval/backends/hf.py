@@ -6,7 +6,6 @@ decoding with left padding. Slower than vLLM, but needs nothing beyond torch and
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import io
 import threading
@@ -15,7 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval.backends._local import EngineUnavailable, LocalEngineOptions, chunks, generate_isolated, short_error
+from eval.backends._local import (
+    EngineUnavailable,
+    LocalEngineOptions,
+    chunks,
+    generate_isolated,
+    generate_one,
+    short_error,
+)
 from eval.types import BackendError, Message, Request, Response
 
 INSTALL_HINT = "pip install -r requirements-dev.txt (torch + transformers)"
@@ -177,10 +183,7 @@ class HFBackend:
         }
 
     async def generate(self, request: Request) -> Response:
-        result = (await asyncio.to_thread(self.generate_batch, [request]))[0]
-        if isinstance(result, BackendError):
-            raise result
-        return result
+        return await generate_one(self.generate_batch, request)
 
     def generate_batch(self, requests: list[Request]) -> list[Response | BackendError]:
         """One Response or BackendError per request, in order; runs `batch_size` prompts at a time."""

@@ -24,7 +24,12 @@ VLLM_HINT = ("if this is a `vllm serve` endpoint, start it with --limit-mm-per-p
 
 
 def to_openai_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
-    """One converter: our Message -> OpenAI chat content parts, keeping text/image order."""
+    """Our Messages -> OpenAI chat messages, text and images in order.
+
+    The one converter for every server or engine that reads the OpenAI chat format (`openai:`,
+    and `vllm:` through `LLM.chat`). A text-only message stays a plain string, which every chat
+    template reads; images travel as data-URI `image_url` parts.
+    """
     converted = []
     for message in messages:
         if not message.images:
@@ -35,7 +40,7 @@ def to_openai_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             if isinstance(part, ImagePart):
                 url = f"data:{part.mime_type};base64,{base64.b64encode(part.data).decode('ascii')}"
                 parts.append({"type": "image_url", "image_url": {"url": url}})
-            else:
+            elif part:
                 parts.append({"type": "text", "text": part})
         converted.append({"role": message.role, "content": parts})
     return converted

@@ -1,18 +1,24 @@
 """`vllm:MODEL` — offline batched inference with `vllm.LLM` on local GPUs (no server).
 
 The request building is pure functions (`build_engine_args`, `build_sampling_params_kwargs`,
-`to_vllm_messages`) so it is tested without a GPU; `make` imports vllm only when asked for.
+`to_openai_messages`, shared with `openai:` since `LLM.chat` reads the same chat format) so it is tested
+without a GPU; `make` imports vllm only when asked for.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from eval.backends._local import EngineUnavailable, LocalEngineOptions, generate_isolated, short_error
+from eval.backends._local import (
+    EngineUnavailable,
+    LocalEngineOptions,
+    generate_isolated,
+    generate_one,
+    short_error,
+)
+from eval.backends.openai_chat import to_openai_messages
 from eval.types import BackendError, GenerationConfig, Request, Response
 
 INSTALL_HINT = "vllm is not installed: pip install -r requirements-vllm.txt (needs a CUDA GPU)"
@@ -62,33 +68,6 @@ def build_sampling_params_kwargs(config: GenerationConfig) -> dict[str, Any]:
     return {"temperature": float(config.temperature), "max_tokens": config.max_tokens, "seed": config.seed}
 
 
-def image_data_uri(data: bytes, mime_type: str) -> str:
-    """`data:image/jpeg;base64,...` — the OpenAI image_url form vLLM's chat parser decodes."""
-    return f"data:{mime_type};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def to_vllm_messages(request: Request) -> list[dict[str, Any]]:
-    """The request as OpenAI-style chat messages for `LLM.chat`, text and images in order.
-
-    A text-only message stays a plain string (every chat template reads that); a message with
-    images becomes a list of `text` and `image_url` parts.
-    """
-    messages: list[dict[str, Any]] = []
-    for message in request.messages:
-        if not message.images:
-            messages.append({"role": message.role, "content": message.text})
-            continue
-        parts: list[dict[str, Any]] = []
-        for part in message.content:
-            if isinstance(part, str):
-                if part:
-                    parts.append({"type": "text", "text": part})
-            else:
-                parts.append({"type": "image_url", "image_url": {"url": image_data_uri(part.data, part.mime_type)}})
-        messages.append({"role": message.role, "content": parts})
-    return messages
-
-
 def response_from_output(output: Any) -> Response:
     """A vLLM `RequestOutput` (first completion) → Response with token usage."""
     completion = output.outputs[0]
@@ -123,10 +102,7 @@ class VLLMBackend:
                 "decoding": "greedy (temperature 0)"}
 
     async def generate(self, request: Request) -> Response:
-        result = (await asyncio.to_thread(self.generate_batch, [request]))[0]
-        if isinstance(result, BackendError):
-            raise result
-        return result
+        return await generate_one(self.generate_batch, request)
 
     def generate_batch(self, requests: list[Request]) -> list[Response | BackendError]:
         """All requests in one `LLM.chat` call (vLLM schedules them itself), results in order."""
@@ -138,7 +114,7 @@ class VLLMBackend:
         if count > limit:
             raise BackendError(f"{request.id}: {count} images but the engine was started for at most "
                                f"{limit} (--images)", retryable=False)
-        return to_vllm_messages(request)
+        return to_openai_messages(request.messages)
 
     def _run(self, requests: list[Request], conversations: list[list[dict[str, Any]]]) -> list[Response]:
         params = [self._sampling_params(**build_sampling_params_kwargs(r.config)) for r in requests]
