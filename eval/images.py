@@ -64,11 +64,54 @@ def _stored_bytes(image: Any) -> bytes | None:
     return None
 
 
+_SOF_PLAIN = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended and progressive Huffman frames
+_STANDALONE = frozenset({0x01, 0xD8, *range(0xD0, 0xD8)})  # markers without a length field
+
+
+def jpeg_frame(data: bytes) -> tuple[int, int, int] | None:
+    """(width, height, components) from an 8-bit Huffman JPEG's frame header; None for anything else.
+
+    Walks the marker segments up to the frame header without decoding, about a tenth of what
+    opening the image with Pillow costs; None (other formats, arithmetic or lossless JPEG, a
+    header it cannot read) sends the caller down the Pillow path.
+
+    >>> jpeg_frame(bytes.fromhex("ffd8 ffc0 0011 08 01c0 0280 03" + "00" * 9))
+    (640, 448, 3)
+    >>> jpeg_frame(b"GIF89a") is None
+    True
+    """
+    if data[:2] != b"\xff\xd8":
+        return None
+    i, n = 2, len(data)
+    while i + 4 <= n:
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in _STANDALONE:
+            i += 2
+            continue
+        if marker in _SOF_PLAIN:
+            if i + 10 > n or data[i + 4] != 8:
+                return None
+            height, width = int.from_bytes(data[i + 5:i + 7], "big"), int.from_bytes(data[i + 7:i + 9], "big")
+            return (width, height, data[i + 9]) if width and height else None
+        if 0xC3 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC) or marker in (0xD9, 0xDA):
+            return None  # another frame type, or image data before any frame header
+        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    return None
+
+
 def encode_for_transport(image: Any, *, max_side: int, role: str, item_id: str, index: int) -> ImagePart:
     """One stored image -> an ImagePart no larger than `max_side` on its long side (JPEG)."""
     data = _stored_bytes(image)
     if not data:
         raise ImageError(f"item {item_id}: image {index} is empty or missing")
+    frame = jpeg_frame(data)
+    if frame is not None and frame[2] == 3 and max(frame[:2]) <= max_side:
+        return ImagePart(data=data, mime_type="image/jpeg", role=role)  # a colour JPEG within bounds, as stored
     try:
         with Image.open(io.BytesIO(data)) as img:  # header only: no pixel decoding yet
             if img.format == "JPEG" and img.mode == "RGB" and max(img.size) <= max_side:

@@ -13,7 +13,7 @@ from PIL import Image
 
 from eval import prompts, tasks
 from eval.backends._retry import host_of, parse_retry_after, parse_retry_delay
-from eval.images import ImageError, encode_for_transport, select_views
+from eval.images import ImageError, encode_for_transport, jpeg_frame, select_views
 from eval.progress import Progress
 from eval.runner import RetryPolicy, execute
 from eval.store import PredictionStore, read_predictions
@@ -75,6 +75,29 @@ def test_small_jpeg_is_sent_as_stored_and_large_images_are_shrunk_once():
                                item_id="i", index=0)
     image = Image.open(io.BytesIO(big.data))
     assert image.format == "JPEG" and image.size == (128, 85) and big.role == "reference"
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L", "CMYK"])
+@pytest.mark.parametrize("progressive", [False, True])
+def test_jpeg_frame_reads_what_pillow_reads(mode, progressive):
+    out = io.BytesIO()
+    Image.new(mode, (70, 45), "white").save(out, "JPEG", progressive=progressive,
+                                            exif=Image.Exif().tobytes() if mode == "RGB" else b"")
+    with Image.open(io.BytesIO(out.getvalue())) as image:
+        assert jpeg_frame(out.getvalue()) == (*image.size, len(image.getbands())) == (70, 45, len(mode))
+
+
+def test_only_colour_jpegs_within_bounds_skip_pillow():
+    assert jpeg_frame(png((1, 2, 3), (10, 10))) is None
+    assert jpeg_frame(b"\xff\xd8\xff") is None  # cut short inside the first marker
+    grey = io.BytesIO()
+    Image.new("L", (20, 20)).save(grey, "JPEG")
+    sent = encode_for_transport({"bytes": grey.getvalue()}, max_side=64, role="user", item_id="g", index=0)
+    assert sent.data != grey.getvalue() and Image.open(io.BytesIO(sent.data)).mode == "RGB"
+    wide = jpeg((9, 9, 9), (200, 20))
+    assert encode_for_transport({"bytes": wide}, max_side=200, role="user", item_id="w", index=0).data == wide
+    assert Image.open(io.BytesIO(encode_for_transport({"bytes": wide}, max_side=100, role="user", item_id="w",
+                                                      index=0).data)).size == (100, 10)
 
 
 def test_undecodable_and_empty_images_name_the_item():

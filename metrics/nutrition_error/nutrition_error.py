@@ -6,6 +6,7 @@ The one parser for the nutrition task (`parse_nutrition`); the harness imports i
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import re
@@ -86,6 +87,7 @@ def _strip_reasoning(text: str) -> str:
     return re.split(r"<think>", text, flags=re.IGNORECASE)[0]
 
 
+@functools.lru_cache(maxsize=4096)  # models repeat the same few keys: five regexes once per spelling
 def _canonical_key(key: str) -> tuple[str | None, str]:
     """Map a key to (nutrient or None, unit hint): "Energy (kJ)" -> ("calories", "kj")."""
     key = unicodedata.normalize("NFKC", str(key)).casefold().strip(" *_#-•`\"'")
