@@ -71,9 +71,10 @@ def release_counts(release: Path) -> dict[str, int]:
 
 
 def warm_imports() -> None:
-    """Import what a harness run imports (the openai SDK; the metric parsers pull in `evaluate` and
-    with it transformers: seconds), so timed sections measure work, not start-up (`import_seconds`)."""
-    import openai  # noqa: F401  (the openai: backend imports it when built)
+    """Import what a harness run imports (the HTTP client; the metric parsers), so timed sections
+    measure work, not start-up (`import_seconds`)."""
+    import aiohttp  # noqa: F401  (the openai: backend imports it when built)
+    import orjson  # noqa: F401
 
     from eval import api, report, scoring, sweep, tasks  # noqa: F401  (scoring writes the report)
     from eval.backends import openai_chat  # noqa: F401

@@ -4,8 +4,9 @@ the ideal N x latency / C. Target <= 1.15x (1,000 requests, 100 ms, concurrency 
 The measured path is the harness's own generation loop: requests built lazily from the release's
 nutrition rows (`eval.tasks.build_request`, one view each), sent by `eval.runner.execute` through
 the real `openai:` backend, parsed (`eval.api.to_prediction`) and appended to predictions.jsonl
-(`eval.store.PredictionStore`). A second row times the whole `eval.api.run` (dataset load and
-scoring included) on the same items, for reference.
+(`eval.store.PredictionStore`). Two more rows, for reference: the same loop with a backend that
+only sleeps the latency in-process (no HTTP: the runner's own floor, which includes the rounding
+of N / C up to whole rounds), and the whole `eval.api.run` (dataset load and scoring included).
 
     python -m bench.concurrency [--requests 1000] [--latency 0.1] [--concurrency 64]
 """
@@ -22,7 +23,7 @@ from typing import Any
 
 from bench.common import PAPER_RELEASE, BenchError, ensure_release, result, table, warm_imports, write_json
 from bench.overhead import placeholder_key
-from bench.server import BenchServer
+from bench.server import DEFAULT_ANSWER, BenchServer
 
 TARGET = 1.15
 
@@ -42,17 +43,34 @@ def nutrition_rows(release: Path, n: int) -> list[dict[str, Any]]:
     return cycled
 
 
+class SleepingBackend:
+    """Answers every request after `latency` seconds, in-process: the runner with no HTTP at all."""
+
+    spec = "bench:sleep"
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+
+    async def generate(self, request: Any) -> Any:
+        from eval.types import Response
+
+        await asyncio.sleep(self.latency)
+        return Response(text=DEFAULT_ANSWER, usage={"prompt_tokens": 100, "completion_tokens": 20})
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "bench-sleep"}
+
+
 async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concurrency: int, images: int,
-                    client: str) -> int:
+                    client: str, latency: float) -> int:
     from eval import api, tasks
-    from eval.backends import make_backend
+    from eval.backends import make_backend, release
     from eval.runner import RetryPolicy, execute
     from eval.store import PredictionStore
 
-    if client == "lean":
-        from bench.lean_client import LeanChatClient
-
-        backend: Any = LeanChatClient(base_url)
+    backend: Any
+    if client == "sleep":
+        backend = SleepingBackend(latency)
     else:
         backend = make_backend("openai:bench-vlm", base_url=base_url, timeout=60.0)
     settings = tasks.PromptSettings(model="openai:bench-vlm", images=images, max_tokens=256)
@@ -68,16 +86,15 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
             prediction = api.to_prediction(outcome, by_id[outcome.request.id], "zh")
             store.append(prediction)
             answered += prediction.error is None
-    if hasattr(backend, "aclose"):
-        await backend.aclose()
+    await release(backend)
     return answered
 
 
 def runner_loop(base_url: str, rows: list[dict[str, Any]], out: Path, *, concurrency: int, images: int,
-                client: str = "openai") -> float:
-    """Seconds for the harness's generation loop over `rows` (client: the openai backend, or lean)."""
+                client: str = "openai", latency: float = 0.0) -> float:
+    """Seconds for the harness's generation loop over `rows` (client: the openai backend, or sleep)."""
     start = time.perf_counter()
-    answered = asyncio.run(_generate(base_url, rows, out, concurrency, images, client))
+    answered = asyncio.run(_generate(base_url, rows, out, concurrency, images, client, latency))
     seconds = time.perf_counter() - start
     if answered != len(rows):
         raise BenchError(f"only {answered} of {len(rows)} requests were answered")
@@ -107,21 +124,22 @@ def run(release: Path = PAPER_RELEASE, *, requests: int = 1000, latency: float =
     out_rows = []
     with placeholder_key(), tempfile.TemporaryDirectory(prefix="bench-concurrency-") as tmp:
         with BenchServer(latency=latency) as server:
-            # Untimed warm-up: the SDK builds its response models on first use.
+            # Untimed warm-up: first use of the client, the parsers and the store.
             runner_loop(server.base_url, rows[:concurrency], Path(tmp) / "warm", concurrency=concurrency, images=images)
             warm = server.stats()
             seconds = runner_loop(server.base_url, rows, Path(tmp) / "runner", concurrency=concurrency, images=images)
             seen = server.stats()
-            lean = runner_loop(server.base_url, rows, Path(tmp) / "lean", concurrency=concurrency, images=images,
-                               client="lean")
+        floor = runner_loop("", rows, Path(tmp) / "sleep", concurrency=concurrency, images=images, client="sleep",
+                            latency=latency)
         seen = {**seen, "requests": seen["requests"] - warm["requests"], "images": seen["images"] - warm["images"],
                 "bytes": seen["bytes"] - warm["bytes"]}
         if seen["requests"] != requests:
             raise BenchError(f"the server saw {seen['requests']} requests, expected {requests}")
         out_rows.append(result("concurrency (runner / ideal N*latency/C)", seconds, ideal, target=TARGET, note=size,
                                server=seen))
-        out_rows.append(result("  same runner, bare aiohttp client (no SDK)", lean, ideal,
-                               note="isolates the runner from the openai SDK's per-request CPU"))
+        whole_rounds = -(-requests // concurrency) * latency
+        out_rows.append(result("  same loop, in-process backend (no HTTP)", floor, ideal,
+                               note=f"the runner's floor; whole rounds alone take {whole_rounds:g} s"))
         distinct = sum(1 for row in rows if "~" not in str(row["id"]))
         if end_to_end_too and distinct == requests:  # api.run needs that many distinct items
             with BenchServer(latency=latency) as server:

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from eval import tasks
-from eval.backends import SpecError, make_backend, parse_spec
+from eval.backends import SpecError, make_backend, parse_spec, release
 from eval.backends._retry import host_of
 from eval.images import ImageError
 from eval.progress import Progress
@@ -330,6 +330,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
                     on_prediction(prediction)
         finally:
             bar.close()
+            await release(backend)
         with store.path.open(encoding="utf-8") as lines:
             if len(store.done) != sum(1 for _ in lines):
                 store.compact()  # an item re-asked after a prompt/data change: keep its newest line only
@@ -372,7 +373,10 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
     backend = backend or build_backend(settings, data)
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
     await asyncio.to_thread(tasks.load_parsers, settings.tasks)
-    async for outcome in execute(backend, _requests(data, settings), concurrency=settings.concurrency,
-                                 batch_size=settings.batch_size, policy=_policy(settings)):
-        row = rows[(outcome.request.task, outcome.request.id)]
-        yield to_prediction(outcome, row, settings.lang), row
+    try:
+        async for outcome in execute(backend, _requests(data, settings), concurrency=settings.concurrency,
+                                     batch_size=settings.batch_size, policy=_policy(settings)):
+            row = rows[(outcome.request.task, outcome.request.id)]
+            yield to_prediction(outcome, row, settings.lang), row
+    finally:
+        await release(backend)

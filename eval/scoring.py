@@ -189,16 +189,22 @@ class BackendJudge:
         self.spec, self.base_url, self.timeout, self.max_attempts = spec, base_url, timeout, max_attempts
         self._backend: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._starting = threading.Lock()  # judge_items calls from several threads at once
 
     def _start(self) -> None:
         from eval.backends import SpecError, make_backend
 
-        try:
-            self._backend = make_backend(self.spec, base_url=self.base_url, timeout=self.timeout)
-        except (SpecError, ConfigError) as exc:
-            raise ScoringError(f"--judge: {exc}") from None
-        self._loop = asyncio.new_event_loop()
-        threading.Thread(target=self._loop.run_forever, daemon=True, name="judge-loop").start()
+        with self._starting:
+            if self._backend is not None:  # another thread got here first
+                return
+            try:
+                backend = make_backend(self.spec, base_url=self.base_url, timeout=self.timeout)
+            except (SpecError, ConfigError) as exc:
+                raise ScoringError(f"--judge: {exc}") from None
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="judge-loop")
+            self._thread.start()
+            self._backend = backend  # last: other threads take a set backend to mean a running loop
 
     def __call__(self, prompt: str) -> str:
         from eval.runner import RetryPolicy, call_with_retries
@@ -218,7 +224,13 @@ class BackendJudge:
 
     def close(self) -> None:
         if self._loop is not None:
+            from eval.backends import release
+
+            asyncio.run_coroutine_threadsafe(release(self._backend), self._loop).result(timeout=30)
             self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+            self._loop.close()
+            self._loop = self._backend = None  # a later call starts afresh
 
 
 # ---------------------------------------------------------------- a run folder

@@ -56,11 +56,13 @@ def test_overhead_runs_the_harness_and_the_bare_loop_on_the_same_views():
 
 def test_concurrency_sends_every_request_and_never_exceeds_the_limit():
     rows = concurrency.run(SAMPLE, requests=12, latency=0.01, concurrency=4)
-    runner, lean, end_to_end = rows
+    runner, floor, end_to_end = rows
     for row in rows:
         well_formed(row)
-    assert runner["reference"] == lean["reference"] == pytest.approx(12 * 0.01 / 4)
-    assert runner["target"] == 1.15 and lean["target"] is None and end_to_end["target"] is None
+    assert runner["reference"] == floor["reference"] == pytest.approx(12 * 0.01 / 4)
+    assert runner["target"] == 1.15 and floor["target"] is None and end_to_end["target"] is None
+    assert floor["measured"] >= 3 * 0.01  # three whole rounds of 4 sleeps: a floor no runner can beat
+    assert "whole rounds alone take 0.03 s" in floor["note"]
     assert runner["server"]["requests"] == 12
     assert 1 < runner["server"]["max_in_flight"] <= 4
 

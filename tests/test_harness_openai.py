@@ -1,4 +1,4 @@
-"""End to end through the real openai client against a fake OpenAI-compatible server on 127.0.0.1."""
+"""End to end through the `openai:` backend against a fake OpenAI-compatible server on 127.0.0.1."""
 
 from __future__ import annotations
 

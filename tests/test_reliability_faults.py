@@ -1,4 +1,4 @@
-"""Fault injection: the real openai and google-genai clients, driven by the harness, against fake
+"""Fault injection: the `openai:` backend and the real google-genai client, driven by the harness, against fake
 servers that fail a seeded half of the first attempts. Transient faults must leave no trace in the
 results; fatal ones must end their sample at once, be reported, and be scored as failures.
 """

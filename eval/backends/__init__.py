@@ -41,6 +41,16 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return backend, model
 
 
+async def release(backend: Any) -> None:
+    """Close what a backend holds open on the running event loop (HTTP connections), if anything.
+
+    Called by whoever runs the loop, before it ends: a later loop gets fresh connections.
+    """
+    close = getattr(backend, "aclose", None)
+    if close is not None:
+        await close()
+
+
 def make_backend(spec: str, **options: Any) -> Backend:
     """Build the backend for `spec`. Options (base_url, image count, ...) go to the module's `make`."""
     backend, model = parse_spec(spec)

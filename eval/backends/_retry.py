@@ -1,7 +1,7 @@
 """What API backends share: which HTTP statuses are worth retrying, Retry-After, keys, hosts.
 
-The runner owns retries (SDK retries are switched off), so every backend maps its SDK's errors
-to `BackendError(retryable=..., status=..., retry_after=...)` with these rules.
+The runner owns retries (client retries are switched off), so every backend maps its client's
+errors to `BackendError(retryable=..., status=..., retry_after=...)` with these rules.
 """
 
 from __future__ import annotations

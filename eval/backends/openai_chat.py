@@ -1,12 +1,23 @@
-"""`openai:MODEL`: any OpenAI-compatible chat server (OpenAI, `vllm serve`, ...) via AsyncOpenAI.
+"""`openai:MODEL`: any OpenAI-compatible chat server (OpenAI, `vllm serve`, ...) over plain HTTP.
 
-Images travel as data-URI `image_url` parts. The client's own retries are off (max_retries=0):
-the runner retries, so attempts and backoff are counted in one place.
+The chat-completions wire format is small and stable, so this backend speaks it directly with
+aiohttp (one keep-alive connection pool per event loop) and orjson, instead of going through an
+SDK: at concurrency 64 an SDK's per-request CPU (request models, an httpx connection pool scanned
+per request, response models) kept the event loop busy longer than a 100 ms server does, which
+`bench.concurrency` measures. What the SDK gave is kept: Bearer auth (`OPENAI_API_KEY`),
+`OPENAI_BASE_URL` when there is no `--base-url`, the `OPENAI_ORG_ID` / `OPENAI_PROJECT_ID`
+headers, proxies from the environment, TLS verified against certifi's CA bundle, the server's own
+error message, `Retry-After`. run.json records the host that answered, wherever it came from.
+
+Images travel as data-URI `image_url` parts. The runner retries (one place counts attempts and
+backoff), so this client never does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import os
 from typing import Any
 
 from eval.backends._retry import (
@@ -19,6 +30,7 @@ from eval.backends._retry import (
 )
 from eval.types import BackendError, ConfigError, ImagePart, Message, Request, Response
 
+OPENAI_URL = "https://api.openai.com/v1"
 VLLM_HINT = ("if this is a `vllm serve` endpoint, start it with --limit-mm-per-prompt '{\"image\": N}' "
              "(N >= the images sent) and a pixel cap (--mm-processor-kwargs '{\"max_pixels\": ...}')")
 
@@ -47,69 +59,151 @@ def to_openai_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
 
 
 class OpenAIChatBackend:
-    """Chat completions at temperature 0 with max_tokens and seed."""
+    """POST {base_url}/chat/completions at temperature 0 with max_tokens and seed."""
 
     def __init__(self, model: str, *, base_url: str | None = None, timeout: float = 120.0,
                  api_key: str | None = None) -> None:
         try:
-            import openai
-        except ImportError:
-            raise ConfigError("the openai package is not installed: pip install -r requirements.txt") from None
+            import aiohttp
+            import orjson
+        except ImportError as exc:
+            raise ConfigError(f"the {exc.name} package is not installed: pip install -r requirements.txt") from None
+        # Like the openai SDK: --base-url, else OPENAI_BASE_URL (how a Space operator points its
+        # models at a `vllm serve`), else OpenAI. A key may be left out only with --base-url.
+        explicit_url = base_url
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL", "").strip() or None
         check_base_url(base_url)
         self.spec = f"openai:{model}"
         self.model = model
         self.base_url = base_url
-        self._openai = openai
-        self._key = resolve_api_key(("OPENAI_API_KEY",), base_url=base_url, what="openai:", explicit=api_key)
-        self.client = openai.AsyncOpenAI(api_key=self._key, base_url=base_url, timeout=timeout, max_retries=0)
+        self.timeout = timeout
+        self._aiohttp, self._orjson = aiohttp, orjson
+        self._key = resolve_api_key(("OPENAI_API_KEY",), base_url=explicit_url, what="openai:", explicit=api_key)
+        self._url = (base_url or OPENAI_URL).rstrip("/") + "/chat/completions"
+        self._headers = {"Authorization": f"Bearer {self._key}", "Content-Type": "application/json",
+                         "Accept": "application/json"}
+        for header, name in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+            if value := os.environ.get(name, "").strip():
+                self._headers[header] = value
+        self._proxy = _proxy_for(self._url)
+        self._session: Any = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
+
+    def _client(self) -> Any:
+        """This event loop's session: connections are bound to the loop that opened them."""
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._session_loop is not loop:
+            aiohttp = self._aiohttp
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, ssl=_ssl_context()),  # the runner bounds concurrency
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=self.timeout),
+            )
+            self._session_loop = loop
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close this loop's connections (the runner calls it when a run's event loop is done)."""
+        session, self._session = self._session, None
+        if session is not None and not session.closed and self._session_loop is asyncio.get_running_loop():
+            await session.close()
 
     async def generate(self, request: Request) -> Response:
-        openai = self._openai
+        aiohttp, orjson = self._aiohttp, self._orjson
+        body = orjson.dumps({"model": self.model, "messages": to_openai_messages(request.messages),
+                             "temperature": request.config.temperature, "max_tokens": request.config.max_tokens,
+                             "seed": request.config.seed})
         try:
-            # `chat.completions.create` would first walk the whole body (base64 images included)
-            # through the SDK's type-driven transform, a no-op for these plain fields that cost
-            # about a third of the client's CPU per request; `post` sends the same JSON to the same
-            # endpoint with the same auth, errors and typed ChatCompletion result.
-            completion = await self.client.post(
-                "/chat/completions",
-                body={"model": self.model, "messages": to_openai_messages(request.messages),
-                      "temperature": request.config.temperature, "max_tokens": request.config.max_tokens,
-                      "seed": request.config.seed},
-                cast_to=self._openai.types.chat.ChatCompletion,
-            )
-        except openai.APIStatusError as exc:
-            status = exc.status_code
-            message = f"HTTP {status} from the model server: {scrub(_short(exc.message), self._key)}"
-            if status == 400 and "image" in str(exc.message).lower():
+            async with self._client().post(self._url, data=body, headers=self._headers, proxy=self._proxy) as reply:
+                payload = await reply.read()
+                status, headers = reply.status, reply.headers
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            raise BackendError("request timed out", retryable=True) from None
+        except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body, DNS, TLS, proxy
+            raise BackendError(f"cannot reach the model server ({scrub(_short(_describe(exc)), self._key)})",
+                               retryable=True) from None
+        if status != 200:
+            message = f"HTTP {status} from the model server: {scrub(_short(_error_message(payload)), self._key)}"
+            if status == 400 and "image" in message[len(f"HTTP {status}"):].lower():
                 message += f" ({VLLM_HINT})"
             raise BackendError(message, retryable=is_retryable_status(status), status=status,
-                               retry_after=parse_retry_after(exc.response.headers)) from None
-        except openai.APITimeoutError:
-            raise BackendError("request timed out", retryable=True) from None
-        except openai.APIConnectionError as exc:
-            raise BackendError(f"cannot reach the model server ({_short(str(exc.__cause__ or exc))})",
-                               retryable=True) from None
-        except (openai.APIError, ValueError) as exc:  # malformed body: worth another try
+                               retry_after=parse_retry_after(headers))
+        try:
+            completion = orjson.loads(payload)
+            choices = completion.get("choices")
+            choice = choices[0] if choices else None
+            message_obj = choice.get("message") if choice else None
+            finish = choice.get("finish_reason") if choice else None
+            text = message_obj.get("content") if isinstance(message_obj, dict) else None
+            usage = completion.get("usage")
+        except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError, IndexError) as exc:
             raise BackendError(f"malformed response from the model server ({type(exc).__name__})",
                                retryable=True) from None
-        choices = getattr(completion, "choices", None)
         if not choices:
             raise BackendError("the server returned no choices", retryable=True)
-        choice = choices[0]
-        if choice.finish_reason == "content_filter":
+        if finish == "content_filter":
             raise BackendError("content blocked by the provider's filter", retryable=False)
-        text = choice.message.content if choice.message is not None else None
-        if text is None:
+        if not isinstance(text, str):
             raise BackendError("the server returned an empty message", retryable=True)
-        usage = None
-        if completion.usage is not None:
-            usage = {"prompt_tokens": completion.usage.prompt_tokens,
-                     "completion_tokens": completion.usage.completion_tokens}
-        return Response(text=text, usage=usage, finish_reason=choice.finish_reason)
+        tokens = None
+        if isinstance(usage, dict):
+            tokens = {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)}
+        return Response(text=text, usage=tokens or None, finish_reason=finish)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "openai", "model": self.model, "base_url_host": host_of(self.base_url),
-                "sdk": "openai", "sdk_version": self._openai.__version__}
+                "client": "aiohttp", "client_version": self._aiohttp.__version__}
+
+
+_SSL: Any = None
+
+
+def _ssl_context() -> Any:
+    """Verify TLS against certifi's CA bundle when present (as the Python HTTP ecosystem does), else the system's."""
+    global _SSL
+    if _SSL is None:
+        import ssl
+
+        try:
+            import certifi
+
+            _SSL = ssl.create_default_context(cafile=certifi.where())
+        except ImportError:
+            _SSL = ssl.create_default_context()
+    return _SSL
+
+
+def _proxy_for(url: str) -> str | None:
+    """HTTPS_PROXY / HTTP_PROXY for this URL unless NO_PROXY exempts it, looked up once, not per request."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy
+
+
+def _error_message(payload: bytes) -> str:
+    """The server's own words: OpenAI's {"error": {"message"}}, vLLM's {"message"}, or the text."""
+    import json
+
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return payload.decode("utf-8", "replace") or "(empty body)"
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        for key in ("message", "detail", "error"):
+            if data.get(key):
+                return str(data[key])
+    return str(data)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _short(text: str) -> str:

@@ -300,6 +300,10 @@ def _backend_judge(spec: str, base_url: str | None) -> AsyncJudge:
                 await asyncio.sleep(min(exc.retry_after if exc.retry_after is not None else 2.0**attempt, 60.0))
         raise AssertionError("unreachable")
 
+    async def aclose() -> None:  # the backend's connections belong to the loop that opened them
+        await backends.release(backend)
+
+    call._release = aclose  # type: ignore[attr-defined]  # only judges built here are closed by _run_async
     return call
 
 
@@ -320,7 +324,11 @@ def _run_async(prompts: list[str], judge: AsyncJudge, concurrency: int,
                     raw = exc
             return ask(prompt, lambda: raw)
 
-        return await asyncio.gather(*(one(p) for p in prompts))
+        try:
+            return await asyncio.gather(*(one(p) for p in prompts))
+        finally:
+            if (close := getattr(judge, "_release", None)) is not None:
+                await close()
 
     try:
         asyncio.get_running_loop()

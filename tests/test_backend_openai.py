@@ -1,0 +1,171 @@
+"""The `openai:` backend's own HTTP client against fake servers on 127.0.0.1: what it sends, how it
+reads errors, event loops, proxies. (Whole runs through it are in test_harness_openai.py and the
+reliability tests.)"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+from typing import Any
+
+import pytest
+from PIL import Image
+
+import eval.backends as backends
+from eval.backends import openai_chat, release
+from eval.scoring import BackendJudge
+from eval.types import BackendError, ConfigError, GenerationConfig, ImagePart, Message, Request
+from tests.fakes.openai_server import FakeOpenAIServer
+
+KEY = "sk-test-backend-3c9e1f70"
+
+
+def tiny_jpeg() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (8, 6), (200, 40, 40)).save(out, "JPEG")
+    return out.getvalue()
+
+
+IMAGE = tiny_jpeg()
+REQUEST = Request(id="c1", task="classification",
+                  messages=(Message("user", (ImagePart(IMAGE, "image/jpeg", "reference"), "Which dish? A or B")),),
+                  config=GenerationConfig(temperature=0.0, max_tokens=32, seed=7), request_hash="h")
+
+
+async def ask(backend: Any, request: Request = REQUEST, *, close: bool = True) -> Any:
+    try:
+        return await backend.generate(request)
+    finally:
+        if close:
+            await release(backend)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for name in ("OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_body_auth_and_the_answer_read_back(monkeypatch):
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-dining")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-bench")
+    with FakeOpenAIServer(oracle=lambda r: "B") as server:
+        response = asyncio.run(ask(openai_chat.make("fake-vlm", base_url=server.base_url)))
+    assert (response.text, response.finish_reason) == ("B", "stop")
+    assert response.usage == {"prompt_tokens": 110, "completion_tokens": 5}
+    (sent,) = server.requests
+    assert sent.path == "/v1/chat/completions" and sent.body["model"] == "fake-vlm"
+    assert sent.images == [IMAGE] and sent.prompt == "Which dish? A or B"
+    assert (sent.temperature, sent.max_tokens, sent.seed) == (0.0, 32, 7)
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+    assert sent.headers["content-type"] == "application/json"
+    assert (sent.headers["openai-organization"], sent.headers["openai-project"]) == ("org-dining", "proj-bench")
+
+
+def test_no_organisation_headers_unless_set():
+    with FakeOpenAIServer(oracle=lambda r: "A") as server:
+        asyncio.run(ask(openai_chat.make("fake-vlm", base_url=server.base_url)))
+    assert not {"openai-organization", "openai-project"} & set(server.requests[0].headers)
+
+
+def test_openai_base_url_is_the_default_server_and_still_needs_a_key(monkeypatch):
+    with FakeOpenAIServer(oracle=lambda r: "A") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        backend = openai_chat.make("fake-vlm")
+        assert asyncio.run(ask(backend)).text == "A" and len(server.requests) == 1
+        assert backend.describe()["base_url_host"] == f"127.0.0.1:{server.port}"
+        monkeypatch.delenv("OPENAI_API_KEY")
+        with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+            openai_chat.make("fake-vlm")
+        assert openai_chat.make("fake-vlm", base_url=server.base_url).describe()["backend"] == "openai"
+
+
+def test_the_servers_own_error_is_shown_without_the_key():
+    class Chatty(FakeOpenAIServer):
+        def error_body(self, status: int, message: str) -> dict[str, Any]:
+            return {"error": {"message": f"At most 1 image(s) may be provided; key {KEY} was used"}}
+
+    with Chatty() as server:
+        server.inject("400")
+        with pytest.raises(BackendError) as caught:
+            asyncio.run(ask(openai_chat.make("fake-vlm", base_url=server.base_url)))
+    error = caught.value
+    assert str(error).startswith("HTTP 400 from the model server: At most 1 image(s) may be provided")
+    assert KEY not in str(error) and "***" in str(error)
+    assert "--limit-mm-per-prompt" in str(error) and error.status == 400 and not error.retryable
+
+
+def test_rate_limits_carry_retry_after_and_bad_bodies_are_retryable():
+    with FakeOpenAIServer(oracle=lambda r: "A") as server:
+        backend = openai_chat.make("fake-vlm", base_url=server.base_url)
+        server.inject("429", retry_after=7)
+        with pytest.raises(BackendError) as limited:
+            asyncio.run(ask(backend))
+        server.inject("malformed")
+        with pytest.raises(BackendError, match="malformed response") as malformed:
+            asyncio.run(ask(backend))
+        server.inject("content_filter")
+        with pytest.raises(BackendError, match="content blocked") as blocked:
+            asyncio.run(ask(backend))
+    assert (limited.value.status, limited.value.retry_after, limited.value.retryable) == (429, 7.0, True)
+    assert malformed.value.retryable and not blocked.value.retryable
+
+
+def test_a_refused_connection_is_retryable_and_names_no_key():
+    with FakeOpenAIServer() as server:
+        closed = server.base_url
+    with pytest.raises(BackendError, match="cannot reach the model server") as caught:
+        asyncio.run(ask(openai_chat.make("fake-vlm", base_url=closed)))
+    assert caught.value.retryable and KEY not in str(caught.value)
+
+
+def test_one_backend_serves_successive_event_loops():
+    """Connections belong to the loop that opened them: each asyncio.run gets its own."""
+    with FakeOpenAIServer(oracle=lambda r: "A") as server:
+        backend = openai_chat.make("fake-vlm", base_url=server.base_url)
+        assert asyncio.run(ask(backend)).text == "A"
+        assert backend._session is None  # released with its loop
+        assert asyncio.run(ask(backend, close=False)).text == "A"  # a loop that ends without release...
+        assert asyncio.run(ask(backend)).text == "A"  # ...does not break the next one
+    assert len(server.requests) == 3
+
+
+def test_proxies_come_from_the_environment_unless_no_proxy_exempts_the_host(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+                 "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    url = "http://models.internal:8000/v1/chat/completions"
+    assert openai_chat._proxy_for(url) is None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
+    assert openai_chat._proxy_for(url) == "http://proxy.internal:3128"
+    assert openai_chat._proxy_for("https://api.openai.com/v1/chat/completions") is None  # no HTTPS_PROXY
+    monkeypatch.setenv("NO_PROXY", "models.internal")
+    assert openai_chat._proxy_for(url) is None
+
+
+def test_a_judge_asked_from_many_threads_builds_one_backend(monkeypatch):
+    built = []
+    make = backends.make_backend
+
+    def counting(spec: str, **options: Any) -> Any:
+        built.append(spec)
+        return make(spec, **options)
+
+    monkeypatch.setattr(backends, "make_backend", counting)
+    with FakeOpenAIServer(oracle=lambda r: "C") as server:
+        judge = BackendJudge("openai:fake-judge", server.base_url, timeout=10)
+        answers: list[str] = []
+        threads = [threading.Thread(target=lambda i=i: answers.append(judge(f"verdict for item {i}?")))
+                   for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        backend = judge._backend
+        judge.close()
+        assert judge("one more, after close?") == "C"  # starts afresh
+        judge.close()
+    assert answers == ["C"] * 8 and built == ["openai:fake-judge"] * 2 and len(server.requests) == 9
+    assert backend._session is None  # close() released its connections on the judge's loop
