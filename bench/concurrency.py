@@ -8,7 +8,7 @@ the real `openai:` backend, parsed (`eval.api.to_prediction`) and appended to pr
 only sleeps the latency in-process (no HTTP: the runner's own floor, which includes the rounding
 of N / C up to whole rounds), and the whole `eval.api.run` (dataset load and scoring included).
 
-    python -m bench.concurrency [--requests 1000] [--latency 0.1] [--concurrency 64]
+    python -m bench.concurrency [--requests 1000] [--latency 0.1] [--concurrency 64] [--images 1]
 """
 
 from __future__ import annotations
@@ -155,6 +155,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.1, help="server latency in seconds (default 0.1)")
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--images", type=int, default=1, help="views per request (default 1)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         ensure_release(args.dataset)
-        rows = run(args.dataset, requests=args.requests, latency=args.latency, concurrency=args.concurrency)
+        rows = run(args.dataset, requests=args.requests, latency=args.latency, concurrency=args.concurrency,
+                   images=args.images)
     except BenchError as exc:
         parser.exit(2, f"error: {exc}\n")
     print(table(rows))

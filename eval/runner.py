@@ -100,10 +100,19 @@ async def _concurrent(backend: Backend, requests: Iterator[Request], concurrency
         finally:
             results.put_nowait(_DONE)
 
-    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    async def launch() -> None:
+        # One worker per loop iteration: each request goes out as soon as it is built, instead of
+        # every worker building its first request before any is sent (a first round 64 builds
+        # late, whose answers then all arrive, and queue, at once).
+        for _ in range(concurrency):
+            workers.append(asyncio.create_task(worker()))
+            await asyncio.sleep(0)
+
+    workers: list[asyncio.Task[None]] = []
+    launcher = asyncio.create_task(launch())
     try:
         finished = 0
-        while finished < len(workers):
+        while finished < concurrency:
             item = await results.get()
             if item is _DONE:
                 finished += 1
@@ -112,9 +121,10 @@ async def _concurrent(backend: Backend, requests: Iterator[Request], concurrency
             else:
                 yield item
     finally:
+        launcher.cancel()
         for task in workers:
             task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        await asyncio.gather(launcher, *workers, return_exceptions=True)
 
 
 async def _batched(backend: Any, requests: Iterator[Request], batch_size: int, policy: RetryPolicy,

@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,27 @@ class SlowBackend:
 
 async def collect(backend, requests, **kw):
     return [o async for o in execute(backend, requests, **kw)]
+
+
+async def test_the_first_request_goes_out_before_the_last_worker_builds_its_own():
+    """Workers start one loop iteration apart, so the network sees request 0 while later ones are
+    still being built (all 16 built first would delay every request of the first round)."""
+    events: list[tuple[str, int]] = []
+
+    def built() -> Iterator[Request]:
+        for i in range(40):
+            events.append(("built", i))
+            yield request(i)
+
+    class Wire(SlowBackend):
+        async def generate(self, req: Request) -> Response:
+            await asyncio.sleep(0)  # the socket write happens on a later loop iteration
+            events.append(("on the wire", int(req.id)))
+            return await super().generate(req)
+
+    outcomes = await collect(Wire(), built(), concurrency=16)
+    assert sorted(int(o.request.id) for o in outcomes) == list(range(40))
+    assert events.index(("on the wire", 0)) < events.index(("built", 15))
 
 
 async def test_concurrency_is_bounded_and_every_request_ends_once():
