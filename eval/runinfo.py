@@ -17,7 +17,7 @@ from typing import Any
 from eval.prompts import PROMPT_VERSION
 
 RUN_JSON = "run.json"
-PACKAGES = ("datasets", "evaluate", "numpy", "pillow", "openai", "google-genai", "transformers", "torch", "vllm")
+PACKAGES = ("datasets", "evaluate", "numpy", "pillow", "aiohttp", "orjson", "google-genai", "transformers", "torch", "vllm")
 # Settings that change what is asked of the model; everything else (concurrency, limit, judge...) does not.
 IDENTITY_FIELDS = ("model", "lang", "cot", "images", "image_order", "max_image_side", "max_tokens", "seed")
 
