@@ -1,8 +1,9 @@
 """Concurrency efficiency: N requests against a server with a fixed latency at concurrency C, versus
 the ideal N x latency / C. Target <= 1.15x (1,000 requests, 100 ms, concurrency 64).
 
-The measured path is the harness's own generation loop: requests built lazily from the release's
-nutrition rows (`eval.tasks.build_request`, one view each), sent by `eval.runner.execute` through
+The measured path is the harness's own generation loop: requests built from the release's
+nutrition rows (`eval.tasks.build_request`, one view each, in worker threads a few rows ahead as
+`eval.api.run` builds them: `eval.runner.built_ahead`), sent by `eval.runner.execute` through
 the real `openai:` backend, parsed (`eval.api.to_prediction`) and appended to predictions.jsonl
 (`eval.store.PredictionStore`). Two more rows, for reference: the same loop with a backend that
 only sleeps the latency in-process (no HTTP: the runner's own floor, which includes the rounding
@@ -17,7 +18,7 @@ import argparse
 import asyncio
 import tempfile
 import time
-from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
                     client: str, latency: float) -> int:
     from eval import api, tasks
     from eval.backends import make_backend, release
-    from eval.runner import RetryPolicy, execute
+    from eval.runner import RetryPolicy, built_ahead, execute
     from eval.store import PredictionStore
 
     backend: Any
@@ -76,13 +77,11 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
     settings = tasks.PromptSettings(model="openai:bench-vlm", images=images, max_tokens=256)
     by_id = {str(r["id"]): r for r in rows}
 
-    def requests() -> Iterator[Any]:
-        for row in rows:
-            yield tasks.build_request("nutrition", row, settings)
-
+    # As api.run builds them: in worker threads, a few rows ahead (runner.built_ahead).
+    requests = built_ahead(partial(tasks.build_request, "nutrition", row, settings) for row in rows)
     answered = 0
     with PredictionStore(out) as store:
-        async for outcome in execute(backend, requests(), concurrency=concurrency, policy=RetryPolicy(max_attempts=1)):
+        async for outcome in execute(backend, requests, concurrency=concurrency, policy=RetryPolicy(max_attempts=1)):
             prediction = api.to_prediction(outcome, by_id[outcome.request.id], "zh")
             store.append(prediction)
             answered += prediction.error is None

@@ -10,9 +10,10 @@ import asyncio
 import dataclasses
 import re
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,7 +24,7 @@ from eval.backends._retry import host_of
 from eval.images import ImageError
 from eval.progress import Progress
 from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
-from eval.runner import Outcome, RetryPolicy, execute
+from eval.runner import Outcome, RetryPolicy, built_ahead, execute
 from eval.store import PREDICTIONS, PredictionStore, read_predictions
 from eval.types import TASKS, Backend, ConfigError, Prediction, Request
 
@@ -222,18 +223,21 @@ def _policy(settings: RunSettings) -> RetryPolicy:
                        request_timeout=settings.timeout * 2 + 5)
 
 
-def _requests(data: list[_TaskData], settings: RunSettings,
-              skip: Callable[[Request], bool] | None = None) -> Iterator[Request]:
-    """Requests built lazily, row by row (images are read and encoded only when a worker pulls one)."""
+def _build(task: str, row: dict[str, Any], prompt: tasks.PromptSettings) -> Request:
+    try:
+        return tasks.build_request(task, row, prompt)
+    except ImageError as exc:
+        raise UsageError(f"{task}: {exc}") from None
+
+
+async def _requests(data: list[_TaskData], settings: RunSettings,
+                    skip: Callable[[Request], bool] | None = None) -> AsyncIterator[Request]:
+    """Requests in dataset order, built in worker threads a few rows ahead (`runner.built_ahead`):
+    re-encoding a large photo never stalls the requests in flight."""
     prompt = prompt_settings(settings)
-    for task_data in data:
-        for row in task_data.selected:
-            try:
-                request = tasks.build_request(task_data.task, row, prompt)
-            except ImageError as exc:
-                raise UsageError(f"{task_data.task}: {exc}") from None
-            if skip is None or not skip(request):
-                yield request
+    async for request in built_ahead(partial(_build, d.task, row, prompt) for d in data for row in d.selected):
+        if skip is None or not skip(request):
+            yield request
 
 
 def _check_folder(out: Path, info: dict[str, Any], overwrite: bool) -> None:

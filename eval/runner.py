@@ -1,16 +1,20 @@
 """Run requests against a backend: bounded concurrency, retries with backoff, local-engine batching.
 
-The runner knows nothing about tasks or files: it pulls `Request`s lazily from an iterable (so only
-the requests in flight hold image bytes) and yields one `Outcome` per request as it completes.
+The runner knows nothing about tasks or files: it pulls `Request`s lazily from an iterable or an
+async iterable (so only the requests in flight, and any built ahead, hold image bytes) and yields
+one `Outcome` per request as it completes.
 A request that still fails after its retries is an Outcome with an `error`, never dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -83,17 +87,69 @@ async def call_with_retries(backend: Backend, request: Request, policy: RetryPol
         await asyncio.sleep(policy.delay(attempt, error.retry_after))
 
 
+BUILD_THREADS = max(2, min(8, os.cpu_count() or 2))
+
+
+async def built_ahead(builders: Iterable[Callable[[], Request]], *,
+                      threads: int = BUILD_THREADS) -> AsyncIterator[Request]:
+    """Call each builder in a worker thread, `threads` ahead of need; yield their requests in order.
+
+    Building a request can mean decoding, shrinking and re-encoding each view (photos above the
+    size bound): tens of milliseconds that would stall every request in flight if done on the
+    event loop. Pillow releases the GIL while it works, so the builds also run in parallel. At most
+    `threads` built requests (and their image bytes) wait ahead of the workers. A builder's
+    exception is raised here, in order, and the builds after it are dropped.
+    """
+    loop = asyncio.get_running_loop()
+    jobs = iter(builders)
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="diningbench-build")
+    ahead: deque[asyncio.Future[Request]] = deque(loop.run_in_executor(pool, job) for job in islice(jobs, threads))
+    try:
+        while ahead:
+            request = await ahead.popleft()
+            ahead.extend(loop.run_in_executor(pool, job) for job in islice(jobs, 1))
+            yield request
+    finally:
+        for future in ahead:
+            if not future.cancel() and not future.cancelled():  # done: retrieve it, or a later failure is logged
+                future.exception()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 _DONE = object()
 
 
-async def _concurrent(backend: Backend, requests: Iterator[Request], concurrency: int, policy: RetryPolicy,
+async def _from_iterable(requests: Iterable[Request]) -> AsyncIterator[Request]:
+    for request in requests:
+        yield request
+
+
+class _Source:
+    """One request at a time from a sync or async iterable, for many workers (an async generator
+    must not be entered twice at once)."""
+
+    def __init__(self, requests: Iterable[Request] | AsyncIterable[Request]) -> None:
+        self._it = aiter(requests) if isinstance(requests, AsyncIterable) else _from_iterable(requests)
+        self._lock = asyncio.Lock()
+
+    async def next(self) -> Request | None:
+        async with self._lock:
+            return await anext(self._it, None)
+
+    async def aclose(self) -> None:
+        close = getattr(self._it, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _concurrent(backend: Backend, requests: _Source, concurrency: int, policy: RetryPolicy,
                       on_retry: Callable[[], None] | None) -> AsyncIterator[Outcome]:
     results: asyncio.Queue[Any] = asyncio.Queue()
 
     async def worker() -> None:
         try:
             # Requests are built as workers pull them, so at most `concurrency` hold image bytes.
-            for request in requests:
+            while (request := await requests.next()) is not None:
                 results.put_nowait(await call_with_retries(backend, request, policy, on_retry))
         except Exception as exc:  # e.g. an undecodable image while building a request
             results.put_nowait(exc)
@@ -127,10 +183,17 @@ async def _concurrent(backend: Backend, requests: Iterator[Request], concurrency
         await asyncio.gather(launcher, *workers, return_exceptions=True)
 
 
-async def _batched(backend: Any, requests: Iterator[Request], batch_size: int, policy: RetryPolicy,
+async def _chunk(requests: _Source, size: int) -> list[Request]:
+    chunk = []
+    while len(chunk) < size and (request := await requests.next()) is not None:
+        chunk.append(request)
+    return chunk
+
+
+async def _batched(backend: Any, requests: _Source, batch_size: int, policy: RetryPolicy,
                    on_retry: Callable[[], None] | None) -> AsyncIterator[Outcome]:
     """Local engines: `generate_batch` in a worker thread so the event loop (and progress) stays live."""
-    while chunk := list(islice(requests, batch_size)):
+    while chunk := await _chunk(requests, batch_size):
         pending = chunk
         start = time.monotonic()
         for attempt in range(1, policy.max_attempts + 1):
@@ -160,7 +223,7 @@ async def _batched(backend: Any, requests: Iterator[Request], batch_size: int, p
             await asyncio.sleep(policy.delay(attempt, None))
 
 
-async def execute(backend: Backend, requests: Iterable[Request], *, concurrency: int = 8,
+async def execute(backend: Backend, requests: Iterable[Request] | AsyncIterable[Request], *, concurrency: int = 8,
                   batch_size: int = 8, policy: RetryPolicy | None = None,
                   on_retry: Callable[[], None] | None = None) -> AsyncIterator[Outcome]:
     """Yield one Outcome per request, in completion order.
@@ -169,10 +232,14 @@ async def execute(backend: Backend, requests: Iterable[Request], *, concurrency:
     up to `concurrency` concurrent `generate` calls.
     """
     policy = policy or RetryPolicy()
-    source = iter(requests)
+    source = _Source(requests)
     if hasattr(backend, "generate_batch"):
         stream = _batched(backend, source, max(1, batch_size), policy, on_retry)
     else:
         stream = _concurrent(backend, source, max(1, concurrency), policy, on_retry)
-    async for outcome in stream:
-        yield outcome
+    try:
+        async for outcome in stream:
+            yield outcome
+    finally:
+        await stream.aclose()  # workers first, then the source they pull from
+        await source.aclose()

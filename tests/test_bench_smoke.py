@@ -113,3 +113,13 @@ def test_table_marks_targets_met_and_missed():
     assert "1.20x" in lines[2] and lines[2].rstrip().endswith("ok")
     assert "2.00x" in lines[3] and "MISSED" in lines[3]
     assert common.verdict(rows[2]) == ""
+
+
+def test_run_all_also_measures_the_re_encoding_path():
+    rows = run_all.run(SAMPLE, quick=True, only=("overhead",))
+    names = [row["name"] for row in rows]
+    assert names[0].startswith("harness overhead") and names[-1].endswith(f"(--max-image-side {run_all.REENCODE_SIDE})")
+    stored, reencoded = rows[0], rows[-1]
+    assert reencoded["server"]["images"] == reencoded["bare"]["views"] == stored["bare"]["views"]
+    # Re-encoded views are smaller than the stored ones the first run sent byte for byte.
+    assert reencoded["server"]["bytes"] < stored["server"]["bytes"]

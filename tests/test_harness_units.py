@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from eval import prompts, tasks
 from eval.backends._retry import host_of, parse_retry_after, parse_retry_delay
 from eval.images import ImageError, encode_for_transport, jpeg_frame, select_views
 from eval.progress import Progress
-from eval.runner import RetryPolicy, execute
+from eval.runner import RetryPolicy, built_ahead, execute
 from eval.store import PredictionStore, read_predictions
 from eval.types import BackendError, GenerationConfig, Message, Prediction, Request, Response
 from tests.helpers_harness import classification_rows, jpeg, png
@@ -158,6 +159,41 @@ class SlowBackend:
 
 async def collect(backend, requests, **kw):
     return [o async for o in execute(backend, requests, **kw)]
+
+
+async def test_requests_are_built_in_threads_a_bounded_way_ahead_and_kept_in_order():
+    loop_thread, threads_seen, built, taken = threading.get_ident(), set(), [], []
+
+    def builder(i: int) -> Callable[[], Request]:
+        def build() -> Request:
+            threads_seen.add(threading.get_ident())
+            built.append(i)
+            return request(i)
+        return build
+
+    async for req in built_ahead((builder(i) for i in range(30)), threads=3):
+        await asyncio.sleep(0.002)  # a consumer slower than the builders
+        taken.append(int(req.id))
+        assert len(built) - len(taken) <= 3  # never more than `threads` held ahead
+    assert taken == list(range(30)) and sorted(built) == taken
+    assert loop_thread not in threads_seen
+
+
+async def test_a_failing_build_surfaces_in_order_and_stops_the_rest(caplog):
+    def builder(i: int) -> Callable[[], Request]:
+        def build() -> Request:
+            if i >= 5:
+                raise ValueError(f"item {i}: image 0 cannot be decoded")
+            return request(i)
+        return build
+
+    taken = []
+    with pytest.raises(ValueError, match="item 5: image 0"):
+        async for req in built_ahead((builder(i) for i in range(100)), threads=4):
+            taken.append(int(req.id))
+    assert taken == [0, 1, 2, 3, 4]
+    await asyncio.sleep(0.05)
+    assert "exception was never retrieved" not in caplog.text  # items 6-8 failed too, unreported
 
 
 async def test_the_first_request_goes_out_before_the_last_worker_builds_its_own():
