@@ -230,12 +230,18 @@ def _build(task: str, row: dict[str, Any], prompt: tasks.PromptSettings) -> Requ
         raise UsageError(f"{task}: {exc}") from None
 
 
+def _job(task: str, row: dict[str, Any], prompt: tasks.PromptSettings) -> Request | Callable[[], Request]:
+    """The request itself when its views go out as stored (microseconds); else its builder, for a thread."""
+    build = partial(_build, task, row, prompt)
+    return build() if tasks.views_sent_as_stored(row, prompt) else build
+
+
 async def _requests(data: list[_TaskData], settings: RunSettings,
                     skip: Callable[[Request], bool] | None = None) -> AsyncIterator[Request]:
-    """Requests in dataset order, built in worker threads a few rows ahead (`runner.built_ahead`):
-    re-encoding a large photo never stalls the requests in flight."""
+    """Requests in dataset order, a few rows ahead; any that must re-encode views are built in
+    worker threads (`runner.built_ahead`), so a large photo never stalls the requests in flight."""
     prompt = prompt_settings(settings)
-    async for request in built_ahead(partial(_build, d.task, row, prompt) for d in data for row in d.selected):
+    async for request in built_ahead(_job(d.task, row, prompt) for d in data for row in d.selected):
         if skip is None or not skip(request):
             yield request
 

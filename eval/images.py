@@ -104,13 +104,25 @@ def jpeg_frame(data: bytes) -> tuple[int, int, int] | None:
     return None
 
 
+def _sendable(data: bytes, max_side: int) -> bool:
+    frame = jpeg_frame(data)
+    return frame is not None and frame[2] == 3 and max(frame[:2]) <= max_side
+
+
+def sent_as_stored(image: Any, max_side: int) -> bool:
+    """True when `encode_for_transport` sends these stored bytes unchanged (a colour JPEG within
+    the bound): a header read, cheap enough for the event loop. False for anything that needs
+    Pillow, or a file read (an image stored by path)."""
+    data = image.get("bytes") if isinstance(image, dict) else image if isinstance(image, bytes | bytearray) else None
+    return bool(data) and _sendable(data, max_side)
+
+
 def encode_for_transport(image: Any, *, max_side: int, role: str, item_id: str, index: int) -> ImagePart:
     """One stored image -> an ImagePart no larger than `max_side` on its long side (JPEG)."""
     data = _stored_bytes(image)
     if not data:
         raise ImageError(f"item {item_id}: image {index} is empty or missing")
-    frame = jpeg_frame(data)
-    if frame is not None and frame[2] == 3 and max(frame[:2]) <= max_side:
+    if _sendable(data, max_side):
         return ImagePart(data=data, mime_type="image/jpeg", role=role)  # a colour JPEG within bounds, as stored
     try:
         with Image.open(io.BytesIO(data)) as img:  # header only: no pixel decoding yet

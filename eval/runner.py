@@ -90,29 +90,35 @@ async def call_with_retries(backend: Backend, request: Request, policy: RetryPol
 BUILD_THREADS = max(2, min(8, os.cpu_count() or 2))
 
 
-async def built_ahead(builders: Iterable[Callable[[], Request]], *,
+async def built_ahead(jobs: Iterable[Request | Callable[[], Request]], *,
                       threads: int = BUILD_THREADS) -> AsyncIterator[Request]:
-    """Call each builder in a worker thread, `threads` ahead of need; yield their requests in order.
+    """Requests in order, the ones given as builders built in worker threads, `threads` ahead of need.
 
     Building a request can mean decoding, shrinking and re-encoding each view (photos above the
     size bound): tens of milliseconds that would stall every request in flight if done on the
-    event loop. Pillow releases the GIL while it works, so the builds also run in parallel. At most
-    `threads` built requests (and their image bytes) wait ahead of the workers. A builder's
-    exception is raised here, in order, and the builds after it are dropped.
+    event loop. Pillow releases the GIL while it works, so such builds also run in parallel.
+    Requests that were cheap to build (views sent as stored) come ready-made and skip the thread
+    hop. At most `threads` requests (and their image bytes) wait ahead of the workers. A
+    builder's exception is raised here, in order, and the builds after it are dropped.
     """
     loop = asyncio.get_running_loop()
-    jobs = iter(builders)
+    source = iter(jobs)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="diningbench-build")
-    ahead: deque[asyncio.Future[Request]] = deque(loop.run_in_executor(pool, job) for job in islice(jobs, threads))
+
+    def start(job: Request | Callable[[], Request]) -> Request | asyncio.Future[Request]:
+        return job if isinstance(job, Request) else loop.run_in_executor(pool, job)
+
+    ahead: deque[Request | asyncio.Future[Request]] = deque(map(start, islice(source, threads)))
     try:
         while ahead:
-            request = await ahead.popleft()
-            ahead.extend(loop.run_in_executor(pool, job) for job in islice(jobs, 1))
+            item = ahead.popleft()
+            request = item if isinstance(item, Request) else await item
+            ahead.extend(map(start, islice(source, 1)))
             yield request
     finally:
         for future in ahead:
-            if not future.cancel() and not future.cancelled():  # done: retrieve it, or a later failure is logged
-                future.exception()
+            if isinstance(future, asyncio.Future) and not future.cancel() and not future.cancelled():
+                future.exception()  # done already: retrieve it, or a later failure is logged as well
         pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval import prompts
-from eval.images import views_for_request
+from eval.images import select_views, sent_as_stored, views_for_request
 from eval.types import GenerationConfig, Message, Request
 
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
@@ -65,6 +65,16 @@ def request_hash(model: str, text: str, image_hashes: list[str], config: Generat
         "prompt_version": prompts.PROMPT_VERSION,
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
+def views_sent_as_stored(row: dict[str, Any], settings: PromptSettings) -> bool:
+    """True when every view of the row goes out as stored: building its request takes microseconds
+    (no Pillow), so it may run on the event loop; otherwise build it in a worker thread."""
+    views, roles = row.get("images") or [], row.get("image_roles") or []
+    if not views or len(views) != len(roles):
+        return False  # the builder names the problem, in its turn
+    chosen = select_views(roles, settings.images, settings.image_order, seed=settings.seed, item_id=str(row["id"]))
+    return all(sent_as_stored(views[i], settings.max_image_side) for i in chosen)
 
 
 def build_request(task: str, row: dict[str, Any], settings: PromptSettings) -> Request:

@@ -102,6 +102,17 @@ def test_only_colour_jpegs_within_bounds_skip_pillow():
                                                       index=0).data)).size == (100, 10)
 
 
+def test_a_row_is_cheap_to_build_only_when_every_view_it_sends_goes_out_as_stored():
+    small, large = {"bytes": jpeg((1, 1, 1), (64, 48))}, {"bytes": jpeg((1, 1, 1), (300, 200))}
+    row = {"id": "r", "images": [large, small], "image_roles": ["user", "reference"]}
+    first_only = tasks.PromptSettings(model="m", images=1, max_image_side=128)  # reference-first: the small one
+    assert tasks.views_sent_as_stored(row, first_only)
+    assert not tasks.views_sent_as_stored(row, tasks.PromptSettings(model="m", images=2, max_image_side=128))
+    assert tasks.views_sent_as_stored(row, tasks.PromptSettings(model="m", images=2, max_image_side=300))
+    assert not tasks.views_sent_as_stored({**row, "image_roles": ["user"]}, first_only)  # the builder will say why
+    assert not tasks.views_sent_as_stored({**row, "images": []}, first_only)
+
+
 def test_undecodable_and_empty_images_name_the_item():
     with pytest.raises(ImageError, match="item d7: image 2 cannot be decoded"):
         encode_for_transport({"bytes": b"garbage"}, max_side=64, role="user", item_id="d7", index=2)

@@ -158,17 +158,21 @@ _SSL: Any = None
 
 
 def _ssl_context() -> Any:
-    """Verify TLS against certifi's CA bundle when present (as the Python HTTP ecosystem does), else the system's."""
+    """TLS verified against SSL_CERT_FILE / SSL_CERT_DIR when set (a company's CA behind a TLS proxy),
+    else certifi's bundle (as requests and httpx do), else the system's."""
     global _SSL
     if _SSL is None:
         import ssl
 
-        try:
-            import certifi
+        if os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR"):
+            _SSL = ssl.create_default_context()  # OpenSSL reads both variables
+        else:
+            try:
+                import certifi
 
-            _SSL = ssl.create_default_context(cafile=certifi.where())
-        except ImportError:
-            _SSL = ssl.create_default_context()
+                _SSL = ssl.create_default_context(cafile=certifi.where())
+            except ImportError:
+                _SSL = ssl.create_default_context()
     return _SSL
 
 
