@@ -1,13 +1,14 @@
 """`openai:MODEL`: any OpenAI-compatible chat server (OpenAI, `vllm serve`, ...) over plain HTTP.
 
 The chat-completions wire format is small and stable, so this backend speaks it directly with
-aiohttp (one keep-alive connection pool per event loop) and orjson, instead of going through an
-SDK: at concurrency 64 an SDK's per-request CPU (request models, an httpx connection pool scanned
-per request, response models) kept the event loop busy longer than a 100 ms server does, which
-`bench.concurrency` measures. What the SDK gave is kept: Bearer auth (`OPENAI_API_KEY`),
-`OPENAI_BASE_URL` when there is no `--base-url`, the `OPENAI_ORG_ID` / `OPENAI_PROJECT_ID`
-headers, proxies from the environment, TLS verified against certifi's CA bundle, the server's own
-error message, `Retry-After`. run.json records the host that answered, wherever it came from.
+aiohttp (one keep-alive connection pool per event loop) and orjson. The openai SDK cost 2.5-3.5 ms
+of CPU per request (request and response models, an httpx connection pool scanned on every
+request): at concurrency 64 against a 100 ms server that alone made a run 1.6x its ideal time
+(`bench.concurrency`); this client costs about 0.4 ms. What the SDK gave is kept: Bearer auth
+(`OPENAI_API_KEY`), `OPENAI_BASE_URL` when there is no `--base-url`, the `OPENAI_ORG_ID` /
+`OPENAI_PROJECT_ID` headers, proxies from the environment, TLS verified against SSL_CERT_FILE or
+certifi's CA bundle, the server's own error message, `Retry-After`. run.json records the host
+that answered, wherever it came from.
 
 Images travel as data-URI `image_url` parts. The runner retries (one place counts attempts and
 backoff), so this client never does.
