@@ -131,7 +131,10 @@ class _EchoKey:
         super().parse(path, body, request)  # type: ignore[misc]
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
-        leaked = f"{message}: Incorrect API key provided: {getattr(self._seen, 'credential', '?')}"
+        # Padded so that the key straddles the 200 characters a shown message is cut to: a scrub
+        # after the cut would leave the key's first half behind.
+        head = f"{message}: Incorrect API key provided: "
+        leaked = f"{head:.<186}{getattr(self._seen, 'credential', '?')}"
         return super().error_body(status, leaked)  # type: ignore[misc]
 
 

@@ -97,6 +97,18 @@ def test_the_servers_own_error_is_shown_without_the_key():
     assert "--limit-mm-per-prompt" in str(error) and error.status == 400 and not error.retryable
 
 
+def test_a_key_cut_by_the_message_length_limit_leaves_no_part_behind():
+    class Padded(FakeOpenAIServer):
+        def error_body(self, status: int, message: str) -> dict[str, Any]:
+            return {"error": {"message": "x" * 190 + f" {KEY} was rejected"}}
+
+    with Padded() as server:
+        server.inject("401")
+        with pytest.raises(BackendError) as caught:
+            asyncio.run(ask(openai_chat.make("fake-vlm", base_url=server.base_url)))
+    assert KEY[:8] not in str(caught.value) and not caught.value.retryable
+
+
 def test_rate_limits_carry_retry_after_and_bad_bodies_are_retryable():
     with FakeOpenAIServer(oracle=lambda r: "A") as server:
         backend = openai_chat.make("fake-vlm", base_url=server.base_url)

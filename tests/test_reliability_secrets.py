@@ -28,13 +28,19 @@ KEYS = {
 }
 
 
+def parts(key: str) -> tuple[str, str, str]:
+    """The key, its last 12 characters (as masked echoes show them) and its first 12 (what a
+    message cut short after the key began would keep)."""
+    return key, key[-12:], key[:12]
+
+
 def leaks(text: str) -> list[str]:
-    """Which keys (or their last 12 characters, as masked echoes show them) appear in `text`."""
-    return [name for name, key in KEYS.items() if key in text or key[-12:] in text]
+    """Which keys (or a telling part of one) appear in `text`."""
+    return [name for name, key in KEYS.items() if any(part in text for part in parts(key))]
 
 
 def file_leaks(folder: Path) -> dict[str, list[Path]]:
-    found = {name: files_containing(folder, key) + files_containing(folder, key[-12:]) for name, key in KEYS.items()}
+    found = {name: [p for part in parts(key) for p in files_containing(folder, part)] for name, key in KEYS.items()}
     return {name: paths for name, paths in found.items() if paths}
 
 

@@ -74,7 +74,7 @@ class GeminiBackend:
             retry_after = parse_retry_after(getattr(getattr(exc, "response", None), "headers", None))
             if retry_after is None:
                 retry_after = parse_retry_delay(str(exc.details))
-            raise BackendError(f"HTTP {status} from the Gemini API: {scrub(_short(exc.message or ''), self._key)}",
+            raise BackendError(f"HTTP {status} from the Gemini API: {_short(scrub(exc.message or '', self._key))}",
                                retryable=is_retryable_status(status), status=status,
                                retry_after=retry_after) from None
         except TimeoutError:

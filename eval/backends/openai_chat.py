@@ -120,10 +120,11 @@ class OpenAIChatBackend:
         except (TimeoutError, aiohttp.ServerTimeoutError):
             raise BackendError("request timed out", retryable=True) from None
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body, DNS, TLS, proxy
-            raise BackendError(f"cannot reach the model server ({scrub(_short(_describe(exc)), self._key)})",
+            # Scrub before shortening: a cut through the key would leave part of it behind.
+            raise BackendError(f"cannot reach the model server ({_short(scrub(_describe(exc), self._key))})",
                                retryable=True) from None
-        if status != 200:
-            message = f"HTTP {status} from the model server: {scrub(_short(_error_message(payload)), self._key)}"
+        if not 200 <= status < 300:
+            message = f"HTTP {status} from the model server: {_short(scrub(_error_message(payload), self._key))}"
             if status == 400 and "image" in message[len(f"HTTP {status}"):].lower():
                 message += f" ({VLLM_HINT})"
             raise BackendError(message, retryable=is_retryable_status(status), status=status,
