@@ -7,12 +7,14 @@ A result is a flat dict: `name`, `measured` and `reference` (seconds or MiB), `r
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +153,20 @@ def table(rows: list[dict[str, Any]]) -> str:
            for line in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(out)
+
+
+def report_on_release(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                      measure: Callable[[], list[dict[str, Any]]]) -> int:
+    """A bench's command line: make sure `args.dataset` holds a release, measure, print the table
+    (and the JSON with --json); a BenchError is one `error:` line and exit 2."""
+    try:
+        ensure_release(args.dataset)
+        rows = measure()
+    except BenchError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    print(table(rows))
+    write_json(args.json, {"results": rows})
+    return 0
 
 
 def write_json(path: Path | None, payload: dict[str, Any]) -> None:

@@ -19,11 +19,16 @@ import asyncio
 import statistics
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.common import PAPER_RELEASE, BenchError, ensure_release, result, table, warm_imports, write_json
+from bench.common import (
+    PAPER_RELEASE,
+    BenchError,
+    report_on_release,
+    result,
+    warm_imports,
+)
 from bench.overhead import placeholder_key
 from bench.server import DEFAULT_ANSWER, BenchServer
 
@@ -79,11 +84,7 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
     by_id = {str(r["id"]): r for r in rows}
 
     # As api.run builds them, a few rows ahead; any that must re-encode views in worker threads.
-    def job(row: dict[str, Any]) -> Any:
-        build = partial(tasks.build_request, "nutrition", row, settings)
-        return build() if tasks.views_sent_as_stored(row, settings) else build
-
-    requests = built_ahead(job(row) for row in rows)
+    requests = built_ahead(tasks.request_job("nutrition", row, settings) for row in rows)
     answered = 0
     with PredictionStore(out) as store:
         async for outcome in execute(backend, requests, concurrency=concurrency, policy=RetryPolicy(max_attempts=1)):
@@ -171,15 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
     args = parser.parse_args(argv)
-    try:
-        ensure_release(args.dataset)
-        rows = run(args.dataset, requests=args.requests, latency=args.latency, concurrency=args.concurrency,
-                   images=args.images, repeat=args.repeat)
-    except BenchError as exc:
-        parser.exit(2, f"error: {exc}\n")
-    print(table(rows))
-    write_json(args.json, {"results": rows})
-    return 0
+    return report_on_release(parser, args, lambda: run(args.dataset, requests=args.requests, latency=args.latency,
+                                                       concurrency=args.concurrency, images=args.images,
+                                                       repeat=args.repeat))
 
 
 if __name__ == "__main__":

@@ -26,10 +26,8 @@ from bench.common import (
     REPO,
     BenchError,
     build_record_path,
-    ensure_release,
+    report_on_release,
     result,
-    table,
-    write_json,
 )
 
 
@@ -142,14 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(args.child, str(args.dataset), args.limit)))
         return 0
-    try:
-        ensure_release(args.dataset)
-        rows = run(args.dataset, limit=args.limit)
-    except BenchError as exc:
-        parser.exit(2, f"error: {exc}\n")
-    print(table(rows))
-    write_json(args.json, {"results": rows})
-    return 0
+    return report_on_release(parser, args, lambda: run(args.dataset, limit=args.limit))
 
 
 if __name__ == "__main__":

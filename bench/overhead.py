@@ -25,7 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.common import PAPER_RELEASE, BenchError, ensure_release, result, table, warm_imports, write_json
+from bench.common import (
+    PAPER_RELEASE,
+    BenchError,
+    report_on_release,
+    result,
+    warm_imports,
+)
 from bench.server import BenchServer
 
 TARGET = 1.5
@@ -146,15 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, help="write a cProfile of the harness side to this file")
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
     args = parser.parse_args(argv)
-    try:
-        ensure_release(args.dataset)
-        rows = run(args.dataset, limit=args.limit, images=args.images, concurrency=args.concurrency,
-                   max_side=args.max_image_side, profile=args.profile)
-    except BenchError as exc:
-        parser.exit(2, f"error: {exc}\n")
-    print(table(rows))
-    write_json(args.json, {"results": rows})
-    return 0
+    return report_on_release(parser, args, lambda: run(args.dataset, limit=args.limit, images=args.images,
+                                                       concurrency=args.concurrency, max_side=args.max_image_side,
+                                                       profile=args.profile))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -223,27 +222,17 @@ def _policy(settings: RunSettings) -> RetryPolicy:
                        request_timeout=settings.timeout * 2 + 5)
 
 
-def _build(task: str, row: dict[str, Any], prompt: tasks.PromptSettings) -> Request:
-    try:
-        return tasks.build_request(task, row, prompt)
-    except ImageError as exc:
-        raise UsageError(f"{task}: {exc}") from None
-
-
-def _job(task: str, row: dict[str, Any], prompt: tasks.PromptSettings) -> Request | Callable[[], Request]:
-    """The request itself when its views go out as stored (microseconds); else its builder, for a thread."""
-    build = partial(_build, task, row, prompt)
-    return build() if tasks.views_sent_as_stored(row, prompt) else build
-
-
 async def _requests(data: list[_TaskData], settings: RunSettings,
                     skip: Callable[[Request], bool] | None = None) -> AsyncIterator[Request]:
     """Requests in dataset order, a few rows ahead; any that must re-encode views are built in
     worker threads (`runner.built_ahead`), so a large photo never stalls the requests in flight."""
     prompt = prompt_settings(settings)
-    async for request in built_ahead(_job(d.task, row, prompt) for d in data for row in d.selected):
-        if skip is None or not skip(request):
-            yield request
+    try:
+        async for request in built_ahead(tasks.request_job(d.task, row, prompt) for d in data for row in d.selected):
+            if skip is None or not skip(request):
+                yield request
+    except ImageError as exc:  # names the task and the item
+        raise UsageError(str(exc)) from None
 
 
 def _check_folder(out: Path, info: dict[str, Any], overwrite: bool) -> None:

@@ -11,11 +11,13 @@ import importlib
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from eval import prompts
-from eval.images import select_views, sent_as_stored, views_for_request
+from eval.images import ImageError, select_views, sent_as_stored, views_for_request
 from eval.types import GenerationConfig, Message, Request
 
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
@@ -69,7 +71,7 @@ def request_hash(model: str, text: str, image_hashes: list[str], config: Generat
 
 def views_sent_as_stored(row: dict[str, Any], settings: PromptSettings) -> bool:
     """True when every view of the row goes out as stored: building its request takes microseconds
-    (no Pillow), so it may run on the event loop; otherwise build it in a worker thread."""
+    (no Pillow), so it may run on the event loop."""
     views, roles = row.get("images") or [], row.get("image_roles") or []
     if not views or len(views) != len(roles):
         return False  # the builder names the problem, in its turn
@@ -78,16 +80,29 @@ def views_sent_as_stored(row: dict[str, Any], settings: PromptSettings) -> bool:
 
 
 def build_request(task: str, row: dict[str, Any], settings: PromptSettings) -> Request:
-    """Images first (the views, in order), then the task text, in one user turn."""
+    """Images first (the views, in order), then the task text, in one user turn.
+
+    An unusable image is an ImageError naming the task and the item.
+    """
     text = prompt_text(task, row, settings)
-    views = views_for_request(row, n=settings.images, order=settings.image_order, seed=settings.seed,
-                              max_side=settings.max_image_side)
+    try:
+        views = views_for_request(row, n=settings.images, order=settings.image_order, seed=settings.seed,
+                                  max_side=settings.max_image_side)
+    except ImageError as exc:
+        raise ImageError(f"{task}: {exc}") from None
     config = GenerationConfig(temperature=0.0, max_tokens=settings.max_tokens, seed=settings.seed)
     digest = request_hash(settings.model, text, [hashlib.sha256(v.data).hexdigest() for v in views],
                           config, task)
     message = Message(role="user", content=(*views, text))
     return Request(id=str(row["id"]), task=task, messages=(message,), config=config, request_hash=digest,
                    metadata={"n_images": len(views), "n_options": len(row.get("options") or [])})
+
+
+def request_job(task: str, row: dict[str, Any], settings: PromptSettings) -> Request | Callable[[], Request]:
+    """The request itself when its views go out as stored (microseconds); otherwise the call that
+    builds it (decode, shrink, re-encode), for a worker thread: what `runner.built_ahead` takes."""
+    build = partial(build_request, task, row, settings)
+    return build() if views_sent_as_stored(row, settings) else build
 
 
 def reference_of(task: str, row: dict[str, Any], lang: str = "zh") -> Any:
