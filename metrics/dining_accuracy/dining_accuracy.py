@@ -50,28 +50,53 @@ _FINAL_MARKERS = (
     r"final\s+answer", r"final\s+choice", r"final\s+option", r"final\s+verdict",
     r"最终答案", r"最终选择", r"最终选项", r"最终结论", r"最终的?答案", r"综上所述", r"综上",
     r"therefore,?\s+the\s+answer\s+is", r"so\s+the\s+answer\s+is", r"thus,?\s+the\s+answer\s+is",
+    r"\\boxed\s*\{",  # math-tuned models box their final answer: "$\\boxed{C}$"
 )
+# "正确的是 D" / "不属于…的选项是 D": Chinese prose names the chosen option after 的是 / 选项是; the
+# look-behind keeps "不正确的是 D" (the option the model rejects) from reading as its answer.
 _ANSWER_MARKERS = (
     r"correct\s+(?:answer|option|choice)", r"best\s+(?:answer|option|choice)",
     r"the\s+answer\s+is", r"my\s+answer", r"answer", r"i\s+(?:would\s+)?(?:choose|pick|select|go\s+with)",
     r"i(?:'d|\s+would)\s+say",
-    r"正确答案", r"正确选项", r"答案", r"答(?=\s*:)", r"应选择?", r"故选", r"我选择?", r"选择", r"选项为", r"选",
+    r"正确答案", r"正确选项", r"答案", r"答(?=\s*:)", r"解答(?=\s*:)", r"应选择?", r"故选", r"我选择?", r"选择",
+    r"选项为", r"选项是", r"(?<!不)正确的(?:一项|选项|表述|说法)?(?=\s*(?:是|为))", r"选",
 )
-# After a marker: optional verbs and punctuation, then the letter, bracketed or bold.
-_GLUE = r"(?:\s*(?:is|would\s+be|should\s+be|为|是|应为|应该是|:|=|-|—)\s*)*\s*(?:option\s*|选项\s*)?[\(\[\*【「]*\s*"
-# A letter is a capital not glued to other Latin letters; "I" followed by a lowercase word is the
-# English pronoun ("Answer: I think ..."), not option I.
-_LETTER = r"(?!I\s+[a-z])([A-Z])(?![A-Za-z])"
+# After a marker: closing brackets ("[正确答案]C", "【答案】C"), bold ("**Answer:** C"), verbs and
+# punctuation, then the letter, bracketed, bold or in TeX dollars ("Answer: $C$").
+_GLUE = (r"[\]】」）)]?(?:\s*(?:is|would\s+be|should\s+be|为|是|应为|应该是|:|=|-|—|\*+)\s*)*\s*"
+         r"(?:option\s*|选项\s*)?[\(\[\*【「$]*\s*")
+# A letter is a capital not glued to other Latin letters; "I" followed by a lowercase word or an
+# apostrophe is the English pronoun ("Answer: I think ...", "I'm sorry"), not option I; a letter
+# followed by ", B" or "、C" starts a list of several options, which is no single answer.
+_LETTER = r"(?!I\s+[a-z])(?!I['’])([A-Z])(?![A-Za-z])(?!\s*[,，、/和]\s*[A-Z](?![A-Za-z]))"
 _FINAL_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS) + r")" + _GLUE + _LETTER, re.IGNORECASE)
 _ANSWER_RE = re.compile(r"(?<![A-Za-z])(?:" + "|".join(_ANSWER_MARKERS) + r")" + _GLUE + _LETTER, re.IGNORECASE)
 _FINAL_TEXT_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS + _ANSWER_MARKERS) + r")" + _GLUE.replace(
-    r"[\(\[\*【「]*\s*", "") + r"(.+)$", re.IGNORECASE)
+    r"[\(\[\*【「$]*\s*", "") + r"(.+)$", re.IGNORECASE)
+# Chinese prose that names one option as right: "选项A正确", "D选项是正确的", "故C项正确", "只有D行为".
+# Why: answers to Chinese exams often conclude this way instead of with a marker.
+_ZH_VERDICT_RE = re.compile(r"(?:选项|只有)\s*([A-Z])(?![A-Za-z])\s*(?:选?项)?\s*(?:是|为)?\s*(?:正确|对的|符合题意)"
+                            r"|(?<![A-Za-z])([A-Z])\s*(?:选?项)\s*(?:是|为)?\s*(?:正确|符合题意)"
+                            r"|只有\s*(?:选项\s*)?([A-Z])(?![A-Za-z])")
 # Shapes that are an answer only when they stand alone on a line: "(C)", "**C**", "C.", "C. name".
 _BRACKETED_RE = re.compile(r"(?<![A-Za-z])[\(\[（【]\s*([A-Z])\s*[\)\]）】]")
 _BOLD_RE = re.compile(r"\*\*\s*([A-Z])\s*[.)]?\s*\*\*")
 _LINE_START_RE = re.compile(r"^[\s>*#\-•]*([A-Z])\s*\**\s*(?:[.．、):：]|$)")
 _LONE_RE = re.compile(r"^[\s*_`'\"(\[（【]*(?:(?:option|选项)\s*[\s*_`'\"(\[（【]*)?([A-Za-z])[\s*_`'\")\]）】.。!！]*$",
                       re.IGNORECASE)
+# End-of-sequence tokens a model printed as text ("C<eoa>", "C</s>", "C<|im_end|>"). Why: base and chat
+# models run on past them, inventing new questions with their own "答案：D"; what precedes the
+# first one is the answer the model gave.
+_END_TOKEN_RE = re.compile(r"<\|?(?:eoa|eos|eot_id|im_end|endoftext)\|?>|</s>|</eoa>|\[/?eoa\]|<eoh>", re.IGNORECASE)
+# An echoed instruction's example ("例如[正确答案]A<eoa>", "e.g. Answer: A") is not the model's answer.
+_EXAMPLE_RE = re.compile(r"(?:例如|比如|e\.g\.|for\s+example)[,，:：]?\s*[\[【(]?\s*(?:正确答案|答案|answer)[\]】)]?\s*[:：]?\s*"
+                         r"[A-Z](?![A-Za-z])", re.IGNORECASE)
+# TeX around a letter: "\text{B}", "$C$", "\( B \)". Why: math-tuned models box the letter.
+_TEX_LETTER_RE = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\s*\{\s*\(?([A-Z])\)?\s*\}")
+_TEX_MATH_RE = re.compile(r"\$\s*([A-Z])\s*\$|\\\(\s*([A-Z])\s*\\\)")
+# A line that concludes ("因此…", "Therefore…"): after an answer and an end token, a conclusion that
+# names another letter means the model changed its mind, and the answer is ambiguous.
+_CONCLUSION_RE = re.compile(r"^\s*(?:因此|所以|故|综上|therefore|thus|so\b)", re.IGNORECASE)
 
 
 def _strip_reasoning(text: str) -> str:
@@ -83,8 +108,12 @@ def _strip_reasoning(text: str) -> str:
 
 
 def _normalize(text: str) -> str:
-    """NFKC folds full-width letters and punctuation (Ｃ, ：, （）) that Chinese answers use."""
-    return unicodedata.normalize("NFKC", text)
+    """NFKC folds full-width letters and punctuation (Ｃ, ：, （）) that Chinese answers use; TeX
+    wrappers around a lone letter are unwrapped; an echoed instruction's example answer is dropped."""
+    text = unicodedata.normalize("NFKC", text)
+    text = _TEX_LETTER_RE.sub(r"\1", text)
+    text = _TEX_MATH_RE.sub(lambda m: m.group(1) or m.group(2), text)
+    return _EXAMPLE_RE.sub(" ", text)
 
 
 def _letters(n_options: int) -> str:
@@ -93,24 +122,48 @@ def _letters(n_options: int) -> str:
     return string.ascii_uppercase[:n_options]
 
 
+def _option_key(s: str) -> str:
+    return re.sub(r"[\s\"'“”‘’「」《》*`.。!！,，;；:：()（）]+", "", _normalize(s)).casefold()
+
+
 def _match_option_text(answer: str, options: Sequence[str] | None) -> str | None:
     """The letter of the one option whose name equals `answer` (case, spaces and quotes ignored)."""
     if not options:
         return None
-
-    def key(s: str) -> str:
-        return re.sub(r"[\s\"'“”‘’「」《》*`.。!！]+", "", _normalize(s)).casefold()
-
-    wanted = key(answer)
+    wanted = _option_key(answer)
     if not wanted:
         return None
-    hits = [i for i, option in enumerate(options) if key(str(option)) == wanted]
+    hits = [i for i, option in enumerate(options) if _option_key(str(option)) == wanted]
     return string.ascii_uppercase[hits[0]] if len(hits) == 1 else None
+
+
+def _named_in(sentence: str, options: Sequence[str] | None) -> str | None:
+    """The letter of the one option whose Latin-script name the sentence contains ("... by Georges Seurat.").
+
+    Only whole words count, so only names in Latin script: Chinese has no spaces, and "麻婆豆腐" inside
+    a sentence may be part of another dish's name. A sentence with a negation ("not Seurat") names
+    what the model rejects, and a name inside a longer named option yields to the longer one.
+    """
+    if not options or re.search(r"\b(?:not|no|never|none)\b|n't", sentence, re.IGNORECASE):
+        return None
+    said = " " + " ".join(re.findall(r"[\w$%.'/-]+", sentence.casefold())) + " "
+    names = [" ".join(re.findall(r"[\w$%.'/-]+", str(option).casefold())) for option in options]
+    hits = [i for i, name in enumerate(names) if len(name) >= 3 and re.search(r"[a-z]", name)
+            and re.search(r"(?<![\w$])" + re.escape(name) + r"(?![\w$])", said.replace(". ", " ").rstrip(". "))]
+    hits = [i for i in hits if not any(j != i and names[i] in names[j] for j in hits)]
+    return string.ascii_uppercase[hits[0]] if len(hits) == 1 else None
+
+
+def _marked(text: str) -> list[str]:
+    """Letters that a marker ("Answer: C", "答案：C") or Chinese prose ("选项A正确") gives as the answer."""
+    found = [m.group(1) for m in _ANSWER_RE.finditer(text)]
+    found += [next(g for g in m.groups() if g) for m in _ZH_VERDICT_RE.finditer(text)]
+    return found
 
 
 def _mentions(line: str, *, line_start: bool = True) -> list[str]:
     """Letters that a line presents as an answer (markers, brackets, bold, "C. name" at line start)."""
-    found = [m.group(1) for m in _ANSWER_RE.finditer(line)]
+    found = _marked(line)
     found += [m.group(1) for m in _BRACKETED_RE.finditer(line)]
     found += [m.group(1) for m in _BOLD_RE.finditer(line)]
     start = _LINE_START_RE.match(line) if line_start else None
@@ -124,13 +177,73 @@ def _in_range(letter: str | None, letters: str) -> str | None:
     return letter if letter is not None and letter in letters else None
 
 
+def _read(text: str, letters: str, options: Sequence[str] | None) -> str | None:
+    """The rules of `parse_choice` on text that is already normalized and has no end tokens."""
+    lone = _LONE_RE.match(text)
+    if lone:
+        return _in_range(lone.group(1).upper(), letters)
+
+    # A concluding marker ("Final answer: C", "最终答案：C") overrides everything said before it.
+    finals = list(_FINAL_RE.finditer(text))
+    if finals:
+        return _in_range(finals[-1].group(1), letters)
+
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = lines[-1]
+    marked = _marked(text)
+    # Answer first, then an explanation that walks through the other options ("**C**\n* **B. …**"):
+    # a lone letter on the first line is the answer unless a marked answer says otherwise.
+    first_lone = _LONE_RE.match(lines[0])
+    if first_lone and first_lone.group(1).isupper() and len(lines) > 1:
+        return _in_range(first_lone.group(1), letters) if set(marked) <= {first_lone.group(1)} else None
+    # An explicit "Answer: C" / "答案：C" outranks letters merely shown in brackets or bold
+    # ("Answer: C. Unlike (B), ..."): if every marked answer agrees, that is the answer.
+    if marked:
+        if len(set(marked)) == 1:
+            return _in_range(marked[0], letters)
+        on_last = set(_marked(last))
+        return _in_range(on_last.pop(), letters) if len(on_last) == 1 else None
+
+    mentioned = [letter for line in lines for letter in _mentions(line)]
+    if len(set(mentioned)) == 1:
+        return _in_range(mentioned[0], letters)
+
+    # Several letters were discussed: the answer must stand on the last line, and alone there.
+    last_lone = _LONE_RE.match(last)
+    if last_lone and last_lone.group(1).isupper():
+        return _in_range(last_lone.group(1), letters)
+    # "B. name" as the last line after several letters is more likely the end of an echoed
+    # option list than an answer, so only explicit shapes count here.
+    on_last = set(_mentions(last, line_start=False))
+    if mentioned and len(on_last) == 1:
+        return _in_range(on_last.pop(), letters)
+
+    # No letter at all: the model may have answered with an option's name, alone, after a
+    # marker ("正确答案: 古董由甲子女继承") or within its last sentence.
+    if not mentioned and options:
+        named = _match_option_text(text, options)
+        marked_text = _FINAL_TEXT_RE.search(last)
+        if named is None and marked_text:
+            named = _match_option_text(marked_text.group(1), options) or _named_in(marked_text.group(1), options)
+        if named is None and not any(_mentions_letter(line) for line in lines):
+            named = _named_in(last, options)
+        return _in_range(named, letters)
+    return None
+
+
+def _mentions_letter(line: str) -> bool:
+    """Whether a line names an option by letter in any shape ("A:", "(B)", "option C")."""
+    return bool(re.search(r"(?:^|[\s(\[（【])[A-Z](?:[:：.)\]）】]|\s*$)|option\s+[A-Z](?![A-Za-z])", line))
+
+
 def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | None = None) -> str | None:
     """Read the option letter a model chose, or None when there is no single clear answer.
 
     Strict first (the whole answer is one letter), then lenient shapes; with chain of thought the
     final answer wins; several different letters and no concluding marker is ambiguous (None).
     When `options` (the option names) is given, its length sets the letters and an answer that is
-    exactly one option's name counts.
+    exactly one option's name, or a last sentence naming exactly one option, counts. A model that
+    runs on past an end token ("C<eoa>", "C</s>") answered with what came before it.
 
     >>> parse_choice("C")
     'C'
@@ -152,6 +265,24 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
     'B'
     >>> parse_choice("<think>A? no, maybe B.</think>\\nB")
     'B'
+    >>> parse_choice("【答案】A") , parse_choice("[正确答案]C<eoa>"), parse_choice("正确答案]B")
+    ('A', 'C', 'B')
+    >>> parse_choice("so the result is \\\\boxed{C}."), parse_choice("Answer: $C$"), parse_choice("Answer: \\\\( \\\\text{B} \\\\)")
+    ('C', 'C', 'B')
+    >>> parse_choice("**Answer:** **A. Mapo tofu**"), parse_choice("- **Answer**: B (4.98 g)")
+    ('A', 'B')
+    >>> parse_choice("[正确答案]A<eoa>\\n以下哪项是合法的：A:…;D:…\\n[正确答案]D<eoa>")  # runs on past <eoa>
+    'A'
+    >>> parse_choice("**C**\\n\\n* **B. Kung pao** has peanuts.\\n* **D. Mapo tofu** is spicy.")
+    'C'
+    >>> parse_choice("因此选项A正确，选项B、C、D均不正确。"), parse_choice("只有D行为构成盗窃罪。")
+    ('A', 'D')
+    >>> parse_choice("The painting was created by Georges Seurat.", options=["Monet", "Georges Seurat", "Degas"])
+    'B'
+    >>> parse_choice("答案：A,B,C,D") is None  # several options is no single answer
+    True
+    >>> parse_choice("I'm sorry, I can't tell from this photo.", n_options=10) is None  # not option I
+    True
     """
     letters = _letters(len(options) if options is not None else n_options)
     if not isinstance(text, str):
@@ -159,50 +290,18 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
     text = _normalize(_strip_reasoning(text)).strip()
     if not text:
         return None
-
-    lone = _LONE_RE.match(text)
-    if lone:
-        return _in_range(lone.group(1).upper(), letters)
-
-    # A concluding marker ("Final answer: C", "最终答案：C") overrides everything said before it.
-    finals = list(_FINAL_RE.finditer(text))
-    if finals:
-        return _in_range(finals[-1].group(1), letters)
-
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    last = lines[-1]
-    # An explicit "Answer: C" / "答案：C" outranks letters merely shown in brackets or bold
-    # ("Answer: C. Unlike (B), ..."): if every marked answer agrees, that is the answer.
-    marked = [m.group(1) for m in _ANSWER_RE.finditer(text)]
-    if marked:
-        if len(set(marked)) == 1:
-            return _in_range(marked[0], letters)
-        on_last = {m.group(1) for m in _ANSWER_RE.finditer(last)}
-        return _in_range(on_last.pop(), letters) if len(on_last) == 1 else None
-
-    mentioned = [letter for line in lines for letter in _mentions(line)]
-    if len(set(mentioned)) == 1:
-        return _in_range(mentioned[0], letters)
-
-    # Several letters were discussed: the answer must stand on the last line, and alone there.
-    last_lone = _LONE_RE.match(last)
-    if last_lone and last_lone.group(1).isupper():
-        return _in_range(last_lone.group(1), letters)
-    # "B. name" as the last line after several letters is more likely the end of an echoed
-    # option list than an answer, so only explicit shapes count here.
-    on_last = set(_mentions(last, line_start=False))
-    if mentioned and len(on_last) == 1:
-        return _in_range(on_last.pop(), letters)
-
-    # No letter at all: the model may have answered with an option's name.
-    if not mentioned:
-        named = _match_option_text(text, options)
-        if named is None and options:
-            marked = _FINAL_TEXT_RE.search(last)
-            if marked:
-                named = _match_option_text(marked.group(1), options)
-        return _in_range(named, letters)
-    return None
+    end = _END_TOKEN_RE.search(text)
+    if end:
+        head = text[: end.start()].strip()
+        first = _read(head, letters, options) if head else None
+        if first is not None:
+            tail = _END_TOKEN_RE.sub("\n", text[end.end():])
+            changed = {x for line in tail.splitlines() if _CONCLUSION_RE.match(line) for x in _marked(line)}
+            return first if changed <= {first} else None
+        text = _END_TOKEN_RE.sub("\n", text).strip()
+        if not text:
+            return None
+    return _read(text, letters, options)
 
 
 def score_choices(
