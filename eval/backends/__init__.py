@@ -7,6 +7,7 @@ line in `_REGISTRY`.
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import Any
 
 from eval.types import Backend
@@ -49,6 +50,13 @@ async def release(backend: Any) -> None:
     close = getattr(backend, "aclose", None)
     if close is not None:
         await close()
+
+
+def provider_module(name: str) -> ModuleType:
+    """The module that implements backend `name` (imported now), e.g. to inspect what its make() takes."""
+    if name not in _REGISTRY:
+        raise SpecError(f"unknown backend {name!r}; choose one of {', '.join(sorted(_REGISTRY))}")
+    return importlib.import_module(_REGISTRY[name])
 
 
 def make_backend(spec: str, **options: Any) -> Backend:
