@@ -86,10 +86,23 @@ Examples:
     (1.0, 1)
 """
 
+# A grade line: "GRADE: C", "**GRADE: C**", "GRADE: (I)", and a grade that opens its line before the
+# justification ("GRADE: C. No reason to downgrade").
 _GRADE_RE = re.compile(
-    r"^[\s>*_#`\-]*(?:final\s+)?grade\s*[*_`]*\s*[:：]\s*[*_`\[(]*\s*(C|I|correct|incorrect)\b\s*[*_`\])]*\s*[.。!]?\s*$",
+    r"^[\s>*_#`\-]*(?:final\s+)?grade\s*[*_`]*\s*[:：]\s*[*_`\[(]*\s*(C|I|correct|incorrect)\b\s*[*_`\])]*\s*"
+    r"(?:[.。!]?\s*$|[.。!,;]\s+\S)",
     re.IGNORECASE,
 )
+# A grade inside a concluding sentence: "Therefore, I conclude with GRADE: C." Why only after a
+# concluding word: a grade mid-line elsewhere may quote the instructions ("end with GRADE: C or I");
+# there a quoted grade is the verdict ("I conclude with 'GRADE: C'.").
+_CONCLUDING_GRADE_RE = re.compile(
+    r"\b(?:conclu\w*|therefore|thus|hence|final\w*|verdict)\b[^\n]{0,80}?(?<!\w)grade\s*[*_`]*\s*[:：]\s*"
+    r"[*_`\[(]*\s*(C|I|correct|incorrect)(?![\w/])(?!\s*(?:or|/)\s)", re.IGNORECASE)
+# Any grade a judge gives, on the menu or off it ("GRADE: P", "GRADE: CI"): the last one decides.
+_ANY_GRADE_RE = re.compile(r"(?<![\w'\"‘“])grade\s*[*_`]*\s*[:：]\s*[*_`\[(]*\s*([A-Za-z]+(?:/[A-Za-z]+)?)", re.IGNORECASE)
+# Zero-width characters some judges emit between letters ("GRADE:\u200b C"); NFKC keeps them.
+_ZERO_WIDTH_RE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 Judge = Callable[[str], str]
 
 
@@ -112,7 +125,7 @@ def build_judge_prompt(question: str, reference: str, candidate: str | None) -> 
 
 
 def parse_verdict(text: str | None) -> str | None:
-    """"C" or "I" from the judge's reply: the last `GRADE:` line wins; unreadable -> None.
+    """"C" or "I" from the judge's reply: the last grade wins; unreadable or off the menu -> None.
 
     >>> parse_verdict("The candidate agrees.\\nGRADE: C")
     'C'
@@ -120,15 +133,32 @@ def parse_verdict(text: str | None) -> str | None:
     'C'
     >>> parse_verdict("I think it is correct.") is None
     True
+    >>> parse_verdict("Both say the same.\\n\\nTherefore, I conclude with GRADE: C.")
+    'C'
+    >>> parse_verdict("GRADE: C. No reason to downgrade."), parse_verdict("ＧＲＡＤＥ：\\u200bＩ")
+    ('C', 'I')
+    >>> parse_verdict("GRADE: P") is None, parse_verdict("GRADE: CI") is None  # partial, both: unscored
+    (True, True)
     """
     if not isinstance(text, str):
         return None
-    verdict = None
-    for line in _strip_reasoning(unicodedata.normalize("NFKC", text)).splitlines():
+    text = _strip_reasoning(unicodedata.normalize("NFKC", _ZERO_WIDTH_RE.sub("", text)))
+    verdict, verdict_at, offset = None, -1, 0
+    for line in text.splitlines(keepends=True):
         match = _GRADE_RE.match(line)
+        concluding = list(_CONCLUDING_GRADE_RE.finditer(line))
         if match:
-            verdict = "C" if match.group(1).upper() in ("C", "CORRECT") else "I"
-    return verdict
+            verdict, verdict_at = match.group(1), offset + match.start(1)
+        elif len({m.group(1).upper()[0] for m in concluding}) == 1:
+            verdict, verdict_at = concluding[-1].group(1), offset + concluding[-1].start(1)
+        offset += len(line)
+    if verdict is None:
+        return None
+    # A later grade off the menu ("GRADE: P" after "GRADE: C") is the judge's final word: unscored.
+    later = [m for m in _ANY_GRADE_RE.finditer(text) if m.start(1) > verdict_at]
+    if later and later[-1].group(1).upper() not in ("C", "I", "CORRECT", "INCORRECT"):
+        return None
+    return "C" if verdict.upper() in ("C", "CORRECT") else "I"
 
 
 # Closed-form verdicts, checked at the start of an answer. Order matters: negated forms first so
