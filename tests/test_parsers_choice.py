@@ -84,3 +84,77 @@ def test_fuzz_answer_like_fragments(pieces):
 def test_long_chain_of_thought_is_read_quickly():
     text = "Option A has peanuts, (B) does not. " * 3000 + "\nFinal answer: C"
     assert parse_choice(text) == "C"
+
+
+REAL_CHOICE = corpus("real_choice")
+
+
+def test_real_outputs_are_read_without_guessing():
+    """Real outputs of public MMMU/MMMU-Pro and LawBench prediction files (tests/corpus/README.md)."""
+    answers = [row for row in REAL_CHOICE if row["expected"] is not None]
+    no_answer = [row for row in REAL_CHOICE if row["expected"] is None]
+    got = {id(row): parse_choice(row["text"], n_options=row["n_options"], options=row.get("options"))
+           for row in REAL_CHOICE}
+    assert len(REAL_CHOICE) >= 300 and len(no_answer) >= 20
+    recovered = sum(got[id(row)] == row["expected"] for row in answers)
+    wrong = [row["item"] for row in answers if got[id(row)] not in (None, row["expected"])]
+    assert recovered / len(answers) >= 0.90
+    assert len(wrong) / len(answers) < 0.01, wrong
+    assert [row["item"] for row in no_answer if got[id(row)] is not None] == []
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("【答案】A", "A"), ("[正确答案]C", "C"), ("正确答案]B", "B"), ("so it is $\\boxed{F}$", "F"),
+    ("Answer: $C$", "C"), ("Answer: \\( \\text{B} \\)", "B"), ("**Answer:** **A. Kung pao chicken**", "A"),
+    ("- **Answer**: B (4.98 g)", "B"),
+])
+def test_bracketed_bold_and_tex_answers(text, expected):
+    assert parse_choice(text, n_options=10) == expected
+
+
+@pytest.mark.parametrize("end", ["<eoa>", "</s>", "<|im_end|>", "<|endoftext|>"])
+def test_end_tokens_after_the_answer(end):
+    assert parse_choice(f"C{end}") == "C"
+    assert parse_choice(f"[正确答案]C{end}\n题目：下列哪一项正确？A:…;B:…\n答案：D{end}\n答案：B{end}") == "C"
+
+
+def test_answer_first_then_bold_options_discussed():
+    text = "**C**\n\n* **B. Stir-fried** is wrong: the pork is braised.\n* **D. Steamed** has no sauce."
+    assert parse_choice(text) == "C"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("经分析，因此选项A正确，选项B、C、D均不正确。", "A"), ("只有D行为构成盗窃罪。", "D"),
+    ("下列说法正确的是选项D：几个鉴定人意见不一致时可以分别作出结论。", "D"), ("故C项正确。", "C"),
+])
+def test_chinese_prose_naming_one_option(text, expected):
+    assert parse_choice(text, n_options=4) == expected
+
+
+def test_answer_given_by_option_text():
+    options = ["Paul Cezanne", "Georges Seurat", "Edgar Degas", "Andy Warhol"]
+    assert parse_choice("The painting is called \"The Bathers\" and it was created by Georges Seurat.",
+                        options=options) == "B"
+    assert parse_choice("It was not painted by Georges Seurat.", options=options) is None
+    assert parse_choice("正确答案: 古董由甲子女继承", options=["古董归国家所有", "古董由甲子女继承", "古董归乙", "古董归丙"]) == "B"
+
+
+@pytest.mark.parametrize("text", [
+    "(A) 2/38\n(B) 3/38\n(C) 4/38\n(D) 5/38\n(E) 6/38\n(J) 7/38",
+    "None of the options match B's value.\n**Answer: None of the above**",
+    "I'm sorry, I can't identify the dish from this photo.",
+    "答案：A,B,C,D",
+    "请你运用法律知识从A,B,C,D中选出一个正确的答案，并写在[正确答案]和<eoa>之间。例如[正确答案]A<eoa>。",
+])
+def test_outputs_without_an_answer_stay_unparsed(text):
+    assert parse_choice(text, n_options=10) is None
+
+
+@pytest.mark.parametrize("token", ["<eoa>", "\\boxed{", "$", "选项A", "只有", "例如[正确答案]", "A,", "**Answer:** **"])
+def test_new_shapes_stay_linear_on_degenerate_output(token):
+    import time
+
+    text = (token * (60_000 // len(token) + 1))[:60_000]
+    start = time.perf_counter()
+    parse_choice(text, n_options=8)
+    assert time.perf_counter() - start < 3.0

@@ -63,3 +63,36 @@ _WORDS = st.sampled_from(["Yes", "No", "yes and no", "符合", "不符合", "是
        candidate=st.one_of(st.none(), st.lists(_WORDS, max_size=6).map("".join), st.text(max_size=80)))
 def test_fuzz_rule_verdict(question, reference, candidate):
     assert rule_verdict("".join(question), "".join(reference), candidate) in ("C", "I", None)
+
+
+REAL_VERDICT = corpus("real_verdict")
+
+
+def test_real_judge_replies_are_read():
+    """Real model_graded_fact replies from inspect_ai's committed logs (tests/corpus/README.md)."""
+    got = [parse_verdict(row["text"]) for row in REAL_VERDICT]
+    assert len(REAL_VERDICT) >= 60
+    assert sum(g == row["expected"] for g, row in zip(got, REAL_VERDICT, strict=True)) / len(REAL_VERDICT) >= 0.90
+    assert sum(g not in (None, row["expected"]) for g, row in zip(got, REAL_VERDICT, strict=True)) == 0
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Both name the same allergen.\n\nTherefore, I conclude with GRADE: C.", "C"),
+    ("GRADE: C. No reason to downgrade.", "C"),
+    ("Thus, I conclude with 'GRADE: I'.", "I"),
+    ("GRADE:\u200b C", "C"), ("ＧＲＡＤＥ：Ｉ", "I"),
+    ("GRADE: P", None), ("GRADE: CI", None), ("GRADE: C\nOn reflection it is partial.\nGRADE: P", None),
+    ("Therefore GRADE: C or GRADE: I, depending on the reading.", None),
+])
+def test_inline_and_unusual_verdicts(text, expected):
+    assert parse_verdict(text) == expected
+
+
+@pytest.mark.parametrize("token", ["GRADE: C. ", "therefore grade: ", "\u200b"])
+def test_new_verdict_shapes_stay_linear(token):
+    import time
+
+    text = (token * (60_000 // len(token) + 1))[:60_000]
+    start = time.perf_counter()
+    parse_verdict(text)
+    assert time.perf_counter() - start < 3.0

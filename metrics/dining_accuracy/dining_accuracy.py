@@ -81,6 +81,7 @@ _ZH_VERDICT_RE = re.compile(r"(?:选项|只有)\s*([A-Z])(?![A-Za-z])\s*(?:选?�
 # Shapes that are an answer only when they stand alone on a line: "(C)", "**C**", "C.", "C. name".
 _BRACKETED_RE = re.compile(r"(?<![A-Za-z])[\(\[（【]\s*([A-Z])\s*[\)\]）】]")
 _BOLD_RE = re.compile(r"\*\*\s*([A-Z])\s*[.)]?\s*\*\*")
+_OPTION_ENTRY_RE = re.compile(r"^[\s>*#\-•]*[\(\[（【]?\s*[A-Z]\s*[\)\]）】.:：]\s*\S")
 _LINE_START_RE = re.compile(r"^[\s>*#\-•]*([A-Z])\s*\**\s*(?:[.．、):：]|$)")
 _LONE_RE = re.compile(r"^[\s*_`'\"(\[（【]*(?:(?:option|选项)\s*[\s*_`'\"(\[（【]*)?([A-Za-z])[\s*_`'\")\]）】.。!！]*$",
                       re.IGNORECASE)
@@ -209,6 +210,10 @@ def _read(text: str, letters: str, options: Sequence[str] | None) -> str | None:
         return _in_range(mentioned[0], letters)
 
     # Several letters were discussed: the answer must stand on the last line, and alone there.
+    # An echoed option list ("(A) 2/38 … (J) 7/38") ends with a letter and its text: no answer.
+    listed = [line for line in lines if _OPTION_ENTRY_RE.match(line)]
+    if len(listed) >= 3 and _OPTION_ENTRY_RE.match(last):
+        return None
     last_lone = _LONE_RE.match(last)
     if last_lone and last_lone.group(1).isupper():
         return _in_range(last_lone.group(1), letters)

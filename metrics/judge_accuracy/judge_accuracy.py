@@ -149,7 +149,7 @@ def parse_verdict(text: str | None) -> str | None:
         concluding = list(_CONCLUDING_GRADE_RE.finditer(line))
         if match:
             verdict, verdict_at = match.group(1), offset + match.start(1)
-        elif len({m.group(1).upper()[0] for m in concluding}) == 1:
+        elif concluding and len({m.group(1).upper() for m in _ANY_GRADE_RE.finditer(line)}) <= 1:
             verdict, verdict_at = concluding[-1].group(1), offset + concluding[-1].start(1)
         offset += len(line)
     if verdict is None:
