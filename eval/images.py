@@ -2,7 +2,9 @@
 
 Images arrive as the stored bytes (the dataset is loaded with decode_images=False) and are decoded
 at most once: a JPEG already within the size bound is sent byte for byte, anything else is decoded,
-shrunk to the bounded long side and encoded to JPEG once.
+shrunk to the bounded long side and encoded to JPEG once. A release comes from anyone, so an image
+is only ever its own embedded bytes (never a file path it names) and its pixel count is read from
+the header before anything is decoded.
 """
 
 from __future__ import annotations
@@ -17,10 +19,84 @@ from PIL import Image, UnidentifiedImageError
 from eval.types import ImagePart
 
 JPEG_QUALITY = 90
+# The most pixels one image may have. A 875 KB PNG can declare 30000x30000 (900 MP, 2.7 GB once
+# decoded); 40 MP is more than any phone photo (a 48 MP sensor saves 12 MP by default) and bounds
+# one decode to ~160 MB (RGBA). diningbench.py keeps its own copy (it works without eval/).
+MAX_PIXELS = 40_000_000
 
 
 class ImageError(ValueError):
     """An item whose image cannot be used (one-line message naming the item)."""
+
+
+def stored_bytes(image: Any, *, item_id: str, index: int) -> bytes:
+    """The image's own bytes as the release embeds them.
+
+    A cell `{"bytes": None, "path": "/etc/passwd"}` would make the harness read any local file and
+    send it to a model server (or show it in the Space): a path is never opened.
+    """
+    data = image.get("bytes") if isinstance(image, dict) else image if isinstance(image, bytes | bytearray) else None
+    if not data:
+        if isinstance(image, dict) and image.get("path"):
+            raise ImageError(f"item {item_id}: image {index} has no embedded bytes, only a file path; "
+                             "a release must embed its images")
+        raise ImageError(f"item {item_id}: image {index} is empty or missing")
+    return bytes(data)
+
+
+def open_checked(data: bytes, *, item_id: str, index: int) -> Image.Image:
+    """The image opened lazily (header only), refused before decoding when it has too many pixels."""
+    try:
+        img = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError:  # Pillow's own, far higher, limit: not an OSError
+        raise ImageError(f"item {item_id}: image {index} declares too many pixels "
+                         f"(over {MAX_PIXELS:,}); refused without decoding") from None
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ImageError(f"item {item_id}: image {index} cannot be decoded ({exc.__class__.__name__})") from None
+    width, height = img.size
+    if width * height > MAX_PIXELS:
+        img.close()
+        raise ImageError(f"item {item_id}: image {index} is {width}x{height} pixels, over the "
+                         f"{MAX_PIXELS:,} limit; refused without decoding")
+    return img
+
+
+def decode_bounded(data: bytes, *, item_id: str, index: int, max_side: int) -> Image.Image:
+    """An RGB picture no larger than `max_side`: pixel count checked first, JPEGs decoded at
+    reduced scale (draft), so memory stays near the output size, not the stored one."""
+    try:
+        with open_checked(data, item_id=item_id, index=index) as img:
+            img.draft("RGB", (max_side, max_side))
+            rgb = img.convert("RGB")
+    except ImageError:
+        raise
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise ImageError(f"item {item_id}: image {index} cannot be decoded ({exc.__class__.__name__})") from None
+    if max(rgb.size) > max_side:
+        rgb.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+    return rgb
+
+
+def check_decodable(image: Any, *, item_id: str, index: int) -> None:
+    """Raise ImageError (naming the item) unless the stored image decodes to the end.
+
+    For a view that goes out as stored, nothing else decodes it before the model server does, so
+    a truncated JPEG would be sent unnoticed. JPEGs are decoded at 1/8 scale (the whole scan is
+    still read, ~5 ms for a 1024 px photo), PNGs checked chunk by chunk (`verify`), others decoded.
+    """
+    data = stored_bytes(image, item_id=item_id, index=index)
+    try:
+        with open_checked(data, item_id=item_id, index=index) as img:
+            if img.format == "PNG":
+                img.verify()
+            else:
+                img.draft(img.mode, (max(1, img.size[0] // 8), max(1, img.size[1] // 8)))
+                img.load()
+    except ImageError:
+        raise
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise ImageError(f"item {item_id}: image {index} cannot be decoded ({exc.__class__.__name__}: "
+                         f"{' '.join(str(exc).split())[:80]})") from None
 
 
 def order_views(roles: Sequence[str], order: str, *, seed: int, item_id: str) -> list[int]:
@@ -50,18 +126,6 @@ def select_views(roles: Sequence[str], n: int | None, order: str, *, seed: int, 
     """The first `n` views after ordering (all of them when n is None)."""
     ordered = order_views(roles, order, seed=seed, item_id=item_id)
     return ordered if n is None else ordered[:n]
-
-
-def _stored_bytes(image: Any) -> bytes | None:
-    if isinstance(image, dict):
-        data = image.get("bytes")
-        if data is None and image.get("path"):
-            with open(image["path"], "rb") as fh:
-                return fh.read()
-        return data
-    if isinstance(image, bytes | bytearray):
-        return bytes(image)
-    return None
 
 
 _SOF_PLAIN = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended and progressive Huffman frames
@@ -104,9 +168,14 @@ def jpeg_frame(data: bytes) -> tuple[int, int, int] | None:
     return None
 
 
+def _ends_whole(data: bytes) -> bool:
+    """A JPEG that ends with its end-of-image marker (padding aside): a cut-off file does not."""
+    return data.rstrip(b"\x00\r\n ")[-2:] == b"\xff\xd9"
+
+
 def _sendable(data: bytes, max_side: int) -> bool:
     frame = jpeg_frame(data)
-    return frame is not None and frame[2] == 3 and max(frame[:2]) <= max_side
+    return frame is not None and frame[2] == 3 and max(frame[:2]) <= max_side and _ends_whole(data)
 
 
 def sent_as_stored(image: Any, max_side: int) -> bool:
@@ -119,21 +188,15 @@ def sent_as_stored(image: Any, max_side: int) -> bool:
 
 def encode_for_transport(image: Any, *, max_side: int, role: str, item_id: str, index: int) -> ImagePart:
     """One stored image -> an ImagePart no larger than `max_side` on its long side (JPEG)."""
-    data = _stored_bytes(image)
-    if not data:
-        raise ImageError(f"item {item_id}: image {index} is empty or missing")
+    data = stored_bytes(image, item_id=item_id, index=index)
     if _sendable(data, max_side):
         return ImagePart(data=data, mime_type="image/jpeg", role=role)  # a colour JPEG within bounds, as stored
-    try:
-        with Image.open(io.BytesIO(data)) as img:  # header only: no pixel decoding yet
-            if img.format == "JPEG" and img.mode == "RGB" and max(img.size) <= max_side:
-                return ImagePart(data=data, mime_type="image/jpeg", role=role)
-            img.draft("RGB", (max_side, max_side))  # lets JPEG decode at reduced scale when shrinking
-            rgb = img.convert("RGB")
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise ImageError(f"item {item_id}: image {index} cannot be decoded ({exc.__class__.__name__})") from None
-    if max(rgb.size) > max_side:
-        rgb.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+    with open_checked(data, item_id=item_id, index=index) as img:  # header only: no pixel decoding yet
+        as_stored = (img.format == "JPEG" and img.mode == "RGB" and max(img.size) <= max_side
+                     and _ends_whole(data))
+    if as_stored:
+        return ImagePart(data=data, mime_type="image/jpeg", role=role)
+    rgb = decode_bounded(data, item_id=item_id, index=index, max_side=max_side)
     out = io.BytesIO()
     rgb.save(out, format="JPEG", quality=JPEG_QUALITY)
     return ImagePart(data=out.getvalue(), mime_type="image/jpeg", role=role)
