@@ -35,6 +35,16 @@ IMAGE_ROLES = ("reference", "user")
 LETTERS = "ABCDEFGH"
 SPLIT = "test"
 ROW_GROUP_SIZE = 100  # small row groups keep the Hub's dataset viewer responsive with image columns
+# Limits on what a release may hold (SECURITY.md). A release comes from anyone, so an image cell
+# must carry its own bytes (a file path in it would be read from the loading machine), an image may
+# not declare more pixels than a decode can afford (eval/images.py keeps the same MAX_PIXELS), and
+# per-serving nutrition must be physically possible: the heaviest restaurant platters stay under
+# 10,000 kcal and 2,000 g of any macronutrient; a positive value under 1e-6 is float garbage (a
+# denormal), not a measurement, and would make a MAPE of 10^45 %.
+MAX_PIXELS = 40_000_000
+MAX_CALORIES = 10_000.0  # kcal per serving
+MAX_GRAMS = 2_000.0  # g of protein, carbohydrates or fat per serving
+MIN_POSITIVE = 1e-6
 ROOT = Path(__file__).resolve().parent
 SAMPLE_DIR = ROOT / "diningbench"
 CARD = ROOT / "dataset_card.md"
@@ -125,9 +135,38 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     except Exception as exc:  # datasets raises many types; the user needs one line naming the source
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"cannot load {config!r} from {src}: {first}") from None
+    if (unembedded := _first_unembedded_image(ds)) is not None:
+        item, k = unembedded
+        raise ValueError(f"cannot load {config!r} from {src}: item {item}: images[{k}] has no embedded bytes, "
+                         "only a file path; a release must embed its images")
     if not decode_images:
         ds = ds.cast_column("images", List(Image(decode=False)))
     return ds
+
+
+def _first_unembedded_image(ds: datasets.Dataset) -> tuple[str, int] | None:
+    """(item id, view index) of the first image cell without bytes, or None.
+
+    Reads only the Arrow validity bitmaps, never the image bytes: fast on a paper-size release.
+    """
+    import pyarrow.compute as pc
+
+    table = ds.data.table
+    if "images" not in table.column_names:
+        return None
+    row_base = 0
+    for chunk in table.column("images").chunks:
+        flat = pc.list_flatten(chunk)
+        if pa.types.is_struct(flat.type) and flat.type.get_field_index("bytes") >= 0:
+            data = flat.field("bytes")
+            missing = pc.or_kleene(pc.is_null(data), pc.equal(pc.binary_length(data), 0))
+            if pc.any(missing).as_py():
+                position = pc.index(missing, True).as_py()
+                parent = pc.list_parent_indices(chunk)[position].as_py()
+                first = chunk.offsets[parent].as_py() - chunk.offsets[0].as_py()
+                return str(table.column("id")[row_base + parent]), position - first
+        row_base += len(chunk)
+    return None
 
 
 def fingerprint(config: str, source: str | os.PathLike | None = None) -> str:
@@ -397,16 +436,28 @@ def position_bias(letters: list[str], n_options: int = 8) -> tuple[float, float]
 
 
 def _image_problem(image: Any) -> str | None:
-    """Why an image cell is unusable, or None. Decodes at reduced size (draft) to stay fast."""
+    """Why an image cell is unusable, or None. The pixel count is read from the header before any
+    decoding; JPEGs decode at reduced size (draft: the whole file is still read, so a truncated one
+    fails), PNGs are checked chunk by chunk (verify), so a check costs milliseconds, not gigabytes."""
     from PIL import Image as PILImage
 
     data = image.get("bytes") if isinstance(image, dict) else None
     if not data:
+        if isinstance(image, dict) and image.get("path"):
+            return "image has no embedded bytes, only a file path (a release must embed its images)"
         return "image has no bytes"
     try:
         with PILImage.open(io.BytesIO(data)) as img:
-            img.draft("RGB", (64, 64))
-            img.load()
+            width, height = img.size
+            if width * height > MAX_PIXELS:
+                return f"image is {width}x{height} pixels, over the {MAX_PIXELS:,} limit"
+            if img.format == "PNG":
+                img.verify()
+            else:
+                img.draft("RGB", (64, 64))
+                img.load()
+    except PILImage.DecompressionBombError:
+        return f"image declares over {MAX_PIXELS:,} pixels"
     except Exception as exc:
         return f"image does not decode ({type(exc).__name__})"
     return None
@@ -414,6 +465,18 @@ def _image_problem(image: Any) -> str | None:
 
 def _finite_nonneg(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value >= 0
+
+
+def _nutrition_problems(values: dict[str, Any]) -> list[str]:
+    """Per-serving values no dish can have (see MAX_CALORIES, MAX_GRAMS, MIN_POSITIVE)."""
+    problems = []
+    for name, value in values.items():
+        limit, unit = (MAX_CALORIES, "kcal") if name == "calories" else (MAX_GRAMS, "g")
+        if value > limit:
+            problems.append(f"{name}={value:g} is over {limit:,.0f} {unit} per serving")
+        elif 0 < value < MIN_POSITIVE:
+            problems.append(f"{name}={value:g} is a positive value under {MIN_POSITIVE:g} (write 0 for none)")
+    return problems
 
 
 def _check_row(config: str, row: dict[str, Any], report) -> None:
@@ -445,8 +508,11 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
     elif config == "nutrition":
         values = {n: row.get(n) for n in NUTRIENTS}
         bad = [f"{n}={v}" for n, v in values.items() if not _finite_nonneg(v)]
+        absurd = [] if bad else _nutrition_problems(values)
         if bad:
             report("error", item, f"nutrition must be finite and >= 0: {', '.join(bad)}")
+        elif absurd:
+            report("error", item, f"nutrition not physically possible: {'; '.join(absurd)}")
         elif values["calories"] > 0:
             atwater = 4 * values["protein"] + 4 * values["carbohydrates"] + 9 * values["fat"]
             gap = abs(values["calories"] - atwater) / values["calories"]
@@ -517,9 +583,15 @@ def _declared_configs(readme: Path) -> set[str] | str:
         return "README.md has no YAML header (configs:, dataset_info:)"
     try:
         header = yaml.safe_load(text.split("---", 2)[1]) or {}
-        return {str(c.get("config_name")) for c in header.get("configs") or []}
-    except (yaml.YAMLError, AttributeError, IndexError) as exc:
+    except (yaml.YAMLError, IndexError) as exc:
         return f"README.md YAML header does not parse ({type(exc).__name__})"
+    if not isinstance(header, dict):
+        return f"README.md YAML header is a {type(header).__name__}, not a mapping of fields"
+    configs = header.get("configs") or []
+    if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
+        return (f"README.md configs: must be a list of entries with config_name and data_files, "
+                f"got {configs!r:.60}")
+    return {str(c.get("config_name")) for c in configs}
 
 
 def validate(source: str | os.PathLike | None = None) -> list[Problem]:
