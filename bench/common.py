@@ -78,7 +78,7 @@ def warm_imports() -> None:
     import aiohttp  # noqa: F401  (the openai: backend imports it when built)
     import orjson  # noqa: F401
 
-    from eval import api, report, scoring, sweep, tasks  # noqa: F401  (scoring writes the report)
+    from eval import api, scoring, tasks  # noqa: F401  (api imports the report and the judge)
     from eval.backends import openai_chat  # noqa: F401
 
     for task in ("classification", "nutrition", "vqa"):

@@ -4,7 +4,7 @@ the ideal N x latency / C. Target <= 1.15x (1,000 requests, 100 ms, concurrency 
 The measured path is the harness's own generation loop: requests built from the release's
 nutrition rows (`eval.tasks.build_request`, one view each, a few rows ahead as `eval.api.run`
 builds them: `eval.runner.built_ahead`), sent by `eval.runner.execute` through
-the real `openai:` backend, parsed (`eval.api.to_prediction`) and appended to predictions.jsonl
+the real `openai:` backend, parsed (`eval.api.parse`, `eval.api.to_prediction`) and appended to predictions.jsonl
 (`eval.store.PredictionStore`). Two more rows, for reference: the same loop with a backend that
 only sleeps the latency in-process (no HTTP: the runner's own floor, which includes the rounding
 of N / C up to whole rounds), and the whole `eval.api.run` (dataset load and scoring included).
@@ -73,6 +73,7 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
     from eval import api, tasks
     from eval.backends import make_backend, release
     from eval.runner import RetryPolicy, built_ahead, execute
+    from eval.settings import RunSettings
     from eval.store import PredictionStore
 
     backend: Any
@@ -80,7 +81,7 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
         backend = SleepingBackend(latency)
     else:
         backend = make_backend("openai:bench-vlm", base_url=base_url, timeout=60.0)
-    settings = tasks.PromptSettings(model="openai:bench-vlm", images=images, max_tokens=256)
+    settings = RunSettings(task="nutrition", model="openai:bench-vlm", images=images, max_tokens=256)
     by_id = {str(r["id"]): r for r in rows}
 
     # As api.run builds them, a few rows ahead; any that must re-encode views in worker threads.
@@ -88,7 +89,7 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
     answered = 0
     with PredictionStore(out) as store:
         async for outcome in execute(backend, requests, concurrency=concurrency, policy=RetryPolicy(max_attempts=1)):
-            prediction = api.to_prediction(outcome, by_id[outcome.request.id], "zh")
+            prediction = api.to_prediction(outcome, await api.parse(outcome, by_id[outcome.request.id], "zh"))
             store.append(prediction)
             answered += prediction.error is None
     await release(backend)

@@ -1,116 +1,47 @@
 """The programmatic face of the harness: what the CLI, the Space and sweeps call.
 
-`run(settings)` = generation (resumable) + scoring into one run folder; `score(run_dir)` re-scores
-saved predictions; `iter_predictions(settings)` streams (Prediction, row) pairs for live displays.
+`run(settings)` = generate (resumable) -> score -> report, into one run folder; `score(run_dir)`
+re-scores saved predictions; `iter_predictions(settings)` streams (Prediction, row) pairs for live
+displays, which `eval.scoring.score_prediction` scores one by one; `run_sweep` runs a grid of cells.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
+import fcntl
+import itertools
+import json
 import socket
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from eval import tasks
-from eval.backends import SpecError, make_backend, parse_spec, release
+from eval import scoring, tasks
+from eval.backends import SpecError, make_backend, release
 from eval.backends._retry import host_of
 from eval.images import ImageError
+from eval.judge import BackendJudge, JudgeError
 from eval.progress import Progress
+from eval.report.report import build_report, write_run_report
+from eval.report.runs import load_run
 from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
+from eval.settings import RunSettings, UsageError
 from eval.store import PREDICTIONS, PredictionStore, read_predictions
-from eval.types import TASKS, Backend, ConfigError, Prediction, Request
+from eval.types import Backend, ConfigError, Prediction, Request
 
-IMAGE_ORDERS = ("reference-first", "user-first", "random")
-LANGS = ("zh", "en")
-
-
-class UsageError(ValueError):
-    """A user mistake (bad flag, unknown task, unreachable server...): printed as one `error:` line."""
-
-
-@dataclass
-class RunSettings:
-    """Everything that defines a run. Fields that change a request's content are part of its hash.
-
-    `task` is one task or "all"; `images` None = every view of the item; `engine_options` are
-    passed through to the backend's `make` (tensor_parallel_size, max_pixels, ...).
-    """
-
-    task: str
-    model: str
-    base_url: str | None = None
-    dataset: str | None = None  # release folder or Hub id; None -> DININGBENCH_SOURCE -> embedded sample
-    limit: int | None = None
-    ids: Sequence[str] | None = None
-    images: int | None = None
-    image_order: str = "reference-first"
-    cot: bool = False
-    lang: str = "zh"
-    concurrency: int = 8
-    max_tokens: int = 4096
-    seed: int = 0
-    judge: str | None = None
-    judge_base_url: str | None = None
-    out: Path | None = None
-    max_image_side: int = 1024
-    batch_size: int = 8
-    timeout: float = 120.0
-    max_attempts: int = 6
-    retry_base_delay: float = 1.0  # seconds before the first retry without Retry-After; doubles, jittered
-    n_boot: int = 1000  # bootstrap resamples for the 95% intervals in metrics.json
-    overwrite: bool = False
-    engine_options: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def tasks(self) -> tuple[str, ...]:
-        return tuple(TASKS) if self.task == "all" else (self.task,)
-
-    def validate(self) -> None:
-        """Raise UsageError (one line, naming the argument) for settings that cannot run."""
-        if self.task != "all" and self.task not in TASKS:
-            raise UsageError(f"unknown --task {self.task!r}; choose one of {', '.join((*TASKS, 'all'))}")
-        if self.images is not None and self.images < 1:
-            raise UsageError(f"--images must be at least 1 (got {self.images}); omit it to send every view")
-        if self.image_order not in IMAGE_ORDERS:
-            raise UsageError(f"unknown --image-order {self.image_order!r}; choose one of {', '.join(IMAGE_ORDERS)}")
-        if self.lang not in LANGS:
-            raise UsageError(f"unknown --lang {self.lang!r}; choose zh or en")
-        for name in ("concurrency", "max_tokens", "max_image_side", "batch_size", "max_attempts"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
-        if self.limit is not None and self.limit < 1:
-            raise UsageError(f"--limit must be at least 1 (got {self.limit})")
-        if self.timeout <= 0:
-            raise UsageError(f"--timeout must be positive (got {self.timeout})")
-        for flag, spec in (("--model", self.model), ("--judge", self.judge)):
-            if spec is not None:
-                try:
-                    parse_spec(spec)
-                except SpecError as exc:
-                    raise UsageError(f"{flag}: {exc}") from None
-
-    def default_out(self) -> Path:
-        """`results/<model>-<task>-<settings>/`, readable and unique per setting that changes answers."""
-        model = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-")
-        parts = [model, self.task, self.lang, f"img{self.images or 'all'}", self.image_order]
-        if self.cot:
-            parts.append("cot")
-        if self.seed:
-            parts.append(f"seed{self.seed}")
-        return Path("results") / "-".join(parts)
-
-    def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["out"] = str(self.out) if self.out is not None else None
-        data["ids"] = list(self.ids) if self.ids is not None else None
-        return data
+__all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
+LOCK = ".lock"
+RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, "report.md")
+# An answer longer than this is parsed from its first and last halves of this size (a model that
+# loops to its limit writes megabytes; its answer, if any, is at one end). Parsing runs in a thread
+# when the answer is long, so one huge answer never stalls the requests in flight.
+PARSE_INLINE_CHARS = 20_000
 
 
 @dataclass
@@ -168,10 +99,13 @@ def check_judge(settings: RunSettings) -> None:
     if not settings.judge:
         return
     check_reachable(settings.judge_base_url, "--judge-base-url")
+    judge = BackendJudge(settings.judge, settings.judge_base_url, timeout=settings.timeout)
     try:
-        make_backend(settings.judge, base_url=settings.judge_base_url, timeout=settings.timeout)
-    except (SpecError, ConfigError) as exc:
-        raise UsageError(f"--judge: {exc}") from None
+        judge.check()
+    except JudgeError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        judge.close()
 
 
 def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[dict[str, Any]]]:
@@ -181,12 +115,19 @@ def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[dict[str,
 
 
 def build_backend(settings: RunSettings, data: list[_TaskData]) -> Backend:
-    """The backend for settings.model, with the options every backend may use (unknown ones ignored)."""
+    """The backend for settings.model, with the options every backend may use.
+
+    `reasoning_effort` and `thinking_budget` are passed only when set: a backend that cannot use
+    one refuses it in one line.
+    """
     options: dict[str, Any] = {
         "base_url": settings.base_url, "timeout": settings.timeout, "images": settings.images or max_views(data),
         "max_tokens": settings.max_tokens, "seed": settings.seed, "batch_size": settings.batch_size,
         "lang": settings.lang, **settings.engine_options,
     }
+    for name in ("reasoning_effort", "thinking_budget"):
+        if getattr(settings, name) is not None:
+            options[name] = getattr(settings, name)
     if settings.model.startswith("baseline:"):
         options["dataset_items"] = baseline_items(data, settings.lang)
     try:
@@ -198,37 +139,42 @@ def build_backend(settings: RunSettings, data: list[_TaskData]) -> Backend:
                          "pip install -r requirements.txt") from None
 
 
-def prompt_settings(settings: RunSettings) -> tasks.PromptSettings:
-    return tasks.PromptSettings(model=settings.model, lang=settings.lang, cot=settings.cot, images=settings.images,
-                                image_order=settings.image_order, max_image_side=settings.max_image_side,
-                                max_tokens=settings.max_tokens, seed=settings.seed)
+def to_prediction(outcome: Outcome, parsed: Any = None) -> Prediction:
+    """A runner outcome as a predictions.jsonl line (`parsed` by the task's one parser)."""
+    request, response = outcome.request, outcome.response
+    common = {"id": request.id, "task": request.task, "attempts": outcome.attempts,
+              "latency_s": round(outcome.latency_s, 4), "request_hash": request.request_hash,
+              "n_images": request.metadata.get("n_images"), "epoch": request.metadata.get("epoch", 0)}
+    if response is None:
+        return Prediction(raw=None, parsed=None, error=outcome.error, usage=None, **common)
+    return Prediction(raw=response.text, parsed=parsed, error=None, usage=response.usage,
+                      finish_reason=response.finish_reason, truncated=response.truncated, **common)
 
 
-def to_prediction(outcome: Outcome, row: dict[str, Any], lang: str) -> Prediction:
-    """A runner outcome as a predictions.jsonl line; `parsed` by the task's one parser."""
-    request = outcome.request
+async def parse(outcome: Outcome, row: dict[str, Any], lang: str) -> Any:
+    """The task's parsed answer; a long answer is parsed in a worker thread, off the event loop."""
     if outcome.response is None:
-        return Prediction(id=request.id, task=request.task, raw=None, parsed=None, error=outcome.error,
-                          attempts=outcome.attempts, latency_s=round(outcome.latency_s, 4), usage=None,
-                          request_hash=request.request_hash)
-    raw = outcome.response.text
-    return Prediction(id=request.id, task=request.task, raw=raw, parsed=tasks.parse_output(request.task, raw, row, lang),
-                      error=None, attempts=outcome.attempts, latency_s=round(outcome.latency_s, 4),
-                      usage=outcome.response.usage, request_hash=request.request_hash)
+        return None
+    text = outcome.response.text
+    if len(text) <= PARSE_INLINE_CHARS:
+        return tasks.parse_output(outcome.request.task, text, row, lang)
+    return await asyncio.to_thread(tasks.parse_output, outcome.request.task, text, row, lang)
 
 
 def _policy(settings: RunSettings) -> RetryPolicy:
+    """`--timeout` is the wall-clock limit of one attempt, whatever the server trickles."""
     return RetryPolicy(max_attempts=settings.max_attempts, base_delay=settings.retry_base_delay,
-                       request_timeout=settings.timeout * 2 + 5)
+                       request_timeout=settings.timeout)
 
 
 async def _requests(data: list[_TaskData], settings: RunSettings,
                     skip: Callable[[Request], bool] | None = None) -> AsyncIterator[Request]:
-    """Requests in dataset order, a few rows ahead; any that must re-encode views are built in
-    worker threads (`runner.built_ahead`), so a large photo never stalls the requests in flight."""
-    prompt = prompt_settings(settings)
+    """Requests in dataset order (epoch by epoch), a few rows ahead; any that must re-encode views
+    are built in worker threads (`runner.built_ahead`), so a large photo never stalls requests in flight."""
+    jobs = (tasks.request_job(d.task, row, settings, epoch)
+            for epoch in range(settings.epochs) for d in data for row in d.selected)
     try:
-        async for request in built_ahead(tasks.request_job(d.task, row, prompt) for d in data for row in d.selected):
+        async for request in built_ahead(jobs):
             if skip is None or not skip(request):
                 yield request
     except ImageError as exc:  # names the task and the item
@@ -236,12 +182,22 @@ async def _requests(data: list[_TaskData], settings: RunSettings,
 
 
 def _check_folder(out: Path, info: dict[str, Any], overwrite: bool) -> None:
-    """Refuse to mix two different runs' predictions in one folder."""
+    """Refuse a folder that is not ours to write: someone's files, or another run's predictions."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a folder")
+    resolved = out.resolve()
+    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+        raise UsageError(f"--out {out} is the filesystem root or the home folder; name a run folder inside it")
+    previous = read_run_json(out)
+    if previous is None and out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir() if p.name != LOCK)
+        if foreign:
+            raise UsageError(f"--out {out} holds files but no run ({', '.join(foreign[:3])}"
+                             f"{', ...' if len(foreign) > 3 else ''}); choose a new or empty folder")
     if overwrite:
-        for name in (PREDICTIONS, RUN_JSON, "scores.jsonl", "metrics.json", "report.md"):
+        for name in RUN_FILES:
             (out / name).unlink(missing_ok=True)
         return
-    previous = read_run_json(out)
     if not (out / PREDICTIONS).exists() or (out / PREDICTIONS).stat().st_size == 0 or previous is None:
         return
     old, new = previous.get("identity") or {}, info["identity"]
@@ -251,6 +207,21 @@ def _check_folder(out: Path, info: dict[str, Any], overwrite: bool) -> None:
     if changed:
         raise UsageError(f"{out} holds predictions of a different run (differs in {', '.join(changed)}); "
                          "use another --out or add --overwrite")
+
+
+@contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """One writer per run folder: a second run into the same --out is refused, not interleaved."""
+    out.mkdir(parents=True, exist_ok=True)
+    handle = (out / LOCK).open("a")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"--out {out} is in use by another run; wait for it or choose another --out") from None
+        yield
+    finally:
+        handle.close()  # closing releases the lock; the empty file stays (removing it would race)
 
 
 def check_reachable(url: str | None, flag: str) -> None:
@@ -269,51 +240,54 @@ def check_reachable(url: str | None, flag: str) -> None:
 
 def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | None = None,
         backend: Backend | None = None, progress: bool = True) -> Path:
-    """Generate (resuming what is already answered) and score; return the run folder.
+    """Generate (resuming what is already answered), score and report; return the run folder.
 
     Writes predictions.jsonl, run.json, scores.jsonl, metrics.json and report.md into
     `settings.out` (or `settings.default_out()`). `on_prediction` is called once per newly
-    finished sample. `backend` overrides building one from `settings.model` (tests, the Space).
+    finished sample. `backend` overrides building one from `settings.model` (tests).
     """
     settings.validate()
     check_reachable(settings.base_url, "--base-url")
     check_judge(settings)
     out = Path(settings.out) if settings.out is not None else settings.default_out()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a folder")
     data = load_task_data(settings)
     backend = backend or build_backend(settings, data)
     fingerprints = {d.task: d.fingerprint for d in data}
     judge_info = {"spec": settings.judge, "base_url_host": host_of(settings.judge_base_url)} if settings.judge else None
     info = build_run_json(settings=settings.to_json(), tasks=list(settings.tasks), backend=backend.describe(),
                           dataset_source=settings.dataset, fingerprints=fingerprints, judge=judge_info)
-    out.mkdir(parents=True, exist_ok=True)
-    _check_folder(out, info, settings.overwrite)
-    write_run_json(out, info)
-    tasks.load_parsers(settings.tasks)
-    _call(_generate(settings, data, backend, out, on_prediction, progress))
-    store_done = read_predictions(out / PREDICTIONS)
-    info["counts"] = {d.task: {"predictions": sum(1 for k in store_done if k[0] == d.task),
-                               "failed": sum(1 for k, p in store_done.items() if k[0] == d.task and p.error)}
-                      for d in data}
-    write_run_json(out, info)
-    from eval.scoring import score_run
-
-    score_run(out, judge=settings.judge, judge_base_url=settings.judge_base_url, n_boot=settings.n_boot)
+    with locked(out):
+        _check_folder(out, info, settings.overwrite)
+        write_run_json(out, info)
+        _call(_generate(settings, data, backend, out, on_prediction, progress))
+        info["backend"] = backend.describe()  # with what the request policy learnt during the run
+        done = read_predictions(out / PREDICTIONS)
+        info["counts"] = {d.task: {"predictions": sum(1 for k in done if k[0] == d.task),
+                                   "failed": sum(1 for k, p in done.items() if k[0] == d.task and p.error),
+                                   "truncated": sum(1 for k, p in done.items() if k[0] == d.task and p.truncated)}
+                          for d in data}
+        write_run_json(out, info)
+        scoring.score_run(out, judge=settings.judge, judge_base_url=settings.judge_base_url,
+                          n_boot=settings.n_boot, rows={d.task: d.rows for d in data})
+        write_run_report(out)
     return out
 
 
 async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backend, out: Path,
                     on_prediction: Callable[[Prediction], None] | None, show_progress: bool) -> None:
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
-    total = sum(len(d.selected) for d in data)
+    total = sum(len(d.selected) for d in data) * settings.epochs
     with PredictionStore(out) as store:
-        asked = {(d.task, str(i)) for d in data for i in d.selected["id"]}
+        asked = {(d.task, str(i), e) for e in range(settings.epochs) for d in data for i in d.selected["id"]}
         # Failed samples of this selection are asked again; drop their old lines first.
         if any(p.error for k, p in store.done.items() if k in asked):
-            store.compact(keep=lambda p: p.error is None or (p.task, p.id) not in asked)
+            store.compact(keep=lambda p: p.error is None or (p.task, p.id, p.epoch) not in asked)
         bar = Progress(total, label=settings.model, enabled=show_progress)
 
         def skip(request: Request) -> bool:
-            if store.is_answered(request.task, request.id, request.request_hash):
+            if store.is_answered(request.task, request.id, request.request_hash, request.metadata.get("epoch", 0)):
                 bar.skip()
                 return True
             return False
@@ -322,7 +296,8 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
             async for outcome in execute(backend, _requests(data, settings, skip), concurrency=settings.concurrency,
                                          batch_size=settings.batch_size, policy=_policy(settings),
                                          on_retry=bar.retry):
-                prediction = to_prediction(outcome, rows[(outcome.request.task, outcome.request.id)], settings.lang)
+                row = rows[(outcome.request.task, outcome.request.id)]
+                prediction = to_prediction(outcome, await parse(outcome, row, settings.lang))
                 store.append(prediction)
                 bar.advance(failed=prediction.error is not None)
                 if on_prediction is not None:
@@ -332,7 +307,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
             await release(backend)
         with store.path.open(encoding="utf-8") as lines:
             if len(store.done) != sum(1 for _ in lines):
-                store.compact()  # an item re-asked after a prompt/data change: keep its newest line only
+                store.compact()  # an item re-asked, or a malformed line skipped: one line per sample
 
 
 def _call(coro: Any) -> Any:
@@ -347,14 +322,21 @@ def _call(coro: Any) -> Any:
 
 def score(run_dir: Path | str, judge: str | None = None, judge_base_url: str | None = None, *,
           n_boot: int = 1000) -> dict[str, Any]:
-    """Re-score the saved predictions of a run folder; return (and write) metrics.json's content.
+    """Re-score the saved predictions of a run folder and rewrite its report; return metrics.json's content.
 
     The judge, when given, replaces the one recorded in run.json; cached verdicts are reused.
     """
-    from eval.scoring import score_run
-
     check_reachable(judge_base_url, "--judge-base-url")
-    return score_run(Path(run_dir), judge=judge, judge_base_url=judge_base_url, n_boot=n_boot)
+    run_dir = Path(run_dir)
+    with locked(run_dir) if run_dir.is_dir() else _nothing():
+        metrics = scoring.score_run(run_dir, judge=judge, judge_base_url=judge_base_url, n_boot=n_boot)
+        write_run_report(run_dir)
+    return metrics
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
 
 
 async def iter_predictions(settings: RunSettings, backend: Backend | None = None
@@ -363,7 +345,8 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
 
     For live per-sample displays (the Space). Order is completion order. `prediction.parsed`
     is filled by the task's parser; `eval.scoring.score_prediction(prediction, row)` says
-    whether it is correct (classification) or its per-nutrient errors (nutrition).
+    whether it is correct (classification) or its per-nutrient errors (nutrition). Closing the
+    generator (or cancelling its task) cancels the requests in flight and starts no new ones.
     """
     settings.validate()
     if backend is None:
@@ -371,11 +354,45 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
     data = load_task_data(settings)
     backend = backend or build_backend(settings, data)
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
-    await asyncio.to_thread(tasks.load_parsers, settings.tasks)
     try:
         async for outcome in execute(backend, _requests(data, settings), concurrency=settings.concurrency,
                                      batch_size=settings.batch_size, policy=_policy(settings)):
             row = rows[(outcome.request.task, outcome.request.id)]
-            yield to_prediction(outcome, row, settings.lang), row
+            yield to_prediction(outcome, await parse(outcome, row, settings.lang)), row
     finally:
         await release(backend)
+
+
+# ---------------------------------------------------------------- sweeps
+def sweep_cells(base: RunSettings, *, models: Sequence[str], langs: Sequence[str], cots: Sequence[bool],
+                images: Sequence[int], out: Path) -> list[RunSettings]:
+    """One RunSettings per (model, language, CoT, view count), each in its own subfolder of `out`."""
+    cells = []
+    for model, lang, cot, n in itertools.product(models, langs, cots, images):
+        cell = dataclasses.replace(base, model=model, lang=lang, cot=cot, images=n, out=None)
+        cell.validate()
+        cell.out = Path(out) / cell.default_out().name
+        cells.append(cell)
+    return cells
+
+
+def run_sweep(cells: Sequence[RunSettings], out: Path, *, progress: bool = True,
+              log: Callable[[str], None] | None = None) -> str:
+    """Run every cell (each resumable like any run) and write the sweep's report.md; return its text."""
+    run_dirs = []
+    for number, cell in enumerate(cells, start=1):
+        if log is not None:
+            log(f"[{number}/{len(cells)}] {Path(cell.out or '').name}")
+        run_dirs.append(run(cell, progress=progress))
+    out = Path(out)
+    (out / "sweep.json").write_text(json.dumps({"cells": [c.to_json() for c in cells]}, indent=2,
+                                               ensure_ascii=False) + "\n", encoding="utf-8")
+    text = build_report([load_run(path) for path in run_dirs], reported=False,
+                        n_boot=cells[0].n_boot if cells else 1000, plot_dir=out)
+    (out / "report.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def read_metrics(run_dir: Path) -> dict[str, Any]:
+    """metrics.json of a scored run folder."""
+    return json.loads((Path(run_dir) / scoring.METRICS).read_text(encoding="utf-8"))

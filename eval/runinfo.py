@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from eval.prompts import PROMPT_VERSION
+from eval.settings import IDENTITY_FIELDS
 
 RUN_JSON = "run.json"
 PACKAGES = ("datasets", "evaluate", "numpy", "pillow", "aiohttp", "orjson", "google-genai", "transformers", "torch", "vllm")
-# Settings that change what is asked of the model; everything else (concurrency, limit, judge...) does not.
-IDENTITY_FIELDS = ("model", "lang", "cot", "images", "image_order", "max_image_side", "max_tokens", "seed")
 
 
 def identity(settings: dict[str, Any], dataset_fingerprints: dict[str, str]) -> dict[str, Any]:
@@ -73,9 +72,9 @@ def build_run_json(*, settings: dict[str, Any], tasks: list[str], backend: dict[
                    dataset_source: str | None, fingerprints: dict[str, str], judge: dict[str, Any] | None,
                    counts: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run.json content. `settings` must already be free of secrets (they come from flags only)."""
-    public = {k: v for k, v in settings.items() if k not in ("engine_options", "base_url", "judge_base_url")}
-    public["engine_options"] = {k: v for k, v in (settings.get("engine_options") or {}).items()
-                                if "key" not in k.lower() and "token" not in k.lower()}
+    public = {k: v for k, v in settings.items() if k not in ("engine_extra", "base_url", "judge_base_url")}
+    public["engine_extra"] = {k: v for k, v in (settings.get("engine_extra") or {}).items()
+                              if "key" not in k.lower() and "token" not in k.lower()}
     return {
         "model": settings["model"],
         "tasks": tasks,

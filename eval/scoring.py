@@ -1,8 +1,8 @@
 """Scoring: saved predictions + dataset references -> scores.jsonl, metrics.json, report.md.
 
 Generation and scoring meet only in predictions.jsonl, so a run can be re-scored (e.g. with a
-judge added later) without asking the model again. Every figure comes from the metrics modules'
-pure functions (`metrics/*/`): this module joins, never re-implements a formula.
+judge added later) without asking the model again. Per-item verdicts come from the metrics modules'
+pure functions (`metrics/*/`), figures and intervals from `eval.figures`: this module joins.
 
 scores.jsonl — one JSON object per line, one line per scored item (all tasks of the run folder):
 
@@ -13,10 +13,14 @@ scores.jsonl — one JSON object per line, one line per scored item (all tasks o
     category       str    the menu category
     vqa_category   str | null   (vqa only)
     nutrition_source str | null (nutrition only)
+    epoch          int    0, or k for the k-th repeat of `--epochs`
     n_images       int    images actually sent with the request
     parsed         the task parser's output: letter | {calories, protein, carbohydrates, fat} | answer
                    text (vqa); null when unparsed or when the sample failed
     error          str | null   generation error (a failed sample: scored as a failure, never dropped)
+    truncated      bool   the token limit cut the answer (finish reason `length`)
+    finish_reason  str | null   as the backend normalised it (`stop`, `length`, ...)
+    usage          {prompt_tokens, completion_tokens, reasoning_tokens} | null   as the server reported
     reference      letter | {calories, protein, carbohydrates, fat} | reference answer text (vqa)
     correct        bool | null  classification: parsed == reference (unparsed/failed = false);
                                 vqa: verdict == "C" (null while unscored); nutrition: null
@@ -29,22 +33,20 @@ scores.jsonl — one JSON object per line, one line per scored item (all tasks o
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from eval import tasks
+from eval import figures, tasks
 from eval.images import select_views
+from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
-from eval.stats import mean_of_column_means
 from eval.store import PREDICTIONS, read_predictions, write_atomically
-from eval.types import TASKS, ConfigError, GenerationConfig, Message, Prediction, Request
+from eval.types import DEFAULT_MAX_TOKENS, TASKS, Prediction
+from metrics.dining_accuracy.dining_accuracy import score_choices
+from metrics.judge_accuracy.judge_accuracy import judge_items, score_verdicts
+from metrics.nutrition_error.nutrition_error import score_nutrition
 
 SCORES = "scores.jsonl"
 METRICS = "metrics.json"
@@ -64,99 +66,64 @@ class ScoringError(ValueError):
 
 # ---------------------------------------------------------------- per item
 def item_record(task: str, row: dict[str, Any], prediction: Prediction, *, lang: str,
-                n_images: int) -> dict[str, Any]:
+                n_images: int | None = None) -> dict[str, Any]:
     """The scores.jsonl line of one item before task scoring fills correct/ape/verdict."""
+    failed = prediction.error is not None
     return {
-        "id": str(row["id"]), "task": task, "merchant_id": row.get("merchant_id"), "cuisine": row.get("cuisine"),
-        "category": row.get("category"), "vqa_category": row.get("vqa_category") if task == "vqa" else None,
+        "id": str(row["id"]), "task": task, "epoch": prediction.epoch, "merchant_id": row.get("merchant_id"),
+        "cuisine": row.get("cuisine"), "category": row.get("category"),
+        "vqa_category": row.get("vqa_category") if task == "vqa" else None,
         "nutrition_source": row.get("nutrition_source") if task == "nutrition" else None,
-        "n_images": n_images, "parsed": prediction.parsed if prediction.error is None else None,
-        "error": prediction.error, "reference": tasks.reference_of(task, row, lang),
+        "n_images": prediction.n_images if n_images is None else n_images,
+        "parsed": None if failed else prediction.parsed, "error": prediction.error,
+        "truncated": prediction.truncated, "finish_reason": prediction.finish_reason, "usage": prediction.usage,
+        "reference": tasks.reference_of(task, row, lang),
         "correct": None, "ape": None, "abs_error": None, "verdict": None, "decided_by": None,
     }
 
 
 def score_prediction(prediction: Prediction, row: dict[str, Any], lang: str = "zh") -> dict[str, Any]:
     """One live prediction scored on its own (the Space): a scores.jsonl-like dict; VQA stays unscored."""
-    record = item_record(prediction.task, row, prediction, lang=lang, n_images=0)
+    record = item_record(prediction.task, row, prediction, lang=lang)
     raw = prediction.raw if prediction.error is None else None
     if prediction.task == "classification":
-        from metrics.dining_accuracy.dining_accuracy import score_choices
-
         result = score_choices([raw], [record["reference"]], options=[tasks.options_of(row, lang)])
         record["correct"] = bool(result["correct"][0])
     elif prediction.task == "nutrition":
-        from metrics.nutrition_error.nutrition_error import score_nutrition
-
         item = score_nutrition([raw], [record["reference"]])["per_item"][0]
         record["ape"], record["abs_error"] = item["ape"], item["abs_error"]
     return record
 
 
 # ---------------------------------------------------------------- per task
-def _ci(n: int, clusters: Sequence[str], statistic: Callable[[np.ndarray], float],
-        n_boot: int = N_BOOT) -> list[float] | None:
-    from eval.stats import can_resample, cluster_bootstrap_ci
-
-    if not can_resample(n, clusters):
-        return None
-    low, high = cluster_bootstrap_ci(n, list(clusters), statistic, n_boot=n_boot, seed=0)
-    return [float(low), float(high)]
-
-
-def _failures(records: list[dict[str, Any]]) -> int:
-    return sum(r["error"] is not None for r in records)
-
-
 def score_classification(records: list[dict[str, Any]], raws: list[str | None],
                          options: list[list[str]], n_boot: int = N_BOOT) -> dict[str, Any]:
-    from metrics.dining_accuracy.dining_accuracy import score_choices
-
-    refs = [r["reference"] for r in records]
-    result = score_choices(raws, refs, options=options)
+    result = score_choices(raws, [r["reference"] for r in records], options=options)
     for record, correct, parsed in zip(records, result["correct"], result["parsed"], strict=True):
         record["correct"], record["parsed"] = bool(correct), parsed
-    correct = np.array(result["correct"], dtype=float)
-
-    def accuracy(indices: np.ndarray) -> float:
-        # The metric's accuracy (correct / n) on the resample, from its per-item verdicts.
-        return float(correct[indices].mean())
-
-    metrics = {k: result[k] for k in ("accuracy", "n", "parse_failures")}
-    metrics["generation_failures"] = _failures(records)
-    metrics["accuracy_ci95"] = _ci(len(records), [str(r["merchant_id"]) for r in records], accuracy, n_boot)
-    return metrics
+    return figures.task_figures("classification", records, result, n_boot=n_boot)
 
 
 def score_nutrition_task(records: list[dict[str, Any]], raws: list[str | None], n_boot: int = N_BOOT
                          ) -> dict[str, Any]:
-    from metrics.nutrition_error.nutrition_error import score_nutrition
-
-    refs = [r["reference"] for r in records]
-    result = score_nutrition(raws, refs)
+    result = score_nutrition(raws, [r["reference"] for r in records])
     for record, item in zip(records, result["per_item"], strict=True):
         record["parsed"], record["ape"], record["abs_error"] = item["parsed"], item["ape"], item["abs_error"]
-    # The metric's per-item APEs (None = ground truth 0, left out); avg_mape of a resample is the
-    # mean over components of their mean APE: vector operations, no re-parsing per resample.
-    avg_mape = mean_of_column_means(np.array([[np.nan if item["ape"][c] is None else item["ape"][c]
-                                               for c in tasks.NUTRIENTS] for item in result["per_item"]]))
-
-    metrics = {k: v for k, v in result.items() if k != "per_item"}
-    metrics["generation_failures"] = _failures(records)
-    metrics["avg_mape_ci95"] = _ci(len(records), [str(r["merchant_id"]) for r in records], avg_mape, n_boot)
-    return metrics
+    return figures.task_figures("nutrition", records, result, n_boot=n_boot)
 
 
-def score_vqa(records: list[dict[str, Any]], questions: list[str], judge: Callable[[str], str] | None,
-              judge_model: str | None, cache_dir: Path, concurrency: int = 4, n_boot: int = N_BOOT
-              ) -> dict[str, Any]:
-    """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I")."""
+def score_vqa(records: list[dict[str, Any]], raws: list[str | None], questions: list[str],
+              judge: Callable[[str], str] | None, judge_model: str | None, cache_dir: Path,
+              concurrency: int = 4, n_boot: int = N_BOOT) -> dict[str, Any]:
+    """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I").
+
+    The judge reads the raw answers through the metric's own `final_answer`, exactly as the
+    judge_accuracy metric does, so both give one verdict (and one cache entry) per answer.
+    """
     if judge is None:
-        return {"scored": False, "n": len(records), "generation_failures": _failures(records), "note": NO_JUDGE_NOTE}
-    from metrics.judge_accuracy.judge_accuracy import judge_items, score_verdicts
-
-    candidates = [r["parsed"] if r["error"] is None else None for r in records]
-    results = judge_items(questions, [r["reference"] for r in records], candidates, judge, judge_model,
+        return {"scored": False, "n": len(records), **figures.outcome_counts(records),
+                "tokens": figures.token_totals(records), "note": NO_JUDGE_NOTE}
+    results = judge_items(questions, [r["reference"] for r in records], raws, judge, judge_model,
                           cache_dir, concurrency=concurrency)
     verdicts = [verdict for verdict, _, _ in results]
     decided = [decided_by for _, decided_by, _ in results]
@@ -165,76 +132,14 @@ def score_vqa(records: list[dict[str, Any]], questions: list[str], judge: Callab
         record["decided_by"] = DECIDED_BY.get(decided_by)
         record["correct"] = None if verdict is None else verdict == "C"
     result = score_verdicts(verdicts, decided)
-
-    def accuracy(indices: np.ndarray) -> float:
-        return score_verdicts([verdicts[i] for i in indices], [decided[i] for i in indices])["accuracy"]
-
-    metrics = {k: v for k, v in result.items() if k not in ("verdicts", "decided_by")}
-    metrics.update(scored=True, judge=judge_model, generation_failures=_failures(records),
-                   judge_errors=sum(d == "judge_error" for d in decided))
-    metrics["accuracy_ci95"] = _ci(len(records), [str(r["merchant_id"]) for r in records], accuracy, n_boot)
+    metrics = figures.task_figures("vqa", records, result, n_boot=n_boot)
+    metrics.update(scored=True, judge=judge_model, judge_errors=sum(d == "judge_error" for d in decided))
     return metrics
 
 
-# ---------------------------------------------------------------- the judge
-class BackendJudge:
-    """A sync `judge(prompt) -> text` over any backend, at temperature 0, with the runner's retries.
-
-    The backend lives on its own event-loop thread, so this works from plain code and from code
-    that already runs a loop (the Space). Built lazily: cached verdicts never need the backend.
-    """
-
-    def __init__(self, spec: str, base_url: str | None = None, *, timeout: float = 120.0,
-                 max_attempts: int = 6) -> None:
-        self.spec, self.base_url, self.timeout, self.max_attempts = spec, base_url, timeout, max_attempts
-        self._backend: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._starting = threading.Lock()  # judge_items calls from several threads at once
-
-    def _start(self) -> None:
-        from eval.backends import SpecError, make_backend
-
-        with self._starting:
-            if self._backend is not None:  # another thread got here first
-                return
-            try:
-                backend = make_backend(self.spec, base_url=self.base_url, timeout=self.timeout)
-            except (SpecError, ConfigError) as exc:
-                raise ScoringError(f"--judge: {exc}") from None
-            self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="judge-loop")
-            self._thread.start()
-            self._backend = backend  # last: other threads take a set backend to mean a running loop
-
-    def __call__(self, prompt: str) -> str:
-        from eval.runner import RetryPolicy, call_with_retries
-
-        if self._backend is None:
-            self._start()
-        digest = hashlib.sha256(prompt.encode()).hexdigest()[:32]
-        request = Request(id=f"judge-{digest[:12]}", task="vqa", messages=(Message("user", (prompt,)),),
-                          config=GenerationConfig(temperature=0.0, max_tokens=1024, seed=0), request_hash=digest)
-        policy = RetryPolicy(max_attempts=self.max_attempts, request_timeout=self.timeout * 2 + 5)
-        assert self._loop is not None
-        outcome = asyncio.run_coroutine_threadsafe(call_with_retries(self._backend, request, policy),
-                                                   self._loop).result()
-        if outcome.response is None:
-            raise ScoringError(f"judge {self.spec} failed: {outcome.error}")
-        return outcome.response.text
-
-    def close(self) -> None:
-        if self._loop is not None:
-            from eval.backends import release
-
-            asyncio.run_coroutine_threadsafe(release(self._backend), self._loop).result(timeout=30)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=30)
-            self._loop.close()
-            self._loop = self._backend = None  # a later call starts afresh
-
-
 # ---------------------------------------------------------------- a run folder
-def _load_rows(task: str, source: str | None) -> dict[str, dict[str, Any]]:
+def load_rows(task: str, source: str | None) -> dict[str, dict[str, Any]]:
+    """Every item's metadata (no images) by id: references and breakdown fields."""
     import diningbench
 
     try:
@@ -246,49 +151,64 @@ def _load_rows(task: str, source: str | None) -> dict[str, dict[str, Any]]:
     return {str(r["id"]): r for r in meta}
 
 
+def _views_sent(row: dict[str, Any], settings: dict[str, Any]) -> int:
+    """Views a prediction line written before `n_images` was kept had: recomputed from its settings."""
+    return len(select_views(row.get("image_roles") or [], settings.get("images"),
+                            settings.get("image_order") or "reference-first",
+                            seed=int(settings.get("seed") or 0), item_id=str(row["id"])))
+
+
 def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | None = None,
-              write_report: bool = True, n_boot: int = N_BOOT) -> dict[str, Any]:
-    """Score a run folder's predictions.jsonl; write scores.jsonl, metrics.json and report.md."""
+              n_boot: int = N_BOOT, rows: dict[str, Sequence[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """Score a run folder's predictions.jsonl; write scores.jsonl and metrics.json; return the metrics.
+
+    `rows` (each task's item metadata) saves loading the dataset again when the caller has it.
+    """
     run_dir = Path(run_dir)
     info = read_run_json(run_dir)
     if info is None or not (run_dir / PREDICTIONS).exists():
         raise ScoringError(f"{run_dir} is not a run folder (needs run.json and {PREDICTIONS})")
     settings = info.get("settings") or {}
     lang = settings.get("lang") or "zh"
-    if judge is None and info.get("judge"):
+    if judge is None and isinstance(info.get("judge"), dict):
         judge = info["judge"].get("spec")
         if info["judge"].get("base_url_host") and judge_base_url is None:
             raise ScoringError(f"the run was judged through a server at {info['judge']['base_url_host']}: "
                                "pass --judge-base-url again (URLs are not stored)")
     predictions = read_predictions(run_dir / PREDICTIONS)
-    judge_fn = BackendJudge(judge, judge_base_url, timeout=float(settings.get("timeout") or 120.0)) if judge else None
+    judge_fn = BackendJudge(judge, judge_base_url, timeout=float(settings.get("timeout") or 120.0),
+                            max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS)) if judge else None
     metrics: dict[str, Any] = {}
     all_records: list[dict[str, Any]] = []
     try:
+        if judge_fn is not None and any(p.task == "vqa" for p in predictions.values()):
+            try:
+                judge_fn.check()  # a missing key fails here, before anything is written
+            except JudgeError as exc:
+                raise ScoringError(str(exc)) from None
         for task in TASKS:
-            mine = {i: p for (t, i), p in predictions.items() if t == task}
+            mine = [p for p in predictions.values() if p.task == task]
             if not mine:
                 continue
-            rows = _load_rows(task, settings.get("dataset"))
-            unknown = sorted(set(mine) - set(rows))
+            by_id = {str(r["id"]): r for r in rows[task]} if rows and task in rows else load_rows(
+                task, settings.get("dataset"))
+            unknown = sorted({p.id for p in mine} - set(by_id))
             if unknown:
                 raise ScoringError(f"{task}: predictions for ids not in the dataset ({', '.join(unknown[:5])}); "
                                    "was the run made on another --dataset?")
-            ordered = [i for i in rows if i in mine]  # dataset order
-            records = []
-            for i in ordered:
-                roles = rows[i].get("image_roles") or []
-                n_images = len(select_views(roles, settings.get("images"), settings.get("image_order") or
-                                            "reference-first", seed=int(settings.get("seed") or 0), item_id=i))
-                records.append(item_record(task, rows[i], mine[i], lang=lang, n_images=n_images))
-            raws = [mine[i].raw if mine[i].error is None else None for i in ordered]
+            order = {item_id: n for n, item_id in enumerate(by_id)}
+            mine.sort(key=lambda p: (p.epoch, order[p.id]))  # dataset order, epoch by epoch
+            records = [item_record(task, by_id[p.id], p, lang=lang,
+                                   n_images=None if p.n_images is not None else _views_sent(by_id[p.id], settings))
+                       for p in mine]
+            raws = [p.raw if p.error is None else None for p in mine]
             if task == "classification":
-                metrics[task] = score_classification(records, raws, [tasks.options_of(rows[i], lang) for i in ordered],
-                                                     n_boot)
+                metrics[task] = score_classification(
+                    records, raws, [tasks.options_of(by_id[p.id], lang) for p in mine], n_boot)
             elif task == "nutrition":
                 metrics[task] = score_nutrition_task(records, raws, n_boot)
             else:
-                metrics[task] = score_vqa(records, [tasks.question_of(rows[i], lang) for i in ordered],
+                metrics[task] = score_vqa(records, raws, [tasks.question_of(by_id[p.id], lang) for p in mine],
                                           judge_fn, judge, run_dir / JUDGE_CACHE,
                                           concurrency=int(settings.get("concurrency") or 4), n_boot=n_boot)
             all_records.extend(records)
@@ -297,58 +217,4 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
             judge_fn.close()
     write_atomically(run_dir / SCORES, (json.dumps(r, ensure_ascii=False) + "\n" for r in all_records))
     write_atomically(run_dir / METRICS, [json.dumps(metrics, indent=2, ensure_ascii=False) + "\n"])
-    if write_report:
-        _write_report(run_dir, metrics, info)
     return metrics
-
-
-def _write_report(run_dir: Path, metrics: dict[str, Any], info: dict[str, Any]) -> None:
-    try:
-        from eval.report import write_run_report
-    except ImportError:
-        write_run_report = None
-    if write_run_report is not None:
-        write_run_report(run_dir)
-        return
-    text = f"# {info.get('model')}\n\n{results_table(metrics)}\n"
-    write_atomically(run_dir / "report.md", [text])
-
-
-# ---------------------------------------------------------------- the printed table
-def _pct(value: Any) -> str:
-    return "n/a" if value is None else f"{100 * float(value):.2f}%"
-
-
-def _pct_ci(value: Any, ci: Any) -> str:
-    text = _pct(value)
-    return f"{text} [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else text
-
-
-def results_table(metrics: dict[str, Any]) -> str:
-    """The end-of-run table: headline figures in percent with their 95% intervals (markdown)."""
-    lines = ["| task | n | headline | 95% CI (merchant bootstrap) | unparsed | failed |",
-             "|---|---|---|---|---|---|"]
-    notes = []
-    for task in TASKS:
-        m = metrics.get(task)
-        if m is None:
-            continue
-        failed = m.get("generation_failures", 0)
-        if task == "classification":
-            lines.append(f"| classification | {m['n']} | accuracy {_pct(m['accuracy'])} | "
-                         f"{_pct_ci(m['accuracy'], m.get('accuracy_ci95')).partition(' ')[2] or '-'} | "
-                         f"{m['parse_failures']} | {failed} |")
-        elif task == "nutrition":
-            parts = ", ".join(f"{c} {_pct(m.get(f'{c}_mape'))}" for c in tasks.NUTRIENTS)
-            lines.append(f"| nutrition | {m['n']} | Average MAPE {_pct(m['avg_mape'])} | "
-                         f"{_pct_ci(m['avg_mape'], m.get('avg_mape_ci95')).partition(' ')[2] or '-'} | "
-                         f"{m['parse_failures']} | {failed} |")
-            notes.append(f"nutrition MAPE per component: {parts}")
-        elif not m.get("scored"):
-            lines.append(f"| vqa | {m['n']} | not scored (no judge) | - | - | {failed} |")
-            notes.append(m["note"])
-        else:
-            lines.append(f"| vqa | {m['n']} | accuracy {_pct(m['accuracy'])} | "
-                         f"{_pct_ci(m['accuracy'], m.get('accuracy_ci95')).partition(' ')[2] or '-'} | "
-                         f"{m.get('unscored', 0)} unscored | {failed} |")
-    return "\n".join(lines + [""] + notes).rstrip()

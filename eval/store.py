@@ -15,16 +15,31 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
-from eval.types import Prediction
+from eval.types import TASKS, Prediction
 
 PREDICTIONS = "predictions.jsonl"
 FSYNC_EVERY_S = 1.0  # measured: an fsync per line cost 5 ms, i.e. 8 s of a 1,650-item run
-Key = tuple[str, str]  # (task, id): ids are unique per task, not across tasks
+Key = tuple[str, str, int]  # (task, id, epoch): ids are unique per task, not across tasks
+TASK_NAMES = frozenset(TASKS)
+
+
+def key_of(prediction: Prediction) -> Key:
+    return (prediction.task, prediction.id, prediction.epoch)
+
+
+def _valid(row: Any) -> bool:
+    """A line someone else's tool (or a torn write) left is skipped, never a traceback: the fields
+    the harness relies on must have their types."""
+    return (isinstance(row, dict) and row.get("task") in TASK_NAMES and isinstance(row.get("id"), str)
+            and isinstance(row.get("request_hash"), str) and isinstance(row.get("error"), str | None)
+            and isinstance(row.get("raw"), str | None) and isinstance(row.get("epoch", 0), int))
 
 
 def read_predictions(path: Path) -> dict[Key, Prediction]:
-    """The latest prediction per (task, id); unreadable lines are skipped (a torn tail, say)."""
+    """The latest prediction per (task, id, epoch); unreadable or malformed lines are skipped (a
+    torn tail, a hand-edited line), so that asking those items again repairs the file."""
     latest: dict[Key, Prediction] = {}
     if not path.exists():
         return latest
@@ -32,10 +47,12 @@ def read_predictions(path: Path) -> dict[Key, Prediction]:
         for raw in fh:
             try:
                 row = json.loads(raw)
+                if not _valid(row):
+                    continue
                 prediction = Prediction.from_json(row)
             except (ValueError, TypeError):
                 continue
-            latest[(prediction.task, prediction.id)] = prediction
+            latest[key_of(prediction)] = prediction
     return latest
 
 
@@ -59,9 +76,9 @@ class PredictionStore:
             if data and not data.endswith(b"\n"):
                 fh.truncate(data.rfind(b"\n") + 1)
 
-    def is_answered(self, task: str, item_id: str, request_hash: str) -> bool:
+    def is_answered(self, task: str, item_id: str, request_hash: str, epoch: int = 0) -> bool:
         """True when this exact request already has a successful answer (failed ones are retried)."""
-        previous = self.done.get((task, item_id))
+        previous = self.done.get((task, item_id, epoch))
         return previous is not None and previous.error is None and previous.request_hash == request_hash
 
     def append(self, prediction: Prediction) -> None:
@@ -69,18 +86,18 @@ class PredictionStore:
         self._fh.flush()
         if time.monotonic() - self._synced >= FSYNC_EVERY_S:
             self._sync()
-        self.done[(prediction.task, prediction.id)] = prediction
+        self.done[key_of(prediction)] = prediction
 
     def _sync(self) -> None:
         os.fsync(self._fh.fileno())
         self._synced = time.monotonic()
 
     def compact(self, keep: Callable[[Prediction], bool] = lambda p: True) -> None:
-        """Rewrite the file with one line per (task, id), atomically (old lines of retried items go)."""
+        """Rewrite the file with one line per (task, id, epoch), atomically (old lines of retried items go)."""
         self._fh.close()
         kept = [p for p in self.done.values() if keep(p)]
         write_atomically(self.path, (json.dumps(p.to_json(), ensure_ascii=False) + "\n" for p in kept))
-        self.done = {(p.task, p.id): p for p in kept}
+        self.done = {key_of(p): p for p in kept}
         self._fh = self.path.open("a", encoding="utf-8")
 
     def close(self) -> None:

@@ -7,36 +7,22 @@ reference answer, which metrics parser reads the output. Backends never see any 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import math
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from eval import prompts
 from eval.images import ImageError, select_views, sent_as_stored, views_for_request
-from eval.types import GenerationConfig, Message, Request
+from eval.settings import IDENTITY_FIELDS, RunSettings
+from eval.types import NUTRIENTS, GenerationConfig, Message, Request
+from metrics.dining_accuracy.dining_accuracy import parse_choice
+from metrics.judge_accuracy.judge_accuracy import final_answer
+from metrics.nutrition_error.nutrition_error import parse_nutrition
 
-NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 # Metadata columns the scorer and the Space need; the image columns are never among them.
 META_COLUMNS = ("id", "merchant_id", "cuisine", "category", "vqa_category", "nutrition_source")
-
-
-@dataclass(frozen=True)
-class PromptSettings:
-    """The settings that shape a request's content (and therefore its hash)."""
-
-    model: str
-    lang: str = "zh"
-    cot: bool = False
-    images: int | None = None
-    image_order: str = "reference-first"
-    max_image_side: int = 1024
-    max_tokens: int = 1024
-    seed: int = 0
 
 
 def options_of(row: dict[str, Any], lang: str) -> list[str]:
@@ -46,30 +32,39 @@ def options_of(row: dict[str, Any], lang: str) -> list[str]:
     return list(row["options"])
 
 
-def prompt_text(task: str, row: dict[str, Any], settings: PromptSettings) -> str:
+def prompt_text(task: str, row: dict[str, Any], settings: RunSettings) -> str:
+    """The task's prompt (direct, or its chain-of-thought variant with `cot`)."""
     if task == "classification":
-        text = prompts.classification_prompt(options_of(row, settings.lang), settings.lang)
-    elif task == "nutrition":
-        text = prompts.nutrition_prompt(settings.lang)
-    elif task == "vqa":
-        question = row.get("question_en") if settings.lang == "en" and row.get("question_en") else row["question"]
-        text = prompts.vqa_prompt(question, settings.lang)
-    else:
-        raise ValueError(f"unknown task {task!r}")
-    return prompts.with_cot(text, settings.lang) if settings.cot else text
+        return prompts.classification_prompt(options_of(row, settings.lang), settings.lang, cot=settings.cot)
+    if task == "nutrition":
+        return prompts.nutrition_prompt(settings.lang, cot=settings.cot)
+    if task == "vqa":
+        return prompts.vqa_prompt(question_of(row, settings.lang), settings.lang, cot=settings.cot)
+    raise ValueError(f"unknown task {task!r}")
 
 
-def request_hash(model: str, text: str, image_hashes: list[str], config: GenerationConfig, task: str) -> str:
-    """Identity of a request for resume: same hash = same question asked of the same model."""
-    identity = {
-        "model": model, "task": task, "prompt": text, "images": image_hashes,
-        "temperature": config.temperature, "max_tokens": config.max_tokens, "seed": config.seed,
-        "prompt_version": prompts.PROMPT_VERSION,
-    }
+def generation_config(settings: RunSettings, epoch: int = 0) -> GenerationConfig:
+    """What the run asks of every request (each backend's policy decides what is sent).
+
+    Epoch k > 0 asks again with seed + k: a model that samples gives an independent answer.
+    """
+    return GenerationConfig(temperature=0.0, max_tokens=settings.max_tokens, seed=settings.seed + epoch,
+                            reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget)
+
+
+def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list[str], epoch: int = 0) -> str:
+    """Identity of a request for resume: same hash = same question asked of the same model.
+
+    Made of the settings' identity fields (eval/settings.py marks them), the prompt and the images.
+    """
+    identity = {name: getattr(settings, name) for name in IDENTITY_FIELDS}
+    identity.update(task=task, prompt=text, images=image_hashes, prompt_version=prompts.PROMPT_VERSION)
+    if epoch:
+        identity["epoch"] = epoch
     return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
-def views_sent_as_stored(row: dict[str, Any], settings: PromptSettings) -> bool:
+def views_sent_as_stored(row: dict[str, Any], settings: RunSettings) -> bool:
     """True when every view of the row goes out as stored: building its request takes microseconds
     (no Pillow), so it may run on the event loop."""
     views, roles = row.get("images") or [], row.get("image_roles") or []
@@ -79,10 +74,11 @@ def views_sent_as_stored(row: dict[str, Any], settings: PromptSettings) -> bool:
     return all(sent_as_stored(views[i], settings.max_image_side) for i in chosen)
 
 
-def build_request(task: str, row: dict[str, Any], settings: PromptSettings) -> Request:
+def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0) -> Request:
     """Images first (the views, in order), then the task text, in one user turn.
 
-    An unusable image is an ImageError naming the task and the item.
+    An unusable image is an ImageError naming the task and the item. `metadata` carries what the
+    prediction keeps: the views sent and the epoch.
     """
     text = prompt_text(task, row, settings)
     try:
@@ -90,18 +86,17 @@ def build_request(task: str, row: dict[str, Any], settings: PromptSettings) -> R
                                   max_side=settings.max_image_side)
     except ImageError as exc:
         raise ImageError(f"{task}: {exc}") from None
-    config = GenerationConfig(temperature=0.0, max_tokens=settings.max_tokens, seed=settings.seed)
-    digest = request_hash(settings.model, text, [hashlib.sha256(v.data).hexdigest() for v in views],
-                          config, task)
+    digest = request_hash(settings, task, text, [hashlib.sha256(v.data).hexdigest() for v in views], epoch)
     message = Message(role="user", content=(*views, text))
-    return Request(id=str(row["id"]), task=task, messages=(message,), config=config, request_hash=digest,
-                   metadata={"n_images": len(views), "n_options": len(row.get("options") or [])})
+    return Request(id=str(row["id"]), task=task, messages=(message,), config=generation_config(settings, epoch),
+                   request_hash=digest, metadata={"n_images": len(views), "epoch": epoch})
 
 
-def request_job(task: str, row: dict[str, Any], settings: PromptSettings) -> Request | Callable[[], Request]:
+def request_job(task: str, row: dict[str, Any], settings: RunSettings,
+                epoch: int = 0) -> Request | Callable[[], Request]:
     """The request itself when its views go out as stored (microseconds); otherwise the call that
     builds it (decode, shrink, re-encode), for a worker thread: what `runner.built_ahead` takes."""
-    build = partial(build_request, task, row, settings)
+    build = partial(build_request, task, row, settings, epoch)
     return build() if views_sent_as_stored(row, settings) else build
 
 
@@ -137,46 +132,13 @@ def question_of(row: dict[str, Any], lang: str = "zh") -> str:
     return row.get("question_en") if lang == "en" and row.get("question_en") else row["question"]
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.S)
-_FINAL = re.compile(r"(?:最终答案|最终回答|final answer)\s*[:：]\s*", re.I)
-
-
-def final_answer_text(text: str) -> str:
-    """The answer part of free text: drop <think> blocks, keep what follows the last final-answer mark.
-
-    >>> final_answer_text("1. looks red\\nFinal answer: Not suitable, it is fried.")
-    'Not suitable, it is fried.'
-    """
-    end = text.rfind("</think>") + len("</think>")
-    if end >= len("</think>"):  # only up to the last closing tag: many unclosed <think> would be quadratic
-        text = _THINK.sub("", text[:end]) + text[end:]
-    marks = list(_FINAL.finditer(text))
-    return (text[marks[-1].end():] if marks else text).strip()
-
-
-_PARSER_MODULES = {"classification": "metrics.dining_accuracy.dining_accuracy",
-                   "nutrition": "metrics.nutrition_error.nutrition_error"}
-
-
-def load_parsers(task_names: tuple[str, ...] | list[str]) -> None:
-    """Import the metrics modules up front: importing `evaluate` takes seconds, and doing it on the
-    event loop in the middle of a run would stall every request in flight."""
-    for task in task_names:
-        if task in _PARSER_MODULES:
-            importlib.import_module(_PARSER_MODULES[task])
-
-
 def parse_output(task: str, text: str, row: dict[str, Any], lang: str = "zh") -> Any:
     """The task's parsed answer, with the metrics modules' own parsers (never a second copy)."""
     if task == "classification":
-        from metrics.dining_accuracy.dining_accuracy import parse_choice
-
         options = options_of(row, lang)
         return parse_choice(text, n_options=len(options), options=options)
     if task == "nutrition":
-        from metrics.nutrition_error.nutrition_error import parse_nutrition
-
         return parse_nutrition(text)
     if task == "vqa":
-        return final_answer_text(text) or None
+        return final_answer(text) or None
     raise ValueError(f"unknown task {task!r}")

@@ -11,7 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 Task = Literal["classification", "nutrition", "vqa"]
+# The harness's constants, imported from here by eval/, space/ and bench/. diningbench.py and each
+# metrics module are self-contained on purpose (each works copied alone, or loaded from the Hub), so
+# they keep their own copies; tests/test_architecture.py checks that they agree with these.
 TASKS: tuple[Task, ...] = ("classification", "nutrition", "vqa")
+NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
+LETTERS = "ABCDEFGH"
 
 
 @dataclass(frozen=True)
@@ -42,13 +47,25 @@ class Message:
         return "".join(p for p in self.content if isinstance(p, str))
 
 
+DEFAULT_MAX_TOKENS = 16384  # the paper's generation budget: thinking models need room to think
+
+
 @dataclass(frozen=True)
 class GenerationConfig:
-    """Decoding settings; the paper's protocol is greedy decoding (temperature 0)."""
+    """What the run asks for; each backend's request policy decides what is actually sent.
+
+    The paper's protocol is greedy decoding (temperature 0) with 16,384 tokens. A reasoning model
+    that only samples at its default temperature gets no temperature (the backend records that);
+    `max_tokens` None leaves the limit to the server. `reasoning_effort` (OpenAI reasoning models)
+    and `thinking_budget` (Gemini thinking models, in tokens; -1 dynamic, 0 off) are sent only by
+    the backends that can use them: others refuse them at start-up with one line.
+    """
 
     temperature: float = 0.0
-    max_tokens: int = 4096
+    max_tokens: int | None = DEFAULT_MAX_TOKENS
     seed: int = 0
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -65,11 +82,22 @@ class Request:
 
 @dataclass
 class Response:
-    """What a backend returns for one request."""
+    """What a backend returns for one request.
+
+    `usage` uses the keys `prompt_tokens`, `completion_tokens` (answer and thinking together, as
+    billed) and `reasoning_tokens` (the thinking part, when the server says). `finish_reason` is
+    normalised to OpenAI's words: `stop`, `length` (the limit cut the answer), `content_filter`,
+    or the provider's own word. A cut answer is a `truncated` response, not an error: the runner
+    does not ask again (the same request would be cut again) and scoring counts it apart.
+    """
 
     text: str
     usage: dict[str, int] | None = None
     finish_reason: str | None = None
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
 
 
 class ConfigError(ValueError):
@@ -112,7 +140,12 @@ class Backend(Protocol):
 
 @dataclass
 class Prediction:
-    """One line of predictions.jsonl."""
+    """One line of predictions.jsonl: what was asked (views sent, epoch) and what came back.
+
+    Scoring needs nothing else: `n_images` is the number of views sent, `finish_reason` and
+    `truncated` say whether the limit cut the answer. Lines written before these fields existed
+    read back with their defaults.
+    """
 
     id: str
     task: Task
@@ -123,15 +156,29 @@ class Prediction:
     latency_s: float
     usage: dict[str, int] | None
     request_hash: str
+    finish_reason: str | None = None
+    truncated: bool = False
+    n_images: int | None = None
+    epoch: int = 0
 
     def to_json(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy of `parsed` and `usage` was a tenth of the runner's
         # CPU per sample, for a dict that is serialised at once.
-        return {"id": self.id, "task": self.task, "raw": self.raw, "parsed": self.parsed, "error": self.error,
-                "attempts": self.attempts, "latency_s": self.latency_s, "usage": self.usage,
+        return {"id": self.id, "task": self.task, "epoch": self.epoch, "raw": self.raw, "parsed": self.parsed,
+                "error": self.error, "attempts": self.attempts, "latency_s": self.latency_s, "usage": self.usage,
+                "finish_reason": self.finish_reason, "truncated": self.truncated, "n_images": self.n_images,
                 "request_hash": self.request_hash}
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> Prediction:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: row.get(k) for k in names})
+        values = {f.name: row[f.name] for f in _PREDICTION_FIELDS if f.name in row}
+        for f in _PREDICTION_FIELDS:
+            if f.name not in values and f.default is dataclasses.MISSING:
+                values[f.name] = None
+        if not isinstance(values.get("epoch"), int):
+            values["epoch"] = 0
+        values["truncated"] = values.get("truncated") is True
+        return cls(**values)
+
+
+_PREDICTION_FIELDS = dataclasses.fields(Prediction)

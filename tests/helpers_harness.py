@@ -20,6 +20,7 @@ from PIL import Image
 
 import diningbench
 from eval import tasks
+from eval.settings import RunSettings
 from tests.fakes.base import RecordedRequest, answer_key
 
 CLASSIFICATION_ANSWERS = ["A", "B", "A", "C", "A", "D"]
@@ -106,7 +107,7 @@ def correct_answer(task: str, row: dict[str, Any]) -> str:
     return row["answer"]
 
 
-def model_oracle(release: Path, settings: tasks.PromptSettings, *, wrong: Iterable[str] = (),
+def model_oracle(release: Path, settings: RunSettings, *, wrong: Iterable[str] = (),
                  overrides: dict[str, str] | None = None) -> Callable[[RecordedRequest], str]:
     """A fake model that knows every item (found by prompt text + image bytes) and answers right,
     except items in `wrong` (a deliberately wrong answer) and `overrides` (id -> raw text)."""
@@ -130,7 +131,7 @@ def model_oracle(release: Path, settings: tasks.PromptSettings, *, wrong: Iterab
     return oracle
 
 
-def item_of(request: RecordedRequest, release: Path, settings: tasks.PromptSettings) -> str | None:
+def item_of(request: RecordedRequest, release: Path, settings: RunSettings) -> str | None:
     """Which item id a recorded request was about (for per-item assertions)."""
     for task in diningbench.CONFIGS:
         for row in diningbench.load(task, str(release), decode_images=False):

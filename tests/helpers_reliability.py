@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 import diningbench
 from eval import tasks
+from eval.settings import RunSettings
 from tests.fakes.base import RecordedRequest, answer_key
 from tests.fakes.gemini_server import FakeGeminiServer
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -36,7 +37,7 @@ FATAL_FAULTS = ("401", "400", "403", "content_filter")
 
 
 # ------------------------------------------------------------------ which request is which item
-def item_keys(release: Path, settings: tasks.PromptSettings) -> dict[str, Key]:
+def item_keys(release: Path, settings: RunSettings) -> dict[str, Key]:
     """answer_key (prompt text + image bytes) -> (task, id), built the way the harness builds requests."""
     keys: dict[str, Key] = {}
     for task in diningbench.CONFIGS:

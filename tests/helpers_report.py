@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import eval.report as report
+from eval.report import report
 
 
 def cls_item(item_id: str, merchant: str, correct: bool, *, cuisine: str = "chinese",

@@ -13,8 +13,9 @@ import pytest
 from PIL import Image
 
 import eval.backends as backends
+from eval import judge as judge_module
 from eval.backends import openai_chat, release
-from eval.scoring import BackendJudge
+from eval.judge import BackendJudge
 from eval.types import BackendError, ConfigError, GenerationConfig, ImagePart, Message, Request
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -165,7 +166,7 @@ def test_a_judge_asked_from_many_threads_builds_one_backend(monkeypatch):
         built.append(spec)
         return make(spec, **options)
 
-    monkeypatch.setattr(backends, "make_backend", counting)
+    monkeypatch.setattr(judge_module, "make_backend", counting)
     with FakeOpenAIServer(oracle=lambda r: "C") as server:
         judge = BackendJudge("openai:fake-judge", server.base_url, timeout=10)
         answers: list[str] = []

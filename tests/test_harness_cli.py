@@ -72,7 +72,7 @@ def test_run_prints_the_table_and_writes_the_folder(release, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert "| classification | 6 | accuracy 16.67% |" in proc.stdout
+    assert "| classification | 6 | accuracy | 16.67 " in proc.stdout
     assert "| vqa | 3 | not scored (no judge) |" in proc.stdout and "--judge" in proc.stdout
     assert "Average MAPE" in proc.stdout
     for name in ("predictions.jsonl", "scores.jsonl", "metrics.json", "run.json", "report.md"):

@@ -32,7 +32,7 @@ def test_generate_content_carries_key_views_and_settings(release, tmp_path, monk
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
     with FakeGeminiServer() as server:
         s = settings_for(release, server, tmp_path / "run", images=3, image_order="user-first")
-        server.oracle = model_oracle(release, api.prompt_settings(s))
+        server.oracle = model_oracle(release, s)
         out = api.run(s, progress=False)
     assert len(server.requests) == 4
     for request in server.requests:
@@ -58,7 +58,7 @@ def test_rate_limit_is_retried_and_a_blocked_prompt_fails(release, tmp_path, mon
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     with FakeGeminiServer() as server:
         s = settings_for(release, server, tmp_path / "run")
-        ps = api.prompt_settings(s)
+        ps = s
         server.oracle = model_oracle(release, ps)
         server.inject("429", times=1, retry_after=0.05, match=lambda r: item_of(r, release, ps) == "n1")
         server.inject("content_filter", match=lambda r: item_of(r, release, ps) == "n2")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eval import api, tasks
+from eval import api
 from eval.api import RunSettings, UsageError
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers_harness import CLASSIFICATION_ANSWERS, item_of, make_release, model_oracle, read_jsonl
@@ -32,8 +32,8 @@ def settings_for(release: Path, server: FakeOpenAIServer, out: Path, **overrides
     return RunSettings(**base)
 
 
-def prompt_settings(s: RunSettings) -> tasks.PromptSettings:
-    return api.prompt_settings(s)
+def prompt_settings(s: RunSettings) -> RunSettings:
+    return s
 
 
 def test_every_item_answered_once_with_every_view_at_temperature_zero(release, tmp_path, keyed):
@@ -73,9 +73,11 @@ def test_scores_jsonl_contract(release, tmp_path, keyed):
         server.oracle = model_oracle(release, prompt_settings(s), overrides={"c3": "I think it's B... no, A or D"})
         out = api.run(s, progress=False)
     scores = {(r["task"], r["id"]): r for r in read_jsonl(out / "scores.jsonl")}
-    fields = {"id", "task", "merchant_id", "cuisine", "category", "vqa_category", "nutrition_source", "n_images",
-              "parsed", "error", "reference", "correct", "ape", "abs_error", "verdict", "decided_by"}
+    fields = {"id", "task", "epoch", "merchant_id", "cuisine", "category", "vqa_category", "nutrition_source",
+              "n_images", "parsed", "error", "truncated", "finish_reason", "usage", "reference", "correct", "ape",
+              "abs_error", "verdict", "decided_by"}
     assert all(set(r) == fields for r in scores.values())
+    assert all(r["epoch"] == 0 and r["truncated"] is False for r in scores.values())
     c1, c3 = scores[("classification", "c1")], scores[("classification", "c3")]
     assert (c1["parsed"], c1["reference"], c1["correct"], c1["n_images"]) == ("A", "A", True, 2)
     assert c3["parsed"] is None and c3["correct"] is False  # ambiguous answer: unparsed, counted wrong

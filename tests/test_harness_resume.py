@@ -31,7 +31,7 @@ def test_kill_9_then_rerun_loses_and_duplicates_nothing(release, tmp_path):
     with FakeOpenAIServer() as server:
         s = RunSettings(task="classification", model="openai:slow", base_url=server.base_url, dataset=str(release),
                         out=out, concurrency=1, n_boot=100)
-        ps = api.prompt_settings(s)
+        ps = s
         server.oracle = model_oracle(release, ps)
         server.inject("hang", times=1000, seconds=0.4)  # every answer takes 0.4 s
         argv = [sys.executable, "-m", "eval", "run", "--task", "classification", "--model", "openai:slow",

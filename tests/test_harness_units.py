@@ -18,8 +18,10 @@ from eval.backends._retry import host_of, parse_retry_after, parse_retry_delay
 from eval.images import ImageError, encode_for_transport, jpeg_frame, select_views
 from eval.progress import Progress
 from eval.runner import RetryPolicy, built_ahead, execute
+from eval.settings import RunSettings
 from eval.store import PredictionStore, read_predictions
 from eval.types import BackendError, GenerationConfig, Message, Prediction, Request, Response
+from metrics.judge_accuracy.judge_accuracy import final_answer
 from tests.helpers_harness import classification_rows, jpeg, png
 
 # ---------------------------------------------------------------- prompts and requests
@@ -40,22 +42,23 @@ def test_cot_puts_three_steps_before_the_task_and_marks_the_final_line():
 
 def test_request_has_views_then_text_and_a_stable_hash():
     row = classification_rows()[0]
-    settings = tasks.PromptSettings(model="openai:m", images=2)
+    settings = RunSettings(model="openai:m", images=2)
     request = tasks.build_request("classification", row, settings)
     message = request.messages[0]
     assert [p.role for p in message.images] == ["reference", "user"]  # reference-first
-    assert isinstance(message.content[-1], str) and request.config == GenerationConfig(0.0, 1024, 0)
-    assert request.metadata == {"n_images": 2, "n_options": 8}
+    assert isinstance(message.content[-1], str) and request.config == GenerationConfig(0.0, 16384, 0)  # the paper's budget
+    assert request.metadata == {"n_images": 2, "epoch": 0}  # what the prediction keeps
     assert tasks.build_request("classification", row, settings).request_hash == request.request_hash
     for change in ({"lang": "en"}, {"cot": True}, {"images": 1}, {"max_tokens": 9}, {"seed": 1},
+                   {"reasoning_effort": "high"}, {"thinking_budget": 512},
                    {"model": "openai:other"}):
-        changed = tasks.PromptSettings(**{**settings.__dict__, **change})
+        changed = RunSettings(**{**settings.__dict__, **change})
         assert tasks.build_request("classification", row, changed).request_hash != request.request_hash, change
 
 
-def test_final_answer_text_for_vqa():
-    assert tasks.final_answer_text("<think>hmm</think>\n1. 观察……\n最终答案：不符合，含有奶酪。") == "不符合，含有奶酪。"
-    assert tasks.final_answer_text("  plain answer ") == "plain answer"
+def test_final_answer_for_vqa():
+    assert final_answer("<think>hmm</think>\n1. 观察……\n最终答案：不符合，含有奶酪。") == "不符合，含有奶酪。"
+    assert final_answer("  plain answer ") == "plain answer"
 
 
 # ---------------------------------------------------------------- views
@@ -105,10 +108,10 @@ def test_only_colour_jpegs_within_bounds_skip_pillow():
 def test_a_row_is_cheap_to_build_only_when_every_view_it_sends_goes_out_as_stored():
     small, large = {"bytes": jpeg((1, 1, 1), (64, 48))}, {"bytes": jpeg((1, 1, 1), (300, 200))}
     row = {"id": "r", "images": [large, small], "image_roles": ["user", "reference"]}
-    first_only = tasks.PromptSettings(model="m", images=1, max_image_side=128)  # reference-first: the small one
+    first_only = RunSettings(model="m", images=1, max_image_side=128)  # reference-first: the small one
     assert tasks.views_sent_as_stored(row, first_only)
-    assert not tasks.views_sent_as_stored(row, tasks.PromptSettings(model="m", images=2, max_image_side=128))
-    assert tasks.views_sent_as_stored(row, tasks.PromptSettings(model="m", images=2, max_image_side=300))
+    assert not tasks.views_sent_as_stored(row, RunSettings(model="m", images=2, max_image_side=128))
+    assert tasks.views_sent_as_stored(row, RunSettings(model="m", images=2, max_image_side=300))
     assert not tasks.views_sent_as_stored({**row, "image_roles": ["user"]}, first_only)  # the builder will say why
     assert not tasks.views_sent_as_stored({**row, "images": []}, first_only)
 
@@ -296,7 +299,7 @@ def test_store_repairs_a_torn_tail_and_keeps_the_latest_line(tmp_path: Path):
         store.compact()
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert sorted(p["id"] for p in lines) == ["a", "b"] and all(p["error"] is None for p in lines)
-    assert set(read_predictions(path)) == {("nutrition", "a"), ("nutrition", "b")}
+    assert set(read_predictions(path)) == {("nutrition", "a", 0), ("nutrition", "b", 0)}
 
 
 def test_progress_logs_plain_lines_when_not_a_terminal():

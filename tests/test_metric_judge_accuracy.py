@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import gradio as gr
 import pytest
 
+from eval.judge import make_judge
 from metrics.judge_accuracy import judge_accuracy
 from metrics.judge_accuracy.judge_accuracy import (
     JUDGE_PROMPT_VERSION,
@@ -166,28 +167,53 @@ def openai_server() -> Iterator[str]:
     server.server_close()
 
 
-def test_backend_spec_judge_through_a_local_server(openai_server, tmp_path, monkeypatch):
+def test_harness_judge_through_a_local_server(openai_server, tmp_path, monkeypatch):
     metric = load_metric("judge_accuracy", monkeypatch)
-    result = metric.compute(predictions=CANDIDATES[:2], references=REFERENCES[:2], questions=QUESTIONS[:2],
-                            judge="openai:judge-model", judge_base_url=openai_server, cache_dir=str(tmp_path))
-    # item 0 by rule (C); item 1 by the judge after one retried 500 (C) -> 2 / 2
-    assert result["verdicts"] == ["C", "C"] and result["decided_by"] == ["rule", "judge"]
-    assert result["accuracy"] == 1.0 and result["judge_prompt_version"] == JUDGE_PROMPT_VERSION
-    assert len(_FakeOpenAI.requests) == 2
-    sent = _FakeOpenAI.requests[-1]
-    assert sent["model"] == "judge-model" and sent["temperature"] == 0.0
-    assert "It is boiled first and then stir-fried." in sent["messages"][0]["content"]
+    judge = make_judge("openai:judge-model", openai_server, retry_base_delay=0.01)
+    try:
+        result = metric.compute(predictions=CANDIDATES[:2], references=REFERENCES[:2], questions=QUESTIONS[:2],
+                                judge=judge, judge_model="openai:judge-model", cache_dir=str(tmp_path))
+        # item 0 by rule (C); item 1 by the judge after one retried 500 (C) -> 2 / 2
+        assert result["verdicts"] == ["C", "C"] and result["decided_by"] == ["rule", "judge"]
+        assert result["accuracy"] == 1.0 and result["judge_prompt_version"] == JUDGE_PROMPT_VERSION
+        assert len(_FakeOpenAI.requests) == 2
+        sent = _FakeOpenAI.requests[-1]
+        assert sent["model"] == "judge-model" and sent["temperature"] == 0.0
+        assert "It is boiled first and then stir-fried." in sent["messages"][0]["content"]
 
-    again = metric.compute(predictions=CANDIDATES[:2], references=REFERENCES[:2], questions=QUESTIONS[:2],
-                           judge="openai:judge-model", judge_base_url=openai_server, cache_dir=str(tmp_path))
-    assert again["decided_by"] == ["rule", "cache"] and len(_FakeOpenAI.requests) == 2
+        again = metric.compute(predictions=CANDIDATES[:2], references=REFERENCES[:2], questions=QUESTIONS[:2],
+                               judge=judge, judge_model="openai:judge-model", cache_dir=str(tmp_path))
+        assert again["decided_by"] == ["rule", "cache"] and len(_FakeOpenAI.requests) == 2
+    finally:
+        judge.close()
 
 
-async def test_spec_judge_from_inside_a_running_event_loop(openai_server, tmp_path):
+async def test_harness_judge_from_inside_a_running_event_loop(openai_server, tmp_path):
     _FakeOpenAI.fail_first = False
-    results = judge_items(QUESTIONS[1:3], REFERENCES[1:3], CANDIDATES[1:3], "openai:judge-model", None, tmp_path,
-                          judge_base_url=openai_server, concurrency=2)
+    judge = make_judge("openai:judge-model", openai_server)
+    try:  # the judge runs its own loop thread, so a caller that runs a loop can use it
+        results = judge_items(QUESTIONS[1:3], REFERENCES[1:3], CANDIDATES[1:3], judge, None, tmp_path,
+                              concurrency=2)
+    finally:
+        judge.close()
     assert [v for v, _, _ in results] == ["C", "I"]
+
+
+def test_metric_and_harness_judge_the_same_text_of_a_cot_answer(tmp_path):
+    # A chain-of-thought answer: the metric (raw text) and the harness (its VQA parser, then
+    # scoring) must ask the judge the same prompt, so they agree and share one cache entry.
+    from eval import scoring, tasks
+
+    raw = "1. 观察：红油。\n2. 成分：辣椒、花椒。\n最终答案：It is boiled first and then stir-fried."
+    asked: list[list[str]] = [[], []]
+    judge_items([QUESTIONS[1]], [REFERENCES[1]], [raw], lambda p: asked[0].append(p) or "GRADE: C", None, tmp_path)
+    record = {"reference": REFERENCES[1], "error": None, "merchant_id": "m", "parsed": tasks.parse_output(
+        "vqa", raw, {}, "zh")}
+    scoring.score_vqa([record], [raw], [QUESTIONS[1]], lambda p: asked[1].append(p) or "GRADE: C", None,
+                      tmp_path / "cache", concurrency=1, n_boot=10)
+    assert asked[0] == asked[1] and len(asked[0]) == 1
+    assert "最终答案" not in asked[0][0] and "It is boiled first and then stir-fried." in asked[0][0]
+    assert record["parsed"] == "It is boiled first and then stir-fried." and record["verdict"] == "C"
 
 
 def test_through_evaluate_load_with_a_callable(monkeypatch, tmp_path):
@@ -205,7 +231,7 @@ def test_app_builds_and_decides_by_rule():
     assert "error" in app.score("q1\nq2", "r1", "c1", "")
 
 
-def test_spec_judge_without_the_harness_is_a_one_line_error(tmp_path):
+def test_a_spec_string_judge_is_a_one_line_error_pointing_at_make_judge(tmp_path):
     # The module alone (as on the Hub): `eval` is not importable, a spec-string judge cannot work.
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); import judge_accuracy\n"
@@ -220,7 +246,7 @@ def test_spec_judge_without_the_harness_is_a_one_line_error(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    assert len(lines) == 1 and "needs the DiningBench harness" in lines[0]
+    assert len(lines) == 1 and "pass a callable" in lines[0] and "make_judge" in lines[0]
 
 
 def test_class_docstring_example_runs_from_the_repo_root(monkeypatch):

@@ -51,7 +51,7 @@ def test_half_the_first_attempts_failing_changes_nothing(backend, release, tmp_p
     monkeypatch.setenv("GEMINI_API_KEY", "gk-fault-test")
     with SERVERS[backend]() as server:
         clean = settings_for(backend, server, release, tmp_path / "clean")
-        prompt = api.prompt_settings(clean)
+        prompt = clean
         server.oracle = model_oracle(release, prompt, wrong={"c2", "n3"})
         api.run(clean, progress=False)
         server.requests.clear()
@@ -83,7 +83,7 @@ def test_fatal_errors_fail_their_sample_at_once_and_the_run_reports_them(backend
                                                                           monkeypatch, capsys):
     with SERVERS[backend]() as server:
         s = settings_for(backend, server, release, tmp_path / "run")
-        prompt = api.prompt_settings(s)
+        prompt = s
         server.oracle = model_oracle(release, prompt)
         keys = item_keys(release, prompt)
         by_id = {item_id: key for key, (_, item_id) in keys.items()}
@@ -118,8 +118,9 @@ def test_fatal_errors_fail_their_sample_at_once_and_the_run_reports_them(backend
     scores = {r["id"]: r for r in map(json.loads, (s.out / "scores.jsonl").read_text().splitlines())}
     assert scores["c1"]["correct"] is False and scores["c1"]["error"]
     # The printed table says how many samples failed per task.
-    assert re.search(r"\|\s*classification\s*\|\s*6\s*\|.*\|\s*2\s*\|\s*$", printed.out, re.M), printed.out
-    assert re.search(r"\|\s*nutrition\s*\|\s*4\s*\|.*\|\s*1\s*\|\s*$", printed.out, re.M), printed.out
+    # columns: task | n | headline | value | unparsed | truncated | failed | tokens
+    assert re.search(r"^\|\s*classification\s*\|\s*6\s*\|[^|]*\|[^|]*\|[^|]*\|\s*0\s*\|\s*2\s*\|", printed.out, re.M), printed.out
+    assert re.search(r"^\|\s*nutrition\s*\|\s*4\s*\|[^|]*\|[^|]*\|[^|]*\|\s*0\s*\|\s*1\s*\|", printed.out, re.M), printed.out
 
 
 def test_a_server_that_never_recovers_ends_each_sample_with_its_error(release, tmp_path):
@@ -127,7 +128,7 @@ def test_a_server_that_never_recovers_ends_each_sample_with_its_error(release, t
     with FakeOpenAIServer() as server:
         s = settings_for("openai", server, release, tmp_path / "run", task="classification", limit=2,
                          max_attempts=3)
-        server.oracle = model_oracle(release, api.prompt_settings(s))
+        server.oracle = model_oracle(release, s)
         server.inject("429", times=1000, retry_after=0.01)
         out = api.run(s, progress=False)
     predictions = predictions_by_item(out)

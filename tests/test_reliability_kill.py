@@ -63,7 +63,7 @@ def test_kill_9_at_random_moments_then_resume(release, tmp_path):
     with FakeOpenAIServer() as server:
         settings = RunSettings(task="classification", model="openai:fake-vlm", base_url=server.base_url, dataset=str(release),
                                out=out, concurrency=2, max_tokens=64, timeout=30.0)
-        prompt = api.prompt_settings(settings)
+        prompt = settings
         keys = {k: item for k, item in item_keys(release, prompt).items() if item[0] == "classification"}
         server.oracle = slow(model_oracle(release, prompt, wrong={"c2-1", "c5-3"}), LATENCY_S)
         args = ["run", "--task", "classification", "--model", "openai:fake-vlm", "--base-url", server.base_url,

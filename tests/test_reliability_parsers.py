@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eval.tasks import final_answer_text
 from metrics.dining_accuracy.dining_accuracy import parse_choice
-from metrics.judge_accuracy.judge_accuracy import parse_verdict, rule_verdict
+from metrics.judge_accuracy.judge_accuracy import final_answer, parse_verdict, rule_verdict
 from metrics.nutrition_error.nutrition_error import parse_nutrition
 
 OPTIONS = [f"红烧肉 {i}" for i in range(8)]
@@ -23,7 +22,7 @@ PARSERS = {
     "nutrition": parse_nutrition,
     "verdict": parse_verdict,
     "rule": lambda text: rule_verdict("这道菜适合糖尿病患者吗？", "不适合", text),
-    "vqa final answer": final_answer_text,
+    "vqa final answer": final_answer,
 }
 SIZE = 60_000  # characters: ~15k tokens, a long generation; a quadratic regex takes minutes here
 TIME_BOUND_S = 3.0  # per parser call, generous for a loaded 2-core machine (linear ones take < 0.3 s)

@@ -56,7 +56,7 @@ def test_no_key_in_anything_written_or_printed(backend, release, tmp_path, capsy
     with server_class() as server:
         base_url = server.base_url if backend == "openai" else server.url
         s = api.RunSettings(task="all", model=f"{backend}:fake-vlm", base_url=base_url, dataset=str(release), out=out)
-        prompt = api.prompt_settings(s)
+        prompt = s
         server.oracle = model_oracle(release, prompt)
         by_id = {item_id: key for key, (_, item_id) in item_keys(release, prompt).items()}
         # Errors whose bodies quote the key: fatal (401, 403), transient (500, 429) and a blocked answer.
@@ -115,7 +115,7 @@ def test_space_evaluate_stream_never_shows_the_operator_key(release, monkeypatch
         monkeypatch.setenv(name, key)
     with KeyEchoingOpenAIServer() as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)  # the operator's model, served by the fake
-        prompt = api.prompt_settings(api.RunSettings(task="classification", model="openai:fake-vlm"))
+        prompt = api.RunSettings(task="classification", model="openai:fake-vlm")
         server.oracle = model_oracle(release, prompt)
         server.inject("401", times=1)
         server.inject("500", times=1)
@@ -139,7 +139,7 @@ def test_space_evaluate_stream_never_shows_a_pasted_key(release):
 
     pasted = "sk-pasted-LEAKCHECK-51c0e7a2d94b3f"
     with KeyEchoingOpenAIServer() as server:
-        prompt = api.prompt_settings(api.RunSettings(task="classification", model="openai:gpt-4o"))
+        prompt = api.RunSettings(task="classification", model="openai:gpt-4o")
         server.oracle = model_oracle(release, prompt)
         server.inject("401", times=1)
         server.inject("503", times=1)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from helpers_report import cls_item, nut_item, report_args, table_rows, vqa_item, write_run
 
-from eval import report
+from eval.report import report
 
 REF = {"calories": 400.0, "protein": 20.0, "carbohydrates": 50.0, "fat": 10.0}
 

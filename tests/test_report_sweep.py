@@ -6,7 +6,7 @@ import yaml
 from helpers_report import cls_item, nut_item, report_args, table_rows, write_run
 from huggingface_hub.repocard_data import eval_results_to_model_index, model_index_to_eval_results
 
-from eval import model_card, report
+from eval.report import model_card, report
 
 REF = {"calories": 500.0, "protein": 25.0, "carbohydrates": 60.0, "fat": 20.0}
 

@@ -1,19 +1,20 @@
 """`python -m eval sweep` end to end: baselines through the real harness on a tiny release."""
 
-import argparse
 import json
 
 import pytest
 from helpers_report import table_rows
 
-from eval import sweep
+from eval import cli
 from tests.helpers_harness import make_release
 
 
-def sweep_args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m eval sweep", exit_on_error=False)
-    sweep.add_arguments(parser)
-    return parser.parse_args(list(argv))
+def sweep(*argv: str) -> int:
+    """The exit status of `python -m eval sweep ARGV` (argparse's mistakes exit 2 too)."""
+    try:
+        return cli.main(["sweep", "--no-progress", *argv])
+    except SystemExit as exc:
+        return int(exc.code or 0)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def test_sweep_runs_every_cell_and_charts_it(release, tmp_path, capsys):
     out = tmp_path / "sweep"
     argv = ["--model", "baseline:first", "--model", "baseline:random", "--task", "classification",
             "--images", "1,2", "--cot", "both", "--dataset", str(release), "--out", str(out), "--n-boot", "50"]
-    assert sweep.main(sweep_args(*argv)) == 0
+    assert sweep(*argv) == 0
     cells = sorted(p.parent.name for p in out.glob("*/scores.jsonl"))
     assert len(cells) == 8  # 2 models x 2 view counts x CoT off/on
     assert "baseline-first-classification-zh-img2-reference-first-cot" in cells
@@ -42,15 +43,16 @@ def test_sweep_runs_every_cell_and_charts_it(release, tmp_path, capsys):
 
     # a second sweep over the same folder resumes: nothing is asked again, nothing duplicated
     sizes = {c: (out / c / "predictions.jsonl").read_text().count("\n") for c in cells}
-    assert sweep.main(sweep_args(*argv)) == 0
+    assert sweep(*argv) == 0
     assert {c: (out / c / "predictions.jsonl").read_text().count("\n") for c in cells} == sizes == {
         c: 6 for c in cells}
 
 
 def test_bad_sweep_settings_are_one_line_errors(release, tmp_path, capsys):
     argv = ["--model", "baseline:first", "--task", "classification", "--lang", "fr", "--out", str(tmp_path)]
-    assert sweep.main(sweep_args(*argv)) == 2
+    assert sweep(*argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "--lang" in err and err.count("\n") == 1
-    with pytest.raises(argparse.ArgumentError, match="at least 1"):
-        sweep_args("--model", "baseline:first", "--task", "classification", "--images", "0,1", "--out", "x")
+    assert sweep("--model", "baseline:first", "--task", "classification", "--images", "0,1", "--out", "x") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "at least 1" in err and err.count("\n") == 1

@@ -11,23 +11,14 @@ from typing import Any
 
 import yaml
 
-from eval.report import (
-    md_table,
-    pct,
-)
-from eval.runs import (
-    NUTRIENTS,
-    TASK_ORDER,
-    RunData,
-    component,
-    headline,
-    headline_ci,
-    score_nutrition_rows,
-)
+from eval.figures import component, headline, headline_ci, score_nutrition_rows
+from eval.report.runs import RunData
+from eval.report.tables import md_table, pct
+from eval.types import NUTRIENTS
 
 DATASET_ID = "diningbench/diningbench"  # the Hub id of the release
 DATASET_NAME = "DiningBench"
-TASKS = {  # Hub task type and a readable name for each config
+TASK_TYPES = {  # Hub task type and a readable name for each config
     "classification": ("image-classification", "Fine-grained dish classification"),
     "nutrition": ("image-text-to-text", "Nutrition estimation"),
     "vqa": ("visual-question-answering", "Dietary VQA"),
@@ -67,13 +58,13 @@ def model_index(runs: Sequence[RunData]) -> dict[str, list[dict[str, Any]]]:
     for run in runs:
         name = model_name(run.model)
         entry = cards.setdefault(name, [{"name": name, "results": []}])[0]
-        for task in TASK_ORDER:
+        for task in TASK_TYPES:
             if task not in run.scores:
                 continue
             metrics = _metrics(task, run.scores[task])
             if not metrics:
                 continue
-            task_type, task_name = TASKS[task]
+            task_type, task_name = TASK_TYPES[task]
             entry["results"].append({
                 "task": {"type": task_type, "name": task_name},
                 "dataset": {"name": DATASET_NAME, "type": DATASET_ID, "config": task, "split": "test",
@@ -89,14 +80,14 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
     for run in runs:
         settings = _settings(run)
         setting = f"{settings['lang']}, {settings['images']} views, {'CoT' if settings['cot'] else 'no CoT'}"
-        for task in TASK_ORDER:
+        for task in TASK_TYPES:
             if task not in run.scores:
                 continue
             items = run.scores[task]
             value = headline(task, items)
             interval = headline_ci(task, items, n_boot=n_boot)
             figure = "Average MAPE (%, lower is better)" if task == "nutrition" else "Accuracy (%)"
-            rows.append([model_name(run.model), TASKS[task][1], setting, figure,
+            rows.append([model_name(run.model), TASK_TYPES[task][1], setting, figure,
                          "not scored" if value is None else pct(value),
                          "–" if interval is None else f"[{pct(interval[0])}, {pct(interval[1])}]",
                          str(len(items))])

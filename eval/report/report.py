@@ -7,28 +7,25 @@ can slice a run (by cuisine, image count...) after the fact and never invents a 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.runs import (
-    NUTRIENTS,
-    TASK_ORDER,
-    ReportError,
-    RunData,
+from eval.figures import (
     breakdown,
     component,
-    expand_run_dirs,
     group_key,
     headline,
     headline_ci,
-    load_reported,
-    load_run,
     paired_difference,
     score_nutrition_rows,
 )
+from eval.report.model_card import render_model_card
+from eval.report.runs import ReportError, RunData, expand_run_dirs, load_reported, load_run
+from eval.report.sweeps import sweep_sections
+from eval.report.tables import md_table, pct, with_ci
+from eval.types import NUTRIENTS, TASKS
 
 UNITS = {"calories": "kcal", "protein": "g", "carbohydrates": "g", "fat": "g"}
 SHORT = {"calories": "Cal", "protein": "Prot", "carbohydrates": "Carb", "fat": "Fat"}
@@ -43,25 +40,6 @@ DIMENSIONS = {
 SMALL_CELL = 10  # cells with fewer items are flagged: their figure is mostly noise
 MAX_BREAKDOWN_ROWS = 25  # menu categories can run into the hundreds; show the largest
 MAX_BREAKDOWN_RUNS = 6  # more columns than this stop being readable
-
-
-# ---------------------------------------------------------------- markdown
-def pct(value: float | None) -> str:
-    return "–" if value is None or math.isnan(value) else f"{100 * value:.2f}"
-
-
-def with_ci(value: float | None, interval: tuple[float, float] | None) -> str:
-    if value is None:
-        return "–"
-    if interval is None or any(math.isnan(x) for x in interval):
-        return pct(value)
-    return f"{pct(value)} [{pct(interval[0])}, {pct(interval[1])}]"
-
-
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def group_runs(runs: Sequence[RunData]) -> dict[str, dict[str, RunData]]:
@@ -102,7 +80,7 @@ def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = 1000
             cells += ["–" if mae is None else f"{mae:.2f}", "–" if rmse is None else f"{rmse:.2f}", pct(mape)]
         cells.append(_headline_cell("nutrition", nut, n_boot))
         cells.append(_headline_cell("vqa", tasks.get("vqa"), n_boot))
-        cells.append("/".join(str(len(tasks[t].scores[t])) if t in tasks else "–" for t in TASK_ORDER))
+        cells.append("/".join(str(len(tasks[t].scores[t])) if t in tasks else "–" for t in TASKS))
         (baselines if any_run.is_baseline else measured).append(cells)
     rows = measured + baselines
     langs = sorted({str(r.setting("lang") or "zh") for r in runs}) or ["zh"]
@@ -138,7 +116,7 @@ def comparison(runs: Sequence[RunData], *, against_first: bool = False, n_boot: 
         ([(grouped[0], grouped[1])] if len(grouped) == 2 else [])
     lines = []
     for (label_a, tasks_a), (label_b, tasks_b) in pairs:
-        for task in TASK_ORDER:
+        for task in TASKS:
             if task not in tasks_a or task not in tasks_b:
                 continue
             result = paired_difference(task, tasks_a[task].scores[task], tasks_b[task].scores[task],
@@ -164,7 +142,7 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
     """Per task and dimension: headline per group for every run, each cell with its item count."""
     grouped = group_runs(runs)
     sections = []
-    for task in TASK_ORDER:
+    for task in TASKS:
         columns = [(label, tasks[task]) for label, tasks in grouped.items() if task in tasks]
         if not columns:
             continue
@@ -229,8 +207,6 @@ def dataset_note(runs: Sequence[RunData]) -> str:
 def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bool = True,
                  n_boot: int = 1000, plot_dir: Path | None = None) -> str:
     """The whole markdown report for these runs."""
-    from eval.sweep import sweep_sections
-
     parts = ["# DiningBench results", dataset_note(runs), "## Results (Table 2 layout)", table2(
         runs, reported=reported, n_boot=n_boot),
         "Percentages with 2 decimals; `[low, high]` is a 95% bootstrap interval resampling whole "
@@ -284,8 +260,6 @@ def main(args: argparse.Namespace) -> int:
             raise ReportError(f"--n-boot must be at least 1 (got {args.n_boot})")
         runs = [load_run(path) for path in expand_run_dirs(args.dirs)]
         if args.model_card:
-            from eval.model_card import render_model_card
-
             text = render_model_card(runs)
         else:
             plot_dir = args.plot_dir

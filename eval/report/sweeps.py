@@ -1,35 +1,20 @@
-"""`python -m eval sweep`: run a grid (views x CoT x language, per model) and chart it.
+"""The sweep sections of a report: the views figure (paper's Figure 4) and the CoT comparison
+(Figures 5/9), drawn from whichever runs vary those settings.
 
-Each cell is an ordinary run folder under `--out` (so it resumes, re-scores and reports like any
-run); the tables and PNGs are rebuilt from those folders, also by `python -m eval report SWEEP_DIR`.
+`python -m eval sweep` (eval/api.py `run_sweep`) makes one ordinary run folder per cell; these
+tables and PNGs are rebuilt from such folders, also by `python -m eval report SWEEP_DIR`.
 """
 
 from __future__ import annotations
 
-import argparse
-import itertools
-import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.plots import CotBar, Panel, Point, plot_cot, plot_views
-from eval.report import (
-    build_report,
-    md_table,
-    with_ci,
-)
-from eval.runs import (
-    ReportError,
-    RunData,
-    component,
-    headline,
-    headline_ci,
-    load_run,
-    paired_difference,
-    score_nutrition_rows,
-)
+from eval.figures import component, headline, headline_ci, paired_difference, score_nutrition_rows
+from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
+from eval.report.runs import RunData
+from eval.report.tables import md_table, with_ci
 
 SWEEP_TASKS = ("classification", "nutrition")
 FIGURE = {"classification": ("Classification accuracy", "accuracy (%)"),
@@ -146,72 +131,3 @@ def sweep_sections(runs: Sequence[RunData], *, plot_dir: Path | None = None, n_b
     parts = [section for task in SWEEP_TASKS for section in (
         views_section(runs, task, plot_dir, n_boot), cot_section(runs, task, plot_dir, n_boot)) if section]
     return "## Sweeps\n\n" + "\n\n".join(parts) if parts else ""
-
-
-# ---------------------------------------------------------------- CLI
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers like 1,2,3,4, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"view counts must be at least 1, got {text!r}")
-    return values
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", action="append", required=True, metavar="SPEC",
-                        help="backend:model; repeat for one line per model")
-    parser.add_argument("--base-url", help="OpenAI-compatible server (e.g. a `vllm serve` endpoint)")
-    parser.add_argument("--task", required=True, choices=SWEEP_TASKS)
-    parser.add_argument("--images", type=_int_list, default=[1, 2, 3, 4], metavar="N,N,...",
-                        help="view counts to sweep (default 1,2,3,4)")
-    parser.add_argument("--cot", choices=("off", "on", "both"), default="off",
-                        help="chain of thought: off (default), on, or both for a with/without chart")
-    parser.add_argument("--lang", default="zh", metavar="zh,en", help="prompt languages (default zh)")
-    parser.add_argument("--dataset", help="release folder or Hub id (default: DININGBENCH_SOURCE or the sample)")
-    parser.add_argument("--limit", type=int, help="first N items only")
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--max-tokens", type=int, default=1024)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    parser.add_argument("--out", type=Path, required=True, help="sweep folder: one run folder per cell")
-
-
-def cells(args: argparse.Namespace) -> list[Any]:
-    """One RunSettings per (model, language, CoT, view count), each in its own subfolder of --out."""
-    from eval.api import RunSettings
-
-    langs = [v.strip() for v in args.lang.split(",") if v.strip()]
-    cots = {"off": [False], "on": [True], "both": [False, True]}[args.cot]
-    out = []
-    for model, lang, cot, images in itertools.product(args.model, langs, cots, args.images):
-        settings = RunSettings(task=args.task, model=model, base_url=args.base_url, dataset=args.dataset,
-                               limit=args.limit, images=images, cot=cot, lang=lang,
-                               concurrency=args.concurrency, max_tokens=args.max_tokens, seed=args.seed)
-        settings.validate()
-        settings.out = Path(args.out) / settings.default_out().name
-        out.append(settings)
-    return out
-
-
-def main(args: argparse.Namespace) -> int:
-    from eval.api import UsageError, run
-
-    try:
-        grid = cells(args)
-        run_dirs = []
-        for number, settings in enumerate(grid, start=1):
-            print(f"[{number}/{len(grid)}] {settings.out.name}", file=sys.stderr)
-            run_dirs.append(Path(run(settings)))
-        (args.out / "sweep.json").write_text(json.dumps(
-            {"cells": [s.to_json() for s in grid]}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        runs = [load_run(path) for path in run_dirs]
-        text = build_report(runs, reported=False, n_boot=args.n_boot, plot_dir=args.out)
-    except (UsageError, ReportError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    (args.out / "report.md").write_text(text, encoding="utf-8")
-    print(text, end="")
-    print(f"\nwrote {args.out / 'report.md'} and the plots beside it", file=sys.stderr)
-    return 0

@@ -40,10 +40,21 @@ def score(questions: str, references: str, predictions: str, judge_spec: str) ->
     if not len(qs) == len(refs) == len(preds):
         return {"error": f"{len(qs)} questions, {len(refs)} references and {len(preds)} predictions: "
                          "give one of each per item"}
+    spec = judge_spec.strip()
+    judge = None
     try:
-        return METRIC.compute(predictions=preds, references=refs, questions=qs, judge=judge_spec.strip() or None)
+        if spec:
+            try:
+                from eval.judge import make_judge  # the harness's backends, in a DiningBench checkout
+            except ImportError:
+                return {"error": "a judge spec needs the DiningBench harness (run this app from a checkout)"}
+            judge = make_judge(spec)
+        return METRIC.compute(predictions=preds, references=refs, questions=qs, judge=judge, judge_model=spec or None)
     except ValueError as exc:
         return {"error": str(exc).splitlines()[0]}
+    finally:
+        if judge is not None:
+            judge.close()
 
 
 with gr.Blocks(title="DiningBench judge_accuracy") as demo:

@@ -5,17 +5,15 @@ The judge prompt, verdict parser and verdict cache live here; the harness reuses
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import hashlib
-import importlib
 import json
 import os
 import re
 import sys
 import threading
 import unicodedata
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +64,11 @@ Args:
     predictions (`list` of `str`): candidate answers (raw model text; None if generation failed).
     references (`list` of `str`): reference answers.
     questions (`list` of `str`): the questions.
-    judge: a callable `judge(prompt) -> str` returning the judge's raw reply, a backend spec
-        such as "openai:gpt-4o" (needs the DiningBench harness), or None to decide by rule only.
-    judge_model (`str`, optional): name used in the cache key (default: the spec string).
+    judge: a callable `judge(prompt) -> str` returning the judge's raw reply (it owns its
+        retries), or None to decide by rule only. In a DiningBench checkout
+        `eval.judge.make_judge("openai:gpt-4o")` builds one over any of the harness's backends.
+    judge_model (`str`, optional): name used in the cache key; without it nothing is cached.
     cache_dir (`str`, optional): verdict cache folder (default ~/.cache/diningbench/judge).
-    judge_base_url (`str`, optional): base URL for a spec-string judge.
     concurrency (`int`, default 1): judge calls in flight at once.
 Returns:
     accuracy (`float` in [0, 1]): correct / n (unscored counts as not correct).
@@ -113,13 +111,36 @@ def _strip_reasoning(text: str) -> str:
     return re.split(r"<think>", text, flags=re.IGNORECASE)[0].strip()
 
 
+# A chain-of-thought answer ends with a marked final line (the harness's CoT prompts ask for one).
+_FINAL_MARK_RE = re.compile(r"(?:最终答案|最终回答|final\s+answer)[*_\s]*[:：][*_\s]*", re.IGNORECASE)
+
+
+def final_answer(text: str | None) -> str:
+    """The answer a judge should read: thinking blocks dropped, then what follows the last
+    final-answer mark (the whole text when there is none). The harness's VQA parser too, so the
+    metric and the harness judge the same text and share cached verdicts.
+
+    >>> final_answer("<think>fried?</think>1. looks golden\n**Final answer:** Not suitable, it is fried.")
+    'Not suitable, it is fried.'
+    >>> final_answer("不适合，因为是油炸的。")
+    '不适合，因为是油炸的。'
+    """
+    if not isinstance(text, str):
+        return ""
+    text = _strip_reasoning(text)
+    start = 0
+    for mark in _FINAL_MARK_RE.finditer(text):
+        start = mark.end()
+    return text[start:].strip()
+
+
 def build_judge_prompt(question: str, reference: str, candidate: str | None) -> str:
-    """The fixed judge prompt for one item (thinking blocks removed from the candidate).
+    """The fixed judge prompt for one item; the candidate is its `final_answer`.
 
     >>> build_judge_prompt("Is it vegan?", "No.", "<think>cheese?</think>No.").count("No.")
     2
     """
-    answer = _strip_reasoning(candidate) if isinstance(candidate, str) else ""
+    answer = final_answer(candidate)
     return JUDGE_PROMPT.format(question=str(question).strip(), reference=str(reference).strip(),
                                candidate=answer or "(no answer)")
 
@@ -294,121 +315,47 @@ class VerdictCache:
                 self._needs_newline = False
 
 
-AsyncJudge = Callable[[str], Awaitable[str]]
-
-
-def _backend_judge(spec: str, base_url: str | None) -> AsyncJudge:
-    """An async `judge(prompt) -> str` over a harness backend ("openai:gpt-4o"), imported lazily.
-
-    The harness is imported with importlib so that this module stays loadable on its own.
-    Retryable backend errors (429, 5xx, timeouts) are retried with backoff, honouring Retry-After.
-    """
-    try:
-        backends = importlib.import_module("eval.backends")
-        types = importlib.import_module("eval.types")
-    except ImportError as exc:
-        raise ValueError(f"judge spec {spec!r} needs the DiningBench harness (the `eval` package) on the "
-                         f"Python path; run from a DiningBench checkout or pass a callable judge ({exc})") from None
-    options = {"base_url": base_url} if base_url else {}
-    try:
-        backend = backends.make_backend(spec, **options)
-    except (ValueError, ImportError, RuntimeError) as exc:  # bad spec, missing key or SDK
-        raise ValueError(f"judge {spec!r}: {exc}") from None
-    config = types.GenerationConfig(temperature=0.0, max_tokens=1024, seed=0)
-
-    async def call(prompt: str) -> str:
-        prompt_hash = VerdictCache.prompt_hash(prompt)
-        request = types.Request(id=f"judge-{prompt_hash[:12]}", task="vqa",
-                                messages=(types.Message(role="user", content=(prompt,)),),
-                                config=config, request_hash=prompt_hash)
-        for attempt in range(_JUDGE_ATTEMPTS):
-            try:
-                return (await backend.generate(request)).text
-            except types.BackendError as exc:
-                if not exc.retryable or attempt == _JUDGE_ATTEMPTS - 1:
-                    raise
-                await asyncio.sleep(min(exc.retry_after if exc.retry_after is not None else 2.0**attempt, 60.0))
-        raise AssertionError("unreachable")
-
-    async def aclose() -> None:  # the backend's connections belong to the loop that opened them
-        await backends.release(backend)
-
-    call._release = aclose  # type: ignore[attr-defined]  # only judges built here are closed by _run_async
-    return call
-
-
-_JUDGE_ATTEMPTS = 4
-
-
-def _run_async(prompts: list[str], judge: AsyncJudge, concurrency: int,
-               ask: Callable[[str, Callable[[], Any]], Any]) -> list[Any]:
-    """Run all judge calls in one event loop (API clients are bound to their loop)."""
-    async def main() -> list[Any]:
-        gate = asyncio.Semaphore(concurrency)
-
-        async def one(prompt: str) -> Any:
-            async with gate:
-                try:
-                    raw: Any = await judge(prompt)
-                except Exception as exc:  # noqa: BLE001 - recorded by ask() as a judge error
-                    raw = exc
-            return ask(prompt, lambda: raw)
-
-        try:
-            return await asyncio.gather(*(one(p) for p in prompts))
-        finally:
-            if (close := getattr(judge, "_release", None)) is not None:
-                await close()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    # Called from inside a running loop (e.g. an async harness): use a private loop in a thread.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, main()).result()
-
-
 def judge_items(
     questions: Sequence[str],
     references: Sequence[str],
     candidates: Sequence[str | None],
-    judge: Judge | str | None,
+    judge: Judge | None,
     judge_model: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     *,
-    judge_base_url: str | None = None,
     concurrency: int = 1,
 ) -> list[tuple[str | None, str, str | None]]:
     """(verdict, decided_by, raw judge text) per item: rule first, then cache, then the judge.
 
-    decided_by is "rule", "cache", "judge", "no_answer" (an empty or missing candidate: "I",
-    nothing to ask), "judge_error" (the call failed; unscored) or "none" (no judge given and
-    the rule could not decide; unscored). A callable judge is cached only when `judge_model`
-    names it, so that two different callables never share verdicts.
+    `judge` is a callable `judge(prompt) -> str` (thread-safe when `concurrency` > 1); it owns its
+    retries. In a DiningBench checkout, `eval.judge.make_judge("openai:gpt-4o")` builds one over
+    any harness backend. Candidates are read through `final_answer`. decided_by is "rule",
+    "cache", "judge", "no_answer" (an empty or missing candidate: "I", nothing to ask),
+    "judge_error" (the call failed; unscored) or "none" (no judge given and the rule could not
+    decide; unscored). A judge is cached only when `judge_model` names it, so that two different
+    callables never share verdicts.
     """
     if not len(questions) == len(references) == len(candidates):
         raise ValueError(f"questions ({len(questions)}), references ({len(references)}) and predictions "
                          f"({len(candidates)}) must have the same length")
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
-    async_judge: AsyncJudge | None = None
     if isinstance(judge, str):
-        judge_model = judge_model or judge
-        async_judge = _backend_judge(judge, judge_base_url)
-    elif judge is not None and not callable(judge):
-        raise ValueError(f"judge must be a callable judge(prompt) -> str, a backend spec string or None; "
-                         f"got {type(judge).__name__}")
+        raise ValueError(f"judge {judge!r}: pass a callable judge(prompt) -> str; in a DiningBench checkout "
+                         f"`eval.judge.make_judge({judge!r})` builds one over the harness's backends")
+    if judge is not None and not callable(judge):
+        raise ValueError(f"judge must be a callable judge(prompt) -> str or None; got {type(judge).__name__}")
     has_judge = judge is not None
     cache = VerdictCache(cache_dir, judge_model) if has_judge and judge_model else None
 
     results: list[tuple[str | None, str, str | None]] = [(None, "none", None)] * len(candidates)
     pending: list[tuple[int, str]] = []
     for i, (question, reference, candidate) in enumerate(zip(questions, references, candidates, strict=True)):
-        verdict = rule_verdict(question, reference, candidate)
+        answer = final_answer(candidate) if isinstance(candidate, str) else None
+        verdict = rule_verdict(question, reference, answer)
         if verdict is not None:
             results[i] = (verdict, "rule", None)
-        elif not isinstance(candidate, str) or not _strip_reasoning(candidate):
+        elif not answer:
             results[i] = ("I", "no_answer", None)  # a failed or empty answer is wrong, not unscored
         elif has_judge:
             prompt = build_judge_prompt(question, reference, candidate)
@@ -431,9 +378,7 @@ def judge_items(
         return verdict, "judge", raw if isinstance(raw, str) else None
 
     prompts = [p for _, p in pending]
-    if async_judge is not None:
-        outcomes = _run_async(prompts, async_judge, concurrency, ask)
-    elif concurrency == 1:
+    if concurrency == 1:
         outcomes = [ask(p, lambda p=p: judge(p)) for p in prompts]
     else:
         with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
@@ -502,14 +447,13 @@ def _define_metric() -> type:
             predictions: list[str | None],
             references: list[str],
             questions: list[str],
-            judge: Judge | str | None = None,
+            judge: Judge | None = None,
             judge_model: str | None = None,
             cache_dir: str | None = None,
-            judge_base_url: str | None = None,
             concurrency: int = 1,
         ) -> dict[str, Any]:
             outcomes = judge_items(questions, references, predictions, judge, judge_model, cache_dir,
-                                   judge_base_url=judge_base_url, concurrency=concurrency)
+                                   concurrency=concurrency)
             result = score_verdicts([v for v, _, _ in outcomes], [d for _, d, _ in outcomes])
             result["judge_prompt_version"] = JUDGE_PROMPT_VERSION
             return result

@@ -24,7 +24,6 @@ def warm_harness() -> None:
         try:
             importlib.import_module("eval.api")
             importlib.import_module("eval.scoring")
-            importlib.import_module("eval.tasks").load_parsers(("classification", "nutrition"))
         except Exception:  # noqa: BLE001 - a broken install is reported by the evaluation itself, in one line
             pass
         _done = True

@@ -1,0 +1,76 @@
+"""One table and percent style for everything printed or written: markdown tables, `24.45` percent
+cells with `–` for a missing value, `[low, high]` intervals, and the end-of-run summary table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from eval.types import NUTRIENTS, TASKS
+
+MISSING = "–"
+
+
+def pct(value: float | None) -> str:
+    """A fraction as a percentage with 2 decimals (no % sign: headers say `(%)`)."""
+    return MISSING if value is None or math.isnan(value) else f"{100 * value:.2f}"
+
+
+def with_ci(value: float | None, interval: Sequence[float] | None) -> str:
+    """`24.45 [20.10, 28.80]`; the value alone when there is no interval."""
+    if value is None:
+        return MISSING
+    if not interval or any(x is None or math.isnan(x) for x in interval):
+        return pct(value)
+    return f"{pct(value)} [{pct(interval[0])}, {pct(interval[1])}]"
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def results_table(metrics: dict[str, Any]) -> str:
+    """The end-of-run table (metrics.json content): headline with its 95% interval, the items that
+    did not count as answered, and token totals; notes on what to do about them follow."""
+    rows, notes = [], []
+    tokens: dict[str, int] = {}
+    for task in TASKS:
+        m = metrics.get(task)
+        if m is None:
+            continue
+        for key, value in (m.get("tokens") or {}).items():
+            tokens[key] = tokens.get(key, 0) + int(value or 0)
+        failed, truncated = m.get("generation_failures", 0), m.get("truncated", 0)
+        token_cell = _tokens(m.get("tokens"))
+        if task == "classification":
+            rows.append(["classification", str(m["n"]), "accuracy", with_ci(m["accuracy"], m.get("accuracy_ci95")),
+                         str(m["parse_failures"]), str(truncated), str(failed), token_cell])
+        elif task == "nutrition":
+            rows.append(["nutrition", str(m["n"]), "Average MAPE", with_ci(m["avg_mape"], m.get("avg_mape_ci95")),
+                         str(m["parse_failures"]), str(truncated), str(failed), token_cell])
+            parts = ", ".join(f"{c} {pct(m.get(f'{c}_mape'))}" for c in NUTRIENTS)
+            notes.append(f"nutrition MAPE per component (%): {parts}")
+        elif not m.get("scored"):
+            rows.append(["vqa", str(m["n"]), "not scored (no judge)", MISSING, MISSING, str(truncated), str(failed),
+                         token_cell])
+            notes.append(m["note"])
+        else:
+            rows.append(["vqa", str(m["n"]), "accuracy", with_ci(m["accuracy"], m.get("accuracy_ci95")),
+                         f"{m.get('unscored', 0)} unscored", str(truncated), str(failed), token_cell])
+        if truncated:
+            notes.append(f"{task}: {truncated} answers were cut off by the token limit and count as unanswered; "
+                         "rerun with a larger --max-tokens (and --thinking-budget for Gemini thinking models) "
+                         "into the same --out to ask only those again")
+    table = md_table(["task", "n", "headline (%)", "value [95% CI, merchant bootstrap]", "unparsed", "truncated",
+                      "failed", "tokens (prompt/completion/reasoning)"], rows)
+    return "\n".join([table, ""] + notes).rstrip()
+
+
+def _tokens(totals: dict[str, int] | None) -> str:
+    if not totals or not any(totals.values()):
+        return MISSING
+    return "/".join(f"{int(totals.get(k) or 0):,}" for k in ("prompt_tokens", "completion_tokens", "reasoning_tokens"))

@@ -1,0 +1,211 @@
+"""The one declaration of a run's settings: CLI flags, defaults, identity and engine options derive from it.
+
+Each field of `RunSettings` carries its flag's help in its metadata; `add_run_arguments` builds the
+`run` (and `sweep`) flags from them, so a default is written once. Fields marked `identity` change what
+is asked of the model: they form the request hash and run.json's identity; the others (concurrency,
+limit, timeout...) do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval.backends import SpecError, parse_spec
+from eval.types import DEFAULT_MAX_TOKENS, TASKS
+
+IMAGE_ORDERS = ("reference-first", "user-first", "random")
+LANGS = ("zh", "en")
+REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+
+
+class UsageError(ValueError):
+    """A user mistake (bad flag, unknown task, unreachable server...): printed as one `error:` line."""
+
+
+def _opt(default: Any, help: str, *, identity: bool = False, engine: bool = False, cli: bool = True,
+         **argparse_kwargs: Any) -> Any:
+    """A settings field: its default, its flag's help, and what it is part of."""
+    meta = {"help": help, "identity": identity, "engine": engine, "cli": cli, "argparse": argparse_kwargs}
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class RunSettings:
+    """Everything that defines a run. `task` is one task or "all"; `images` None = every view."""
+
+    task: str = _opt("all", "task to evaluate, or all three", choices=(*TASKS, "all"))
+    model: str = _opt("", "backend:model, e.g. openai:gpt-4o, gemini:gemini-2.5-flash, "
+                          "vllm:Qwen/Qwen3-VL-8B-Instruct, hf:PATH, baseline:category-mean",
+                      identity=True, metavar="SPEC")
+    base_url: str | None = _opt(None, "OpenAI-compatible or Gemini endpoint, e.g. http://localhost:8000/v1")
+    dataset: str | None = _opt(None, "release folder or Hub id (default: $DININGBENCH_SOURCE, else the "
+                                     "embedded sample)", metavar="SOURCE")
+    limit: int | None = _opt(None, "first N items (after --ids)")
+    ids: Sequence[str] | None = _opt(None, "comma-separated item ids")
+    images: int | None = _opt(None, "send the first N views after ordering (default: all)", identity=True)
+    image_order: str = _opt("reference-first", "order of the views", identity=True, choices=IMAGE_ORDERS)
+    cot: bool = _opt(False, "each task's chain-of-thought prompt (three steps, then a marked final answer)",
+                     identity=True)
+    lang: str = _opt("zh", "prompt language (default zh, the paper's)", identity=True, choices=LANGS)
+    max_tokens: int = _opt(DEFAULT_MAX_TOKENS, f"generation limit, thinking included (default "
+                                               f"{DEFAULT_MAX_TOKENS}, the paper's; local servers get "
+                                               "what fits their context)", identity=True)
+    reasoning_effort: str | None = _opt(None, "OpenAI reasoning models: reasoning effort", identity=True,
+                                        choices=REASONING_EFFORTS)
+    thinking_budget: int | None = _opt(None, "Gemini thinking models: thinking tokens (-1 dynamic, 0 off)",
+                                       identity=True)
+    seed: int = _opt(0, "seed for random view order, sampling and baselines", identity=True)
+    epochs: int = _opt(1, "ask each item K times (for models that only sample at temperature 1)")
+    max_image_side: int = _opt(1024, "resize bound in pixels (default 1024)", identity=True)
+    concurrency: int = _opt(8, "concurrent API requests (default 8)")
+    judge: str | None = _opt(None, "VQA judge model, e.g. openai:gpt-4o", metavar="SPEC")
+    judge_base_url: str | None = _opt(None, "endpoint of the judge model")
+    out: Path | None = _opt(None, "run folder (default results/<model>-<task>-<settings>/)")
+    batch_size: int = _opt(8, "batch size for local engines (vllm:, hf:)")
+    timeout: float = _opt(120.0, "wall-clock seconds for one attempt of one request (default 120)")
+    max_attempts: int = _opt(6, "attempts per sample incl. retries (default 6)")
+    overwrite: bool = _opt(False, "replace the predictions already in --out")
+    # Local engines (vllm:, hf:): passed to the backend's make() when set.
+    tensor_parallel_size: int | None = _opt(None, "vllm: tensor parallel size", engine=True)
+    data_parallel_size: int | None = _opt(None, "vllm: data parallel size", engine=True)
+    max_pixels: int | None = _opt(None, "local engines: processor pixel cap per image", engine=True)
+    min_pixels: int | None = _opt(None, "local engines: processor pixel floor per image", engine=True)
+    dtype: str | None = _opt(None, "local engines: weights dtype, e.g. bfloat16 (default: the model's)",
+                             engine=True)
+    device: str | None = _opt(None, "hf: device, e.g. cuda, cpu, mps (default: auto)", engine=True)
+    trust_remote_code: bool | None = _opt(None, "local engines: allow the model repository's own code",
+                                          engine=True)
+    max_model_len: int | None = _opt(None, "vllm: context length (default 16384)", engine=True)
+    # Programmatic only: not flags.
+    retry_base_delay: float = _opt(1.0, "seconds before the first retry without Retry-After", cli=False)
+    n_boot: int = _opt(1000, "bootstrap resamples for the 95% intervals in metrics.json", cli=False)
+    engine_extra: dict[str, Any] = _opt({}, "further backend options (tests, the Space)", cli=False)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(TASKS) if self.task == "all" else (self.task,)
+
+    @property
+    def engine_options(self) -> dict[str, Any]:
+        """The local-engine options that were set, for the backend's make()."""
+        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                   if f.metadata.get("engine") and getattr(self, f.name) is not None}
+        return {**options, **self.engine_extra}
+
+    def validate(self) -> None:
+        """Raise UsageError (one line, naming the argument) for settings that cannot run."""
+        if self.task != "all" and self.task not in TASKS:
+            raise UsageError(f"unknown --task {self.task!r}; choose one of {', '.join((*TASKS, 'all'))}")
+        if self.images is not None and self.images < 1:
+            raise UsageError(f"--images must be at least 1 (got {self.images}); omit it to send every view")
+        if self.image_order not in IMAGE_ORDERS:
+            raise UsageError(f"unknown --image-order {self.image_order!r}; choose one of {', '.join(IMAGE_ORDERS)}")
+        if self.lang not in LANGS:
+            raise UsageError(f"unknown --lang {self.lang!r}; choose zh or en")
+        for name in ("concurrency", "max_tokens", "max_image_side", "batch_size", "max_attempts", "epochs"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
+        if self.limit is not None and self.limit < 1:
+            raise UsageError(f"--limit must be at least 1 (got {self.limit})")
+        if self.timeout <= 0:
+            raise UsageError(f"--timeout must be positive (got {self.timeout})")
+        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+            raise UsageError(f"unknown --reasoning-effort {self.reasoning_effort!r}; "
+                             f"choose one of {', '.join(REASONING_EFFORTS)}")
+        if self.thinking_budget is not None and self.thinking_budget < -1:
+            raise UsageError(f"--thinking-budget must be -1 (dynamic), 0 (off) or a token count "
+                             f"(got {self.thinking_budget})")
+        if not self.model:
+            raise UsageError("--model is required, e.g. --model baseline:category-mean")
+        for flag, spec in (("--model", self.model), ("--judge", self.judge)):
+            if spec is not None:
+                try:
+                    parse_spec(spec)
+                except SpecError as exc:
+                    raise UsageError(f"{flag}: {exc}") from None
+
+    def default_out(self) -> Path:
+        """`results/<model>-<task>-<settings>/`, readable and unique per setting that changes answers."""
+        model = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-")
+        parts = [model, self.task, self.lang, f"img{self.images or 'all'}", self.image_order]
+        if self.cot:
+            parts.append("cot")
+        if self.reasoning_effort:
+            parts.append(f"effort-{self.reasoning_effort}")
+        if self.thinking_budget is not None:
+            parts.append(f"think{self.thinking_budget}")
+        if self.max_tokens != DEFAULT_MAX_TOKENS:
+            parts.append(f"tok{self.max_tokens}")
+        if self.seed:
+            parts.append(f"seed{self.seed}")
+        return Path("results") / "-".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["out"] = str(self.out) if self.out is not None else None
+        data["ids"] = list(self.ids) if self.ids is not None else None
+        data["engine_extra"] = {k: v for k, v in self.engine_extra.items() if _is_plain(v)}
+        return data
+
+
+def _is_plain(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+IDENTITY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunSettings) if f.metadata["identity"])
+DEFAULTS = RunSettings()
+
+
+def _int(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -> None:
+    """The settings' flags (`--max-tokens` for `max_tokens`...), with their one default and help.
+
+    `skip` leaves out fields a command declares itself (sweep's lists of models, views and CoT).
+    """
+    for f in dataclasses.fields(RunSettings):
+        meta = f.metadata
+        if not meta["cli"] or f.name in skip:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(DEFAULTS, f.name)
+        kwargs: dict[str, Any] = dict(meta["argparse"])
+        text = meta["help"]
+        if f.name in ("task", "model"):
+            kwargs["required"] = True
+        elif f.type in ("bool", "bool | None"):
+            kwargs.update(action="store_true", default=default)
+            parser.add_argument(flag, help=text, **kwargs)
+            continue
+        else:
+            kwargs["default"] = default
+        kind = f.type
+        if kind.startswith("int"):
+            kwargs.setdefault("type", _int)
+        elif kind.startswith("float"):
+            kwargs.setdefault("type", float)
+        elif kind.startswith("Path"):
+            kwargs.setdefault("type", Path)
+        parser.add_argument(flag, help=text, **kwargs)
+
+
+def settings_from_args(args: argparse.Namespace, **overrides: Any) -> RunSettings:
+    """A RunSettings from parsed flags (every field the parser has), plus explicit overrides."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunSettings) if hasattr(args, f.name)}
+    if isinstance(values.get("ids"), str):
+        values["ids"] = [i.strip() for i in values["ids"].split(",") if i.strip()] or None
+    values.update(overrides)
+    return RunSettings(**values)
