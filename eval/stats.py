@@ -6,7 +6,7 @@ items one by one understates the uncertainty. We resample whole merchants with r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -80,15 +80,6 @@ def can_resample(n_items: int, clusters: Sequence[str] | None) -> bool:
     (False, True, False)
     """
     return n_items >= 2 and (clusters is None or len(set(clusters)) >= 2)
-
-
-def resamples(n_items: int, clusters: Sequence[str] | None, *, n_boot: int = 1000,
-              seed: int = 0) -> Iterator[np.ndarray]:
-    """Yield `n_boot` arrays of item indices, each a resample of whole clusters with replacement."""
-    _check(n_boot, 0.95)
-    index = _ClusterIndex(n_items, clusters)
-    for drawn in index.draws(n_boot, seed):
-        yield index.indices(drawn)
 
 
 def cluster_bootstrap_ci(n_items: int, clusters: Sequence[str] | None, statistic: Statistic, *,
@@ -175,25 +166,3 @@ def paired_bootstrap(n_items: int, clusters: Sequence[str] | None, statistic_a: 
         idx = index.indices(drawn)
         estimates.append(statistic_a(idx) - statistic_b(idx))
     return diff, _interval(np.asarray(estimates, dtype=float), level)
-
-
-def paired_bootstrap_diff(a_values: Sequence[float] | np.ndarray, b_values: Sequence[float] | np.ndarray,
-                          clusters: Sequence[str] | None, *, n_boot: int = 1000, seed: int = 0,
-                          level: float = 0.95) -> tuple[float, tuple[float, float]]:
-    """Difference of means, run A minus run B, over per-item values aligned on the same items.
-
-    E.g. `a_values` = 1.0/0.0 correctness of model A, `b_values` of model B, item i the same sample
-    in both. NaN marks an item not counted in that run's mean (an excluded APE).
-    """
-    _check(n_boot, level)
-    a = np.asarray(a_values, dtype=float)
-    b = np.asarray(b_values, dtype=float)
-    if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"a_values and b_values must be aligned 1-d sequences, got {a.shape} and {b.shape}")
-    index = _ClusterIndex(len(a), clusters)
-    with np.errstate(invalid="ignore"):
-        diff = float(np.nanmean(a) - np.nanmean(b)) if np.isfinite(a).any() and np.isfinite(b).any() \
-            else float("nan")
-    drawn = index.draws(n_boot, seed)
-    estimates = _mean_estimates(a, index, drawn) - _mean_estimates(b, index, drawn)
-    return diff, _interval(estimates, level)
