@@ -20,7 +20,7 @@ from typing import Any
 from bench.common import REPO, result, table, write_json
 
 LETTERS = "ABCDEFGH"
-NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
+from eval.types import NUTRIENTS
 
 
 def nutrition_set(n: int, seed: int = 0) -> tuple[list[str], list[dict[str, float]]]:
