@@ -18,9 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, result, table, write_json
-
-LETTERS = "ABCDEFGH"
-from eval.types import NUTRIENTS
+from eval.types import LETTERS, NUTRIENTS
 
 
 def nutrition_set(n: int, seed: int = 0) -> tuple[list[str], list[dict[str, float]]]:
