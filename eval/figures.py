@@ -154,10 +154,36 @@ def token_totals(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
     return totals
 
 
+def epoch_agreement(task: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """With `--epochs K`: K, and the share of items answered alike in every epoch (the same letter;
+    the same verdict for VQA; for nutrition the same parsed values). None for a single epoch.
+
+    >>> rows = [{"id": "a", "epoch": 0, "parsed": "A"}, {"id": "a", "epoch": 1, "parsed": "A"},
+    ...         {"id": "b", "epoch": 0, "parsed": "B"}, {"id": "b", "epoch": 1, "parsed": "C"}]
+    >>> epoch_agreement("classification", rows)
+    {'epochs': 2, 'items': 2, 'agreement': 0.5}
+    """
+    epochs = {int(r.get("epoch") or 0) for r in rows}
+    if len(epochs) < 2:
+        return None
+    answers: dict[str, list[Any]] = {}
+    for row in rows:
+        answer = row.get("verdict") if task == "vqa" else row.get("parsed")
+        answers.setdefault(str(row["id"]), []).append(repr(answer) if answer is not None else None)
+    complete = [a for a in answers.values() if len(a) == len(epochs)]
+    agree = sum(a[0] is not None and len(set(a)) == 1 for a in complete)
+    return {"epochs": len(epochs), "items": len(complete),
+            "agreement": agree / len(complete) if complete else None}
+
+
 def task_figures(task: str, rows: Sequence[dict[str, Any]], metric_result: dict[str, Any], *,
                  n_boot: int = 1000) -> dict[str, Any]:
     """A task's metrics.json entry: the metric's own figures, the outcome counts, token totals and
-    the headline's 95% merchant-clustered interval (`accuracy_ci95` or `avg_mape_ci95`)."""
+    the headline's 95% merchant-clustered interval (`accuracy_ci95` or `avg_mape_ci95`).
+
+    With several epochs the rows are items x epochs: the figures are means over both, the interval
+    still resamples merchants (all epochs of an item travel together), and `epochs` says how often
+    the model answered alike."""
     figures = {k: v for k, v in metric_result.items() if k not in ("per_item", "correct", "parsed", "verdicts",
                                                                      "decided_by")}
     figures.update(outcome_counts(rows))
@@ -165,4 +191,7 @@ def task_figures(task: str, rows: Sequence[dict[str, Any]], metric_result: dict[
     interval = headline_ci(task, rows, n_boot=n_boot)
     key = "avg_mape_ci95" if task == "nutrition" else "accuracy_ci95"
     figures[key] = None if interval is None else [float(interval[0]), float(interval[1])]
+    agreement = epoch_agreement(task, rows)
+    if agreement is not None:
+        figures["epochs"] = agreement
     return figures

@@ -61,6 +61,10 @@ def results_table(metrics: dict[str, Any]) -> str:
         else:
             rows.append(["vqa", str(m["n"]), "accuracy", with_ci(m["accuracy"], m.get("accuracy_ci95")),
                          f"{m.get('unscored', 0)} unscored", str(truncated), str(failed), token_cell])
+        if isinstance(m.get("epochs"), dict) and m["epochs"].get("agreement") is not None:
+            e = m["epochs"]
+            notes.append(f"{task}: {e['epochs']} epochs (n counts items x epochs); {pct(e['agreement'])}% of "
+                         f"{e['items']} items answered alike in every epoch")
         if truncated:
             notes.append(f"{task}: {truncated} answers were cut off by the token limit and count as unanswered; "
                          "rerun with a larger --max-tokens (and --thinking-budget for Gemini thinking models) "
