@@ -1,5 +1,6 @@
 """The task prompts (the paper's protocol, Figures 6-8 and Table 5), in zh (default) and en.
 
+Each task has a direct prompt and a chain-of-thought variant (`cot=True`); `task_prompt` picks one.
 Prompts are versioned: any change to a template below must bump PROMPT_VERSION, which goes into
 every request hash (so a changed prompt is a new run, never mixed with old answers) and run.json.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-PROMPT_VERSION = "diningbench-prompts-v1"
+PROMPT_VERSION = "diningbench-prompts-v2"  # v2: each task has its own CoT prompt
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -38,42 +39,101 @@ _VQA = {
     "en": "Answer the following question based on the images. Be concise and definite.\nQuestion: {question}",
 }
 
-# Chain of thought (Table 5): visual observation -> ingredient breakdown -> answer on a marked last line.
+# Chain of thought (Table 5): the paper's three steps, then the answer on a marked last line in the
+# task's own format. A CoT prompt never also says "answer with only a letter": the two contradict.
 FINAL_MARKER = {"zh": "最终答案：", "en": "Final answer: "}
-_COT = {
+_STEPS = {
     "zh": ("请按以下三个步骤思考后作答：\n"
            "1. 视觉观察：描述食物的颜色、形状、质地、摆盘特征以及推断的烹饪状态。\n"
            "2. 食材拆解：详细识别并列出主料、辅料、调味料和酱汁成分。\n"
-           "3. 综合作答：结合原始图片内容以及上述观察和拆解回答问题。\n"
-           "最后一行必须以“最终答案：”开头，后面紧跟符合下述任务要求格式的答案。\n\n任务：\n"),
+           "3. 综合作答：结合原始图片内容以及上述观察和拆解回答问题。\n"),
     "en": ("Think through the following three steps before answering:\n"
            "1. Visual observation: describe the food's color, shape, texture, plating characteristics, "
            "and inferred cooking state.\n"
            "2. Ingredient breakdown: identify and list the main ingredients, auxiliary ingredients, "
            "seasonings, and sauce components in detail.\n"
            "3. Comprehensive answer: answer the question based on the original image content and the "
-           "observations and breakdown above.\n"
-           "The last line must start with \"Final answer: \" followed by the answer in the format the "
-           "task below asks for.\n\nTask:\n"),
+           "observations and breakdown above.\n"),
+}
+_COT_CLASSIFICATION = {
+    "zh": ("请仔细观察图片中的菜品，从以下选项中选出图片中菜品的正确名称。\n{options}\n{steps}"
+           "最后一行只写“最终答案：”和你选择的那一个大写英文字母（{letters}之一），不要写其他内容。"),
+    "en": ("Look carefully at the dish in the images and choose its correct name from the options below.\n"
+           "{options}\n{steps}The last line must be \"Final answer: \" followed by the single uppercase "
+           "English letter you choose (one of {letters}), and nothing else."),
+}
+_COT_NUTRITION = {
+    "zh": ("请根据图片估计这份菜品（一份）的营养成分。\n" + _STEPS["zh"]
+           + "最后一行写“最终答案：”，后面紧跟一个 JSON 对象，格式如下：\n"
+           '{"calories": 数值, "protein": 数值, "carbohydrates": 数值, "fat": 数值}\n'
+           "热量（calories）单位为千卡（kcal），蛋白质、碳水化合物和脂肪单位为克（g），均为每份的数值。"),
+    "en": ("Estimate the nutrition of one serving of the dish in the images.\n" + _STEPS["en"]
+           + "The last line must be \"Final answer: \" followed by one JSON object in this format:\n"
+           '{"calories": number, "protein": number, "carbohydrates": number, "fat": number}\n'
+           "All units are grams or kilocalories per serving: calories in kcal; protein, carbohydrates "
+           "and fat in g."),
+}
+_COT_VQA = {
+    "zh": ("请根据图片回答以下问题。\n问题：{question}\n{steps}"
+           "最后一行以“最终答案：”开头，后面紧跟简洁明确的回答。"),
+    "en": ("Answer the following question based on the images.\nQuestion: {question}\n{steps}"
+           "The last line must start with \"Final answer: \" followed by a concise, definite answer."),
 }
 
 
-def classification_prompt(options: Sequence[str], lang: str) -> str:
-    """The Figure 6 prompt: options listed as `A. name` lines; letters derived from their count."""
+def classification_prompt(options: Sequence[str], lang: str, *, cot: bool = False) -> str:
+    """The Figure 6 prompt: options listed as `A. name` lines; letters derived from their count.
+
+    With `cot`, the three steps come before the answer, which is a `Final answer: C` last line.
+    """
     letters = LETTERS[: len(options)]
     listed = "\n".join(f"{letter}. {name}" for letter, name in zip(letters, options, strict=True))
     sep = "、" if lang == "zh" else ", "
+    if cot:
+        return _COT_CLASSIFICATION[lang].format(options=listed, letters=sep.join(letters), steps=_STEPS[lang])
     return _CLASSIFICATION[lang].format(options=listed, letters=sep.join(letters))
 
 
-def nutrition_prompt(lang: str) -> str:
-    return _NUTRITION[lang]
+def nutrition_prompt(lang: str, *, cot: bool = False) -> str:
+    """The Figure 7 prompt; with `cot`, the JSON object comes last, after the three steps."""
+    return (_COT_NUTRITION if cot else _NUTRITION)[lang]
 
 
-def vqa_prompt(question: str, lang: str) -> str:
+def vqa_prompt(question: str, lang: str, *, cot: bool = False) -> str:
+    """The Figure 8 prompt; with `cot`, the answer is a `Final answer: ...` last line."""
+    if cot:
+        return _COT_VQA[lang].format(question=question, steps=_STEPS[lang])
     return _VQA[lang].format(question=question)
 
 
+def task_prompt(task: str, lang: str, *, cot: bool = False, options: Sequence[str] | None = None,
+                question: str | None = None) -> str:
+    """The prompt for one task: `options` for classification, `question` for vqa.
+
+    >>> task_prompt("classification", "en", cot=True, options=["noodles", "rice"]).splitlines()[-1][:31]
+    'The last line must be "Final an'
+    """
+    if task == "classification":
+        if options is None:
+            raise ValueError("classification needs its options")
+        return classification_prompt(options, lang, cot=cot)
+    if task == "nutrition":
+        return nutrition_prompt(lang, cot=cot)
+    if task == "vqa":
+        if question is None:
+            raise ValueError("vqa needs its question")
+        return vqa_prompt(question, lang, cot=cot)
+    raise ValueError(f"unknown task {task!r}")
+
+
 def with_cot(prompt: str, lang: str) -> str:
-    """Prepend the three-step template; the task's own format rules then apply to the final line."""
-    return _COT[lang] + prompt
+    """Deprecated: the three steps prepended to a direct prompt, whose "answer with only ..." rule then
+    contradicts them. Use the task functions with `cot=True`; kept until no caller is left."""
+    return _LEGACY_COT[lang] + prompt
+
+
+_LEGACY_COT = {lang: _STEPS[lang] + ("最后一行必须以“最终答案：”开头，后面紧跟符合下述任务要求格式的答案。\n\n任务：\n"
+                                     if lang == "zh" else
+                                     "The last line must start with \"Final answer: \" followed by the answer in "
+                                     "the format the task below asks for.\n\nTask:\n")
+               for lang in ("zh", "en")}
