@@ -11,6 +11,10 @@ Faults (kind, options):
   "content_filter" 200 with a content-filter finish (OpenAI) / a blocked prompt (Gemini)
 A fault applies to the next `times` requests that `match` (a predicate on the RecordedRequest;
 default: every request). Rules are consumed in the order they were injected.
+
+Besides faults, a subclass may `refuse` a request the way the real service refuses a field it does
+not take (a 400 with the service's own body); refused requests are recorded with fault "refused"
+and consume no fault rule. GET requests (model listings) are answered by `get` and recorded in `gets`.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class RecordedRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # other fields a test asserts on (thinking config...)
     fault: str | None = None
     received_at: float = field(default_factory=time.monotonic)
 
@@ -82,6 +87,7 @@ class FakeServer:
     def __init__(self, oracle: Callable[[RecordedRequest], str] | None = None) -> None:
         self.oracle = oracle or (lambda request: "")
         self.requests: list[RecordedRequest] = []
+        self.gets: list[str] = []
         self._rules: list[FaultRule] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -144,6 +150,13 @@ class FakeServer:
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         return {"error": {"message": message, "code": status}}
 
+    def refuse(self, request: RecordedRequest) -> tuple[int, dict[str, Any]] | None:
+        """(status, body) when the service would refuse this request as sent; None to answer it."""
+        return None
+
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        return 404, self.error_body(404, f"no route {path}")
+
     # -- HTTP
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -168,12 +181,15 @@ class FakeServer:
                         server.parse(self.path, body, request)
                     except (ValueError, KeyError, TypeError, AttributeError):
                         body = None  # answered below as a 400, like a real server would
-                rule = server._take_fault(request)
-                request.fault = rule.kind if rule else None
+                refusal = server.refuse(request) if body is not None else None
+                rule = server._take_fault(request) if refusal is None else None
+                request.fault = "refused" if refusal is not None else rule.kind if rule else None
                 with server._lock:
                     server.requests.append(request)
                 if body is None:
                     return self._send(400, server.error_body(400, "body is not JSON"))
+                if refusal is not None:
+                    return self._send(*refusal)
                 if rule is None:
                     return self._send(200, server.success(request, server.oracle(request)))
                 kind = rule.kind
@@ -193,6 +209,11 @@ class FakeServer:
                 if rule.options.get("retry_after") is not None:
                     headers["Retry-After"] = str(rule.options["retry_after"])
                 return self._send(status, server.error_body(status, f"injected {kind}"), headers)
+
+            def do_GET(self) -> None:
+                with server._lock:
+                    server.gets.append(self.path)
+                return self._send(*server.get(self.path))
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
