@@ -11,7 +11,9 @@ certifi's CA bundle, the server's own error message, `Retry-After`. run.json rec
 that answered, wherever it came from.
 
 Images travel as data-URI `image_url` parts. The runner retries (one place counts attempts and
-backoff), so this client never does.
+backoff), so this client never does. What goes into each body (which token-limit field, whether a
+temperature, what limit fits a local server's context) is `policy.ChatPolicy`'s: a 400 naming a field
+the server refuses is adapted once, on the first request, before the others are sent.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from eval.backends._retry import (
     resolve_api_key,
     scrub,
 )
-from eval.types import BackendError, ConfigError, ImagePart, Message, Request, Response
+from eval.backends.policy import ChatPolicy, error_message, refuse_options, rough_prompt_tokens
+from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
 
 OPENAI_URL = "https://api.openai.com/v1"
+FIRST_REQUEST_WAIT_S = 2.0  # refusals come back in well under a second; a real answer may take minutes
 VLLM_HINT = ("if this is a `vllm serve` endpoint, start it with --limit-mm-per-prompt '{\"image\": N}' "
              "(N >= the images sent) and a pixel cap (--mm-processor-kwargs '{\"max_pixels\": ...}')")
 
@@ -60,10 +64,11 @@ def to_openai_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
 
 
 class OpenAIChatBackend:
-    """POST {base_url}/chat/completions at temperature 0 with max_tokens and seed."""
+    """POST {base_url}/chat/completions with what the request policy says (temperature 0, a limit, seed)."""
 
     def __init__(self, model: str, *, base_url: str | None = None, timeout: float = 120.0,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, reasoning_effort: str | None = None,
+                 max_tokens: int | None = DEFAULT_MAX_TOKENS, max_tokens_explicit: bool | None = None) -> None:
         try:
             import aiohttp
             import orjson
@@ -89,6 +94,14 @@ class OpenAIChatBackend:
         self._proxy = _proxy_for(self._url)
         self._session: Any = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
+        # A self-hosted server (vllm serve...) is asked for its context once; OpenAI itself is not.
+        local = base_url is not None and host_of(base_url) != "api.openai.com"
+        self.policy = ChatPolicy(model, reasoning_effort=reasoning_effort, local=local, max_tokens=max_tokens,
+                                 max_tokens_explicit=max_tokens_explicit)
+        self._models_url = (base_url or OPENAI_URL).rstrip("/") + "/models"
+        self._probed = not local
+        self._first: asyncio.Event | None = None
+        self._first_loop: asyncio.AbstractEventLoop | None = None
 
     def _client(self) -> Any:
         """This event loop's session: connections are bound to the loop that opened them."""
@@ -109,26 +122,110 @@ class OpenAIChatBackend:
             await session.close()
 
     async def generate(self, request: Request) -> Response:
-        aiohttp, orjson = self._aiohttp, self._orjson
-        body = orjson.dumps({"model": self.model, "messages": to_openai_messages(request.messages),
-                             "temperature": request.config.temperature, "max_tokens": request.config.max_tokens,
-                             "seed": request.config.seed})
+        """One answer. The first request goes ahead alone for a moment: a refusal it meets (an OpenAI
+        reasoning model's 400 for max_tokens, a context refusal) comes back fast and is adapted before
+        the others are sent. The wait is short and bounded: it counts against their attempt timeout."""
+        if self.policy.settled:
+            return await self._generate(request)
+        loop = asyncio.get_running_loop()
+        first = self._first
+        if first is None or self._first_loop is not loop:  # an Event belongs to one event loop
+            first = self._first = asyncio.Event()
+            self._first_loop = loop
+            try:
+                await self._probe_context()
+                return await self._generate(request)
+            finally:
+                self.policy.settled = True
+                first.set()
         try:
-            async with self._client().post(self._url, data=body, headers=self._headers, proxy=self._proxy) as reply:
-                payload = await reply.read()
-                status, headers = reply.status, reply.headers
+            await asyncio.wait_for(first.wait(), timeout=min(FIRST_REQUEST_WAIT_S, self.timeout / 4))
+        except TimeoutError:
+            pass  # a slow first answer (a model thinking): nothing to adapt, go ahead
+        return await self._generate(request)
+
+    async def check(self) -> None:
+        """Start-up check the harness may call before a run: ConfigError (one line) when the asked
+        --max-tokens cannot fit the server's context. Costs one GET {base_url}/models on a local server."""
+        await self._probe_context()
+        if self.policy.fatal:
+            raise ConfigError(self.policy.fatal)
+
+    async def _probe_context(self) -> None:
+        """Ask a self-hosted server once for the model's context (vLLM reports `max_model_len`)."""
+        if self._probed:
+            return
+        self._probed = True
+        aiohttp, orjson = self._aiohttp, self._orjson
+        try:
+            async with self._client().get(self._models_url, headers=self._headers, proxy=self._proxy,
+                                          timeout=aiohttp.ClientTimeout(total=min(self.timeout, 10.0))) as reply:
+                if reply.status != 200:
+                    return
+                listing = orjson.loads(await reply.read())
+        except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
+            return  # no listing: the limit is sent as asked, and a context refusal is adapted
+        models = listing.get("data") if isinstance(listing, dict) else None
+        if not isinstance(models, list):
+            return
+        entries = [m for m in models if isinstance(m, dict)]
+        mine = [m for m in entries if m.get("id") == self.model] or (entries if len(entries) == 1 else [])
+        context = mine[0].get("max_model_len") if mine else None
+        if isinstance(context, int) and not isinstance(context, bool):
+            self.policy.set_context(context, "GET /models max_model_len")
+
+    async def _generate(self, request: Request) -> Response:
+        if self.policy.fatal:
+            raise BackendError(self.policy.fatal, retryable=False)
+        messages = to_openai_messages(request.messages)
+        prompt_size = rough_prompt_tokens(request.messages)
+        limit: int | None = None
+        for _ in range(6):  # each pass adapts one refused field; a model refuses at most a few
+            body, version = self.policy.body(self.model, messages, request.config, prompt_size, limit)
+            status, headers, payload = await self._post(body)
+            if status != 400:
+                break
+            verdict, detail = self.policy.adapt(payload, version, prompt_size, request.config.max_tokens)
+            if verdict == "fail":
+                if self.policy.fatal:  # a setting the server will never take: the same line for every item
+                    raise BackendError(self.policy.fatal, retryable=False)
+                raise BackendError(detail or self._http_error(status, payload), retryable=False, status=status)
+            if verdict != "retry":
+                break
+            limit = detail if isinstance(detail, int) else None
+        if not 200 <= status < 300:
+            raise BackendError(self._http_error(status, payload), retryable=is_retryable_status(status),
+                               status=status, retry_after=parse_retry_after(headers))
+        return self._response(payload, prompt_size)
+
+    async def _post(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
+        aiohttp = self._aiohttp
+        try:
+            async with self._client().post(self._url, data=self._orjson.dumps(body), headers=self._headers,
+                                           proxy=self._proxy) as reply:
+                return reply.status, reply.headers, await reply.read()
         except (TimeoutError, aiohttp.ServerTimeoutError):
             raise BackendError("request timed out", retryable=True) from None
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body, DNS, TLS, proxy
             # Scrub before shortening: a cut through the key would leave part of it behind.
             raise BackendError(f"cannot reach the model server ({_short(scrub(_describe(exc), self._key))})",
                                retryable=True) from None
-        if not 200 <= status < 300:
-            message = f"HTTP {status} from the model server: {_short(scrub(_error_message(payload), self._key))}"
-            if status == 400 and "image" in message[len(f"HTTP {status}"):].lower():
-                message += f" ({VLLM_HINT})"
-            raise BackendError(message, retryable=is_retryable_status(status), status=status,
-                               retry_after=parse_retry_after(headers))
+
+    def _http_error(self, status: int, payload: bytes) -> str:
+        message = f"HTTP {status} from the model server: {_short(scrub(error_message(payload), self._key))}"
+        if status == 400 and "image" in message[len(f"HTTP {status}"):].lower():
+            message += f" ({VLLM_HINT})"
+        return message
+
+    def _response(self, payload: bytes, prompt_size: int) -> Response:
+        """A completion -> Response: the answer text only; a cut answer is a truncated Response.
+
+        Reasoning that a server returns apart (vLLM's `reasoning_content` / `reasoning` with a
+        reasoning parser) is not the answer: it is counted (`reasoning_tokens`, when the server says)
+        and left out of the text, so parsers read the answer alone. Reasoning inline in the content
+        (`<think>...</think>` without a parser) stays in the text; parsers drop it themselves.
+        """
+        orjson = self._orjson
         try:
             completion = orjson.loads(payload)
             choices = completion.get("choices")
@@ -136,6 +233,8 @@ class OpenAIChatBackend:
             message_obj = choice.get("message") if choice else None
             finish = choice.get("finish_reason") if choice else None
             text = message_obj.get("content") if isinstance(message_obj, dict) else None
+            reasoning = (message_obj.get("reasoning_content") or message_obj.get("reasoning")
+                         if isinstance(message_obj, dict) else None)
             usage = completion.get("usage")
         except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError, IndexError) as exc:
             raise BackendError(f"malformed response from the model server ({type(exc).__name__})",
@@ -145,15 +244,24 @@ class OpenAIChatBackend:
         if finish == "content_filter":
             raise BackendError("content blocked by the provider's filter", retryable=False)
         if not isinstance(text, str):
-            raise BackendError("the server returned an empty message", retryable=True)
-        tokens = None
+            # Thinking that used the whole limit (finish "length"), or a model that never closed its
+            # thinking: asking again would give the same (greedy) answer, so it is an empty answer.
+            if finish != "length" and not reasoning:
+                raise BackendError("the server returned an empty message", retryable=True)
+            text = ""
+        tokens: dict[str, int] = {}
         if isinstance(usage, dict):
             tokens = {k: usage[k] for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)}
+            details = usage.get("completion_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
+                tokens["reasoning_tokens"] = details["reasoning_tokens"]
+            self.policy.learn_prompt_size(prompt_size, tokens.get("prompt_tokens"))
         return Response(text=text, usage=tokens or None, finish_reason=finish)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "openai", "model": self.model, "base_url_host": host_of(self.base_url),
-                "client": "aiohttp", "client_version": self._aiohttp.__version__}
+                "client": "aiohttp", "client_version": self._aiohttp.__version__,
+                "request_policy": self.policy.describe()}
 
 
 _SSL: Any = None
@@ -190,24 +298,6 @@ def _proxy_for(url: str) -> str | None:
     return proxy
 
 
-def _error_message(payload: bytes) -> str:
-    """The server's own words: OpenAI's {"error": {"message"}}, vLLM's {"message"}, or the text."""
-    import json
-
-    try:
-        data = json.loads(payload)
-    except ValueError:
-        return payload.decode("utf-8", "replace") or "(empty body)"
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        for key in ("message", "detail", "error"):
-            if data.get(key):
-                return str(data[key])
-    return str(data)
-
-
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -216,7 +306,17 @@ def _short(text: str) -> str:
     return " ".join(str(text).split())[:200]
 
 
-def make(model: str, *, base_url: str | None = None, timeout: float = 120.0,
-         api_key: str | None = None, **_: Any) -> OpenAIChatBackend:
-    """`api_key` overrides the environment for this instance only; it is never recorded."""
-    return OpenAIChatBackend(model, base_url=base_url, timeout=timeout, api_key=api_key)
+def make(model: str, *, base_url: str | None = None, timeout: float = 120.0, api_key: str | None = None,
+         reasoning_effort: str | None = None, thinking_budget: int | None = None,
+         max_tokens: int | None = DEFAULT_MAX_TOKENS, max_tokens_explicit: bool | None = None,
+         **_: Any) -> OpenAIChatBackend:
+    """`api_key` overrides the environment for this instance only; it is never recorded.
+
+    `max_tokens` is the run's limit (a local server's context is checked against it);
+    `max_tokens_explicit` says the user chose it (default: any value but DEFAULT_MAX_TOKENS).
+    """
+    refuse_options(f"openai:{model}", reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
+                   usable=("reasoning_effort",))
+    return OpenAIChatBackend(model, base_url=base_url, timeout=timeout, api_key=api_key,
+                             reasoning_effort=reasoning_effort, max_tokens=max_tokens,
+                             max_tokens_explicit=max_tokens_explicit)

@@ -1,0 +1,310 @@
+"""What each backend may be asked for, and what the `openai:` backend actually sends (its request policy).
+
+A run asks for `GenerationConfig` (temperature 0, 16,384 tokens, a seed, maybe a reasoning effort);
+servers differ in what they accept. OpenAI's reasoning models refuse `max_tokens` and any temperature
+but their default; a `vllm serve` endpoint refuses prompt + limit beyond its context. `ChatPolicy` keeps
+what one backend instance has learned, so each refusal is answered once for the whole run, and
+`describe()` records what was sent in run.json.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from eval.types import DEFAULT_MAX_TOKENS, ConfigError, ImagePart, Message
+
+# --- options a backend cannot use: refused at make(), in one line ------------------------------
+
+EFFORT_HINT = "--reasoning-effort is for OpenAI reasoning models (openai:o3, openai:gpt-5...) and Gemini 3"
+BUDGET_HINT = "--thinking-budget is for Gemini thinking models (gemini:gemini-2.5-pro...)"
+
+
+def refuse_options(spec: str, *, reasoning_effort: str | None = None, thinking_budget: int | None = None,
+                   usable: Iterable[str] = ()) -> None:
+    """ConfigError when the run asks `spec` for a setting it cannot send (rather than silently dropping it)."""
+    usable = set(usable)
+    if reasoning_effort is not None and "reasoning_effort" not in usable:
+        raise ConfigError(f"{EFFORT_HINT}; {spec} cannot use it")
+    if thinking_budget is not None and "thinking_budget" not in usable:
+        raise ConfigError(f"{BUDGET_HINT}; {spec} cannot use it"
+                          + (" (OpenAI reasoning models take --reasoning-effort)" if spec.startswith("openai:") else ""))
+
+
+# --- OpenAI reasoning models --------------------------------------------------------------------
+
+# OpenAI's reasoning models take `max_completion_tokens` (thinking and answer together), refuse
+# `max_tokens` and any temperature or top_p but the default, and accept `reasoning_effort`:
+#   o1, o1-mini, o1-pro, o3, o3-mini, o3-pro, o4-mini (any dated snapshot), codex-mini,
+#   gpt-5, gpt-5-mini, gpt-5-nano, gpt-5.1, gpt-5-pro... but not gpt-5-chat(-latest), the chat model.
+# A model missing here is still served: its first refusal teaches the policy (see ChatPolicy.adapt).
+_REASONING_NAME = re.compile(r"^(o[134](-|$)|gpt-5(?!-chat)|codex-mini)")
+
+
+def is_openai_reasoning_model(model: str) -> bool:
+    """By name, after any router prefix (`openai/o3`).
+
+    >>> [is_openai_reasoning_model(m) for m in ("o4-mini", "gpt-5.1", "gpt-5-chat-latest", "gpt-4o", "openai/o3")]
+    [True, True, False, False, True]
+    """
+    return bool(_REASONING_NAME.match(model.rsplit("/", 1)[-1].lower()))
+
+
+# --- what a 400 says ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Refusal:
+    """A 400 that names a request field the server will not take (OpenAI: error.param/error.code)."""
+
+    param: str
+    message: str
+
+
+_UNSUPPORTED = re.compile(r"Unsupported (?:parameter|value): '([A-Za-z_.]+)'")
+_ADAPTABLE = {"max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "reasoning_effort"}
+
+
+def error_message(payload: bytes) -> str:
+    """The server's own words: OpenAI's {"error": {"message"}}, vLLM's {"message"}, or the text."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return payload.decode("utf-8", "replace") or "(empty body)"
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        for key in ("message", "detail", "error"):
+            if data.get(key):
+                return str(data[key])
+    return str(data)
+
+
+def parse_refusal(payload: bytes) -> Refusal | None:
+    """The field an OpenAI-style 400 refuses, when it is one the policy can adapt.
+
+    >>> parse_refusal(b'{"error": {"message": "Unsupported parameter: \\'max_tokens\\' is not supported with this '
+    ...               b'model.", "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}}').param
+    'max_tokens'
+    """
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return None
+    message = str(error.get("message") or "")
+    param = error.get("param")
+    match = _UNSUPPORTED.search(message)
+    if not isinstance(param, str) or param not in _ADAPTABLE:
+        param = match.group(1) if match else None
+    if param in _ADAPTABLE and (match or error.get("code") in ("unsupported_parameter", "unsupported_value")):
+        return Refusal(param, message)
+    return None
+
+
+_CONTEXT_PATTERNS = (
+    # vLLM before 0.10: "This model's maximum context length is 16384 tokens. However, you requested
+    # 17000 tokens (616 in the messages, 16384 in the completion). Please reduce ..."
+    re.compile(r"maximum context length is (\d+) tokens\. However, you requested \d+ tokens \((\d+) in the messages"),
+    # vLLM 0.10+: "'max_tokens' or 'max_completion_tokens' is too large: 16384. This model's maximum
+    # context length is 16384 tokens and your request has 616 input tokens (16384 > 16384 - 616)."
+    re.compile(r"maximum context length is (\d+) tokens and your request has (\d+) input tokens"),
+    # The prompt alone is too long: "... However, your request has 17000 input tokens. Please reduce ..."
+    re.compile(r"maximum context length is (\d+) tokens\. However, your (?:request|messages) (?:has|resulted in) (\d+)"),
+)
+
+
+def parse_context_overflow(message: str) -> tuple[int, int] | None:
+    """(context, prompt tokens) from a server's "prompt + limit exceeds the context" refusal.
+
+    >>> parse_context_overflow("This model's maximum context length is 16384 tokens. However, you requested "
+    ...                        "17000 tokens (616 in the messages, 16384 in the completion).")
+    (16384, 616)
+    """
+    for pattern in _CONTEXT_PATTERNS:
+        match = pattern.search(message)
+        if match:
+            return int(match.group(1)), int(match.group(2))
+    return None
+
+
+def rough_prompt_tokens(messages: tuple[Message, ...]) -> int:
+    """A cheap size of a prompt before the server counts it: ~4 characters per text token, 256 per image.
+
+    Only its ratio to the server's count matters: ChatPolicy scales it by what the server reported.
+    """
+    chars = sum(len(part) for m in messages for part in m.content if isinstance(part, str))
+    images = sum(1 for m in messages for part in m.content if isinstance(part, ImagePart))
+    return max(1, chars // 4 + 256 * images)
+
+
+# --- the policy of one openai: backend instance -------------------------------------------------
+
+class ChatPolicy:
+    """What one `openai:` backend sends; shared by its concurrent requests, changed under a lock.
+
+    Starts from the name table (reasoning models: `max_completion_tokens`, no temperature) and
+    learns from refusals: each adaptation is made once, and every later request uses it.
+    """
+
+    def __init__(self, model: str, *, reasoning_effort: str | None = None, local: bool = False,
+                 max_tokens: int | None = DEFAULT_MAX_TOKENS, max_tokens_explicit: bool | None = None) -> None:
+        self.model = model
+        self.reasoning = is_openai_reasoning_model(model)
+        self.reasoning_effort = reasoning_effort
+        self.local = local  # a self-hosted server: ask it for its context once
+        self.max_tokens = max_tokens
+        # The default limit is fitted under a small context; a limit the user chose is refused instead.
+        self.max_tokens_explicit = (max_tokens is not None and max_tokens != DEFAULT_MAX_TOKENS
+                                    if max_tokens_explicit is None else max_tokens_explicit)
+        self.token_param = "max_completion_tokens" if self.reasoning else "max_tokens"
+        self.send_temperature = not self.reasoning
+        self.send_seed = True
+        self.context: int | None = None
+        self.context_source: str | None = None
+        self.fatal: str | None = None  # set once a refusal cannot be adapted: later requests fail at once
+        self.settled = False  # the first request has been answered: later ones may run concurrently
+        self.adaptations: list[str] = []
+        self.requested: dict[str, Any] = {}
+        self._scale: float | None = None  # server prompt tokens / rough_prompt_tokens, the largest seen
+        self._limits_left_to_server = 0
+        self._version = 0
+        self._lock = threading.Lock()
+
+    # -- building a request
+    def body(self, model: str, messages: list[dict[str, Any]], config: Any, prompt_size: int,
+             limit: int | None = None) -> tuple[dict[str, Any], int]:
+        """The JSON body for one request and the policy version it was built with.
+
+        `limit` overrides the token limit for this request (after a context refusal that named its prompt).
+        """
+        with self._lock:
+            if not self.requested:
+                self.requested = {"temperature": config.temperature, "max_tokens": config.max_tokens,
+                                  "seed": config.seed}
+            body: dict[str, Any] = {"model": model, "messages": messages}
+            if self.send_temperature:
+                body["temperature"] = config.temperature
+            if self.send_seed:
+                body["seed"] = config.seed
+            if config.reasoning_effort is not None:
+                body["reasoning_effort"] = config.reasoning_effort
+            tokens = limit if limit is not None else self._fit(config.max_tokens, prompt_size)
+            if tokens is not None:
+                body[self.token_param] = tokens
+            return body, self._version
+
+    def _fit(self, requested: int | None, prompt_size: int) -> int | None:
+        """The limit to send: the requested one, or none when prompt + limit would pass the context.
+
+        Without a limit, vLLM generates up to what remains of its context (max_model_len - prompt),
+        which is then below the requested limit: the request is never refused and never longer than asked.
+        """
+        if requested is None or self.context is None:
+            return requested
+        if requested + int(prompt_size * (self._scale or 1.0)) > self.context:
+            self._limits_left_to_server += 1
+            return None
+        return requested
+
+    def learn_prompt_size(self, prompt_size: int, server_tokens: int | None) -> None:
+        """Calibrate the prompt estimate by what the server counted (usage or a refusal)."""
+        if isinstance(server_tokens, int) and server_tokens > 0 and prompt_size > 0:
+            with self._lock:
+                self._scale = max(self._scale or 0.0, server_tokens / prompt_size)
+
+    # -- the server's context
+    def set_context(self, context: int | None, source: str) -> None:
+        with self._lock:
+            if context and context > 0 and self.context is None:
+                self.context, self.context_source = int(context), source
+                if self.max_tokens_explicit and self.max_tokens is not None and self.max_tokens >= context:
+                    self.fatal = (f"--max-tokens {self.max_tokens} does not fit the server's context of {context} "
+                                  f"tokens for {self.model} (prompt + limit must fit): lower --max-tokens, leave it "
+                                  "at its default, or start the server with a larger --max-model-len")
+
+    # -- refusals
+    def adapt(self, payload: bytes, version: int, prompt_size: int, requested: int | None) -> tuple[str, Any]:
+        """Answer a 400: ("retry", limit for this request or None), ("fail", message or None), or ("no", None).
+
+        A refusal another request already adapted to (the version moved on) is simply retried.
+        """
+        message = error_message(payload)
+        overflow = parse_context_overflow(message)
+        if overflow is not None:
+            return self._adapt_context(*overflow, prompt_size=prompt_size, requested=requested)
+        refusal = parse_refusal(payload)
+        if refusal is None:
+            return "no", None
+        with self._lock:
+            if version != self._version:
+                return "retry", None
+            param = refusal.param
+            if param == "reasoning_effort":
+                self.fatal = (f"the server refuses reasoning_effort for {self.model}: run without "
+                              f"--reasoning-effort ({' '.join(refusal.message.split())[:100]})")
+                return "fail", None
+            if param == "max_tokens" and self.token_param == "max_tokens":
+                self.token_param = "max_completion_tokens"
+                self._note("max_tokens refused: the limit is sent as max_completion_tokens")
+            elif param == "max_completion_tokens" and self.token_param == "max_completion_tokens":
+                self.token_param = "max_tokens"
+                self._note("max_completion_tokens refused: the limit is sent as max_tokens")
+            elif param in ("temperature", "top_p") and self.send_temperature:
+                self.send_temperature = False
+                self._note("temperature refused: omitted (the model only samples at its default)")
+            elif param == "seed" and self.send_seed:
+                self.send_seed = False
+                self._note("seed refused: omitted")
+            else:
+                return "no", None
+            return "retry", None
+
+    def _adapt_context(self, context: int, prompt: int, *, prompt_size: int, requested: int | None) -> tuple[str, Any]:
+        self.set_context(context, "the server's context-length refusal")
+        self.learn_prompt_size(prompt_size, prompt)
+        with self._lock:
+            if self.fatal:
+                return "fail", None
+            room = context - prompt
+            if room < 1:  # the prompt alone fills the context: no limit can help this item
+                return "fail", (f"the prompt is {prompt} tokens, the server's context {context}: send fewer "
+                                "--images or a smaller --max-image-side, or give the server a larger --max-model-len")
+            if not any(a.startswith("context") for a in self.adaptations):
+                self._note(f"context refusal: prompt + limit kept under the server's {context} tokens")
+            return "retry", room if requested is None else min(requested, room)
+
+    def _note(self, text: str) -> None:
+        self.adaptations.append(text)
+        self._version += 1
+
+    # -- run.json
+    def describe(self) -> dict[str, Any]:
+        """Exactly what is sent, as learned so far (describe() is called again after the run)."""
+        with self._lock:
+            requested = self.requested or {}
+            limit = requested.get("max_tokens", self.max_tokens)
+            policy: dict[str, Any] = {
+                "recognised_as": "reasoning model (name table)" if self.reasoning else "chat model",
+                "token_limit_param": self.token_param,
+                "token_limit": limit if limit is not None else "none sent (the server's default)",
+                "temperature": (requested.get("temperature", 0.0) if self.send_temperature
+                                else "omitted (the model only supports its default)"),
+                "seed": requested.get("seed", "as requested") if self.send_seed else "omitted (refused by the server)",
+                "reasoning_effort": self.reasoning_effort,
+            }
+            if self.context is not None:
+                policy["server_context"] = self.context
+                policy["server_context_source"] = self.context_source
+                policy["token_limit_fit"] = ("none sent when prompt + limit would pass the context "
+                                             "(the server then fills what remains)")
+                policy["requests_without_limit"] = self._limits_left_to_server
+            if self.adaptations:
+                policy["adapted"] = list(self.adaptations)
+            return policy

@@ -1,0 +1,171 @@
+"""OpenAI reasoning models (o3, o4-mini, gpt-5) through the `openai:` backend, against a fake that
+refuses what the real API refuses: `max_tokens` and temperature 0 (HTTP 400, OpenAI's own bodies).
+
+A default run (16,384 tokens) answers every item with one request each; a model the name table
+does not know costs one extra request per refused field, for the whole run; a budget smaller than
+the model's thinking gives truncated answers that are not asked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from eval import api
+from eval.backends import openai_chat, release
+from eval.backends.policy import ChatPolicy, is_openai_reasoning_model, parse_refusal
+from eval.settings import RunSettings
+from eval.types import ConfigError, GenerationConfig, Message, Request
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers_harness import make_release, model_oracle, read_jsonl
+
+KEY = "sk-test-reasoning-1b2c3d"
+ITEMS = 6 + 4 + 3
+
+
+@pytest.fixture(scope="module")
+def release_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_release(tmp_path_factory.mktemp("release"))
+
+
+@pytest.fixture(autouse=True)
+def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def settings(release_dir: Path, server: FakeOpenAIServer, out: Path, **overrides) -> RunSettings:
+    base = dict(task="all", model="openai:o4-mini", base_url=server.base_url, dataset=str(release_dir), out=out,
+                concurrency=4, seed=7, timeout=10.0, max_attempts=4, retry_base_delay=0.05, n_boot=100)
+    base.update(overrides)
+    return RunSettings(**base)
+
+
+def run(release_dir: Path, server: FakeOpenAIServer, out: Path, **overrides) -> tuple[Path, list[dict]]:
+    s = settings(release_dir, server, out, **overrides)
+    server.oracle = model_oracle(release_dir, s)
+    folder = api.run(s, progress=False)
+    return folder, read_jsonl(folder / "predictions.jsonl")
+
+
+def test_the_name_table_knows_openais_reasoning_models():
+    assert all(map(is_openai_reasoning_model, ["o1", "o3", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini",
+                                               "gpt-5.1", "openai/gpt-5-nano"]))
+    assert not any(map(is_openai_reasoning_model, ["gpt-4o", "gpt-4.1-mini", "gpt-5-chat-latest", "Qwen/Qwen3-VL-8B",
+                                                   "olmo-2", "o"]))
+
+
+def test_a_known_reasoning_model_is_asked_right_the_first_time(release_dir, tmp_path):
+    with FakeOpenAIServer(reasoning=True, thinking_tokens=3000) as server:
+        out, predictions = run(release_dir, server, tmp_path / "run")
+    assert len(server.requests) == ITEMS and not any(r.fault for r in server.requests)
+    for sent in server.requests:
+        assert sent.extra == {"max_completion_tokens": 16384} and "temperature" not in sent.body
+        assert sent.seed == 7
+    assert all(p["error"] is None and p["attempts"] == 1 and not p["truncated"] for p in predictions)
+    assert all(p["usage"]["reasoning_tokens"] == 3000 and p["usage"]["completion_tokens"] == 3005
+               for p in predictions)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["classification"]["accuracy"] == 1.0 and metrics["nutrition"]["avg_mape"] == 0.0
+    policy = json.loads((out / "run.json").read_text())["backend"]["request_policy"]
+    assert policy["token_limit_param"] == "max_completion_tokens" and policy["token_limit"] == 16384
+    assert policy["temperature"].startswith("omitted") and policy["recognised_as"].startswith("reasoning")
+
+
+def test_an_unknown_reasoning_model_is_adapted_once_for_the_whole_run(release_dir, tmp_path):
+    """One refusal of max_tokens, one of temperature: two extra requests, whatever the item count."""
+    with FakeOpenAIServer(reasoning=True, thinking_tokens=3000) as server:
+        out, predictions = run(release_dir, server, tmp_path / "run", model="openai:house-reasoner", concurrency=8)
+    refused = [r for r in server.requests if r.fault == "refused"]
+    assert len(refused) == 2 and len(server.requests) == ITEMS + 2
+    assert all(p["error"] is None and p["attempts"] == 1 for p in predictions)
+    answered = [r for r in server.requests if r.fault is None]
+    assert all("max_tokens" not in r.body and "temperature" not in r.body for r in answered)
+    policy = json.loads((out / "run.json").read_text())["backend"]["request_policy"]
+    assert policy["token_limit_param"] == "max_completion_tokens"
+    assert len(policy["adapted"]) == 2 and policy["temperature"].startswith("omitted")
+
+
+def test_many_requests_in_flight_share_one_adaptation():
+    """Sent together by one caller (no runner in between): still about one extra request per refusal."""
+    request = Request(id="x", task="vqa", messages=(Message("user", ("Which dish?",)),),
+                      config=GenerationConfig(), request_hash="x")
+
+    async def ask_all(backend):
+        try:
+            return await asyncio.gather(*(backend.generate(request) for _ in range(20)))
+        finally:
+            await release(backend)
+
+    with FakeOpenAIServer(oracle=lambda r: "B", reasoning=True, thinking_tokens=100) as server:
+        responses = asyncio.run(ask_all(openai_chat.make("house-reasoner", base_url=server.base_url)))
+    assert [r.text for r in responses] == ["B"] * 20
+    assert len(server.requests) <= 20 + 2 + 1
+
+
+def test_a_budget_below_the_thinking_need_gives_truncated_answers_not_retries(release_dir, tmp_path):
+    with FakeOpenAIServer(reasoning=True, thinking_tokens=3000) as server:
+        out, predictions = run(release_dir, server, tmp_path / "run", task="classification", max_tokens=1000)
+    assert len(server.requests) == 6  # nothing asked twice: the same request would be cut again
+    for p in predictions:
+        assert (p["raw"], p["finish_reason"], p["truncated"], p["error"], p["attempts"]) == ("", "length", True,
+                                                                                               None, 1)
+        assert p["usage"]["reasoning_tokens"] == 1000
+    assert json.loads((out / "metrics.json").read_text())["classification"]["accuracy"] == 0.0
+
+
+def test_reasoning_effort_is_sent_to_a_reasoning_model(release_dir, tmp_path):
+    with FakeOpenAIServer(reasoning=True) as server:
+        out, _ = run(release_dir, server, tmp_path / "run", task="vqa", reasoning_effort="high")
+    assert [r.extra.get("reasoning_effort") for r in server.requests] == ["high"] * 3
+    assert json.loads((out / "run.json").read_text())["backend"]["request_policy"]["reasoning_effort"] == "high"
+
+
+def test_reasoning_effort_a_model_refuses_fails_in_one_line_without_asking_every_item(release_dir, tmp_path):
+    with FakeOpenAIServer(refuse_reasoning_effort=True) as server:
+        _, predictions = run(release_dir, server, tmp_path / "run", model="openai:gpt-4o", task="classification",
+                             reasoning_effort="low")
+    assert len(server.requests) == 1
+    errors = {p["error"] for p in predictions}
+    assert len(errors) == 1
+    (error,) = errors
+    assert "reasoning_effort" in error and "--reasoning-effort" in error and "\n" not in error
+
+
+def test_a_thinking_budget_is_refused_before_any_request():
+    with pytest.raises(ConfigError, match="--thinking-budget.*openai:o3.*--reasoning-effort"):
+        openai_chat.make("o3", thinking_budget=1024)
+
+
+def test_no_limit_sends_no_limit():
+    with FakeOpenAIServer(oracle=lambda r: "A") as server:
+        backend = openai_chat.make("gpt-4o", base_url=server.base_url, max_tokens=None)
+        request = Request(id="x", task="vqa", messages=(Message("user", ("Hi",)),),
+                          config=GenerationConfig(max_tokens=None), request_hash="x")
+
+        async def ask():
+            try:
+                return await backend.generate(request)
+            finally:
+                await release(backend)
+
+        assert asyncio.run(ask()).text == "A"
+    assert not {"max_tokens", "max_completion_tokens"} & set(server.requests[0].body)
+    assert server.requests[0].temperature == 0.0
+
+
+def test_refusals_are_read_from_openais_error_bodies():
+    body = (b'{"error": {"message": "Unsupported value: \'temperature\' does not support 0 with this model. Only the '
+            b'default (1) value is supported.", "type": "invalid_request_error", "param": "temperature", '
+            b'"code": "unsupported_value"}}')
+    assert parse_refusal(body).param == "temperature"
+    assert parse_refusal(b'{"error": {"message": "injected 400", "code": 400}}') is None
+    assert parse_refusal(b"not json") is None
+    policy = ChatPolicy("gpt-4o")
+    _, version = policy.body("gpt-4o", [], GenerationConfig(), 10)
+    assert policy.adapt(body, version, 10, 16384) == ("retry", None)
+    assert policy.adapt(body, version, 10, 16384) == ("retry", None)  # a second in-flight refusal: no new adaptation
+    assert len(policy.adaptations) == 1 and not policy.send_temperature

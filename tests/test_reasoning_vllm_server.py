@@ -1,0 +1,181 @@
+"""`openai:` against a `vllm serve`-like endpoint: the default limit (16,384) is fitted under the
+server's context, a context refusal is adapted once, a limit the user chose that cannot fit is one
+clear error, and reasoning returned apart (`reasoning_content` / `reasoning`) stays out of the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from eval import api
+from eval.backends import openai_chat, release
+from eval.backends.policy import parse_context_overflow
+from eval.settings import RunSettings
+from eval.types import ConfigError, GenerationConfig, Message, Request
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers_harness import make_release, model_oracle, read_jsonl
+
+ITEMS = 6 + 4 + 3
+MODEL = "Qwen/Qwen3-VL-8B-Thinking"
+
+
+@pytest.fixture(scope="module")
+def release_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_release(tmp_path_factory.mktemp("release"))
+
+
+@pytest.fixture(autouse=True)
+def no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run(release_dir: Path, server: FakeOpenAIServer, out: Path, **overrides) -> tuple[Path, list[dict]]:
+    base = dict(task="all", model=f"openai:{MODEL}", base_url=server.base_url, dataset=str(release_dir), out=out,
+                concurrency=4, timeout=10.0, max_attempts=3, retry_base_delay=0.05, n_boot=100)
+    s = RunSettings(**{**base, **overrides})
+    server.oracle = model_oracle(release_dir, s)
+    folder = api.run(s, progress=False)
+    return folder, read_jsonl(folder / "predictions.jsonl")
+
+
+def server(**options) -> FakeOpenAIServer:
+    return FakeOpenAIServer(model_id=MODEL, prompt_tokens_per_image=600, **options)
+
+
+def test_a_default_run_fits_a_16k_context_and_reads_the_answer_not_the_reasoning(release_dir, tmp_path):
+    with server(max_model_len=16384, reasoning_field="reasoning_content") as fake:
+        out, predictions = run(release_dir, fake, tmp_path / "run")
+    assert fake.gets == ["/v1/models"]  # asked once
+    assert len(fake.requests) == ITEMS and not any(r.fault for r in fake.requests)
+    assert all(r.max_tokens is None for r in fake.requests)  # left to the server: what remains of its context
+    assert all(p["error"] is None and p["finish_reason"] == "stop" and "noodles" not in p["raw"] for p in predictions)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["classification"]["accuracy"] == 1.0 and metrics["nutrition"]["avg_mape"] == 0.0
+    policy = json.loads((out / "run.json").read_text())["backend"]["request_policy"]
+    assert policy["server_context"] == 16384 and policy["requests_without_limit"] == ITEMS
+    assert policy["token_limit_param"] == "max_tokens" and policy["temperature"] == 0.0
+
+
+def test_a_large_context_gets_the_limit_as_asked(release_dir, tmp_path):
+    with server(max_model_len=262144) as fake:
+        run(release_dir, fake, tmp_path / "run", task="nutrition")
+    assert [r.max_tokens for r in fake.requests] == [16384] * 4
+
+
+@pytest.mark.parametrize("wording", ["new", "old"])
+def test_a_context_refusal_is_adapted_once_not_per_item(release_dir, tmp_path, wording):
+    """A proxy whose model listing says nothing of the context: the first refusal teaches it."""
+    with server(max_model_len=17000, report_context=False, context_error=wording) as fake:
+        out, predictions = run(release_dir, fake, tmp_path / "run")
+    refused = [r for r in fake.requests if r.fault == "refused"]
+    assert 1 <= len(refused) <= 2 and len(fake.requests) == ITEMS + len(refused)
+    assert all(p["error"] is None and p["attempts"] == 1 for p in predictions)
+    answered = [r for r in fake.requests if r.fault is None]
+    assert all(r.max_tokens is None or r.max_tokens + fake.prompt_tokens(r) <= 17000 for r in answered)
+    policy = json.loads((out / "run.json").read_text())["backend"]["request_policy"]
+    assert policy["server_context"] == 17000 and "refusal" in policy["server_context_source"]
+
+
+def test_a_limit_the_user_chose_beyond_the_context_is_one_clear_error(release_dir, tmp_path):
+    with server(max_model_len=8192) as fake:
+        _, predictions = run(release_dir, fake, tmp_path / "run", task="classification", max_tokens=20000)
+        backend = openai_chat.make(MODEL, base_url=fake.base_url, max_tokens=20000)
+
+        async def check():
+            try:
+                await backend.check()
+            finally:
+                await release(backend)
+
+        with pytest.raises(ConfigError, match="--max-tokens 20000 does not fit the server's context of 8192"):
+            asyncio.run(check())
+    assert fake.requests == []
+    (error,) = {p["error"] for p in predictions}
+    assert "--max-tokens 20000" in error and "--max-model-len" in error
+
+
+def test_a_prompt_larger_than_the_context_fails_that_item_with_what_to_change():
+    request = Request(id="x", task="vqa", messages=(Message("user", ("Hi",)),), config=GenerationConfig(max_tokens=4),
+                      request_hash="x")
+    with server(max_model_len=8, report_context=False, context_error="old") as fake:
+        backend = openai_chat.make(MODEL, base_url=fake.base_url, max_tokens=4)
+
+        async def ask():
+            try:
+                return await backend.generate(request)
+            finally:
+                await release(backend)
+
+        with pytest.raises(Exception, match="prompt is 10 tokens.*--images"):
+            asyncio.run(ask())
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_reasoning_returned_apart_is_not_the_answer(field):
+    request = Request(id="x", task="vqa", messages=(Message("user", ("Is it fried?",)),), config=GenerationConfig(),
+                      request_hash="x")
+
+    async def ask(backend):
+        try:
+            return await backend.generate(request)
+        finally:
+            await release(backend)
+
+    with server(oracle=lambda r: "Yes, deep-fried.", reasoning_field=field, reasoning_text="golden crust...") as fake:
+        response = asyncio.run(ask(openai_chat.make(MODEL, base_url=fake.base_url)))
+    assert (response.text, response.finish_reason, response.truncated) == ("Yes, deep-fried.", "stop", False)
+
+
+def test_thinking_cut_by_the_limit_is_a_truncated_empty_answer():
+    """vLLM with a reasoning parser: thinking that never ended has content null and finish "length"."""
+    class StillThinking(FakeOpenAIServer):
+        def success(self, request, text):
+            body = super().success(request, text)
+            body["choices"][0].update(message={"role": "assistant", "content": None, "reasoning_content": "hmm " * 50},
+                                      finish_reason="length")
+            return body
+
+    request = Request(id="x", task="vqa", messages=(Message("user", ("Is it fried?",)),),
+                      config=GenerationConfig(max_tokens=50), request_hash="x")
+
+    async def ask(backend):
+        try:
+            return await backend.generate(request)
+        finally:
+            await release(backend)
+
+    with StillThinking() as fake:
+        response = asyncio.run(ask(openai_chat.make(MODEL, base_url=fake.base_url)))
+    assert (response.text, response.truncated) == ("", True)
+
+
+def test_inline_think_blocks_stay_in_the_raw_text_for_the_parsers():
+    request = Request(id="x", task="classification", messages=(Message("user", ("A or B?",)),),
+                      config=GenerationConfig(), request_hash="x")
+
+    async def ask(backend):
+        try:
+            return await backend.generate(request)
+        finally:
+            await release(backend)
+
+    with server(oracle=lambda r: "<think>A? no, B.</think>B") as fake:
+        response = asyncio.run(ask(openai_chat.make(MODEL, base_url=fake.base_url)))
+    from metrics.dining_accuracy.dining_accuracy import parse_choice
+
+    assert response.text == "<think>A? no, B.</think>B" and parse_choice(response.text) == "B"
+
+
+def test_both_vllm_wordings_of_the_context_refusal_are_read():
+    new = ("'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 4096 "
+           "tokens and your request has 2778 input tokens (8000 > 4096 - 2778). None")
+    old = ("This model's maximum context length is 16384 tokens. However, you requested 122946 tokens (112946 in the "
+           "messages, 10000 in the completion). Please reduce the length of the messages or completion.")
+    assert parse_context_overflow(new) == (4096, 2778)
+    assert parse_context_overflow(old) == (16384, 112946)
+    assert parse_context_overflow("injected 400") is None
