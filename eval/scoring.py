@@ -28,6 +28,7 @@ scores.jsonl — one JSON object per line, one line per scored item (all tasks o
                    component whose gt == 0; 1.0 for every component when unparsed or failed
     abs_error      {component: float} | null  nutrition only: |pred - gt| (unparsed: |gt|)
     verdict        "C" | "I" | null   vqa only: judge or rule verdict; null = unscored
+    injection_suspected bool   vqa only, when judged: the answer carried text aimed at the judge
     decided_by     "rule" | "judge" | null   vqa only: who decided the verdict
 """
 
@@ -45,7 +46,12 @@ from eval.runinfo import read_run_json
 from eval.store import PREDICTIONS, read_predictions, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS, TASKS, Prediction
 from metrics.dining_accuracy.dining_accuracy import score_choices
-from metrics.judge_accuracy.judge_accuracy import judge_items, score_verdicts
+from metrics.judge_accuracy.judge_accuracy import (
+    final_answer,
+    injection_suspected,
+    judge_items,
+    score_verdicts,
+)
 from metrics.nutrition_error.nutrition_error import score_nutrition
 
 SCORES = "scores.jsonl"
@@ -127,13 +133,15 @@ def score_vqa(records: list[dict[str, Any]], raws: list[str | None], questions: 
                           cache_dir, concurrency=concurrency)
     verdicts = [verdict for verdict, _, _ in results]
     decided = [decided_by for _, decided_by, _ in results]
-    for record, verdict, decided_by in zip(records, verdicts, decided, strict=True):
+    for record, raw, verdict, decided_by in zip(records, raws, verdicts, decided, strict=True):
         record["verdict"] = verdict
         record["decided_by"] = DECIDED_BY.get(decided_by)
         record["correct"] = None if verdict is None else verdict == "C"
+        record["injection_suspected"] = injection_suspected(final_answer(raw))
     result = score_verdicts(verdicts, decided)
     metrics = figures.task_figures("vqa", records, result, n_boot=n_boot)
-    metrics.update(scored=True, judge=judge_model, judge_errors=sum(d == "judge_error" for d in decided))
+    metrics.update(scored=True, judge=judge_model, judge_errors=sum(d == "judge_error" for d in decided),
+                   injection_suspected=sum(r["injection_suspected"] for r in records))
     return metrics
 
 

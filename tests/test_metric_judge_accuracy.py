@@ -41,7 +41,7 @@ class ScriptedJudge:
 
     def __call__(self, prompt: str) -> str:
         self.prompts.append(prompt)
-        if "stir-fried" in prompt.split("Candidate answer:")[1]:
+        if "stir-fried" in prompt.split("<<<CANDIDATE")[1]:
             return "Both say boiled then stir-fried.\nGRADE: C"
         return "Hard to say."  # no GRADE line: unscored
 
@@ -98,7 +98,7 @@ def test_concurrent_callable_judge_keeps_item_order(tmp_path):
 
     def judge(prompt: str) -> str:
         reference = prompt.split("Reference answer:\n")[1].split("\n")[0]
-        candidate = prompt.split("Candidate answer:\n")[1].split("\n")[0]
+        candidate = prompt.split("<<<CANDIDATE\n")[1].split("\n")[0]
         return f"GRADE: {'C' if reference == candidate else 'I'}"
 
     results = judge_items(questions, references, candidates, judge, None, tmp_path, concurrency=4)

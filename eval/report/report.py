@@ -220,6 +220,11 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
         how = "`python -m eval score DIR --judge openai:MODEL` (add `--judge-base-url URL` for a local server)"
         parts.append(f"VQA is not scored: no judge was configured. Score it with {how}." if unscored == len(vqa)
                      else f"{unscored} VQA items have no verdict and count as not correct; re-score with {how}.")
+    suspected = sum(r.get("injection_suspected") is True for r in vqa)
+    if suspected:
+        parts.append(f"{suspected} VQA answers carried text aimed at the judge (a `GRADE:` line or an instruction "
+                     "override): the judge read every answer fenced as data with its verdict tokens neutralized; "
+                     "look at these items (`injection_suspected` in scores.jsonl) before trusting the figure.")
     paired = comparison(runs, against_first=compare, n_boot=n_boot)
     if paired:
         parts += ["## Paired comparison", paired,

@@ -61,6 +61,9 @@ def results_table(metrics: dict[str, Any]) -> str:
         else:
             rows.append(["vqa", str(m["n"]), "accuracy", with_ci(m["accuracy"], m.get("accuracy_ci95")),
                          f"{m.get('unscored', 0)} unscored", str(truncated), str(failed), token_cell])
+        if m.get("injection_suspected"):
+            notes.append(f"{task}: {m['injection_suspected']} answers carried text aimed at the judge (a GRADE line "
+                         "or an instruction); the judge saw them fenced as data, with verdict tokens neutralized")
         if isinstance(m.get("epochs"), dict) and m["epochs"].get("agreement") is not None:
             e = m["epochs"]
             notes.append(f"{task}: {e['epochs']} epochs (n counts items x epochs); {pct(e['agreement'])}% of "
