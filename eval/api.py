@@ -181,23 +181,28 @@ async def _requests(data: list[_TaskData], settings: RunSettings,
         raise UsageError(str(exc)) from None
 
 
-def _check_folder(out: Path, info: dict[str, Any], overwrite: bool) -> None:
-    """Refuse a folder that is not ours to write: someone's files, or another run's predictions."""
+def check_out(out: Path) -> None:
+    """Refuse, before anything is written, an --out that is not ours: a file, the root or home
+    folder, or a folder holding someone's files but no run."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a folder")
     resolved = out.resolve()
     if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
         raise UsageError(f"--out {out} is the filesystem root or the home folder; name a run folder inside it")
-    previous = read_run_json(out)
-    if previous is None and out.is_dir():
+    if out.is_dir() and read_run_json(out) is None:
         foreign = sorted(p.name for p in out.iterdir() if p.name != LOCK)
         if foreign:
             raise UsageError(f"--out {out} holds files but no run ({', '.join(foreign[:3])}"
                              f"{', ...' if len(foreign) > 3 else ''}); choose a new or empty folder")
+
+
+def _check_folder(out: Path, info: dict[str, Any], overwrite: bool) -> None:
+    """Refuse to mix two different runs' predictions in one folder (called holding its lock)."""
     if overwrite:
         for name in RUN_FILES:
             (out / name).unlink(missing_ok=True)
         return
+    previous = read_run_json(out)
     if not (out / PREDICTIONS).exists() or (out / PREDICTIONS).stat().st_size == 0 or previous is None:
         return
     old, new = previous.get("identity") or {}, info["identity"]
@@ -250,8 +255,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     check_reachable(settings.base_url, "--base-url")
     check_judge(settings)
     out = Path(settings.out) if settings.out is not None else settings.default_out()
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a folder")
+    check_out(out)
     data = load_task_data(settings)
     backend = backend or build_backend(settings, data)
     fingerprints = {d.task: d.fingerprint for d in data}

@@ -209,7 +209,7 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
             records = [item_record(task, by_id[p.id], p, lang=lang,
                                    n_images=None if p.n_images is not None else _views_sent(by_id[p.id], settings))
                        for p in mine]
-            raws = [p.raw if p.error is None else None for p in mine]
+            raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in mine]
             if task == "classification":
                 metrics[task] = score_classification(
                     records, raws, [tasks.options_of(by_id[p.id], lang) for p in mine], n_boot)

@@ -132,8 +132,27 @@ def question_of(row: dict[str, Any], lang: str = "zh") -> str:
     return row.get("question_en") if lang == "en" and row.get("question_en") else row["question"]
 
 
+# Parsers read at most this much of an answer: its first and last halves. A model that loops to its
+# limit can write megabytes, and its answer, if it gave one, sits at one end (answer first, or a
+# final answer last). The raw text is kept whole in predictions.jsonl.
+MAX_PARSED_CHARS = 200_000
+
+
+def parse_input(text: str) -> str:
+    """What the parsers read of an answer: all of it up to MAX_PARSED_CHARS, else both ends.
+
+    >>> len(parse_input("x" * 1_000_000)) <= MAX_PARSED_CHARS + 2
+    True
+    """
+    if len(text) <= MAX_PARSED_CHARS:
+        return text
+    half = MAX_PARSED_CHARS // 2
+    return text[:half] + "\n\n" + text[-half:]
+
+
 def parse_output(task: str, text: str, row: dict[str, Any], lang: str = "zh") -> Any:
     """The task's parsed answer, with the metrics modules' own parsers (never a second copy)."""
+    text = parse_input(text)
     if task == "classification":
         options = options_of(row, lang)
         return parse_choice(text, n_options=len(options), options=options)
