@@ -156,21 +156,23 @@ def test_an_operator_model_and_judge_answer_vqa_without_showing_the_operators_ke
     assert operator_key not in "".join(log)
 
 
-def test_the_evaluation_streams_one_update_per_item_then_the_metrics(tmp_path: Path) -> None:
+async def test_the_evaluation_streams_one_update_per_item_then_the_metrics(tmp_path: Path) -> None:
     from helpers_space import tiny_release
 
     from space.diningspace.evaluation import EvalRequest, stream_evaluation
+    from space.diningspace.limits import RequestSlots
     from space.diningspace.settings import SpaceSettings
 
     release = tiny_release(tmp_path / "release")  # 3 items per config
     settings = SpaceSettings.from_env({"DININGBENCH_SOURCE": str(release)}, repo_root=tmp_path)
     before = set(Path(tempfile.gettempdir()).glob("diningbench-space-*"))
-    updates = list(stream_evaluation(EvalRequest(task="nutrition", model="baseline:zero", n_items=5), settings,
-                                     reference_of=lambda item_id: item_id, available=3))
+    updates = [u async for u in stream_evaluation(EvalRequest(task="nutrition", model="baseline:zero", n_items=5),
+                                                  settings, RequestSlots(settings.max_requests), available=3)]
     assert [len(u.results) for u in updates] == [0, 1, 2, 3, 3]
     assert all(u.total == 3 for u in updates) and [u.metrics is None for u in updates] == [True] * 4 + [False]
     final = updates[-1]
     assert final.metrics["n"] == 3 and final.metrics["avg_mape"] == pytest.approx(1.0)
     assert sorted(r.id for r in final.results) == ["nut-1", "nut-2", "nut-3"]
     assert all(r.ape == pytest.approx(1.0) for r in final.results)  # per item, from the scorer
-    assert set(Path(tempfile.gettempdir()).glob("diningbench-space-*")) <= before  # its run folder is gone
+    assert [r.reference["calories"] for r in sorted(final.results, key=lambda r: r.id)] == [500.0, 501.0, 502.0]
+    assert set(Path(tempfile.gettempdir()).glob("diningbench-space-*")) <= before  # nothing written to disk

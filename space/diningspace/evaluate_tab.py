@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import gradio as gr
 
 from .catalog import Catalog, CatalogError
-from .evaluation import OPERATOR_SECRETS, OWN_KEY, EvalRequest, stream_evaluation, supports_own_keys
+from .evaluation import (
+    OPERATOR_SECRETS,
+    OWN_KEY,
+    EvalRequest,
+    EvalUpdate,
+    stream_evaluation,
+    supports_own_keys,
+)
 from .guard import GuardError, scrub
+from .limits import RequestSlots, VisitorJobs, client_address
 from .results_view import results_table, summary_line, thumbnail_uri
 from .settings import BASELINES, KEY_PROVIDERS, SpaceSettings
 
@@ -23,6 +33,8 @@ class EvaluateTab:
         self.catalog = catalog
         self.settings = settings
         self.own_keys = False
+        self.jobs = VisitorJobs(settings.jobs_per_visitor, settings.jobs_per_address)
+        self.slots = RequestSlots(settings.max_requests)
 
     def _thumb(self, task: str, item_id: str) -> str | None:
         try:
@@ -32,53 +44,63 @@ class EvaluateTab:
         reference = [image for image, role in views if role == "reference"]
         return thumbnail_uri((reference or [views[0][0]])[0]) if views else None
 
-    def _reference(self, task: str, lang: str) -> Any:
-        def reference(item_id: str) -> Any:
-            from eval.tasks import reference_of  # imported after the harness warm-up, never before
+    async def evaluate(self, task: str, model: str, n_items: float, provider: str, own_model: str, api_key: str,
+                       base_url: str, lang: str, request: gr.Request = None,  # type: ignore[assignment]
+                       progress: gr.Progress = gr.Progress()  # noqa: B008
+                       ) -> AsyncIterator[tuple[str, str, dict[str, Any] | None, list[dict[str, Any]]]]:
+        """/evaluate: stream (status, per-sample table, metrics, per-sample records); metrics at the end.
 
-            return reference_of(task, self.catalog.row(task, item_id), lang)
-
-        return reference
-
-    def evaluate(self, task: str, model: str, n_items: float, provider: str, own_model: str, api_key: str,
-                 base_url: str, lang: str, progress: gr.Progress = gr.Progress()  # noqa: B008
-                 ) -> Iterator[tuple[str, str, dict[str, Any] | None, list[dict[str, Any]]]]:
-        """/evaluate: stream (status, per-sample table, metrics, per-sample records); metrics at the end."""
-        request = EvalRequest(task=task, model=model, n_items=int(n_items or 0), provider=provider or "openai",
-                              own_model=own_model or "", api_key=api_key or "", base_url=base_url or "",
-                              lang=lang or "zh")
-        secrets = [request.api_key, request.api_key.strip(), *(os.environ.get(n) for n in OPERATOR_SECRETS)]
+        Stop (or a cancelled API job, or a closed page) ends the run: its requests in flight are
+        cancelled and no new ones are sent.
+        """
+        eval_request = EvalRequest(task=task, model=model, n_items=int(n_items or 0), provider=provider or "openai",
+                                   own_model=own_model or "", api_key=api_key or "", base_url=base_url or "",
+                                   lang=lang or "zh")
+        secrets = [eval_request.api_key, eval_request.api_key.strip(), *(os.environ.get(n) for n in OPERATOR_SECRETS)]
         thumbs: dict[str, str] = {}
         try:
-            try:
-                available = len(self.catalog.filter_ids(task))
-            except CatalogError:
-                available = None  # the harness reports why the data cannot be loaded
-            for update in stream_evaluation(request, self.settings, self._reference(task, request.lang),
-                                            available=available):
-                for result in update.results:
-                    if result.id not in thumbs and (uri := self._thumb(task, result.id)):
-                        thumbs[result.id] = uri
-                done = len(update.results)
-                progress((done, update.total), desc="items", unit="items")
-                records = [r.to_json() for r in update.results]
-                if update.metrics is None:
-                    failed = sum(1 for r in update.results if r.error)
-                    status = (f"Running **{update.spec}** on {update.total} {task} items… {done}/{update.total} done"
-                              + (f" · {failed} failed" if failed else ""))
-                    yield status, results_table(task, update.results, thumbs), None, records
-                else:
-                    yield (summary_line(task, update.spec, update.metrics),
-                           results_table(task, update.results, thumbs), update.metrics, records)
+            with self.jobs.hold(getattr(request, "session_hash", None),
+                                client_address(request, self.settings.proxy_hops)):
+                try:
+                    available = len(self.catalog.filter_ids(task))
+                except CatalogError:
+                    available = None  # the harness reports why the data cannot be loaded
+                async with aclosing(stream_evaluation(eval_request, self.settings, self.slots,
+                                                      available=available)) as updates:
+                    async for update in updates:
+                        for result in update.results:
+                            if result.id not in thumbs and (uri := await asyncio.to_thread(self._thumb, task, result.id)):
+                                thumbs[result.id] = uri
+                        yield self._shown(task, update, thumbs, progress)
         except GuardError as exc:
             raise gr.Error(scrub(str(exc), secrets), print_exception=False) from None
         except Exception as exc:  # noqa: BLE001 - every failure reaches the visitor as one scrubbed line
             message = scrub(str(exc) or exc.__class__.__name__, secrets).splitlines()[0]
             raise gr.Error(f"evaluation failed: {message}", print_exception=False) from None
 
+    @staticmethod
+    def _shown(task: str, update: EvalUpdate, thumbs: dict[str, str], progress: gr.Progress
+               ) -> tuple[str, str, dict[str, Any] | None, list[dict[str, Any]]]:
+        done = len(update.results)
+        progress((done, update.total), desc="items", unit="items")
+        records = [r.to_json() for r in update.results]
+        table = results_table(task, update.results, thumbs)
+        if update.metrics is not None:
+            return summary_line(task, update.spec, update.metrics), table, update.metrics, records
+        failed = sum(1 for r in update.results if r.error)
+        status = (f"Running **{update.spec}** on {update.total} {task} items… {done}/{update.total} done"
+                  + (f" · {failed} failed" if failed else ""))
+        return status, table, None, records
+
     def model_choices(self, task: str) -> dict[str, Any]:
         choices = [*self.settings.model_choices(task), *([OWN_KEY] if self.own_keys else [])]
         return gr.update(choices=choices, value=choices[0])
+
+    def limits_note(self) -> str:
+        s = self.settings
+        per_address = f", {s.jobs_per_address} per address" if s.jobs_per_address else ""
+        return (f"At most {s.jobs_per_visitor} evaluation(s) at a time per visitor{per_address}; "
+                f"{s.max_requests} model requests in flight across this Space. **Stop** ends a run and its requests.")
 
     def build(self) -> None:
         s = self.settings
@@ -103,7 +125,10 @@ class EvaluateTab:
                     base_url = gr.Textbox(label="Base URL (optional)", visible=bool(s.allowed_hosts), elem_id="db-base-url",
                                           placeholder="https://host/v1",
                                           info="Allowed hosts: " + ", ".join(s.allowed_hosts))
-                run_btn = gr.Button("Run evaluation", variant="primary")
+                with gr.Row():
+                    run_btn = gr.Button("Run evaluation", variant="primary", elem_id="db-run")
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="db-stop")
+                gr.Markdown(self.limits_note(), elem_classes="db-hint", elem_id="db-limits")
             with gr.Column(scale=3):
                 status = gr.Markdown("Pick a model and press **Run evaluation**.", elem_id="db-eval-status")
                 results = gr.HTML(results_table(first_task, [], {}), elem_id="db-results")
@@ -112,8 +137,9 @@ class EvaluateTab:
                     records = gr.JSON(label="Per-item records")
         task.input(self.model_choices, task, model, api_visibility="private")
         model.change(lambda m: gr.update(visible=m == OWN_KEY), model, own_key_group, api_visibility="private")
-        run_btn.click(self.evaluate, [task, model, n_items, provider, own_model, api_key, base_url, lang],
-                      [status, results, metrics, records], api_name="evaluate",
-                      concurrency_limit=s.eval_concurrency, concurrency_id="evaluate",
-                      show_progress_on=[results])
+        running = run_btn.click(self.evaluate, [task, model, n_items, provider, own_model, api_key, base_url, lang],
+                                [status, results, metrics, records], api_name="evaluate",
+                                concurrency_limit=s.eval_concurrency, concurrency_id="evaluate",
+                                show_progress_on=[results])
+        stop_btn.click(None, None, None, cancels=[running], api_visibility="private")
         self.on_load = (self.model_choices, task, model)

@@ -1,31 +1,37 @@
-"""A visitor's evaluation: a few items through the harness (eval.api.run), streamed as they finish.
+"""A visitor's evaluation: a few items through the harness, streamed as each one finishes.
 
-The Space adds nothing to the pipeline: prompts, parsing, retries and metrics are the harness's and
-the metrics modules'. It only picks the backend (operator's or the visitor's own key), runs in a
-throw-away folder, and turns each finished sample into a row for the live table.
+The Space adds nothing to the pipeline: requests, parsing and retries are the harness's
+(`eval.api.iter_predictions`), per-item scores `eval.scoring.score_prediction`'s and the end figures
+the metrics modules' (with the harness's 95% interval, `eval.figures.task_figures`). The Space picks
+the backend (offered, or the visitor's own key), caps what one visitor may take, and turns each
+finished sample into a row of the live table. Nothing is written to disk.
 """
 
 from __future__ import annotations
 
-import importlib
+import asyncio
 import inspect
 import json
 import os
-import queue
-import shutil
-import tempfile
-import threading
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .guard import GuardError, check_base_url, check_model_name, scrub
-from .settings import KEY_PROVIDERS, SpaceSettings
+from .limits import RequestSlots, SlotBackend
+from .settings import KEY_PROVIDERS, PUBLIC_ENDPOINTS, SpaceSettings
 from .warmup import warm_harness
 
 OWN_KEY = "Use my own API key"
 OPERATOR_SECRETS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
+REQUEST_TIMEOUT = 60.0  # seconds per attempt: a visitor waits for the table, not for a batch job
+MAX_ATTEMPTS = 3
+REDIRECTED = "the server redirected; not followed"
+# A 3xx status in a backend's error: the client refuses to follow redirects (an allow-listed host
+# could otherwise send a visitor's key and request anywhere), and the visitor should know why.
+_REDIRECT = re.compile(r"\bHTTP 3\d\d\b|redirect", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class EvalRequest:
 
 @dataclass
 class SampleResult:
-    """One finished sample as the live table shows it (model text already scrubbed)."""
+    """One finished sample as the live table shows it (model text already scrubbed and bounded)."""
 
     id: str
     raw: str | None
@@ -70,7 +76,11 @@ class EvalUpdate:
 
 
 def resolve(request: EvalRequest, settings: SpaceSettings) -> tuple[str, dict[str, Any]]:
-    """(spec, backend options) for the request, or GuardError saying what is not allowed."""
+    """(spec, backend options) for the request, or GuardError saying what is not allowed.
+
+    A visitor's key always travels with an explicit base URL: the provider's public endpoint or an
+    allow-listed one, never the operator's OPENAI_BASE_URL a backend would fall back to.
+    """
     if request.task not in settings.tasks():
         raise GuardError(f"task: choose one of {', '.join(settings.tasks())}")
     if not 1 <= int(request.n_items) <= settings.max_items:
@@ -90,137 +100,208 @@ def resolve(request: EvalRequest, settings: SpaceSettings) -> tuple[str, dict[st
     if not supports_own_keys(request.provider):
         raise GuardError(f"{request.provider}: this installation cannot use a visitor's own key")
     spec = f"{request.provider}:{check_model_name(request.own_model)}"
-    options: dict[str, Any] = {"api_key": request.api_key.strip()}
-    base_url = check_base_url(request.base_url, settings.allowed_hosts)
-    if base_url:
-        options["base_url"] = base_url
-    return spec, options
-
-
-def _is_correct(task: str, parsed: Any, reference: Any) -> bool | None:
-    """Classification: the parsed letter is the reference. Other tasks are judged in metrics."""
-    if task == "classification":
-        return parsed is not None and parsed == reference
-    return None
-
-
-def stream_evaluation(request: EvalRequest, settings: SpaceSettings, reference_of: Callable[[str], Any],
-                      available: int | None = None) -> Iterator[EvalUpdate]:
-    """Run the harness on the first `n_items` items; yield after every finished sample, then metrics.
-
-    `reference_of(item_id)` gives the reference shown next to the answer; `available` is the
-    number of items the task has (a smaller dataset caps the total). Raises GuardError for a
-    refused request; any other failure is re-raised as RuntimeError with the key scrubbed out.
-    """
-    spec, options = resolve(request, settings)
-    warm_harness()  # waits for the start-up imports if they are still running
-    from eval.api import RunSettings, run
-
-    # The operator's keys are scrubbed too: a model server may echo whatever key it was sent.
-    secrets = [options.get("api_key"), *(os.environ.get(name) for name in OPERATOR_SECRETS)]
-    base_url = options.pop("base_url", None)
-    workdir = Path(tempfile.mkdtemp(prefix="diningbench-space-"))
-    run_settings = RunSettings(
-        task=request.task, model=spec, base_url=base_url, dataset=settings.dataset,
-        limit=int(request.n_items), lang=request.lang, concurrency=settings.request_concurrency,
-        judge=settings.judge if request.task == "vqa" else None, out=workdir / "run",
-        max_attempts=3, timeout=60.0)
-    finished: queue.Queue[Any] = queue.Queue()
-    done = object()
-
-    def work() -> None:
-        try:
-            # Offered models and baselines are built by the harness itself (baselines need the
-            # dataset's references); a visitor's key goes straight into a backend of its own.
-            backend = _keyed_backend(spec, options, base_url) if options else None
-            finished.put(("out", run(run_settings, on_prediction=finished.put, backend=backend, progress=False)))
-        except BaseException as exc:  # handed to the caller's thread, scrubbed there
-            finished.put(("error", exc))
-        finally:
-            finished.put(done)
-
-    thread = threading.Thread(target=work, name="space-eval", daemon=True)
-    results: list[SampleResult] = []
-    total = min(int(request.n_items), available) if available else int(request.n_items)
-    out_dir: Path | None = None
-    failure: BaseException | None = None
-    try:
-        run_settings.validate()
-        thread.start()
-        yield EvalUpdate(spec=spec, total=total, results=[])
-        while (item := finished.get()) is not done:
-            if isinstance(item, tuple) and item[0] == "out":
-                out_dir = Path(item[1])
-            elif isinstance(item, tuple) and item[0] == "error":
-                failure = item[1]
-            else:
-                reference = reference_of(item.id)
-                results.append(SampleResult(
-                    id=item.id, raw=scrub(item.raw, secrets) if item.raw is not None else None,
-                    parsed=_scrub_value(item.parsed, secrets), reference=reference,
-                    correct=None if item.error else _is_correct(request.task, item.parsed, reference),
-                    error=scrub(item.error, secrets) if item.error else None))
-                yield EvalUpdate(spec=spec, total=total, results=list(results))
-        if failure is not None:
-            message = scrub(str(failure) or failure.__class__.__name__, secrets)
-            raise RuntimeError(message.splitlines()[0] if message else "evaluation failed") from None
-        metrics = _read_metrics(out_dir, request.task)
-        _apply_item_scores(out_dir, results)
-        yield EvalUpdate(spec=spec, total=total, results=results,
-                         metrics=json.loads(scrub(json.dumps(metrics), secrets)))
-    finally:
-        thread.join(timeout=1.0)
-        shutil.rmtree(workdir, ignore_errors=True)
+    base_url = check_base_url(request.base_url, settings.allowed_hosts) or PUBLIC_ENDPOINTS[request.provider]
+    return spec, {"api_key": request.api_key.strip(), "base_url": base_url}
 
 
 def supports_own_keys(provider: str) -> bool:
     """Whether the harness's backend for `provider` takes a key as an argument (not only from env)."""
-    from eval.backends import _REGISTRY
+    from eval.backends import provider_module
 
-    module = importlib.import_module(_REGISTRY[provider])
-    return "api_key" in inspect.signature(module.make).parameters
+    return "api_key" in inspect.signature(provider_module(provider).make).parameters
 
 
-def _keyed_backend(spec: str, options: dict[str, Any], base_url: str | None) -> Any:
-    """The backend for a visitor's own key. Never via environment variables: they are process-wide."""
+def make_backend_for(spec: str, options: dict[str, Any], slots: RequestSlots) -> Any:
+    """The backend of an API model, each request behind a Space-wide slot; None for the others
+    (baselines need the dataset's references and send no requests: the harness builds them).
+    A visitor's key goes into a backend of its own, never into an environment variable."""
     from eval.backends import make_backend, parse_spec
 
     provider, _ = parse_spec(spec)
-    if not supports_own_keys(provider):
-        raise GuardError(f"{provider}: this installation cannot use a visitor's own key")
-    extra = {"base_url": base_url} if base_url else {}
-    return make_backend(spec, timeout=60.0, **options, **extra)
+    if provider not in KEY_PROVIDERS:
+        return None
+    return SlotBackend(make_backend(spec, timeout=REQUEST_TIMEOUT, **options), slots)
 
 
-def _scrub_value(value: Any, secrets: list[str | None]) -> Any:
-    if isinstance(value, str):
-        return scrub(value, secrets)
-    return value
+def visitor_error(error: str) -> str:
+    """A sample's error as the visitor reads it (keys already scrubbed)."""
+    return f"{REDIRECTED} ({error})" if _REDIRECT.search(error) else error
 
 
-def _read_metrics(out_dir: Path | None, task: str) -> dict[str, Any]:
-    if out_dir is None or not (out_dir / "metrics.json").is_file():
-        raise RuntimeError("the run finished without metrics")
-    metrics = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
-    return metrics.get(task, metrics)
+def bounded(text: str | None, limit: int) -> str | None:
+    """At most `limit` characters of a model's answer are kept and shown."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit:,} more characters not shown]"
 
 
-def _apply_item_scores(out_dir: Path | None, results: list[SampleResult]) -> None:
-    """Take per-item figures from the scorer (scores.jsonl): the judge's verdicts, nutrition APEs."""
-    path = out_dir / "scores.jsonl" if out_dir else None
-    if path is None or not path.is_file():
-        return
-    by_id = {r.id: r for r in results}
-    for line in path.read_text(encoding="utf-8").splitlines():
+def _mean_ape(record: dict[str, Any]) -> float | None:
+    apes = [v for v in (record.get("ape") or {}).values() if v is not None]
+    return sum(apes) / len(apes) if apes else None
+
+
+def final_metrics(task: str, records: list[dict[str, Any]], raws: list[str | None], rows: list[dict[str, Any]],
+                  lang: str, decided: list[str]) -> dict[str, Any]:
+    """The run's figures from its per-item records: the metric module's result for the task, with
+    outcome counts and the merchant-clustered 95% interval added by the harness's one function."""
+    from eval import tasks
+    from eval.figures import task_figures
+
+    references = [r["reference"] for r in records]
+    if task == "classification":
+        from metrics.dining_accuracy.dining_accuracy import score_choices
+
+        result = score_choices(raws, references, options=[tasks.options_of(row, lang) for row in rows])
+    elif task == "nutrition":
+        from metrics.nutrition_error.nutrition_error import score_nutrition
+
+        result = score_nutrition(raws, references)
+    else:
+        from metrics.judge_accuracy.judge_accuracy import score_verdicts
+
+        result = score_verdicts([r["verdict"] for r in records], decided)
+    return task_figures(task, records, result)
+
+
+class _VqaJudge:
+    """Verdicts for VQA answers as they arrive: the metric's rules first, then the operator's judge."""
+
+    def __init__(self, spec: str, slots: RequestSlots) -> None:
+        from eval.judge import make_judge
+
+        self.spec, self.slots = spec, slots
+        self.judge = make_judge(spec, timeout=REQUEST_TIMEOUT, max_attempts=MAX_ATTEMPTS)
+
+    async def verdict(self, question: str, reference: str, raw: str | None) -> tuple[str | None, str]:
+        from metrics.judge_accuracy.judge_accuracy import judge_items
+
+        async with self.slots.slot():  # a judge call is a model request like any other
+            [(verdict, decided_by, _)] = await asyncio.to_thread(judge_items, [question], [reference], [raw],
+                                                                 self.judge, None, None)
+        return verdict, decided_by
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.judge.close)
+
+
+class EvalStream:
+    """The updates of one evaluation: `async for` on a running loop (the Space does this), or a
+    plain `for` in scripts and tests, which runs it on an event loop of its own."""
+
+    def __init__(self, updates: AsyncIterator[EvalUpdate]) -> None:
+        self._updates = updates
+
+    def __aiter__(self) -> EvalStream:
+        return self
+
+    async def __anext__(self) -> EvalUpdate:
+        return await anext(self._updates)
+
+    async def aclose(self) -> None:
+        await self._updates.aclose()  # type: ignore[attr-defined]
+
+    def __iter__(self) -> Iterator[EvalUpdate]:
+        loop = asyncio.new_event_loop()
         try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        result = by_id.get(row.get("id"))
-        if result is None:
-            continue
-        if row.get("correct") is not None:
-            result.correct = bool(row["correct"])
-        apes = [v for v in (row.get("ape") or {}).values() if v is not None]
-        if apes:
-            result.ape = sum(apes) / len(apes)
+            while True:
+                try:
+                    yield loop.run_until_complete(anext(self._updates))
+                except StopAsyncIteration:
+                    return
+        finally:
+            loop.run_until_complete(self.aclose())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+
+_DEFAULT_SLOTS: dict[int, RequestSlots] = {}
+
+
+def stream_evaluation(request: EvalRequest, settings: SpaceSettings, slots: RequestSlots | None = None,
+                      available: int | None = None, reference_of: Any = None) -> EvalStream:
+    """Run the harness on the first `n_items` items; yield after every finished sample, then metrics.
+
+    `slots` bounds the requests in flight across evaluations (default: one per `max_requests`
+    value, shared by the process); `available` is the number of items the task has (a smaller
+    dataset caps the total). Closing or cancelling the iteration cancels the requests in flight
+    and sends no more. Raises GuardError for a refused request; any other failure is re-raised as
+    RuntimeError with every key scrubbed out. `reference_of` is ignored (references come from the
+    scorer); it is accepted for callers written against the earlier signature.
+    """
+    if slots is None:
+        slots = _DEFAULT_SLOTS.setdefault(settings.max_requests, RequestSlots(settings.max_requests))
+    return EvalStream(_updates(request, settings, slots, available))
+
+
+async def _updates(request: EvalRequest, settings: SpaceSettings, slots: RequestSlots,
+                   available: int | None) -> AsyncIterator[EvalUpdate]:
+    spec, options = resolve(request, settings)
+    # The operator's keys are scrubbed too: a model server may echo whatever key it was sent.
+    secrets = [options.get("api_key"), *(os.environ.get(name) for name in OPERATOR_SECRETS)]
+    judge: _VqaJudge | None = None
+    try:
+        await asyncio.to_thread(warm_harness)  # waits for the start-up imports if they still run
+        from eval.api import iter_predictions
+        from eval.scoring import DECIDED_BY, score_prediction
+        from eval.settings import RunSettings
+
+        run_settings = RunSettings(task=request.task, model=spec, dataset=settings.dataset,
+                                   limit=int(request.n_items), lang=request.lang,
+                                   concurrency=settings.request_concurrency, max_attempts=MAX_ATTEMPTS,
+                                   timeout=REQUEST_TIMEOUT)
+        run_settings.validate()
+        backend = await asyncio.to_thread(make_backend_for, spec, options, slots)  # SDK imports off the loop
+        if request.task == "vqa" and settings.judge:
+            judge = _VqaJudge(settings.judge, slots)
+        total = min(int(request.n_items), available) if available else int(request.n_items)
+        yield EvalUpdate(spec=spec, total=total, results=[])
+        results: list[SampleResult] = []
+        records: list[dict[str, Any]] = []
+        raws: list[str | None] = []
+        rows: list[dict[str, Any]] = []
+        decided: list[str] = []
+        # Leaving this loop early (Stop, a cancelled API job, a closed page) stops the backend, which
+        # cancels its requests in flight and refuses new ones, then closes the harness's generator
+        # at once rather than whenever it is collected.
+        async with aclosing(iter_predictions(run_settings, backend=backend)) as predictions:
+            try:
+                async for prediction, row in predictions:
+                    record = score_prediction(prediction, row, request.lang)
+                    raw = prediction.raw if prediction.error is None else None
+                    if judge is not None:
+                        from eval import tasks
+
+                        verdict, decided_by = await judge.verdict(tasks.question_of(row, request.lang),
+                                                                  record["reference"], raw)
+                        record.update(verdict=verdict, decided_by=DECIDED_BY.get(decided_by),
+                                      correct=None if verdict is None else verdict == "C")
+                        decided.append(decided_by)
+                    records.append(record)
+                    raws.append(raw)
+                    rows.append(row)
+                    results.append(_sample_result(record, prediction, secrets, settings.max_answer_chars))
+                    yield EvalUpdate(spec=spec, total=total, results=list(results))
+            finally:
+                if isinstance(backend, SlotBackend):
+                    backend.stop()  # first: no retry of a cancelled request may go out meanwhile
+        metrics = await asyncio.to_thread(final_metrics, request.task, records, raws, rows, request.lang, decided)
+        yield EvalUpdate(spec=spec, total=total, results=results,
+                         metrics=json.loads(scrub(json.dumps(metrics, default=str), secrets)))
+    except GuardError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one scrubbed line, whatever failed
+        message = scrub(str(exc) or exc.__class__.__name__, secrets).strip()
+        raise RuntimeError(message.splitlines()[0] if message else "evaluation failed") from None
+    finally:
+        if judge is not None:
+            await judge.close()
+
+
+def _sample_result(record: dict[str, Any], prediction: Any, secrets: list[str | None], limit: int) -> SampleResult:
+    parsed = record.get("parsed")
+    if isinstance(parsed, str):
+        parsed = bounded(scrub(parsed, secrets), limit)
+    raw = bounded(scrub(prediction.raw, secrets), limit) if prediction.raw is not None else None
+    error = visitor_error(bounded(scrub(prediction.error, secrets), limit) or "") if prediction.error else None
+    return SampleResult(id=str(record["id"]), raw=raw, parsed=parsed, reference=record.get("reference"),
+                        correct=None if error else record.get("correct"), error=error, ape=_mean_ape(record))

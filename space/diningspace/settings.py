@@ -16,8 +16,11 @@ BASELINES: dict[str, tuple[str, ...]] = {
     "nutrition": ("baseline:zero", "baseline:median", "baseline:category-mean"),
     "vqa": (),
 }
-# Providers a visitor may use with a key of their own (the key is used for one request only).
+# Providers a visitor may use with a key of their own (the key is used for one request only), and
+# where such a key goes unless the operator allow-lists another host. Always passed explicitly: a
+# backend left to its defaults would read the operator's OPENAI_BASE_URL / GOOGLE_GEMINI_BASE_URL.
 KEY_PROVIDERS = ("openai", "gemini")
+PUBLIC_ENDPOINTS = {"openai": "https://api.openai.com/v1", "gemini": "https://generativelanguage.googleapis.com/"}
 
 
 class SettingsError(ValueError):
@@ -52,6 +55,11 @@ class SpaceSettings:
     max_items: int = 50
     eval_concurrency: int = 2
     request_concurrency: int = 4
+    max_requests: int = 8  # model requests in flight across the whole Space
+    jobs_per_visitor: int = 1  # evaluations running at once per browser session
+    jobs_per_address: int = 2  # ... and per client address (0: not counted)
+    proxy_hops: int = 0  # trusted proxies in front of the Space that append to X-Forwarded-For
+    max_answer_chars: int = 8000  # of a model's answer kept for the table and the records
     dataset: str | None = None
     results_dir: Path = field(default_factory=lambda: Path("results"))
     reported_csv: Path | None = None
@@ -79,14 +87,21 @@ class SpaceSettings:
         max_items = _int_env(env, "DININGBENCH_SPACE_MAX_ITEMS", 50)
         default_items = min(_int_env(env, "DININGBENCH_SPACE_DEFAULT_ITEMS", 8), max_items)
         results = Path(env.get("DININGBENCH_SPACE_RESULTS", "").strip() or root / "results")
+        eval_concurrency = _int_env(env, "DININGBENCH_SPACE_EVAL_CONCURRENCY", 2)
+        request_concurrency = _int_env(env, "DININGBENCH_SPACE_REQUEST_CONCURRENCY", 4)
         return cls(
             models=tuple(models),
             judge=judge,
             allowed_hosts=tuple(h.lower() for h in _list_env(env, "DININGBENCH_SPACE_ALLOWED_HOSTS")),
             default_items=default_items,
             max_items=max_items,
-            eval_concurrency=_int_env(env, "DININGBENCH_SPACE_EVAL_CONCURRENCY", 2),
-            request_concurrency=_int_env(env, "DININGBENCH_SPACE_REQUEST_CONCURRENCY", 4),
+            eval_concurrency=eval_concurrency,
+            request_concurrency=request_concurrency,
+            max_requests=_int_env(env, "DININGBENCH_SPACE_MAX_REQUESTS", eval_concurrency * request_concurrency),
+            jobs_per_visitor=_int_env(env, "DININGBENCH_SPACE_JOBS_PER_VISITOR", 1),
+            jobs_per_address=_int_env(env, "DININGBENCH_SPACE_JOBS_PER_ADDRESS", 2, minimum=0),
+            proxy_hops=_int_env(env, "DININGBENCH_SPACE_PROXY_HOPS", 0, minimum=0),
+            max_answer_chars=_int_env(env, "DININGBENCH_SPACE_MAX_ANSWER_CHARS", 8000, minimum=200),
             dataset=env.get("DININGBENCH_SOURCE", "").strip() or None,
             results_dir=results,
             reported_csv=root / "eval" / "data" / "table2_reported.csv",

@@ -1,0 +1,136 @@
+"""Caps that keep one visitor from taking the whole Space: evaluations per visitor, requests overall.
+
+Gradio's queue already runs at most `eval_concurrency` evaluations at once. These add what it
+cannot: a visitor (browser session, or client address) runs at most a few evaluations at a time,
+and every evaluation together keeps at most `max_requests` model requests in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from .guard import GuardError
+
+
+class VisitorJobs:
+    """How many evaluations each browser session and each client address is running now."""
+
+    def __init__(self, per_session: int, per_address: int) -> None:
+        self.per_session, self.per_address = per_session, per_address
+        self._sessions: Counter[str] = Counter()
+        self._addresses: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def hold(self, session: str | None, address: str | None) -> Iterator[None]:
+        """Count one evaluation for the visitor while the block runs; GuardError when over a cap."""
+        with self._lock:
+            if session and self._sessions[session] >= self.per_session:
+                raise GuardError(f"you already have {self._sessions[session]} evaluation(s) running "
+                                 f"(at most {self.per_session} per visitor): wait for it or press Stop")
+            if address and self.per_address and self._addresses[address] >= self.per_address:
+                raise GuardError(f"{self._addresses[address]} evaluation(s) are already running from your "
+                                 f"address (at most {self.per_address}): wait for one to finish")
+            if session:
+                self._sessions[session] += 1
+            if address and self.per_address:
+                self._addresses[address] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                for counter, key in ((self._sessions, session), (self._addresses, address)):
+                    if key and counter[key] > 0:
+                        counter[key] -= 1
+                        if not counter[key]:
+                            del counter[key]
+
+    def running(self) -> int:
+        with self._lock:
+            return sum(self._sessions.values())
+
+
+def client_address(request: Any, proxy_hops: int = 0) -> str | None:
+    """The visitor's address: the connection's peer, or with `proxy_hops` trusted proxies in front,
+    the address the outermost of them saw (counted from the right of X-Forwarded-For: entries to
+    its left are whatever the client sent, so they are never trusted)."""
+    client = getattr(request, "client", None)
+    host = getattr(client, "host", None)
+    if proxy_hops and request is not None:
+        forwarded = [a.strip() for a in (request.headers.get("x-forwarded-for") or "").split(",") if a.strip()]
+        if len(forwarded) >= proxy_hops:
+            return forwarded[-proxy_hops]
+    return host
+
+
+class RequestSlots:
+    """At most `limit` model requests in flight across every evaluation of the process.
+
+    One semaphore per event loop (asyncio primitives belong to one loop): the Space runs every
+    evaluation on Gradio's loop, so in the Space this is one Space-wide cap.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_flight = 0
+        self.peak = 0
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary())
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        semaphore = self._semaphores.get(loop)
+        if semaphore is None:
+            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.limit)
+        async with semaphore:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            try:
+                yield
+            finally:
+                self.in_flight -= 1
+
+
+class SlotBackend:
+    """A backend whose every `generate` first takes a Space-wide request slot, and that can be
+    stopped: `stop()` cancels the calls in flight and refuses new ones, so a stopped evaluation
+    sends nothing more whatever its retries or not-yet-collected generators would do."""
+
+    def __init__(self, inner: Any, slots: RequestSlots) -> None:
+        self.inner, self.slots = inner, slots
+        self.stopped = False
+        self._calls: set[asyncio.Task[Any]] = set()
+
+    async def generate(self, request: Any) -> Any:
+        from eval.types import BackendError
+
+        if self.stopped:
+            raise BackendError("the evaluation was stopped", retryable=False)
+        task = asyncio.current_task()
+        if task is not None:
+            self._calls.add(task)
+        try:
+            async with self.slots.slot():
+                return await self.inner.generate(request)
+        finally:
+            self._calls.discard(task)  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        self.stopped = True
+        for task in list(self._calls):
+            task.cancel()
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+    async def aclose(self) -> None:
+        from eval.backends import release
+
+        await release(self.inner)
