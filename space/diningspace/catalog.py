@@ -6,7 +6,6 @@ columns; the shown item's images are read from the Arrow table and decoded on de
 
 from __future__ import annotations
 
-import io
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from .warmup import warm_harness
 CONFIGS = ("classification", "nutrition", "vqa")
 IMAGE_COLUMNS = ("images",)
 ALL = "All"  # the filter value that keeps every item
+DISPLAY_SIDE = 1600  # long side of a view as shown: sharp in the gallery, ~8 MB decoded at most
 
 
 class CatalogError(ValueError):
@@ -45,18 +45,22 @@ def _default_loader(source: str | None) -> Callable[[str], Any]:
     return load
 
 
-def decode_image(stored: Any) -> Image.Image:
-    """A stored image ({bytes, path} as datasets keeps it, raw bytes, or PIL) as an RGB picture."""
+def decode_image(stored: Any, *, item_id: str = "?", index: int = 0) -> Image.Image:
+    """A stored image ({bytes, path} as datasets keeps it, raw bytes, or PIL) as an RGB picture of at
+    most DISPLAY_SIDE pixels a side. Only the release's own bytes are shown, never a file a cell
+    names, and the pixel count is checked before decoding (eval/images.py), so one view costs a
+    bounded amount of memory."""
+    from eval.images import ImageError, decode_bounded, stored_bytes
+
     if isinstance(stored, Image.Image):
-        return stored.convert("RGB")
-    data = stored.get("bytes") if isinstance(stored, dict) else stored
-    if not data and isinstance(stored, dict) and stored.get("path"):
-        with open(stored["path"], "rb") as fh:
-            data = fh.read()
-    if not data:
-        raise CatalogError("image is empty")
-    with Image.open(io.BytesIO(data)) as img:
-        return img.convert("RGB")
+        picture = stored.convert("RGB")
+        picture.thumbnail((DISPLAY_SIDE, DISPLAY_SIDE))
+        return picture
+    try:
+        return decode_bounded(stored_bytes(stored, item_id=item_id, index=index), item_id=item_id, index=index,
+                              max_side=DISPLAY_SIDE)
+    except ImageError as exc:
+        raise CatalogError(str(exc)) from None
 
 
 class Catalog:
@@ -119,8 +123,10 @@ class Catalog:
         out = []
         for i, image in enumerate(stored.get("images") or []):
             try:
-                picture = decode_image(image)
-            except (CatalogError, OSError, ValueError):
+                picture = decode_image(image, item_id=item_id, index=i)
+            except CatalogError:
+                raise
+            except (OSError, ValueError):
                 raise CatalogError(f"item {item_id}: image {i} cannot be decoded") from None
             out.append((picture, roles[i] if i < len(roles) else "view"))
         return out
