@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from eval.types import BackendError, ConfigError, Request, Response
+from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, Request, Response
 
 DEFAULT_MAX_MODEL_LEN = 16384  # the paper's protocol: 16,384 tokens of context
 DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -35,7 +35,7 @@ class LocalEngineOptions:
     """
 
     images: int | None = None
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS
     seed: int = 0
     batch_size: int = 8
     tensor_parallel_size: int = 1

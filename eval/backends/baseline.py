@@ -24,10 +24,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eval.types import ConfigError, Request, Response
+from eval.backends.policy import refuse_options
+from eval.types import NUTRIENTS, ConfigError, Request, Response
 
 NAMES = ("random", "first", "zero", "median", "category-mean")
-NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 ABSTAIN = {"zh": "无法判断。", "en": "Cannot determine."}
 
@@ -117,7 +117,9 @@ class BaselineBackend:
 
 
 def make(model: str, *, dataset_items: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-         lang: str = "zh", **_: Any) -> BaselineBackend:
+         lang: str = "zh", reasoning_effort: str | None = None, thinking_budget: int | None = None,
+         **_: Any) -> BaselineBackend:
+    refuse_options(f"baseline:{model}", reasoning_effort=reasoning_effort, thinking_budget=thinking_budget)
     if model not in NAMES:
         raise ConfigError(f"unknown baseline {model!r}; choose one of {', '.join(NAMES)}")
     if dataset_items is None:

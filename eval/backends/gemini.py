@@ -2,10 +2,15 @@
 
 Images travel as inline bytes parts. `--base-url` sets `HttpOptions.base_url` (a proxy, or a
 local server in tests). The SDK's retries are off (attempts=1): the runner retries.
+
+Thinking models (Gemini 2.5, Gemini 3) spend thinking tokens out of `max_output_tokens`; a limit
+used up by thinking ends with MAX_TOKENS and no text, which is a truncated answer, not an error.
+`thinking_config` is the request policy: what is sent, and why, in one place.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from eval.backends._retry import (
@@ -17,9 +22,41 @@ from eval.backends._retry import (
     resolve_api_key,
     scrub,
 )
-from eval.types import BackendError, ConfigError, ImagePart, Message, Request, Response
+from eval.backends.policy import EFFORT_HINT, refuse_options
+from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
 
 BLOCKING_FINISH = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION", "IMAGE_SAFETY"}
+FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}  # Gemini's words -> the Response contract's
+ANSWER_ROOM = 1024  # tokens a fixed thinking budget must leave under max_output_tokens for the answer
+_GEMINI_3 = re.compile(r"^gemini-3")  # thinking levels (minimal/low/medium/high) instead of budgets
+
+
+def thinking_config(model: str, *, thinking_budget: int | None, reasoning_effort: str | None,
+                    max_tokens: int | None) -> dict[str, Any]:
+    """The ThinkingConfig fields to send, or {} to leave thinking at the model's default.
+
+    `thinking_budget` (tokens; -1 dynamic, 0 off) goes as is. `reasoning_effort` becomes Gemini 3's
+    `thinking_level` (Google's own OpenAI-compatible endpoint maps it so); earlier models have no
+    levels. Thinking counts against max_output_tokens, so a fixed budget must leave room to answer.
+    Raises ConfigError (one line) for what the API would refuse.
+
+    >>> thinking_config("gemini-3-pro-preview", thinking_budget=None, reasoning_effort="low", max_tokens=16384)
+    {'thinking_level': 'LOW'}
+    """
+    name = model.rsplit("/", 1)[-1].lower()
+    if reasoning_effort is not None and thinking_budget is not None:
+        raise ConfigError("gemini: give --reasoning-effort (Gemini 3's thinking level) or --thinking-budget, not both")
+    if reasoning_effort is not None:
+        if not _GEMINI_3.match(name):
+            raise ConfigError(f"{EFFORT_HINT}; gemini:{model} has no thinking levels (use --thinking-budget)")
+        return {"thinking_level": reasoning_effort.upper()}
+    if thinking_budget is None:
+        return {}
+    if thinking_budget > 0 and max_tokens is not None and max_tokens < thinking_budget + ANSWER_ROOM:
+        raise ConfigError(f"--thinking-budget {thinking_budget} leaves no room to answer under --max-tokens "
+                          f"{max_tokens} (Gemini counts thinking against the limit): raise --max-tokens to at "
+                          f"least {thinking_budget + ANSWER_ROOM} or lower the budget")
+    return {"thinking_budget": thinking_budget}
 
 
 def to_gemini_contents(messages: tuple[Message, ...], types: Any) -> tuple[list[Any], str | None]:
@@ -42,10 +79,11 @@ def _name(value: Any) -> str | None:
 
 
 class GeminiBackend:
-    """generateContent at temperature 0 with max_output_tokens and seed."""
+    """generateContent at temperature 0 with max_output_tokens, seed and the thinking configuration."""
 
     def __init__(self, model: str, *, base_url: str | None = None, timeout: float = 120.0,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, max_tokens: int | None = DEFAULT_MAX_TOKENS,
+                 thinking_budget: int | None = None, reasoning_effort: str | None = None) -> None:
         try:
             from google import genai
             from google.genai import errors, types
@@ -60,13 +98,29 @@ class GeminiBackend:
         options = types.HttpOptions(base_url=base_url, timeout=int(timeout * 1000),
                                     retry_options=types.HttpRetryOptions(attempts=1))
         self.client = genai.Client(api_key=self._key, http_options=options)
+        self._thinking = thinking_config(model, thinking_budget=thinking_budget, reasoning_effort=reasoning_effort,
+                                         max_tokens=max_tokens)
+        if "thinking_level" in self._thinking and "thinking_level" not in types.ThinkingConfig.model_fields:
+            raise ConfigError(f"google-genai {self._version} has no thinking_level: pip install -U google-genai")
+        self._max_tokens = max_tokens
+        self._requested: dict[str, Any] = {}
+        self._truncated = 0
 
     async def generate(self, request: Request) -> Response:
         types = self._types
         contents, system = to_gemini_contents(request.messages, types)
+        asked = request.config
+        try:
+            thinking = thinking_config(self.model, thinking_budget=asked.thinking_budget,
+                                       reasoning_effort=asked.reasoning_effort, max_tokens=asked.max_tokens)
+        except ConfigError as exc:
+            raise BackendError(str(exc), retryable=False) from None
+        if not self._requested:
+            self._requested = {"temperature": asked.temperature, "max_tokens": asked.max_tokens, "seed": asked.seed,
+                               **thinking}
         config = types.GenerateContentConfig(
-            temperature=request.config.temperature, max_output_tokens=request.config.max_tokens,
-            seed=request.config.seed, system_instruction=system)
+            temperature=asked.temperature, max_output_tokens=asked.max_tokens, seed=asked.seed,
+            system_instruction=system, thinking_config=types.ThinkingConfig(**thinking) if thinking else None)
         try:
             result = await self.client.aio.models.generate_content(model=self.model, contents=contents, config=config)
         except self._errors.APIError as exc:
@@ -101,25 +155,52 @@ class GeminiBackend:
         content = candidates[0].content
         texts = [p.text for p in (content.parts or []) if getattr(p, "text", None) and not getattr(p, "thought", False)] \
             if content is not None else []
-        if not texts:
+        if not texts and finish != "MAX_TOKENS":
             raise BackendError("the Gemini API returned an empty answer", retryable=True)
+        if finish == "MAX_TOKENS":
+            self._truncated += 1  # thinking (or the answer) used the limit: asking again ends the same way
         meta = getattr(result, "usage_metadata", None)
         usage = None
         if meta is not None:
+            thoughts = meta.thoughts_token_count
             usage = {"prompt_tokens": meta.prompt_token_count or 0,
-                     "completion_tokens": meta.candidates_token_count or 0}
-        return Response(text="".join(texts), usage=usage, finish_reason=finish)
+                     "completion_tokens": (meta.candidates_token_count or 0) + (thoughts or 0)}
+            if thoughts is not None:
+                usage["reasoning_tokens"] = thoughts
+        return Response(text="".join(texts), usage=usage, finish_reason=FINISH.get(finish or "", finish))
 
     def describe(self) -> dict[str, Any]:
+        asked = self._requested or {"max_tokens": self._max_tokens, **self._thinking}
+        limit = asked.get("max_tokens")
+        policy: dict[str, Any] = {
+            "token_limit_param": "max_output_tokens (thinking and answer together)",
+            "token_limit": limit if limit is not None else "none sent (the model's own maximum)",
+            "temperature": asked.get("temperature", 0.0),
+            "seed": asked.get("seed", "as requested"),
+            "thinking_budget": asked.get("thinking_budget"),
+            "thinking_level": asked.get("thinking_level"),
+        }
+        if "thinking_budget" not in asked and "thinking_level" not in asked:
+            policy["thinking"] = "the model's default"
+        if self._truncated:
+            policy["truncated_by_limit"] = self._truncated
         return {"backend": "gemini", "model": self.model, "base_url_host": host_of(self.base_url),
-                "sdk": "google-genai", "sdk_version": self._version}
+                "sdk": "google-genai", "sdk_version": self._version, "request_policy": policy}
 
 
 def _short(text: str) -> str:
     return " ".join(str(text).split())[:200]
 
 
-def make(model: str, *, base_url: str | None = None, timeout: float = 120.0,
-         api_key: str | None = None, **_: Any) -> GeminiBackend:
-    """`api_key` overrides the environment for this instance only; it is never recorded."""
-    return GeminiBackend(model, base_url=base_url, timeout=timeout, api_key=api_key)
+def make(model: str, *, base_url: str | None = None, timeout: float = 120.0, api_key: str | None = None,
+         max_tokens: int | None = DEFAULT_MAX_TOKENS, thinking_budget: int | None = None,
+         reasoning_effort: str | None = None, **_: Any) -> GeminiBackend:
+    """`api_key` overrides the environment for this instance only; it is never recorded.
+
+    `reasoning_effort` is accepted for Gemini 3 only (as its thinking level); thinking settings the
+    API would refuse are refused here, before any request.
+    """
+    refuse_options(f"gemini:{model}", reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
+                   usable=("thinking_budget", "reasoning_effort"))
+    return GeminiBackend(model, base_url=base_url, timeout=timeout, api_key=api_key, max_tokens=max_tokens,
+                         thinking_budget=thinking_budget, reasoning_effort=reasoning_effort)

@@ -22,6 +22,7 @@ from eval.backends._local import (
     generate_one,
     short_error,
 )
+from eval.backends.policy import refuse_options
 from eval.types import BackendError, Message, Request, Response
 
 INSTALL_HINT = "pip install -r requirements-dev.txt (torch + transformers)"
@@ -221,7 +222,9 @@ class HFBackend:
             if length >= self.options.max_model_len:
                 raise BackendError(f"{request.id}: prompt is {length} tokens, max_model_len is "
                                    f"{self.options.max_model_len}", retryable=False)
-            limits.append(min(request.config.max_tokens, self.options.max_model_len - length))
+            room = self.options.max_model_len - length  # prompt + answer fit the context, like vLLM
+            asked = request.config.max_tokens
+            limits.append(room if asked is None else min(asked, room))
         config = requests[0].config
         with self._lock, torch.inference_mode():
             torch.manual_seed(config.seed)
@@ -272,5 +275,11 @@ class HFBackend:
 
 
 def make(model: str, **options: Any) -> HFBackend:
-    """Build the `hf:` backend; options as the CLI passes them (unknown ones are ignored)."""
+    """Build the `hf:` backend; options as the CLI passes them (unknown ones are ignored).
+
+    A chat template's own thinking switch is the model's business: `reasoning_effort` and
+    `thinking_budget` have nothing to map to here and are refused.
+    """
+    refuse_options(f"hf:{model}", reasoning_effort=options.get("reasoning_effort"),
+                   thinking_budget=options.get("thinking_budget"))
     return HFBackend(model, LocalEngineOptions.from_options(options))

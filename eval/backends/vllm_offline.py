@@ -19,6 +19,7 @@ from eval.backends._local import (
     short_error,
 )
 from eval.backends.openai_chat import to_openai_messages
+from eval.backends.policy import refuse_options
 from eval.types import BackendError, GenerationConfig, Request, Response
 
 INSTALL_HINT = "vllm is not installed: pip install -r requirements-vllm.txt (needs a CUDA GPU)"
@@ -61,6 +62,9 @@ def build_engine_args(model: str, options: LocalEngineOptions) -> dict[str, Any]
 
 def build_sampling_params_kwargs(config: GenerationConfig) -> dict[str, Any]:
     """Keyword arguments for `vllm.SamplingParams`: temperature 0 is greedy decoding in vLLM.
+
+    The engine itself stops a sequence at max_model_len (finish reason "length"), so the default
+    limit needs no fitting under the context here; `max_tokens` None means "up to the context".
 
     >>> build_sampling_params_kwargs(GenerationConfig(max_tokens=16, seed=3))
     {'temperature': 0.0, 'max_tokens': 16, 'seed': 3}
@@ -126,7 +130,13 @@ class VLLMBackend:
 
 
 def make(model: str, **options: Any) -> VLLMBackend:
-    """Start the engine (loads the weights onto the GPUs); one-line errors when it cannot."""
+    """Start the engine (loads the weights onto the GPUs); one-line errors when it cannot.
+
+    `reasoning_effort` and `thinking_budget` are API settings with nothing to map to in `vllm.LLM`:
+    refused before the engine starts. A thinking checkpoint thinks in its output (`<think>...`).
+    """
+    refuse_options(f"vllm:{model}", reasoning_effort=options.get("reasoning_effort"),
+                   thinking_budget=options.get("thinking_budget"))
     opts = LocalEngineOptions.from_options(options)
     engine_args = build_engine_args(model, opts)
     try:
