@@ -15,7 +15,6 @@ from typing import Any
 from eval.figures import (
     breakdown,
     component,
-    group_key,
     headline,
     headline_ci,
     paired_difference,
@@ -155,15 +154,12 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
             columns = columns[:MAX_BREAKDOWN_RUNS]
         figure = "Avg MAPE (%), lower is better" if task == "nutrition" else "accuracy (%)"
         for dimension in DIMENSIONS[task]:
-            groups = breakdown(columns[0][1].scores[task], dimension)
+            # Rows are the union of every run's cells (runs may differ in views sent or categories),
+            # largest first; each run's cell shows its own n, and `–` only where it has no item.
+            groups = breakdown([r for _, run in columns for r in run.scores[task]], dimension)
             shown, hidden = groups[:MAX_BREAKDOWN_ROWS], groups[MAX_BREAKDOWN_ROWS:]
-            rows = []
-            for value, _ in shown:
-                cells = [value]
-                for _, run in columns:
-                    subset = [r for r in run.scores[task] if group_key(r, dimension) == value]
-                    cells.append(_cell(task, subset))
-                rows.append(cells)
+            per_run = [dict(breakdown(run.scores[task], dimension)) for _, run in columns]
+            rows = [[value, *(_cell(task, cells.get(value, [])) for cells in per_run)] for value, _ in shown]
             name = DIMENSION_TITLES[dimension]
             note = f"\n\n{len(hidden)} smaller groups not shown." if hidden else ""
             sections.append(f"### {task} by {name}: {figure}\n\n"
