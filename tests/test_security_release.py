@@ -155,3 +155,40 @@ def test_large_photos_are_still_shrunk_within_the_pixel_limit() -> None:
 
 def test_the_pixel_limit_is_one_number_in_both_modules() -> None:
     assert diningbench.MAX_PIXELS == eval_images.MAX_PIXELS
+
+
+def _catalog_with(cell: dict) -> object:
+    """A Space catalog whose first classification item's first view is `cell`."""
+    from helpers_space import tiny_dataset
+
+    from space.diningspace.catalog import Catalog
+
+    def loader(config: str):
+        dataset = tiny_dataset(config)
+        if config != "classification":
+            return dataset
+        rows = dataset.to_list()
+        rows[0]["images"][0] = cell
+        return dataset.from_list(rows, features=dataset.features)
+
+    return Catalog(loader=loader)
+
+
+def test_the_space_never_shows_a_file_a_cell_names(secret_file: Path, hostile: Path) -> None:
+    from space.diningspace.catalog import Catalog, CatalogError
+
+    catalog = _catalog_with({"bytes": None, "path": str(secret_file)})
+    with pytest.raises(CatalogError, match="item cla-1: image 0 has no embedded bytes"):
+        catalog.images("classification", "cla-1")
+    first = str(diningbench.load("classification", diningbench.SAMPLE_DIR)["id"][0])
+    with pytest.raises(CatalogError, match=f"item {first}: images\\[0\\] has no embedded bytes"):
+        Catalog(source=str(hostile)).filter_ids("classification")
+
+
+def test_the_space_refuses_a_bomb_and_shows_big_photos_bounded(bomb: bytes) -> None:
+    from space.diningspace.catalog import DISPLAY_SIDE, CatalogError
+
+    with pytest.raises(CatalogError, match="item cla-1: image 0 declares too many pixels"):
+        _catalog_with({"bytes": bomb, "path": None}).images("classification", "cla-1")
+    views = _catalog_with({"bytes": jpeg((4000, 3000)), "path": None}).images("classification", "cla-1")
+    assert max(views[0][0].size) == DISPLAY_SIDE
