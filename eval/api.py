@@ -274,7 +274,8 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
                           for d in data}
         write_run_json(out, info)
         scoring.score_run(out, judge=settings.judge, judge_base_url=settings.judge_base_url,
-                          n_boot=settings.n_boot, rows={d.task: d.rows for d in data})
+                          n_boot=settings.n_boot, rows={d.task: d.rows for d in data},
+                          judge_cache=settings.judge_cache)
         write_run_report(out)
     return out
 

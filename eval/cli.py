@@ -16,13 +16,13 @@ from eval import api
 from eval.judge import JudgeError
 from eval.report import report
 from eval.report.runs import ReportError
+from eval.report.sweeps import SWEEP_TASKS
 from eval.report.tables import results_table
 from eval.scoring import ScoringError
 from eval.settings import LANGS, UsageError, add_run_arguments, settings_from_args
 from eval.types import ConfigError
 
 EXIT_USAGE = 2
-SWEEP_TASKS = ("classification", "nutrition")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -76,8 +76,10 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    if args.task == "vqa" and not args.judge:
+        raise UsageError("sweep --task vqa needs --judge SPEC (e.g. --judge openai:gpt-4o): VQA is scored by a judge")
     base = settings_from_args(args, model=args.model[0], lang=args.lang[0], cot=False, images=None, out=None,
-                              n_boot=args.n_boot)
+                              n_boot=args.n_boot, judge_cache=args.out / "judge_cache")
     cells = api.sweep_cells(base, models=args.model, langs=args.lang,
                             cots={"off": [False], "on": [True], "both": [False, True]}[args.cot],
                             images=args.images, out=args.out)

@@ -167,10 +167,12 @@ def _views_sent(row: dict[str, Any], settings: dict[str, Any]) -> int:
 
 
 def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | None = None,
-              n_boot: int = N_BOOT, rows: dict[str, Sequence[dict[str, Any]]] | None = None) -> dict[str, Any]:
+              n_boot: int = N_BOOT, rows: dict[str, Sequence[dict[str, Any]]] | None = None,
+              judge_cache: Path | None = None) -> dict[str, Any]:
     """Score a run folder's predictions.jsonl; write scores.jsonl and metrics.json; return the metrics.
 
-    `rows` (each task's item metadata) saves loading the dataset again when the caller has it.
+    `rows` (each task's item metadata) saves loading the dataset again when the caller has it;
+    `judge_cache` (default: the run folder's judge_cache/) may be shared by several runs.
     """
     run_dir = Path(run_dir)
     info = read_run_json(run_dir)
@@ -217,7 +219,7 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                 metrics[task] = score_nutrition_task(records, raws, n_boot)
             else:
                 metrics[task] = score_vqa(records, raws, [tasks.question_of(by_id[p.id], lang) for p in mine],
-                                          judge_fn, judge, run_dir / JUDGE_CACHE,
+                                          judge_fn, judge, Path(judge_cache or run_dir / JUDGE_CACHE),
                                           concurrency=int(settings.get("concurrency") or 4), n_boot=n_boot)
             all_records.extend(records)
     finally:

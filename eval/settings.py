@@ -87,6 +87,8 @@ class RunSettings:
     # Programmatic only: not flags.
     retry_base_delay: float = _opt(1.0, "seconds before the first retry without Retry-After", cli=False)
     n_boot: int = _opt(1000, "bootstrap resamples for the 95% intervals in metrics.json", cli=False)
+    judge_cache: Path | None = _opt(None, "verdict cache folder (default: the run folder's judge_cache/); a "
+                                          "sweep shares one, so an answer is judged once", cli=False)
     engine_extra: dict[str, Any] = _opt({}, "further backend options (tests, the Space)", cli=False)
 
     @property
@@ -151,6 +153,7 @@ class RunSettings:
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["out"] = str(self.out) if self.out is not None else None
+        data["judge_cache"] = str(self.judge_cache) if self.judge_cache is not None else None
         data["ids"] = list(self.ids) if self.ids is not None else None
         data["engine_extra"] = {k: v for k, v in self.engine_extra.items() if _is_plain(v)}
         return data

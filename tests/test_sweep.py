@@ -56,3 +56,32 @@ def test_bad_sweep_settings_are_one_line_errors(release, tmp_path, capsys):
     assert sweep("--model", "baseline:first", "--task", "classification", "--images", "0,1", "--out", "x") == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "at least 1" in err and err.count("\n") == 1
+
+
+def test_vqa_sweep_judges_each_answer_once_and_draws_the_cot_figure_per_category(release, tmp_path):
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    out = tmp_path / "vqa-sweep"
+    with FakeOpenAIServer(oracle=lambda request: "Same conclusion.\nGRADE: C") as judge:
+        argv = ["--model", "baseline:random", "--task", "vqa", "--images", "1", "--cot", "both",
+                "--judge", "openai:fake-judge", "--judge-base-url", judge.base_url, "--dataset", str(release),
+                "--out", str(out), "--n-boot", "50"]
+        assert sweep(*argv) == 0
+        asked = len(judge.requests)
+    # the baseline answers alike with and without CoT: each distinct answer is judged once, shared
+    verdicts = [json.loads(line) for cell in out.glob("*/scores.jsonl") for line in cell.read_text().splitlines()]
+    assert len(verdicts) == 6 and all(v["verdict"] in ("C", "I") for v in verdicts)
+    assert asked == len({(v["id"], v["parsed"]) for v in verdicts if v["decided_by"] == "judge"}) <= 3
+    text = (out / "report.md").read_text()
+    section = text.split("VQA accuracy by VQA category with and without chain of thought")[1]
+    categories = {v["vqa_category"] for v in verdicts}
+    for category in categories:
+        assert table_rows(section, f"baseline:random · 1 view · {category}"), category
+    assert (out / "cot_vqa.png").stat().st_size > 20_000
+
+
+def test_a_vqa_sweep_without_a_judge_is_one_error_line(release, tmp_path, capsys):
+    argv = ["--model", "baseline:random", "--task", "vqa", "--dataset", str(release), "--out", str(tmp_path / "s")]
+    assert sweep(*argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "--judge" in err and err.count("\n") == 1

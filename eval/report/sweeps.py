@@ -16,9 +16,10 @@ from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report.runs import RunData
 from eval.report.tables import md_table, with_ci
 
-SWEEP_TASKS = ("classification", "nutrition")
+SWEEP_TASKS = ("classification", "nutrition", "vqa")
 FIGURE = {"classification": ("Classification accuracy", "accuracy (%)"),
-          "nutrition": ("Nutrition Average MAPE", "Average MAPE (%)")}
+          "nutrition": ("Nutrition Average MAPE", "Average MAPE (%)"),
+          "vqa": ("VQA accuracy", "accuracy (%)")}
 
 
 def _series(run: RunData, *, without: str) -> str:
@@ -103,8 +104,7 @@ def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boo
         return ""
     title, ylabel = FIGURE[task]
     rows, bars = [], []
-    for label, pair in sorted(pairs.items()):
-        plain, cot = pair[False].scores[task], pair[True].scores[task]
+    for label, plain, cot in _cot_slices(task, pairs):
         diff = paired_difference(task, cot, plain, n_boot=n_boot)
         rows.append([label, with_ci(headline(task, plain), headline_ci(task, plain, n_boot=n_boot)),
                      with_ci(headline(task, cot), headline_ci(task, cot, n_boot=n_boot)),
@@ -113,6 +113,8 @@ def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boo
         without, with_cot = _ci_point(0, task, plain, n_boot), _ci_point(1, task, cot, n_boot)
         if without is not None and with_cot is not None:
             bars.append(CotBar(label, without, with_cot))
+    if task == "vqa":
+        title += " by VQA category"
     text = f"### {title} with and without chain of thought\n\n" + md_table(
         ["model", "without CoT (%)", "with CoT (%)", "CoT − without (pp, paired 95% CI)"], rows)
     if plot_dir is not None and bars:
@@ -120,6 +122,21 @@ def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boo
                         lower_is_better=task == "nutrition")
         text += f"\n\n![{title} with and without CoT]({_link(path, plot_dir)})"
     return text
+
+
+def _cot_slices(task: str, pairs: dict[str, dict[bool, RunData]]
+                ) -> list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """(label, items without CoT, items with CoT) per model; VQA also per VQA category (Figure 10)."""
+    slices = []
+    for label, pair in sorted(pairs.items()):
+        plain, cot = pair[False].scores[task], pair[True].scores[task]
+        if task != "vqa":
+            slices.append((label, plain, cot))
+            continue
+        for category in sorted({str(r.get("vqa_category")) for r in plain + cot}):
+            slices.append((f"{label} · {category}", [r for r in plain if str(r.get("vqa_category")) == category],
+                           [r for r in cot if str(r.get("vqa_category")) == category]))
+    return slices
 
 
 def _link(path: Path, plot_dir: Path) -> str:
