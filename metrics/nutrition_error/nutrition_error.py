@@ -219,14 +219,132 @@ def _scan_pairs(text: str) -> dict[str, float] | None:
     values: dict[str, set[float]] = {}
     for match in _PAIR_RE.finditer(_clean_json(text)):
         nutrient, unit = _canonical_key(match.group("key"))
-        if nutrient is None:
-            continue
+        if nutrient is None or "%" in match.group("val"):
+            continue  # "Protein: 40% DV" is a share of a daily value, not the dish's grams
         amount = _to_amount(match.group("val").strip().strip("\"'"), nutrient, unit)
         if amount is not None:
             values.setdefault(nutrient, set()).add(round(amount, 6))
     if all(len(values.get(n, ())) == 1 for n in NUTRIENTS):
         return {n: next(iter(values[n])) for n in NUTRIENTS}
     return None
+
+
+# Prose answers name the four nutrients in many orders and shapes; one regex finds each mention.
+# Key first: "Calories: 450 kcal", "**Protein**: ~25 g", "| Fat | 18 g |", "calories 500", "蛋白质：约25g".
+# Value first: "120 kCal", "6 g of carbs", "~9g protein", "约450千卡".
+# Every repeat is bounded and a number may not start inside another number, so a scan is linear
+# even on a 60,000-character run of digits or "450 kcal " (tests/test_reliability_parsers.py).
+_PROSE_KEYS = {
+    "calories": r"(?<![A-Za-z])(?:calories|calorie|kilocalories|energy)(?![A-Za-z])|热量|卡路里|能量",
+    "protein": r"(?<![A-Za-z])proteins?(?![A-Za-z])|蛋白质|蛋白",
+    "carbohydrates": r"(?<![A-Za-z])(?:carbohydrates?|carbs?)(?![A-Za-z])|碳水化合物|碳水",
+    "fat": r"(?<![A-Za-z])(?:total\s)?fats?(?![A-Za-z])|脂肪",
+}
+# After a value, these words name calories by their unit alone ("450 kcal", "1883 kJ", "约450千卡").
+_VALUE_FIRST_ENERGY = r"(?<![A-Za-z])(?:kcal|kj|kilocalories|calories|calorie|cals?)(?![A-Za-z])|千卡|大卡|千焦|卡路里"
+_PROSE_DIGITS = r"\d{1,7}(?:,\d{3})?(?:\.\d{1,4})?"
+# A minus sign before the value makes it negative, which is no estimate: "-50" is not read as 50.
+_PROSE_VALUE = (rf"(?<![\d.,\-−]){_PROSE_DIGITS}(?:[^\S\n]?(?:-|–|—|~|～|to|至|到)[^\S\n]?{_PROSE_DIGITS})?"
+                r"(?![\d%]|[^\S\n]*%)")
+_HEDGE = r"(?:approx(?:imately|\.)?|about|around|roughly|almost|estimated|est\.|约为|大约|约)"
+_MASS_UNIT = r"(?:g|grams?|mg|克|毫克)(?![A-Za-z])"
+_PROSE_RE = re.compile(
+    "|".join(rf"(?P<key_{n}>{pattern})" for n, pattern in _PROSE_KEYS.items()).join(("(?:", ")"))
+    + rf"[^\S\n]?(?:[(（](?P<hint>[^)）\n]{{0,12}})[)）])?[^\w\n]{{0,8}}(?:{_HEDGE}[^\w\n]{{0,4}})?"
+    + rf"(?P<val>{_PROSE_VALUE})[^\S\n]?(?P<unit>kcal|kj|千卡|大卡|千焦|{_MASS_UNIT})?"
+    # A unit of energy names the nutrient by itself: "Total: 400-500 kcal".
+    + rf"|(?P<val2>{_PROSE_VALUE})[^\S\n]?(?P<energy2>{_VALUE_FIRST_ENERGY})"
+    # A value right after "Key:" belongs to that key ("Fiber: 1 g Protein: 3 g"), not to the next one.
+    + rf"|(?<![:：=])(?<![:：=][^\S\n])(?P<val3>{_PROSE_VALUE})[^\S\n]?(?:(?P<unit3>{_MASS_UNIT})[^\S\n]?(?:of[^\S\n])?)?"
+    + "(?:" + "|".join(rf"(?P<key3_{n}>{pattern})" for n, pattern in _PROSE_KEYS.items() if n != "calories") + ")",
+    re.IGNORECASE,
+)
+# "saturated fat: 8 g" is not the dish's fat, nor "net carbs" its carbohydrates.
+# Only words on the same line count: "(mostly unsaturated)\nProtein ~8g" is protein.
+_NOT_THE_NUTRIENT_RE = re.compile(r"(?:saturated|sat\.|trans|饱和|反式|net)[^\w\n]{0,2}\Z", re.IGNORECASE)
+# A heading that marks a set as the dish's answer, after a chain of thought lists the parts.
+_TOTAL_MARKER_RE = re.compile(r"total|overall|combined|per serving|whole (?:meal|dish)|总计|合计|总共|总量|每份|整份",
+                              re.IGNORECASE)
+# Values per 100 g describe a food, not the portion in the photo: the task asks for the serving.
+_PER_100G_RE = re.compile(r"per\s*100\s*g|/\s*100\s*g|每\s*100\s*(?:g|克)|100\s*(?:g|克)\s*含", re.IGNORECASE)
+_SET_GAP = 300  # characters: mentions further apart than this belong to different passages
+
+
+def _prose_mentions(text: str) -> list[tuple[str, float, int, int]]:
+    """(nutrient, amount, start, end) for each nutrient named with its value, in order."""
+    mentions = []
+    for match in _PROSE_RE.finditer(text):
+        groups = {k: v for k, v in match.groupdict().items() if v is not None}
+        nutrient = next((k.split("_", 1)[1] for k in groups if k.startswith("key")), "calories")
+        value, unit = next((groups[v], groups.get(u, "")) for v, u in
+                           (("val", "unit"), ("val2", "energy2"), ("val3", "unit3")) if v in groups)
+        if _NOT_THE_NUTRIENT_RE.search(text[max(0, match.start() - 12): match.start()]):
+            continue
+        amount = _to_amount(value, nutrient, f"{unit} {groups.get('hint', '')}")
+        if amount is not None:
+            mentions.append((nutrient, amount, match.start(), match.end()))
+    return mentions
+
+
+def _scan_prose(text: str) -> dict[str, float] | None:
+    """The dish's four nutrients from prose, lists or tables, or None.
+
+    Mentions are grouped into sets; a nutrient named again starts a new set. A chain of thought
+    lists each ingredient before the dish, so the last complete set wins, unless a set headed
+    "total"/"合计"/"per serving" exists: the last such set wins, and if it is incomplete the answer
+    is partial. Sets given per 100 g are skipped.
+
+    >>> _scan_prose("Estimated nutrition:\\nCalories: 450 kcal\\nProtein: 25 g\\nCarbs: 50 g\\nFat: 18 g")
+    {'calories': 450.0, 'protein': 25.0, 'carbohydrates': 50.0, 'fat': 18.0}
+    >>> _scan_prose("主要营养成分：\\n• 蛋白质：约25g\\n• 脂肪：约20g\\n• 碳水化合物：约60g\\n• 热量：约520千卡")
+    {'calories': 520.0, 'protein': 25.0, 'carbohydrates': 60.0, 'fat': 20.0}
+    >>> _scan_prose("120 kCal, 6 g of carbs, 11 g of fats, 1.5g of Protein")
+    {'calories': 120.0, 'protein': 1.5, 'carbohydrates': 6.0, 'fat': 11.0}
+    >>> _scan_prose("Calories: 354, fats 13.3, protein 20.7, Carbs 37.6")
+    {'calories': 354.0, 'protein': 20.7, 'carbohydrates': 37.6, 'fat': 13.3}
+    >>> _scan_prose("| Nutrient | Amount |\\n|---|---|\\n| **Calories** | ~400-500 kcal |\\n| Protein | 20 g |"
+    ...             "\\n| Carbohydrates | 55 g |\\n| Fat | 2092 kJ |")["calories"]  # midpoint; kJ only for energy
+    450.0
+    >>> _scan_prose("Rice: 200 kcal, 4 g protein, 45 g carbs, 0.5 g fat.\\nTotal: 650 kcal, 30 g protein, "
+    ...             "70 g carbs, 25 g fat.\\nEach spoon of sauce adds 40 kcal, 1 g protein, 5 g carbs, 2 g fat.")
+    {'calories': 650.0, 'protein': 30.0, 'carbohydrates': 70.0, 'fat': 25.0}
+    >>> _scan_prose("Chicken: 300 kcal, 40 g protein, 0 g carbs, 14 g fat. Total: 500 kcal, 45 g protein") is None
+    True
+    >>> _scan_prose("Per 100 g: 165 kcal, 31 g protein, 0 g carbs, 3.6 g fat") is None
+    True
+    >>> _scan_prose("Calories: 25% DV, Protein: 40% DV, Carbs: 10% DV, Fat: 30% DV") is None
+    True
+    """
+    mentions = _prose_mentions(text)
+    sets: list[tuple[dict[str, float], bool]] = []  # (values, marked as total)
+    current: dict[str, float] = {}
+    heading_start = first = last_end = 0
+
+    def close() -> None:
+        if current:
+            passage = text[heading_start:last_end]
+            if not _PER_100G_RE.search(passage):
+                heading = text[heading_start:first]
+                sets.append((dict(current), bool(_TOTAL_MARKER_RE.search(heading))))
+
+    for nutrient, amount, start, end in mentions:
+        if nutrient in current or (current and start - last_end > _SET_GAP):
+            close()
+            current, heading_start = {}, last_end
+        if not current:
+            first = start
+        current[nutrient] = amount
+        last_end = end
+    close()
+    complete = [(i, values) for i, (values, _) in enumerate(sets) if len(values) == len(NUTRIENTS)]
+    marked = [i for i, (_, is_total) in enumerate(sets) if is_total]
+    if marked:
+        if len(sets[marked[-1]][0]) < len(NUTRIENTS) and (not complete or complete[-1][0] < marked[-1]):
+            return None  # the total the model gave is partial: never fall back to an ingredient's numbers
+        marked_complete = [values for i, values in complete if i in marked]
+        if marked_complete:
+            return {n: marked_complete[-1][n] for n in NUTRIENTS}
+    return {n: complete[-1][1][n] for n in NUTRIENTS} if complete else None
 
 
 def _brace_spans(text: str) -> list[str]:
@@ -286,10 +404,13 @@ def parse_nutrition(text: str | None) -> dict[str, float] | None:
             return result
     finals = list(_FINAL_MARKER_RE.finditer(text))
     if finals:
-        result = _scan_pairs(text[finals[-1].end():].lstrip(" :：-—*"))
+        tail = text[finals[-1].end():].lstrip(" :：-—*")
+        result = _scan_prose(tail) or _scan_pairs(tail)
         if result is not None:
             return result
-    return _scan_pairs(text)
+    # Prose read as sets of mentions; then loose "key: value" pairs, for keys the prose reader
+    # does not know ("Energy (kJ)", "calories_kcal").
+    return _scan_prose(text) or _scan_pairs(text)
 
 
 def _reference(i: int, ref: Any) -> dict[str, float]:
