@@ -8,6 +8,7 @@ displays, which `eval.scoring.score_prediction` scores one by one; `run_sweep` r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import fcntl
 import itertools
@@ -258,6 +259,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     check_out(out)
     data = load_task_data(settings)
     backend = backend or build_backend(settings, data)
+    _call(check_backend(backend))
     fingerprints = {d.task: d.fingerprint for d in data}
     judge_info = {"spec": settings.judge, "base_url_host": host_of(settings.judge_base_url)} if settings.judge else None
     info = build_run_json(settings=settings.to_json(), tasks=list(settings.tasks), backend=backend.describe(),
@@ -280,6 +282,20 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     return out
 
 
+async def check_backend(backend: Backend) -> None:
+    """The backend's own start-up check, when it has one (`openai:` asks a local server its context,
+    so an explicit --max-tokens that cannot fit fails now, in one line, not once per item)."""
+    check = getattr(backend, "check", None)
+    if check is None:
+        return
+    try:
+        await check()
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        await release(backend)  # its connections belong to this loop
+
+
 async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backend, out: Path,
                     on_prediction: Callable[[Prediction], None] | None, show_progress: bool) -> None:
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
@@ -297,10 +313,10 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
                 return True
             return False
 
+        outcomes = execute(backend, _requests(data, settings, skip), concurrency=settings.concurrency,
+                           batch_size=settings.batch_size, policy=_policy(settings), on_retry=bar.retry)
         try:
-            async for outcome in execute(backend, _requests(data, settings, skip), concurrency=settings.concurrency,
-                                         batch_size=settings.batch_size, policy=_policy(settings),
-                                         on_retry=bar.retry):
+            async for outcome in outcomes:
                 row = rows[(outcome.request.task, outcome.request.id)]
                 prediction = to_prediction(outcome, await parse(outcome, row, settings.lang))
                 store.append(prediction)
@@ -308,6 +324,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
                 if on_prediction is not None:
                     on_prediction(prediction)
         finally:
+            await outcomes.aclose()  # an interrupted run stops its workers before the backend goes
             bar.close()
             await release(backend)
         with store.path.open(encoding="utf-8") as lines:
@@ -355,15 +372,18 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
     """
     settings.validate()
     if backend is None:
-        check_reachable(settings.base_url, "--base-url")
-    data = load_task_data(settings)
+        await asyncio.to_thread(check_reachable, settings.base_url, "--base-url")
+    data = await asyncio.to_thread(load_task_data, settings)  # never block the caller's loop (Gradio)
     backend = backend or build_backend(settings, data)
+    await check_backend(backend)
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
     try:
-        async for outcome in execute(backend, _requests(data, settings), concurrency=settings.concurrency,
-                                     batch_size=settings.batch_size, policy=_policy(settings)):
-            row = rows[(outcome.request.task, outcome.request.id)]
-            yield to_prediction(outcome, await parse(outcome, row, settings.lang)), row
+        # aclosing: a closed or cancelled generator cancels the requests in flight and starts no new one
+        async with contextlib.aclosing(execute(backend, _requests(data, settings), concurrency=settings.concurrency,
+                                               batch_size=settings.batch_size, policy=_policy(settings))) as outcomes:
+            async for outcome in outcomes:
+                row = rows[(outcome.request.task, outcome.request.id)]
+                yield to_prediction(outcome, await parse(outcome, row, settings.lang)), row
     finally:
         await release(backend)
 

@@ -124,16 +124,3 @@ def task_prompt(task: str, lang: str, *, cot: bool = False, options: Sequence[st
             raise ValueError("vqa needs its question")
         return vqa_prompt(question, lang, cot=cot)
     raise ValueError(f"unknown task {task!r}")
-
-
-def with_cot(prompt: str, lang: str) -> str:
-    """Deprecated: the three steps prepended to a direct prompt, whose "answer with only ..." rule then
-    contradicts them. Use the task functions with `cot=True`; kept until no caller is left."""
-    return _LEGACY_COT[lang] + prompt
-
-
-_LEGACY_COT = {lang: _STEPS[lang] + ("最后一行必须以“最终答案：”开头，后面紧跟符合下述任务要求格式的答案。\n\n任务：\n"
-                                     if lang == "zh" else
-                                     "The last line must start with \"Final answer: \" followed by the answer in "
-                                     "the format the task below asks for.\n\nTask:\n")
-               for lang in ("zh", "en")}

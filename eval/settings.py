@@ -58,8 +58,8 @@ class RunSettings:
     max_tokens: int = _opt(DEFAULT_MAX_TOKENS, f"generation limit, thinking included (default "
                                                f"{DEFAULT_MAX_TOKENS}, the paper's; local servers get "
                                                "what fits their context)", identity=True)
-    reasoning_effort: str | None = _opt(None, "OpenAI reasoning models: reasoning effort", identity=True,
-                                        choices=REASONING_EFFORTS)
+    reasoning_effort: str | None = _opt(None, "OpenAI reasoning models: reasoning effort; Gemini 3: its "
+                                              "thinking level", identity=True, choices=REASONING_EFFORTS)
     thinking_budget: int | None = _opt(None, "Gemini thinking models: thinking tokens (-1 dynamic, 0 off)",
                                        identity=True)
     seed: int = _opt(0, "seed for random view order, sampling and baselines", identity=True)

@@ -34,10 +34,13 @@ def test_classification_prompt_lists_letters_and_demands_one_letter():
     assert "(one of A, B, C)" in en and "single uppercase English letter" in en
 
 
-def test_cot_puts_three_steps_before_the_task_and_marks_the_final_line():
-    text = prompts.with_cot(prompts.nutrition_prompt("en"), "en")
-    assert text.index("Visual observation") < text.index("Ingredient breakdown") < text.index("Comprehensive answer")
-    assert "Final answer: " in text and text.endswith(prompts.nutrition_prompt("en"))
+def test_cot_prompts_put_three_steps_first_and_never_forbid_the_reasoning():
+    for task, kwargs in (("classification", {"options": ["a", "b", "c"]}), ("nutrition", {}),
+                         ("vqa", {"question": "Is it vegan?"})):
+        text = prompts.task_prompt(task, "en", cot=True, **kwargs)
+        assert text.index("Visual observation") < text.index("Ingredient breakdown") < text.index("Comprehensive answer")
+        assert "without any description" not in text and "only one JSON object" not in text.lower()
+        assert prompts.task_prompt(task, "en", cot=False, **kwargs) != text
 
 
 def test_request_has_views_then_text_and_a_stable_hash():
