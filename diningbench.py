@@ -55,8 +55,15 @@ def _check_config(config: str) -> None:
         raise ValueError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
 
 
-def features(config: str) -> Features:
-    """The `datasets.Features` of one config (SPEC 3.1); every release must match these exactly."""
+# Columns a release may add to a config. `option_dish_ids` (classification): the dish_id behind each
+# option, in option order, written by `python -m construct`; every option must come from the target's
+# merchant and menu category (validate checks the ones whose dish appears in the release).
+OPTIONAL_FEATURES = {"classification": {"option_dish_ids": List(Value("string"))}}
+
+
+def features(config: str, *, optional: bool = False) -> Features:
+    """The `datasets.Features` of one config (SPEC 3.1); every release must match these exactly.
+    With `optional`, the config's OPTIONAL_FEATURES are added (a release that carries them)."""
     _check_config(config)
     common = {
         "id": Value("string"),
@@ -91,7 +98,8 @@ def features(config: str) -> Features:
             "vqa_category": Value("string"),
         },
     }[config]
-    return Features({**common, **specific})
+    extra = OPTIONAL_FEATURES.get(config, {}) if optional else {}
+    return Features({**common, **specific, **extra})
 
 
 # --------------------------------------------------------------------------------------------- load
@@ -201,8 +209,9 @@ class ShardWriter:
     """Writes rows of one config into `data/<config>/test-XXXXX-of-YYYYY.parquet` incrementally, so a
     paper-size release never sits in memory. `total` rows must be known up front (shard names)."""
 
-    def __init__(self, out_dir: Path, config: str, total: int, rows_per_shard: int = 500) -> None:
-        self.features = features(config)
+    def __init__(self, out_dir: Path, config: str, total: int, rows_per_shard: int = 500,
+                 optional: bool = False) -> None:
+        self.features = features(config, optional=optional)
         self.schema = self.features.arrow_schema
         self.dir = Path(out_dir) / "data" / config
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -246,7 +255,8 @@ def _size_category(n: int) -> str:
     return "n<1K" if n < 1000 else "1K<n<10K" if n < 10000 else "10K<n<100K"
 
 
-def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "") -> str:
+def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
+              optional: Iterable[str] = ()) -> str:
     """The release README.md: YAML header generated from the real counts, body from dataset_card.md."""
     import yaml
 
@@ -254,7 +264,7 @@ def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "")
     for config in CONFIGS:
         split = datasets.SplitDict()
         split.add(datasets.SplitInfo(name=SPLIT, num_bytes=num_bytes.get(config, 0), num_examples=counts.get(config, 0)))
-        info = datasets.DatasetInfo(features=features(config), splits=split, config_name=config,
+        info = datasets.DatasetInfo(features=features(config, optional=config in set(optional)), splits=split, config_name=config,
                                     dataset_size=num_bytes.get(config, 0))
         infos.append(info._to_yaml_dict())
     header = {
@@ -277,19 +287,21 @@ def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "")
 
 
 def write_release(out_dir: str | os.PathLike, rows: dict[str, tuple[int, Iterable[dict[str, Any]]]],
-                  note: str = "") -> Path:
-    """Write a release folder from `{config: (row count, row iterator)}`; returns the folder."""
+                  note: str = "", optional: Iterable[str] = ()) -> Path:
+    """Write a release folder from `{config: (row count, row iterator)}`; returns the folder.
+    Configs named in `optional` carry their OPTIONAL_FEATURES columns."""
+    optional = set(optional)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     counts, sizes = {}, {}
     for config in CONFIGS:
         total, it = rows[config]
-        writer = ShardWriter(out, config, total)
+        writer = ShardWriter(out, config, total, optional=config in optional)
         for row in it:
             writer.add(row)
         writer.close()
         counts[config], sizes[config] = writer.written, writer.num_bytes
-    (out / "README.md").write_text(card_text(counts, sizes, note), encoding="utf-8")
+    (out / "README.md").write_text(card_text(counts, sizes, note, optional), encoding="utf-8")
     return out
 
 
@@ -546,7 +558,12 @@ def _validate_config(folder: Path, config: str, report) -> None:
             report("error", "", f"{path.name} is not readable Parquet ({type(exc).__name__})")
             continue
         names = set(parquet.schema_arrow.names)
-        missing, extra = sorted(set(expected) - names), sorted(names - set(expected))
+        optional = OPTIONAL_FEATURES.get(config, {})
+        missing, extra = sorted(set(expected) - names), sorted(names - set(expected) - set(optional))
+        for name in sorted(set(optional) & names):
+            if parquet.schema_arrow.field(name).type != features(config, optional=True).arrow_schema.field(name).type:
+                report("error", "", f"{path.name}: column {name} has type {parquet.schema_arrow.field(name).type}, "
+                                    f"expected {features(config, optional=True).arrow_schema.field(name).type}")
         if missing:
             report("error", "", f"{path.name}: schema mismatch, missing column(s) {', '.join(missing)}")
         if extra:
@@ -621,6 +638,42 @@ def validate(source: str | os.PathLike | None = None) -> list[Problem]:
         except Exception as exc:  # damage no check anticipated: still one itemised line, never a traceback
             first = (str(exc).strip().splitlines() or [""])[0]
             report("error", "", f"unreadable data ({type(exc).__name__}: {first})")
+    try:
+        problems += _option_dish_problems(folder)
+    except Exception as exc:
+        problems.append(Problem("error", "classification", "", f"option_dish_ids unreadable ({type(exc).__name__})"))
+    return problems
+
+
+def _option_dish_problems(folder: Path) -> list[Problem]:
+    """When classification carries option_dish_ids: 8 distinct ids, the answer's is the item's dish, and
+    every option whose dish appears anywhere in the release is from the same merchant and menu category
+    (distractors only on the menu, with no item of their own, cannot be checked from the release)."""
+    files = _data_files(folder, "classification")
+    if not files or not all("option_dish_ids" in pq.ParquetFile(p).schema_arrow.names for p in files):
+        return []
+    where: dict[str, tuple[str, str]] = {}
+    for config in CONFIGS:
+        for path in _data_files(folder, config):
+            table = pq.read_table(path, columns=["dish_id", "merchant_id", "category"])
+            for dish, merchant, category in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
+                where.setdefault(str(dish), (str(merchant), str(category)))
+    problems = []
+    for path in files:
+        table = pq.read_table(path, columns=["id", "dish_id", "merchant_id", "category", "answer", "option_dish_ids"])
+        for row in table.to_pylist():
+            item, ids = str(row["id"]), row["option_dish_ids"] or []
+            if len(ids) != 8 or len(set(ids)) != 8:
+                problems.append(Problem("error", "classification", item, f"option_dish_ids must be 8 distinct dish ids, got {len(set(ids))} of {len(ids)}"))
+                continue
+            k = LETTERS.find(str(row["answer"])) if isinstance(row["answer"], str) and len(row["answer"]) == 1 else -1
+            if k >= 0 and ids[k] != row["dish_id"]:
+                problems.append(Problem("error", "classification", item, f"option_dish_ids[{row['answer']}] is {ids[k]}, not the item's dish {row['dish_id']}"))
+            own = (str(row["merchant_id"]), str(row["category"]))
+            strays = [i for i in ids if i in where and where[i] != own]
+            if strays:
+                problems.append(Problem("error", "classification", item, f"option(s) {', '.join(strays)} are not from merchant "
+                                        f"{own[0]} / menu category {own[1]}"))
     return problems
 
 
@@ -652,7 +705,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("build", help="records (JSONL + images) -> release folder")
     p.add_argument("records_dir")
     p.add_argument("--out", required=True)
-    p = sub.add_parser("sample", help="regenerate the synthetic release")
+    p = sub.add_parser("sample", help="regenerate the synthetic release (--raw: a raw merchant export instead)")
+    p.add_argument("--raw", action="store_true", help="write a raw merchant export with planted defects, "
+                   "the input of `python -m construct run`")
     p.add_argument("--scale", choices=("sample", "paper"), default="sample")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=None)
@@ -675,6 +730,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if errors else 0
         if args.command == "build":
             print(f"wrote {build(args.records_dir, args.out)}")
+        elif args.command == "sample" and args.raw:
+            from synthetic.raw_export import write_raw_export
+
+            write_raw_export(args.out, seed=args.seed)
+            print(f"wrote raw export {args.out}")
         elif args.command == "sample":
             print(f"wrote {generate(args.out, scale=args.scale, seed=args.seed, workers=args.workers)}")
         elif args.command == "push":

@@ -1,0 +1,169 @@
+"""A raw merchant export (the input of `python -m construct run`) rendered from the synthetic menus,
+with the defects a real platform export has, each planted on purpose:
+
+blurred and wrong-dish user photos, a re-uploaded photo, a thumbnail and a cut-off file, a blurred
+merchant photo, dishes with too few photos, a vague ingredient list, merchant nutrition that breaks
+Atwater, that is per 100 g, that packs more than 100 g of macros into 100 g or that is under-reported,
+the same dish under two names at two merchants, a menu category too small for 7 distractors, and
+marketing-name and obviously-different items on every menu.
+
+`write_raw_export` returns the truth (what each photo really shows, each dish's exact recipe, which
+defect sits where) for test fakes to answer from; it is never written into the export itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageFilter
+
+from synthetic.dish import Dish, reference_view, user_views
+from synthetic.nutrients import ingredient
+from synthetic.recipes import STYLES
+from synthetic.render import render
+from synthetic.sample import menu
+
+SIZE = 192  # px: big enough for a model to judge, small enough to render the export in about a second
+MERCHANTS = [("merchant-01", "老街炒饭馆", "chinese", "fried_rice", 8), ("merchant-02", "Green Bowl 沙拉", "western", "salad", 8),
+             ("merchant-03", "巷口小厨", "chinese", "fried_rice", 8), ("merchant-04", "さくら丼", "japanese", "rice_bowl", 6)]
+# dish -> (defect, user photos). Every other menu dish has no photos (a distractor on the menu only).
+PLAN = {
+    "merchant-01-d0": ("blurred_user_photo", 3), "merchant-01-d1": ("wrong_dish_user_photo", 3),
+    "merchant-01-d2": ("too_few_user_photos", 2), "merchant-01-d3": ("vague_ingredients", 3),
+    "merchant-01-d4": ("merchant_atwater_gap", 3),
+    "merchant-02-d0": ("merchant_per_100g", 3), "merchant-02-d1": ("reuploaded_user_photo", 3),
+    "merchant-02-d2": ("tiny_and_cut_off_photos_and_merchant_macro_density", 3), "merchant-02-d3": ("ambiguous_item", 3),
+    "merchant-03-d1": ("blurred_reference", 3), "merchant-03-d2": ("merchant_under_reported", 3),
+    "merchant-03-d3": ("too_easy_item", 3), "merchant-03-d7": ("duplicate_of:merchant-01-d1", 3),
+    "merchant-04-d0": ("small_menu_category", 3),
+}
+ODD_ITEM = ("冰镇酸梅汤", "Iced Sour Plum Drink", ["乌梅 20克", "山楂 10克", "冰糖 30克", "水 400毫升"], "1杯，约450克")
+
+
+def _jpeg(img: Image.Image, quality: int = 85) -> bytes:
+    out = io.BytesIO()
+    img.convert("RGB").save(out, format="JPEG", quality=quality)
+    return out.getvalue()
+
+
+def _dish_row(dish: Dish, name: str, category: str, nutrition: dict | None = None,
+              ingredients: list[str] | None = None) -> dict[str, Any]:
+    lines = ingredients if ingredients is not None else [f"{ingredient(k).name_zh} {g:g}克" for k, g in dish.grams.items()]
+    return {"dish_id": dish.dish_id, "merchant_id": dish.merchant_id, "name": name, "menu_category": category,
+            "description": f"{dish.style.technique_zh}，现点现做", "ingredients": lines,
+            "portion": dish.portion().split(" / ")[0], "nutrition": nutrition}
+
+
+def _truth_of(dish: Dish, name: str, standard: str, name_en: str) -> dict[str, Any]:
+    n = dish.nutrition
+    return {"dish_id": dish.dish_id, "merchant_id": dish.merchant_id, "name": name, "standard_name": standard,
+            "name_en": name_en, "slots": {s: o.key for s, o in dish.choices}, "odd": False,
+            "technique_zh": dish.style.technique_zh, "technique_en": dish.style.technique_en,
+            "tags": sorted(dish.tags), "grams": sum(dish.grams.values()),
+            "nutrition": dataclasses.asdict(n),
+            "ingredients": [{"name": ingredient(k).name_zh, "grams": g, "usda_description": ingredient(k).description}
+                            for k, g in dish.grams.items()]}
+
+
+def write_raw_export(out: str | Path, seed: int = 0) -> dict[str, Any]:
+    """Write merchants.jsonl, dishes.jsonl, photos.jsonl and images/ under `out`; return the truth."""
+    out = Path(out)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    merchants, dishes, photos = [], [], []
+    truth: dict[str, Any] = {"dishes": {}, "photos": {}, "defects": {}, "names_en": {}}
+    by_id: dict[str, Dish] = {}
+    for k, (mid, mname, cuisine, style_key, n_menu) in enumerate(MERCHANTS):
+        style = STYLES[style_key]
+        merchants.append({"merchant_id": mid, "name": mname, "cuisine": cuisine})
+        menu_dishes = menu(style, mid, cuisine, 1, rng, k)[:n_menu]
+        category = style.category_zh
+        for i, d in enumerate(menu_dishes):
+            d = dataclasses.replace(d, dish_id=f"{mid}-d{i}")
+            if d.dish_id == "merchant-03-d7":  # the same dish as merchant-01-d1, under another name
+                src = by_id["merchant-01-d1"]
+                d = dataclasses.replace(src, dish_id=d.dish_id, merchant_id=mid, vessel_index=k)
+            by_id[d.dish_id] = d
+            name = ("家常" + d.name_zh) if d.dish_id == "merchant-03-d7" else d.name_zh
+            nutrition = None
+            n = d.nutrition
+            grams = sum(d.grams.values())
+            defect = PLAN.get(d.dish_id, ("", 0))[0]
+            if defect == "merchant_atwater_gap":  # calories typed as half the macros' energy
+                nutrition = {"unit": "per_serving", "calories": round(n.calories * 0.5), "protein": n.protein,
+                             "carbohydrates": n.carbohydrates, "fat": n.fat}
+            elif defect == "merchant_per_100g":
+                nutrition = {"unit": "per_100g", **{f: round(getattr(n, f) / grams * 100, 2)
+                                                    for f in ("calories", "protein", "carbohydrates", "fat")}}
+            elif defect.endswith("merchant_macro_density"):  # grams typed as per-serving for a bigger portion
+                p, c, f = grams * 0.5, grams * 0.6, 2.0
+                nutrition = {"unit": "per_serving", "calories": round(4 * p + 4 * c + 9 * f), "protein": p,
+                             "carbohydrates": c, "fat": f}
+            elif defect == "merchant_under_reported":  # consistent numbers, 40% of the real dish
+                nutrition = {"unit": "per_serving", **{f: round(getattr(n, f) * 0.4, 1)
+                                                       for f in ("calories", "protein", "carbohydrates", "fat")}}
+            ingredients = ["秘制酱汁", "精选食材", "美味可口，回味无穷"] if defect == "vague_ingredients" else None
+            dishes.append(_dish_row(d, name, category, nutrition, ingredients))
+            truth["dishes"][d.dish_id] = _truth_of(d, name, d.name_zh, d.name_en)
+            truth["names_en"][name] = ("Home-style " + d.name_en) if name != d.name_zh else d.name_en
+            truth["names_en"][d.name_zh] = d.name_en
+        # Every menu also lists the first dish under a marketing name, and a drink.
+        anchor = by_id[f"{mid}-d0"]
+        extra = dataclasses.replace(anchor, dish_id=f"{mid}-d8")
+        dishes.append(_dish_row(extra, "招牌" + anchor.name_zh, category))
+        truth["dishes"][extra.dish_id] = _truth_of(extra, "招牌" + anchor.name_zh, anchor.name_zh, "Signature " + anchor.name_en)
+        truth["names_en"]["招牌" + anchor.name_zh] = "Signature " + anchor.name_en
+        drink = {"dish_id": f"{mid}-d9", "merchant_id": mid, "name": ODD_ITEM[0], "menu_category": category,
+                 "description": "解腻饮品", "ingredients": ODD_ITEM[2], "portion": ODD_ITEM[3], "nutrition": None}
+        dishes.append(drink)
+        truth["dishes"][drink["dish_id"]] = {"dish_id": drink["dish_id"], "merchant_id": mid, "name": ODD_ITEM[0],
+                                             "standard_name": ODD_ITEM[0], "name_en": ODD_ITEM[1], "slots": {},
+                                             "odd": True}
+        truth["names_en"][ODD_ITEM[0]] = ODD_ITEM[1]
+
+    def add_photo(dish_id: str, k: int, role: str, data: bytes, shows: str, quality: str, defect: str = "") -> None:
+        pid = f"{dish_id}-p{k}"
+        rel = f"images/{pid}.jpg"
+        (out / rel).write_bytes(data)
+        photos.append({"photo_id": pid, "dish_id": dish_id, "role": role, "path": rel})
+        truth["photos"][hashlib.sha256(data).hexdigest()] = {"photo_id": pid, "dish_id": dish_id, "shows": shows,
+                                                             "quality": quality, "defect": defect}
+
+    for dish_id, (defect, n_user) in PLAN.items():
+        d = by_id[dish_id]
+        truth["defects"][dish_id] = defect
+        scene = d.scene(detail=0.5)
+        views = [reference_view(d)] + user_views(d, n_user, np.random.default_rng(d.seed))
+        images = [render(scene, v, SIZE, seed=d.seed + i, supersample=1) for i, v in enumerate(views)]
+        for i, img in enumerate(images):
+            bad_ref = i == 0 and defect == "blurred_reference"
+            img = img.filter(ImageFilter.GaussianBlur(6)) if bad_ref else img
+            add_photo(dish_id, i, "reference" if i == 0 else "user", _jpeg(img), dish_id, "bad" if bad_ref else "good",
+                      "blurred_reference" if bad_ref else "")
+        k = len(images)
+        if defect == "blurred_user_photo":  # one more angle, out of focus
+            view = user_views(d, n_user + 1, np.random.default_rng(d.seed))[-1]
+            img = render(scene, view, SIZE, seed=d.seed + k, supersample=1).filter(ImageFilter.GaussianBlur(7))
+            add_photo(dish_id, k, "user", _jpeg(img), dish_id, "bad", defect)
+        elif defect == "wrong_dish_user_photo":  # a customer's photo of the salad next door
+            other = by_id["merchant-02-d5"]
+            img = render(other.scene(detail=0.5), user_views(other, 1, np.random.default_rng(1))[0], SIZE, seed=5,
+                         supersample=1)
+            add_photo(dish_id, k, "user", _jpeg(img), other.dish_id, "good", defect)
+        elif defect == "reuploaded_user_photo":
+            add_photo(dish_id, k, "user", _jpeg(images[1], quality=60), dish_id, "good", defect)
+        elif defect.startswith("tiny_and_cut_off"):
+            add_photo(dish_id, k, "user", _jpeg(images[1].resize((40, 40))), dish_id, "good", "tiny_photo")
+            add_photo(dish_id, k + 1, "user", _jpeg(images[2])[:600], dish_id, "good", "cut_off_photo")
+
+    for name, rows in (("merchants", merchants), ("dishes", dishes), ("photos", photos)):
+        with (out / f"{name}.jsonl").open("w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return truth
