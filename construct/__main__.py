@@ -1,0 +1,108 @@
+"""`python -m construct {run,review,release,report}`: build a release from a raw merchant export."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from construct import funnel, pipeline, review
+from construct.work import BuildSettings, load_settings
+
+
+def _caps(text: str) -> dict[str, int]:
+    caps = {}
+    for part in filter(None, text.split(",")):
+        cuisine, _, n = part.partition("=")
+        if not n.isdigit():
+            raise argparse.ArgumentTypeError(f"--cuisine-caps wants cuisine=N[,cuisine=N], got {part!r}")
+        caps[cuisine.strip()] = int(n)
+    return caps
+
+
+def _price(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--price-per-mtok wants PROMPT,COMPLETION in USD, got {text!r}") from None
+    return a, b
+
+
+def _list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def parser() -> argparse.ArgumentParser:
+    d = BuildSettings()
+    ap = argparse.ArgumentParser(prog="python -m construct", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="run the stages (resumable) on a raw export")
+    p.add_argument("raw", help="raw export folder (merchants.jsonl, dishes.jsonl, photos.jsonl, images)")
+    p.add_argument("--out", required=True, help="work folder")
+    p.add_argument("--model", required=True, help="backend:model for generation and the photo checks")
+    p.add_argument("--filter-models", type=_list, default=[], help="SPEC,SPEC: the two filter / audit models")
+    p.add_argument("--base-url", default=None)
+    p.add_argument("--fdc", default=None, help="folder of the FoodData Central CSV download")
+    p.add_argument("--concurrency", type=int, default=d.concurrency)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--timeout", type=float, default=d.timeout)
+    p.add_argument("--min-side", type=int, default=d.min_side, help="px; smaller photos are dropped")
+    p.add_argument("--min-user-photos", type=int, default=d.min_user_photos)
+    p.add_argument("--cuisine-caps", type=_caps, default={}, help="e.g. chinese=2000,western=300")
+    p.add_argument("--review-exempt", type=_list, default=[], help="tasks released without human review")
+    p.add_argument("--price-per-mtok", type=_price, default=None, help="PROMPT,COMPLETION USD per million tokens")
+    p = sub.add_parser("review", help="export items for review to CSV, or import the decisions")
+    p.add_argument("work")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--export", dest="export_csv")
+    g.add_argument("--import", dest="import_csv")
+    p = sub.add_parser("release", help="build and validate the Parquet release")
+    p.add_argument("work")
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("report", help="write WORK/funnel.md and WORK/funnel.png")
+    p.add_argument("work")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            settings = BuildSettings(
+                raw=str(Path(args.raw).resolve()), model=args.model, filter_models=args.filter_models,
+                base_url=args.base_url, fdc=str(Path(args.fdc).resolve()) if args.fdc else None,
+                concurrency=args.concurrency, seed=args.seed, timeout=args.timeout, min_side=args.min_side,
+                min_user_photos=args.min_user_photos, cuisine_caps=args.cuisine_caps,
+                review_exempt=args.review_exempt, price_per_mtok=args.price_per_mtok)
+            pipeline.run(args.out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
+            md, png = funnel.write(Path(args.out), settings)
+            print(md.read_text(encoding="utf-8"))
+            print(f"wrote {md} and {png}; next: python -m construct review {args.out} --export review.csv")
+        elif args.command == "review":
+            if args.export_csv:
+                n = review.export_csv(args.work, args.export_csv)
+                print(f"wrote {n} items to {args.export_csv}: fill `decision` with approve or reject, then --import it")
+            else:
+                counts = review.import_csv(args.work, args.import_csv)
+                print(", ".join(f"{k} {v}" for k, v in counts.items()))
+        elif args.command == "release":
+            from construct.release import build_release
+
+            out, problems = build_release(args.work, args.out)
+            for problem in problems:
+                print(problem)
+            errors = sum(p.level == "error" for p in problems)
+            print(f"wrote {out}: {errors} error(s), {len(problems) - errors} warning(s)")
+            return 1 if errors else 0
+        else:
+            md, png = funnel.write(Path(args.work), load_settings(Path(args.work)))
+            print(md.read_text(encoding="utf-8"))
+            print(f"wrote {md} and {png}")
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

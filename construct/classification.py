@@ -1,0 +1,150 @@
+"""Stage 3, classification items: 7 look-alike distractors from the same merchant's same menu category,
+chosen by a model that standardises names (Table 7), then two filter passes by two different models
+that drop ambiguous and too-easy items (Table 10), then answer letters balanced over A-H.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from construct.context import Context
+from construct.dishes import NAME as DISHES
+from construct.models import Ask, parse_json_object, photo_part
+from construct.work import Decision, Stage, dropped, fingerprint, kept
+
+NAME = "classification"
+TASK = "classification"
+PROMPT_VERSION = "classification-v1"
+LETTERS = "ABCDEFGH"
+FILTER_VERDICTS = ("pass", "ambiguous", "too_easy", "label_error")
+SELECT_PROMPT = """Task: hard-negative selection.
+Target dish: {target}
+Other items on the same merchant's menu, in the same menu category ({category}):
+{candidates}
+
+1. Standardise every name to a universal dish name: drop marketing modifiers such as 招牌, 秘制,
+   外婆, 特色, "Signature", "Secret", "Grandma's".
+2. Exclude every item whose standard name equals the target's standard name (same_as_target).
+3. Exclude items that look obviously, hugely different from the target (obviously_different), e.g. a drink.
+4. From the rest, select exactly 7 items that are visually or semantically most similar to the target,
+   with 7 different standard names. If fewer than 7 remain, select all that remain.
+Reply with one JSON object and nothing else:
+{{"target_standard_name": "...", "candidates": [{{"dish_id": "...", "standard_name": "...",
+"excluded": null or "same_as_target" or "obviously_different"}}], "selected": ["dish_id", ...]}}"""
+FILTER_PROMPT = """Task: classification item audit.
+The photos show one dish. A benchmark asks which of these names it is:
+{options}
+The ground truth is {letter}. Pass the item only if all hold: the photos are clear with a distinct
+subject; the ground truth correctly names the food; every other option is a wrong name (no second
+correct answer); and the item is hard: the other options are close look-alikes, not trivially different.
+Reply with one JSON object and nothing else: {{"verdict": "pass" or "ambiguous" (the photos cannot tell
+the ground truth from an option) or "too_easy" or "label_error", "reason": "<a few words>"}}"""
+
+
+def _rng(seed: int, *parts: str) -> np.random.Generator:
+    return np.random.default_rng(int(hashlib.sha256("|".join((str(seed), *parts)).encode()).hexdigest()[:15], 16))
+
+
+def check_selection(answer: dict | None, candidates: set[str]) -> tuple[str | None, dict]:
+    """(why the selection is unusable or None, {dish_id: standard name} of target and the 7 picks)."""
+    if not answer or not isinstance(answer.get("selected"), list) or not isinstance(answer.get("candidates"), list):
+        return "model_unparsed", {}
+    target_name = str(answer.get("target_standard_name") or "").strip()
+    names = {str(c.get("dish_id")): str(c.get("standard_name") or "").strip()
+             for c in answer["candidates"] if isinstance(c, dict)}
+    excluded = {str(c.get("dish_id")) for c in answer["candidates"] if isinstance(c, dict) and c.get("excluded")}
+    picks = [str(p) for p in answer["selected"]]
+    if len(picks) < 7:
+        return "too_few_candidates", {}
+    picks = picks[:7]
+    std = [names.get(p, "") for p in picks]
+    if (len(set(picks)) != 7 or not set(picks) <= candidates or set(picks) & excluded or not all(std)
+            or len(set(std)) != 7 or target_name in std or not target_name):
+        return "bad_selection", {}
+    return None, {"target": target_name, **dict(zip(picks, std, strict=True))}
+
+
+def run(ctx: Context) -> None:
+    stage = Stage(ctx.work, NAME)
+    s = ctx.settings
+    dishes = Stage(ctx.work, DISHES)
+    filters = s.filter_pair()
+    inputs = fingerprint(NAME, PROMPT_VERSION, dishes.fingerprint(), s.model, filters, s.seed)
+    if stage.is_done(inputs):
+        return
+    decisions: dict[str, Decision] = {}
+    complete = True
+    targets = dishes.items()
+    asks, menus = [], {}
+    for t in targets:
+        menu = [d for d in ctx.raw.menu(t["merchant_id"], t["menu_category"]) if d.dish_id != t["dish_id"]]
+        if len(menu) < 7:
+            decisions[t["dish_id"]] = dropped(t["dish_id"], "too_few_candidates", TASK, menu_size=len(menu))
+            continue
+        menus[t["dish_id"]] = {d.dish_id for d in menu}
+        lines = "\n".join(f"- {d.dish_id}: {d.name}" + (f" ({d.description})" if d.description else "") for d in menu)
+        asks.append(Ask(t["dish_id"], SELECT_PROMPT.format(target=t["name"], category=t["menu_category"],
+                                                            candidates=lines)))
+    selections = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
+    drafts: dict[str, dict] = {}
+    for t in targets:
+        did = t["dish_id"]
+        if did not in menus:
+            continue
+        answer = selections[did]
+        if answer.error:
+            decisions[did], complete = dropped(did, "model_error", TASK, error=answer.error), False
+            continue
+        why, names = check_selection(parse_json_object(answer.text), menus[did])
+        if why:
+            decisions[did] = dropped(did, why, TASK)
+            continue
+        picks = [k for k in names if k != "target"]
+        order = _rng(s.seed, did, "draft").permutation(8)
+        ids = [did, *picks]
+        drafts[did] = {"target": t, "option_dish_ids": [ids[i] for i in order],
+                       "options": [names["target"] if ids[i] == did else names[ids[i]] for i in order]}
+
+    for n, spec in enumerate(filters, 1):
+        asks = []
+        for did, draft in drafts.items():
+            t = draft["target"]
+            views = [photo_part(ctx.raw.photo_path(p), role, p) for p, role in
+                     [(t["reference"], "reference")] + [(u, "user") for u in t["user_photos"][:3]]]
+            letter = LETTERS[draft["option_dish_ids"].index(did)]
+            options = "\n".join(f"{LETTERS[i]}. {name}" for i, name in enumerate(draft["options"]))
+            asks.append(Ask(did, FILTER_PROMPT.format(options=options, letter=letter), tuple(views)))
+        verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-filter{n}", asks)
+        for did in list(drafts):
+            answer = verdicts[did]
+            verdict = parse_json_object(answer.text) or {}
+            if answer.error:
+                decisions[did], complete = dropped(did, "model_error", TASK, filter_pass=n, error=answer.error), False
+            elif verdict.get("verdict") not in FILTER_VERDICTS:
+                decisions[did] = dropped(did, "model_unparsed", TASK, filter_pass=n)
+            elif verdict["verdict"] != "pass":
+                decisions[did] = dropped(did, verdict["verdict"], TASK, filter_pass=n, filter_model=spec,
+                                         model_reason=str(verdict.get("reason", "")))
+            else:
+                continue
+            del drafts[did]
+
+    # Letters as uniform over A-H as the count allows, shuffled with the seed (validate checks the spread).
+    positions = np.resize(np.arange(8), len(drafts))
+    _rng(s.seed, "letters").shuffle(positions)
+    items = []
+    for (did, draft), pos in zip(sorted(drafts.items()), positions, strict=True):
+        t = draft["target"]
+        target_name = draft["options"][draft["option_dish_ids"].index(did)]
+        others = [(i, n) for i, n in zip(draft["option_dish_ids"], draft["options"], strict=True) if i != did]
+        others = [others[k] for k in _rng(s.seed, did, "order").permutation(7)]
+        others.insert(int(pos), (did, target_name))
+        items.append({"id": f"classification-{did}", "dish_id": did, "merchant_id": t["merchant_id"],
+                      "category": t["menu_category"], "cuisine": t["cuisine"],
+                      "photos": [t["reference"], *t["user_photos"]],
+                      "options": [n for _, n in others], "option_dish_ids": [i for i, _ in others],
+                      "answer": LETTERS[int(pos)]})
+        decisions[did] = kept(did, TASK, answer=LETTERS[int(pos)])
+    stage.finish([decisions[d] for d in sorted(decisions)], items, inputs, complete=complete)

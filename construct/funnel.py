@@ -1,0 +1,103 @@
+"""The funnel report: kept and dropped per stage and reason, per task, with tokens and cost per stage,
+as markdown (WORK/funnel.md, and in the release card) and a plot in the layout of the paper's Figure 2
+(base-data funnel on the left, the three task pipelines on the right).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from construct.models import stage_usage
+from construct.work import STAGES, BuildSettings, Stage
+
+TASKS = ("classification", "nutrition", "vqa")
+TASK_STAGES = ("classification", "nutrition", "vqa", "translate", "review")
+
+
+def counts(work: Path) -> dict[str, dict[str | None, dict[str, Any]]]:
+    """stage -> task (None for shared stages) -> {"kept": n, "dropped": n, "reasons": Counter}."""
+    out: dict[str, dict[str | None, dict[str, Any]]] = {}
+    for stage in STAGES:
+        for d in Stage(work, stage).decisions():
+            cell = out.setdefault(stage, {}).setdefault(d.get("task"), {"kept": 0, "dropped": 0, "reasons": Counter()})
+            cell[d["verdict"]] += 1
+            if d["verdict"] == "dropped":
+                cell["reasons"][d["reason"]] += 1
+    return out
+
+
+def markdown(work: Path, settings: BuildSettings) -> str:
+    table = counts(work)
+    lines = ["| stage | task | in | kept | dropped | dropped by reason |", "|---|---|---:|---:|---:|---|"]
+    for stage in STAGES:
+        for task, cell in sorted(table.get(stage, {}).items(), key=lambda kv: str(kv[0])):
+            reasons = ", ".join(f"{r} {n}" for r, n in cell["reasons"].most_common()) or "-"
+            lines.append(f"| {stage} | {task or 'all'} | {cell['kept'] + cell['dropped']} | {cell['kept']} | "
+                         f"{cell['dropped']} | {reasons} |")
+    lines += ["", "| stage | model calls | failed | prompt tokens | completion tokens | cost (USD) |",
+              "|---|---:|---:|---:|---:|---:|"]
+    total = [0, 0, 0, 0, 0.0]
+    for stage in STAGES:
+        u = stage_usage(work, stage)
+        if not u["calls"]:
+            continue
+        cost = (u["prompt_tokens"] * settings.price_per_mtok[0] + u["completion_tokens"] * settings.price_per_mtok[1]) / 1e6 \
+            if settings.price_per_mtok else None
+        total = [total[0] + u["calls"], total[1] + u["failed"], total[2] + u["prompt_tokens"],
+                 total[3] + u["completion_tokens"], total[4] + (cost or 0.0)]
+        lines.append(f"| {stage} | {u['calls']} | {u['failed']} | {u['prompt_tokens']:,} | {u['completion_tokens']:,} | "
+                     f"{'n/a' if cost is None else f'{cost:.4f}'} |")
+    lines.append(f"| **all** | {total[0]} | {total[1]} | {total[2]:,} | {total[3]:,} | "
+                 f"{'n/a' if not settings.price_per_mtok else f'{total[4]:.4f}'} |")
+    if not settings.price_per_mtok:
+        lines.append("\nCost: pass `--price-per-mtok PROMPT,COMPLETION` (USD per million tokens) to `run`.")
+    return "\n".join(lines) + "\n"
+
+
+def plot(work: Path, path: Path) -> Path:
+    """Left: photos and dishes through the base-data filters; right: items per task through its stages."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = counts(work)
+
+    def seen(stage: str, task: str | None) -> tuple[int, int]:
+        cell = table.get(stage, {}).get(task, {"kept": 0, "dropped": 0})
+        return cell["kept"] + cell["dropped"], cell["kept"]
+
+    photos_in, photos_kept = seen("photos", None)
+    dishes_in, dishes_kept = seen("dishes", None)
+    base = [("raw photos", photos_in), ("photos kept", photos_kept), ("raw dishes", dishes_in),
+            ("dishes kept", dishes_kept)]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1, 1.4]})
+    labels, values = zip(*base, strict=True)
+    bars = left.barh(range(len(values))[::-1], values, color=["#9aa7b8", "#4c72b0", "#c9b49a", "#dd8452"])
+    left.set_yticks(range(len(values))[::-1], labels)
+    left.bar_label(bars, padding=3)
+    left.set_title("Base data")
+    left.set_xlim(0, max(values + (1,)) * 1.25)
+    steps = ("generated", "after filters", "after translation", "after review")
+    width = 0.25
+    for k, task in enumerate(TASKS):
+        made, kept_task = seen(task, task)
+        series = [made, kept_task, seen("translate", task)[1], seen("review", task)[1]]
+        b = right.bar([i + (k - 1) * width for i in range(len(steps))], series, width, label=task)
+        right.bar_label(b, padding=2, fontsize=8)
+    right.set_xticks(range(len(steps)), steps)
+    right.set_title("Task pipelines")
+    right.legend(frameon=False)
+    fig.suptitle("Construction funnel")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write(work: Path, settings: BuildSettings) -> tuple[Path, Path]:
+    md = work / "funnel.md"
+    md.write_text("# Construction funnel\n\n" + markdown(work, settings), encoding="utf-8")
+    return md, plot(work, work / "funnel.png")

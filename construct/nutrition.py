@@ -1,0 +1,206 @@
+"""Stage 4, nutrition items: the merchant's values when they pass the gates (per 100 g converted with
+the portion), else a model estimate from photos, ingredients and portion under the paper's rules
+(Table 6); an ingredient-level cross-check against USDA FoodData Central; gates (Table 11): Atwater gap
+over the tolerance, macros over 100 g per 100 g, and values a second model finds implausible.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from construct.context import Context
+from construct.dishes import NAME as DISHES
+from construct.fdc import FoodData, cross_check
+from construct.models import Ask, parse_json_object, photo_part
+from construct.raw import NUTRIENTS, portion_grams
+from construct.work import Decision, Stage, dropped, fingerprint, kept
+
+NAME = "nutrition"
+TASK = "nutrition"
+PROMPT_VERSION = "nutrition-v1"
+FDC_MIN_COVERAGE = 0.8  # the cross-check judges only when the FDC foods cover most of the grams
+ESTIMATE_PROMPT = """Task: nutrition estimation.
+Dish: {name}
+Merchant's ingredient list: {ingredients}
+Portion: {portion}
+Estimate calories (kcal), protein, carbohydrates and fat (g) for ONE serving as sold, from the photos,
+the ingredient list and the portion. Rules:
+- If a value is given per 100 g, compute the total for the portion's weight.
+- Merchants often under-report calories and fat or over-report protein for marketing; do not trust
+  marketing figures: use the ingredients, the portion and your knowledge of food composition.
+- Do not overlook decimal points.
+- The values must be consistent: 4 x protein + 4 x carbohydrates + 9 x fat is close to the calories.
+Also break the dish down into its ingredients with grams and the closest USDA FoodData Central food description.
+Reply with one JSON object and nothing else:
+{{"calories": n, "protein": n, "carbohydrates": n, "fat": n,
+"ingredients": [{{"name": "...", "grams": n, "usda_description": "..."}}]}}"""
+PLAUSIBILITY_PROMPT = """Task: nutrition plausibility check.
+Dish: {name}
+Ingredients: {ingredients}
+Portion: {portion}
+Labelled nutrition for one serving: {values}
+Do these values plausibly describe the food in the photos (its kind, its visible fat, its amount)? A fatty
+cut labelled almost fat-free, or a plain salad at 800 kcal, is implausible.
+Reply with one JSON object and nothing else: {{"plausible": true or false, "reason": "<a few words>"}}"""
+
+
+def per_serving(nutrition: dict[str, Any], portion: str) -> tuple[dict[str, float] | None, str]:
+    """The merchant's values per serving (per 100 g x grams / 100), or None and why not.
+
+    >>> per_serving({"unit": "per_100g", "calories": 150, "protein": 8, "carbohydrates": 20, "fat": 4}, "约400克")
+    ({'calories': 600.0, 'protein': 32.0, 'carbohydrates': 80.0, 'fat': 16.0}, '')
+    """
+    values = {n: float(nutrition[n]) for n in NUTRIENTS}
+    if nutrition.get("unit") == "per_100g":
+        grams = portion_grams(portion)
+        if grams is None:
+            return None, "no_portion_grams"
+        values = {n: round(v * grams / 100.0, 1) for n, v in values.items()}
+    return values, ""
+
+
+def gate(values: dict[str, float], grams: float | None, tolerance: float) -> tuple[str | None, dict[str, Any]]:
+    """The rule gates: (the first failed gate's reason or None, what each check found).
+
+    >>> gate({"calories": 500, "protein": 20, "carbohydrates": 60, "fat": 20}, 400, 0.10)[0] is None
+    True
+    >>> gate({"calories": 900, "protein": 20, "carbohydrates": 60, "fat": 20}, 400, 0.10)[0]
+    'atwater_gap'
+    """
+    if not all(isinstance(values.get(n), int | float) and math.isfinite(values[n]) and values[n] >= 0 for n in NUTRIENTS):
+        return "invalid_values", {}
+    checks: dict[str, Any] = {}
+    if grams:
+        density = (values["protein"] + values["carbohydrates"] + values["fat"]) / grams * 100
+        checks["macros_per_100g"] = round(density, 1)
+        if density > 100:
+            return "macro_density", checks
+    atwater = 4 * values["protein"] + 4 * values["carbohydrates"] + 9 * values["fat"]
+    gap = abs(values["calories"] - atwater) / values["calories"] if values["calories"] > 0 else 1.0
+    checks["atwater_gap"] = round(gap, 3)
+    if gap > tolerance:
+        return "atwater_gap", checks
+    return None, checks
+
+
+def _ingredients(dish) -> str:
+    return "、".join(dish.ingredients)
+
+
+def _views(ctx: Context, target: dict) -> tuple:
+    return tuple(photo_part(ctx.raw.photo_path(p), role, p) for p, role in
+                 [(target["reference"], "reference")] + [(u, "user") for u in target["user_photos"][:3]])
+
+
+def run(ctx: Context) -> None:
+    stage = Stage(ctx.work, NAME)
+    s = ctx.settings
+    dishes = Stage(ctx.work, DISHES)
+    checker = s.filter_pair()[0]
+    inputs = fingerprint(NAME, PROMPT_VERSION, dishes.fingerprint(), s.model, checker, s.fdc, s.atwater_tolerance,
+                         s.fdc_tolerance)
+    if stage.is_done(inputs):
+        return
+    fdc = FoodData(s.fdc) if s.fdc else None
+    targets = {t["dish_id"]: t for t in dishes.items()}
+    checks: dict[str, dict[str, Any]] = {d: {} for d in targets}
+    values: dict[str, dict[str, float]] = {}
+    source: dict[str, str] = {}
+    decisions: dict[str, Decision] = {}
+    complete = True
+
+    def plausibility(candidates: dict[str, dict[str, float]], label: str) -> dict[str, str | None]:
+        """dish -> None when plausible, else the reason to reject."""
+        nonlocal complete
+        asks = []
+        for did, v in candidates.items():
+            dish = ctx.raw.dishes[did]
+            asks.append(Ask(did, PLAUSIBILITY_PROMPT.format(name=dish.name, ingredients=_ingredients(dish),
+                                                            portion=dish.portion, values=json.dumps(v)),
+                            _views(ctx, targets[did])))
+        answers = ctx.models.ask(NAME, checker, f"{PROMPT_VERSION}-plausibility", asks)
+        out: dict[str, str | None] = {}
+        for did in candidates:
+            answer, verdict = answers[did], parse_json_object(answers[did].text) or {}
+            if answer.error:
+                complete = False
+                out[did] = "model_error"
+            elif not isinstance(verdict.get("plausible"), bool):
+                out[did] = "model_unparsed"
+            else:
+                out[did] = None if verdict["plausible"] else "implausible"
+                checks[did][f"{label}_plausibility"] = "pass" if verdict["plausible"] else str(verdict.get("reason", "fail"))
+        return out
+
+    # 1. Merchant values, when they pass every gate.
+    merchant: dict[str, dict[str, float]] = {}
+    for did in targets:
+        dish = ctx.raw.dishes[did]
+        if not dish.nutrition:
+            continue
+        v, why = per_serving(dish.nutrition, dish.portion)
+        why, found = gate(v, portion_grams(dish.portion), s.atwater_tolerance) if v else (why, {})
+        checks[did]["merchant"] = {"unit": dish.nutrition["unit"], **found}
+        if why:
+            checks[did]["merchant_rejected"] = why
+        else:
+            merchant[did] = v
+    for did, why in plausibility(merchant, "merchant").items():
+        if why:
+            checks[did]["merchant_rejected"] = why
+        else:
+            values[did], source[did] = merchant[did], "merchant"
+
+    # 2. A model estimate for the rest.
+    rest = [did for did in targets if did not in values]
+    asks = []
+    for did in rest:
+        dish = ctx.raw.dishes[did]
+        asks.append(Ask(did, ESTIMATE_PROMPT.format(name=dish.name, ingredients=_ingredients(dish), portion=dish.portion),
+                        _views(ctx, targets[did])))
+    estimates = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
+    candidates: dict[str, dict[str, float]] = {}
+    for did in rest:
+        answer, est = estimates[did], parse_json_object(estimates[did].text)
+        if answer.error:
+            decisions[did], complete = dropped(did, "model_error", TASK, error=answer.error), False
+            continue
+        try:
+            v = {n: float(est[n]) for n in NUTRIENTS} if est else None
+        except (TypeError, ValueError, KeyError):
+            v = None
+        if v is None:
+            decisions[did] = dropped(did, "model_unparsed", TASK, checks=checks[did])
+            continue
+        why, found = gate(v, portion_grams(ctx.raw.dishes[did].portion), s.atwater_tolerance)
+        checks[did]["estimate"] = found
+        if not why and fdc is not None:
+            result = cross_check(fdc, [i for i in est.get("ingredients") or [] if isinstance(i, dict)], v)
+            checks[did]["fdc"] = result
+            if result["coverage"] >= FDC_MIN_COVERAGE and result["kcal_gap"] is not None \
+                    and result["kcal_gap"] > s.fdc_tolerance:
+                why = "fdc_mismatch"
+        elif fdc is None:
+            checks[did]["fdc"] = "skipped: no --fdc folder"
+        if why:
+            decisions[did] = dropped(did, why, TASK, values=v, checks=checks[did])
+        else:
+            candidates[did] = v
+    for did, why in plausibility(candidates, "estimate").items():
+        if why:
+            decisions[did] = dropped(did, why, TASK, values=candidates[did], checks=checks[did])
+        else:
+            values[did], source[did] = candidates[did], "estimated"
+
+    items = []
+    for did in sorted(values):
+        t, dish = targets[did], ctx.raw.dishes[did]
+        decisions[did] = kept(did, TASK, source=source[did], values=values[did], checks=checks[did])
+        items.append({"id": f"nutrition-{did}", "dish_id": did, "merchant_id": t["merchant_id"],
+                      "category": t["menu_category"], "cuisine": t["cuisine"],
+                      "photos": [t["reference"], *t["user_photos"]], "dish_name": dish.name,
+                      "ingredients": list(dish.ingredients), "portion": dish.portion, **values[did],
+                      "nutrition_source": source[did]})
+    stage.finish([decisions[d] for d in sorted(decisions)], items, inputs, complete=complete)

@@ -1,0 +1,122 @@
+"""Stage 1, photo filters: rule prefilters (undecodable, too small, near-duplicate upload), then a VLM
+image-quality check on every photo and a reference-matching check on every user photo.
+
+The paper distils two discriminators (quality, reference matching) from a large model; here any
+backend answers the same two questions. Rules run first so no model sees a photo a rule can reject.
+"""
+
+from __future__ import annotations
+
+import io
+
+from PIL import Image
+
+from construct.context import Context
+from construct.imagehash import dhash, hamming
+from construct.models import Ask, parse_json_object, photo_part
+from construct.work import Decision, Stage, dropped, fingerprint, kept
+
+NAME = "photos"
+PROMPT_VERSION = "photos-v1"
+QUALITY_PROMPT = """Task: photo quality check.
+You screen photos uploaded to a restaurant platform for a food benchmark. Keep a photo only if it is a
+clear, well-exposed photo whose main subject is one dish of food: not blurred or out of focus, not too
+dark, not a screenshot, menu, receipt or promotional graphic, not a scene without identifiable food.
+Reply with one JSON object and nothing else: {"quality": "good" or "bad", "reason": "<a few words>"}"""
+MATCH_PROMPT = """Task: reference matching.
+The first image is the merchant's photo of a dish ("{name}"). The second image is a customer's photo
+uploaded for the same menu item. Does the customer's photo show the same dish (same components; angle,
+light and plating may differ)? A photo of a different dish, of several dishes or of no food is not a match.
+Reply with one JSON object and nothing else: {{"same_dish": true or false, "reason": "<a few words>"}}"""
+
+
+def prefilter(data: bytes, min_side: int) -> tuple[str | None, int | None]:
+    """(why the rules reject a photo or None, its dHash). Decoding checks the whole file."""
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+            if min(img.size) < min_side:
+                return f"too_small:{img.size[0]}x{img.size[1]}", None
+            return None, dhash(img)
+    except Image.DecompressionBombError:
+        return "undecodable:too_many_pixels", None
+    except Exception as exc:
+        return f"undecodable:{type(exc).__name__}", None
+
+
+def run(ctx: Context) -> None:
+    stage = Stage(ctx.work, NAME)
+    s = ctx.settings
+    inputs = fingerprint(NAME, PROMPT_VERSION, s.model, s.min_side, s.dhash_distance, sorted(ctx.raw.photos))
+    if stage.is_done(inputs):
+        return
+    decisions: dict[str, Decision] = {}
+    hashes: dict[str, int] = {}
+    # Reference first, then user photos in id order: a duplicate is the later upload.
+    order = sorted(ctx.raw.photos.values(), key=lambda p: (p.dish_id, p.role != "reference", p.photo_id))
+    for photo in order:
+        try:
+            data = ctx.raw.photo_path(photo.photo_id).read_bytes()
+        except OSError as exc:
+            decisions[photo.photo_id] = dropped(photo.photo_id, "undecodable", detail=f"unreadable ({type(exc).__name__})")
+            continue
+        why, h = prefilter(data, s.min_side)
+        if why:
+            reason, _, detail = why.partition(":")
+            decisions[photo.photo_id] = dropped(photo.photo_id, reason, detail=detail)
+            continue
+        same_dish = [pid for pid in hashes if ctx.raw.photos[pid].dish_id == photo.dish_id]
+        twin = next((pid for pid in same_dish if hamming(hashes[pid], h) <= s.dhash_distance), None)
+        if twin is not None:
+            decisions[photo.photo_id] = dropped(photo.photo_id, "near_duplicate", of=twin,
+                                                distance=hamming(hashes[twin], h))
+            continue
+        hashes[photo.photo_id] = h
+
+    survivors = list(hashes)
+    quality = ctx.models.ask(NAME, s.model, PROMPT_VERSION,
+                             [Ask(pid, QUALITY_PROMPT, (photo_part(ctx.raw.photo_path(pid), ctx.raw.photos[pid].role, pid),))
+                              for pid in survivors])
+    complete = True
+    good: list[str] = []
+    for pid in survivors:
+        answer = quality[pid]
+        verdict = parse_json_object(answer.text)
+        if answer.error:
+            decisions[pid], complete = dropped(pid, "model_error", error=answer.error), False
+        elif not verdict or verdict.get("quality") not in ("good", "bad"):
+            decisions[pid] = dropped(pid, "model_unparsed", check="quality")
+        elif verdict["quality"] == "bad":
+            decisions[pid] = dropped(pid, "low_quality", model_reason=str(verdict.get("reason", "")))
+        else:
+            good.append(pid)
+
+    references = {ctx.raw.photos[pid].dish_id: pid for pid in good if ctx.raw.photos[pid].role == "reference"}
+    asks = []
+    for pid in good:
+        photo = ctx.raw.photos[pid]
+        if photo.role == "reference":
+            decisions[pid] = kept(pid, dish_id=photo.dish_id, role="reference", dhash=f"{hashes[pid]:016x}")
+        elif photo.dish_id not in references:
+            decisions[pid] = dropped(pid, "no_reference", dish_id=photo.dish_id)
+        else:
+            ref = references[photo.dish_id]
+            prompt = MATCH_PROMPT.format(name=ctx.raw.dishes[photo.dish_id].name)
+            asks.append(Ask(pid, prompt, (photo_part(ctx.raw.photo_path(ref), "reference", ref),
+                                          photo_part(ctx.raw.photo_path(pid), "user", pid))))
+    matches = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
+    for ask in asks:
+        pid, answer = ask.item, matches[ask.item]
+        verdict = parse_json_object(answer.text)
+        if answer.error:
+            decisions[pid], complete = dropped(pid, "model_error", error=answer.error), False
+        elif not verdict or not isinstance(verdict.get("same_dish"), bool):
+            decisions[pid] = dropped(pid, "model_unparsed", check="reference_matching")
+        elif not verdict["same_dish"]:
+            decisions[pid] = dropped(pid, "not_matching_reference", model_reason=str(verdict.get("reason", "")))
+        else:
+            decisions[pid] = kept(pid, dish_id=ctx.raw.photos[pid].dish_id, role="user", dhash=f"{hashes[pid]:016x}")
+
+    ordered = [decisions[p.photo_id] for p in order]
+    items = [{"photo_id": d.item, **d.detail} for d in ordered if d.verdict == "kept"]
+    stage.finish(ordered, items, inputs, complete=complete)

@@ -1,0 +1,141 @@
+"""The raw merchant export a build starts from (schema/raw_export.schema.json), read and checked.
+
+RAW/merchants.jsonl, RAW/dishes.jsonl, RAW/photos.jsonl and the photo files they name (relative to RAW).
+A malformed line is a one-line error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CUISINES = ("chinese", "western", "worldwide", "asian", "japanese", "latin_american", "indian")
+NUTRITION_UNITS = ("per_serving", "per_100g")
+NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
+SCHEMA = Path(__file__).with_name("schema") / "raw_export.schema.json"
+
+
+@dataclass(frozen=True)
+class Merchant:
+    merchant_id: str
+    name: str
+    cuisine: str
+
+
+@dataclass(frozen=True)
+class Dish:
+    dish_id: str
+    merchant_id: str
+    name: str
+    menu_category: str
+    description: str
+    ingredients: tuple[str, ...]
+    portion: str
+    nutrition: dict[str, Any] | None = None  # {"unit": per_serving|per_100g, calories, protein, carbohydrates, fat}
+
+
+@dataclass(frozen=True)
+class Photo:
+    photo_id: str
+    dish_id: str
+    role: str  # reference | user
+    path: str
+
+
+@dataclass
+class RawExport:
+    root: Path
+    merchants: dict[str, Merchant] = field(default_factory=dict)
+    dishes: dict[str, Dish] = field(default_factory=dict)
+    photos: dict[str, Photo] = field(default_factory=dict)
+
+    def photo_path(self, photo_id: str) -> Path:
+        return self.root / self.photos[photo_id].path
+
+    def cuisine_of(self, dish_id: str) -> str:
+        return self.merchants[self.dishes[dish_id].merchant_id].cuisine
+
+    def menu(self, merchant_id: str, category: str) -> list[Dish]:
+        return [d for d in self.dishes.values() if d.merchant_id == merchant_id and d.menu_category == category]
+
+
+def portion_grams(portion: str) -> float | None:
+    """Grams in a portion text, e.g. '1份，约480克' or '1 plate, about 480 g'; None when it gives none.
+
+    >>> portion_grams("1碗，约520克（不含汤） / 1 bowl, about 520 g")
+    520.0
+    >>> portion_grams("1 plate") is None
+    True
+    """
+    match = re.search(r"(\d+(?:\.\d+)?)\s*(?:克|g\b|grams?\b)", portion)
+    return float(match.group(1)) if match else None
+
+
+def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    if not path.exists():
+        raise ValueError(f"raw export: {path.name} is missing in {path.parent}")
+    rows = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path.name} line {lineno}: invalid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path.name} line {lineno}: not a JSON object")
+        rows.append((lineno, row))
+    return rows
+
+
+def _need(row: dict[str, Any], where: str, *keys: str) -> None:
+    missing = [k for k in keys if not isinstance(row.get(k), str) or not row[k].strip()]
+    if missing:
+        raise ValueError(f"{where}: missing or empty {', '.join(missing)}")
+
+
+def load_raw(root: str | Path) -> RawExport:
+    """Read and check a raw export folder."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"raw export folder {root} does not exist")
+    raw = RawExport(root.resolve())
+    for lineno, row in _lines(root / "merchants.jsonl"):
+        where = f"merchants.jsonl line {lineno}"
+        _need(row, where, "merchant_id", "name", "cuisine")
+        if row["cuisine"] not in CUISINES:
+            raise ValueError(f"{where}: cuisine {row['cuisine']!r} is not one of {', '.join(CUISINES)}")
+        raw.merchants[row["merchant_id"]] = Merchant(row["merchant_id"], row["name"], row["cuisine"])
+    for lineno, row in _lines(root / "dishes.jsonl"):
+        where = f"dishes.jsonl line {lineno}"
+        _need(row, where, "dish_id", "merchant_id", "name", "menu_category")
+        if row["merchant_id"] not in raw.merchants:
+            raise ValueError(f"{where}: merchant_id {row['merchant_id']!r} is not in merchants.jsonl")
+        ingredients = row.get("ingredients") or []
+        if not isinstance(ingredients, list) or not all(isinstance(i, str) for i in ingredients):
+            raise ValueError(f"{where}: ingredients must be a list of strings")
+        nutrition = row.get("nutrition")
+        if nutrition is not None:
+            if not isinstance(nutrition, dict) or nutrition.get("unit") not in NUTRITION_UNITS:
+                raise ValueError(f"{where}: nutrition needs a unit ({' or '.join(NUTRITION_UNITS)})")
+            bad = [n for n in NUTRIENTS if not isinstance(nutrition.get(n), int | float)]
+            if bad:
+                raise ValueError(f"{where}: nutrition lacks numeric {', '.join(bad)}")
+        raw.dishes[row["dish_id"]] = Dish(row["dish_id"], row["merchant_id"], row["name"], row["menu_category"],
+                                          str(row.get("description") or ""), tuple(ingredients),
+                                          str(row.get("portion") or ""), nutrition)
+    for lineno, row in _lines(root / "photos.jsonl"):
+        where = f"photos.jsonl line {lineno}"
+        _need(row, where, "photo_id", "dish_id", "role", "path")
+        if row["role"] not in ("reference", "user"):
+            raise ValueError(f"{where}: role must be reference or user, got {row['role']!r}")
+        if row["dish_id"] not in raw.dishes:
+            raise ValueError(f"{where}: dish_id {row['dish_id']!r} is not in dishes.jsonl")
+        path = (root / row["path"]).resolve()
+        if raw.root not in path.parents:
+            raise ValueError(f"{where}: path {row['path']!r} leaves the export folder")
+        raw.photos[row["photo_id"]] = Photo(row["photo_id"], row["dish_id"], row["role"], row["path"])
+    return raw

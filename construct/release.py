@@ -1,0 +1,64 @@
+"""Stage 8, the release: the items review lets through, with their photo bytes, written as Parquet by
+`diningbench.write_release` (classification carries `option_dish_ids`), a card with the counts, the
+cuisine table and the funnel, then `diningbench.validate`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import diningbench
+from construct import funnel
+from construct.raw import RawExport, load_raw
+from construct.review import released_rows
+from construct.work import load_settings
+
+COMMON = ("id", "dish_id", "merchant_id", "category", "cuisine")
+FIELDS = {
+    "classification": ("options", "options_en", "answer", "option_dish_ids"),
+    "nutrition": ("dish_name", "dish_name_en", "ingredients", "portion", "calories", "protein", "carbohydrates",
+                  "fat", "nutrition_source"),
+    "vqa": ("question", "question_en", "answer", "answer_en", "rationale", "rationale_en", "vqa_category"),
+}
+
+
+def release_row(raw: RawExport, item: dict[str, Any]) -> dict[str, Any]:
+    """A work item as a release row: photo ids become embedded image bytes with their roles."""
+    roles = item.get("image_roles") or ["reference"] + ["user"] * (len(item["photos"]) - 1)
+    images = [{"bytes": raw.photo_path(p).read_bytes(), "path": Path(raw.photos[p].path).name} for p in item["photos"]]
+    return {**{k: item[k] for k in COMMON}, "images": images, "image_roles": list(roles),
+            **{k: item[k] for k in FIELDS[item["task"]]}}
+
+
+def card_section(rows: list[dict[str, Any]], work: Path) -> str:
+    per_task = Counter(r["task"] for r in rows)
+    cuisines = sorted({r["cuisine"] for r in rows})
+    lines = ["## How this release was built", "",
+             "Built with `python -m construct` (the paper's Section 3.2 pipeline) from a raw merchant export.", "",
+             "| config | items |", "|---|---:|"]
+    lines += [f"| {t} | {per_task.get(t, 0)} |" for t in FIELDS]
+    lines += ["", "| cuisine | " + " | ".join(FIELDS) + " |", "|---|" + "---:|" * len(FIELDS)]
+    for c in cuisines:
+        lines.append(f"| {c} | " + " | ".join(str(sum(1 for r in rows if r['cuisine'] == c and r['task'] == t))
+                                             for t in FIELDS) + " |")
+    lines += ["", "### Funnel", "", funnel.markdown(work, load_settings(work))]
+    return "\n".join(lines)
+
+
+def build_release(work: str | Path, out: str | Path) -> tuple[Path, list[diningbench.Problem]]:
+    """Write the release folder and validate it; returns (folder, problems)."""
+    work, out = Path(work), Path(out)
+    settings = load_settings(work)
+    raw = load_raw(settings.raw)
+    rows = released_rows(work)
+    by_task = {t: [r for r in rows if r["task"] == t] for t in FIELDS}
+    note = (f"Built by `python -m construct` from the raw export `{Path(settings.raw).name}`: "
+            f"{', '.join(f'{len(v)} {k}' for k, v in by_task.items())} items.")
+    diningbench.write_release(out, {t: (len(v), (release_row(raw, r) for r in v)) for t, v in by_task.items()},
+                              note, optional=("classification",))
+    funnel.write(work, settings)
+    card = out / "README.md"
+    card.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + card_section(rows, work), encoding="utf-8")
+    return out, diningbench.validate(out)

@@ -1,0 +1,176 @@
+"""Stage 5, VQA items: per dish a multi-image "merchant photo vs. customer photo" question and a
+single-image question (cuisine technique, dietary suggestion or counterfactual), answer and rationale
+grounded in the dish's metadata (Tables 8, 9); question rules; near-duplicates removed; two audit
+passes by two models that reject with an issue_category (Table 12).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from construct.context import Context
+from construct.dishes import NAME as DISHES
+from construct.models import Ask, parse_json_object, photo_part
+from construct.nutrition import NAME as NUTRITION
+from construct.work import Decision, Stage, dropped, fingerprint, kept
+
+NAME = "vqa"
+TASK = "vqa"
+PROMPT_VERSION = "vqa-v1"
+SINGLE = ("cuisine_technique", "dietary_suggestion", "counterfactual_reasoning")
+ISSUES = ("multi_part", "false_premise", "not_visible", "trivial", "verbose_answer", "subjective", "wrong_answer")
+DUPLICATE_JACCARD = 0.9  # character-bigram overlap at which two questions of one category are one
+# Phrases that hand the model what it should see for itself (the "visual-agnostic phrasing" rule).
+DESCRIBES_IMAGE = ("可以看到", "可见的", "图中的", "图片中的", "画面中", "金黄", "酥脆的", "油亮的",
+                   "we can see", "as shown", "shown in the", "visible in the", "the golden", "the crispy", "glossy")
+GUIDANCE = {
+    "multi_image_analysis": "Standard vs. reality discrepancy audit: the first image is the merchant's promotional "
+                            "photo, the second a customer's photo of the same order. Ask about a discrepancy in "
+                            "portion, ingredient integrity or presentation and its consequence (a calorie gap, a "
+                            "worse experience).",
+    "cuisine_technique": "Cooking technique: ask what cooking method or step the visible surface, texture or "
+                         "arrangement reveals.",
+    "dietary_suggestion": "Dietary suggestion: ask whether the dish suits a dietary need (vegetarian, low-carb, an "
+                          "allergy); the answer starts with a clear verdict.",
+    "counterfactual_reasoning": "Counterfactual: ask how the dish would change if one visible element were different.",
+}
+GENERATE_PROMPT = """Task: VQA generation ({category}).
+{guidance}
+Metadata of the dish (God view; the answer and rationale must agree with it, the question must not quote it):
+{metadata}
+Rules: one single-focused question ending with one question mark; never describe the image in the
+question (not "given the golden crust..." but "evaluate the surface texture..."); it needs reasoning
+from what is visible, not captioning; the answer is short and factual; the rationale goes observation ->
+culinary principle -> conclusion. Write in Chinese.
+Reply with one JSON object and nothing else: {{"question": "...", "answer": "...", "rationale": "..."}}"""
+AUDIT_PROMPT = """Task: VQA audit.
+Question: {question}
+Reference answer: {answer}
+Rationale: {rationale}
+Reject the item if any holds: several questions in one (multi_part); a false premise; what it asks about is
+not clearly visible (not_visible); a non-expert answers it in half a second without thinking (trivial); a
+verbose answer (verbose_answer); a subjective answer (subjective); the answer is wrong (wrong_answer).
+Reply with one JSON object and nothing else: {{"verdict": "pass" or "reject", "issue_category": null or one of
+{issues}}}"""
+
+
+def question_problem(question: str) -> str | None:
+    """Why a generated question breaks the rules, or None.
+
+    >>> question_problem("这道菜的主要烹饪方式是什么？")
+    >>> question_problem("这是什么菜？用了什么油？")
+    'multiple_questions'
+    >>> question_problem("根据图中可以看到的金黄外皮，这道菜是怎么做的？")
+    'describes_image'
+    """
+    marks = len(re.findall(r"[?？]", question))
+    if marks != 1 or not question.rstrip().endswith(("?", "？")):
+        return "multiple_questions" if marks > 1 else "not_a_question"
+    if any(p in question.lower() for p in DESCRIBES_IMAGE):
+        return "describes_image"
+    return None
+
+
+def _bigrams(text: str) -> set[str]:
+    t = re.sub(r"[\W_]+", "", text.lower())
+    return {t[i:i + 2] for i in range(len(t) - 1)}
+
+
+def near_duplicate(a: str, b: str) -> bool:
+    ba, bb = _bigrams(a), _bigrams(b)
+    return bool(ba and bb) and len(ba & bb) / len(ba | bb) >= DUPLICATE_JACCARD
+
+
+def plan(dish_ids: list[str]) -> list[tuple[str, str]]:
+    """(dish, category) pairs: every dish a multi-image item and one single-image item, categories in turn."""
+    pairs = []
+    for k, did in enumerate(sorted(dish_ids)):
+        pairs += [(did, "multi_image_analysis"), (did, SINGLE[k % len(SINGLE)])]
+    return pairs
+
+
+def run(ctx: Context) -> None:
+    stage = Stage(ctx.work, NAME)
+    s = ctx.settings
+    dishes, nutrition = Stage(ctx.work, DISHES), Stage(ctx.work, NUTRITION)
+    audits = s.filter_pair()
+    inputs = fingerprint(NAME, PROMPT_VERSION, dishes.fingerprint(), nutrition.fingerprint(), s.model, audits)
+    if stage.is_done(inputs):
+        return
+    targets = {t["dish_id"]: t for t in dishes.items()}
+    labels = {n["dish_id"]: {k: n[k] for k in ("calories", "protein", "carbohydrates", "fat")} for n in nutrition.items()}
+    decisions: dict[str, Decision] = {}
+    complete = True
+    drafts: dict[str, dict] = {}
+    asks = []
+    for did, category in plan(list(targets)):
+        t, dish = targets[did], ctx.raw.dishes[did]
+        item = f"{did}:{category}"
+        if category == "multi_image_analysis":
+            photos = [(t["reference"], "reference"), (t["user_photos"][0], "user")]
+        elif category == "cuisine_technique":
+            photos = [(t["reference"], "reference")]
+        else:
+            photos = [(t["user_photos"][0], "user")]
+        metadata = {"name": dish.name, "menu_category": dish.menu_category, "description": dish.description,
+                    "ingredients": list(dish.ingredients), "portion": dish.portion,
+                    "nutrition_per_serving": labels.get(did)}
+        prompt = GENERATE_PROMPT.format(category=category, guidance=GUIDANCE[category],
+                                        metadata=json.dumps(metadata, ensure_ascii=False))
+        drafts[item] = {"dish": t, "category": category, "photos": photos}
+        asks.append(Ask(item, prompt, tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in photos)))
+    answers = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
+    accepted: list[str] = []
+    for ask in asks:
+        item, answer = ask.item, answers[ask.item]
+        out = parse_json_object(answer.text) or {}
+        if answer.error:
+            decisions[item], complete = dropped(item, "model_error", TASK, error=answer.error), False
+            continue
+        if not all(isinstance(out.get(k), str) and out[k].strip() for k in ("question", "answer", "rationale")):
+            decisions[item] = dropped(item, "model_unparsed", TASK)
+            continue
+        problem = question_problem(out["question"])
+        twin = next((o for o in accepted if drafts[o]["category"] == drafts[item]["category"]
+                     and near_duplicate(drafts[o]["question"], out["question"])), None)
+        drafts[item].update(question=out["question"].strip(), answer=out["answer"].strip(),
+                            rationale=out["rationale"].strip())
+        if problem:
+            decisions[item] = dropped(item, problem, TASK, question=out["question"])
+        elif twin:
+            decisions[item] = dropped(item, "near_duplicate_question", TASK, of=twin, question=out["question"])
+        else:
+            accepted.append(item)
+
+    for n, spec in enumerate(audits, 1):
+        asks = [Ask(item, AUDIT_PROMPT.format(question=drafts[item]["question"], answer=drafts[item]["answer"],
+                                              rationale=drafts[item]["rationale"], issues=", ".join(ISSUES)),
+                    tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in drafts[item]["photos"]))
+                for item in accepted]
+        verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-audit{n}", asks)
+        for item in list(accepted):
+            answer, verdict = verdicts[item], parse_json_object(verdicts[item].text) or {}
+            if answer.error:
+                decisions[item], complete = dropped(item, "model_error", TASK, audit_pass=n, error=answer.error), False
+            elif verdict.get("verdict") not in ("pass", "reject"):
+                decisions[item] = dropped(item, "model_unparsed", TASK, audit_pass=n)
+            elif verdict["verdict"] == "reject":
+                issue = verdict.get("issue_category")
+                decisions[item] = dropped(item, issue if issue in ISSUES else "audit_other", TASK, audit_pass=n,
+                                          audit_model=spec, question=drafts[item]["question"])
+            else:
+                continue
+            accepted.remove(item)
+
+    items = []
+    for item in accepted:
+        d = drafts[item]
+        t = d["dish"]
+        decisions[item] = kept(item, TASK, category=d["category"])
+        items.append({"id": f"vqa-{item.replace(':', '-')}", "dish_id": t["dish_id"], "merchant_id": t["merchant_id"],
+                      "category": t["menu_category"], "cuisine": t["cuisine"],
+                      "photos": [p for p, _ in d["photos"]], "image_roles": [r for _, r in d["photos"]],
+                      "question": d["question"], "answer": d["answer"], "rationale": d["rationale"],
+                      "vqa_category": d["category"]})
+    stage.finish([decisions[k] for k in sorted(decisions)], items, inputs, complete=complete)

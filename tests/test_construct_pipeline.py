@@ -1,0 +1,207 @@
+"""The construction pipeline end to end on the synthetic raw export, against a fake model that knows
+the export's truth: every planted defect is dropped by the right stage for the right reason, nothing
+sound is dropped, and the release validates and loads."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import diningbench
+from construct.__main__ import main
+from construct.context import Context
+from construct.models import Models
+from construct.raw import load_raw
+from construct.review import get_item, list_items, record_decision, released_rows
+from construct.work import Stage, load_settings
+from synthetic.raw_export import PLAN, write_raw_export
+from tests.fakes.construct_server import construct_server
+
+FILTERS = ("openai:judge-a", "openai:judge-b")
+FDC = Path(__file__).parent / "data" / "fdc_sample"
+
+
+def verdicts(work: Path, stage: str) -> dict[str, tuple[str, str]]:
+    return {d["item"]: (d["verdict"], d["reason"]) for d in Stage(work, stage).decisions()}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, monkeypatch_module):
+    root = tmp_path_factory.mktemp("construct")
+    truth = write_raw_export(root / "raw")
+    server, oracle = construct_server(truth, FILTERS)
+    monkeypatch_module.setenv("OPENAI_API_KEY", "test-key")
+    with server:
+        args = ["run", str(root / "raw"), "--out", str(root / "work"), "--model", "openai:gen",
+                "--filter-models", ",".join(FILTERS), "--base-url", server.base_url, "--fdc", str(FDC)]
+        assert main(args) == 0
+        calls = len(oracle.calls)
+        assert main(args) == 0  # a rerun of a finished build asks nothing again
+        rerun_calls = len(oracle.calls) - calls
+        assert main(["review", str(root / "work"), "--export", str(root / "review.csv")]) == 0
+        with (root / "review.csv").open(encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        for row in rows:
+            row["decision"] = "approve"
+        with (root / "review.csv").open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.DictWriter(fh, list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        assert main(["review", str(root / "work"), "--import", str(root / "review.csv")]) == 0
+        release_rc = main(["release", str(root / "work"), "--out", str(root / "release")])
+    return SimpleNamespace(root=root, raw=root / "raw", work=root / "work", release=root / "release", truth=truth,
+                           oracle=oracle, rerun_calls=rerun_calls, release_rc=release_rc, server=server)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+PHOTO_DEFECTS = {
+    "merchant-01-d0-p4": "low_quality", "merchant-01-d1-p4": "not_matching_reference",
+    "merchant-02-d1-p4": "near_duplicate", "merchant-02-d2-p4": "too_small", "merchant-02-d2-p5": "undecodable",
+    "merchant-03-d1-p0": "low_quality", "merchant-03-d1-p1": "no_reference", "merchant-03-d1-p2": "no_reference",
+    "merchant-03-d1-p3": "no_reference",
+}
+
+
+def test_each_planted_photo_defect_is_dropped_by_the_photo_filters(built):
+    got = verdicts(built.work, "photos")
+    assert {p: got[p] for p in PHOTO_DEFECTS} == {p: ("dropped", r) for p, r in PHOTO_DEFECTS.items()}
+    sound = [p for p in got if p not in PHOTO_DEFECTS]
+    assert sound and all(got[p] == ("kept", "ok") for p in sound)
+
+
+def test_dish_selection_drops_thin_vague_duplicate_and_badly_photographed_dishes(built):
+    got = verdicts(built.work, "dishes")
+    assert got["merchant-01-d2"] == ("dropped", "too_few_user_photos")
+    assert got["merchant-01-d3"] == ("dropped", "vague_ingredients")
+    assert got["merchant-03-d1"] == ("dropped", "no_good_reference")
+    assert got["merchant-03-d7"] == ("dropped", "near_duplicate_dish")
+    dup = next(d for d in Stage(built.work, "dishes").decisions() if d["item"] == "merchant-03-d7")
+    assert dup["detail"]["of"] == "merchant-01-d1"
+    expected = {d for d in PLAN} - {"merchant-01-d2", "merchant-01-d3", "merchant-03-d1", "merchant-03-d7"}
+    assert {d for d, v in got.items() if v[0] == "kept"} == expected
+    # Menu-only dishes (distractors, no photos) never become items.
+    assert all(v == ("dropped", "too_few_user_photos") for d, v in got.items() if d not in PLAN)
+
+
+def test_classification_items_have_same_menu_look_alikes_and_the_filters_drop_planted_items(built):
+    got = verdicts(built.work, "classification")
+    assert got["merchant-02-d3"] == ("dropped", "ambiguous")
+    assert got["merchant-03-d3"] == ("dropped", "too_easy")
+    assert got["merchant-04-d0"] == ("dropped", "too_few_candidates")
+    details = {d["item"]: d["detail"] for d in Stage(built.work, "classification").decisions()}
+    assert details["merchant-02-d3"]["filter_pass"] == 1 and details["merchant-03-d3"]["filter_pass"] == 2
+    raw = load_raw(built.raw)
+    items = Stage(built.work, "classification").items()
+    assert len(items) == 7
+    for item in items:
+        target = raw.dishes[item["dish_id"]]
+        assert item["option_dish_ids"][ord(item["answer"]) - 65] == item["dish_id"]
+        for other in item["option_dish_ids"]:
+            dish = raw.dishes[other]
+            assert (dish.merchant_id, dish.menu_category) == (target.merchant_id, target.menu_category)
+            assert not dish.name.startswith("招牌") and dish.name != "冰镇酸梅汤"  # same name / obviously different
+        assert len(set(item["options"])) == 8
+
+
+def test_nutrition_uses_merchant_values_only_when_they_pass_the_gates(built):
+    kept = {d["item"]: d["detail"] for d in Stage(built.work, "nutrition").decisions() if d["verdict"] == "kept"}
+    assert set(kept) == {d for d, v in verdicts(built.work, "dishes").items() if v[0] == "kept"}
+    assert kept["merchant-02-d0"]["source"] == "merchant"  # per 100 g, converted with the portion
+    truth = built.truth["dishes"]["merchant-02-d0"]["nutrition"]
+    assert kept["merchant-02-d0"]["values"]["calories"] == pytest.approx(truth["calories"], rel=0.01)
+    assert kept["merchant-01-d4"]["checks"]["merchant_rejected"] == "atwater_gap"
+    assert kept["merchant-02-d2"]["checks"]["merchant_rejected"] == "macro_density"
+    assert kept["merchant-03-d2"]["checks"]["merchant_rejected"] == "implausible"
+    for dish in ("merchant-01-d4", "merchant-02-d2", "merchant-03-d2"):
+        assert kept[dish]["source"] == "estimated"
+    fdc = kept["merchant-01-d0"]["checks"]["fdc"]
+    assert fdc["coverage"] == 1.0 and fdc["kcal_gap"] < 0.05
+    rows = {r["dish_id"]: r for r in Stage(built.work, "nutrition").items()}
+    assert {r["nutrition_source"] for r in rows.values()} <= {"merchant", "estimated"}
+
+
+def test_vqa_rules_dedupe_and_audits_drop_the_planted_drafts(built):
+    got = verdicts(built.work, "vqa")
+    assert got["merchant-01-d0:cuisine_technique"] == ("dropped", "multiple_questions")
+    assert got["merchant-01-d1:multi_image_analysis"] == ("dropped", "describes_image")
+    assert got["merchant-02-d0:multi_image_analysis"] == ("dropped", "near_duplicate_question")
+    assert got["merchant-04-d0:multi_image_analysis"] == ("dropped", "false_premise")
+    assert got["merchant-02-d1:dietary_suggestion"] == ("dropped", "trivial")
+    assert sum(v[0] == "kept" for v in got.values()) == len(got) - 5
+    categories = {r["vqa_category"] for r in Stage(built.work, "vqa").items()}
+    assert categories == {"cuisine_technique", "dietary_suggestion", "multi_image_analysis", "counterfactual_reasoning"}
+    multi = [r for r in Stage(built.work, "vqa").items() if r["vqa_category"] == "multi_image_analysis"]
+    assert all(r["image_roles"] == ["reference", "user"] for r in multi)
+
+
+def test_translation_uses_one_glossary_per_merchant(built):
+    rows = Stage(built.work, "translate").items()
+    glossary = json.loads((built.work / "translate" / "glossary.json").read_text(encoding="utf-8"))
+    for row in rows:
+        if row["task"] == "classification":
+            assert row["options_en"] == [glossary[row["merchant_id"]][o] for o in row["options"]]
+        if row["task"] == "vqa":
+            assert row["question_en"] and "(untranslated)" not in row["question_en"]
+    assert all(v == ("kept", "ok") for v in verdicts(built.work, "translate").values())
+
+
+def test_release_validates_and_loads_with_option_dish_ids(built):
+    assert built.release_rc == 0
+    assert [p for p in diningbench.validate(built.release) if p.level == "error"] == []
+    cls = diningbench.load("classification", built.release)
+    assert len(cls) == 7 and len(cls[0]["option_dish_ids"]) == 8
+    assert len(diningbench.load("nutrition", built.release)) == 10
+    vqa = diningbench.load("vqa", built.release)
+    assert len(vqa) == 15 and vqa[0]["images"][0].size == (192, 192)
+    card = (built.release / "README.md").read_text(encoding="utf-8")
+    assert "## How this release was built" in card and "near_duplicate_dish 1" in card
+
+
+def test_a_finished_build_reruns_without_model_calls(built):
+    assert built.rerun_calls == 0
+
+
+def test_funnel_report_counts_reasons_tokens_and_draws_the_plot(built):
+    md = (built.work / "funnel.md").read_text(encoding="utf-8")
+    assert "| photos | all | 60 |" in md and "not_matching_reference 1" in md
+    assert "| nutrition |" in md and (built.work / "funnel.png").stat().st_size > 10_000
+    tokens = [line for line in md.splitlines() if line.startswith("| **all** |")][0]
+    assert int(tokens.split("|")[4].strip().replace(",", "")) > 0
+
+
+def test_review_api_records_decisions_that_release_respects(built, tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(built.work, work)
+    items = list_items(work, task="vqa")
+    assert items and all(Path(p).is_file() for p, _ in items[0].photos)
+    first = get_item(work, items[0].item_id)
+    assert first.decision == "approve"
+    record_decision(work, first.item_id, "reject", "answer too vague")
+    assert first.item_id not in {r["id"] for r in released_rows(work)}
+    assert get_item(work, first.item_id).decision == "reject"
+    with pytest.raises(ValueError):
+        record_decision(work, first.item_id, "maybe")
+
+
+def test_cuisine_caps_drop_the_dishes_over_the_cap(built, tmp_path):
+    from construct import dishes
+
+    work = tmp_path / "work"
+    shutil.copytree(built.work, work)
+    settings = load_settings(work)
+    settings.cuisine_caps = {"chinese": 2}
+    dishes.run(Context(load_raw(built.raw), work, settings, Models(settings, work)))
+    got = verdicts(work, "dishes")
+    chinese = [d for d, v in got.items() if v[0] == "kept" and d.startswith(("merchant-01", "merchant-03"))]
+    assert len(chinese) == 2
+    assert sum(v == ("dropped", "cuisine_cap") for v in got.values()) == 3
