@@ -130,8 +130,6 @@ def test_the_public_openai_endpoint_is_the_backends_own() -> None:
     assert PUBLIC_ENDPOINTS["openai"] == provider_module("openai").OPENAI_URL
 
 
-@pytest.mark.xfail(strict=False, reason="the openai: client follows redirects until eval/backends/openai_chat.py "
-                                        "refuses them (the backend's part of the fix)")
 @pytest.mark.parametrize("status", [302, 307])
 async def test_a_redirect_from_an_allow_listed_host_is_not_followed(status: int) -> None:
     with HostileServer("target") as target, HostileServer("redirect", status=status,

@@ -95,8 +95,12 @@ class GeminiBackend:
         self.base_url = base_url
         self._types, self._errors, self._version = types, errors, getattr(genai, "__version__", None)
         self._key = resolve_api_key(("GEMINI_API_KEY", "GOOGLE_API_KEY"), base_url=base_url, what="gemini:", explicit=api_key)
+        # No redirects, with either of the SDK's HTTP clients: a 307 would re-send the request and its
+        # x-goog-api-key header to wherever the server points.
         options = types.HttpOptions(base_url=base_url, timeout=int(timeout * 1000),
-                                    retry_options=types.HttpRetryOptions(attempts=1))
+                                    retry_options=types.HttpRetryOptions(attempts=1),
+                                    client_args={"follow_redirects": False},
+                                    async_client_args={"allow_redirects": False, "follow_redirects": False})
         self.client = genai.Client(api_key=self._key, http_options=options)
         self._thinking = thinking_config(model, thinking_budget=thinking_budget, reasoning_effort=reasoning_effort,
                                          max_tokens=max_tokens)
@@ -128,6 +132,9 @@ class GeminiBackend:
             retry_after = parse_retry_after(getattr(getattr(exc, "response", None), "headers", None))
             if retry_after is None:
                 retry_after = parse_retry_delay(str(exc.details))
+            if status is not None and 300 <= status < 400:
+                raise BackendError(f"HTTP {status}: the server redirected; not followed", retryable=False,
+                                   status=status) from None
             raise BackendError(f"HTTP {status} from the Gemini API: {_short(scrub(exc.message or '', self._key))}",
                                retryable=is_retryable_status(status), status=status,
                                retry_after=retry_after) from None

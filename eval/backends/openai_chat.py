@@ -35,6 +35,10 @@ from eval.backends.policy import ChatPolicy, error_message, refuse_options, roug
 from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
 
 OPENAI_URL = "https://api.openai.com/v1"
+# A completion body larger than this is refused unread (an endless or hostile server must not take
+# the process's memory); 4 MiB holds any real answer many times over. DININGBENCH_MAX_RESPONSE_BYTES
+# changes it.
+MAX_RESPONSE_BYTES = int(os.environ.get("DININGBENCH_MAX_RESPONSE_BYTES") or 4 * 1024 * 1024)
 FIRST_REQUEST_WAIT_S = 2.0  # refusals come back in well under a second; a real answer may take minutes
 VLLM_HINT = ("if this is a `vllm serve` endpoint, start it with --limit-mm-per-prompt '{\"image\": N}' "
              "(N >= the images sent) and a pixel cap (--mm-processor-kwargs '{\"max_pixels\": ...}')")
@@ -159,11 +163,12 @@ class OpenAIChatBackend:
         aiohttp, orjson = self._aiohttp, self._orjson
         try:
             async with self._client().get(self._models_url, headers=self._headers, proxy=self._proxy,
+                                          allow_redirects=False,
                                           timeout=aiohttp.ClientTimeout(total=min(self.timeout, 10.0))) as reply:
                 if reply.status != 200:
                     return
-                listing = orjson.loads(await reply.read())
-        except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
+                listing = orjson.loads(await read_bounded(reply, MAX_RESPONSE_BYTES))
+        except (TimeoutError, ValueError, aiohttp.ClientError, orjson.JSONDecodeError, BackendError):
             return  # no listing: the limit is sent as asked, and a context refusal is adapted
         models = listing.get("data") if isinstance(listing, dict) else None
         if not isinstance(models, list):
@@ -201,9 +206,15 @@ class OpenAIChatBackend:
     async def _post(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
         aiohttp = self._aiohttp
         try:
+            # Never follow a redirect: a 307 would re-send the request (images, key) to wherever the
+            # server points, and no chat API redirects a completion.
             async with self._client().post(self._url, data=self._orjson.dumps(body), headers=self._headers,
-                                           proxy=self._proxy) as reply:
-                return reply.status, reply.headers, await reply.read()
+                                           proxy=self._proxy, allow_redirects=False) as reply:
+                if 300 <= reply.status < 400:
+                    raise BackendError(f"HTTP {reply.status}: the server redirected (to "
+                                       f"{host_of(reply.headers.get('Location')) or 'elsewhere'}); not followed",
+                                       retryable=False, status=reply.status)
+                return reply.status, reply.headers, await read_bounded(reply, MAX_RESPONSE_BYTES)
         except (TimeoutError, aiohttp.ServerTimeoutError):
             raise BackendError("request timed out", retryable=True) from None
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body, DNS, TLS, proxy
@@ -300,6 +311,22 @@ def _proxy_for(url: str) -> str | None:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def read_bounded(reply: Any, limit: int) -> bytes:
+    """The body, or a non-retryable BackendError once it passes `limit` bytes (read in chunks, so
+    an endless body costs at most `limit` of memory)."""
+    declared = reply.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise BackendError(f"the server's answer is {int(declared):,} bytes, over the {limit:,}-byte limit; "
+                           "not read", retryable=False)
+    chunks, size = [], 0
+    async for chunk in reply.content.iter_chunked(65536):
+        size += len(chunk)
+        if size > limit:
+            raise BackendError(f"the server's answer passed the {limit:,}-byte limit; not read", retryable=False)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _short(text: str) -> str:

@@ -7,6 +7,8 @@ Modes:
   "redirect"  answer every POST with `status` (302 or 307) and Location: `location` (another server)
   "huge"      answer 200 with a message of `size` characters
   "target"    a plain server that records who reached it, by any method (the far end of a redirect)
+  "endless"   answer 200 without a length and send body bytes until the client hangs up
+  "echo_key"  answer 401 with an error message echoing `echo` (a part of the caller's key)
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from typing import Any
 
 class HostileServer:
     def __init__(self, mode: str, *, delay: float = 1.0, fast: int = 0, status: int = 307, location: str = "",
-                 size: int = 2_000_000) -> None:
+                 size: int = 2_000_000, echo: str = "") -> None:
         self.mode, self.delay, self.fast, self.status, self.location, self.size = mode, delay, fast, status, location, size
+        self.echo = echo
+        self.sent_bytes = 0  # how much of an endless body went out before the client hung up
         self.received = 0  # POSTs (model requests) that reached the server
         self.gets = 0  # GETs: a model listing, or a POST a 302 turned into a GET
         self.in_flight = 0
@@ -92,6 +96,13 @@ class HostileServer:
                             fake.log.append(f"{time.monotonic():.2f} {self.client_address[1]} {outcome}")
                 elif fake.mode == "huge":
                     self._answer("A" * fake.size)
+                elif fake.mode == "endless":
+                    self._endless()
+                elif fake.mode == "echo_key":
+                    body = json.dumps({"error": {"message": f"Incorrect API key provided: {fake.echo}. You can "
+                                                            "find your API key at https://example.invalid.",
+                                                 "type": "invalid_request_error", "code": "invalid_api_key"}})
+                    self._send(401, body.encode(), {"Content-Type": "application/json"})
                 else:
                     self._answer("Answer: A")
 
@@ -104,6 +115,22 @@ class HostileServer:
                     self._send(200, body, {"Content-Type": "application/json"})
                 else:
                     self._answer("Answer: A")
+
+            def _endless(self) -> None:
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(b'{"choices": [{"message": {"content": "')
+                    chunk = b"A" * 65536
+                    deadline = time.monotonic() + 30
+                    while time.monotonic() < deadline:
+                        self.wfile.write(chunk)
+                        with fake._lock:
+                            fake.sent_bytes += len(chunk)
+                except OSError:
+                    pass  # the client hung up: what a bounded reader does
 
             def _client_left_within(self, seconds: float) -> bool:
                 """Wait `seconds`, or less when the client closes the connection meanwhile."""

@@ -1,0 +1,85 @@
+"""The API clients against hostile servers on 127.0.0.1: no redirect followed (no request, no key
+sent elsewhere), no unbounded body read, no part of a key kept from an echoing error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+
+import pytest
+
+from eval.backends import make_backend, release
+from eval.backends._retry import scrub
+from eval.types import BackendError, GenerationConfig, Message, Request
+from tests.fakes.hostile_openai import HostileServer
+
+KEY = "sk-hostile-0123456789abcdefghijKLMN"
+
+
+def request() -> Request:
+    return Request(id="x", task="classification", messages=(Message("user", ("Which dish? A or B",)),),
+                   config=GenerationConfig(max_tokens=16), request_hash="h")
+
+
+async def ask(spec: str, base_url: str, **options) -> BackendError:
+    backend = make_backend(spec, base_url=base_url, timeout=10.0, api_key=KEY, **options)
+    try:
+        with pytest.raises(BackendError) as info:
+            await backend.generate(request())
+        return info.value
+    finally:
+        await release(backend)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_openai_client_follows_no_redirect(status, monkeypatch):
+    with HostileServer("target") as target, HostileServer("redirect", status=status,
+                                                          location=target.url + "/chat/completions") as server:
+        error = await ask("openai:fake-vlm", server.url)
+    assert target.received == target.gets == 0 and not target.authorizations
+    assert not error.retryable and f"HTTP {status}" in str(error) and "not followed" in str(error)
+
+
+@pytest.mark.parametrize("status", [302, 307])
+async def test_gemini_client_follows_no_redirect_and_keeps_its_key_home(status):
+    with HostileServer("target") as target, HostileServer("redirect", status=status, location=target.url) as server:
+        error = await ask("gemini:gemini-2.5-flash", server.url.removesuffix("/v1"))
+    assert target.received == target.gets == 0, "the request (and its x-goog-api-key) reached another origin"
+    assert not error.retryable and "not followed" in str(error)
+
+
+async def test_an_endless_body_is_cut_at_the_limit_in_bounded_memory(monkeypatch):
+    monkeypatch.setattr("eval.backends.openai_chat.MAX_RESPONSE_BYTES", 2 * 1024 * 1024)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with HostileServer("endless") as server:
+        error = await asyncio.wait_for(ask("openai:fake-vlm", server.url), 20)
+        sent = server.sent_bytes
+    assert not error.retryable and "limit" in str(error)
+    assert sent < 64 * 1024 * 1024  # the client hung up soon after the limit
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 200, grown_mb
+
+
+async def test_a_declared_huge_body_is_refused_unread(monkeypatch):
+    monkeypatch.setattr("eval.backends.openai_chat.MAX_RESPONSE_BYTES", 100_000)
+    with HostileServer("huge", size=1_000_000) as server:
+        error = await ask("openai:fake-vlm", server.url)
+    assert "limit" in str(error) and "not read" in str(error)
+
+
+@pytest.mark.parametrize("echo", [KEY[:28], KEY[3:31], KEY[-10:], "sk-hos****************KLMN", KEY[:6] + "..." + KEY[-4:]])
+async def test_a_partly_echoed_key_never_survives_in_the_error(echo):
+    with HostileServer("echo_key", echo=echo) as server:
+        error = await ask("openai:fake-vlm", server.url)
+    text = str(error)
+    assert error.status == 401 and "Incorrect API key" in text
+    windows = {KEY[i:i + 8] for i in range(len(KEY) - 7)}
+    assert not any(w in text for w in windows), text
+    assert "KLMN" not in text and "sk-hos" not in text, text
+
+
+def test_scrub_keeps_ordinary_text():
+    assert scrub("HTTP 400: max_tokens is too large: 20000 > 16384", KEY) == \
+        "HTTP 400: max_tokens is too large: 20000 > 16384"
+    assert json.loads(scrub(json.dumps({"k": KEY}), KEY)) == {"k": "***"}
