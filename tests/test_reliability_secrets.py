@@ -121,7 +121,7 @@ def test_space_evaluate_stream_never_shows_the_operator_key(release, monkeypatch
         server.inject("500", times=1)
         settings = SpaceSettings(models=("openai:fake-vlm",), dataset=str(release), max_items=6)
         request = EvalRequest(task="classification", model="openai:fake-vlm", n_items=4)
-        updates = list(stream_evaluation(request, settings, reference_of=lambda item_id: None))
+        updates = list(stream_evaluation(request, settings))
         sent = [r.headers.get("authorization", "") for r in server.requests]
 
     assert sent and all(KEYS["OPENAI_API_KEY"] in header for header in sent)
@@ -146,7 +146,7 @@ def test_space_evaluate_stream_never_shows_a_pasted_key(release):
         settings = SpaceSettings(dataset=str(release), max_items=6, allowed_hosts=(f"127.0.0.1:{server.port}",))
         request = EvalRequest(task="classification", model=OWN_KEY, n_items=3, provider="openai",
                               own_model="gpt-4o", api_key=pasted, base_url=server.base_url)
-        updates = list(stream_evaluation(request, settings, reference_of=lambda item_id: None))
+        updates = list(stream_evaluation(request, settings))
         sent = [r.headers.get("authorization", "") for r in server.requests]
 
     assert sent and all(pasted in header for header in sent)
@@ -166,6 +166,6 @@ def test_space_refuses_an_unlisted_base_url_without_echoing_the_pasted_key(relea
     request = EvalRequest(task="classification", model=OWN_KEY, n_items=2, provider="openai",
                           own_model="gpt-4o", api_key=pasted, base_url="http://169.254.169.254/v1")
     with pytest.raises(GuardError) as refused:
-        list(stream_evaluation(request, settings, reference_of=lambda item_id: None))
+        list(stream_evaluation(request, settings))
     assert pasted not in str(refused.value) and pasted[-12:] not in str(refused.value)
     assert pasted not in repr(request)  # the key is kept out of the request's repr (logs, tracebacks)
