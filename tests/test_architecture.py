@@ -67,3 +67,15 @@ def test_identity_fields_are_the_settings_that_change_the_question():
 
 def test_the_letters_the_parser_reads_are_the_contracts():
     assert dining_accuracy.parse_choice("H") == "H" and types.LETTERS[-1] == "H"
+
+
+def test_the_readme_shows_every_prompt_as_sent():
+    from eval import prompts
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert prompts.PROMPT_VERSION in readme
+    for task, kwargs in (("classification", {"options": ["{option A}", "{option B}"]}), ("nutrition", {}),
+                         ("vqa", {"question": "{question}"})):
+        for lang in ("zh", "en"):
+            for cot in (False, True):
+                assert prompts.task_prompt(task, lang, cot=cot, **kwargs) in readme, (task, lang, cot)
