@@ -122,7 +122,7 @@ def build_backend(settings: RunSettings, data: list[_TaskData]) -> Backend:
     one refuses it in one line.
     """
     options: dict[str, Any] = {
-        "base_url": settings.base_url, "timeout": settings.timeout, "images": settings.images or max_views(data),
+        "base_url": settings.base_url, "timeout": settings.timeout, "images_per_prompt": settings.images or max_views(data),
         "max_tokens": settings.max_tokens, "seed": settings.seed, "batch_size": settings.batch_size,
         "lang": settings.lang, **settings.engine_options,
     }

@@ -33,7 +33,7 @@ def tiny_llava(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def backend(tiny_llava: Path) -> HFBackend:
-    return make_backend(f"hf:{tiny_llava}", images=3, batch_size=4, device="cpu", max_tokens=8, seed=0,
+    return make_backend(f"hf:{tiny_llava}", images_per_prompt=3, batch_size=4, device="cpu", max_tokens=8, seed=0,
                         base_url=None, timeout=30.0)
 
 

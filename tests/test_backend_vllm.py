@@ -52,7 +52,7 @@ def request(item_id: str, images: int = 2, max_tokens: int = 64, seed: int = 0) 
 
 def test_engine_args_follow_the_paper_protocol() -> None:
     args = build_engine_args("Qwen/Qwen3-VL-8B-Instruct",
-                             LocalEngineOptions.from_options({"images": 4, "tensor_parallel_size": 2, "seed": 7}))
+                             LocalEngineOptions.from_options({"images_per_prompt": 4, "tensor_parallel_size": 2, "seed": 7}))
     assert args == {
         "model": "Qwen/Qwen3-VL-8B-Instruct",
         "limit_mm_per_prompt": {"image": 4},
@@ -75,7 +75,7 @@ def test_pixel_budget_goes_to_the_multimodal_processor() -> None:
 def test_cli_options_override_defaults_and_unknown_ones_are_ignored() -> None:
     opts = LocalEngineOptions.from_options({"max_model_len": "8192", "dtype": "bfloat16", "base_url": None,
                                             "timeout": 30.0, "lang": "zh", "trust_remote_code": "true",
-                                            "images": None})
+                                            "images_per_prompt": None})
     args = build_engine_args("m", opts)
     assert args["max_model_len"] == 8192 and args["dtype"] == "bfloat16" and args["trust_remote_code"] is True
     assert args["limit_mm_per_prompt"] == {"image": 8}  # every view: room for a DiningBench item's photos
@@ -92,7 +92,7 @@ def test_data_parallel_points_to_vllm_serve() -> None:
 @pytest.mark.parametrize(("options", "flag"), [
     ({"tensor_parallel_size": 0}, "--tensor-parallel-size"),
     ({"max_model_len": "lots"}, "--max-model-len"),
-    ({"images": -1}, "--images"),
+    ({"images_per_prompt": -1}, "--images"),
     ({"dtype": "int8"}, "--dtype"),
     ({"max_pixels": 1000, "min_pixels": 5000}, "--min-pixels"),
     ({"trust_remote_code": "maybe"}, "--trust-remote-code"),
@@ -159,7 +159,7 @@ class ScriptedEngine:
 
 
 def scripted_backend(images: int = 2) -> tuple[VLLMBackend, ScriptedEngine]:
-    opts = LocalEngineOptions(images=images)
+    opts = LocalEngineOptions(images_per_prompt=images)
     engine = ScriptedEngine()
     return VLLMBackend("tiny", opts, engine, dict, build_engine_args("tiny", opts), {"vllm": "test"}), engine
 
@@ -211,7 +211,7 @@ def test_describe_records_engine_args_and_versions() -> None:
 @pytest.mark.skipif(HAS_VLLM, reason="vllm is installed here")
 def test_missing_vllm_is_one_line_saying_what_to_install() -> None:
     with pytest.raises(ConfigError) as caught:
-        make_backend("vllm:Qwen/Qwen3-VL-8B-Instruct", images=4)
+        make_backend("vllm:Qwen/Qwen3-VL-8B-Instruct", images_per_prompt=4)
     assert str(caught.value) == INSTALL_HINT
     assert INSTALL_HINT == "vllm is not installed: pip install -r requirements-vllm.txt (needs a CUDA GPU)"
 

@@ -30,11 +30,12 @@ class EngineUnavailable(ConfigError):
 class LocalEngineOptions:
     """The settings a local engine is built with; each is recorded in run.json via describe().
 
-    `images` is the most images one prompt may carry (vLLM reserves memory for exactly that many);
+    `images_per_prompt` is the most images one prompt may carry (vLLM reserves memory for exactly
+    that many);
     `max_pixels`/`min_pixels` bound the pixel budget of Qwen-VL-style image processors.
     """
 
-    images: int | None = None
+    images_per_prompt: int | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS
     seed: int = 0
     batch_size: int = 8
@@ -51,7 +52,7 @@ class LocalEngineOptions:
     def from_options(cls, options: Mapping[str, Any]) -> LocalEngineOptions:
         """Read the CLI's options; None means "use the default"; unknown keys are ignored.
 
-        >>> LocalEngineOptions.from_options({"images": 2, "dtype": None, "base_url": "x"}).images
+        >>> LocalEngineOptions.from_options({"images_per_prompt": 2, "dtype": None, "base_url": "x"}).images_per_prompt
         2
         """
         known = {f.name: f for f in fields(cls)}
@@ -75,8 +76,11 @@ class LocalEngineOptions:
         return opts
 
 
+_FLAGS = {"images_per_prompt": "--images"}  # the engine limit comes from the run's view count
+
+
 def _positive_int(name: str, value: Any, *, allow_zero: bool = False) -> int:
-    flag = "--" + name.replace("_", "-")
+    flag = _FLAGS.get(name, "--" + name.replace("_", "-"))
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise EngineUnavailable(f"{flag} must be an integer (got {value!r})")
     try:

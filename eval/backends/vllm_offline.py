@@ -33,7 +33,7 @@ def build_engine_args(model: str, options: LocalEngineOptions) -> dict[str, Any]
     with more, so it is the run's image count. `mm_processor_kwargs` carries the pixel budget of
     Qwen-VL-style processors (fewer pixels → fewer visual tokens → more prompts fit in 16k).
 
-    >>> build_engine_args("Qwen/Qwen3-VL-8B-Instruct", LocalEngineOptions(images=4))["limit_mm_per_prompt"]
+    >>> build_engine_args("Qwen/Qwen3-VL-8B-Instruct", LocalEngineOptions(images_per_prompt=4))["limit_mm_per_prompt"]
     {'image': 4}
     """
     if options.data_parallel_size > 1:
@@ -46,7 +46,7 @@ def build_engine_args(model: str, options: LocalEngineOptions) -> dict[str, Any]
             f"--base-url http://localhost:8000/v1 (see the README)")
     args: dict[str, Any] = {
         "model": model,
-        "limit_mm_per_prompt": {"image": options.images or DEFAULT_IMAGE_LIMIT},
+        "limit_mm_per_prompt": {"image": options.images_per_prompt or DEFAULT_IMAGE_LIMIT},
         "max_model_len": options.max_model_len,
         "tensor_parallel_size": options.tensor_parallel_size,
         "seed": options.seed,
