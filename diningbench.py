@@ -135,6 +135,10 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
         raise ValueError(f"release folder {src} has no data/{config}/*.parquet")
     if folder is None and src.count("/") != 1:
         raise ValueError(f"dataset source {src!r} is neither a release folder nor a Hub id (owner/name)")
+    if folder is None and not _hub_reachable() and not _in_hub_cache(src):
+        # datasets would retry the Hub for a long while before saying the same
+        raise ValueError(f"cannot load {config!r} from {src}: not a local folder, not in the datasets cache, and the "
+                         "Hub is unreachable (offline?); pass a release folder")
     try:
         # Naming the files makes the cache key cover them (path + mtime): with the folder alone, two
         # releases in same-named folders with the same card would share one stale Arrow cache.
@@ -150,6 +154,31 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     if not decode_images:
         ds = ds.cast_column("images", List(Image(decode=False)))
     return ds
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connect to the Hub's endpoint (HF_HUB_OFFLINE counts as unreachable)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return False
+    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection((endpoint.hostname or "huggingface.co", endpoint.port or 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    """True when the datasets/hub cache already holds files of this dataset repo."""
+    try:
+        from huggingface_hub import scan_cache_dir
+
+        return any(r.repo_id == repo_id and r.repo_type == "dataset" for r in scan_cache_dir().repos)
+    except Exception:  # noqa: BLE001 - no cache folder yet
+        return False
 
 
 def _first_unembedded_image(ds: datasets.Dataset) -> tuple[str, int] | None:

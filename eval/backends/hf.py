@@ -118,6 +118,10 @@ class HFBackend:
         source = str(Path(model_id).expanduser()) if model_id.startswith("~") else model_id
         if model_id.startswith((".", "/", "~")) and not Path(source).exists():
             raise EngineUnavailable(f"hf: model folder {model_id} does not exist")
+        if not Path(source).exists() and not _cached_on_disk(source) and not _hub_reachable():
+            # transformers would retry the Hub for minutes before saying the same
+            raise EngineUnavailable(f"hf:{model_id} is neither a folder nor in the Hugging Face cache, and the Hub "
+                                    "is unreachable (offline?): download it first or pass a local folder")
         self.processor = self._load(lambda: AutoProcessor.from_pretrained(
             source, trust_remote_code=options.trust_remote_code))
         self._apply_pixel_budget()  # before the weights load: a bad flag should fail fast
@@ -283,3 +287,29 @@ def make(model: str, **options: Any) -> HFBackend:
     refuse_options(f"hf:{model}", reasoning_effort=options.get("reasoning_effort"),
                    thinking_budget=options.get("thinking_budget"))
     return HFBackend(model, LocalEngineOptions.from_options(options))
+
+
+def _cached_on_disk(repo_id: str) -> bool:
+    """True when the Hub cache already holds this model's config (an offline run can load it)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # noqa: BLE001 - a malformed id is for from_pretrained to name
+        return False
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connect to the Hub's endpoint: seconds instead of minutes of retries when offline."""
+    import os
+    import socket
+    from urllib.parse import urlsplit
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return False
+    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection((endpoint.hostname or "huggingface.co", endpoint.port or 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
