@@ -55,7 +55,7 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
                 evaluate.build()
             with gr.Tab("Leaderboard", id="leaderboard"):
                 leaderboard.build()
-        for fn, inputs, outputs in (browse.on_load, evaluate.on_load):
+        for fn, inputs, outputs in (browse.on_load, evaluate.on_load, leaderboard.on_load):
             demo.load(fn, inputs, outputs, api_visibility="private")
     demo.queue(default_concurrency_limit=4, max_size=64)
     return demo

@@ -168,3 +168,44 @@ def tiny_release(folder: Path) -> Path:
 
     rows = {config: (3, iter(tiny_rows(config))) for config in ("classification", "nutrition", "vqa")}
     return diningbench.write_release(folder, rows, note="Tiny test release.")
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@contextmanager
+def chromium_browser() -> Iterator[Any]:
+    """Debian's headless Chromium driven by Playwright (never a downloaded browser).
+
+    Skips the test when it is missing, unless DININGBENCH_REQUIRE_BROWSER=1 (CI), where that fails.
+    """
+    import pytest
+
+    if not CHROMIUM.exists():
+        if os.environ.get("DININGBENCH_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{CHROMIUM} is missing and DININGBENCH_REQUIRE_BROWSER=1: apt-get install chromium")
+        pytest.skip(f"{CHROMIUM} is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def page_width(page: Any) -> int:
+    """How wide the document is: more than the viewport means the page scrolls sideways."""
+    return int(page.evaluate("document.scrollingElement.scrollWidth"))
+
+
+def write_baseline_run(results: Path, name: str, task: str, model: str, *extra: str) -> Path:
+    """A real scored run folder made by `python -m eval run` with a baseline (no model, seconds)."""
+    out = results / name
+    done = subprocess.run([sys.executable, "-m", "eval", "run", "--task", task, "--model", model, "--out", str(out),
+                           *extra], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out

@@ -73,11 +73,12 @@ def test_a_baseline_evaluation_streams_items_and_ends_with_the_metrics(space) ->
     status, table, metrics, records = _evaluate(client, "classification", "baseline:first", n)
     expected = sum(a == "A" for a in answers[:n]) / n  # baseline:first always answers A
     assert metrics["n"] == n and metrics["accuracy"] == pytest.approx(expected)
-    assert f"{expected * 100:.2f}%" in status
+    assert f"**{expected * 100:.2f} [" in status or f"**{expected * 100:.2f}**" in status
     assert len(records) == n and all(r["parsed"] == "A" for r in records)
     assert [r["correct"] for r in sorted(records, key=lambda r: r["id"])] == [
         a == "A" for _, a in sorted(zip(diningbench.load("classification")["id"][:n], answers[:n], strict=True))]
-    assert table.count("<tr>") == n + 1 and table.count("data:image/jpeg;base64,") == n
+    per_item = table[table.index('<table class="db-results">'):]
+    assert per_item.count("<tr>") == n + 1 and table.count("data:image/jpeg;base64,") == n
 
 
 def test_the_zero_baseline_has_exactly_100_percent_mape(space) -> None:
@@ -100,7 +101,8 @@ def test_the_leaderboard_lists_reported_rows_and_local_runs(space) -> None:
     table = client.predict(api_name="/leaderboard")
     rows = [dict(zip(table["headers"], row, strict=True)) for row in table["data"]]
     local = [r for r in rows if r["Source"] == "local run: baseline-first-classification"]
-    assert len(local) == 1 and local[0]["Cls acc %"] == 25.0 and local[0]["Cls 95% CI"] == "5.00 – 50.00"
+    assert len(local) == 1 and local[0]["Cls acc %"] == 25.0 and local[0]["Cls 95% CI"] == "[5.00, 50.00]"
+    assert local[0]["Data"] == "synthetic" and [r["#"] for r in rows][:3] == [1, 2, 3]
     if (Path(__file__).resolve().parents[1] / "eval" / "data" / "table2_reported.csv").is_file():
         assert any(r["Source"] == "reported (paper)" and r["Model"] == "GPT-4o" for r in rows)
 

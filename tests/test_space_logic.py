@@ -132,7 +132,7 @@ def test_requests_outside_what_the_operator_offers_are_refused(tmp_path: Path) -
     assert resolve(EvalRequest(task="nutrition", model="baseline:zero", n_items=3), settings) == ("baseline:zero", {})
     refused = [
         (EvalRequest(task="nutrition", model="openai:gpt-4o", n_items=3), "not offered"),
-        (EvalRequest(task="classification", model="baseline:zero", n_items=3), "not offered"),
+        (EvalRequest(task="classification", model="baseline:oracle", n_items=3), "not offered"),
         (EvalRequest(task="vqa", model="baseline:first", n_items=3), "task: choose one of"),
         (EvalRequest(task="nutrition", model="baseline:zero", n_items=11), "between 1 and 10"),
         (EvalRequest(task="nutrition", model="baseline:zero", n_items=2, base_url="http://x/v1"), "own API key"),
@@ -163,15 +163,43 @@ def test_leaderboard_marks_reported_rows_and_reads_local_runs(tmp_path: Path) ->
                {"settings": {"model": "baseline:zero", "lang": "en", "dataset": "/data/release"}})
     (results / "broken").mkdir()
     (results / "broken" / "metrics.json").write_text("{not json")
-    table = leaderboard_table(csv_path, results)
-    assert list(table["Source"]) == ["local run: first-cls", "local run: zero-nut", "reported (paper)"]
-    first, zero, reported = (table.iloc[i] for i in range(3))
-    assert (reported["Model"], reported["Cls acc %"], reported["VQA acc %"]) == ("GPT-4o", 65.26, 80.6)
+    sweep = results / "views-sweep"
+    _write_run(sweep / "cell-img1", {"classification": {"accuracy": 0.5, "n": 8}},
+               {"settings": {"model": "baseline:random", "images": 1, "limit": 8, "dataset": "/data/release"},
+                "dataset": {"source": "/data/release"}})
+    table = leaderboard_table(csv_path, results)  # ranked by classification accuracy, blanks last
+    assert list(table["Source"]) == ["reported (paper)", "local run: views-sweep/cell-img1",
+                                     "local run: first-cls", "local run: zero-nut"]
+    assert list(table["#"]) == [1, 2, 3, None]
+    reported, cell, first, zero = (table.iloc[i] for i in range(4))
+    assert (reported["Model"], reported["Data"], reported["Cls acc %"], reported["VQA acc %"]) == (
+        "GPT-4o", "paper", 65.26, 80.6)
     assert reported["Cls 95% CI"] is None and reported["kcal MAPE %"] is None
-    assert (first["Model"], first["Cls acc %"], first["Cls 95% CI"]) == ("baseline:first", 12.5, "0.00 – 37.51")
-    assert first["Data"] == "embedded synthetic sample" and first["Items"] == "cla 8"
+    assert (first["Model"], first["Cls acc %"], first["Cls 95% CI"]) == ("baseline:first", 12.5, "[0.00, 37.51]")
+    assert first["Data"] == "synthetic" and first["Items"] == "Cls 8"
+    assert (cell["Model"], cell["Data"]) == ("baseline:random (1 view)", "partial")
     assert (zero["Avg MAPE %"], zero["kcal MAPE %"], zero["Fat MAPE %"], zero["Lang"]) == (100.0, 100.0, 100.0, "en")
-    assert zero["Data"] == "/data/release"
+    assert zero["Data"] == "full release" and zero["Items"] == "Nutr 4"
+    by_mape = leaderboard_table(csv_path, results, "Avg MAPE %")
+    assert list(by_mape["Model"])[:2] == ["GPT-4o", "baseline:zero (en)"]  # lower is better for MAPE
+    assert by_mape["#"].tolist()[2:] == [None, None]
+
+
+def test_the_leaderboard_page_fits_phones_and_names_everything_in_full(tmp_path: Path) -> None:
+    from space.diningspace.leaderboard import leaderboard_html, leaderboard_rows
+
+    csv_path = tmp_path / "table2.csv"
+    csv_path.write_text("model,type,lang,classification_acc,avg_mape,calories_mape,protein_mape,"
+                        "carbohydrates_mape,fat_mape,vqa_acc\nA-very-long-model-name-<i>,open,zh,65.2,,,,,,\n")
+    results = tmp_path / "results"
+    _write_run(results / "r", {"classification": {"accuracy": 0.2445, "accuracy_ci95": [0.201, 0.288], "n": 8}},
+               {"model": "baseline:first"})
+    page = leaderboard_html(leaderboard_rows(csv_path, results), "Cls acc %")
+    assert page.startswith("<div class='db-scroll'")  # wide tables scroll inside their own box
+    assert "24.45 [20.10, 28.80]" in page and "65.20" in page
+    assert "title='A-very-long-model-name-&lt;i&gt;'" in page and "<i>" not in page
+    assert "title='Classification accuracy (%), higher is better'" in page
+    assert page.index("<th") < page.index(">Data<") < page.index(">Cls acc %<")
     assert reported_rows(tmp_path / "missing.csv") == [] and local_rows(tmp_path / "none") == []
 
 
@@ -189,9 +217,24 @@ def test_results_table_shows_nutrition_compactly_and_escapes_model_text() -> Non
     assert "&lt;script&gt;" in html and "<script>" not in html
     assert "APE 25.0%" in html and "HTTP 500" in html and "failed" in html
     line = summary_line("nutrition", "baseline:zero", {"avg_mape": 1.0, "avg_mape_ci95": [1.0, 1.0], "n": 8})
-    assert line == "**baseline:zero** — Average MAPE **100.00%** (95% CI 100.0–100.0%) · 8 items"
+    assert line == "**baseline:zero** — Average MAPE (%) **100.00 [100.00, 100.00]** · 8 items"
     line = summary_line("classification", "baseline:first", {"accuracy": 0.125, "n": 8, "parse_failures": 1})
-    assert line == "**baseline:first** — accuracy **12.50%** · 8 items · 1 unparsed"
+    assert line == "**baseline:first** — accuracy (%) **12.50** · 8 items · 1 unparsed"
+    assert html.startswith('<div class="db-scroll">')
+
+
+def test_nutrition_figures_are_a_table_per_nutrient_not_json() -> None:
+    from space.diningspace.results_view import metrics_table
+
+    figures = {"n": 4, "avg_mape": 0.086, "avg_mape_ci95": [0.05, 0.12], "median_ape": 0.07,
+               **{f"{k}_mape": v for k, v in (("calories", 0.1164), ("protein", 0.0719),
+                                              ("carbohydrates", 0.0423), ("fat", 0.1135))},
+               "calories_mae": 78.78, "fat_mae": 2.87}
+    table = metrics_table("nutrition", figures)
+    for text in ("Calories</td><td class='db-num'>11.64", "Fat</td><td class='db-num'>11.35", "78.8 kcal",
+                 "2.9 g", "8.60 [5.00, 12.00]"):
+        assert text in table
+    assert "{" not in table and metrics_table("nutrition", None) == ""
 
 
 def test_the_space_card_declares_the_installed_gradio_and_the_app_file() -> None:

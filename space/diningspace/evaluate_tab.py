@@ -21,7 +21,7 @@ from .evaluation import (
 )
 from .guard import GuardError, scrub
 from .limits import RequestSlots, VisitorJobs, client_address
-from .results_view import results_table, summary_line, thumbnail_uri
+from .results_view import metrics_table, results_table, summary_line, thumbnail_uri
 from .settings import BASELINES, KEY_PROVIDERS, SpaceSettings
 
 KEY_NOTE = ("Your key is sent with this one run only: it is not stored, logged or shown back, and "
@@ -86,6 +86,7 @@ class EvaluateTab:
         records = [r.to_json() for r in update.results]
         table = results_table(task, update.results, thumbs)
         if update.metrics is not None:
+            table = metrics_table(task, update.metrics) + table
             return summary_line(task, update.spec, update.metrics), table, update.metrics, records
         failed = sum(1 for r in update.results if r.error)
         status = (f"Running **{update.spec}** on {update.total} {task} items… {done}/{update.total} done"

@@ -1,32 +1,59 @@
-"""The Leaderboard table: the paper's reported figures next to the runs found under results/.
+"""The Leaderboard table: the paper's reported figures, the runs under results/, and people.
 
-Reported rows are marked as reported (not reproduced here) and carry no interval; local runs
-carry the 95% intervals their metrics.json holds. Figures are percentages, as in the paper.
+Reported rows are marked as reported (not reproduced here) and carry no interval; local runs carry
+the 95% intervals their metrics.json holds; each group of people who took the test is one
+"humans" row (see humans_rows). Figures are percentages with two decimals, as in the paper.
 """
 
 from __future__ import annotations
 
 import csv
+import html
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from eval.figures import component, headline, headline_ci, score_nutrition_rows
+from eval.report.runs import RunData
+from eval.report.tables import MISSING
+
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
-COLUMNS = ["Model", "Source", "Lang", "Cls acc %", "Cls 95% CI",
-           "Avg MAPE %", "MAPE 95% CI", "kcal MAPE %", "Prot MAPE %",
-           "Carb MAPE %", "Fat MAPE %", "VQA acc %", "VQA 95% CI", "Items", "Data"]
-DATATYPES = ["str", "str", "str", "number", "str", "number", "str", "number", "number", "number",
-             "number", "number", "str", "str", "str"]
-# Pixel widths, so that sparse columns stay readable instead of collapsing to one character.
-WIDTHS = [230, 170, 60, 95, 120, 110, 120, 110, 110, 110, 100, 95, 120, 150, 200]
+# One short name per task, used in headers, the Items column and the Take-the-test tab alike.
+TASK_SHORT = {"classification": "Cls", "nutrition": "Nutr", "vqa": "VQA"}
+COLUMNS = ["#", "Model", "Data", "Lang", "Cls acc %", "Cls 95% CI", "Avg MAPE %", "MAPE 95% CI",
+           "kcal MAPE %", "Prot MAPE %", "Carb MAPE %", "Fat MAPE %", "VQA acc %", "VQA 95% CI", "Items", "Source"]
+# What each header means, shown on hover (the `title` attribute) where the header is abbreviated.
+TITLES = {
+    "#": "Rank by the chosen metric; rows without it come last, unranked",
+    "Data": "What the figures were measured on: paper (reported, not reproduced), full release, "
+            "synthetic (the embedded sample) or partial (a subset of items)",
+    "Lang": "Prompt language",
+    "Cls acc %": "Classification accuracy (%), higher is better",
+    "Avg MAPE %": "Nutrition: average of the four nutrients' mean absolute percentage errors (%), lower is better",
+    "kcal MAPE %": "Calories MAPE (%)", "Prot MAPE %": "Protein MAPE (%)",
+    "Carb MAPE %": "Carbohydrates MAPE (%)", "Fat MAPE %": "Fat MAPE (%)",
+    "VQA acc %": "VQA accuracy as judged (%), higher is better",
+    "Items": "Items scored per task",
+    "Source": "Where the row comes from: the paper, a run folder under results/, or people who took the test",
+}
+# The interval column of each headline metric (shown with it as `24.45 [20.10, 28.80]`).
+INTERVALS = {"Cls acc %": "Cls 95% CI", "Avg MAPE %": "MAPE 95% CI", "VQA acc %": "VQA 95% CI"}
+# Metrics one may rank by, and whether higher is better.
+RANKABLE = {"Cls acc %": True, "Avg MAPE %": False, "VQA acc %": True, "kcal MAPE %": False,
+            "Prot MAPE %": False, "Carb MAPE %": False, "Fat MAPE %": False}
+DEFAULT_RANK = "Cls acc %"
 REPORTED = "reported (paper)"
+DATA_KINDS = ("paper", "full release", "synthetic", "partial")
+HUMAN_GROUPS = ("layperson", "cook", "dietitian")
+HUMAN_PREFIX = "human:"
 
 
 def _percent(value: Any) -> float | None:
-    """A fraction from metrics.json as a percentage rounded for display; None when absent."""
+    """A fraction from metrics.json as a percentage rounded to two decimals; None when absent."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -41,12 +68,13 @@ def _reported_number(text: str) -> float | None:
         return None
 
 
-def _interval(value: Any) -> str:
+def _interval(value: Any) -> str | None:
+    """`[20.10, 28.80]`, the CLI's interval style; None without one."""
     if isinstance(value, list | tuple) and len(value) == 2:
         low, high = _percent(value[0]), _percent(value[1])
         if low is not None and high is not None:
-            return f"{low:.2f} – {high:.2f}"
-    return ""
+            return f"[{low:.2f}, {high:.2f}]"
+    return None
 
 
 def _empty_row() -> dict[str, Any]:
@@ -62,7 +90,7 @@ def reported_rows(csv_path: Path | None) -> list[dict[str, Any]]:
         for rec in csv.DictReader(fh):
             row = _empty_row()
             row.update({
-                "Model": rec.get("model", ""), "Source": REPORTED, "Lang": rec.get("lang", ""),
+                "Model": rec.get("model", ""), "Data": "paper", "Source": REPORTED, "Lang": rec.get("lang", ""),
                 "Cls acc %": _reported_number(rec.get("classification_acc", "")),
                 "Avg MAPE %": _reported_number(rec.get("avg_mape", "")),
                 "kcal MAPE %": _reported_number(rec.get("calories_mape", "")),
@@ -70,76 +98,224 @@ def reported_rows(csv_path: Path | None) -> list[dict[str, Any]]:
                 "Carb MAPE %": _reported_number(rec.get("carbohydrates_mape", "")),
                 "Fat MAPE %": _reported_number(rec.get("fat_mape", "")),
                 "VQA acc %": _reported_number(rec.get("vqa_acc", "")),
-                "Data": f"DiningBench ({rec.get('type', '')} model)",
+                "Items": f"full benchmark ({rec.get('type', '')} model)",
             })
             rows.append(row)
     return rows
 
 
-def _component_mape(nutrition: dict[str, Any], component: str) -> Any:
-    """A component's MAPE whichever way metrics.json nests it (`fat_mape`, `fat.mape`, `mape.fat`)."""
-    if f"{component}_mape" in nutrition:
-        return nutrition[f"{component}_mape"]
-    if isinstance(nutrition.get(component), dict):
-        return nutrition[component].get("mape")
+def _component_mape(nutrition: dict[str, Any], nutrient: str) -> Any:
+    """A nutrient's MAPE whichever way metrics.json nests it (`fat_mape`, `fat.mape`, `mape.fat`)."""
+    if f"{nutrient}_mape" in nutrition:
+        return nutrition[f"{nutrient}_mape"]
+    if isinstance(nutrition.get(nutrient), dict):
+        return nutrition[nutrient].get("mape")
     if isinstance(nutrition.get("mape"), dict):
-        return nutrition["mape"].get(component)
+        return nutrition["mape"].get(nutrient)
     return None
 
 
-def _run_setting(run: dict[str, Any], key: str) -> Any:
-    settings = run.get("settings") if isinstance(run.get("settings"), dict) else {}
-    return run.get(key, settings.get(key))
+def data_kind(run: RunData) -> str:
+    """synthetic (the embedded sample), partial (--limit or --ids, or people's few items) or full release."""
+    dataset = run.info.get("dataset")
+    source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
+    if not source or str(source) in ("embedded sample", "embedded synthetic sample"):
+        return "synthetic"
+    if run.setting("limit") or run.setting("ids") or run.info.get("human"):
+        return "partial"
+    return "full release"
 
 
-def _dataset_label(run: dict[str, Any]) -> str:
-    dataset = _run_setting(run, "dataset")
-    if isinstance(dataset, dict):
-        dataset = dataset.get("name") or dataset.get("source") or dataset.get("fingerprint")
-    return str(dataset) if dataset else "embedded synthetic sample"
+def _data_source(run: RunData) -> str:
+    dataset = run.info.get("dataset")
+    source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
+    return str(source or "embedded synthetic sample")
+
+
+def run_dirs(results_dir: Path) -> list[Path]:
+    """Run folders with a metrics.json: results/<run>/ and the cells of sweeps, results/<sweep>/<cell>/."""
+    if not results_dir.is_dir():
+        return []
+    found = [*results_dir.glob("*/metrics.json"), *results_dir.glob("*/*/metrics.json")]
+    return sorted(path.parent for path in found)
+
+
+def _read_run(folder: Path) -> tuple[dict[str, Any], RunData] | None:
+    try:
+        metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+        run_path = folder / "run.json"
+        info = json.loads(run_path.read_text(encoding="utf-8")) if run_path.is_file() else {}
+    except (OSError, ValueError):
+        return None  # a run being written or a broken file: skip it rather than break the table
+    if not isinstance(metrics, dict) or not isinstance(info, dict):
+        return None
+    return metrics, RunData(folder, info)
+
+
+def _items(counts: dict[str, Any]) -> str:
+    """`Cls 40 · Nutr 40` in the tasks' short names."""
+    return " · ".join(f"{TASK_SHORT[t]} {counts[t]}" for t in TASK_SHORT if counts.get(t) is not None)
 
 
 def local_rows(results_dir: Path) -> list[dict[str, Any]]:
-    """One row per run folder under `results_dir` that holds a readable metrics.json."""
+    """One row per run folder (sweep cells included) with a readable metrics.json; people's runs excluded."""
     rows = []
-    if not results_dir.is_dir():
-        return rows
-    for metrics_path in sorted(results_dir.glob("*/metrics.json")):
-        try:
-            metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-            run_path = metrics_path.with_name("run.json")
-            run = json.loads(run_path.read_text(encoding="utf-8")) if run_path.is_file() else {}
-        except (OSError, ValueError):
-            continue  # a run being written or a broken file: skip it rather than break the table
-        if not isinstance(metrics, dict) or not isinstance(run, dict):
+    for folder in run_dirs(results_dir):
+        read = _read_run(folder)
+        if read is None:
             continue
+        metrics, run = read
+        if run.model.startswith(HUMAN_PREFIX):
+            continue  # people appear as one row per group (humans_rows), never one by one
         cls, nut, vqa = (metrics.get(t) if isinstance(metrics.get(t), dict) else {}
                          for t in ("classification", "nutrition", "vqa"))
-        counts = [f"{t[:3]} {m['n']}" for t, m in (("classification", cls), ("nutrition", nut), ("vqa", vqa))
-                  if m.get("n") is not None]
         row = _empty_row()
         row.update({
-            "Model": str(_run_setting(run, "model") or metrics_path.parent.name),
-            "Source": f"local run: {metrics_path.parent.name}",
-            "Lang": str(_run_setting(run, "lang") or ""),
-            "Cls acc %": _percent(cls.get("accuracy")),
-            "Cls 95% CI": _interval(cls.get("accuracy_ci95")),
-            "Avg MAPE %": _percent(nut.get("avg_mape")),
-            "MAPE 95% CI": _interval(nut.get("avg_mape_ci95")),
+            "Model": run.label, "Data": data_kind(run),
+            "Source": f"local run: {folder.relative_to(results_dir).as_posix()}",
+            "Lang": str(run.setting("lang") or ""),
+            "Cls acc %": _percent(cls.get("accuracy")), "Cls 95% CI": _interval(cls.get("accuracy_ci95")),
+            "Avg MAPE %": _percent(nut.get("avg_mape")), "MAPE 95% CI": _interval(nut.get("avg_mape_ci95")),
             "kcal MAPE %": _percent(_component_mape(nut, "calories")),
             "Prot MAPE %": _percent(_component_mape(nut, "protein")),
             "Carb MAPE %": _percent(_component_mape(nut, "carbohydrates")),
             "Fat MAPE %": _percent(_component_mape(nut, "fat")),
-            "VQA acc %": _percent(vqa.get("accuracy")),
-            "VQA 95% CI": _interval(vqa.get("accuracy_ci95")),
-            "Items": ", ".join(counts),
-            "Data": _dataset_label(run),
+            "VQA acc %": _percent(vqa.get("accuracy")), "VQA 95% CI": _interval(vqa.get("accuracy_ci95")),
+            "Items": _items({t: m.get("n") for t, m in (("classification", cls), ("nutrition", nut), ("vqa", vqa))}),
+            "_data_source": _data_source(run),
         })
         rows.append(row)
     return rows
 
 
-def leaderboard_table(csv_path: Path | None, results_dir: Path) -> pd.DataFrame:
-    """Local runs first (what an operator came to compare), then the reported rows."""
-    frame = pd.DataFrame(local_rows(results_dir) + reported_rows(csv_path), columns=COLUMNS)
-    return frame.astype(object).where(frame.notna(), None)
+def _scored_items(folder: Path) -> list[dict[str, Any]]:
+    path = folder / "scores.jsonl"
+    items = []
+    try:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                items.append(json.loads(line))
+    except (OSError, ValueError):
+        return []
+    return [item for item in items if isinstance(item, dict)]
+
+
+def _pooled_figure(task: str, items: list[dict[str, Any]], n_boot: int) -> tuple[float | None, str | None]:
+    value = headline(task, items) if items else None
+    interval = headline_ci(task, items, n_boot=n_boot) if value is not None else None
+    return _percent(value), _interval(interval)
+
+
+def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]]:
+    """One row per group of people (layperson / cook / dietitian) who took the test.
+
+    Every person's scored items of a group are pooled. The interval is a cluster bootstrap whose
+    cluster is one person's answers on one merchant's dishes: it resamples people and merchants
+    together, so a person who knows one restaurant well, or a restaurant that is easy for one
+    person, does not count as many independent items. It does not model a person's skill across
+    merchants (a crossed two-way bootstrap would), so with few people it is on the narrow side.
+    """
+    pooled: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    people: dict[str, set[str]] = {}
+    for folder in run_dirs(results_dir):
+        read = _read_run(folder)
+        human = read[1].info.get("human") if read else None
+        if not read or not read[1].model.startswith(HUMAN_PREFIX) or not isinstance(human, dict):
+            continue
+        group = str(human.get("group") or "layperson")
+        person = str(human.get("person") or folder.name)
+        people.setdefault(group, set()).add(person)
+        for item in _scored_items(folder):
+            task = item.get("task")
+            if task in TASK_SHORT:
+                clustered = {**item, "merchant_id": f"{person}|{item.get('merchant_id')}"}
+                pooled.setdefault(group, {}).setdefault(task, []).append(clustered)
+    rows = []
+    for group in sorted(pooled, key=lambda g: (HUMAN_GROUPS.index(g) if g in HUMAN_GROUPS else 99, g)):
+        by_task = pooled[group]
+        row = _empty_row()
+
+        (cls, cls_ci), (nut, nut_ci), (vqa, vqa_ci) = (_pooled_figure(t, by_task.get(t) or [], n_boot)
+                                                       for t in ("classification", "nutrition", "vqa"))
+        nutrition = score_nutrition_rows(by_task["nutrition"]) if by_task.get("nutrition") else {}
+        n_people = len(people[group])
+        row.update({
+            "Model": f"humans ({group})", "Data": "partial", "Lang": "",
+            "Source": f"Take the test: {n_people} {'person' if n_people == 1 else 'people'}",
+            "Cls acc %": cls, "Cls 95% CI": cls_ci, "Avg MAPE %": nut, "MAPE 95% CI": nut_ci,
+            "VQA acc %": vqa, "VQA 95% CI": vqa_ci,
+            "Items": _items({t: len(v) for t, v in by_task.items()}),
+        })
+        for nutrient, column in zip(NUTRIENTS, ("kcal MAPE %", "Prot MAPE %", "Carb MAPE %", "Fat MAPE %"),
+                                    strict=True):
+            row[column] = _percent(component(nutrition, nutrient, "mape")) if nutrition else None
+        rows.append(row)
+    return rows
+
+
+def rank(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
+    """Rows ordered by `metric` (best first), numbered 1..k; rows without it keep their order, last, unnumbered."""
+    if metric not in RANKABLE:
+        raise ValueError(f"cannot rank by {metric!r}; choose one of {', '.join(RANKABLE)}")
+    higher_better = RANKABLE[metric]
+    valued = [r for r in rows if r.get(metric) is not None]
+    blank = [r for r in rows if r.get(metric) is None]
+    valued.sort(key=lambda r: -r[metric] if higher_better else r[metric])  # stable: ties keep their order
+    ranked = [{**r, "#": n} for n, r in enumerate(valued, start=1)]
+    return ranked + [{**r, "#": None} for r in blank]
+
+
+def leaderboard_rows(csv_path: Path | None, results_dir: Path, metric: str = DEFAULT_RANK) -> list[dict[str, Any]]:
+    """Every row (local runs, people, the paper), ranked by `metric` with blanks last."""
+    return rank([*local_rows(results_dir), *humans_rows(results_dir), *reported_rows(csv_path)], metric)
+
+
+def leaderboard_table(csv_path: Path | None, results_dir: Path, metric: str = DEFAULT_RANK) -> pd.DataFrame:
+    """The ranked rows as a DataFrame (the /leaderboard API), blanks as None."""
+    rows = [{c: row.get(c) for c in COLUMNS} for row in leaderboard_rows(csv_path, results_dir, metric)]
+    return pd.DataFrame(rows, columns=COLUMNS, dtype=object)
+
+
+def _cell_text(row: dict[str, Any], column: str) -> str:
+    value = row.get(column)
+    if column in INTERVALS or column in RANKABLE:
+        if value is None:
+            return MISSING
+        interval = row.get(INTERVALS.get(column, ""))
+        return f"{value:.2f} {interval}" if interval else f"{value:.2f}"
+    return MISSING if value is None or value == "" else str(value)
+
+
+# The page merges each interval into its metric's cell, so the interval columns are not shown.
+SHOWN = [c for c in COLUMNS if c not in INTERVALS.values()]
+
+
+def leaderboard_html(rows: Sequence[dict[str, Any]], metric: str) -> str:
+    """The table as the page shows it: scrolls sideways inside its own box on a phone."""
+    def th(column: str) -> str:
+        css = " class='db-num db-ranked'" if column == metric else (" class='db-num'" if column in RANKABLE else "")
+        title = TITLES.get(column, column)
+        return f"<th{css} title='{html.escape(title, quote=True)}'>{html.escape(column)}</th>"
+
+    body = []
+    for row in rows:
+        cells = []
+        for column in SHOWN:
+            text = html.escape(_cell_text(row, column))
+            if column == "Model":
+                cells.append(f"<td class='db-model' title='{text}'>{text}</td>")
+            elif column == "Data":
+                kind = str(row.get("Data") or "")
+                tag = {"full release": "full"}.get(kind, kind)
+                hover = html.escape(str(row.get("_data_source") or TITLES["Data"]), quote=True)
+                cells.append(f"<td title='{hover}'><span class='db-tag db-tag-{tag}'>{text}</span></td>")
+            elif column in RANKABLE or column == "#":
+                css = "db-num db-ranked" if column == metric else "db-num"
+                cells.append(f"<td class='{css}'>{'' if column == '#' and row['#'] is None else text}</td>")
+            else:
+                cells.append(f"<td title='{text}'>{text}</td>")
+        human = " class='db-humans'" if str(row.get("Model", "")).startswith("humans (") else ""
+        body.append(f"<tr{human}>{''.join(cells)}</tr>")
+    head = "".join(th(c) for c in SHOWN)
+    return (f"<div class='db-scroll' id='db-board-scroll'><table class='db-board'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")

@@ -13,6 +13,8 @@ from typing import Any
 
 from PIL import Image
 
+from eval.report.tables import MISSING, pct, with_ci
+
 from .evaluation import SampleResult
 
 THUMB_SIDE = 72
@@ -81,23 +83,53 @@ def results_table(task: str, results: list[SampleResult], thumbs: dict[str, str]
                     f"<td class='db-raw'>{raw}</td><td>{html.escape(_short(r.parsed, 120)) or '—'}</td>"
                     f"<td>{html.escape(_short(r.reference, 120))}</td><td class='{css}'>{label}</td></tr>")
     head = "<tr><th>Views</th><th>Item</th><th>Model answer</th><th>Parsed</th><th>Reference</th><th>Outcome</th></tr>"
-    return f'<table class="db-results"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+    return (f'<div class="db-scroll"><table class="db-results"><thead>{head}</thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def _pct(value: Any) -> str:
-    return "—" if value is None else f"{float(value) * 100:.2f}%"
-
-
-def _ci(value: Any) -> str:
-    if isinstance(value, list | tuple) and len(value) == 2 and None not in value:
-        return f" (95% CI {float(value[0]) * 100:.1f}–{float(value[1]) * 100:.1f}%)"
-    return ""
+def _headline(task: str, metrics: dict[str, Any]) -> tuple[str, str]:
+    """(name, `24.45 [20.10, 28.80]`): the run's headline in the CLI's style, percent without the sign."""
+    if task == "nutrition":
+        return "Average MAPE (%)", with_ci(metrics.get("avg_mape"), metrics.get("avg_mape_ci95"))
+    return "accuracy (%)", with_ci(metrics.get("accuracy"), metrics.get("accuracy_ci95"))
 
 
 def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
     """The headline of a finished run in words, as in the paper (percentages)."""
     n, failures = metrics.get("n"), metrics.get("parse_failures")
     tail = f" · {n} items" + (f" · {failures} unparsed" if failures else "")
-    if task == "nutrition":
-        return f"**{spec}** — Average MAPE **{_pct(metrics.get('avg_mape'))}**{_ci(metrics.get('avg_mape_ci95'))}{tail}"
-    return f"**{spec}** — accuracy **{_pct(metrics.get('accuracy'))}**{_ci(metrics.get('accuracy_ci95'))}{tail}"
+    name, value = _headline(task, metrics)
+    return f"**{spec}** — {name} **{value}**{tail}"
+
+
+NUTRIENT_NAMES = (("calories", "Calories"), ("protein", "Protein"), ("carbohydrates", "Carbohydrates"),
+                  ("fat", "Fat"))
+
+
+def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
+    """The end figures as a small table (not JSON): per nutrient MAPE, median APE and MAE for nutrition."""
+    if not metrics:
+        return ""
+    if task != "nutrition":
+        name, value = _headline(task, metrics)
+        rows = [(name, value), ("items", str(metrics.get("n", MISSING))),
+                ("unparsed", str(metrics.get("parse_failures") or 0))]
+        body = "".join(f"<tr><td>{html.escape(k)}</td><td class='db-num'>{html.escape(v)}</td></tr>" for k, v in rows)
+        return f"<div class='db-scroll'><table class='db-metrics'><tbody>{body}</tbody></table></div>"
+    body = []
+    for key, label in NUTRIENT_NAMES:
+        body.append(f"<tr><td>{label}</td><td class='db-num'>{pct(metrics.get(f'{key}_mape'))}</td>"
+                    f"<td class='db-num'>{pct(metrics.get(f'{key}_median_ape'))}</td>"
+                    f"<td class='db-num'>{_mae(metrics.get(f'{key}_mae'), 'kcal' if key == 'calories' else 'g')}</td></tr>")
+    name, value = _headline(task, metrics)
+    body.append(f"<tr class='db-total'><td>Average</td><td class='db-num'>{html.escape(value)}</td>"
+                f"<td class='db-num'>{pct(metrics.get('median_ape'))}</td><td></td></tr>")
+    head = ("<tr><th>Nutrient</th><th class='db-num' title='mean absolute percentage error'>MAPE %</th>"
+            "<th class='db-num' title='median absolute percentage error'>Median APE %</th>"
+            "<th class='db-num' title='mean absolute error'>MAE</th></tr>")
+    return (f"<div class='db-scroll'><table class='db-metrics'><thead>{head}</thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _mae(value: Any, unit: str) -> str:
+    return MISSING if value is None else f"{float(value):.1f} {unit}"

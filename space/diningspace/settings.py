@@ -10,12 +10,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Reference baselines need no key, so they are always offered; each only makes sense for some tasks.
-BASELINES: dict[str, tuple[str, ...]] = {
-    "classification": ("baseline:random", "baseline:first"),
-    "nutrition": ("baseline:zero", "baseline:median", "baseline:category-mean"),
-    "vqa": (),
-}
+from eval.backends.baseline import NAMES as BASELINE_NAMES
+from eval.types import TASKS
+
+# Reference baselines need no key, so every one is offered for every task (each answers every task;
+# what it does per task is in eval/backends/baseline.py). VQA is offered only with a judge.
+BASELINES: dict[str, tuple[str, ...]] = {task: tuple(f"baseline:{name}" for name in BASELINE_NAMES)
+                                         for task in TASKS}
 # Providers a visitor may use with a key of their own (the key is used for one request only), and
 # where such a key goes unless the operator allow-lists another host. Always passed explicitly: a
 # backend left to its defaults would read the operator's OPENAI_BASE_URL / GOOGLE_GEMINI_BASE_URL.

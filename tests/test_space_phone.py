@@ -1,0 +1,102 @@
+"""The Space at a phone's width (390 px) and a desktop's (1280 px), in a real headless Chromium.
+
+Nothing may make the page scroll sideways; wide tables scroll inside their own box. Screenshots of
+every tab are kept in the test's tmp_path (pytest prints where on failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers_space import chromium_browser, launched_space, page_width, write_baseline_run
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+WIDTHS = {"phone": 390, "desktop": 1280}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with chromium_browser() as chromium:
+        yield chromium
+
+
+@pytest.fixture(scope="module")
+def space_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    results = tmp_path_factory.mktemp("results")
+    write_baseline_run(results, "first-cls", "classification", "baseline:first")
+    write_baseline_run(results / "sweep", "median-nut", "nutrition", "baseline:median", "--limit", "6")
+    with launched_space({"DININGBENCH_SPACE_RESULTS": str(results), "DININGBENCH_SPACE_MAX_ITEMS": "10"}) as (url, _):
+        yield url
+
+
+@pytest.fixture(params=list(WIDTHS), ids=list(WIDTHS))
+def page(request: pytest.FixtureRequest, browser, space_url: str):
+    width = WIDTHS[request.param]
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto(space_url)
+    yield page
+    context.close()
+
+
+def _fits(page, shots: Path, name: str) -> None:
+    width = page.viewport_size["width"]
+    page.screenshot(path=shots / f"{name}_{width}.png", full_page=True)
+    assert page_width(page) <= width, f"{name} is {page_width(page)} px wide at a {width} px viewport"
+
+
+def test_every_tab_fits_the_screen(page, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    expect(page.locator("#db-card .db-option")).to_have_count(8, timeout=30_000)
+    expect(page.locator("#db-gallery img").first).to_be_visible()
+    _fits(page, tmp_path, "browse")
+
+    page.get_by_role("tab", name="Evaluate").click()
+    page.locator("#db-eval-task").get_by_label("nutrition").check()
+    page.get_by_role("button", name="Run evaluation").click()
+    expect(page.locator("#db-eval-status")).to_contain_text("Average MAPE", timeout=60_000)
+    expect(page.locator("#db-results table.db-metrics")).to_contain_text("Calories")
+    _fits(page, tmp_path, "evaluate")
+
+    page.get_by_role("tab", name="Leaderboard").click()
+    board = page.locator("#db-board-scroll")
+    expect(board).to_contain_text("reported (paper)")
+    _fits(page, tmp_path, "leaderboard")
+    assert board.evaluate("e => getComputedStyle(e).overflowX") == "auto"
+    if page.viewport_size["width"] < 500:  # the table is wider than a phone: it scrolls in its box
+        assert board.evaluate("e => e.scrollWidth > e.clientWidth")
+    expect(page.locator("footer")).not_to_contain_text("·", use_inner_text=True)  # no dangling divider
+
+
+def test_captions_are_whole_and_the_enlarged_view_is_bigger_than_its_thumbnail(page, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    thumb = page.locator("#db-gallery .grid-container img").first
+    expect(thumb).to_be_visible(timeout=30_000)
+    captions = page.locator("#db-gallery .caption-label")
+    assert captions.count() >= 2
+    for i in range(captions.count()):
+        assert captions.nth(i).evaluate("e => e.scrollWidth <= e.clientWidth"), captions.nth(i).inner_text()
+    thumb_height = thumb.bounding_box()["height"]
+    thumb.click()
+    enlarged = page.locator("#db-gallery .preview .media-button img")
+    expect(enlarged).to_be_visible()
+    page.screenshot(path=tmp_path / f"preview_{page.viewport_size['width']}.png", full_page=True)
+    assert enlarged.bounding_box()["height"] >= thumb_height
+
+
+def test_the_leaderboard_ranks_by_the_chosen_metric_with_blanks_last(page) -> None:
+    from playwright.sync_api import expect
+
+    page.get_by_role("tab", name="Leaderboard").click()
+    page.locator("#db-rank-by input").click()
+    page.get_by_role("option", name="Avg MAPE %").click()
+    ranked = page.locator("#db-board th.db-ranked")
+    expect(ranked).to_have_text("Avg MAPE %")
+    expect(page.locator("#db-board tbody tr").first).to_contain_text("baseline:median")
+    assert ranked.get_attribute("title").startswith("Nutrition: average")
+    last = page.locator("#db-board tbody tr").last.locator("td").first
+    assert last.inner_text().strip() == ""  # a row without a nutrition figure: unranked, at the end
