@@ -1,33 +1,107 @@
-"""`python -m eval report DIR --model-card`: results as a Hugging Face `model-index` block plus a table.
+"""`python -m eval report DIR --model-card`: a model's results as a Hugging Face model card.
 
-The YAML goes into the header of a model's README.md (the Hub renders it as an evaluation widget);
-the markdown table goes into its body. Values are percentages rounded to 2 decimals.
+`--out README.md` writes a card `huggingface_hub.ModelCard.load` reads (a `model-index` YAML header,
+then a results table); `--format yaml|json` prints only the metadata for `huggingface_hub.metadata_update`.
+Only full-release runs are exported: a synthetic or partial run needs `--allow-partial` and says so.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from eval.figures import component, headline, headline_ci, score_nutrition_rows
-from eval.report.runs import RunData
+from eval.report.runs import ReportError, RunData
 from eval.report.tables import md_table, pct
 from eval.types import NUTRIENTS
 
-DATASET_ID = "diningbench/diningbench"  # the Hub id of the release
 DATASET_NAME = "DiningBench"
+SYNTHETIC = "synthetic"  # dataset type of the embedded sample and of any `diningbench.py sample` release
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 TASK_TYPES = {  # Hub task type and a readable name for each config
     "classification": ("image-classification", "Fine-grained dish classification"),
     "nutrition": ("image-text-to-text", "Nutrition estimation"),
     "vqa": ("visual-question-answering", "Dietary VQA"),
 }
+FORMATS = ("card", "yaml", "json")
 
 
-def model_name(spec: str) -> str:
-    """`openai:gpt-4o` -> `gpt-4o`; `hf:Qwen/Qwen3-VL-8B-Instruct` -> `Qwen/Qwen3-VL-8B-Instruct`."""
-    return spec.split(":", 1)[1] if ":" in spec else spec
+@dataclass(frozen=True)
+class DatasetRef:
+    """Which data a run was measured on, as a model card names it, and why it is not the benchmark."""
+
+    name: str  # the release card's pretty_name
+    type: str  # a Hub id, `synthetic`, or the pretty_name of a local release with no Hub id
+    revision: str | None
+    hub: bool  # `type` is a Hub dataset id
+    partial: tuple[str, ...]  # reasons this is not a full-benchmark result; empty when it is
+
+
+def _card_header(folder: Path) -> tuple[dict[str, Any], str]:
+    """A local release's README.md: its YAML header and its body ({} and "" when unreadable)."""
+    try:
+        text = (folder / "README.md").read_text(encoding="utf-8")
+        _, head, body = text.split("---\n", 2)
+        header = yaml.safe_load(head)
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}, ""
+    return (header if isinstance(header, dict) else {}), body
+
+
+def _declared_counts(header: dict[str, Any]) -> dict[str, int]:
+    """num_examples of the test split per config, as the release card declares them."""
+    counts = {}
+    for info in header.get("dataset_info") or []:
+        for split in (info.get("splits") or []) if isinstance(info, dict) else []:
+            if isinstance(split, dict) and split.get("name") == "test" and isinstance(split.get("num_examples"), int):
+                counts[str(info.get("config_name"))] = split["num_examples"]
+    return counts
+
+
+def dataset_ref(run: RunData, hub_id: str | None = None) -> DatasetRef:
+    """The run's data: `--dataset` (a Hub id) wins, then run.json's source; the embedded sample and
+    releases written by `diningbench.py sample` are synthetic. Partial when --limit/--ids were set
+    or fewer items were scored than the release declares."""
+    data = run.info.get("dataset")
+    data = data if isinstance(data, dict) else {"source": data or run.setting("dataset")}
+    source = str(data.get("source") or "embedded sample")
+    reasons = []
+    if run.setting("limit") is not None:
+        reasons.append(f"--limit {run.setting('limit')}")
+    if run.setting("ids"):
+        reasons.append(f"--ids ({len(run.setting('ids'))} ids)")
+    name, declared, synthetic, local = DATASET_NAME, {}, False, None
+    if source in ("embedded sample", "embedded synthetic sample"):
+        synthetic = True
+    elif Path(source).expanduser().is_dir():
+        local = Path(source).expanduser()
+        header, body = _card_header(local)
+        name = str(header.get("pretty_name") or DATASET_NAME)
+        declared = _declared_counts(header)
+        synthetic = "Synthetic data" in body.split("\n## ", 1)[0]  # the note `diningbench.py sample` writes
+    for task, rows in run.scores.items():
+        scored, expected = len({str(r["id"]) for r in rows}), declared.get(task)
+        if expected is not None and scored < expected:
+            reasons.append(f"{task}: {scored} of {expected} items")
+    if synthetic:
+        reasons.insert(0, "synthetic sample, not the benchmark")
+    revision = None
+    prints = data.get("fingerprints")
+    if isinstance(prints, dict):
+        revision = next((str(p).rsplit("@", 1)[1] for p in prints.values() if str(p).startswith("hub:")), None)
+    if hub_id is not None:
+        return DatasetRef(name, hub_id, revision if source == hub_id else None, True, tuple(reasons))
+    if synthetic:
+        return DatasetRef(name, SYNTHETIC, None, False, tuple(reasons))
+    if local is None and HUB_ID.fullmatch(source):
+        return DatasetRef(name, source, revision, True, tuple(reasons))
+    return DatasetRef(name, name, None, False, tuple(reasons))
 
 
 def _settings(run: RunData) -> dict[str, Any]:
@@ -36,42 +110,77 @@ def _settings(run: RunData) -> dict[str, Any]:
 
 
 def _metrics(task: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The figures a model card shows for one task, as percentages; empty when unscored."""
+    """The figures a model card shows for one task, as percentages, each with its own `type`; empty
+    when unscored. Types are distinct so the Hub's widget and leaderboards never merge two figures."""
     value = headline(task, rows)
     if value is None:
         return []
     if task != "nutrition":
         return [{"type": "accuracy", "name": "Accuracy (%)", "value": round(100 * value, 2)}]
     figures = score_nutrition_rows(rows)
-    out = [{"type": "mape", "name": "Average MAPE (%)", "value": round(100 * value, 2)}]
+    out = [{"type": "avg_mape", "name": "Average MAPE (%)", "value": round(100 * value, 2)}]
     for nutrient in NUTRIENTS:
         mape = component(figures, nutrient, "mape")
         if mape is not None:
-            out.append({"type": "mape", "name": f"{nutrient.capitalize()} MAPE (%)",
+            out.append({"type": f"{nutrient}_mape", "name": f"{nutrient.capitalize()} MAPE (%)",
                         "value": round(100 * mape, 2)})
     return out
 
 
-def model_index(runs: Sequence[RunData]) -> dict[str, list[dict[str, Any]]]:
-    """`{model name: model-index list}`: one card per model, one result per task and setting."""
-    cards: dict[str, list[dict[str, Any]]] = {}
-    for run in runs:
-        name = model_name(run.model)
-        entry = cards.setdefault(name, [{"name": name, "results": []}])[0]
-        for task in TASK_TYPES:
-            if task not in run.scores:
-                continue
-            metrics = _metrics(task, run.scores[task])
+def _one_model(runs: Sequence[RunData]) -> str:
+    models = sorted({run.model for run in runs})
+    if len(models) != 1:
+        raise ReportError(f"a model card describes one model; these runs are of {', '.join(models)}: "
+                          "export each model's run folders separately")
+    return models[0]
+
+
+def checked_refs(runs: Sequence[RunData], *, hub_id: str | None = None,
+                 allow_partial: bool = False) -> list[DatasetRef]:
+    """Each run's DatasetRef; a synthetic or partial run is refused unless `allow_partial`."""
+    if hub_id is not None and not HUB_ID.fullmatch(hub_id):
+        raise ReportError(f"--dataset {hub_id!r} is not a Hub dataset id (owner/name)")
+    refs = [dataset_ref(run, hub_id) for run in runs]
+    if not allow_partial:
+        for run, ref in zip(runs, refs, strict=True):
+            if ref.partial:
+                raise ReportError(f"{run.path}: not a full-benchmark result ({'; '.join(ref.partial)}); "
+                                  "pass --allow-partial to export it marked as partial")
+    return refs
+
+
+def model_index(runs: Sequence[RunData], *, hub_id: str | None = None,
+                allow_partial: bool = False) -> list[dict[str, Any]]:
+    """The `model-index` of one model: one result per task and setting, named as the model was given."""
+    name = _one_model(runs)
+    results = []
+    for run, ref in zip(runs, checked_refs(runs, hub_id=hub_id, allow_partial=allow_partial), strict=True):
+        for task, (task_type, task_name) in TASK_TYPES.items():
+            metrics = _metrics(task, run.scores[task]) if task in run.scores else []
             if not metrics:
                 continue
-            task_type, task_name = TASK_TYPES[task]
-            entry["results"].append({
-                "task": {"type": task_type, "name": task_name},
-                "dataset": {"name": DATASET_NAME, "type": DATASET_ID, "config": task, "split": "test",
-                            "args": _settings(run)},
-                "metrics": metrics,
-            })
-    return cards
+            args: dict[str, Any] = _settings(run)
+            if ref.partial:
+                args["partial"] = "; ".join(ref.partial)
+            dataset = {"name": ref.name, "type": ref.type, "config": task, "split": "test"}
+            if ref.revision:
+                dataset["revision"] = ref.revision
+            results.append({"task": {"type": task_type, "name": task_name},
+                            "dataset": {**dataset, "args": args}, "metrics": metrics})
+    if not results:
+        raise ReportError("nothing to export: no scored task in these runs (score VQA with --judge first)")
+    return [{"name": name, "results": results}]
+
+
+def metadata(runs: Sequence[RunData], *, hub_id: str | None = None, allow_partial: bool = False) -> dict[str, Any]:
+    """The card's YAML metadata: what `huggingface_hub.metadata_update(repo, metadata)` takes."""
+    index = model_index(runs, hub_id=hub_id, allow_partial=allow_partial)
+    refs = {ref.type for ref in checked_refs(runs, hub_id=hub_id, allow_partial=True) if ref.hub}
+    out: dict[str, Any] = {"tags": ["diningbench"]}
+    if refs:
+        out["datasets"] = sorted(refs)
+    out["model-index"] = index
+    return out
 
 
 def results_table(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
@@ -87,21 +196,36 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
             value = headline(task, items)
             interval = headline_ci(task, items, n_boot=n_boot)
             figure = "Average MAPE (%, lower is better)" if task == "nutrition" else "Accuracy (%)"
-            rows.append([model_name(run.model), TASK_TYPES[task][1], setting, figure,
+            rows.append([run.model, TASK_TYPES[task][1], setting, figure,
                          "not scored" if value is None else pct(value),
                          "–" if interval is None else f"[{pct(interval[0])}, {pct(interval[1])}]",
                          str(len(items))])
     return md_table(["Model", "Task", "Setting", "Figure", "Value", "95% CI", "Items"], rows)
 
 
-def render_model_card(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
-    """YAML block(s) to paste into the card header, then the table for its body."""
-    parts = []
-    for name, index in model_index(runs).items():
-        block = yaml.safe_dump({"model-index": index}, sort_keys=False, allow_unicode=True)
-        parts.append(f"<!-- {name}: paste into the YAML header of the model card; values are percentages -->\n"
-                     f"```yaml\n{block}```")
+def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, allow_partial: bool = False,
+                      fmt: str = "card", n_boot: int = 1000) -> str:
+    """`card`: a whole README.md (YAML metadata block, then the body); `yaml`/`json`: the metadata only."""
+    if fmt not in FORMATS:
+        raise ReportError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    meta = metadata(runs, hub_id=hub_id, allow_partial=allow_partial)
+    if fmt == "json":
+        return json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
+    block = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
+    if fmt == "yaml":
+        return block
+    refs = checked_refs(runs, hub_id=hub_id, allow_partial=True)
+    name = meta["model-index"][0]["name"]
+    parts = [f"---\n{block}---", f"# {name} on {DATASET_NAME}"]
+    partial = sorted({reason for ref in refs for reason in ref.partial})
+    if partial:
+        parts.append("> **Not a full-benchmark result** (" + "; ".join(partial) + "): these figures check the "
+                     "pipeline and do not compare with the paper's or with full-release runs.")
     parts.append(results_table(runs, n_boot=n_boot))
-    parts.append(f"Dataset: [{DATASET_NAME}](https://huggingface.co/datasets/{DATASET_ID}), split `test`. "
-                 "Intervals: 95% bootstrap, resampling whole merchants.")
+    sources = []
+    for ref in {ref.type: ref for ref in refs}.values():
+        link = f"[{ref.name}](https://huggingface.co/datasets/{ref.type})" if ref.hub else f"`{ref.type}`"
+        sources.append(link + (f" at revision `{ref.revision[:12]}`" if ref.revision else ""))
+    parts.append(f"Dataset: {', '.join(sources)}, split `test`. Intervals: 95% bootstrap, resampling whole "
+                 "merchants. Values are percentages; for Average MAPE lower is better.")
     return "\n\n".join(parts) + "\n"
