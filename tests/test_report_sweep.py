@@ -1,12 +1,13 @@
-"""Sweep tables and plots from sweep folders, and the model-card block."""
+"""Sweep tables and plots from sweep folders, and the chance reference in tables and plots."""
 
 from pathlib import Path
 
-import yaml
+import pytest
 from helpers_report import cls_item, nut_item, report_args, table_rows, write_run
-from huggingface_hub.repocard_data import eval_results_to_model_index, model_index_to_eval_results
 
-from eval.report import model_card, report
+from eval.backends import baseline
+from eval.report import report
+from eval.types import ConfigError
 
 REF = {"calories": 500.0, "protein": 25.0, "carbohydrates": 60.0, "fat": 20.0}
 
@@ -60,24 +61,37 @@ def test_report_over_a_sweep_folder_draws_the_plots(tmp_path, capsys):
     assert not (folder / "views_nutrition.png").exists()  # nutrition was not swept over views
 
 
-def test_model_card_yaml_parses_and_round_trips(tmp_path, capsys):
-    a = write_run(tmp_path / "a", "openai:model-a", [cls_item("c0", "m0", True), cls_item("c1", "m1", False),
-                                                     cls_item("c2", "m1", True), cls_item("c3", "m2", True)])
-    n = write_run(tmp_path / "n", "openai:model-a",
-                  [nut_item(f"n{i}", f"m{i}", {k: v * 1.25 for k, v in REF.items()}, REF) for i in range(3)])
-    assert report.main(report_args(str(a), str(n), "--model-card", "--n-boot", "50")) == 0
-    text = capsys.readouterr().out
-    block = text.split("```yaml\n")[1].split("```")[0]
-    data = yaml.safe_load(block)
-    [entry] = data["model-index"]
-    assert entry["name"] == "model-a"
-    cls, nut = entry["results"]
-    assert cls["dataset"] == {"name": "DiningBench", "type": model_card.DATASET_ID, "config": "classification",
-                              "split": "test", "args": {"lang": "zh", "images": "all", "cot": False}}
-    assert cls["metrics"] == [{"type": "accuracy", "name": "Accuracy (%)", "value": 75.0}]
-    assert nut["metrics"][0] == {"type": "mape", "name": "Average MAPE (%)", "value": 25.0}
-    assert yaml.safe_load(yaml.safe_dump(data, sort_keys=False, allow_unicode=True)) == data
-    # the Hub's own parser reads it back to the same block
-    name, results = model_index_to_eval_results(data["model-index"])
-    assert eval_results_to_model_index(name, results) == data["model-index"]
-    assert "| model-a | Fine-grained dish classification | zh, all views, no CoT | Accuracy (%) | 75.00 |" in text
+def test_table2_has_a_computed_chance_row_below_which_median_can_fall(tmp_path):
+    # a balanced sample: answers A..H once each; baseline:median answers the most common letter of
+    # the *other* items, never the item's own, and scores 0 of 8
+    median = write_run(tmp_path / "median", "baseline:median",
+                       [cls_item(f"c{i}", f"m{i}", False) for i in range(8)])
+    text = report.build_report([report.load_run(median)], reported=False, n_boot=50)
+    [row] = table_rows(text, "chance")
+    assert row[1] == "computed (mean of 1/options)"
+    assert row[2] == "12.50"  # 1/8, exactly: no interval, nothing sampled
+    assert set(row[3:-1]) == {"–"}  # nutrition and VQA have no chance level
+    assert table_rows(text, "baseline:median")[0][2].startswith("0.00")
+
+
+def test_no_chance_row_without_classification(tmp_path):
+    nut = write_run(tmp_path / "n", "openai:model-a", [nut_item("n0", "m0", REF, REF)])
+    assert table_rows(report.build_report([report.load_run(nut)], reported=False, n_boot=20), "chance") == []
+
+
+def test_baseline_chance_spec_points_to_the_computed_row():
+    with pytest.raises(ConfigError, match="computed, not sampled"):
+        baseline.make("chance", dataset_items={})
+    assert baseline.chance_accuracy([{"n_options": 8}, {"n_options": 4}]) == 0.1875
+
+
+def test_classification_plots_carry_the_chance_line(tmp_path, monkeypatch):
+    drawn = {}
+    monkeypatch.setattr("eval.report.sweeps.plot_views", lambda path, title, panels, **kw: drawn.update(
+        {path.name: panels}) or path)
+    monkeypatch.setattr("eval.report.sweeps.plot_cot", lambda path, title, ylabel, bars, **kw: drawn.update(
+        {path.name: kw}) or path)
+    runs = [report.load_run(p) for p in report.expand_run_dirs([sweep_folder(tmp_path / "sweep")])]
+    report.build_report(runs, reported=False, n_boot=20, plot_dir=tmp_path)
+    assert drawn["views_classification.png"][0].chance == 12.5
+    assert drawn["cot_nutrition.png"]["chance"] is None  # no chance level for an error

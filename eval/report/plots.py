@@ -1,5 +1,8 @@
 """PNG figures for sweeps: metric vs number of views (the paper's Figure 4) and with vs without CoT
 (Figures 5/9, drawn as paired bars with intervals, which read faster than a radar for a few models).
+
+Every figure fits 1,200 px wide (MAX_WIDTH_IN at DPI): it is read in a report or a README, where a
+wider image is scaled down until its labels blur.
 """
 
 from __future__ import annotations
@@ -10,8 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-STYLE = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 9.5,
-         "axes.spines.top": False, "axes.spines.right": False}
+STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+         "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False}
+DPI = 150
+MAX_WIDTH_IN = 8.0  # 1,200 px at DPI
+# One (colour, marker) pair per series: colour alone fails in greyscale and for colour-blind readers,
+# and matplotlib's own cycle has 10 colours, so the 11th model looked like the 1st.
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#e7969c")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p", "d", "8")
+CHANCE_STYLE = {"color": "0.35", "linestyle": "--", "linewidth": 1.3}
+
+
+def series_style(number: int) -> tuple[str, str]:
+    """(colour, marker) of the `number`-th series: distinct for the first len(COLOURS) * len(MARKERS)."""
+    return COLOURS[number % len(COLOURS)], MARKERS[(number + number // len(COLOURS)) % len(MARKERS)]
 
 
 @dataclass(frozen=True)
@@ -26,12 +42,14 @@ class Point:
 
 @dataclass(frozen=True)
 class Panel:
-    """One subplot: a y label with units and one line per series (model)."""
+    """One subplot: a y label with units and one line per series (model); `chance`: the figure of a
+    uniform guess, drawn as a dashed line (accuracy panels of classification)."""
 
     title: str
     ylabel: str
     series: dict[str, list[Point]]
     lower_is_better: bool = False
+    chance: float | None = None
 
 
 def _pyplot() -> Any:
@@ -45,46 +63,70 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_views(path: Path, title: str, panels: Sequence[Panel]) -> Path:
-    """Line plot per panel: metric against the number of views sent, one line per model, CI bars."""
+def plot_views(path: Path, title: str, panels: Sequence[Panel | None], *, columns: int = 2) -> Path:
+    """Metric against the number of views sent, one line per model with CI bars, one subplot per
+    panel on a grid `columns` wide; a `None` panel is the slot where the legend goes."""
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
     plt = _pyplot()
+    labels = sorted({label for panel in panels if panel for label in panel.series})
+    styles = {label: series_style(number) for number, label in enumerate(labels)}
+    columns = max(1, min(columns, len(panels)))
+    rows = -(-len(panels) // columns)
+    spare = None in panels
+    entries = len(labels) + any(panel and panel.chance is not None for panel in panels)
+    ncol = 2 if entries > 1 else 1
+    legend_in = 0 if spare else 0.25 + 0.2 * -(-entries // ncol)  # legend below the grid, in inches
     with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(1, len(panels), figsize=(max(6.4, 5.2 * len(panels)), 4.6), squeeze=False)
-        banded = False
-        for ax, panel in zip(axes[0], panels, strict=True):
+        fig, axes = plt.subplots(rows, columns, figsize=(MAX_WIDTH_IN, 1.0 + 3.0 * rows + legend_in),
+                                 squeeze=False)
+        flat = list(axes.flat)
+        banded, chance_shown = False, None
+        for ax, panel in zip(flat, [*panels, *[None] * (len(flat) - len(panels))], strict=True):
+            if panel is None:
+                ax.axis("off")
+                continue
             lines = sorted(panel.series.items())
             for number, (label, points) in enumerate(lines):
                 points = sorted(points, key=lambda p: p.x)
                 # a small sideways shift per line keeps overlapping error bars apart
-                shift = 0.06 * (number - (len(lines) - 1) / 2) if len(lines) > 1 else 0.0
+                shift = 0.05 * (number - (len(lines) - 1) / 2) if len(lines) > 1 else 0.0
                 xs, ys = [p.x + shift for p in points], [p.y for p in points]
-                color = f"C{number % 10}"
-                ax.plot(xs, ys, marker="o", linewidth=2, color=color, label=_wrap(label, 40))
+                color, marker = styles[label]
+                ax.plot(xs, ys, marker=marker, markersize=6, linewidth=1.8, color=color)
                 if all(p.low is not None and p.high is not None for p in points):
                     banded = True
                     ax.errorbar(xs, ys, yerr=[[p.y - p.low for p in points], [p.high - p.y for p in points]],
-                                fmt="none", ecolor=color, elinewidth=1.2, capsize=3, alpha=0.7)
-            if len(panels) > 1:
-                ax.set_title(panel.title + (" (lower is better)" if panel.lower_is_better else ""))
-            ax.set_xlabel("number of views (images sent)")
+                                fmt="none", ecolor=color, elinewidth=1.0, capsize=2.5, alpha=0.7)
+            if panel.chance is not None:
+                ax.axhline(panel.chance, **CHANCE_STYLE)
+                chance_shown = panel.chance
+            ax.set_title(panel.title + (" (lower is better)" if panel.lower_is_better else ""))
+            ax.set_xlabel("views sent")
             ax.set_ylabel(panel.ylabel)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        columns = min(len(labels), 3)
-        fig.legend(handles, labels, loc="lower center", ncol=columns, frameon=False,
-                   bbox_to_anchor=(0.5, 0.0))
-        heading = title + (" (lower is better)" if len(panels) == 1 and panels[0].lower_is_better else "")
-        fig.suptitle(heading, fontsize=13)
+        handles = [Line2D([], [], color=styles[label][0], marker=styles[label][1], linewidth=1.8)
+                   for label in labels]
+        names = [_wrap(label, 34) for label in labels]
+        if chance_shown is not None:
+            handles.append(Line2D([], [], **CHANCE_STYLE))
+            names.append(f"chance ({chance_shown:.2f})")
+        height = fig.get_figheight()
+        fig.suptitle(title, fontsize=12, y=1 - 0.12 / height, va="top")
         if banded:
-            fig.text(0.5, 0.915, "error bars: 95% CI, whole merchants resampled", ha="center", fontsize=9,
-                     color="0.35")
-        legend_rows = -(-len(labels) // columns)
-        fig.tight_layout(rect=(0, 0.03 + 0.055 * legend_rows, 1, 0.915 if banded else 0.95))
+            fig.text(0.5, 1 - 0.45 / height, "error bars: 95% CI, whole merchants resampled", ha="center",
+                     va="top", fontsize=8.5, color="0.35")
+        if spare:  # the empty grid cell holds the legend
+            slot = flat[list(panels).index(None)]
+            slot.legend(handles, names, loc="center", frameon=False, ncol=1 if len(names) <= 14 else 2,
+                        fontsize=8)
+        else:
+            fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False, bbox_to_anchor=(0.5, 0.0))
+        fig.tight_layout(rect=(0, legend_in / height, 1, 1 - 0.7 / height))
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=DPI)
         plt.close(fig)
     return path
 
@@ -99,40 +141,45 @@ class CotBar:
 
 
 def plot_cot(path: Path, title: str, ylabel: str, bars: Sequence[CotBar], *,
-             lower_is_better: bool = False) -> Path:
-    """Paired bars per model: without CoT beside with CoT, error bars = 95% CI, values printed."""
+             lower_is_better: bool = False, chance: float | None = None) -> Path:
+    """Paired horizontal bars per model: without CoT above with CoT, error bars = 95% CI, values
+    printed. Horizontal, so a long model label or many models (VQA categories x models) grow the
+    figure downwards and never overlap; `chance` is a dashed vertical line."""
     plt = _pyplot()
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(max(6.4, 1.6 * len(bars) + 3.0), 5.0))
-        xs = list(range(len(bars)))
-        top = max(_top(b.without) for b in bars) if bars else 1.0
-        top = max(top, *(_top(b.with_cot) for b in bars)) or 1.0
+        height = 1.6 + 0.62 * max(len(bars), 1)
+        fig, ax = plt.subplots(figsize=(MAX_WIDTH_IN, height))
+        ys = list(range(len(bars)))
+        top = max([_top(b.without) for b in bars] + [_top(b.with_cot) for b in bars] + [chance or 0.0]) or 1.0
         banded = False
         for offset, name, color, pick in ((-0.2, "without CoT", "#4C72B0", lambda b: b.without),
                                           (0.2, "with CoT", "#DD8452", lambda b: b.with_cot)):
             points = [pick(b) for b in bars]
-            heights = [p.y for p in points]
             errors = None
-            if all(p.low is not None and p.high is not None for p in points):
+            if points and all(p.low is not None and p.high is not None for p in points):
                 banded = True
                 errors = [[p.y - p.low for p in points], [p.high - p.y for p in points]]
-            ax.bar([x + offset for x in xs], heights, width=0.38, color=color, label=name, yerr=errors,
-                    capsize=4, error_kw={"elinewidth": 1, "ecolor": "0.25"})
-            for x, point in zip(xs, points, strict=True):  # value above its error bar, never on it
-                ax.text(x + offset, _top(point) + 0.015 * top,
-                        f"{point.y:.1f}", ha="center", va="bottom", fontsize=9, color="0.15")
-        ax.set_xticks(xs, [_wrap(b.label, 22) for b in bars])
-        ax.set_ylabel(ylabel)
-        ax.set_ylim(0, top * 1.22)
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(loc="upper left", ncol=2, frameon=False)
-        fig.suptitle(title + (" (lower is better)" if lower_is_better else ""), fontsize=13)
+            ax.barh([y + offset for y in ys], [p.y for p in points], height=0.38, color=color, label=name,
+                    xerr=errors, capsize=3, error_kw={"elinewidth": 1, "ecolor": "0.25"})
+            for y, point in zip(ys, points, strict=True):  # value beyond its error bar, never on it
+                ax.text(_top(point) + 0.01 * top, y + offset, f"{point.y:.1f}", va="center", ha="left",
+                        fontsize=8.5, color="0.15")
+        if chance is not None:
+            ax.axvline(chance, **CHANCE_STYLE, label=f"chance ({chance:.2f})")
+        ax.set_yticks(ys, [_wrap(b.label, 30) for b in bars])
+        ax.invert_yaxis()  # first model on top, as in the table
+        ax.set_xlabel(ylabel + (" (lower is better)" if lower_is_better else ""))
+        ax.set_xlim(0, top * 1.15)
+        ax.grid(axis="x", alpha=0.3)
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
+        fig.suptitle(title + (" (lower is better)" if lower_is_better else ""), fontsize=12)
+        top_margin = 1 - 0.5 / height
         if banded:
-            fig.text(0.5, 0.915, "error bars: 95% CI, whole merchants resampled", ha="center", fontsize=9,
-                     color="0.35")
-        fig.tight_layout(rect=(0, 0, 1, 0.915 if banded else 0.95))
+            fig.text(0.5, top_margin, "error bars: 95% CI, whole merchants resampled", ha="center", va="top",
+                     fontsize=8.5, color="0.35")
+        fig.tight_layout(rect=(0, 0, 1, top_margin - 0.05 / height * 4))
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=DPI)
         plt.close(fig)
     return path
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.backends.baseline import chance_accuracy
 from eval.figures import (
     breakdown,
     component,
@@ -20,13 +21,12 @@ from eval.figures import (
     paired_difference,
     score_nutrition_rows,
 )
-from eval.report.model_card import render_model_card
+from eval.report import model_card
 from eval.report.runs import ReportError, RunData, expand_run_dirs, load_reported, load_run
-from eval.report.sweeps import sweep_sections
+from eval.report.sweeps import UNITS, sweep_sections
 from eval.report.tables import md_table, pct, with_ci
 from eval.types import NUTRIENTS, TASKS
 
-UNITS = {"calories": "kcal", "protein": "g", "carbohydrates": "g", "fat": "g"}
 SHORT = {"calories": "Cal", "protein": "Prot", "carbohydrates": "Carb", "fat": "Fat"}
 DIMENSION_TITLES = {"cuisine": "cuisine", "category": "menu category", "vqa_category": "VQA category",
                     "nutrition_source": "nutrition source", "n_images": "images sent"}
@@ -81,7 +81,7 @@ def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = 1000
         cells.append(_headline_cell("vqa", tasks.get("vqa"), n_boot))
         cells.append("/".join(str(len(tasks[t].scores[t])) if t in tasks else "–" for t in TASKS))
         (baselines if any_run.is_baseline else measured).append(cells)
-    rows = measured + baselines
+    rows = measured + baselines + _chance_rows(runs)
     langs = sorted({str(r.setting("lang") or "zh") for r in runs}) or ["zh"]
     if reported:
         for row in load_reported(langs):
@@ -92,6 +92,17 @@ def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = 1000
             cells += [_reported(row["avg_mape"]), _reported(row["vqa_acc"]), "–"]
             rows.append(cells)
     return md_table(TABLE2_HEADERS, rows)
+
+
+def _chance_rows(runs: Sequence[RunData]) -> list[list[str]]:
+    """The `chance` row: classification accuracy of a uniform guess over each item's options, computed
+    exactly (no interval: nothing is sampled); nutrition and VQA have no chance level."""
+    items = {str(r["id"]): r for run in runs for r in run.scores.get("classification", [])}
+    value = chance_accuracy(list(items.values()))
+    if value is None:
+        return []
+    return [["chance", "computed (mean of 1/options)", pct(value), *["–"] * (3 * len(NUTRIENTS) + 2),
+             f"{len(items)}/–/–"]]
 
 
 def _reported(value: float | None) -> str:
@@ -208,7 +219,7 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
         "Percentages with 2 decimals; `[low, high]` is a 95% bootstrap interval resampling whole "
         "merchants (items of one restaurant are not independent). MAE/RMSE per serving in kcal or g; "
         "Avg MAPE is the mean of the four MAPEs, lower is better. Baseline rows show what no skill "
-        "scores. Rows marked *reported (paper)* are copied from the paper (full benchmark), not "
+        "scores; the *chance* row is the exact expectation of a uniform guess among each item's options. Rows marked *reported (paper)* are copied from the paper (full benchmark), not "
         "reproduced here, and compare only with runs on the full release."]
     vqa = [r for run in runs for r in run.scores.get("vqa", [])]
     unscored = sum(r.get("correct") is None for r in vqa)
@@ -246,7 +257,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run folders (with scores.jsonl) or sweep folders holding run folders")
     parser.add_argument("--out", type=Path, help="write the markdown here instead of printing it")
     parser.add_argument("--model-card", action="store_true",
-                        help="print a model-index YAML block and a markdown table for a model card")
+                        help="a Hugging Face model card of one model's runs: README.md text (YAML model-index "
+                             "header, then a results table); with --out README.md, a file ModelCard.load reads")
+    parser.add_argument("--format", choices=model_card.FORMATS, default="card",
+                        help="with --model-card: card (default, the whole README.md), or yaml/json: only the "
+                             "metadata, for huggingface_hub.metadata_update")
+    parser.add_argument("--dataset", metavar="OWNER/NAME",
+                        help="with --model-card: the Hub id of the release the runs used (default: the run's "
+                             "own source when it is a Hub id)")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="with --model-card: export synthetic or partial runs (--limit, --ids, fewer items "
+                             "than the release), marked as such; refused otherwise")
     parser.add_argument("--compare", action="store_true",
                         help="paired difference of every run against the first (automatic for two runs)")
     parser.add_argument("--no-reported", action="store_true", help="leave out the paper's reported rows")
@@ -261,7 +282,8 @@ def main(args: argparse.Namespace) -> int:
             raise ReportError(f"--n-boot must be at least 1 (got {args.n_boot})")
         runs = [load_run(path) for path in expand_run_dirs(args.dirs)]
         if args.model_card:
-            text = render_model_card(runs)
+            text = model_card.render_model_card(runs, hub_id=args.dataset, allow_partial=args.allow_partial,
+                                                fmt=args.format, n_boot=args.n_boot)
         else:
             plot_dir = args.plot_dir
             if plot_dir is None and args.out is not None:

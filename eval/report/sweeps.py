@@ -11,12 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.backends.baseline import chance_accuracy
 from eval.figures import component, headline, headline_ci, paired_difference, score_nutrition_rows
 from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report.runs import RunData
 from eval.report.tables import md_table, with_ci
+from eval.types import NUTRIENTS
 
 SWEEP_TASKS = ("classification", "nutrition", "vqa")
+UNITS = {"calories": "kcal", "protein": "g", "carbohydrates": "g", "fat": "g"}  # per serving
 FIGURE = {"classification": ("Classification accuracy", "accuracy (%)"),
           "nutrition": ("Nutrition Average MAPE", "Average MAPE (%)"),
           "vqa": ("VQA accuracy", "accuracy (%)")}
@@ -60,8 +63,9 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
     counts = sorted({n for cells in series.values() for n in cells})
     title, ylabel = FIGURE[task]
     headline_lines: dict[str, list[Point]] = {}
-    mae_lines: dict[str, list[Point]] = {}
-    rmse_lines: dict[str, list[Point]] = {}
+    # Figure 4 shows MAE and RMSE of every nutrient: (nutrient, stat) -> series
+    error_lines: dict[tuple[str, str], dict[str, list[Point]]] = {
+        (nutrient, stat): {} for nutrient in NUTRIENTS for stat in ("mae", "rmse")}
     rows = []
     for label, cells in sorted(series.items()):
         row = [label]
@@ -77,17 +81,21 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
                 headline_lines.setdefault(label, []).append(point)
             if task == "nutrition":
                 figures = score_nutrition_rows(items)
-                for lines, stat in ((mae_lines, "mae"), (rmse_lines, "rmse")):
-                    value = component(figures, "calories", stat)
+                for (nutrient, stat), lines in error_lines.items():
+                    value = component(figures, nutrient, stat)
                     if value is not None:
                         lines.setdefault(label, []).append(Point(n, value))
         rows.append(row)
     text = f"### {title} by number of views\n\n" + md_table(["model", *(_views(n) for n in counts)], rows)
     if plot_dir is not None and headline_lines:
-        panels = [Panel(title, ylabel, headline_lines, lower_is_better=task == "nutrition")]
-        if task == "nutrition":
-            panels += [Panel("Calories MAE", "MAE (kcal per serving)", mae_lines, lower_is_better=True),
-                       Panel("Calories RMSE", "RMSE (kcal per serving)", rmse_lines, lower_is_better=True)]
+        chance = _chance_percent(task, [run for cells in series.values() for run in cells.values()])
+        panels: list[Panel | None] = [Panel(title, ylabel, headline_lines, lower_is_better=task == "nutrition",
+                                            chance=chance)]
+        if task == "nutrition":  # the headline beside the legend, then one row per nutrient: MAE | RMSE
+            panels.append(None)
+            panels += [Panel(f"{nutrient.capitalize()} {stat.upper()}", f"{stat.upper()} ({UNITS[nutrient]})",
+                             lines, lower_is_better=True)
+                       for (nutrient, stat), lines in error_lines.items()]
         path = plot_views(Path(plot_dir) / f"views_{task}.png", f"{title} vs number of views", panels)
         text += f"\n\n![{title} vs number of views]({_link(path, plot_dir)})"
     return text
@@ -119,7 +127,8 @@ def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boo
         ["model", "without CoT (%)", "with CoT (%)", "CoT − without (pp, paired 95% CI)"], rows)
     if plot_dir is not None and bars:
         path = plot_cot(Path(plot_dir) / f"cot_{task}.png", f"{title}: without vs with CoT", ylabel, bars,
-                        lower_is_better=task == "nutrition")
+                        lower_is_better=task == "nutrition",
+                        chance=_chance_percent(task, [run for pair in pairs.values() for run in pair.values()]))
         text += f"\n\n![{title} with and without CoT]({_link(path, plot_dir)})"
     return text
 
@@ -137,6 +146,15 @@ def _cot_slices(task: str, pairs: dict[str, dict[bool, RunData]]
             slices.append((f"{label} · {category}", [r for r in plain if str(r.get("vqa_category")) == category],
                            [r for r in cot if str(r.get("vqa_category")) == category]))
     return slices
+
+
+def _chance_percent(task: str, runs: Sequence[RunData]) -> float | None:
+    """The chance line of a classification accuracy plot (percent); other tasks have none."""
+    if task != "classification":
+        return None
+    items = {str(r["id"]): r for run in runs for r in run.scores.get(task, [])}
+    value = chance_accuracy(list(items.values()))
+    return None if value is None else 100 * value
 
 
 def _link(path: Path, plot_dir: Path) -> str:
