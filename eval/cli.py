@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -97,8 +98,57 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"error: {message} (see `{self.prog} --help`)\n")
 
 
+EXAMPLES = """examples:
+  python -m eval run --task all --model baseline:random --limit 5   try the pipeline on the embedded sample
+  python -m eval run --task classification --model openai:gpt-4o --dataset OWNER/NAME
+  python -m eval run --task nutrition --model openai:Qwen/Qwen3-VL-8B-Instruct \\
+      --base-url http://localhost:8000/v1 --images 2 --cot       a local server, 2 views, chain of thought
+  python -m eval run --task vqa --model gemini:gemini-2.5-flash --judge openai:gpt-4o
+  python -m eval score results/RUN --judge openai:gpt-4o         re-score saved predictions
+  python -m eval report results/A results/B --compare --out report.md
+  python -m eval report results/RUN --model-card --dataset OWNER/NAME --out README.md
+  python -m eval sweep --task classification --model openai:gpt-4o --model baseline:median \\
+      --images 1,2,3,4 --out sweeps/views                        the views figure (paper's Figure 4)
+
+`python -m eval COMMAND --help` lists a command's flags."""
+
+
+def version() -> str:
+    """`DiningBench 0.1.0 (prompts diningbench-prompts-v2, commit abc123)`: the package, the prompts
+    and the code a result came from, as run.json records them."""
+    from importlib import metadata
+
+    from eval.prompts import PROMPT_VERSION
+    from eval.runinfo import git_commit
+
+    try:
+        number = metadata.version("diningbench")
+    except metadata.PackageNotFoundError:  # a checkout run in place: read the version it declares
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        found = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(encoding="utf-8"), re.M) \
+            if pyproject.is_file() else None
+        number = found.group(1) if found else "unknown"
+    commit = git_commit()
+    return f"DiningBench {number} (prompts {PROMPT_VERSION}" + (f", commit {commit}" if commit else "") + ")"
+
+
+class _VersionAction(argparse.Action):
+    """--version, computed only when asked (it runs git)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version, prompt version and code commit, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(version())
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m eval", description="DiningBench evaluation harness")
+    parser = _Parser(prog="python -m eval", description="DiningBench evaluation harness: ask a vision-language "
+                     "model the benchmark's questions, score its answers, report and compare results.",
+                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="evaluate a model (generation + scoring, resumable)")
     add_run_arguments(run)

@@ -51,7 +51,11 @@ class RunSettings:
     limit: int | None = _opt(None, "first N items (after --ids)")
     ids: Sequence[str] | None = _opt(None, "comma-separated item ids")
     images: int | None = _opt(None, "send the first N views after ordering (default: all)", identity=True)
-    image_order: str = _opt("reference-first", "order of the views", identity=True, choices=IMAGE_ORDERS)
+    image_order: str = _opt("reference-first", "order of an item's views before --images keeps the first N: "
+                                               "reference-first (the merchant's photo, then customers'; default), "
+                                               "user-first (customers' photos first), or random (a shuffle per "
+                                               "item, seeded by --seed and the item id)",
+                            identity=True, choices=IMAGE_ORDERS)
     cot: bool = _opt(False, "each task's chain-of-thought prompt (three steps, then a marked final answer)",
                      identity=True)
     lang: str = _opt("zh", "prompt language (default zh, the paper's)", identity=True, choices=LANGS)
@@ -62,10 +66,12 @@ class RunSettings:
                                               "thinking level", identity=True, choices=REASONING_EFFORTS)
     thinking_budget: int | None = _opt(None, "Gemini thinking models: thinking tokens (-1 dynamic, 0 off)",
                                        identity=True)
-    seed: int = _opt(0, "seed for random view order, sampling and baselines", identity=True)
+    seed: int = _opt(0, "seed (default 0) of --image-order random and of baseline:random, and the sampling "
+                        "seed sent to APIs that take one; the same seed gives the same prompts", identity=True)
     epochs: int = _opt(1, "ask each item K times (for models that only sample at temperature 1)")
     max_image_side: int = _opt(1024, "resize bound in pixels (default 1024)", identity=True)
-    concurrency: int = _opt(8, "concurrent API requests (default 8)")
+    concurrency: int = _opt(8, "requests in flight at once, and parallel VQA judge calls (default 8); in a "
+                               "sweep, per cell: cells run one after another. Lower it when an API answers 429")
     judge: str | None = _opt(None, "VQA judge model, e.g. openai:gpt-4o", metavar="SPEC")
     judge_base_url: str | None = _opt(None, "endpoint of the judge model")
     out: Path | None = _opt(None, "run folder (default results/<model>-<task>-<settings>/)")

@@ -1,0 +1,78 @@
+"""What a newcomer types first: --version, --help with examples, and help for every flag and positional."""
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import diningbench
+from eval import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_version_names_the_package_and_prompt_version(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("DiningBench 0.1.0 (prompts diningbench-prompts-") and out.endswith(")\n")
+
+
+def test_help_ends_with_usage_examples_that_parse(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    examples = text.split("examples:\n", 1)[1]
+    commands = " ".join(examples.replace("\\\n", " ").split("python -m eval ")[1:])
+    assert "run --task all --model baseline:random --limit 5" in text and "--model-card" in examples
+    parser = cli.build_parser()
+    for line in re.sub(r"\\\n\s+", " ", cli.EXAMPLES).splitlines()[1:]:
+        if line.startswith("  python -m eval "):  # every example is a valid command line (comment cut off)
+            argv = line.split("python -m eval ", 1)[1].split("   ")[0].split()
+            parser.parse_args(argv)
+    assert commands
+
+
+@pytest.mark.parametrize("command, flag, words", [
+    ("run", "--image-order", ("reference-first", "random", "--seed")),
+    ("run", "--seed", ("image-order random", "baseline:random")),
+    ("sweep", "--concurrency", ("per cell", "default 8")),
+])
+def test_flags_explain_themselves(command, flag, words):
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    action = next(a for a in sub._actions if flag in a.option_strings)
+    for word in words:
+        assert word in action.help, (flag, word)
+
+
+def test_diningbench_help_prints_the_whole_description_and_every_positional_has_help():
+    text = subprocess.run([sys.executable, "diningbench.py", "--help"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
+    assert "this module is its Python face" in text  # the last line of the module docstring
+    parser_help = {}
+    for command in ("validate", "build", "sample", "push", "summary"):
+        parser_help[command] = subprocess.run([sys.executable, "diningbench.py", command, "--help"], cwd=ROOT,
+                                              capture_output=True, text=True, check=True).stdout
+    assert "release folder or Hub dataset id" in parser_help["validate"]
+    assert "Hub dataset repository OWNER/NAME" in parser_help["push"]
+    assert diningbench.__doc__.splitlines()[0] in text
+
+
+def test_every_positional_of_diningbench_has_help(monkeypatch):
+    seen = []
+    real = argparse.ArgumentParser.add_argument
+
+    def record(self, *args, **kwargs):
+        action = real(self, *args, **kwargs)
+        seen.append(action)
+        return action
+
+    monkeypatch.setattr(argparse.ArgumentParser, "add_argument", record)
+    with pytest.raises(SystemExit):
+        diningbench.main(["--help"])
+    positionals = [a for a in seen if not a.option_strings and a.dest != "help"]
+    assert len(positionals) >= 5 and all(a.help for a in positionals), [a.dest for a in positionals if not a.help]
