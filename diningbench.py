@@ -45,6 +45,15 @@ MAX_PIXELS = 40_000_000
 MAX_CALORIES = 10_000.0  # kcal per serving
 MAX_GRAMS = 2_000.0  # g of protein, carbohydrates or fat per serving
 MIN_POSITIVE = 1e-6
+# What `datasets` puts in `ds.info` (each config's dataset_info in the card header carries them).
+LICENSE = "apache-2.0"
+DESCRIPTION = ("DiningBench: a multi-view benchmark of vision-language models on food, at three levels: "
+               "fine-grained dish classification (8 look-alike options from one menu), per-serving nutrition "
+               "estimation (kcal, protein, carbohydrates, fat) and dietary visual question answering.")
+CITATION = """@misc{diningbench,
+  title = {DiningBench: A Hierarchical Multi-view Benchmark for Perception and Reasoning in the Dietary Domain},
+  note  = {Benchmark paper; see the authors' publication for the full reference}
+}"""
 ROOT = Path(__file__).resolve().parent
 SAMPLE_DIR = ROOT / "diningbench"
 CARD = ROOT / "dataset_card.md"
@@ -284,6 +293,11 @@ def _size_category(n: int) -> str:
     return "n<1K" if n < 1000 else "1K<n<10K" if n < 10000 else "10K<n<100K"
 
 
+def card_info() -> dict[str, str]:
+    """The DatasetInfo fields each config's `dataset_info` carries, so `ds.info` has them."""
+    return {"description": DESCRIPTION, "citation": CITATION, "license": LICENSE}
+
+
 def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
               optional: Iterable[str] = ()) -> str:
     """The release README.md: YAML header generated from the real counts, body from dataset_card.md."""
@@ -295,10 +309,10 @@ def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
         split.add(datasets.SplitInfo(name=SPLIT, num_bytes=num_bytes.get(config, 0), num_examples=counts.get(config, 0)))
         info = datasets.DatasetInfo(features=features(config, optional=config in set(optional)), splits=split, config_name=config,
                                     dataset_size=num_bytes.get(config, 0))
-        infos.append(info._to_yaml_dict())
+        infos.append({**info._to_yaml_dict(), **card_info()})
     header = {
         "pretty_name": "DiningBench",
-        "license": "apache-2.0",
+        "license": LICENSE,
         "language": ["zh", "en"],
         "task_categories": ["visual-question-answering", "image-classification", "image-text-to-text"],
         "tags": ["food", "nutrition", "multi-view", "benchmark", "vision-language"],
@@ -727,26 +741,33 @@ def summary(source: str | os.PathLike | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python diningbench.py", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="python diningbench.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="examples:\n  python diningbench.py validate path/to/release\n"
+                                            "  python diningbench.py sample --out /tmp/diningbench-sample\n"
+                                            "  python diningbench.py summary OWNER/NAME")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    source_help = "release folder or Hub dataset id OWNER/NAME (default: $DININGBENCH_SOURCE, else the embedded sample)"
     p = sub.add_parser("validate", help="check a release folder or Hub id; exit 1 on errors")
-    p.add_argument("source", nargs="?", default=None)
+    p.add_argument("source", nargs="?", default=None, help=source_help)
     p = sub.add_parser("build", help="records (JSONL + images) -> release folder")
-    p.add_argument("records_dir")
-    p.add_argument("--out", required=True)
+    p.add_argument("records_dir", help="folder with classification.jsonl, nutrition.jsonl, vqa.jsonl and the "
+                   "image files they name by relative path")
+    p.add_argument("--out", required=True, help="release folder to write (Parquet shards + README.md card)")
     p = sub.add_parser("sample", help="regenerate the synthetic release (--raw: a raw merchant export instead)")
     p.add_argument("--raw", action="store_true", help="write a raw merchant export with planted defects, "
                    "the input of `python -m construct run`")
-    p.add_argument("--scale", choices=("sample", "paper"), default="sample")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=None)
-    p.add_argument("--out", required=True)
+    p.add_argument("--scale", choices=("sample", "paper"), default="sample",
+                   help="sample: the small embedded release (default); paper: the paper's item counts")
+    p.add_argument("--seed", type=int, default=0, help="same seed, byte-identical Parquet (default 0)")
+    p.add_argument("--workers", type=int, default=None, help="rendering processes (default: one per CPU)")
+    p.add_argument("--out", required=True, help="folder to write")
     p = sub.add_parser("push", help="upload a release folder to the Hub (token from HF_TOKEN)")
-    p.add_argument("release_dir")
-    p.add_argument("repo_id")
-    p.add_argument("--private", action="store_true")
+    p.add_argument("release_dir", help="a release folder that validates without errors")
+    p.add_argument("repo_id", help="Hub dataset repository OWNER/NAME (created if missing)")
+    p.add_argument("--private", action="store_true", help="create the repository private")
     p = sub.add_parser("summary", help="counts per config, cuisine, category, images per item")
-    p.add_argument("source", nargs="?", default=None)
+    p.add_argument("source", nargs="?", default=None, help=source_help)
     args = parser.parse_args(argv)
     datasets.disable_progress_bars()  # the CLI prints results; per-split progress bars are noise here
     try:
