@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from eval import scoring, tasks
 from eval.backends import SpecError, make_backend, release
 from eval.backends._retry import host_of
+from eval.circular import ROTATIONS
 from eval.images import ImageError
 from eval.judge import BackendJudge, JudgeError
 from eval.progress import Progress
@@ -33,12 +34,12 @@ from eval.report.runs import load_run
 from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
 from eval.settings import RunSettings, UsageError
-from eval.store import PREDICTIONS, PredictionStore, read_predictions
+from eval.store import PREDICTIONS, PredictionStore, key_of, read_predictions
 from eval.types import Backend, ConfigError, Prediction, Request
 
 __all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
 LOCK = ".lock"
-RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, "report.md")
+RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, ROTATIONS, "report.md")
 # An answer longer than this is parsed from its first and last halves of this size (a model that
 # loops to its limit writes megabytes; its answer, if any, is at one end). Parsing runs in a thread
 # when the answer is long, so one huge answer never stalls the requests in flight.
@@ -145,7 +146,8 @@ def to_prediction(outcome: Outcome, parsed: Any = None) -> Prediction:
     request, response = outcome.request, outcome.response
     common = {"id": request.id, "task": request.task, "attempts": outcome.attempts,
               "latency_s": round(outcome.latency_s, 4), "request_hash": request.request_hash,
-              "n_images": request.metadata.get("n_images"), "epoch": request.metadata.get("epoch", 0)}
+              "n_images": request.metadata.get("n_images"), "epoch": request.metadata.get("epoch", 0),
+              "rotation": request.metadata.get("rotation", 0)}
     if response is None:
         return Prediction(raw=None, parsed=None, error=outcome.error, usage=None, **common)
     return Prediction(raw=response.text, parsed=parsed, error=None, usage=response.usage,
@@ -153,9 +155,13 @@ def to_prediction(outcome: Outcome, parsed: Any = None) -> Prediction:
 
 
 async def parse(outcome: Outcome, row: dict[str, Any], lang: str) -> Any:
-    """The task's parsed answer; a long answer is parsed in a worker thread, off the event loop."""
+    """The task's parsed answer; a long answer is parsed in a worker thread, off the event loop.
+
+    A rotated request (`--circular`) is read against the options in the order it showed them."""
     if outcome.response is None:
         return None
+    if rotation := outcome.request.metadata.get("rotation", 0):
+        row = tasks.rotate_options(row, rotation)
     text = outcome.response.text
     if len(text) <= PARSE_INLINE_CHARS:
         return tasks.parse_output(outcome.request.task, text, row, lang)
@@ -170,10 +176,12 @@ def _policy(settings: RunSettings) -> RetryPolicy:
 
 async def _requests(data: list[_TaskData], settings: RunSettings,
                     skip: Callable[[Request], bool] | None = None) -> AsyncIterator[Request]:
-    """Requests in dataset order (epoch by epoch), a few rows ahead; any that must re-encode views
-    are built in worker threads (`runner.built_ahead`), so a large photo never stalls requests in flight."""
-    jobs = (tasks.request_job(d.task, row, settings, epoch)
-            for epoch in range(settings.epochs) for d in data for row in d.selected)
+    """Requests in dataset order (epoch by epoch, each item's option rotations together under
+    `--circular`), a few rows ahead; any that must re-encode views are built in worker threads
+    (`runner.built_ahead`), so a large photo never stalls requests in flight."""
+    jobs = (tasks.request_job(d.task, row, settings, epoch, rotation)
+            for epoch in range(settings.epochs) for d in data for row in d.selected
+            for rotation in tasks.rotations(d.task, row, settings))
     try:
         async for request in built_ahead(jobs):
             if skip is None or not skip(request):
@@ -299,16 +307,19 @@ async def check_backend(backend: Backend) -> None:
 async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backend, out: Path,
                     on_prediction: Callable[[Prediction], None] | None, show_progress: bool) -> None:
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
-    total = sum(len(d.selected) for d in data) * settings.epochs
+    asked = {(d.task, str(r["id"]), e, rotation) for e in range(settings.epochs) for d in data
+             for r in (rows[(d.task, str(i))] for i in d.selected["id"])
+             for rotation in tasks.rotations(d.task, r, settings)}
+    total = len(asked)
     with PredictionStore(out) as store:
-        asked = {(d.task, str(i), e) for e in range(settings.epochs) for d in data for i in d.selected["id"]}
         # Failed samples of this selection are asked again; drop their old lines first.
         if any(p.error for k, p in store.done.items() if k in asked):
-            store.compact(keep=lambda p: p.error is None or (p.task, p.id, p.epoch) not in asked)
+            store.compact(keep=lambda p: p.error is None or key_of(p) not in asked)
         bar = Progress(total, label=settings.model, enabled=show_progress)
 
         def skip(request: Request) -> bool:
-            if store.is_answered(request.task, request.id, request.request_hash, request.metadata.get("epoch", 0)):
+            if store.is_answered(request.task, request.id, request.request_hash, request.metadata.get("epoch", 0),
+                                 request.metadata.get("rotation", 0)):
                 bar.skip()
                 return True
             return False

@@ -1,4 +1,4 @@
-"""`python -m eval run|score|report|sweep`: argparse in front of eval.api and eval.report.
+"""`python -m eval run|score|report|sweep|judge-agreement|analyze`: argparse in front of eval.api and eval.report.
 
 Every user mistake ends as one `error: ...` line on stderr and exit status 2, never a traceback.
 The `run` and `sweep` flags come from `eval.settings.RunSettings`, where each default is declared once.
@@ -12,13 +12,15 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from eval import api
+from eval import analysis, api
+from eval.agreement import agreement_of_specs, parse_judge_spec
 from eval.judge import JudgeError
 from eval.report import report
 from eval.report.runs import ReportError
 from eval.report.sweeps import SWEEP_TASKS
-from eval.report.tables import results_table
+from eval.report.tables import pct, results_table, with_ci
 from eval.scoring import ScoringError
 from eval.settings import LANGS, UsageError, add_run_arguments, settings_from_args
 from eval.types import ConfigError
@@ -34,7 +36,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{settings.model} on {source} ({settings.lang}, "
           f"{settings.images or 'all'} views{', CoT' if settings.cot else ''})\n")
     print(results_table(metrics))
+    line = circular_line(metrics.get("classification") or {})
+    if line:
+        print("\n" + line)
     print(f"\nresults in {out}/ (predictions.jsonl, scores.jsonl, metrics.json, run.json, report.md)")
+    return 0
+
+
+def circular_line(figures: dict[str, Any]) -> str | None:
+    """`--circular`: the circular accuracy and the position-bias test, under the summary table."""
+    found = figures.get("circular") or {}
+    if not found.get("items"):
+        return None
+    bias = found.get("position_bias") or {}
+    p_value = "–" if bias.get("p_value") is None else f"{bias['p_value']:.3g}"
+    return (f"circular accuracy (right under all {found['rotations']} option rotations): "
+            f"{with_ci(figures.get('circular_accuracy'), figures.get('circular_accuracy_ci95'))}% of "
+            f"{found['items']} items, {pct(found.get('accuracy'))}% as stored; position bias "
+            f"chi-square {bias.get('statistic', 0):.2f} (df {bias.get('df')}), p {p_value}")
+
+
+def cmd_judge_agreement(args: argparse.Namespace) -> int:
+    specs = [s for s in args.judges.split(",") if s.strip()]
+    for spec in specs:
+        api.check_reachable(parse_judge_spec(spec)[1], f"--judges {spec}")
+    api.check_reachable(args.judge_base_url, "--judge-base-url")
+    result = agreement_of_specs(args.dir, specs, human_labels=args.human_labels, judge_all=args.judge_all,
+                                n_boot=args.n_boot, base_url=args.judge_base_url)
+    print(report.agreement_section(result))
+    print(f"\nwrote {args.dir / 'judge_agreement.json'}", file=sys.stderr)
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    text = analysis.analyze(args.dirs, out=args.out)
+    print(text, end="")
+    if args.out is not None:
+        print(f"\nwrote {args.out / analysis.ANALYSIS_MD} and its plots", file=sys.stderr)
     return 0
 
 
@@ -166,6 +204,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_arguments(sweep)
     sweep.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     sweep.set_defaults(handler=cmd_sweep)
+    agree = sub.add_parser("judge-agreement", help="re-judge a run's VQA answers with several judges: agreement, "
+                                                   "Cohen's kappa, the rule against each judge")
+    agree.add_argument("dir", type=Path, metavar="RUN")
+    agree.add_argument("--judges", required=True, metavar="SPEC,SPEC",
+                       help="judges to compare, comma-separated; SPEC@BASE_URL for a judge on its own server")
+    agree.add_argument("--judge-base-url", help="server of the judges given without @BASE_URL")
+    agree.add_argument("--human-labels", type=Path, metavar="FILE",
+                       help='JSONL of {"id": ..., "verdict": "C" or "I"}: one more rater')
+    agree.add_argument("--judge-all", action="store_true",
+                       help="compare the judges' own verdicts on every answer, also those the rule decides")
+    agree.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    agree.set_defaults(handler=cmd_judge_agreement)
+    analyze = sub.add_parser("analyze", help="error analysis across run folders: difficulty, distractors, "
+                                             "nutrition error direction, truncation and loops, thinking vs instruct")
+    analyze.add_argument("dirs", nargs="+", type=Path, metavar="RUN")
+    analyze.add_argument("--out", type=Path, help="write analysis.md and its plots into this folder")
+    analyze.set_defaults(handler=cmd_analyze)
     return parser
 
 

@@ -30,6 +30,10 @@ scores.jsonl — one JSON object per line, one line per scored item (all tasks o
     verdict        "C" | "I" | null   vqa only: judge or rule verdict; null = unscored
     injection_suspected bool   vqa only, when judged: the answer carried text aimed at the judge
     decided_by     "rule" | "judge" | null   vqa only: who decided the verdict
+
+rotations.jsonl (`run --circular` only) — the classification answers to rotated options, the same
+fields (reference and parsed letters as that rotation showed them) plus `rotation` (1..n-1) and
+`n_options`; scores.jsonl keeps rotation 0, the item as stored (eval/circular.py).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval import figures, tasks
+from eval import circular, figures, tasks
 from eval.images import select_views
 from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
@@ -102,6 +106,23 @@ def score_prediction(prediction: Prediction, row: dict[str, Any], lang: str = "z
 
 
 # ---------------------------------------------------------------- per task
+def score_rotations(predictions: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
+                    plain: list[dict[str, Any]], lang: str, n_boot: int = N_BOOT
+                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """`--circular`: the rotated answers scored against the letter their rotation moved the answer to
+    (rotations.jsonl lines), and the circular figures of the classification entry."""
+    rows = [tasks.rotate_options(by_id[p.id], p.rotation) for p in predictions]
+    records = [{**item_record("classification", row, p, lang=lang), "rotation": p.rotation,
+                "n_options": len(row["options"])} for row, p in zip(rows, predictions, strict=True)]
+    raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in predictions]
+    result = score_choices(raws, [r["reference"] for r in records], options=[tasks.options_of(r, lang) for r in rows])
+    for record, correct, parsed in zip(records, result["correct"], result["parsed"], strict=True):
+        record["correct"], record["parsed"] = bool(correct), parsed
+    found = circular.circular_figures(plain, records, n_boot=n_boot) or {}
+    headline = {k: found.pop(k, None) for k in ("circular_accuracy", "circular_accuracy_ci95")}
+    return records, {**headline, "circular": found}
+
+
 def score_classification(records: list[dict[str, Any]], raws: list[str | None],
                          options: list[list[str]], n_boot: int = N_BOOT) -> dict[str, Any]:
     result = score_choices(raws, [r["reference"] for r in records], options=options)
@@ -190,6 +211,7 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                             max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS)) if judge else None
     metrics: dict[str, Any] = {}
     all_records: list[dict[str, Any]] = []
+    rotated_records: list[dict[str, Any]] = []
     try:
         if judge_fn is not None and any(p.task == "vqa" for p in predictions.values()):
             try:
@@ -207,7 +229,9 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                 raise ScoringError(f"{task}: predictions for ids not in the dataset ({', '.join(unknown[:5])}); "
                                    "was the run made on another --dataset?")
             order = {item_id: n for n, item_id in enumerate(by_id)}
-            mine.sort(key=lambda p: (p.epoch, order[p.id]))  # dataset order, epoch by epoch
+            mine.sort(key=lambda p: (p.epoch, order[p.id], p.rotation))  # dataset order, epoch by epoch
+            rotated = [p for p in mine if p.rotation]  # --circular: scored apart, into rotations.jsonl
+            mine = [p for p in mine if not p.rotation]
             records = [item_record(task, by_id[p.id], p, lang=lang,
                                    n_images=None if p.n_images is not None else _views_sent(by_id[p.id], settings))
                        for p in mine]
@@ -215,6 +239,8 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
             if task == "classification":
                 metrics[task] = score_classification(
                     records, raws, [tasks.options_of(by_id[p.id], lang) for p in mine], n_boot)
+                rotated_records, found = score_rotations(rotated, by_id, records, lang, n_boot) if rotated else ([], {})
+                metrics[task].update(found)
             elif task == "nutrition":
                 metrics[task] = score_nutrition_task(records, raws, n_boot)
             else:
@@ -226,5 +252,10 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
         if judge_fn is not None:
             judge_fn.close()
     write_atomically(run_dir / SCORES, (json.dumps(r, ensure_ascii=False) + "\n" for r in all_records))
+    if rotated_records:
+        write_atomically(run_dir / circular.ROTATIONS,
+                         (json.dumps(r, ensure_ascii=False) + "\n" for r in rotated_records))
+    else:
+        (run_dir / circular.ROTATIONS).unlink(missing_ok=True)
     write_atomically(run_dir / METRICS, [json.dumps(metrics, indent=2, ensure_ascii=False) + "\n"])
     return metrics

@@ -69,6 +69,8 @@ class RunSettings:
     seed: int = _opt(0, "seed (default 0) of --image-order random and of baseline:random, and the sampling "
                         "seed sent to APIs that take one; the same seed gives the same prompts", identity=True)
     epochs: int = _opt(1, "ask each item K times (for models that only sample at temperature 1)")
+    circular: bool = _opt(False, "classification: ask each item under every rotation of its options too (CircularEval); "
+                                 "it counts correct only if every rotation is")
     max_image_side: int = _opt(1024, "resize bound in pixels (default 1024)", identity=True)
     concurrency: int = _opt(8, "requests in flight at once, and parallel VQA judge calls (default 8); in a "
                                "sweep, per cell: cells run one after another. Lower it when an API answers 429")
@@ -121,6 +123,8 @@ class RunSettings:
         for name in ("concurrency", "max_tokens", "max_image_side", "batch_size", "max_attempts", "epochs"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
+        if self.circular and "classification" not in self.tasks:
+            raise UsageError("--circular rotates classification options; use it with --task classification or all")
         if self.limit is not None and self.limit < 1:
             raise UsageError(f"--limit must be at least 1 (got {self.limit})")
         if self.timeout <= 0:

@@ -5,7 +5,7 @@ loses at most the requests in flight (flushed lines are the OS's, whatever happe
 fsync, which guards against the machine itself going down, costs milliseconds on the event loop,
 so it runs at most once a second and at close: a power cut loses at most that last second, which
 a rerun asks again. On reopening, a torn last line (killed mid-write) is
-cut off, and the latest line per (task, id) wins.
+cut off, and the latest line per (task, id, epoch, rotation) wins.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ from eval.types import TASKS, Prediction
 
 PREDICTIONS = "predictions.jsonl"
 FSYNC_EVERY_S = 1.0  # measured: an fsync per line cost 5 ms, i.e. 8 s of a 1,650-item run
-Key = tuple[str, str, int]  # (task, id, epoch): ids are unique per task, not across tasks
+# (task, id, epoch, rotation): ids are unique per task, not across tasks; lines written before
+# `rotation` existed read back as rotation 0, the options as stored.
+Key = tuple[str, str, int, int]
 TASK_NAMES = frozenset(TASKS)
 
 
 def key_of(prediction: Prediction) -> Key:
-    return (prediction.task, prediction.id, prediction.epoch)
+    return (prediction.task, prediction.id, prediction.epoch, prediction.rotation)
 
 
 def _valid(row: Any) -> bool:
@@ -34,11 +36,11 @@ def _valid(row: Any) -> bool:
     the harness relies on must have their types."""
     return (isinstance(row, dict) and row.get("task") in TASK_NAMES and isinstance(row.get("id"), str)
             and isinstance(row.get("request_hash"), str) and isinstance(row.get("error"), str | None)
-            and isinstance(row.get("raw"), str | None) and isinstance(row.get("epoch", 0), int))
+            and isinstance(row.get("raw"), str | None) and isinstance(row.get("epoch", 0), int) and isinstance(row.get("rotation", 0), int))
 
 
 def read_predictions(path: Path) -> dict[Key, Prediction]:
-    """The latest prediction per (task, id, epoch); unreadable or malformed lines are skipped (a
+    """The latest prediction per (task, id, epoch, rotation); unreadable or malformed lines are skipped (a
     torn tail, a hand-edited line), so that asking those items again repairs the file."""
     latest: dict[Key, Prediction] = {}
     if not path.exists():
@@ -76,9 +78,9 @@ class PredictionStore:
             if data and not data.endswith(b"\n"):
                 fh.truncate(data.rfind(b"\n") + 1)
 
-    def is_answered(self, task: str, item_id: str, request_hash: str, epoch: int = 0) -> bool:
+    def is_answered(self, task: str, item_id: str, request_hash: str, epoch: int = 0, rotation: int = 0) -> bool:
         """True when this exact request already has a successful answer (failed ones are retried)."""
-        previous = self.done.get((task, item_id, epoch))
+        previous = self.done.get((task, item_id, epoch, rotation))
         return previous is not None and previous.error is None and previous.request_hash == request_hash
 
     def append(self, prediction: Prediction) -> None:
@@ -93,7 +95,7 @@ class PredictionStore:
         self._synced = time.monotonic()
 
     def compact(self, keep: Callable[[Prediction], bool] = lambda p: True) -> None:
-        """Rewrite the file with one line per (task, id, epoch), atomically (old lines of retried items go)."""
+        """Rewrite the file with one line per (task, id, epoch, rotation), atomically (old lines of retried items go)."""
         self._fh.close()
         kept = [p for p in self.done.values() if keep(p)]
         write_atomically(self.path, (json.dumps(p.to_json(), ensure_ascii=False) + "\n" for p in kept))

@@ -32,6 +32,35 @@ def options_of(row: dict[str, Any], lang: str) -> list[str]:
     return list(row["options"])
 
 
+def rotate_options(row: dict[str, Any], rotation: int) -> dict[str, Any]:
+    """The classification row with its options rotated left by `rotation` places, and the answer
+    letter that follows the correct option (`--circular`). Rotation 0 is the row as stored.
+
+    >>> rotated = rotate_options({"id": "x", "options": ["a", "b", "c"], "answer": "A"}, 1)
+    >>> rotated["options"], rotated["answer"]
+    (['b', 'c', 'a'], 'C')
+    """
+    options = list(row.get("options") or [])
+    if not rotation or not options:
+        return row
+    n = len(options)
+    shift = rotation % n
+    rotated = dict(row, options=options[shift:] + options[:shift])
+    if row.get("options_en"):
+        rotated["options_en"] = list(row["options_en"])[shift:] + list(row["options_en"])[:shift]
+    answer = row.get("answer")
+    if isinstance(answer, str) and len(answer) == 1 and 0 <= ord(answer) - ord("A") < n:
+        rotated["answer"] = chr(ord("A") + (ord(answer) - ord("A") - shift) % n)
+    return rotated
+
+
+def rotations(task: str, row: dict[str, Any], settings: RunSettings) -> range:
+    """The option rotations to ask: every one for classification under `--circular`, else only 0."""
+    if settings.circular and task == "classification":
+        return range(max(1, len(row.get("options") or [])))
+    return range(1)
+
+
 def prompt_text(task: str, row: dict[str, Any], settings: RunSettings) -> str:
     """The task's prompt (direct, or its chain-of-thought variant with `cot`)."""
     if task == "classification":
@@ -52,15 +81,19 @@ def generation_config(settings: RunSettings, epoch: int = 0) -> GenerationConfig
                             reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget)
 
 
-def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list[str], epoch: int = 0) -> str:
+def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list[str], epoch: int = 0,
+                 rotation: int = 0) -> str:
     """Identity of a request for resume: same hash = same question asked of the same model.
 
-    Made of the settings' identity fields (eval/settings.py marks them), the prompt and the images.
+    Made of the settings' identity fields (eval/settings.py marks them), the prompt and the images;
+    epoch and rotation only when not 0, so the plain request keeps its hash (and its answer is reused).
     """
     identity = {name: getattr(settings, name) for name in IDENTITY_FIELDS}
     identity.update(task=task, prompt=text, images=image_hashes, prompt_version=prompts.PROMPT_VERSION)
     if epoch:
         identity["epoch"] = epoch
+    if rotation:
+        identity["rotation"] = rotation
     return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
@@ -74,29 +107,33 @@ def views_sent_as_stored(row: dict[str, Any], settings: RunSettings) -> bool:
     return all(sent_as_stored(views[i], settings.max_image_side) for i in chosen)
 
 
-def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0) -> Request:
+def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0,
+                  rotation: int = 0) -> Request:
     """Images first (the views, in order), then the task text, in one user turn.
 
     An unusable image is an ImageError naming the task and the item. `metadata` carries what the
-    prediction keeps: the views sent and the epoch.
+    prediction keeps: the views sent, the epoch and the option rotation.
     """
+    row = rotate_options(row, rotation) if task == "classification" else row
     text = prompt_text(task, row, settings)
     try:
         views = views_for_request(row, n=settings.images, order=settings.image_order, seed=settings.seed,
                                   max_side=settings.max_image_side)
     except ImageError as exc:
         raise ImageError(f"{task}: {exc}") from None
-    digest = request_hash(settings, task, text, [hashlib.sha256(v.data).hexdigest() for v in views], epoch)
+    digest = request_hash(settings, task, text, [hashlib.sha256(v.data).hexdigest() for v in views], epoch,
+                          rotation)
     message = Message(role="user", content=(*views, text))
     return Request(id=str(row["id"]), task=task, messages=(message,), config=generation_config(settings, epoch),
-                   request_hash=digest, metadata={"n_images": len(views), "epoch": epoch})
+                   request_hash=digest,
+                   metadata={"n_images": len(views), "epoch": epoch, "rotation": rotation})
 
 
 def request_job(task: str, row: dict[str, Any], settings: RunSettings,
-                epoch: int = 0) -> Request | Callable[[], Request]:
+                epoch: int = 0, rotation: int = 0) -> Request | Callable[[], Request]:
     """The request itself when its views go out as stored (microseconds); otherwise the call that
     builds it (decode, shrink, re-encode), for a worker thread: what `runner.built_ahead` takes."""
-    build = partial(build_request, task, row, settings, epoch)
+    build = partial(build_request, task, row, settings, epoch, rotation)
     return build() if views_sent_as_stored(row, settings) else build
 
 

@@ -140,7 +140,7 @@ class Backend(Protocol):
 
 @dataclass
 class Prediction:
-    """One line of predictions.jsonl: what was asked (views sent, epoch) and what came back.
+    """One line of predictions.jsonl: what was asked (views sent, epoch, option rotation) and what came back.
 
     Scoring needs nothing else: `n_images` is the number of views sent, `finish_reason` and
     `truncated` say whether the limit cut the answer. Lines written before these fields existed
@@ -160,6 +160,7 @@ class Prediction:
     truncated: bool = False
     n_images: int | None = None
     epoch: int = 0
+    rotation: int = 0  # `--circular`: the options were rotated left by this many places (0 = as stored)
 
     def to_json(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy of `parsed` and `usage` was a tenth of the runner's
@@ -167,7 +168,7 @@ class Prediction:
         return {"id": self.id, "task": self.task, "epoch": self.epoch, "raw": self.raw, "parsed": self.parsed,
                 "error": self.error, "attempts": self.attempts, "latency_s": self.latency_s, "usage": self.usage,
                 "finish_reason": self.finish_reason, "truncated": self.truncated, "n_images": self.n_images,
-                "request_hash": self.request_hash}
+                "request_hash": self.request_hash, "rotation": self.rotation}
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> Prediction:
@@ -175,8 +176,9 @@ class Prediction:
         for f in _PREDICTION_FIELDS:
             if f.name not in values and f.default is dataclasses.MISSING:
                 values[f.name] = None
-        if not isinstance(values.get("epoch"), int):
-            values["epoch"] = 0
+        for name in ("epoch", "rotation"):
+            if not isinstance(values.get(name), int) or isinstance(values.get(name), bool):
+                values[name] = 0
         values["truncated"] = values.get("truncated") is True
         return cls(**values)
 

@@ -50,7 +50,7 @@ def test_request_has_views_then_text_and_a_stable_hash():
     message = request.messages[0]
     assert [p.role for p in message.images] == ["reference", "user"]  # reference-first
     assert isinstance(message.content[-1], str) and request.config == GenerationConfig(0.0, 16384, 0)  # the paper's budget
-    assert request.metadata == {"n_images": 2, "epoch": 0}  # what the prediction keeps
+    assert request.metadata == {"n_images": 2, "epoch": 0, "rotation": 0}  # what the prediction keeps
     assert tasks.build_request("classification", row, settings).request_hash == request.request_hash
     for change in ({"lang": "en"}, {"cot": True}, {"images": 1}, {"max_tokens": 9}, {"seed": 1},
                    {"reasoning_effort": "high"}, {"thinking_budget": 512},
@@ -302,7 +302,7 @@ def test_store_repairs_a_torn_tail_and_keeps_the_latest_line(tmp_path: Path):
         store.compact()
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert sorted(p["id"] for p in lines) == ["a", "b"] and all(p["error"] is None for p in lines)
-    assert set(read_predictions(path)) == {("nutrition", "a", 0), ("nutrition", "b", 0)}
+    assert set(read_predictions(path)) == {("nutrition", "a", 0, 0), ("nutrition", "b", 0, 0)}
 
 
 def test_progress_logs_plain_lines_when_not_a_terminal():

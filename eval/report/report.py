@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.agreement import read_agreement, scoring_judge
 from eval.backends.baseline import chance_accuracy
+from eval.circular import circular_figures, read_rotations
 from eval.figures import (
     breakdown,
     component,
@@ -188,6 +190,94 @@ def _cell(task: str, subset: Sequence[dict[str, Any]]) -> str:
     return f"{'not scored' if value is None else pct(value)} (n={len(subset)}){flag}"
 
 
+# ---------------------------------------------------------------- robustness and judge reliability
+def circular_section(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
+    """`run --circular`: accuracy as stored against accuracy under every option rotation, and
+    whether answers lean to a letter position (chi-square against an even spread)."""
+    rows = []
+    for run in runs:
+        found = circular_figures(run.scores.get("classification", []), read_rotations(run.path), n_boot=n_boot)
+        if not found or not found.get("items"):
+            continue
+        bias = found.get("position_bias") or {}
+        rates = bias.get("pick_rate") or {}
+        top = max(rates, key=lambda k: rates[k]) if rates else None
+        p_value = bias.get("p_value")
+        rows.append([run.label, str(found["items"]), pct(found["accuracy"]),
+                     with_ci(found["circular_accuracy"], found.get("circular_accuracy_ci95")),
+                     f"{top} {pct(rates[top])}" if top else "–",
+                     f"{bias['statistic']:.2f} ({bias['df']})" if bias else "–",
+                     "–" if p_value is None else f"{p_value:.3g}"])
+    if not rows:
+        return ""
+    table = md_table(["Model", "Items", "Acc, options as stored (%)", "Circular acc (%) [95% CI]",
+                      "Most picked position (%)", "χ² (df)", "p (no position bias)"], rows)
+    return (table + "\n\nCircular accuracy counts an item correct only when it is answered correctly under every "
+            "rotation of its options; a small p says the answers lean to some letter positions whatever the "
+            "options (every position holds the correct option equally often).")
+
+
+def agreement_section(result: dict[str, Any]) -> str:
+    """judge_agreement.json as markdown: pairwise agreement and kappa, the rule against each judge,
+    and the disagreements."""
+    def cell(found: dict[str, Any], key: str, as_pct: bool) -> str:
+        value, interval = found.get(key), found.get(f"{key}_ci95")
+        if value is None:
+            return "–"
+        if as_pct:
+            return with_ci(value, interval)
+        return f"{value:.3f}" + (f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "")
+
+    scope = "every answer judged by each judge" if result.get("judge_all") else \
+        "the verdicts the accuracy uses (the rule's where it decides)"
+    parts = [f"{result.get('judged', 0)} answers compared ({scope}); {result.get('rule_decided', 0)} decided by "
+             f"the rule; {result.get('no_answer', 0)} empty or failed left out.",
+             md_table(["Rater A", "Rater B", "n", "Agreement (%) [95% CI]", "Cohen's κ [95% CI]"],
+                      [[p["a"], p["b"], str(p["n"]), cell(p, "agreement", True), cell(p, "kappa", False)]
+                       for p in result.get("pairs", [])])]
+    checks = result.get("rule_vs_judge") or []
+    if any(c.get("n") for c in checks):
+        parts.append("The deterministic rule against each judge, on the items the rule decides:")
+        parts.append(md_table(["Judge", "n", "Agreement (%) [95% CI]", "Cohen's κ [95% CI]"],
+                              [[c["judge"], str(c["n"]), cell(c, "agreement", True), cell(c, "kappa", False)]
+                               for c in checks]))
+    accuracy = result.get("accuracy") or {}
+    if accuracy:
+        parts.append("VQA accuracy by rater (%): " + ", ".join(f"{k} {pct(v)}" for k, v in accuracy.items()))
+    listed = result.get("disagreements") or []
+    if listed:
+        rows = [[d["id"], " ".join(f"{k}={v or '–'}" for k, v in d["verdicts"].items()),
+                 " ".join(str(d["answer"]).split())[:80]] for d in listed]
+        more = result.get("n_disagreements", len(listed)) - len(listed)
+        parts.append(f"Disagreements ({result.get('n_disagreements', len(listed))}):\n\n"
+                     + md_table(["Item", "Verdicts", "Answer (start)"], rows)
+                     + (f"\n\n{more} more in judge_agreement.json." if more > 0 else ""))
+    return "\n\n".join(parts)
+
+
+def vqa_judge_lines(runs: Sequence[RunData]) -> list[str]:
+    """Who decided each scored run's VQA verdicts: the judge, the rule's share, and how far another
+    judge agrees when `python -m eval judge-agreement` has been run on the folder."""
+    lines = []
+    for run in runs:
+        rows = run.scores.get("vqa", [])
+        if not rows or all(r.get("verdict") is None for r in rows):
+            continue
+        judge = scoring_judge(run.path)
+        ruled = sum(r.get("decided_by") == "rule" for r in rows)
+        line = (f"VQA accuracy of {run.label}: judged by `{judge or 'the recorded judge'}`; {ruled} of {len(rows)} "
+                "verdicts decided by the deterministic rule")
+        found = read_agreement(run.path)
+        if found:
+            pairs = [p for p in found.get("pairs", []) if judge in (p.get("a"), p.get("b")) and p.get("n")]
+            shown = pairs or [p for p in found.get("pairs", []) if p.get("n")]
+            line += "; judge agreement " + "; ".join(
+                f"{p['a']} vs {p['b']} {pct(p['agreement'])}%"
+                + (f" (κ {p['kappa']:.2f})" if p.get("kappa") is not None else "") for p in shown)
+        lines.append(line + ".")
+    return lines
+
+
 # ---------------------------------------------------------------- the report and its CLI
 def dataset_note(runs: Sequence[RunData]) -> str:
     """Which data each run used: the paper's rows only compare with runs on the full release."""
@@ -227,6 +317,7 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
         how = "`python -m eval score DIR --judge openai:MODEL` (add `--judge-base-url URL` for a local server)"
         parts.append(f"VQA is not scored: no judge was configured. Score it with {how}." if unscored == len(vqa)
                      else f"{unscored} VQA items have no verdict and count as not correct; re-score with {how}.")
+    parts += vqa_judge_lines(runs)
     suspected = sum(r.get("injection_suspected") is True for r in vqa)
     if suspected:
         parts.append(f"{suspected} VQA answers carried text aimed at the judge (a `GRADE:` line or an instruction "
@@ -240,6 +331,9 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
     sweep = sweep_sections(runs, plot_dir=plot_dir, n_boot=n_boot)
     if sweep:
         parts.append(sweep)
+    robustness = circular_section(runs, n_boot=n_boot)
+    if robustness:
+        parts += ["## Option-order robustness (CircularEval)", robustness]
     details = breakdown_tables(runs)
     if details:
         parts += ["## Breakdowns", details]
