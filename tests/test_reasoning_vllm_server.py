@@ -14,7 +14,7 @@ import pytest
 from eval import api
 from eval.backends import openai_chat, release
 from eval.backends.policy import parse_context_overflow
-from eval.settings import RunSettings
+from eval.settings import RunSettings, UsageError
 from eval.types import ConfigError, GenerationConfig, Message, Request
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers_harness import make_release, model_oracle, read_jsonl
@@ -83,7 +83,10 @@ def test_a_context_refusal_is_adapted_once_not_per_item(release_dir, tmp_path, w
 
 def test_a_limit_the_user_chose_beyond_the_context_is_one_clear_error(release_dir, tmp_path):
     with server(max_model_len=8192) as fake:
-        _, predictions = run(release_dir, fake, tmp_path / "run", task="classification", max_tokens=20000)
+        # the run stops at start, in one line, before any request (and before any file is written)
+        with pytest.raises(UsageError, match="--max-tokens 20000 does not fit the server's context of 8192") as info:
+            run(release_dir, fake, tmp_path / "run", task="classification", max_tokens=20000)
+        assert "--max-model-len" in str(info.value) and not (tmp_path / "run" / "predictions.jsonl").exists()
         backend = openai_chat.make(MODEL, base_url=fake.base_url, max_tokens=20000)
 
         async def check():
@@ -95,8 +98,6 @@ def test_a_limit_the_user_chose_beyond_the_context_is_one_clear_error(release_di
         with pytest.raises(ConfigError, match="--max-tokens 20000 does not fit the server's context of 8192"):
             asyncio.run(check())
     assert fake.requests == []
-    (error,) = {p["error"] for p in predictions}
-    assert "--max-tokens 20000" in error and "--max-model-len" in error
 
 
 def test_a_prompt_larger_than_the_context_fails_that_item_with_what_to_change():
