@@ -23,6 +23,7 @@ import gradio as gr  # noqa: E402
 from diningspace.browse_tab import BrowseTab  # noqa: E402
 from diningspace.catalog import Catalog  # noqa: E402
 from diningspace.evaluate_tab import EvaluateTab  # noqa: E402
+from diningspace.human_tab import HumanTab  # noqa: E402
 from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
 from diningspace.warmup import warm_harness  # noqa: E402
@@ -55,6 +56,8 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
                 evaluate.build()
             with gr.Tab("Leaderboard", id="leaderboard"):
                 leaderboard.build()
+            with gr.Tab("Take the test", id="human"):
+                HumanTab(catalog, settings).build()
         for fn, inputs, outputs in (browse.on_load, evaluate.on_load, leaderboard.on_load):
             demo.load(fn, inputs, outputs, api_visibility="private")
     demo.queue(default_concurrency_limit=4, max_size=64)

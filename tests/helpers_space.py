@@ -209,3 +209,14 @@ def write_baseline_run(results: Path, name: str, task: str, model: str, *extra: 
                            *extra], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return out
+
+
+def open_tab(page: Any, name: str) -> None:
+    """Click a tab; on a narrow screen Gradio moves the tabs that do not fit into a "More tabs" menu."""
+    page.get_by_role("tablist").first.wait_for(timeout=30_000)
+    tab = page.get_by_role("tab", name=name, exact=True)
+    if tab.count() and tab.is_visible():
+        tab.click()
+        return
+    page.get_by_role("button", name="More tabs").click()
+    page.locator(".overflow-dropdown button", has_text=name).click()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_space import chromium_browser, launched_space, page_width, write_baseline_run
+from helpers_space import chromium_browser, launched_space, open_tab, page_width, write_baseline_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 WIDTHS = {"phone": 390, "desktop": 1280}
@@ -54,14 +54,14 @@ def test_every_tab_fits_the_screen(page, tmp_path: Path) -> None:
     expect(page.locator("#db-gallery img").first).to_be_visible()
     _fits(page, tmp_path, "browse")
 
-    page.get_by_role("tab", name="Evaluate").click()
+    open_tab(page, "Evaluate")
     page.locator("#db-eval-task").get_by_label("nutrition").check()
     page.get_by_role("button", name="Run evaluation").click()
     expect(page.locator("#db-eval-status")).to_contain_text("Average MAPE", timeout=60_000)
     expect(page.locator("#db-results table.db-metrics")).to_contain_text("Calories")
     _fits(page, tmp_path, "evaluate")
 
-    page.get_by_role("tab", name="Leaderboard").click()
+    open_tab(page, "Leaderboard")
     board = page.locator("#db-board-scroll")
     expect(board).to_contain_text("reported (paper)")
     _fits(page, tmp_path, "leaderboard")
@@ -91,7 +91,7 @@ def test_captions_are_whole_and_the_enlarged_view_is_bigger_than_its_thumbnail(p
 def test_the_leaderboard_ranks_by_the_chosen_metric_with_blanks_last(page) -> None:
     from playwright.sync_api import expect
 
-    page.get_by_role("tab", name="Leaderboard").click()
+    open_tab(page, "Leaderboard")
     page.locator("#db-rank-by input").click()
     page.get_by_role("option", name="Avg MAPE %").click()
     ranked = page.locator("#db-board th.db-ranked")

@@ -217,6 +217,7 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
     """
     pooled: dict[str, dict[str, list[dict[str, Any]]]] = {}
     people: dict[str, set[str]] = {}
+    kinds: dict[str, set[str]] = {}
     for folder in run_dirs(results_dir):
         read = _read_run(folder)
         human = read[1].info.get("human") if read else None
@@ -225,6 +226,7 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
         group = str(human.get("group") or "layperson")
         person = str(human.get("person") or folder.name)
         people.setdefault(group, set()).add(person)
+        kinds.setdefault(group, set()).add(data_kind(read[1]))
         for item in _scored_items(folder):
             task = item.get("task")
             if task in TASK_SHORT:
@@ -240,7 +242,8 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
         nutrition = score_nutrition_rows(by_task["nutrition"]) if by_task.get("nutrition") else {}
         n_people = len(people[group])
         row.update({
-            "Model": f"humans ({group})", "Data": "partial", "Lang": "",
+            "Model": f"humans ({group})", "Data": "synthetic" if "synthetic" in kinds[group] else "partial",
+            "Lang": "",
             "Source": f"Take the test: {n_people} {'person' if n_people == 1 else 'people'}",
             "Cls acc %": cls, "Cls 95% CI": cls_ci, "Avg MAPE %": nut, "MAPE 95% CI": nut_ci,
             "VQA acc %": vqa, "VQA 95% CI": vqa_ci,

@@ -64,6 +64,8 @@ class SpaceSettings:
     dataset: str | None = None
     results_dir: Path = field(default_factory=lambda: Path("results"))
     reported_csv: Path | None = None
+    human_repo: str | None = None  # Hub dataset repo that keeps people's test runs (CommitScheduler)
+    review_work: Path | None = None  # construction work folder whose items the Review tab shows
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, *, repo_root: Path | None = None) -> SpaceSettings:
@@ -106,6 +108,9 @@ class SpaceSettings:
             dataset=env.get("DININGBENCH_SOURCE", "").strip() or None,
             results_dir=results,
             reported_csv=root / "eval" / "data" / "table2_reported.csv",
+            human_repo=env.get("DININGBENCH_SPACE_HUMAN_REPO", "").strip() or None,
+            review_work=Path(env["DININGBENCH_SPACE_REVIEW_WORK"].strip())
+            if env.get("DININGBENCH_SPACE_REVIEW_WORK", "").strip() else None,
         )
 
     @property

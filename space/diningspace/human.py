@@ -1,0 +1,184 @@
+"""Take the test: a person's answers become an ordinary run folder, scored like any model's.
+
+The run is `human:<name>` (the name is optional and may be a pseudonym) with `run.json["human"]`
+holding the group (layperson / cook / dietitian) and a random token that tells one sitting from
+another. Nothing else about the person is kept: no address, no account, no browser session id.
+When the operator names a Hub dataset repo, the folder of people's runs is pushed to it by
+`huggingface_hub.CommitScheduler`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import secrets
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval.report.report import write_run_report
+from eval.runinfo import build_run_json, write_run_json
+from eval.scoring import score_run
+from eval.store import PREDICTIONS
+from eval.tasks import parse_output
+from eval.types import NUTRIENTS, Prediction
+
+from .leaderboard import HUMAN_GROUPS, HUMAN_PREFIX
+
+HUMANS_FOLDER = "humans"  # under the results folder; the Leaderboard reads results/*/*/ too
+MAX_NAME = 32
+
+
+class HumanError(ValueError):
+    """Something a person must change before going on (one line)."""
+
+
+def clean_name(name: str | None) -> str:
+    """The optional name as a spec part: letters, digits, `-` and `_` only; `anonymous` when empty.
+
+    >>> clean_name("  Mei Chen! "), clean_name(""), clean_name("厨师")
+    ('Mei-Chen', 'anonymous', '厨师')
+    """
+    text = re.sub(r"[^\w-]+", "-", (name or "").strip()).strip("-_")[:MAX_NAME]
+    return text or "anonymous"
+
+
+def pick_items(ids: list[str], n: int, seed: int) -> list[str]:
+    """`n` items in a seeded random order: the same seed gives the same test."""
+    order = list(ids)
+    random.Random(f"take-the-test:{seed}").shuffle(order)
+    return order[:max(0, n)]
+
+
+def answer_text(task: str, value: Any) -> str:
+    """What the person answered, written the way a model would: a letter, a JSON object, or text.
+
+    >>> answer_text("nutrition", [520, 21.5, 60, 14])
+    '{"calories": 520.0, "protein": 21.5, "carbohydrates": 60.0, "fat": 14.0}'
+    """
+    if task == "classification":
+        letter = str(value or "").strip().upper()
+        if len(letter) != 1 or not letter.isalpha():
+            raise HumanError("pick one letter")
+        return letter
+    if task == "nutrition":
+        numbers = list(value or [])
+        if len(numbers) != len(NUTRIENTS) or any(v is None or float(v) < 0 for v in numbers):
+            raise HumanError("give all four numbers (0 or more): calories, protein, carbohydrates, fat")
+        return json.dumps({k: float(v) for k, v in zip(NUTRIENTS, numbers, strict=True)})
+    text = " ".join(str(value or "").split())
+    if not text:
+        raise HumanError("write an answer")
+    return text[:2000]
+
+
+@dataclass
+class Sitting:
+    """One person taking the test: what they were asked and what they answered so far."""
+
+    task: str
+    ids: list[str]
+    group: str
+    name: str = "anonymous"
+    lang: str = "zh"
+    seed: int = 0
+    token: str = field(default_factory=lambda: secrets.token_hex(6))
+    answers: list[dict[str, Any]] = field(default_factory=list)  # {"id", "raw", "n_images"}
+
+    @property
+    def spec(self) -> str:
+        return f"{HUMAN_PREFIX}{self.name}"
+
+    @property
+    def current(self) -> str | None:
+        return self.ids[len(self.answers)] if len(self.answers) < len(self.ids) else None
+
+    def to_state(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any] | None) -> Sitting | None:
+        return cls(**state) if state else None
+
+
+def start(task: str, ids: list[str], n: int, *, group: str, name: str, lang: str, seed: int,
+          consent: bool) -> Sitting:
+    if not consent:
+        raise HumanError("tick the consent box to take the test")
+    if group not in HUMAN_GROUPS:
+        raise HumanError(f"choose one of {', '.join(HUMAN_GROUPS)}")
+    chosen = pick_items(ids, int(n), int(seed))
+    if not chosen:
+        raise HumanError(f"no {task} items to answer")
+    return Sitting(task=task, ids=chosen, group=group, name=clean_name(name), lang=lang, seed=int(seed))
+
+
+def prediction_of(sitting: Sitting, answer: dict[str, Any], row: dict[str, Any]) -> Prediction:
+    """The predictions.jsonl line of one answer; the hash ties the item to this sitting."""
+    digest = hashlib.sha256(f"{sitting.task}|{answer['id']}|{sitting.token}".encode()).hexdigest()
+    return Prediction(id=str(answer["id"]), task=sitting.task, raw=answer["raw"],  # type: ignore[arg-type]
+                      parsed=parse_output(sitting.task, answer["raw"], row, sitting.lang), error=None,
+                      attempts=1, latency_s=0.0, usage=None, request_hash=digest, finish_reason="stop",
+                      n_images=answer.get("n_images"))
+
+
+class HumanRuns:
+    """Writes people's sittings as run folders under `<results>/humans/`, and pushes them to the Hub."""
+
+    def __init__(self, results_dir: Path, *, hub_repo: str | None = None, dataset: str | None = None,
+                 judge: str | None = None) -> None:
+        self.folder = Path(results_dir) / HUMANS_FOLDER
+        self.hub_repo = hub_repo
+        self.dataset = dataset
+        self.judge = judge
+        self._scheduler: Any = None
+        self._lock = threading.Lock()
+
+    def scheduler(self) -> Any:
+        """The CommitScheduler, made on first use (no network until someone finishes a test)."""
+        if self.hub_repo and self._scheduler is None:
+            from huggingface_hub import CommitScheduler
+
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._scheduler = CommitScheduler(repo_id=self.hub_repo, repo_type="dataset", folder_path=self.folder,
+                                              path_in_repo=HUMANS_FOLDER, every=5, private=True,
+                                              allow_patterns=["*/run.json", "*/predictions.jsonl"])
+        return self._scheduler
+
+    def save(self, sitting: Sitting, rows: dict[str, dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+        """Write, score and report the sitting's run folder; returns (folder, the task's figures)."""
+        if not sitting.answers:
+            raise HumanError("answer at least one item first")
+        run_dir = self.folder / f"human-{sitting.group}-{sitting.token}"
+        settings = {"model": sitting.spec, "lang": sitting.lang, "seed": sitting.seed, "dataset": self.dataset,
+                    "images": None, "limit": None, "ids": None}
+        info = build_run_json(settings=settings, tasks=[sitting.task],
+                              backend={"backend": "human", "model": sitting.name, "base_url_host": None,
+                                       "note": "a person answered in the Space's Take the test tab"},
+                              dataset_source=self.dataset, fingerprints={}, judge=None,
+                              counts={sitting.task: len(sitting.answers)})
+        info["human"] = {"group": sitting.group, "person": sitting.token}
+        info.pop("git_commit", None)  # says nothing about a person's answers
+        scheduler = self.scheduler()
+        with self._lock, (scheduler.lock if scheduler is not None else _NoLock()):
+            run_dir.mkdir(parents=True, exist_ok=True)
+            write_run_json(run_dir, info)
+            lines = [json.dumps(prediction_of(sitting, a, rows[a["id"]]).to_json(), ensure_ascii=False)
+                     for a in sitting.answers]
+            (run_dir / PREDICTIONS).write_text("\n".join(lines) + "\n", encoding="utf-8")
+            answered = [rows[a["id"]] for a in sitting.answers]
+            metrics = score_run(run_dir, judge=self.judge if sitting.task == "vqa" else None,
+                                rows={sitting.task: answered})
+            write_run_report(run_dir)
+        return run_dir, metrics.get(sitting.task, {})
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

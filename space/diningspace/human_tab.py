@@ -1,0 +1,175 @@
+"""The Take-the-test tab: a person answers items as a model would and sees each reference after answering."""
+
+from __future__ import annotations
+
+import html
+import random
+from typing import Any
+
+import gradio as gr
+
+from eval.scoring import score_prediction
+from eval.settings import RunSettings
+from eval.tasks import prompt_text
+
+from .catalog import Catalog, CatalogError
+from .human import HumanError, HumanRuns, Sitting, answer_text, prediction_of, start
+from .leaderboard import HUMAN_GROUPS, TASK_SHORT
+from .render import LETTERS, gallery_caption, item_card
+from .results_view import summary_line
+from .settings import SpaceSettings
+
+CONSENT = ("I agree that my answers, the group I pick and the name I type (optional; a pseudonym is fine) "
+           "are saved as a run and shown, pooled with others of my group, on the Leaderboard. Nothing else "
+           "is kept: no address, no account, no browser id.")
+INTRO = ("Answer the same items a model gets, the same way: a letter for classification, four numbers "
+         "for nutrition, a short text for VQA. The reference appears after you submit each answer. "
+         "Your answers become a `human:` run scored with the same metrics as the models.")
+MAX_TEST_ITEMS = 20
+SHOWN_COUNT = 17  # the outputs of a question: state, panels, views, prompt, answer boxes, buttons
+
+
+class HumanTab:
+    def __init__(self, catalog: Catalog, settings: SpaceSettings) -> None:
+        self.catalog = catalog
+        self.settings = settings
+        self.runs = HumanRuns(settings.results_dir, hub_repo=settings.human_repo, dataset=settings.dataset,
+                              judge=settings.judge)
+
+    # --- handlers -------------------------------------------------------------------------------
+    def begin(self, task: str, n: float, seed: float, group: str, name: str, lang: str, consent: bool
+              ) -> tuple[Any, ...]:
+        try:
+            ids = self.catalog.filter_ids(task)
+            sitting = start(task, ids, int(n), group=group, name=name, lang=lang, seed=int(seed or 0),
+                            consent=consent)
+        except (HumanError, CatalogError) as exc:
+            # A warning, not gr.Error: an error would lay its overlay over the form (the outputs),
+            # and the person could no longer tick the box it asks for.
+            gr.Warning(str(exc))
+            return tuple(gr.skip() for _ in range(SHOWN_COUNT))
+        return self._question(sitting)
+
+    def _question(self, sitting: Sitting) -> tuple[Any, ...]:
+        item_id = sitting.current
+        assert item_id is not None
+        row = self.catalog.row(sitting.task, item_id)
+        views = self.catalog.images(sitting.task, item_id)
+        text = prompt_text(sitting.task, row, RunSettings(model=sitting.spec, lang=sitting.lang))
+        where = f"**{TASK_SHORT[sitting.task]}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
+        n_options = len(row.get("options") or [])
+        return (sitting.to_state(), gr.update(visible=False), gr.update(visible=True), where,
+                [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)],
+                f"<div class='db-prompt'>{html.escape(text)}</div>",
+                gr.update(visible=sitting.task == "classification", choices=list(LETTERS[:n_options or 8]),
+                          value=None),
+                gr.update(visible=sitting.task == "nutrition"),
+                gr.update(visible=sitting.task == "vqa", value=""),
+                *(gr.update(value=None) for _ in range(4)),
+                gr.update(visible=True), gr.update(visible=False), "", gr.update(visible=False))
+
+    def submit(self, state: dict[str, Any], letter: str | None, kcal: float | None, protein: float | None,
+               carbs: float | None, fat: float | None, text: str) -> tuple[Any, ...]:
+        sitting = Sitting.from_state(state)
+        if sitting is None or sitting.current is None:
+            raise gr.Error("start the test first", print_exception=False)
+        item_id = sitting.current
+        value = {"classification": letter, "nutrition": [kcal, protein, carbs, fat]}.get(sitting.task, text)
+        try:
+            raw = answer_text(sitting.task, value)
+        except HumanError as exc:
+            gr.Warning(str(exc))
+            return tuple(gr.skip() for _ in range(5))
+        row = self.catalog.row(sitting.task, item_id)
+        answer = {"id": item_id, "raw": raw, "n_images": len(row.get("image_roles") or [])}
+        sitting.answers.append(answer)
+        record = score_prediction(prediction_of(sitting, answer, row), row, sitting.lang)
+        reveal = self._reveal(sitting, row, record)
+        last = sitting.current is None
+        return (sitting.to_state(), gr.update(visible=False), gr.update(visible=not last),
+                gr.update(visible=last), reveal)
+
+    def _reveal(self, sitting: Sitting, row: dict[str, Any], record: dict[str, Any]) -> str:
+        if sitting.task == "classification":
+            verdict = "correct ✓" if record.get("correct") else "not the answer ✗"
+            css = "db-good" if record.get("correct") else "db-bad"
+        elif sitting.task == "nutrition":
+            apes = record.get("ape") or {}
+            shown = [f"{k} {v * 100:.0f}%" for k, v in apes.items() if isinstance(v, int | float)]
+            verdict, css = "error: " + (", ".join(shown) or "—"), "db-neutral"
+        else:
+            verdict, css = "scored by the judge when you finish", "db-neutral"
+        card = item_card(sitting.task, row, n_images=len(row.get("image_roles") or []), lang=sitting.lang,
+                         show_answer=True)
+        return (f"<div class='db-reveal'><p>You answered <b>{html.escape(str(sitting.answers[-1]['raw']))}</b> "
+                f"— <span class='{css}'>{html.escape(verdict)}</span></p><p><b>Reference</b></p>{card}</div>")
+
+    def next_item(self, state: dict[str, Any]) -> tuple[Any, ...]:
+        sitting = Sitting.from_state(state)
+        if sitting is None or sitting.current is None:
+            raise gr.Error("no more items: press Finish", print_exception=False)
+        return self._question(sitting)
+
+    def finish(self, state: dict[str, Any]) -> tuple[Any, ...]:
+        sitting = Sitting.from_state(state)
+        if sitting is None or not sitting.answers:
+            raise gr.Error("answer at least one item first", print_exception=False)
+        rows = {a["id"]: self.catalog.row(sitting.task, a["id"]) for a in sitting.answers}
+        try:
+            folder, figures = self.runs.save(sitting, rows)
+        except (HumanError, ValueError, OSError) as exc:
+            raise gr.Error(f"could not save your answers: {exc}", print_exception=False) from None
+        line = summary_line(sitting.task, sitting.spec, figures) if figures else f"**{sitting.spec}**"
+        done = (f"Thank you! {line}. Saved as the run `{folder.name}`; the Leaderboard's "
+                f"**humans ({sitting.group})** row now includes it.")
+        return (None, gr.update(visible=True), gr.update(visible=False), done)
+
+    # --- layout -----------------------------------------------------------------------------------
+    def build(self) -> None:
+        s = self.settings
+        state = gr.State(None)
+        gr.Markdown(INTRO, elem_classes="db-note")
+        done = gr.Markdown("", elem_id="db-human-done")
+        with gr.Column(visible=True, elem_id="db-human-setup") as setup:
+            with gr.Row(equal_height=False):
+                with gr.Column(min_width=260):
+                    task = gr.Radio(list(s.tasks()), value=s.tasks()[0], label="Task", elem_id="db-human-task")
+                    n_items = gr.Slider(1, min(MAX_TEST_ITEMS, s.max_items), value=min(5, s.max_items), step=1,
+                                        label="Items", elem_id="db-human-n")
+                    seed = gr.Number(random.randint(1, 9999), precision=0, label="Seed",
+                                     info="The same seed gives the same items in the same order.")
+                    lang = gr.Radio(["zh", "en"], value="en", label="Language of the questions")
+                with gr.Column(min_width=260):
+                    group = gr.Radio(list(HUMAN_GROUPS), value=HUMAN_GROUPS[0], label="You are a…",
+                                     elem_id="db-human-group")
+                    name = gr.Textbox(label="Name (optional, a pseudonym is fine)", max_length=64,
+                                      elem_id="db-human-name")
+                    consent = gr.Checkbox(False, label=CONSENT, elem_id="db-human-consent")
+                    begin = gr.Button("Start the test", variant="primary", elem_id="db-human-start")
+        with gr.Column(visible=False, elem_id="db-human-question") as question:
+            where = gr.Markdown("", elem_id="db-human-where")
+            gallery = gr.Gallery(label="Views", columns=4, height="auto", object_fit="contain", preview=False,
+                                 elem_id="db-human-gallery")
+            prompt = gr.HTML(elem_id="db-human-prompt")
+            letter = gr.Radio(list(LETTERS), label="Your answer", elem_id="db-human-letter")
+            with gr.Row(visible=False, elem_id="db-human-numbers") as numbers:
+                kcal = gr.Number(label="Calories (kcal)", minimum=0, min_width=120, elem_id="db-human-kcal")
+                protein = gr.Number(label="Protein (g)", minimum=0, min_width=120, elem_id="db-human-protein")
+                carbs = gr.Number(label="Carbohydrates (g)", minimum=0, min_width=120, elem_id="db-human-carbs")
+                fat = gr.Number(label="Fat (g)", minimum=0, min_width=120, elem_id="db-human-fat")
+            text = gr.Textbox(label="Your answer", lines=3, visible=False, elem_id="db-human-text")
+            with gr.Row():
+                submit = gr.Button("Submit answer", variant="primary", elem_id="db-human-submit")
+                next_btn = gr.Button("Next item", visible=False, elem_id="db-human-next")
+                finish = gr.Button("Finish and save", visible=False, elem_id="db-human-finish")
+            reveal = gr.HTML(elem_id="db-human-reveal")
+            stop = gr.Button("Finish now (save what I answered)", size="sm", elem_id="db-human-stop")
+        shown = [state, setup, question, where, gallery, prompt, letter, numbers, text, kcal, protein, carbs, fat,
+                 submit, next_btn, reveal, finish]
+        assert len(shown) == SHOWN_COUNT
+        begin.click(self.begin, [task, n_items, seed, group, name, lang, consent], shown, api_visibility="private")
+        next_btn.click(self.next_item, state, shown, api_visibility="private")
+        submit.click(self.submit, [state, letter, kcal, protein, carbs, fat, text],
+                     [state, submit, next_btn, finish, reveal], api_visibility="private")
+        for button in (finish, stop):
+            button.click(self.finish, state, [state, setup, question, done], api_visibility="private")
