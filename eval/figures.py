@@ -9,7 +9,7 @@ merchants for 95% intervals.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -129,6 +129,22 @@ def breakdown(rows: Sequence[dict[str, Any]], dimension: str) -> list[tuple[str,
     if dimension == "n_images":
         return sorted(groups.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0))
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+N_OPTIONS = 8  # options per classification item when a record does not say (every release has 8)
+
+
+def chance_accuracy(records: Sequence[Mapping[str, Any]]) -> float | None:
+    """Expected classification accuracy of a uniform guess: the mean over items of 1/options.
+
+    >>> chance_accuracy([{"n_options": 8}, {"n_options": 4}])
+    0.1875
+    >>> chance_accuracy([{"id": "c1"}])  # a record written before n_options was kept: 8 options
+    0.125
+    """
+    if not records:
+        return None
+    return sum(1 / int(r.get("n_options") or N_OPTIONS) for r in records) / len(records)
 
 
 # ---------------------------------------------------------------- a task's metrics.json entry

@@ -15,6 +15,7 @@ scores.jsonl — one JSON object per line, one line per scored item (all tasks o
     nutrition_source str | null (nutrition only)
     epoch          int    0, or k for the k-th repeat of `--epochs`
     n_images       int    images actually sent with the request
+    n_options      int | null   classification only: options offered (chance is 1 / n_options)
     parsed         the task parser's output: letter | {calories, protein, carbohydrates, fat} | answer
                    text (vqa); null when unparsed or when the sample failed
     error          str | null   generation error (a failed sample: scored as a failure, never dropped)
@@ -85,6 +86,7 @@ def item_record(task: str, row: dict[str, Any], prediction: Prediction, *, lang:
         "vqa_category": row.get("vqa_category") if task == "vqa" else None,
         "nutrition_source": row.get("nutrition_source") if task == "nutrition" else None,
         "n_images": prediction.n_images if n_images is None else n_images,
+        "n_options": len(row.get("options") or []) if task == "classification" else None,
         "parsed": None if failed else prediction.parsed, "error": prediction.error,
         "truncated": prediction.truncated, "finish_reason": prediction.finish_reason, "usage": prediction.usage,
         "reference": tasks.reference_of(task, row, lang),

@@ -74,7 +74,7 @@ def test_scores_jsonl_contract(release, tmp_path, keyed):
         out = api.run(s, progress=False)
     scores = {(r["task"], r["id"]): r for r in read_jsonl(out / "scores.jsonl")}
     fields = {"id", "task", "epoch", "merchant_id", "cuisine", "category", "vqa_category", "nutrition_source",
-              "n_images", "parsed", "error", "truncated", "finish_reason", "usage", "reference", "correct", "ape",
+              "n_images", "n_options", "parsed", "error", "truncated", "finish_reason", "usage", "reference", "correct", "ape",
               "abs_error", "verdict", "decided_by"}
     assert all(set(r) == fields for r in scores.values())
     assert all(r["epoch"] == 0 and r["truncated"] is False for r in scores.values())

@@ -17,7 +17,7 @@ out, so none of them can see its own answer. What each one does per task:
 
 Chance is not one of them: a backend can only give one letter per item, so a "chance" answerer
 would be `random` again, with a score that wanders around the expectation. The expectation itself is
-computed instead (`chance_accuracy`: the mean over items of 1/number of options, 12.50% with 8
+computed instead (`eval.figures.chance_accuracy`: the mean over items of 1/number of options, 12.50% with 8
 options) and every report shows it as the `chance` row of Table 2 and a dashed line on the
 classification accuracy plots; `baseline:chance` is refused with a pointer there. `median` can score
 below it (0% on a sample balanced over letters: its most common letter is never the answer).
@@ -36,24 +36,10 @@ from eval.types import NUTRIENTS, ConfigError, Request, Response
 
 NAMES = ("random", "first", "zero", "median", "category-mean")
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-N_OPTIONS = 8  # options per classification item when a record does not say (every release has 8)
 CHANCE_NOTE = ("chance is computed, not sampled: every report's Table 2 has a `chance` row (the mean of "
                "1/number of options, 12.50% with 8) and the accuracy plots a dashed chance line; "
                "baseline:random samples one letter per item")
 ABSTAIN = {"zh": "无法判断。", "en": "Cannot determine."}
-
-
-def chance_accuracy(records: Sequence[Mapping[str, Any]]) -> float | None:
-    """Expected classification accuracy of a uniform guess: the mean over items of 1/options.
-
-    >>> chance_accuracy([{"n_options": 8}, {"n_options": 4}])
-    0.1875
-    >>> chance_accuracy([{"id": "c1"}])  # scores.jsonl records carry no option count: 8
-    0.125
-    """
-    if not records:
-        return None
-    return sum(1 / int(r.get("n_options") or N_OPTIONS) for r in records) / len(records)
 
 
 def _most_common(values: Sequence[Any]) -> Any:

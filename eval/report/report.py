@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from eval.agreement import read_agreement, scoring_judge
-from eval.backends.baseline import chance_accuracy
 from eval.circular import circular_figures, read_rotations
 from eval.figures import (
     breakdown,
+    chance_accuracy,
     component,
     headline,
     headline_ci,

@@ -11,8 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.backends.baseline import chance_accuracy
-from eval.figures import component, headline, headline_ci, paired_difference, score_nutrition_rows
+from eval.figures import (
+    chance_accuracy,
+    component,
+    headline,
+    headline_ci,
+    paired_difference,
+    score_nutrition_rows,
+)
 from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report.runs import RunData
 from eval.report.tables import md_table, with_ci
