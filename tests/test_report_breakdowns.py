@@ -31,3 +31,17 @@ def test_runs_with_different_views_and_disjoint_categories_each_show_their_cells
     # rows ordered by the union's sizes: rice (4) before noodles (2) before soups (1)
     order = [line.split(" | ")[0].strip("| ") for line in categories.splitlines() if line.startswith("| ")][1:]
     assert order == ["rice", "noodles", "soups"]
+
+
+def test_the_report_counts_unparsed_truncated_and_failed_answers_per_task(tmp_path):
+    items = [cls_item("c1", "m1", True), cls_item("c2", "m1", False, parsed=None),
+             {**cls_item("c3", "m2", False, parsed=None), "truncated": True, "finish_reason": "length"},
+             {**cls_item("c4", "m2", False, parsed=None), "error": "HTTP 500"}]
+    run = report.load_run(write_run(tmp_path / "a", "openai:o4-mini", items))
+    text = report.build_report([run], reported=False, n_boot=20)
+    section = text.split("## Answers that did not count")[1]
+    # c2 unparsed; c3 cut off by the limit (unparsed too, counted as truncated); c4 failed
+    assert table_rows(section, "openai:o4-mini")[0][1:] == ["classification", "4", "2", "1", "1"]
+    assert "--max-tokens" in section
+    clean = report.load_run(write_run(tmp_path / "b", "openai:gpt-4o", [cls_item("c1", "m1", True)]))
+    assert "did not count" not in report.build_report([clean], reported=False, n_boot=20)

@@ -20,6 +20,7 @@ from eval.figures import (
     component,
     headline,
     headline_ci,
+    outcome_counts,
     paired_difference,
     score_nutrition_rows,
 )
@@ -301,6 +302,33 @@ def dataset_note(runs: Sequence[RunData]) -> str:
     return "\n".join(lines)
 
 
+def outcome_table(runs: Sequence[RunData]) -> str:
+    """Per run and task, the answers that did not count: unparsed (or unscored, for VQA), truncated
+    by the token limit, failed generations; empty when every answer counted."""
+    rows, truncated = [], 0
+    for label, tasks in group_runs(runs).items():
+        for task in TASKS:
+            if task not in tasks:
+                continue
+            items = tasks[task].scores[task]
+            counts = outcome_counts(items)
+            if task == "vqa":
+                missing = sum(r.get("correct") is None for r in items)
+            else:
+                missing = sum(r.get("parsed") is None and r.get("error") is None for r in items)
+            truncated += counts["truncated"]
+            rows.append([label, task, str(len(items)), str(missing), str(counts["truncated"]),
+                         str(counts["generation_failures"])])
+    if not any(any(c != "0" for c in row[3:]) for row in rows):
+        return ""
+    text = md_table(["run", "task", "n", "unparsed (vqa: unscored)", "truncated", "failed"], rows)
+    if truncated:
+        text += ("\n\nTruncated answers were cut off by the token limit and count as unanswered. Rerun the same "
+                 "command with a larger `--max-tokens` (and `--thinking-budget` for Gemini thinking models) into "
+                 "the same `--out`: only those items are asked again.")
+    return text
+
+
 def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bool = True,
                  n_boot: int = 1000, plot_dir: Path | None = None) -> str:
     """The whole markdown report for these runs."""
@@ -311,6 +339,9 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
         "Avg MAPE is the mean of the four MAPEs, lower is better. Baseline rows show what no skill "
         "scores; the *chance* row is the exact expectation of a uniform guess among each item's options. Rows marked *reported (paper)* are copied from the paper (full benchmark), not "
         "reproduced here, and compare only with runs on the full release."]
+    outcomes = outcome_table(runs)
+    if outcomes:
+        parts += ["## Answers that did not count", outcomes]
     vqa = [r for run in runs for r in run.scores.get("vqa", [])]
     unscored = sum(r.get("correct") is None for r in vqa)
     if unscored:
