@@ -25,6 +25,7 @@ from diningspace.catalog import Catalog  # noqa: E402
 from diningspace.evaluate_tab import EvaluateTab  # noqa: E402
 from diningspace.human_tab import HumanTab  # noqa: E402
 from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
+from diningspace.review_tab import ReviewTab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
 from diningspace.warmup import warm_harness  # noqa: E402
 
@@ -58,7 +59,13 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
                 leaderboard.build()
             with gr.Tab("Take the test", id="human"):
                 HumanTab(catalog, settings).build()
-        for fn, inputs, outputs in (browse.on_load, evaluate.on_load, leaderboard.on_load):
+            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load]
+            if settings.review_work is not None:  # only for an operator reviewing a construction build
+                review = ReviewTab(settings.review_work)
+                with gr.Tab("Review", id="review"):
+                    review.build()
+                loads.append(review.on_load)
+        for fn, inputs, outputs in loads:
             demo.load(fn, inputs, outputs, api_visibility="private")
     demo.queue(default_concurrency_limit=4, max_size=64)
     return demo
