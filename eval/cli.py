@@ -129,6 +129,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    from space.diningspace import runs_tab  # gradio is imported only by the command that serves a page
+
+    if not runs_tab.run_folders(args.dir):
+        raise UsageError(f"{args.dir}: no run folder (scores.jsonl) there; score a run first")
+    runs_tab.app(args.dir).launch(server_name="127.0.0.1", server_port=args.port)
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one `error:` line (with a pointer to --help), exit 2."""
 
@@ -221,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("dirs", nargs="+", type=Path, metavar="RUN")
     analyze.add_argument("--out", type=Path, help="write analysis.md and its plots into this folder")
     analyze.set_defaults(handler=cmd_analyze)
+    view = sub.add_parser("view", help="browse a run's items in the browser: filters, views, prompt, answer, score")
+    view.add_argument("dir", type=Path, metavar="DIR", help="a run folder, or a folder of run folders")
+    view.add_argument("--port", type=int, help="local port (default: Gradio's, or GRADIO_SERVER_PORT)")
+    view.set_defaults(handler=cmd_view)
     return parser
 
 

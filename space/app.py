@@ -26,6 +26,7 @@ from diningspace.evaluate_tab import EvaluateTab  # noqa: E402
 from diningspace.human_tab import HumanTab  # noqa: E402
 from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
 from diningspace.review_tab import ReviewTab  # noqa: E402
+from diningspace.runs_tab import build as build_runs_tab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
 from diningspace.warmup import warm_harness  # noqa: E402
 
@@ -59,7 +60,9 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
                 leaderboard.build()
             with gr.Tab("Take the test", id="human"):
                 HumanTab(catalog, settings).build()
-            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load]
+            with gr.Tab("Runs", id="runs"):
+                _, run_filters, refresh_runs, run_outputs = build_runs_tab(settings.results_dir)
+            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load, (refresh_runs, run_filters, run_outputs)]
             if settings.review_work is not None:  # only for an operator reviewing a construction build
                 review = ReviewTab(settings.review_work)
                 with gr.Tab("Review", id="review"):

@@ -1,0 +1,144 @@
+"""One run's items, one by one: what `python -m eval view` and the Space's Runs tab show.
+
+`run_items` lists a run folder's scored items with a status to filter on; `item_detail` shows one
+item whole: the views and the exact prompt sent (rebuilt from run.json's settings and checked
+against the request hash the prediction kept), the raw answer, what was parsed, the reference, the
+score and, for VQA, the judge's own reply from the run's verdict cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import diningbench
+from eval import tasks
+from eval.images import ImageError
+from eval.report.runs import ReportError, load_run
+from eval.scoring import JUDGE_CACHE
+from eval.settings import RunSettings
+from eval.store import PREDICTIONS, read_predictions
+from eval.types import ImagePart
+from metrics.judge_accuracy.judge_accuracy import VerdictCache, build_judge_prompt
+
+STATUSES = ("correct", "wrong", "unparsed", "truncated", "failed", "unscored", "scored")
+
+
+def status_of(row: dict[str, Any]) -> str:
+    """What happened to one scored item, in the words the filters use.
+
+    >>> status_of({"task": "classification", "error": None, "parsed": None, "correct": False})
+    'unparsed'
+    >>> status_of({"task": "vqa", "error": None, "parsed": "No.", "correct": None})
+    'unscored'
+    """
+    if row.get("error"):
+        return "failed"
+    if row.get("truncated"):
+        return "truncated"
+    if row.get("parsed") is None:
+        return "unparsed"
+    if row.get("task") == "nutrition":
+        return "scored"
+    if row.get("correct") is None:
+        return "unscored"
+    return "correct" if row["correct"] else "wrong"
+
+
+def run_items(run_dir: Path | str, *, status: str | None = None, task: str | None = None,
+              cuisine: str | None = None) -> list[dict[str, Any]]:
+    """The run's scored items (scores.jsonl lines plus `status`), filtered; `wrong` also matches
+    unparsed, truncated and failed items, since each of them counts as wrong."""
+    run = load_run(run_dir)
+    out = []
+    for task_name, rows in run.scores.items():
+        if task is not None and task_name != task:
+            continue
+        for row in rows:
+            item = {**row, "status": status_of(row)}
+            if cuisine is not None and row.get("cuisine") != cuisine:
+                continue
+            if status is not None and item["status"] != status and not (
+                    status == "wrong" and item["status"] in ("unparsed", "truncated", "failed")):
+                continue
+            out.append(item)
+    return out
+
+
+@dataclass
+class ItemDetail:
+    """Everything about one answered item."""
+
+    task: str
+    id: str
+    status: str
+    prompt: str
+    prompt_verified: bool  # the rebuilt request hashes to the one the prediction kept
+    views: list[ImagePart] = field(default_factory=list)
+    raw: str | None = None
+    parsed: Any = None
+    reference: Any = None
+    score: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    finish_reason: str | None = None
+    judge_reply: str | None = None
+    note: str | None = None
+
+
+def _settings(info: dict[str, Any]) -> RunSettings:
+    saved = info.get("settings") or {}
+    names = {f.name for f in dataclasses.fields(RunSettings)}
+    values = {k: v for k, v in saved.items() if k in names and k not in ("out", "judge_cache", "engine_extra")}
+    return RunSettings(**values)
+
+
+def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0) -> ItemDetail:
+    """One item whole; a ReportError names what is missing."""
+    run_dir = Path(run_dir)
+    rows = [r for r in run_items(run_dir, task=task) if str(r["id"]) == str(item_id) and int(r.get("epoch") or 0) == epoch]
+    if not rows:
+        raise ReportError(f"{run_dir}: no scored {task} item {item_id!r}")
+    scored = rows[0]
+    info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    settings = _settings(info)
+    prediction = read_predictions(run_dir / PREDICTIONS).get((task, str(item_id), epoch, 0))
+    full = _row_with_images(task, str(item_id), settings.dataset)
+    detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored), prompt="", prompt_verified=False,
+                        raw=prediction.raw if prediction else None, parsed=scored.get("parsed"),
+                        reference=scored.get("reference"), error=scored.get("error"),
+                        finish_reason=scored.get("finish_reason"),
+                        score={k: scored.get(k) for k in ("correct", "ape", "abs_error", "verdict", "decided_by")
+                               if scored.get(k) is not None})
+    if full is None:
+        detail.note = "the item is not in the dataset the run names; its prompt and views cannot be shown"
+        return detail
+    try:
+        request = tasks.build_request(task, full, settings, epoch)
+    except (ImageError, ValueError) as exc:
+        detail.note = f"cannot rebuild the request: {exc}"
+        return detail
+    detail.prompt = request.messages[0].text
+    detail.views = list(request.messages[0].images)
+    detail.prompt_verified = prediction is not None and prediction.request_hash == request.request_hash
+    if not detail.prompt_verified:
+        detail.note = ("rebuilt from run.json's settings, but it does not hash to the request the prediction kept "
+                       "(the prompts or the data changed since the run)")
+    judge = (info.get("judge") or {}).get("spec") if isinstance(info.get("judge"), dict) else None
+    if task == "vqa" and judge and detail.raw is not None:
+        question = tasks.question_of(full, settings.lang)
+        hit = VerdictCache(run_dir / JUDGE_CACHE, judge).get(build_judge_prompt(question, detail.reference, detail.raw))
+        detail.judge_reply = hit.get("raw") if hit else None
+    return detail
+
+
+def _row_with_images(task: str, item_id: str, source: str | None) -> dict[str, Any] | None:
+    """The item's dataset row with its stored image bytes, or None when the dataset lacks it."""
+    try:
+        dataset = diningbench.load(task, source, decode_images=False)
+    except (ValueError, OSError) as exc:
+        raise ReportError(f"cannot load {task} from {source or 'the embedded sample'}: {exc}") from None
+    ids = [str(i) for i in dataset["id"]]
+    return dataset[ids.index(item_id)] if item_id in ids else None
