@@ -1,0 +1,376 @@
+"""A STAND-IN for the construction stages' model, NOT a model: an OpenAI-compatible server on
+127.0.0.1 that answers each stage prompt of `python -m construct run` from the synthetic generator's
+known truth (synthetic/raw_export.py), for demos and tests only. Its answers say nothing about any
+model; the release it helps build is exactly as good as the synthetic export it was told about.
+
+    python diningbench.py sample --raw --out raw/
+    python -m construct.standin raw/ --port 8765          # Ctrl-C or SIGTERM stops it
+    python -m construct run raw/ --out work/ --base-url http://127.0.0.1:8765/v1 \
+        --model openai:standin --filter-models openai:standin-judge-a,openai:standin-judge-b
+
+It only knows the export `python diningbench.py sample --raw [--seed N]` writes: it renders that
+export again from the seed (about two seconds) and refuses a folder whose photos differ. It
+recognises a photo by the SHA-256 of the bytes it receives (small JPEGs travel as stored) and a dish
+by its id or name, and answers as a careful model would, except where the truth plants a defect that
+only a model can make: an ambiguous or too-easy classification item (found by one of the two filter
+models), and VQA drafts that break a question rule, repeat another question or fail an audit. The
+tests' fake (tests/fakes/construct_server.py) answers with the same `ConstructOracle`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import re
+import signal
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Protocol
+
+DEFAULT_FILTER_MODELS = ("openai:standin-judge-a", "openai:standin-judge-b")
+BANNER = ("STAND-IN, NOT A MODEL: answers the construct stage prompts from the synthetic generator's known "
+          "truth, for demos and tests only")
+
+
+class StageRequest(Protocol):
+    """What the oracle reads from a request: the prompt text, the image bytes and the JSON body."""
+
+    prompt: str
+    images: list[bytes]
+    body: Any
+
+
+ASPECTS = [("份量", "portion size"), ("主料数量", "amount of the main ingredient"), ("配菜完整性", "completeness of the sides"),
+           ("摆盘", "plating"), ("酱汁用量", "amount of sauce"), ("米饭比例", "share of rice"), ("色泽", "colour"),
+           ("装盘容器", "serving vessel"), ("配料种类", "variety of toppings"), ("堆叠高度", "height of the pile"),
+           ("切配方式", "cutting style"), ("油量", "amount of oil")]
+# Model-side defects: dish:category -> what the model gets wrong; classification dish -> (filter pass, verdict).
+VQA_PLANTS = {"merchant-01-d0:cuisine_technique": "multiple_questions",
+              "merchant-01-d1:multi_image_analysis": "describes_image",
+              "merchant-02-d0:multi_image_analysis": "duplicate_of:merchant-01-d4:multi_image_analysis",
+              "merchant-04-d0:multi_image_analysis": "audit1:false_premise",
+              "merchant-02-d1:dietary_suggestion": "audit2:trivial"}
+CLASSIFICATION_PLANTS = {"merchant-02-d3": (1, "ambiguous"), "merchant-03-d3": (2, "too_easy")}
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class ConstructOracle:
+    def __init__(self, truth: dict[str, Any], filter_models: tuple[str, str]) -> None:
+        self.truth = truth
+        self.dishes = truth["dishes"]
+        self.filter_models = filter_models
+        self.photo_dishes = sorted({p["dish_id"] for p in truth["photos"].values() if p["shows"] == p["dish_id"]})
+        self.en: dict[str, str] = {}
+        self.generated: dict[str, str] = {}  # question -> dish:category
+        self.calls: list[str] = []  # the task line of every prompt, for tests that count calls
+
+    def __call__(self, request: StageRequest) -> str:
+        task = request.prompt.split("\n", 1)[0]
+        self.calls.append(task)
+        handler = {"Task: photo quality check.": self.quality, "Task: reference matching.": self.matching,
+                   "Task: hard-negative selection.": self.selection, "Task: classification item audit.": self.cls_filter,
+                   "Task: nutrition estimation.": self.estimate, "Task: nutrition plausibility check.": self.plausible,
+                   "Task: VQA audit.": self.audit, "Task: dish name glossary.": self.glossary,
+                   "Task: translation to English.": self.translate}.get(task)
+        if handler is None and task.startswith("Task: VQA generation"):
+            handler = self.generate
+        return json.dumps(handler(request), ensure_ascii=False) if handler else "I cannot help with that."
+
+    # -- helpers
+    def photo(self, data: bytes) -> dict[str, Any]:
+        return self.truth["photos"][_sha(data)]
+
+    def dish_of(self, request: StageRequest) -> dict[str, Any]:
+        return self.dishes[self.photo(request.images[0])["dish_id"]]
+
+    def pass_of(self, request: StageRequest) -> int:
+        model = request.body.get("model")
+        return 1 + self.filter_models.index(f"openai:{model}") if f"openai:{model}" in self.filter_models else 0
+
+    # -- photos
+    def quality(self, request: StageRequest) -> dict:
+        bad = self.photo(request.images[0])["quality"] == "bad"
+        return {"quality": "bad" if bad else "good", "reason": "blurred" if bad else "clear"}
+
+    def matching(self, request: StageRequest) -> dict:
+        ref, user = self.photo(request.images[0]), self.photo(request.images[1])
+        same = user["shows"] == ref["dish_id"]
+        return {"same_dish": same, "reason": "same components" if same else "a different dish"}
+
+    # -- classification
+    def selection(self, request: StageRequest) -> dict:
+        ids = re.findall(r"^- (\S+): ", request.prompt, flags=re.M)
+        target_name = re.search(r"^Target dish: (.+)$", request.prompt, flags=re.M).group(1)
+        merchant = self.dishes[ids[0]]["merchant_id"]
+        target = next(d for d in self.dishes.values() if d["merchant_id"] == merchant and d["name"] == target_name)
+        rows, pool, names = [], [], set()
+        for i in ids:
+            d = self.dishes[i]
+            excluded = ("same_as_target" if d["standard_name"] == target["standard_name"]
+                        else "obviously_different" if d["odd"] else None)
+            rows.append({"dish_id": i, "standard_name": d["standard_name"], "excluded": excluded})
+            if not excluded and d["standard_name"] not in names:  # one item per standard name
+                names.add(d["standard_name"])
+                pool.append((-sum(d["slots"].get(s) == o for s, o in target["slots"].items()), i))
+        return {"target_standard_name": target["standard_name"], "candidates": rows,
+                "selected": [i for _, i in sorted(pool)[:7]]}
+
+    def cls_filter(self, request: StageRequest) -> dict:
+        dish = self.dish_of(request)
+        planted = CLASSIFICATION_PLANTS.get(dish["dish_id"])
+        if planted and planted[0] == self.pass_of(request):
+            return {"verdict": planted[1], "reason": "planted"}
+        return {"verdict": "pass", "reason": "close look-alikes"}
+
+    # -- nutrition
+    def estimate(self, request: StageRequest) -> dict:
+        dish = self.dish_of(request)
+        return {**dish["nutrition"], "ingredients": dish["ingredients"]}
+
+    def plausible(self, request: StageRequest) -> dict:
+        dish = self.dish_of(request)
+        values = json.loads(re.search(r"^Labelled nutrition for one serving: (.+)$", request.prompt, flags=re.M).group(1))
+        real = dish["nutrition"]["calories"]
+        ok = abs(values["calories"] - real) <= 0.25 * real
+        return {"plausible": ok, "reason": "fits the dish" if ok else "far too low for this amount of food"}
+
+    # -- vqa
+    def texts(self, dish_id: str, category: str) -> tuple[dict[str, str], dict[str, str]]:
+        d = self.dishes[dish_id]
+        aspect_zh, aspect_en = ASPECTS[self.photo_dishes.index(dish_id) % len(ASPECTS)]
+        if category == "multi_image_analysis":
+            zh = {"question": f"对比商家展示图与顾客实拍图，这份菜在{aspect_zh}上的差异意味着什么？",
+                  "answer": "实拍的份量比展示图略少，热量随之略低。",
+                  "rationale": f"观察两张图的{aspect_zh}，结合标称份量{d['grams']:.0f}克推断差异。"}
+            en = {"question": f"Comparing the merchant photo with the customer photo, what does the difference in {aspect_en} imply?",
+                  "answer": "The real serving is slightly smaller than advertised, so it has slightly fewer calories.",
+                  "rationale": f"Compare the {aspect_en} in both photos against the stated {d['grams']:.0f} g portion."}
+        elif category == "cuisine_technique":
+            zh = {"question": f"从{aspect_zh}判断，这道菜采用了哪种主要烹饪方式？", "answer": f"{d['technique_zh']}。",
+                  "rationale": f"观察{aspect_zh}的特征，对应{d['technique_zh']}。"}
+            en = {"question": f"Judging from the {aspect_en}, which main cooking technique was used?",
+                  "answer": f"{d['technique_en']}.", "rationale": f"The {aspect_en} points to {d['technique_en']}."}
+        elif category == "dietary_suggestion":
+            veg = not ({"meat", "seafood"} & set(d["tags"]))
+            zh = {"question": f"考虑{aspect_zh}，不吃肉和海鲜的素食者能吃这道菜吗？", "answer": "可以。" if veg else "不可以。",
+                  "rationale": "可见的蛋白质来源" + ("不是肉类或海鲜。" if veg else "是肉类或海鲜。")}
+            en = {"question": f"Considering the {aspect_en}, can a vegetarian who eats no meat or seafood eat this dish?",
+                  "answer": "Yes." if veg else "No.",
+                  "rationale": "The visible protein is " + ("neither meat nor seafood." if veg else "meat or seafood.")}
+        else:
+            zh = {"question": f"如果{aspect_zh}减半，这道菜的口感会怎样变化？", "answer": "口感会更单薄。",
+                  "rationale": f"{aspect_zh}决定了这道菜的层次感。"}
+            en = {"question": f"If the {aspect_en} were halved, how would the dish's mouthfeel change?",
+                  "answer": "It would feel thinner.", "rationale": f"The {aspect_en} carries the dish's layering."}
+        planted = VQA_PLANTS.get(f"{dish_id}:{category}", "")
+        if planted == "multiple_questions":
+            zh["question"], en["question"] = zh["question"] + "为什么？", en["question"] + " Why?"
+        elif planted == "describes_image":
+            zh["question"] = "根据图中可以看到的金黄外皮，" + zh["question"]
+            en["question"] = "Given the golden crust we can see, " + en["question"][0].lower() + en["question"][1:]
+        elif planted.startswith("duplicate_of:"):
+            zh, en = self.texts(*planted.split(":", 1)[1].split(":"))
+        return zh, en
+
+    def generate(self, request: StageRequest) -> dict:
+        category = re.search(r"\((\w+)\)", request.prompt.split("\n", 1)[0]).group(1)
+        dish_id = self.dish_of(request)["dish_id"]
+        zh, en = self.texts(dish_id, category)
+        for k in zh:
+            self.en[zh[k]] = en[k]
+        self.generated.setdefault(zh["question"], f"{dish_id}:{category}")
+        return zh
+
+    def audit(self, request: StageRequest) -> dict:
+        question = re.search(r"^Question: (.+)$", request.prompt, flags=re.M).group(1)
+        planted = VQA_PLANTS.get(self.generated.get(question, ""), "")
+        if planted.startswith(f"audit{self.pass_of(request)}:"):
+            return {"verdict": "reject", "issue_category": planted.split(":", 1)[1]}
+        return {"verdict": "pass", "issue_category": None}
+
+    # -- translation
+    def glossary(self, request: StageRequest) -> dict:
+        names = json.loads(next(line for line in request.prompt.splitlines() if line.startswith("[")))
+        return {n: self.truth["names_en"][n] for n in names}
+
+    def translate(self, request: StageRequest) -> dict:
+        texts = json.loads(request.prompt.strip().splitlines()[-2])
+        return {k: self.en.get(v, f"(untranslated) {v}") for k, v in texts.items()}
+
+
+# -- the synthetic export's truth
+def synthetic_truth(raw: str | Path, seed: int = 0) -> dict[str, Any]:
+    """The truth of the synthetic export in `raw`, rendered again from `seed`; ValueError when the
+    folder's photos are not that export's (the stand-in knows nothing else)."""
+    from synthetic.raw_export import write_raw_export
+
+    raw = Path(raw)
+    photos_file = raw / "photos.jsonl"
+    if not photos_file.is_file():
+        raise ValueError(f"{raw} has no photos.jsonl: write one with `python diningbench.py sample --raw --out {raw}`")
+    with tempfile.TemporaryDirectory(prefix="standin-") as tmp:
+        truth = write_raw_export(tmp, seed=seed)
+    for line in photos_file.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        path = raw / row["path"]
+        if not path.is_file() or _sha(path.read_bytes()) not in truth["photos"]:
+            raise ValueError(f"{raw}: photo {row.get('photo_id')} is not one the synthetic generator writes with "
+                             f"--seed {seed}; the stand-in answers only for `python diningbench.py sample --raw "
+                             f"--seed {seed}` (pass the export's --seed)")
+    return truth
+
+
+# -- the OpenAI-compatible server
+@dataclass
+class _Request:
+    body: Any
+    prompt: str = ""
+    images: list[bytes] = field(default_factory=list)
+
+
+def _parse(body: dict[str, Any]) -> _Request:
+    request = _Request(body)
+    texts = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+            continue
+        for part in content or []:
+            if part.get("type") == "text":
+                texts.append(part["text"])
+            elif part.get("type") == "image_url":
+                data = part["image_url"]["url"].partition(",")[2].replace("-", "+").replace("_", "/")
+                request.images.append(base64.b64decode(data + "=" * (-len(data) % 4)))
+    request.prompt = "".join(texts)
+    return request
+
+
+class StandInServer(ThreadingHTTPServer):
+    """POST /v1/chat/completions answered by the oracle; GET /v1/models lists `standin`. 127.0.0.1 only."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.oracle: ConstructOracle | None = None  # requests wait in the backlog until it is set and served
+        self.lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def answer(self, body: Any) -> tuple[int, dict[str, Any]]:
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return 400, {"error": {"message": "body is not a chat completion request", "code": 400}}
+        try:
+            request = _parse(body)
+            with self.lock:
+                text = self.oracle(request) if self.oracle else "I cannot help with that."
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            return 400, {"error": {"message": f"the stand-in cannot answer this request ({type(exc).__name__})",
+                                   "code": 400}}
+        # A stand-in spends no tokens: usage is reported as zero so no cost is ever made up.
+        return 200, {"id": "chatcmpl-standin", "object": "chat.completion", "created": int(time.time()),
+                     "model": body.get("model", "standin"),
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: StandInServer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            return self._send(200, {"object": "list", "data": [{"id": "standin", "object": "model", "created": 0,
+                                                                 "owned_by": "diningbench-standin"}]})
+        return self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            return self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        return self._send(*self.server.answer(body))
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m construct.standin", description=BANNER + ".")
+    ap.add_argument("raw", help="the folder `python diningbench.py sample --raw --out RAW` wrote")
+    ap.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any free port; default 8765)")
+    ap.add_argument("--seed", type=int, default=0, help="the --seed the export was written with (default 0)")
+    ap.add_argument("--filter-models", default=",".join(DEFAULT_FILTER_MODELS),
+                    help="the two SPEC,SPEC given to `construct run --filter-models` (default: %(default)s)")
+    ap.add_argument("--serve-for", type=float, default=None, metavar="SECONDS",
+                    help="stop by itself after this many seconds (default: until Ctrl-C or SIGTERM)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    filters = tuple(x.strip() for x in args.filter_models.split(",") if x.strip())
+    if len(filters) != 2:
+        print(f"error: --filter-models wants two SPEC,SPEC, got {args.filter_models!r}", file=sys.stderr)
+        return 2
+    try:
+        server = StandInServer(args.port)  # bound first: a client that comes early waits in the backlog
+    except OSError as exc:
+        print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    try:
+        try:
+            server.oracle = ConstructOracle(synthetic_truth(args.raw, args.seed), filters)  # type: ignore[arg-type]
+        except (ValueError, OSError, KeyError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        thread.start()
+        print(f"{BANNER}; serving {args.raw} (seed {args.seed}) on {server.base_url}, filter models "
+              f"{','.join(filters)}" + (f", for {args.serve_for:g} s" if args.serve_for else "")
+              + "; Ctrl-C or SIGTERM stops it", flush=True)
+        try:
+            stop.wait(args.serve_for)
+        except KeyboardInterrupt:
+            pass
+    finally:
+        if thread.is_alive():
+            server.shutdown()
+        server.server_close()
+        signal.signal(signal.SIGTERM, previous)
+    print("stand-in stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
