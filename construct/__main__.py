@@ -56,6 +56,8 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--export", dest="export_csv")
     g.add_argument("--import", dest="import_csv")
+    g.add_argument("--approve-all", action="store_true",
+                   help='approve every pending item, noted "approved in bulk" (a demo; no person looked at them)')
     p = sub.add_parser("release", help="build and validate the Parquet release")
     p.add_argument("work")
     p.add_argument("--out", required=True)
@@ -82,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.export_csv:
                 n = review.export_csv(args.work, args.export_csv)
                 print(f"wrote {n} items to {args.export_csv}: fill `decision` with approve or reject, then --import it")
+            elif args.approve_all:
+                n = review.approve_all(args.work)
+                print(f'approved {n} pending item(s) in bulk, each noted "approved in bulk"')
             else:
                 counts = review.import_csv(args.work, args.import_csv)
                 print(", ".join(f"{k} {v}" for k, v in counts.items()))

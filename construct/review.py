@@ -4,7 +4,9 @@ without review when its task is in `review_exempt`).
 Two faces on one log (WORK/review/log.jsonl, append-only, the last word on an item wins):
 - CSV: `python -m construct review WORK --export review.csv`, fill the `decision` column with
   approve / reject, then `--import review.csv`;
-- functions for an app tab: `list_items`, `get_item` (with photo paths), `record_decision`.
+- functions for an app tab: `list_items`, `get_item` (with photo paths), `record_decision`;
+- `--approve-all` (`approve_all`): approve every pending item with the note "approved in bulk",
+  for a demo or a build whose items were checked elsewhere; the note stays in the decisions.
 """
 
 from __future__ import annotations
@@ -103,6 +105,22 @@ def record_decision(work: str | Path, item_id: str, decision: str, note: str = "
         fh.write(json.dumps({"item": item_id, "decision": decision, "note": note, "at": time.time()},
                             ensure_ascii=False) + "\n")
     write_decisions(work)
+
+
+def approve_all(work: str | Path, note: str = "approved in bulk") -> int:
+    """Approve every item still pending (decided items keep their decision), each with `note`, so that
+    the log says no person looked at them one by one. Returns how many were approved."""
+    work = Path(work)
+    decided = _log(work)
+    pending = [r["id"] for r in _rows(work) if r["id"] not in decided]
+    path = work / NAME / "log.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        for item_id in pending:
+            fh.write(json.dumps({"item": item_id, "decision": "approve", "note": note, "at": time.time()},
+                                ensure_ascii=False) + "\n")
+    write_decisions(work)
+    return len(pending)
 
 
 def export_csv(work: str | Path, path: str | Path) -> int:
