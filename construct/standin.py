@@ -347,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGINT too: a shell starts a background job with SIGINT ignored, and Ctrl-C should still stop it.
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     try:
         try:
@@ -359,15 +360,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{BANNER}; serving {args.raw} (seed {args.seed}) on {server.base_url}, filter models "
               f"{','.join(filters)}" + (f", for {args.serve_for:g} s" if args.serve_for else "")
               + "; Ctrl-C or SIGTERM stops it", flush=True)
-        try:
-            stop.wait(args.serve_for)
-        except KeyboardInterrupt:
-            pass
+        stop.wait(args.serve_for)
     finally:
         if thread.is_alive():
             server.shutdown()
         server.server_close()
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print("stand-in stopped", flush=True)
     return 0
 
