@@ -70,6 +70,11 @@ def test_every_tab_fits_the_screen(page, tmp_path: Path) -> None:
         assert board.evaluate("e => e.scrollWidth > e.clientWidth")
     expect(page.locator("footer")).not_to_contain_text("·", use_inner_text=True)  # no dangling divider
 
+    open_tab(page, "Runs")  # a run's items, one whole: its views and the exact prompt sent
+    expect(page.get_by_label("Prompt sent")).not_to_have_value("", timeout=30_000)
+    expect(page.get_by_label("Raw answer")).not_to_have_value("")
+    _fits(page, tmp_path, "runs")
+
 
 def test_captions_are_whole_and_the_enlarged_view_is_bigger_than_its_thumbnail(page, tmp_path: Path) -> None:
     from playwright.sync_api import expect

@@ -7,6 +7,7 @@ folder's own content (answers, prompts, references), in text components that nev
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +74,13 @@ def detail(run_dir: str | None, key: str | None) -> tuple[list[Any], str, str, A
     if found.error:
         lines.append(f"error: {found.error}")
     lines.append("prompt verified against the request hash" if found.prompt_verified else (found.note or ""))
-    return (gallery, found.prompt, found.raw or "", found.parsed, found.reference, found.score,
+    return (gallery, found.prompt, found.raw or "", _json(found.parsed), _json(found.reference), found.score,
             found.judge_reply or "", "  \n".join(line.replace("<", "&lt;") for line in lines if line))
+
+
+def _json(value: Any) -> Any:
+    """gr.JSON reads a string as JSON text: a letter or an answer must go in quoted."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value
 
 
 def build(results_dir: Path) -> tuple[Any, list[Any], Any, list[Any]]:
@@ -104,19 +110,22 @@ def build(results_dir: Path) -> tuple[Any, list[Any], Any, list[Any]]:
             raise gr.Error("unknown run folder")
         return run_dir
 
+    shown = [gallery, prompt, raw, parsed, reference, score, judge, summary]
+
     def refresh(run_dir: str | None, task_name: str, status_name: str, cuisine_name: str):
+        # The first item's detail comes with the list: no second event to wait for.
         rows, keys = table(listed(run_dir), task_name, status_name, cuisine_name)
-        return rows, gr.update(choices=keys, value=keys[0] if keys else None)
+        first = keys[0] if keys else None
+        return (rows, gr.update(choices=keys, value=first), *detail(run_dir, first))
 
     def show(run_dir: str | None, key: str | None):
         return detail(listed(run_dir), key)
 
     filters = [run, task, status, cuisine]
     for component in filters:
-        component.change(refresh, filters, [items, item], api_visibility="private")
-    item.change(show, [run, item], [gallery, prompt, raw, parsed, reference, score, judge, summary],
-                api_visibility="private")
-    return run, filters, refresh, [items, item]
+        component.input(refresh, filters, [items, item, *shown], api_visibility="private")
+    item.input(show, [run, item], shown, api_visibility="private")
+    return run, filters, refresh, [items, item, *shown]
 
 
 def app(results_dir: Path) -> gr.Blocks:
