@@ -2,6 +2,8 @@
 
 Built with gr.Blocks (evaluate's launch_gradio_widget does not work on current Gradio); importing
 this file builds `demo` without launching it. Judge keys come from the server's environment only.
+The page shows the headline first (`headline`) and the metric's raw keys folded below; the API
+endpoint "score" returns the raw dict.
 """
 
 from __future__ import annotations
@@ -57,6 +59,35 @@ def score(questions: str, references: str, predictions: str, judge_spec: str) ->
             judge.close()
 
 
+def _pct(value: float | None) -> str:
+    """A fraction as a percentage with 2 decimals, like the CLI (0.2445 -> "24.45%"); None -> "—"."""
+    return "—" if value is None else f"{100 * value:.2f}%"
+
+
+def headline(result: dict[str, Any]) -> str:
+    """The Markdown shown first: judge accuracy, scored / unscored / rule-decided counts, or the error.
+
+    >>> print(headline({"accuracy": 0.25, "accuracy_scored": 1 / 3, "n": 4, "unscored": 1, "decided_by_rule": 2,
+    ...                 "verdicts": ["C", "I", None, "I"], "injection_suspected": 0}))
+    **Judge accuracy: 25.00%** (1 of 4 correct; unscored counts as not correct)
+    <BLANKLINE>
+    n = 4 · scored: 3 · unscored: 1 · decided by rule: 2 · accuracy on scored items: 33.33%
+    """
+    if not result:
+        return ""
+    if "error" in result:
+        return f"**Error:** {result['error']}"
+    n, unscored = result["n"], result["unscored"]
+    correct = result["verdicts"].count("C") if "verdicts" in result else round(result["accuracy"] * n)
+    lines = [f"**Judge accuracy: {_pct(result['accuracy'])}** ({correct} of {n} correct; "
+             "unscored counts as not correct)",
+             f"n = {n} · scored: {n - unscored} · unscored: {unscored} · decided by rule: "
+             f"{result['decided_by_rule']} · accuracy on scored items: {_pct(result.get('accuracy_scored'))}"]
+    if result.get("injection_suspected"):
+        lines.append(f"{result['injection_suspected']} answers carry text aimed at the judge")
+    return "\n\n".join(lines)
+
+
 with gr.Blocks(title="DiningBench judge_accuracy") as demo:
     gr.Markdown(
         "# judge_accuracy\nBinary verdicts on free-text dietary answers. Closed-form answers (comply / "
@@ -72,11 +103,13 @@ with gr.Blocks(title="DiningBench judge_accuracy") as demo:
         predictions_box = gr.Textbox(label="Candidate answers", lines=6, value="不符合，有猪油。\nYes, it looks safe.")
     judge_box = gr.Textbox(label="Judge (optional backend spec)", placeholder="openai:gpt-4o")
     button = gr.Button("Compute", variant="primary")
-    output = gr.JSON(label="Result")
+    summary = gr.Markdown()
+    with gr.Accordion("All result keys", open=False):
+        output = gr.JSON(label="Result")
     with gr.Accordion(f"Judge prompt ({MODULE.JUDGE_PROMPT_VERSION})", open=False):
         gr.Code(MODULE.JUDGE_PROMPT, language=None)
     button.click(score, inputs=[questions_box, references_box, predictions_box, judge_box], outputs=output,
-                 api_name="score")
+                 api_name="score").then(headline, inputs=output, outputs=summary, api_visibility="private")
 
 if __name__ == "__main__":
     demo.launch()

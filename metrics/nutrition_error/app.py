@@ -1,7 +1,9 @@
 """Gradio demo of the nutrition_error metric: paste nutrition answers and references, get MAPE.
 
 Built with gr.Blocks (evaluate's launch_gradio_widget does not work on current Gradio); importing
-this file builds `demo` without launching it.
+this file builds `demo` without launching it. The page shows the headline (`headline`) and a
+per-nutrient table (`nutrient_rows`) first, the metric's raw keys folded below; the API endpoint
+"score" returns the raw dict.
 """
 
 from __future__ import annotations
@@ -63,19 +65,75 @@ def score(predictions: str, references: str) -> dict[str, Any]:
     return {k: v for k, v in result.items() if k != "per_item"} | {"per_item": result["per_item"]}
 
 
+NUTRIENT_UNITS = {"calories": "kcal", "protein": "g", "carbohydrates": "g", "fat": "g"}
+TABLE_HEADERS = ["Nutrient", "Unit", "MAE", "RMSE", "MAPE (%)"]
+
+
+def _pct(value: float | None, sign: str = "%") -> str:
+    """A fraction as a percentage with 2 decimals, like the CLI (0.2445 -> "24.45%"); None -> "—"."""
+    return "—" if value is None else f"{100 * value:.2f}{sign}"
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def headline(result: dict[str, Any]) -> str:
+    """The Markdown shown first: Average MAPE, items, parse failures (or the error, as one line).
+
+    >>> print(headline({"avg_mape": 0.2445, "avg_mape_parsed_only": 0.1, "n": 3, "parse_failures": 1,
+    ...                 "zero_gt_exclusions": 0}))
+    **Average MAPE: 24.45%** (lower is better)
+    <BLANKLINE>
+    n = 3 · parse failures: 1 (counted as predicting 0, APE 100%) · parsed answers only: 10.00%
+    """
+    if not result:
+        return ""
+    if "error" in result:
+        return f"**Error:** {result['error']}"
+    lines = [f"**Average MAPE: {_pct(result.get('avg_mape'))}** (lower is better)",
+             f"n = {result['n']} · parse failures: {result['parse_failures']} (counted as predicting 0, APE 100%)"
+             f" · parsed answers only: {_pct(result.get('avg_mape_parsed_only'))}"]
+    if result.get("zero_gt_exclusions"):
+        lines.append(f"{result['zero_gt_exclusions']} reference values of 0 left out of MAPE")
+    return "\n\n".join(lines)
+
+
+def nutrient_rows(result: dict[str, Any]) -> list[list[str]]:
+    """One row per nutrient: name, unit, MAE, RMSE (in the unit), MAPE (%); no rows for an error.
+
+    >>> nutrient_rows({"calories_mae": 50.0, "calories_rmse": 50.0, "calories_mape": 0.1})[0]
+    ['calories', 'kcal', '50.00', '50.00', '10.00']
+    """
+    if not result or "error" in result:
+        return []
+    return [[c, unit, _num(result.get(f"{c}_mae")), _num(result.get(f"{c}_rmse")), _pct(result.get(f"{c}_mape"), "")]
+            for c, unit in NUTRIENT_UNITS.items()]
+
+
+def present(result: dict[str, Any]) -> tuple[str, list[list[str]]]:
+    """What the page shows above the raw keys: (headline Markdown, per-nutrient rows)."""
+    return headline(result), nutrient_rows(result)
+
+
 with gr.Blocks(title="DiningBench nutrition_error") as demo:
     gr.Markdown(
         "# nutrition_error\nPer-serving nutrition estimation error (kcal, g). Predictions: a JSON list of "
         "raw answers, or one per line. References: one JSON object per line with calories, protein, "
-        "carbohydrates and fat. Ratios are fractions (0.2445 = 24.45%); an unparsed answer counts as "
-        "predicting 0 (APE 100%)."
+        "carbohydrates and fat. Figures show as percentages; the raw result keys hold fractions (0.2445 = "
+        "24.45%). An unparsed answer counts as predicting 0 (APE 100%)."
     )
     with gr.Row():
         predictions_box = gr.Textbox(label="Predictions (raw model text or JSON)", lines=10, value=EXAMPLE_PREDICTIONS)
         references_box = gr.Textbox(label="References (JSON per line)", lines=10, value=EXAMPLE_REFERENCES)
     button = gr.Button("Compute", variant="primary")
-    output = gr.JSON(label="Result")
-    button.click(score, inputs=[predictions_box, references_box], outputs=output, api_name="score")
+    summary = gr.Markdown()
+    table = gr.Dataframe(headers=TABLE_HEADERS, label="Per nutrient (MAE and RMSE in the unit shown)",
+                         interactive=False)
+    with gr.Accordion("All result keys", open=False):
+        output = gr.JSON(label="Result")
+    button.click(score, inputs=[predictions_box, references_box], outputs=output,
+                 api_name="score").then(present, inputs=output, outputs=[summary, table], api_visibility="private")
 
 if __name__ == "__main__":
     demo.launch()
