@@ -1,7 +1,10 @@
 """The raw merchant export a build starts from (schema/raw_export.schema.json), read and checked.
 
 RAW/merchants.jsonl, RAW/dishes.jsonl, RAW/photos.jsonl and the photo files they name (relative to RAW).
-A malformed line is a one-line error naming the file and line.
+A malformed line is a one-line error naming the file and line: invalid JSON or UTF-8, a missing field,
+an id given twice, a dish without a merchant or with an unknown one, a nutrition unit other than
+per_serving / per_100g, a photo whose file does not exist. The export is read and checked whole
+before a stage writes anything, so a bad export never touches a work folder's decisions.
 """
 
 from __future__ import annotations
@@ -78,17 +81,27 @@ def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if not path.exists():
         raise ValueError(f"raw export: {path.name} is missing in {path.parent}")
     rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path.name} line {lineno}: invalid JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{path.name} line {lineno}: not a JSON object")
-        rows.append((lineno, row))
+    with path.open("rb") as fh:  # line by line: a 10k-dish export is never one string in memory
+        for lineno, raw_line in enumerate(fh, 1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path.name} line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path.name} line {lineno}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path.name} line {lineno}: not a JSON object")
+            rows.append((lineno, row))
     return rows
+
+
+def _unique(table: dict[str, Any], key: str, where: str, id_field: str) -> None:
+    if key in table:
+        raise ValueError(f"{where}: {id_field} {key!r} appears twice")
 
 
 def _need(row: dict[str, Any], where: str, *keys: str) -> None:
@@ -106,12 +119,16 @@ def load_raw(root: str | Path) -> RawExport:
     for lineno, row in _lines(root / "merchants.jsonl"):
         where = f"merchants.jsonl line {lineno}"
         _need(row, where, "merchant_id", "name", "cuisine")
+        _unique(raw.merchants, row["merchant_id"], where, "merchant_id")
         if row["cuisine"] not in CUISINES:
             raise ValueError(f"{where}: cuisine {row['cuisine']!r} is not one of {', '.join(CUISINES)}")
         raw.merchants[row["merchant_id"]] = Merchant(row["merchant_id"], row["name"], row["cuisine"])
     for lineno, row in _lines(root / "dishes.jsonl"):
         where = f"dishes.jsonl line {lineno}"
+        if not isinstance(row.get("merchant_id"), str) or not row["merchant_id"].strip():
+            raise ValueError(f"{where}: dish {row.get('dish_id')!r} has no merchant_id (every dish belongs to a merchant)")
         _need(row, where, "dish_id", "merchant_id", "name", "menu_category")
+        _unique(raw.dishes, row["dish_id"], where, "dish_id")
         if row["merchant_id"] not in raw.merchants:
             raise ValueError(f"{where}: merchant_id {row['merchant_id']!r} is not in merchants.jsonl")
         ingredients = row.get("ingredients") or []
@@ -119,9 +136,15 @@ def load_raw(root: str | Path) -> RawExport:
             raise ValueError(f"{where}: ingredients must be a list of strings")
         nutrition = row.get("nutrition")
         if nutrition is not None:
-            if not isinstance(nutrition, dict) or nutrition.get("unit") not in NUTRITION_UNITS:
+            if not isinstance(nutrition, dict):
+                raise ValueError(f"{where}: nutrition must be an object with a unit and {', '.join(NUTRIENTS)}")
+            if "unit" not in nutrition:
                 raise ValueError(f"{where}: nutrition needs a unit ({' or '.join(NUTRITION_UNITS)})")
-            bad = [n for n in NUTRIENTS if not isinstance(nutrition.get(n), int | float)]
+            if nutrition["unit"] not in NUTRITION_UNITS:
+                raise ValueError(f"{where}: nutrition unit {nutrition['unit']!r} is unknown "
+                                 f"(one of {', '.join(NUTRITION_UNITS)})")
+            bad = [n for n in NUTRIENTS if isinstance(nutrition.get(n), bool)
+                   or not isinstance(nutrition.get(n), int | float)]
             if bad:
                 raise ValueError(f"{where}: nutrition lacks numeric {', '.join(bad)}")
         raw.dishes[row["dish_id"]] = Dish(row["dish_id"], row["merchant_id"], row["name"], row["menu_category"],
@@ -130,6 +153,7 @@ def load_raw(root: str | Path) -> RawExport:
     for lineno, row in _lines(root / "photos.jsonl"):
         where = f"photos.jsonl line {lineno}"
         _need(row, where, "photo_id", "dish_id", "role", "path")
+        _unique(raw.photos, row["photo_id"], where, "photo_id")
         if row["role"] not in ("reference", "user"):
             raise ValueError(f"{where}: role must be reference or user, got {row['role']!r}")
         if row["dish_id"] not in raw.dishes:
@@ -137,5 +161,7 @@ def load_raw(root: str | Path) -> RawExport:
         path = (root / row["path"]).resolve()
         if raw.root not in path.parents:
             raise ValueError(f"{where}: path {row['path']!r} leaves the export folder")
+        if not path.is_file():
+            raise ValueError(f"{where}: photo file {row['path']!r} does not exist in {raw.root}")
         raw.photos[row["photo_id"]] = Photo(row["photo_id"], row["dish_id"], row["role"], row["path"])
     return raw

@@ -1,0 +1,77 @@
+"""Bad raw exports: each mistake is a one-line error naming the file and the line, raised before a stage
+writes anything, so a work folder's decisions and cached answers survive a rerun on a broken export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from construct.__main__ import main
+from construct.raw import load_raw
+
+MERCHANT = {"merchant_id": "m1", "name": "A", "cuisine": "chinese"}
+DISH = {"dish_id": "d1", "merchant_id": "m1", "name": "炒饭", "menu_category": "主食",
+        "ingredients": ["米饭 200克", "鸡蛋 50克", "葱 5克"], "portion": "1份，约255克"}
+PHOTO = {"photo_id": "p1", "dish_id": "d1", "role": "reference", "path": "images/p1.jpg"}
+
+
+def export(root: Path, merchants=(MERCHANT,), dishes=(DISH,), photos=(PHOTO,)) -> Path:
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    (root / "images" / "p1.jpg").write_bytes(b"not really a jpeg; the stage decides that")
+    for name, rows in (("merchants", merchants), ("dishes", dishes), ("photos", photos)):
+        text = "".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows)
+        (root / f"{name}.jsonl").write_text(text, encoding="utf-8")
+    return root
+
+
+def test_a_sound_export_loads(tmp_path):
+    raw = load_raw(export(tmp_path))
+    assert list(raw.dishes) == ["d1"] and list(raw.photos) == ["p1"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"photos": ({**PHOTO, "path": "images/missing.jpg"},)},
+     r"photos.jsonl line 1: photo file 'images/missing.jpg' does not exist"),
+    ({"dishes": ({k: v for k, v in DISH.items() if k != "merchant_id"},)},
+     r"dishes.jsonl line 1: dish 'd1' has no merchant_id"),
+    ({"dishes": ({**DISH, "merchant_id": "m9"},)}, r"dishes.jsonl line 1: merchant_id 'm9' is not in merchants.jsonl"),
+    ({"dishes": ({**DISH, "nutrition": {"unit": "per_cup", "calories": 1, "protein": 1, "carbohydrates": 1,
+                                        "fat": 1}},)},
+     r"dishes.jsonl line 1: nutrition unit 'per_cup' is unknown \(one of per_serving, per_100g\)"),
+    ({"dishes": ({**DISH, "nutrition": {"calories": 1}},)}, r"dishes.jsonl line 1: nutrition needs a unit"),
+    ({"dishes": ({**DISH, "nutrition": {"unit": "per_serving", "calories": "500 kcal", "protein": 1,
+                                        "carbohydrates": 1, "fat": 1}},)},
+     r"dishes.jsonl line 1: nutrition lacks numeric calories"),
+    ({"merchants": (MERCHANT, '{"merchant_id": "m2", "name": ')},
+     r"merchants.jsonl line 2: invalid JSON \(Expecting value, column \d+\)"),
+    ({"photos": (PHOTO, "", "[1, 2]")}, r"photos.jsonl line 3: not a JSON object"),
+    ({"dishes": (DISH, DISH)}, r"dishes.jsonl line 2: dish_id 'd1' appears twice"),
+])
+def test_bad_input_names_the_file_and_the_line(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        load_raw(export(tmp_path, **change))
+
+
+def test_a_line_that_is_not_utf8_names_its_line(tmp_path):
+    root = export(tmp_path)
+    with (root / "dishes.jsonl").open("ab") as fh:
+        fh.write(b'{"dish_id": "d2", "name": "\xff"}\n')
+    with pytest.raises(ValueError, match=r"dishes.jsonl line 2: not UTF-8"):
+        load_raw(root)
+
+
+def test_the_cli_prints_one_line_and_leaves_the_work_folder_as_it_was(tmp_path, capsys):
+    root = export(tmp_path / "raw", photos=({**PHOTO, "path": "images/gone.jpg"},))
+    work = tmp_path / "work"
+    (work / "photos").mkdir(parents=True)
+    decided = '{"key": "k", "text": "{\\"quality\\": \\"good\\"}"}\n'
+    (work / "photos" / "calls.jsonl").write_text(decided, encoding="utf-8")
+    (work / "config.json").write_text('{"model": "openai:earlier"}', encoding="utf-8")
+    rc = main(["run", str(root), "--out", str(work), "--model", "openai:m"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err.count("\n") == 0 and "photos.jsonl line 1" in err and "gone.jpg" in err
+    assert (work / "photos" / "calls.jsonl").read_text(encoding="utf-8") == decided
+    assert (work / "config.json").read_text(encoding="utf-8") == '{"model": "openai:earlier"}'
