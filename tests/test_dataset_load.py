@@ -145,3 +145,22 @@ def test_summary_cli_counts_items_cuisines_and_images() -> None:
     n = len(diningbench.load("classification"))
     assert f"classification: {n} items" in done.stdout
     assert "vqa_category: cuisine_technique" in done.stdout and "per item" in done.stdout
+
+
+def test_nutrition_reads_back_as_written_and_older_float32_releases_still_validate(tmp_path):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ds = diningbench.load("nutrition", decode_images=False)
+    assert all(len(repr(v)) <= 8 for v in ds["calories"])  # 682.4, not 682.4000244140625
+    old = tmp_path / "old"
+    shutil.copytree(diningbench.SAMPLE_DIR, old)
+    (path,) = (old / "data" / "nutrition").glob("*.parquet")
+    table = pq.read_table(path)
+    for name in diningbench.NUTRIENTS:
+        table = table.set_column(table.schema.get_field_index(name), name, table[name].cast(pa.float32()))
+    pq.write_table(table, path)
+    errors = [p for p in diningbench.validate(old) if p.level == "error"]
+    assert errors == []
