@@ -4,6 +4,11 @@ A stage hands over `Ask`s (item, prompt, images); each is sent with `eval.runner
 backend of a `backend:model` spec, and the answer is appended to WORK/<stage>/calls.jsonl under a key
 of (stage, item, model, prompt version, prompt text, image bytes): a rerun asks only what is missing
 or failed, and a changed prompt version asks again. Token counts come from `Response.usage`.
+
+`--base-url URL1,URL2,...` (replicas of one `vllm serve`) makes one backend per URL behind a
+`RoundRobin` that hands each request to the next replica; the replicas' hosts (never a path, query
+or key) are recorded in WORK/hosts.json. The base URL is not part of a call's cache key, so answers
+cached against one set of replicas are reused with another.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from construct.work import BuildSettings, read_jsonl
+from construct.work import BuildSettings, read_jsonl, write_json
 from eval.backends import make_backend, release
+from eval.backends._retry import host_of
 from eval.images import encode_for_transport
 from eval.runner import RetryPolicy, execute
-from eval.types import DEFAULT_MAX_TOKENS, Backend, GenerationConfig, ImagePart, Message, Request
+from eval.types import DEFAULT_MAX_TOKENS, Backend, GenerationConfig, ImagePart, Message, Request, Response
 
 MAX_SIDE = 1024  # the harness's transport bound: photos larger than this are shrunk once before sending
 
@@ -92,6 +98,42 @@ def parse_json_object(text: str | None) -> dict[str, Any] | None:
     return found
 
 
+def base_urls(value: str | None) -> list[str | None]:
+    """The replicas of `--base-url` (comma-separated); [None] when none is given (the backend's default).
+
+    >>> base_urls("http://a:8000/v1, http://b:8000/v1")
+    ['http://a:8000/v1', 'http://b:8000/v1']
+    >>> base_urls(None)
+    [None]
+    """
+    urls = [u.strip() for u in (value or "").split(",") if u.strip()]
+    return urls or [None]
+
+
+class RoundRobin:
+    """One backend per replica; request i goes to replica i mod N (a retry goes to the next one)."""
+
+    def __init__(self, backends: list[Backend], hosts: list[str | None]) -> None:
+        self.backends = backends
+        self.hosts = hosts
+        self.spec = backends[0].spec
+        self.sent = [0] * len(backends)
+        self._next = 0
+
+    async def generate(self, request: Request) -> Response:
+        i = self._next
+        self._next = (i + 1) % len(self.backends)
+        self.sent[i] += 1
+        return await self.backends[i].generate(request)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.backends[0].describe(), "replicas": self.hosts}
+
+    async def aclose(self) -> None:
+        for backend in self.backends:
+            await release(backend)
+
+
 class Models:
     """The backends of one build, made once per spec, and the per-stage call caches."""
 
@@ -104,9 +146,24 @@ class Models:
 
     def backend(self, spec: str) -> Backend:
         if spec not in self._backends:
-            self._backends[spec] = self._factory(spec, base_url=self.settings.base_url, timeout=self.settings.timeout,
-                                                 max_tokens=DEFAULT_MAX_TOKENS, seed=self.settings.seed, images=4)
+            urls = base_urls(self.settings.base_url)
+            made = [self._factory(spec, base_url=url, timeout=self.settings.timeout, max_tokens=DEFAULT_MAX_TOKENS,
+                                  seed=self.settings.seed, images=4) for url in urls]
+            hosts = [host_of(url) for url in urls]
+            self._backends[spec] = made[0] if len(made) == 1 else RoundRobin(made, hosts)
+            self._record_hosts(spec, hosts)
         return self._backends[spec]
+
+    def _record_hosts(self, spec: str, hosts: list[str | None]) -> None:
+        """WORK/hosts.json: {spec: [host:port, ...]} of the replicas each model was asked on (no path, no key)."""
+        path = self.work / "hosts.json"
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        except (OSError, ValueError):
+            recorded = {}
+        recorded[spec] = [h or "default" for h in hosts]
+        self.work.mkdir(parents=True, exist_ok=True)
+        write_json(path, recorded)
 
     def ask(self, stage: str, spec: str, version: str, asks: list[Ask]) -> dict[str, Answer]:
         """Answers by item; cached answers are reused, failed calls are not cached (a rerun retries)."""
