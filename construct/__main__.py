@@ -1,4 +1,4 @@
-"""`python -m construct {run,review,release,report}`: build a release from a raw merchant export."""
+"""`python -m construct {run,merge,review,release,report}`: build a release from a raw merchant export."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from construct import funnel, pipeline, review
+from construct import funnel, pipeline, review, shard
 from construct.work import BuildSettings, load_settings
 
 
@@ -32,6 +32,12 @@ def _list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def _answered(work: Path) -> int:
+    from construct.work import STAGES, read_jsonl
+
+    return sum(len(read_jsonl(work / stage / "calls.jsonl")) for stage in STAGES)
+
+
 def parser() -> argparse.ArgumentParser:
     d = BuildSettings()
     ap = argparse.ArgumentParser(prog="python -m construct", description=__doc__.splitlines()[0])
@@ -41,7 +47,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="work folder")
     p.add_argument("--model", required=True, help="backend:model for generation and the photo checks")
     p.add_argument("--filter-models", type=_list, default=[], help="SPEC,SPEC: the two filter / audit models")
-    p.add_argument("--base-url", default=None)
+    p.add_argument("--base-url", action="append", default=None,
+                   help="URL[,URL...] (or the flag repeated): replicas, e.g. of `vllm serve`, asked in turn")
     p.add_argument("--fdc", default=None, help="folder of the FoodData Central CSV download")
     p.add_argument("--concurrency", type=int, default=d.concurrency)
     p.add_argument("--seed", type=int, default=d.seed)
@@ -51,6 +58,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cuisine-caps", type=_caps, default={}, help="e.g. chinese=2000,western=300")
     p.add_argument("--review-exempt", type=_list, default=[], help="tasks released without human review")
     p.add_argument("--price-per-mtok", type=_price, default=None, help="PROMPT,COMPLETION USD per million tokens")
+    p.add_argument("--shard", default=None, metavar="K/N",
+                   help="only the merchants in shard K of N (stable hash of merchant_id); then `merge` the N folders")
+    p = sub.add_parser("merge", help="union the shards' answers and run every stage once on the whole export")
+    p.add_argument("works", nargs="+", help="the work folders of shards 1/N .. N/N")
+    p.add_argument("--out", required=True, help="merged work folder")
+    p.add_argument("--base-url", action="append", default=None,
+                   help="where to ask what no shard asked (default: the first shard's)")
     p = sub.add_parser("review", help="export items for review to CSV, or import the decisions")
     p.add_argument("work")
     g = p.add_mutually_exclusive_group(required=True)
@@ -72,14 +86,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             settings = BuildSettings(
                 raw=str(Path(args.raw).resolve()), model=args.model, filter_models=args.filter_models,
-                base_url=args.base_url, fdc=str(Path(args.fdc).resolve()) if args.fdc else None,
+                base_url=",".join(args.base_url) if args.base_url else None, fdc=str(Path(args.fdc).resolve()) if args.fdc else None,
                 concurrency=args.concurrency, seed=args.seed, timeout=args.timeout, min_side=args.min_side,
                 min_user_photos=args.min_user_photos, cuisine_caps=args.cuisine_caps,
-                review_exempt=args.review_exempt, price_per_mtok=args.price_per_mtok)
+                review_exempt=args.review_exempt, price_per_mtok=args.price_per_mtok, shard=args.shard)
             pipeline.run(args.out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
             md, png = funnel.write(Path(args.out), settings)
             print(md.read_text(encoding="utf-8"))
             print(f"wrote {md} and {png}; next: python -m construct review {args.out} --export review.csv")
+        elif args.command == "merge":
+            out = Path(args.out)
+            settings = shard.merge_calls([Path(w) for w in args.works], out,
+                                         ",".join(args.base_url) if args.base_url else None)
+            before = _answered(out)
+            pipeline.run(out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
+            md, png = funnel.write(out, settings)
+            print(md.read_text(encoding="utf-8"))
+            print(f"merged {len(args.works)} shard(s) into {out}: {_answered(out) - before} call(s) asked anew "
+                  f"(prompts that changed once the whole export was seen); next: python -m construct review {out} ...")
         elif args.command == "review":
             if args.export_csv:
                 n = review.export_csv(args.work, args.export_csv)

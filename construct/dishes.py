@@ -57,7 +57,9 @@ def run(ctx: Context) -> None:
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     photos = Stage(ctx.work, PHOTOS)
-    inputs = fingerprint(NAME, photos.fingerprint(), s.min_user_photos, s.cuisine_caps)
+    # A shard caps nothing: the caps rank dishes across the whole export, so the merge applies them.
+    caps = {} if s.shard else s.cuisine_caps
+    inputs = fingerprint(NAME, photos.fingerprint(), s.min_user_photos, caps)
     if stage.is_done(inputs):
         return
     reference: dict[str, str] = {}
@@ -93,7 +95,7 @@ def run(ctx: Context) -> None:
     per_cuisine: Counter[str] = Counter()
     for dish in sorted(survivors, key=lambda d: (-len(users[d.dish_id]), d.dish_id)):
         cuisine = ctx.raw.cuisine_of(dish.dish_id)
-        cap = s.cuisine_caps.get(cuisine)
+        cap = caps.get(cuisine)
         if cap is not None and per_cuisine[cuisine] >= cap:
             decisions[dish.dish_id] = dropped(dish.dish_id, "cuisine_cap", cuisine=cuisine, cap=cap)
             continue

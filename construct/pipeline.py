@@ -10,6 +10,7 @@ from construct.context import Context
 from construct.models import Models
 from construct.raw import load_raw
 from construct.review import write_decisions
+from construct.shard import parse_shard, restrict
 from construct.work import BuildSettings, save_settings
 
 STAGE_RUNNERS: tuple[tuple[str, Callable[[Context], None]], ...] = (
@@ -24,6 +25,9 @@ def run(work: str | Path, settings: BuildSettings, *, models: Models | None = No
     if not settings.model:
         raise ValueError("--model is required (backend:model, e.g. openai:gpt-4o or gemini:gemini-2.5-pro)")
     raw = load_raw(settings.raw)
+    shard = parse_shard(settings.shard)
+    if shard:
+        raw = restrict(raw, *shard)
     save_settings(work, settings)
     ctx = Context(raw, work, settings, models or Models(settings, work))
     for name, stage in STAGE_RUNNERS:

@@ -39,6 +39,7 @@ class BuildSettings:
     fdc_tolerance: float = 0.40  # largest relative kcal gap between an estimate and its FDC sum
     review_exempt: list[str] = field(default_factory=list)  # tasks released without human approval
     price_per_mtok: tuple[float, float] | None = None  # (prompt, completion) USD per million tokens
+    shard: str | None = None  # "K/N": only the merchants of shard K (construct/shard.py); None = all
 
     def filter_pair(self) -> list[str]:
         """Two filter models; with fewer given, the main model fills in (recorded in config.json)."""
