@@ -111,11 +111,11 @@ def run(ctx: Context) -> None:
         asks = []
         for did, draft in drafts.items():
             t = draft["target"]
-            views = [photo_part(ctx.raw.photo_path(p), role, p) for p, role in
-                     [(t["reference"], "reference")] + [(u, "user") for u in t["user_photos"][:3]]]
+            shown = [(t["reference"], "reference")] + [(u, "user") for u in t["user_photos"][:3]]
             letter = LETTERS[draft["option_dish_ids"].index(did)]
             options = "\n".join(f"{LETTERS[i]}. {name}" for i, name in enumerate(draft["options"]))
-            asks.append(Ask(did, FILTER_PROMPT.format(options=options, letter=letter), tuple(views)))
+            asks.append(Ask(did, FILTER_PROMPT.format(options=options, letter=letter),
+                            photos=lambda shown=shown: tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in shown)))
         verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-filter{n}", asks)
         for did in list(drafts):
             answer = verdicts[did]

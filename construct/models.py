@@ -32,11 +32,21 @@ from eval.types import DEFAULT_MAX_TOKENS, Backend, GenerationConfig, ImagePart,
 MAX_SIDE = 1024  # the harness's transport bound: photos larger than this are shrunk once before sending
 
 
+CHUNK = 256  # asks whose photos are read and encoded at a time: a stage never holds every photo at once
+
+
 @dataclass(frozen=True)
 class Ask:
+    """One question to a model. `photos` (a function) reads and encodes the images only when the ask's
+    chunk comes up, and they are let go once it is answered; `images` holds them already encoded."""
+
     item: str
     prompt: str
     images: tuple[ImagePart, ...] = ()
+    photos: Callable[[], tuple[ImagePart, ...]] | None = None
+
+    def loaded(self) -> Ask:
+        return Ask(self.item, self.prompt, self.photos()) if self.photos is not None else self
 
 
 @dataclass
@@ -171,15 +181,18 @@ class Models:
         path.parent.mkdir(parents=True, exist_ok=True)
         cache = {row["key"]: row for row in read_jsonl(path) if row.get("text") is not None}
         answers: dict[str, Answer] = {}
-        pending: dict[str, tuple[str, Ask]] = {}
-        for ask in asks:
-            key = call_key(stage, spec, version, ask)
-            if key in cache:
-                answers[ask.item] = Answer(ask.item, cache[key]["text"], None, cache[key].get("usage"), cached=True)
-            else:
-                pending[ask.item] = (key, ask)
-        if pending:
-            answers.update(asyncio.run(self._run(stage, spec, version, pending, path)))
+        # Chunk by chunk: each chunk's photos are read, hashed, sent concurrently and dropped before the next.
+        for start in range(0, len(asks), CHUNK):
+            pending: dict[str, tuple[str, Ask]] = {}
+            for ask in asks[start:start + CHUNK]:
+                ask = ask.loaded()
+                key = call_key(stage, spec, version, ask)
+                if key in cache:
+                    answers[ask.item] = Answer(ask.item, cache[key]["text"], None, cache[key].get("usage"), cached=True)
+                else:
+                    pending[ask.item] = (key, ask)
+            if pending:
+                answers.update(asyncio.run(self._run(stage, spec, version, pending, path)))
         return answers
 
     async def _run(self, stage: str, spec: str, version: str, pending: dict[str, tuple[str, Ask]],

@@ -74,8 +74,10 @@ def run(ctx: Context) -> None:
         hashes[photo.photo_id] = h
 
     survivors = list(hashes)
+    # Photos are read and encoded per chunk of asks (`Ask.photos`), never all at once.
     quality = ctx.models.ask(NAME, s.model, PROMPT_VERSION,
-                             [Ask(pid, QUALITY_PROMPT, (photo_part(ctx.raw.photo_path(pid), ctx.raw.photos[pid].role, pid),))
+                             [Ask(pid, QUALITY_PROMPT, photos=lambda pid=pid: (photo_part(
+                                 ctx.raw.photo_path(pid), ctx.raw.photos[pid].role, pid),))
                               for pid in survivors])
     complete = True
     good: list[str] = []
@@ -102,8 +104,8 @@ def run(ctx: Context) -> None:
         else:
             ref = references[photo.dish_id]
             prompt = MATCH_PROMPT.format(name=ctx.raw.dishes[photo.dish_id].name)
-            asks.append(Ask(pid, prompt, (photo_part(ctx.raw.photo_path(ref), "reference", ref),
-                                          photo_part(ctx.raw.photo_path(pid), "user", pid))))
+            asks.append(Ask(pid, prompt, photos=lambda ref=ref, pid=pid: (
+                photo_part(ctx.raw.photo_path(ref), "reference", ref), photo_part(ctx.raw.photo_path(pid), "user", pid))))
     matches = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
     for ask in asks:
         pid, answer = ask.item, matches[ask.item]

@@ -119,7 +119,8 @@ def run(ctx: Context) -> None:
         prompt = GENERATE_PROMPT.format(category=category, guidance=GUIDANCE[category],
                                         metadata=json.dumps(metadata, ensure_ascii=False))
         drafts[item] = {"dish": t, "category": category, "photos": photos}
-        asks.append(Ask(item, prompt, tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in photos)))
+        asks.append(Ask(item, prompt, photos=lambda photos=photos: tuple(
+            photo_part(ctx.raw.photo_path(p), r, p) for p, r in photos)))
     answers = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
     accepted: list[str] = []
     for ask in asks:
@@ -146,7 +147,8 @@ def run(ctx: Context) -> None:
     for n, spec in enumerate(audits, 1):
         asks = [Ask(item, AUDIT_PROMPT.format(question=drafts[item]["question"], answer=drafts[item]["answer"],
                                               rationale=drafts[item]["rationale"], issues=", ".join(ISSUES)),
-                    tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in drafts[item]["photos"]))
+                    photos=lambda shown=drafts[item]["photos"]: tuple(
+                        photo_part(ctx.raw.photo_path(p), r, p) for p, r in shown))
                 for item in accepted]
         verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-audit{n}", asks)
         for item in list(accepted):

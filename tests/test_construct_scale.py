@@ -124,3 +124,30 @@ def test_round_robin_sends_each_request_to_the_next_replica():
     got = [asyncio.run(rr.generate(None)) for _ in range(7)]
     assert got == ["a", "b", "c", "a", "b", "c", "a"] and rr.sent == [3, 2, 2]
     assert rr.describe()["replicas"] == ["a:1", "b:1", "c:1"]
+
+
+def test_models_read_photos_chunk_by_chunk_not_all_at_once(tmp_path, monkeypatch):
+    import construct.models as models
+    from construct.work import BuildSettings
+    from eval.types import Response
+
+    loaded: list[str] = []
+    seen_at_send: list[int] = []
+
+    class Fake:
+        spec = "openai:x"
+
+        async def generate(self, request):
+            seen_at_send.append(len(loaded))
+            return Response(text='{"quality": "good"}', usage={"prompt_tokens": 1, "completion_tokens": 1})
+
+        def describe(self):
+            return {}
+
+    monkeypatch.setattr(models, "CHUNK", 3)
+    pool = models.Models(BuildSettings(model="openai:x", concurrency=2), tmp_path, factory=lambda spec, **kw: Fake())
+    asks = [models.Ask(f"i{k}", "p", photos=lambda k=k: (loaded.append(f"i{k}") or ())) for k in range(7)]
+    answers = pool.ask("photos", "openai:x", "v1", asks)
+    assert sorted(answers) == sorted(a.item for a in asks) and len(loaded) == 7
+    assert max(seen_at_send[:3]) == 3 and max(seen_at_send) == 7  # chunk 1 sent before chunk 2 was read
+    assert all(n <= 3 * (1 + i // 3) for i, n in enumerate(seen_at_send))
