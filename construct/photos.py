@@ -52,6 +52,7 @@ def run(ctx: Context) -> None:
         return
     decisions: dict[str, Decision] = {}
     hashes: dict[str, int] = {}
+    by_dish: dict[str, list[str]] = {}
     # Reference first, then user photos in id order: a duplicate is the later upload.
     order = sorted(ctx.raw.photos.values(), key=lambda p: (p.dish_id, p.role != "reference", p.photo_id))
     for photo in order:
@@ -65,13 +66,14 @@ def run(ctx: Context) -> None:
             reason, _, detail = why.partition(":")
             decisions[photo.photo_id] = dropped(photo.photo_id, reason, detail=detail)
             continue
-        same_dish = [pid for pid in hashes if ctx.raw.photos[pid].dish_id == photo.dish_id]
+        same_dish = by_dish.setdefault(photo.dish_id, [])  # per dish: linear in the export, not quadratic
         twin = next((pid for pid in same_dish if hamming(hashes[pid], h) <= s.dhash_distance), None)
         if twin is not None:
             decisions[photo.photo_id] = dropped(photo.photo_id, "near_duplicate", of=twin,
                                                 distance=hamming(hashes[twin], h))
             continue
         hashes[photo.photo_id] = h
+        same_dish.append(photo.photo_id)
 
     survivors = list(hashes)
     # Photos are read and encoded per chunk of asks (`Ask.photos`), never all at once.
