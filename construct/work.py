@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 STAGES = ("photos", "dishes", "classification", "nutrition", "vqa", "translate", "review")
 KEPT, DROPPED = "kept", "dropped"
@@ -48,8 +49,26 @@ class BuildSettings:
 
 
 def save_settings(work: Path, settings: BuildSettings) -> None:
+    """config.json, with any user:password or query (a key someone put in a URL) cut from the base URLs."""
     work.mkdir(parents=True, exist_ok=True)
-    write_json(work / "config.json", asdict(settings))
+    values = asdict(settings)
+    if values.get("base_url"):
+        values["base_url"] = ",".join(_public_url(u) for u in str(values["base_url"]).split(",") if u.strip())
+    write_json(work / "config.json", values)
+
+
+def _public_url(url: str) -> str:
+    """scheme://host[:port]/path of a URL: never its userinfo, query or fragment.
+
+    >>> _public_url("http://user:sk-secret@127.0.0.1:8000/v1?api-key=sk-secret")
+    'http://127.0.0.1:8000/v1'
+    """
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def load_settings(work: Path) -> BuildSettings:

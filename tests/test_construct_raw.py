@@ -75,3 +75,14 @@ def test_the_cli_prints_one_line_and_leaves_the_work_folder_as_it_was(tmp_path, 
     assert err.count("\n") == 0 and "photos.jsonl line 1" in err and "gone.jpg" in err
     assert (work / "photos" / "calls.jsonl").read_text(encoding="utf-8") == decided
     assert (work / "config.json").read_text(encoding="utf-8") == '{"model": "openai:earlier"}'
+
+
+def test_a_key_in_a_base_url_never_reaches_config_json(tmp_path):
+    from construct.work import BuildSettings, load_settings, save_settings
+
+    secret = "sk-construct-0123456789abcdef"
+    settings = BuildSettings(model="openai:m", base_url=f"http://u:{secret}@127.0.0.1:8000/v1?key={secret},"
+                                                        "http://127.0.0.1:8001/v1")
+    save_settings(tmp_path, settings)
+    assert secret not in (tmp_path / "config.json").read_text(encoding="utf-8")
+    assert load_settings(tmp_path).base_url == "http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1"
