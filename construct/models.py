@@ -158,7 +158,7 @@ class Models:
         if spec not in self._backends:
             urls = base_urls(self.settings.base_url)
             made = [self._factory(spec, base_url=url, timeout=self.settings.timeout, max_tokens=DEFAULT_MAX_TOKENS,
-                                  seed=self.settings.seed, images=4) for url in urls]
+                                  seed=self.settings.seed, images_per_prompt=4) for url in urls]
             hosts = [host_of(url) for url in urls]
             self._backends[spec] = made[0] if len(made) == 1 else RoundRobin(made, hosts)
             self._record_hosts(spec, hosts)

@@ -124,3 +124,13 @@ def test_run_all_also_measures_the_re_encoding_path():
     assert reencoded["server"]["images"] == reencoded["bare"]["views"] == stored["bare"]["views"]
     # Re-encoded views are smaller than the stored ones the first run sent byte for byte.
     assert reencoded["server"]["bytes"] < stored["server"]["bytes"]
+
+
+def test_construct_bench_times_the_prefilter_and_the_model_calls_side_by_side(tmp_path: Path):
+    from bench import construct_prefilter
+
+    rows = construct_prefilter.run(n_photos=40, n_calls=30, folder=tmp_path)
+    names = [row["name"] for row in rows]
+    assert names == ["construct prefilter vs bare decode", "construct model calls vs harness runner"]
+    assert all(row["reference"] > 0 and row["ratio"] is not None for row in rows)
+    assert "40 photos" in rows[0]["note"] and "30 calls" in rows[1]["note"]
