@@ -145,7 +145,7 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
         raise ValueError(f"release folder {src} has no data/{config}/*.parquet")
     if folder is None and src.count("/") != 1:
         raise ValueError(f"dataset source {src!r} is neither a release folder nor a Hub id (owner/name)")
-    if folder is None and not _hub_reachable() and not _in_hub_cache(src):
+    if folder is None and not hub_reachable() and not _in_hub_cache(src):
         # datasets would retry the Hub for a long while before saying the same
         raise ValueError(f"cannot load {config!r} from {src}: not a local folder, not in the datasets cache, and the "
                          "Hub is unreachable (offline?); pass a release folder")
@@ -166,7 +166,7 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     return ds
 
 
-def _hub_reachable(timeout: float = 3.0) -> bool:
+def hub_reachable(timeout: float = 3.0) -> bool:
     """One TCP connect to the Hub's endpoint (HF_HUB_OFFLINE counts as unreachable)."""
     import socket
     from urllib.parse import urlsplit

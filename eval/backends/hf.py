@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from diningbench import hub_reachable
 from eval.backends._local import (
     EngineUnavailable,
     LocalEngineOptions,
@@ -118,7 +119,7 @@ class HFBackend:
         source = str(Path(model_id).expanduser()) if model_id.startswith("~") else model_id
         if model_id.startswith((".", "/", "~")) and not Path(source).exists():
             raise EngineUnavailable(f"hf: model folder {model_id} does not exist")
-        if not Path(source).exists() and not _cached_on_disk(source) and not _hub_reachable():
+        if not Path(source).exists() and not _cached_on_disk(source) and not hub_reachable():
             # transformers would retry the Hub for minutes before saying the same
             raise EngineUnavailable(f"hf:{model_id} is neither a folder nor in the Hugging Face cache, and the Hub "
                                     "is unreachable (offline?): download it first or pass a local folder")
@@ -297,19 +298,3 @@ def _cached_on_disk(repo_id: str) -> bool:
         return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
     except Exception:  # noqa: BLE001 - a malformed id is for from_pretrained to name
         return False
-
-
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    """One TCP connect to the Hub's endpoint: seconds instead of minutes of retries when offline."""
-    import os
-    import socket
-    from urllib.parse import urlsplit
-
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        return False
-    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    try:
-        socket.create_connection((endpoint.hostname or "huggingface.co", endpoint.port or 443), timeout=timeout).close()
-    except OSError:
-        return False
-    return True

@@ -218,15 +218,14 @@ _DEFAULT_SLOTS: dict[int, RequestSlots] = {}
 
 
 def stream_evaluation(request: EvalRequest, settings: SpaceSettings, slots: RequestSlots | None = None,
-                      available: int | None = None, reference_of: Any = None) -> EvalStream:
+                      available: int | None = None) -> EvalStream:
     """Run the harness on the first `n_items` items; yield after every finished sample, then metrics.
 
     `slots` bounds the requests in flight across evaluations (default: one per `max_requests`
     value, shared by the process); `available` is the number of items the task has (a smaller
     dataset caps the total). Closing or cancelling the iteration cancels the requests in flight
     and sends no more. Raises GuardError for a refused request; any other failure is re-raised as
-    RuntimeError with every key scrubbed out. `reference_of` is ignored (references come from the
-    scorer); it is accepted for callers written against the earlier signature.
+    RuntimeError with every key scrubbed out.
     """
     if slots is None:
         slots = _DEFAULT_SLOTS.setdefault(settings.max_requests, RequestSlots(settings.max_requests))
