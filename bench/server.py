@@ -56,6 +56,8 @@ class Counters:
 
 async def serve(port: int, latency: float, answer: str, ready: Any = None) -> None:
     ok = http_response("200 OK", completion_bytes(answer))
+    models = http_response("200 OK", json.dumps({"object": "list", "data": [
+        {"id": "bench-vlm", "object": "model", "max_model_len": 32768}]}).encode())
     counters = Counters()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -74,6 +76,8 @@ async def serve(port: int, latency: float, answer: str, ready: Any = None) -> No
                 body = await reader.readexactly(length) if length else b""
                 if request_line.startswith(b"GET /stats"):
                     writer.write(http_response("200 OK", json.dumps(counters.to_json()).encode()))
+                elif request_line.startswith(b"GET /v1/models"):  # as `vllm serve` answers it
+                    writer.write(models)
                 elif request_line.startswith(b"POST "):
                     counters.requests += 1
                     counters.images += body.count(b"data:image/")

@@ -138,6 +138,10 @@ class OpenAIChatBackend:
             self._first_loop = loop
             try:
                 await self._probe_context()
+                if self.policy.local and self.policy.context is not None:
+                    # A self-hosted server told its context, so the limit fits: nothing to wait for.
+                    self.policy.settled = True
+                    first.set()
                 return await self._generate(request)
             finally:
                 self.policy.settled = True
