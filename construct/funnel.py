@@ -13,7 +13,6 @@ from construct.models import stage_usage
 from construct.work import STAGES, BuildSettings, Stage
 
 TASKS = ("classification", "nutrition", "vqa")
-TASK_STAGES = ("classification", "nutrition", "vqa", "translate", "review")
 
 
 def counts(work: Path) -> dict[str, dict[str | None, dict[str, Any]]]:

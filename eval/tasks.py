@@ -21,9 +21,6 @@ from metrics.dining_accuracy.dining_accuracy import parse_choice
 from metrics.judge_accuracy.judge_accuracy import final_answer
 from metrics.nutrition_error.nutrition_error import parse_nutrition
 
-# Metadata columns the scorer and the Space need; the image columns are never among them.
-META_COLUMNS = ("id", "merchant_id", "cuisine", "category", "vqa_category", "nutrition_source")
-
 
 def options_of(row: dict[str, Any], lang: str) -> list[str]:
     """The classification options in the prompt language (en falls back to zh if absent)."""
@@ -62,14 +59,12 @@ def rotations(task: str, row: dict[str, Any], settings: RunSettings) -> range:
 
 
 def prompt_text(task: str, row: dict[str, Any], settings: RunSettings) -> str:
-    """The task's prompt (direct, or its chain-of-thought variant with `cot`)."""
+    """The task's prompt for this row (direct, or its chain-of-thought variant with `cot`)."""
     if task == "classification":
-        return prompts.classification_prompt(options_of(row, settings.lang), settings.lang, cot=settings.cot)
-    if task == "nutrition":
-        return prompts.nutrition_prompt(settings.lang, cot=settings.cot)
+        return prompts.task_prompt(task, settings.lang, cot=settings.cot, options=options_of(row, settings.lang))
     if task == "vqa":
-        return prompts.vqa_prompt(question_of(row, settings.lang), settings.lang, cot=settings.cot)
-    raise ValueError(f"unknown task {task!r}")
+        return prompts.task_prompt(task, settings.lang, cot=settings.cot, question=question_of(row, settings.lang))
+    return prompts.task_prompt(task, settings.lang, cot=settings.cot)
 
 
 def generation_config(settings: RunSettings, epoch: int = 0) -> GenerationConfig:

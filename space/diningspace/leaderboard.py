@@ -47,7 +47,6 @@ RANKABLE = {"Cls acc %": True, "Avg MAPE %": False, "VQA acc %": True, "kcal MAP
             "Prot MAPE %": False, "Carb MAPE %": False, "Fat MAPE %": False}
 DEFAULT_RANK = "Cls acc %"
 REPORTED = "reported (paper)"
-DATA_KINDS = ("paper", "full release", "synthetic", "partial")
 HUMAN_GROUPS = ("layperson", "cook", "dietitian")
 HUMAN_PREFIX = "human:"
 
