@@ -24,6 +24,7 @@ from typing import Any
 import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
+import tqdm.std
 from datasets import Features, Image, List, Value
 
 CONFIGS = ("classification", "nutrition", "vqa")
@@ -149,6 +150,7 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
         # datasets would retry the Hub for a long while before saying the same
         raise ValueError(f"cannot load {config!r} from {src}: not a local folder, not in the datasets cache, and the "
                          "Hub is unreachable (offline?); pass a release folder")
+    _keep_progress_lock()
     try:
         # Naming the files makes the cache key cover them (path + mtime): with the folder alone, two
         # releases in same-named folders with the same card would share one stale Arrow cache.
@@ -164,6 +166,18 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     if not decode_images:
         ds = ds.cast_column("images", List(Image(decode=False)))
     return ds
+
+
+def _keep_progress_lock() -> None:
+    """Give tqdm's base class its write lock for good, before datasets' `thread_map` runs.
+
+    `tqdm.contrib.concurrent.ensure_lock` reads the class's lock and, when it finds none, creates
+    one and deletes it on the way out. Two loads in two threads (the Space runs several evaluations
+    at once) can both find none, and the second `del` then raises "type object 'tqdm' has no
+    attribute '_lock'". With a lock on the base class every subclass finds it, and it is only ever
+    restored, never deleted.
+    """
+    tqdm.std.tqdm.get_lock()
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:

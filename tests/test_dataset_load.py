@@ -164,3 +164,41 @@ def test_nutrition_reads_back_as_written_and_older_float32_releases_still_valida
     pq.write_table(table, path)
     errors = [p for p in diningbench.validate(old) if p.level == "error"]
     assert errors == []
+
+
+def test_loads_in_two_threads_at_once_keep_tqdms_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several evaluations load the dataset at once (the Space does). datasets reads shards through
+    tqdm's `thread_map`, whose `ensure_lock` deletes a lock it had to create: two threads that both
+    found none both delete, and the second raises AttributeError. The interleaving is forced here
+    (each thread waits for the other between finding no lock and creating one), as in a fresh process."""
+    import threading
+
+    from datasets.utils.tqdm import tqdm as hf_tqdm
+    from tqdm.contrib.concurrent import thread_map
+
+    for cls in type.mro(hf_tqdm):  # a fresh process: no tqdm class holds a lock yet
+        if "_lock" in vars(cls):
+            monkeypatch.delattr(cls, "_lock")
+    both_looked = threading.Barrier(2, timeout=5)
+
+    class Interleaved(hf_tqdm):
+        @classmethod
+        def get_lock(cls):  # called only by a thread that found no lock
+            both_looked.wait()
+            return super().get_lock()
+
+    diningbench.load("nutrition")
+    errors: list[BaseException] = []
+
+    def shard_read() -> None:
+        try:
+            thread_map(len, ["a", "bb"], tqdm_class=Interleaved, disable=True, max_workers=2)
+        except BaseException as exc:  # noqa: BLE001 - the test reports whatever the thread raised
+            errors.append(exc)
+
+    threads = [threading.Thread(target=shard_read) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert errors == [] and hasattr(hf_tqdm, "_lock")

@@ -89,11 +89,14 @@ class HostileServer:
                                 fake.hung_up += 1
                             return
                         outcome = "answered"
-                        self._answer("Answer: A")
                     finally:
+                        # Counted out before the answer is written: once written, the client may read
+                        # it, free its slot and send the next request before this thread runs again,
+                        # and a count taken after the write would then see one request too many.
                         with fake._lock:
                             fake.in_flight -= 1
                             fake.log.append(f"{time.monotonic():.2f} {self.client_address[1]} {outcome}")
+                    self._answer("Answer: A")
                 elif fake.mode == "huge":
                     self._answer("A" * fake.size)
                 elif fake.mode == "endless":
