@@ -25,8 +25,36 @@ from eval.backends._retry import (
 from eval.backends.policy import EFFORT_HINT, refuse_options
 from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
 
-BLOCKING_FINISH = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION", "IMAGE_SAFETY"}
-FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}  # Gemini's words -> the Response contract's
+# Finish reasons: an answer ended normally (STOP) or at the limit (MAX_TOKENS); a few say nothing about the
+# content, so asking again may answer. Every other reason of the installed SDK's `FinishReason` enum
+# (SAFETY, RECITATION, IMAGE_PROHIBITED_CONTENT, MODEL_ARMOR, ... and those a newer SDK adds) ends the answer
+# for a reason asking again does not change: it is recorded as blocked, never retried as "empty".
+# CONTINUATION is MAX_TOKENS for a response that could be continued: a truncated answer.
+TRUNCATED_FINISH = frozenset({"MAX_TOKENS", "CONTINUATION"})
+ANSWERED_FINISH = frozenset({"STOP"}) | TRUNCATED_FINISH
+RETRYABLE_FINISH = frozenset({"FINISH_REASON_UNSPECIFIED", "OTHER", "MALFORMED_RESPONSE"})
+
+
+def _sdk_finish_reasons() -> frozenset[str]:
+    try:
+        from google.genai import types
+    except ImportError:  # make() says so in one line; the module itself stays importable
+        return frozenset()
+    return frozenset(types.FinishReason.__members__)
+
+
+BLOCKING_FINISH = _sdk_finish_reasons() - ANSWERED_FINISH - RETRYABLE_FINISH
+
+
+def is_blocking_finish(finish: str | None) -> bool:
+    """Whether a finish reason ends the answer for good: any reason but the normal and transient ones,
+    including one the installed SDK does not know yet.
+
+    >>> [is_blocking_finish(f) for f in ("STOP", "MAX_TOKENS", "OTHER", None, "SAFETY", "MODEL_ARMOR", "NEW_REASON")]
+    [False, False, False, False, True, True, True]
+    """
+    return finish is not None and finish not in ANSWERED_FINISH and finish not in RETRYABLE_FINISH
+FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "CONTINUATION": "length"}  # Gemini's words -> the Response contract's
 ANSWER_ROOM = 1024  # tokens a fixed thinking budget must leave under max_output_tokens for the answer
 _GEMINI_3 = re.compile(r"^gemini-3")  # thinking levels (minimal/low/medium/high) instead of budgets
 
@@ -157,14 +185,14 @@ class GeminiBackend:
         if not candidates:
             raise BackendError("the Gemini API returned no candidates", retryable=True)
         finish = _name(candidates[0].finish_reason)
-        if finish in BLOCKING_FINISH:
+        if is_blocking_finish(finish):
             raise BackendError(f"content blocked (finish reason {finish})", retryable=False)
         content = candidates[0].content
         texts = [p.text for p in (content.parts or []) if getattr(p, "text", None) and not getattr(p, "thought", False)] \
             if content is not None else []
-        if not texts and finish != "MAX_TOKENS":
+        if not texts and finish not in TRUNCATED_FINISH:
             raise BackendError("the Gemini API returned an empty answer", retryable=True)
-        if finish == "MAX_TOKENS":
+        if finish in TRUNCATED_FINISH:
             self._truncated += 1  # thinking (or the answer) used the limit: asking again ends the same way
         meta = getattr(result, "usage_metadata", None)
         usage = None
