@@ -48,17 +48,31 @@ def server(**options) -> FakeOpenAIServer:
 
 
 def test_a_default_run_fits_a_16k_context_and_reads_the_answer_not_the_reasoning(release_dir, tmp_path):
-    with server(max_model_len=16384, reasoning_field="reasoning_content") as fake:
+    with server(max_model_len=16384, reasoning_field="reasoning_content", context_error="0.33") as fake:
         out, predictions = run(release_dir, fake, tmp_path / "run")
     assert fake.gets == ["/v1/models"]  # asked once
     assert len(fake.requests) == ITEMS and not any(r.fault for r in fake.requests)
-    assert all(r.max_tokens is None for r in fake.requests)  # left to the server: what remains of its context
+    # The limit is sent, lowered to the room the (estimated) prompt leaves: never dropped, never above 16,384.
+    assert all(r.max_tokens is not None and 1 <= r.max_tokens < 16384 for r in fake.requests)
     assert all(p["error"] is None and p["finish_reason"] == "stop" and "noodles" not in p["raw"] for p in predictions)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["classification"]["accuracy"] == 1.0 and metrics["nutrition"]["avg_mape"] == 0.0
     policy = json.loads((out / "run.json").read_text())["backend"]["request_policy"]
-    assert policy["server_context"] == 16384 and policy["requests_without_limit"] == ITEMS
+    assert policy["server_context"] == 16384 and policy["requests_with_limit_fitted"] == ITEMS
     assert policy["token_limit_param"] == "max_tokens" and policy["temperature"] == 0.0
+
+
+def test_a_server_that_refuses_prompt_plus_limit_is_sent_a_limit_that_fits(release_dir, tmp_path):
+    """Before vLLM 0.33 prompt + limit above the context is refused: the first refusal calibrates the
+    prompt estimate, and every later request carries min(limit, room) and is answered. Only the
+    requests sent before the first refusal came back (at most one per concurrent slot) are refused."""
+    with server(max_model_len=16384) as fake:
+        _, predictions = run(release_dir, fake, tmp_path / "run", concurrency=4)
+    refused = [r for r in fake.requests if r.fault == "refused"]
+    answered = [r for r in fake.requests if r.fault is None]
+    assert len(refused) <= 4 and len(answered) == ITEMS
+    assert all(r.max_tokens is not None and r.max_tokens + fake.prompt_tokens(r) <= 16384 for r in answered)
+    assert all(p["error"] is None for p in predictions)
 
 
 def test_a_large_context_gets_the_limit_as_asked(release_dir, tmp_path):
@@ -100,10 +114,11 @@ def test_a_limit_the_user_chose_beyond_the_context_is_one_clear_error(release_di
     assert fake.requests == []
 
 
-def test_a_prompt_larger_than_the_context_fails_that_item_with_what_to_change():
+@pytest.mark.parametrize("wording", ["old", "new", "0.33", "input_length"])
+def test_a_prompt_larger_than_the_context_fails_that_item_with_what_to_change(wording):
     request = Request(id="x", task="vqa", messages=(Message("user", ("Hi",)),), config=GenerationConfig(max_tokens=4),
                       request_hash="x")
-    with server(max_model_len=8, report_context=False, context_error="old") as fake:
+    with server(max_model_len=8, report_context=False, context_error=wording) as fake:
         backend = openai_chat.make(MODEL, base_url=fake.base_url, max_tokens=4)
 
         async def ask():
@@ -112,8 +127,9 @@ def test_a_prompt_larger_than_the_context_fails_that_item_with_what_to_change():
             finally:
                 await release(backend)
 
-        with pytest.raises(Exception, match="prompt is 10 tokens.*--images"):
+        with pytest.raises(Exception, match="prompt is 10 tokens, the server's context 8.*--images") as info:
             asyncio.run(ask())
+    assert "\n" not in str(info.value) and "HTTP 400" not in str(info.value)  # one line, not the raw refusal
 
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
@@ -180,3 +196,45 @@ def test_both_vllm_wordings_of_the_context_refusal_are_read():
     assert parse_context_overflow(new) == (4096, 2778)
     assert parse_context_overflow(old) == (16384, 112946)
     assert parse_context_overflow("injected 400") is None
+
+
+# Each wording of vLLM's context refusal (the message of its 400), with the numbers it gives.
+VLLM_CONTEXT_REFUSALS = [
+    # entrypoints/openai/serving_engine.py before 0.10
+    ("This model's maximum context length is 16384 tokens. However, you requested 17000 tokens (616 in the messages, "
+     "16384 in the completion). Please reduce the length of the messages or completion.", (16384, 616)),
+    # 0.10+
+    ("'max_tokens' or 'max_completion_tokens' is too large: 16384. This model's maximum context length is 16384 tokens "
+     "and your request has 616 input tokens (16384 > 16384 - 616). None", (16384, 616)),
+    # renderers/params.py: prompt + requested output over the context
+    ("This model's maximum context length is 8192 tokens. However, you requested 64 output tokens and your prompt "
+     "contains at least 8129 input tokens, for a total of at least 8193 tokens. Please reduce the length of the input "
+     "prompt or the number of requested output tokens. (parameter=input_tokens, value=8129)", (8192, 8129)),
+    # 0.33: the prompt alone
+    ("This model's maximum context length is 8192 tokens. However, your prompt contains 9000 input tokens, which "
+     "exceeds this limit even without any output tokens.", (8192, 9000)),
+    ("Input length (66001) exceeds model's maximum context length (65536).", (65536, 66001)),
+    # renderers/params.py, counted after tokenization
+    ("You passed 8200 input tokens and requested 64 output tokens. However, the model's context length is only 8192 "
+     "tokens, resulting in a maximum input length of 8128 tokens. Please reduce the length of the input prompt.",
+     (8192, 8200)),
+    # v1 engine processor
+    ("The decoder prompt (length 12324) is longer than the maximum model length of 8192. Make sure that "
+     "`max_model_len` is no smaller than the number of text tokens.", (8192, 12324)),
+]
+
+
+@pytest.mark.parametrize(("message", "numbers"), VLLM_CONTEXT_REFUSALS, ids=range(len(VLLM_CONTEXT_REFUSALS)))
+def test_every_vllm_wording_of_the_context_refusal_is_read(message, numbers):
+    assert parse_context_overflow(message) == numbers
+
+
+@pytest.mark.parametrize("message", [
+    # characters, not tokens: no prompt count to fit a limit under
+    "You passed 40000 input characters and requested 64 output tokens. However, the model's context length is only "
+    "8192 tokens, resulting in a maximum input length of 8128 tokens (at most 32512 characters).",
+    "max_tokens=20000cannot be greater than max_model_len=max_total_tokens=8192. Please request fewer output tokens.",
+    "Unsupported parameter: 'max_tokens' is not supported with this model.",
+])
+def test_refusals_without_both_numbers_are_not_read_as_context_overflows(message):
+    assert parse_context_overflow(message) is None

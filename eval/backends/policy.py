@@ -2,7 +2,8 @@
 
 A run asks for `GenerationConfig` (temperature 0, 16,384 tokens, a seed, maybe a reasoning effort);
 servers differ in what they accept. OpenAI's reasoning models refuse `max_tokens` and any temperature
-but their default; a `vllm serve` endpoint refuses prompt + limit beyond its context. `ChatPolicy` keeps
+but their default; a `vllm serve` endpoint refuses prompt + limit beyond its context (before 0.33) or a
+limit beyond it (0.33), so the limit is lowered to the room the prompt leaves. `ChatPolicy` keeps
 what one backend instance has learned, so each refusal is answered once for the whole run, and
 `describe()` records what was sent in run.json.
 """
@@ -108,30 +109,60 @@ def parse_refusal(payload: bytes) -> Refusal | None:
     return None
 
 
-_CONTEXT_PATTERNS = (
-    # vLLM before 0.10: "This model's maximum context length is 16384 tokens. However, you requested
-    # 17000 tokens (616 in the messages, 16384 in the completion). Please reduce ..."
-    re.compile(r"maximum context length is (\d+) tokens\. However, you requested \d+ tokens \((\d+) in the messages"),
-    # vLLM 0.10+: "'max_tokens' or 'max_completion_tokens' is too large: 16384. This model's maximum
-    # context length is 16384 tokens and your request has 616 input tokens (16384 > 16384 - 616)."
-    re.compile(r"maximum context length is (\d+) tokens and your request has (\d+) input tokens"),
-    # The prompt alone is too long: "... However, your request has 17000 input tokens. Please reduce ..."
-    re.compile(r"maximum context length is (\d+) tokens\. However, your (?:request|messages) (?:has|resulted in) (\d+)"),
-)
+# vLLM has worded its context refusal differently in almost every release; what stays is the two numbers.
+# So the refusal is read by meaning: one phrase that gives the context (N) and one that gives the prompt's
+# tokens (M), wherever they stand. The wordings seen in vLLM's source (entrypoints/openai/serving_engine.py,
+# renderers/params.py, v1/engine processor) and tested in tests/test_backend_context_refusals.py:
+#   "This model's maximum context length is N tokens. However, you requested T tokens (M in the messages, K in
+#    the completion)."                                                                  (before 0.10)
+#   "'max_tokens' or 'max_completion_tokens' is too large: K. This model's maximum context length is N tokens
+#    and your request has M input tokens (K > N - M)."                                  (0.10+)
+#   "This model's maximum context length is N tokens. However, you requested K output tokens and your prompt
+#    contains at least M input tokens, for a total of at least T tokens."               (renderers)
+#   "This model's maximum context length is N tokens. However, your prompt contains M input tokens, which exceeds
+#    this limit even without any output tokens."                                        (0.33, prompt alone)
+#   "You passed M input tokens and requested K output tokens. However, the model's context length is only N
+#    tokens, resulting in a maximum input length of N - K tokens."                      (renderers)
+#   "Input length (M) exceeds model's maximum context length (N)."                      (0.33)
+#   "The decoder prompt (length M) is longer than the maximum model length of N."       (v1 processor)
+# A refusal that counts characters ("You passed C input characters ...") gives no token count: it is not read.
+_CONTEXT_NUMBER = re.compile(
+    r"(?:maximum\s+context\s+length|context\s+length|maximum\s+model\s+length)(?:\s+is)?(?:\s+only)?(?:\s+of)?"
+    r"\s*\(?\s*(\d[\d,]*)", re.IGNORECASE)
+_PROMPT_NUMBER = re.compile(
+    r"\(\s*(\d[\d,]*)\s+in\s+the\s+messages"
+    r"|(?:request|prompt|messages?)\s+(?:has|contains|resulted\s+in)(?:\s+at\s+least)?\s+(\d[\d,]*)\s*(?:input\s+)?tokens"
+    r"|you\s+passed\s+(\d[\d,]*)\s+input\s+tokens"
+    r"|input\s+length\s*\(\s*(\d[\d,]*)\s*\)"
+    r"|prompt\s*\(\s*length\s+(\d[\d,]*)\s*\)", re.IGNORECASE)
+
+
+def _count(text: str) -> int:
+    return int(text.replace(",", ""))
 
 
 def parse_context_overflow(message: str) -> tuple[int, int] | None:
-    """(context, prompt tokens) from a server's "prompt + limit exceeds the context" refusal.
+    """(context, prompt tokens) from a server's refusal for passing its context, in any of vLLM's wordings.
 
     >>> parse_context_overflow("This model's maximum context length is 16384 tokens. However, you requested "
     ...                        "17000 tokens (616 in the messages, 16384 in the completion).")
     (16384, 616)
+    >>> parse_context_overflow("This model's maximum context length is 8192 tokens. However, your prompt contains "
+    ...                        "9000 input tokens, which exceeds this limit even without any output tokens.")
+    (8192, 9000)
+    >>> parse_context_overflow("Input length (66001) exceeds model's maximum context length (65536).")
+    (65536, 66001)
+    >>> parse_context_overflow("You passed 40000 input characters and requested 64 output tokens. However, the "
+    ...                        "model's context length is only 8192 tokens.") is None  # characters, not tokens
+    True
     """
-    for pattern in _CONTEXT_PATTERNS:
-        match = pattern.search(message)
-        if match:
-            return int(match.group(1)), int(match.group(2))
-    return None
+    if len(message) > 4000:  # a refusal is one sentence or two; a long body is something else
+        message = message[:4000]
+    context = _CONTEXT_NUMBER.search(message)
+    prompt = _PROMPT_NUMBER.search(message)
+    if context is None or prompt is None:
+        return None
+    return _count(context.group(1)), _count(next(g for g in prompt.groups() if g))
 
 
 def rough_prompt_tokens(messages: tuple[Message, ...]) -> int:
@@ -143,6 +174,8 @@ def rough_prompt_tokens(messages: tuple[Message, ...]) -> int:
     images = sum(1 for m in messages for part in m.content if isinstance(part, ImagePart))
     return max(1, chars // 4 + 256 * images)
 
+
+PROMPT_MARGIN = 1.1  # a calibrated prompt estimate is taken 10% larger when fitting the limit under the context
 
 # --- the policy of one openai: backend instance -------------------------------------------------
 
@@ -173,7 +206,7 @@ class ChatPolicy:
         self.adaptations: list[str] = []
         self.requested: dict[str, Any] = {}
         self._scale: float | None = None  # server prompt tokens / rough_prompt_tokens, the largest seen
-        self._limits_left_to_server = 0
+        self._limits_fitted = 0
         self._version = 0
         self._lock = threading.Lock()
 
@@ -201,16 +234,23 @@ class ChatPolicy:
             return body, self._version
 
     def _fit(self, requested: int | None, prompt_size: int) -> int | None:
-        """The limit to send: the requested one, or none when prompt + limit would pass the context.
+        """The limit to send: the requested one, lowered to the room the prompt leaves in the context.
 
-        Without a limit, vLLM generates up to what remains of its context (max_model_len - prompt),
-        which is then below the requested limit: the request is never refused and never longer than asked.
+        The limit is never dropped: without one, vLLM takes the checkpoint's generation_config
+        (`max_new_tokens`, which may be far below what was asked) rather than the room left. vLLM 0.33
+        clamps a limit to the room itself and refuses only one above max_model_len; earlier versions
+        refuse prompt + limit > context, so min(limit, room) is right for both. The prompt is an
+        estimate scaled by what the server counted; a refusal that names the prompt corrects it.
         """
         if requested is None or self.context is None:
             return requested
-        if requested + int(prompt_size * (self._scale or 1.0)) > self.context:
-            self._limits_left_to_server += 1
-            return None
+        # Once calibrated, the estimate keeps a 10% margin: prompts of other items (more images, less text)
+        # scale a little differently from the one the server counted.
+        estimate = prompt_size * self._scale * PROMPT_MARGIN if self._scale else prompt_size
+        room = self.context - int(estimate)
+        if requested > room:
+            self._limits_fitted += 1
+            return max(1, room)
         return requested
 
     def learn_prompt_size(self, prompt_size: int, server_tokens: int | None) -> None:
@@ -302,9 +342,8 @@ class ChatPolicy:
             if self.context is not None:
                 policy["server_context"] = self.context
                 policy["server_context_source"] = self.context_source
-                policy["token_limit_fit"] = ("none sent when prompt + limit would pass the context "
-                                             "(the server then fills what remains)")
-                policy["requests_without_limit"] = self._limits_left_to_server
+                policy["token_limit_fit"] = "lowered to the room the prompt leaves when prompt + limit would pass the context"
+                policy["requests_with_limit_fitted"] = self._limits_fitted
             if self.adaptations:
                 policy["adapted"] = list(self.adaptations)
             return policy

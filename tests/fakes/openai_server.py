@@ -9,6 +9,8 @@ Three behaviours of real services, switched on by constructor arguments:
 - `max_model_len=N`: a `vllm serve` endpoint with an N-token context: GET /v1/models reports
   `max_model_len`, and prompt + max_tokens > N is refused with vLLM's 400 (`context_error` picks the
   wording of vLLM 0.10+ "new" or before "old"). Without a limit it answers within its context.
+  `context_error="0.33"` or `"input_length"` is vLLM 0.33: a limit is clamped to the room left and only a
+  prompt that fills the context is refused, in one of its two wordings.
   `report_context=False` leaves `max_model_len` out of the listing (a proxy in front of vLLM).
   `reasoning_field` ("reasoning_content" or "reasoning") returns `reasoning_text` beside the answer,
   as vLLM does with a reasoning parser.
@@ -20,6 +22,8 @@ import time
 from typing import Any
 
 from tests.fakes.base import FakeServer, RecordedRequest, decode_data_uri
+
+CLAMPING_WORDINGS = ("0.33", "input_length")  # vLLM 0.33's two refusals of a prompt that fills the context
 
 
 def _openai_error(message: str, param: str, code: str) -> dict[str, Any]:
@@ -91,7 +95,12 @@ class FakeOpenAIServer(FakeServer):
             return 400, _openai_error("Unsupported parameter: 'reasoning_effort' is not supported with this model.",
                                       "reasoning_effort", "unsupported_parameter")
         limit = request.max_tokens
-        if self.max_model_len is not None and limit is not None:
+        if self.max_model_len is not None and self.context_error in CLAMPING_WORDINGS:
+            # vLLM 0.33: only a prompt that fills the context is refused; a limit is clamped to the room left.
+            prompt = self.prompt_tokens(request)
+            if prompt >= self.max_model_len:
+                return 400, self._context_error(prompt, 0)
+        elif self.max_model_len is not None and limit is not None:
             prompt = self.prompt_tokens(request)
             if prompt + limit > self.max_model_len:
                 return 400, self._context_error(prompt, limit)
@@ -99,6 +108,12 @@ class FakeOpenAIServer(FakeServer):
 
     def _context_error(self, prompt: int, limit: int) -> dict[str, Any]:
         n = self.max_model_len
+        if self.context_error in CLAMPING_WORDINGS:
+            message = (f"This model's maximum context length is {n} tokens. However, your prompt contains {prompt} "
+                       "input tokens, which exceeds this limit even without any output tokens."
+                       if self.context_error == "0.33" else
+                       f"Input length ({prompt}) exceeds model's maximum context length ({n}).")
+            return {"error": {"message": message, "type": "BadRequestError", "param": "input_tokens", "code": 400}}
         if self.context_error == "old":
             message = (f"This model's maximum context length is {n} tokens. However, you requested {prompt + limit} "
                        f"tokens ({prompt} in the messages, {limit} in the completion). Please reduce the length of "
@@ -123,6 +138,8 @@ class FakeOpenAIServer(FakeServer):
         limit = request.max_tokens
         if self.max_model_len is not None and limit is None:
             limit = self.max_model_len - prompt  # vLLM's default: what remains of the context
+        elif self.max_model_len is not None and self.context_error in CLAMPING_WORDINGS:
+            limit = min(limit, self.max_model_len - prompt)  # vLLM 0.33 clamps the limit to the room left
         answer_tokens = 5
         message: dict[str, Any] = {"role": "assistant", "content": text}
         finish, reasoning_tokens = "stop", 0
