@@ -158,3 +158,72 @@ def test_new_shapes_stay_linear_on_degenerate_output(token):
     start = time.perf_counter()
     parse_choice(text, n_options=8)
     assert time.perf_counter() - start < 3.0
+
+
+# --- families: several answers, run-on generations, answers named by a wrong statement ------------------
+
+@pytest.mark.parametrize("text", [
+    "故选BC。", "故选：B、C", "答案：B和C", "答案是 B 和 D", "选 A 或 C", "Answer: B and C", "Answer: B & D",
+    "The correct options are B (Paris) and C (Rome).",
+    "the correct options are B, because the sauce is red, and C, because it has peanuts",
+    "1. 答案：A\n2. 答案：C", "(1) Answer: B\n(2) Answer: D", "第一题答案：A\n第二题答案：B",
+    "Answer: None of the above", "The answer is none of the above.",
+])
+def test_several_answers_or_none_of_the_above_is_no_single_answer(text):
+    assert parse_choice(text, n_options=4) is None
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Answer: C and a side of rice.", "C"),  # "and" followed by a word, not a letter
+    ("Answer: B and I think it is clearly right.", "B"),  # the pronoun I, not option I
+    ("The answer is B, and C is wrong because it is steamed.", "B"),
+    ("1. The sauce is red.\n2. Only one dish has peanuts.\nAnswer: B", "B"),  # numbered reasoning, one answer
+])
+def test_one_answer_near_a_conjunction_or_numbered_reasoning_is_read(text, expected):
+    assert parse_choice(text, n_options=10) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("答案：A\n问题：下列哪项正确？A. x B. y\n答案：D", "A"),  # closed by a new question
+    ("Answer: B\nQuestion: Which is red? A. x B. y\nAnswer: C", "B"),
+    ("Answer: B\n\nQuestion 2: Which is red?\nAnswer: C", "B"),
+    ("B</s>Question: next? Answer: C", "B"),
+    ("[正确答案]C<eoa>\n题目：下列哪一项正确？\n答案：D<eoa>", "C"),
+])
+def test_a_closed_first_answer_is_final(text, expected):
+    assert parse_choice(text, n_options=4) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("答案：A\n答案：D", "D"),  # not closed: the last line's answer is the model's last word
+    ("答案：A<eoa>\n因此答案为D", None),  # closed, but a conclusion after it names another letter
+    ("Answer: B\nQuestion: Which is red?\nTherefore the answer is C.", None),
+    ("Question: Which dish is spicy?\nA. Mapo tofu\nB. Congee\nC. Steamed egg\nD. Rice\nAnswer: A", "A"),  # echo first
+])
+def test_an_answer_that_is_not_clearly_closed_is_not_final(text, expected):
+    assert parse_choice(text, n_options=4) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("错误的叙述是C。", "C"), ("不正确的是B。", "B"), ("下列说法错误的是D", "D"), ("说法有误的一项是A", "A"),
+    ("The incorrect statement is C.", "C"), ("正确的选项是D", "D"), ("选项中正确的等式是D", "D"),
+    ("The answer is option (C).", "C"), ("the correct option letter is C", "C"),
+    ("The correct option letter is: B", "B"),
+    ("正确的是A，不正确的是B。", "A"),  # the rejected option yields to the answer
+])
+def test_missed_answer_phrasings(text, expected):
+    assert parse_choice(text, n_options=4) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "下列说法不正确的是:A:法官应当首先使用文义解释的方法;B:还可以使用历史解释;C:目的解释;D:只能选择一种方法。",  # echoed
+    "错误的是B，错误的是C。",
+])
+def test_a_wrong_statement_echoed_or_doubled_is_no_answer(text):
+    assert parse_choice(text, n_options=4) is None
+
+
+def test_an_echoed_question_then_an_answer_by_option_text():
+    options = ["Mapo tofu", "Congee", "Steamed egg", "Rice"]
+    text = "Question: Which dish is spicy?\nOptions: Mapo tofu, Congee, Steamed egg, Rice\nThe answer is Mapo tofu."
+    assert parse_choice(text, options=options) == "A"

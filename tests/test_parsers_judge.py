@@ -96,3 +96,21 @@ def test_new_verdict_shapes_stay_linear(token):
     start = time.perf_counter()
     parse_verdict(text)
     assert time.perf_counter() - start < 3.0
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("GR\u200eADE: I", "I"), ("GRADE\u200f: C", "C"), ("\u2066GRADE: C\u2069", "C"), ("GRADE:\u00ad I", "I"),
+    ("Both name the same allergen, so the grade is CORRECT.", "C"),
+    ("The candidate misses the peanuts; therefore the grade is incorrect", "I"),
+    ("My final verdict would be 'INCORRECT'.", "I"),
+])
+def test_format_characters_and_prose_verdicts(text, expected):
+    assert parse_verdict(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "The grade is C or I, depending on the reading.", "The grade is not CORRECT, strictly.",
+    "I would grade this as correct.", "A grade is correct when the facts match; here they do not say.",
+])
+def test_prose_that_is_no_verdict(text):
+    assert parse_verdict(text) is None

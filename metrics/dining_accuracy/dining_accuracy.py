@@ -5,6 +5,7 @@ The one parser for the classification task (`parse_choice`); the harness imports
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 import sys
@@ -55,11 +56,19 @@ _FINAL_MARKERS = (
 # "正确的是 D" / "不属于…的选项是 D": Chinese prose names the chosen option after 的是 / 选项是; the
 # look-behind keeps "不正确的是 D" (the option the model rejects) from reading as its answer.
 _ANSWER_MARKERS = (
-    r"correct\s+(?:answer|option|choice)", r"best\s+(?:answer|option|choice)",
+    r"correct\s+(?:answer|option|choice)(?:\s+letter)?", r"best\s+(?:answer|option|choice)",
     r"the\s+answer\s+is", r"my\s+answer", r"answer", r"i\s+(?:would\s+)?(?:choose|pick|select|go\s+with)",
     r"i(?:'d|\s+would)\s+say",
     r"正确答案", r"正确选项", r"答案", r"答(?=\s*:)", r"解答(?=\s*:)", r"应选择?", r"故选", r"我选择?", r"选择",
-    r"选项为", r"选项是", r"(?<!不)正确的(?:一项|选项|表述|说法)?(?=\s*(?:是|为))", r"选",
+    r"选项为", r"选项是", r"(?<!不)正确的[\u4e00-\u9fff]{0,4}?(?=\s*(?:是|为))", r"选",
+)
+# "错误的叙述是 C", "不正确的是 B", "the incorrect statement is D": the answer when the question asks which
+# statement is wrong. Why a weaker tier: the question is not at hand, and after a question asking for the
+# right one, "不正确的是 D" names an option the model rejects; so these count only when nothing else in
+# the output is marked as the answer.
+_NEGATED_MARKERS = (
+    r"(?:错误|不正确|不对|不恰当|不合理|不符合题意|有误)的[\u4e00-\u9fff]{0,4}?(?=\s*(?:是|为))",
+    r"(?:incorrect|false|wrong|untrue)\s+(?:statement|option|one)\s+is",
 )
 # After a marker: closing brackets ("[正确答案]C", "【答案】C"), bold ("**Answer:** C"), verbs and
 # punctuation, then the letter, bracketed, bold or in TeX dollars ("Answer: $C$").
@@ -67,10 +76,15 @@ _GLUE = (r"[\]】」）)]?(?:\s*(?:is|would\s+be|should\s+be|为|是|应为|应�
          r"(?:option\s*|选项\s*)?[\(\[\*【「$]*\s*")
 # A letter is a capital not glued to other Latin letters; "I" followed by a lowercase word or an
 # apostrophe is the English pronoun ("Answer: I think ...", "I'm sorry"), not option I; a letter
-# followed by ", B" or "、C" starts a list of several options, which is no single answer.
-_LETTER = r"(?!I\s+[a-z])(?!I['’])([A-Z])(?![A-Za-z])(?!\s*[,，、/和]\s*[A-Z](?![A-Za-z]))"
+# followed by ", B", "、C", "和 C", "and C" or "or C" starts a list of several options (a multi-select or a
+# hedge), which is no single answer. The joined letter is matched case-sensitively ("C and a side dish").
+_LETTER = (r"(?!I\s+[a-z])(?!I['’])([A-Z])(?![A-Za-z])"
+           r"(?!\s*(?:[,，、/和或与及&+]|\band\b|\bor\b)\s*(?-i:(?!I\s+[a-z])[A-Z])(?![A-Za-z'’]))")
 _FINAL_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS) + r")" + _GLUE + _LETTER, re.IGNORECASE)
 _ANSWER_RE = re.compile(r"(?<![A-Za-z])(?:" + "|".join(_ANSWER_MARKERS) + r")" + _GLUE + _LETTER, re.IGNORECASE)
+# A letter followed by ":" or "." and text is an option label: "下列说法错误的是A:…;B:…" is the question echoed.
+_NEGATED_RE = re.compile(r"(?<![A-Za-z])(?:" + "|".join(_NEGATED_MARKERS) + r")" + _GLUE + _LETTER
+                         + r"(?!\s*(?:[:：]|[.．、]\s*\S))", re.IGNORECASE)
 _FINAL_TEXT_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS + _ANSWER_MARKERS) + r")" + _GLUE.replace(
     r"[\(\[\*【「$]*\s*", "") + r"(.+)$", re.IGNORECASE)
 # Chinese prose that names one option as right: "选项A正确", "D选项是正确的", "故C项正确", "只有D行为".
@@ -89,6 +103,15 @@ _LONE_RE = re.compile(r"^[\s*_`'\"(\[（【]*(?:(?:option|选项)\s*[\s*_`'\"(\[
 # models run on past them, inventing new questions with their own "答案：D"; what precedes the
 # first one is the answer the model gave.
 _END_TOKEN_RE = re.compile(r"<\|?(?:eoa|eos|eot_id|im_end|endoftext)\|?>|</s>|</eoa>|\[/?eoa\]|<eoh>", re.IGNORECASE)
+# A new question opening a line ("Question:", "问题：", "题目：") after an answer: the model ran on into a
+# question of its own making. Why it closes the answer like an end token: what follows answers that new
+# question, not ours (its "答案：D" is not a change of mind).
+_QUESTION_HEADER = r"^[ \t>*#]*(?:question|problem|问题|题目|下一题)\s*\d{0,3}\s*[:：]"
+_CLOSER_RE = re.compile(_END_TOKEN_RE.pattern + "|" + _QUESTION_HEADER, re.IGNORECASE | re.MULTILINE)
+# A line that answers a numbered sub-question ("1. 答案：A", "(2) Answer: C", "第二题：B", "Q3: the answer is D").
+# Why: an output answering several sub-questions has no single answer, even when its last line has one.
+_SUB_QUESTION_RE = re.compile(r"^[\s>*#\-•]*(?:\(?\d{1,2}\s*[).、．:：]|[①-⑳]|第\s*[一二三四五六七八九十\d]{1,3}\s*(?:小题|题|问|空|部分)"
+                              r"|(?:q|question|问题|小题)\s*\d{1,2}(?!\d))", re.IGNORECASE)
 # An echoed instruction's example ("例如[正确答案]A<eoa>", "e.g. Answer: A") is not the model's answer.
 _EXAMPLE_RE = re.compile(r"(?:例如|比如|e\.g\.|for\s+example)[,，:：]?\s*[\[【(]?\s*(?:正确答案|答案|answer)[\]】)]?\s*[:：]?\s*"
                          r"[A-Z](?![A-Za-z])", re.IGNORECASE)
@@ -191,6 +214,8 @@ def _read(text: str, letters: str, options: Sequence[str] | None) -> str | None:
 
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     last = lines[-1]
+    if sum(1 for line in lines if _SUB_QUESTION_RE.match(line) and _marked(line)) >= 2:
+        return None  # answers to several numbered sub-questions: no single answer
     marked = _marked(text)
     # Answer first, then an explanation that walks through the other options ("**C**\n* **B. …**"):
     # a lone letter on the first line is the answer unless a marked answer says otherwise.
@@ -204,6 +229,9 @@ def _read(text: str, letters: str, options: Sequence[str] | None) -> str | None:
             return _in_range(marked[0], letters)
         on_last = set(_marked(last))
         return _in_range(on_last.pop(), letters) if len(on_last) == 1 else None
+    negated = {m.group(1) for m in _NEGATED_RE.finditer(text)}
+    if len(negated) == 1:  # "错误的叙述是 C" and no other marked answer
+        return _in_range(negated.pop(), letters)
 
     mentioned = [letter for line in lines for letter in _mentions(line)]
     if len(set(mentioned)) == 1:
@@ -288,6 +316,18 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
     True
     >>> parse_choice("I'm sorry, I can't tell from this photo.", n_options=10) is None  # not option I
     True
+    >>> [parse_choice(t) for t in ("故选BC。", "答案：B和C", "Answer: B and C", "1. 答案：A\\n2. 答案：C")]  # several answers
+    [None, None, None, None]
+    >>> parse_choice("Answer: None of the above") is None  # "None" is not option N
+    True
+    >>> parse_choice("答案：A\\n问题：下列哪项正确？A. x B. y\\n答案：D")  # closed by a new question: A is final
+    'A'
+    >>> parse_choice("答案：A\\n答案：D")  # not closed: the later answer, on the last line, is the model's last word
+    'D'
+    >>> parse_choice("错误的叙述是C。"), parse_choice("选项中正确的等式是D"), parse_choice("the correct option letter is C")
+    ('C', 'D', 'C')
+    >>> parse_choice("正确的是A，不正确的是B。")  # a rejected option yields to the answer
+    'A'
     """
     letters = _letters(len(options) if options is not None else n_options)
     if not isinstance(text, str):
@@ -295,17 +335,21 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
     text = _normalize(_strip_reasoning(text)).strip()
     if not text:
         return None
-    end = _END_TOKEN_RE.search(text)
-    if end:
-        head = text[: end.start()].strip()
+    # Run-on generations: the first answer is final only when it is clearly closed, by an end token the
+    # model printed ("C<eoa>", "C</s>") or a new question opening a line; what follows the close is ignored
+    # unless a concluding line there names another letter (then the model changed its mind: None). An
+    # answer that is not closed competes with every later one (see `_read`). Only the first few closes
+    # are tried, so degenerate output ("<eoa>" * 10**4) stays linear.
+    for close in itertools.islice(_CLOSER_RE.finditer(text), 4):
+        head = _END_TOKEN_RE.sub("\n", text[: close.start()]).strip()
         first = _read(head, letters, options) if head else None
         if first is not None:
-            tail = _END_TOKEN_RE.sub("\n", text[end.end():])
+            tail = _END_TOKEN_RE.sub("\n", text[close.end():])
             changed = {x for line in tail.splitlines() if _CONCLUSION_RE.match(line) for x in _marked(line)}
             return first if changed <= {first} else None
-        text = _END_TOKEN_RE.sub("\n", text).strip()
-        if not text:
-            return None
+    text = _END_TOKEN_RE.sub("\n", text).strip()
+    if not text:
+        return None
     return _read(text, letters, options)
 
 

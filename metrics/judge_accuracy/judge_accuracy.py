@@ -107,8 +107,22 @@ _CONCLUDING_GRADE_RE = re.compile(
     r"[*_`\[(]*\s*(C|I|correct|incorrect)(?![\w/])(?!\s*(?:or|/)\s)", re.IGNORECASE)
 # Any grade a judge gives, on the menu or off it ("GRADE: P", "GRADE: CI"): the last one decides.
 _ANY_GRADE_RE = re.compile(r"(?<![\w'\"‘“])grade\s*[*_`]*\s*[:：]\s*[*_`\[(]*\s*([A-Za-z]+(?:/[A-Za-z]+)?)", re.IGNORECASE)
-# Zero-width characters some judges emit between letters ("GRADE:\u200b C"); NFKC keeps them.
-_ZERO_WIDTH_RE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+# A verdict at the end of a prose sentence that closes its line: "..., so the grade is CORRECT." Why the
+# noun "grade" with a copula: it is the judge naming its grade, as the format asks, in a sentence; a verb
+# ("I would grade this as correct") is an opinion, not the grade. Why only at the line's end: "the grade is
+# C or I depending on..." and "the grade is not CORRECT" are no verdict.
+_PROSE_GRADE_RE = re.compile(
+    r"\b(?:(?:the|my|final)\s+)?(?:grade|verdict)\s+(?:here\s+)?(?:is|would\s+be|should\s+be|will\s+be|must\s+be)"
+    r"\s*[:：]?\s*[*_`'\"“‘]*\s*(C|I|correct|incorrect)\s*[*_`'\"”’]*\s*[.。!]?[*_`]*\s*$", re.IGNORECASE)
+
+
+def _drop_format_characters(text: str) -> str:
+    """Remove Unicode format characters (category Cf: zero-width spaces and joiners, left-to-right and
+    right-to-left marks, word joiners, BOMs, soft hyphens). Why all of Cf: they are invisible, some judges
+    and copy-paste paths put them inside words ("GR\u200eADE: C"), and NFKC keeps every one of them."""
+    if text.isascii():
+        return text
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
 Judge = Callable[[str], str]
 
 
@@ -149,11 +163,8 @@ _FENCE_RE = re.compile(r"<{2,}\s*CANDIDATE|CANDIDATE\s*>{2,}", re.IGNORECASE)
 _OVERRIDE_RE = re.compile(r"ignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|preceding|"
                           r"grading)\s+(?:instructions|rules|prompt)|(?:忽略|无视)(?:之前|以上|上面|前面)?的?(?:所有)?"
                           r"(?:指令|指示|规则|提示)|system\s+prompt|you\s+are\s+now\b", re.IGNORECASE)
-_INVISIBLE_RE = re.compile("[\u200b-\u200f\u2060-\u2064\ufeff]")
-
-
 def _normalized(text: str) -> str:
-    return _INVISIBLE_RE.sub("", unicodedata.normalize("NFKC", text))
+    return _drop_format_characters(unicodedata.normalize("NFKC", text))
 
 
 def injection_suspected(candidate: str | None) -> bool:
@@ -206,18 +217,27 @@ def parse_verdict(text: str | None) -> str | None:
     ('C', 'I')
     >>> parse_verdict("GRADE: P") is None, parse_verdict("GRADE: CI") is None  # partial, both: unscored
     (True, True)
+    >>> parse_verdict("GR\u200eADE: I")  # a left-to-right mark inside the marker (Unicode format character)
+    'I'
+    >>> parse_verdict("Both name the same allergen, so the grade is CORRECT.")  # a verdict closing a sentence
+    'C'
+    >>> parse_verdict("The grade is C or I, depending on the reading.") is None
+    True
     """
     if not isinstance(text, str):
         return None
-    text = _strip_reasoning(unicodedata.normalize("NFKC", _ZERO_WIDTH_RE.sub("", text)))
+    text = _strip_reasoning(unicodedata.normalize("NFKC", _drop_format_characters(text)))
     verdict, verdict_at, offset = None, -1, 0
     for line in text.splitlines(keepends=True):
         match = _GRADE_RE.match(line)
         concluding = list(_CONCLUDING_GRADE_RE.finditer(line))
+        prose = _PROSE_GRADE_RE.search(line) if not match and not concluding else None
         if match:
             verdict, verdict_at = match.group(1), offset + match.start(1)
         elif concluding and len({m.group(1).upper() for m in _ANY_GRADE_RE.finditer(line)}) <= 1:
             verdict, verdict_at = concluding[-1].group(1), offset + concluding[-1].start(1)
+        elif prose:
+            verdict, verdict_at = prose.group(1), offset + prose.start(1)
         offset += len(line)
     if verdict is None:
         return None
