@@ -30,6 +30,7 @@ def _module(name: str) -> ModuleType:
 
 
 def _rows(name: str) -> list[dict[str, Any]]:
+    """Rows of tests/corpus/real_{name}.jsonl; `name` may end in "_heldout" for the held-out slice."""
     with (CORPUS / f"real_{name}.jsonl").open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
@@ -80,7 +81,9 @@ def markdown(table: dict[str, dict[str, int]]) -> str:
 
 
 def reports() -> dict[str, dict[str, dict[str, int]]]:
-    """The tallies of the real corpora that exist (tests/corpus/real_{choice,nutrition,verdict}.jsonl)."""
+    """The tallies of the real corpora that exist: the development sets (tests/corpus/real_{choice,nutrition,
+    verdict}.jsonl, which the parsers were tuned on) under their name, and the held-out slices
+    (real_*_heldout.jsonl, never tuned on: the headline rates) under "NAME_heldout"."""
     choice = _module("dining_accuracy").parse_choice
     nutrition = _module("nutrition_error").parse_nutrition
     verdict = _module("judge_accuracy").parse_verdict
@@ -89,8 +92,8 @@ def reports() -> dict[str, dict[str, dict[str, int]]]:
         "nutrition": lambda r: nutrition(r["text"]),
         "verdict": lambda r: verdict(r["text"]),
     }
-    return {name: tally(_rows(name), parse) for name, parse in parsers.items()
-            if (CORPUS / f"real_{name}.jsonl").exists()}
+    return {f"{name}{part}": tally(_rows(f"{name}{part}"), parse) for name, parse in parsers.items()
+            for part in ("", "_heldout") if (CORPUS / f"real_{name}{part}.jsonl").exists()}
 
 
 def main() -> None:
@@ -99,7 +102,8 @@ def main() -> None:
         if name not in tables:
             print(f"## {name}: no real corpus yet (tests/corpus/real_{name}.jsonl)\n")
     for name, table in tables.items():
-        print(f"## {name} (tests/corpus/real_{name}.jsonl)\n")
+        kind = "held-out, never tuned on" if name.endswith("_heldout") else "development set, tuned on"
+        print(f"## {name.removesuffix('_heldout')}: {kind} (tests/corpus/real_{name}.jsonl)\n")
         print(markdown(table) + "\n")
 
 

@@ -89,18 +89,39 @@ def test_long_chain_of_thought_is_read_quickly():
 REAL_CHOICE = corpus("real_choice")
 
 
-def test_real_outputs_are_read_without_guessing():
-    """Real outputs of public MMMU/MMMU-Pro and LawBench prediction files (tests/corpus/README.md)."""
-    answers = [row for row in REAL_CHOICE if row["expected"] is not None]
-    no_answer = [row for row in REAL_CHOICE if row["expected"] is None]
-    got = {id(row): parse_choice(row["text"], n_options=row["n_options"], options=row.get("options"))
-           for row in REAL_CHOICE}
-    assert len(REAL_CHOICE) >= 300 and len(no_answer) >= 20
-    recovered = sum(got[id(row)] == row["expected"] for row in answers)
+def _rates(rows):
+    answers = [row for row in rows if row["expected"] is not None]
+    no_answer = [row for row in rows if row["expected"] is None]
+    got = {id(row): parse_choice(row["text"], n_options=row["n_options"], options=row.get("options")) for row in rows}
+    recovered = sum(got[id(row)] == row["expected"] for row in answers) / len(answers)
     wrong = [row["item"] for row in answers if got[id(row)] not in (None, row["expected"])]
-    assert recovered / len(answers) >= 0.90
-    assert len(wrong) / len(answers) < 0.01, wrong
-    assert [row["item"] for row in no_answer if got[id(row)] is not None] == []
+    false = [row["item"] for row in no_answer if got[id(row)] is not None]
+    return answers, no_answer, recovered, wrong, false
+
+
+def test_real_outputs_are_read_without_guessing():
+    """Development set: real outputs of public MMMU/MMMU-Pro, LawBench and GAOKAO-Bench runs that the parser
+    was tuned on (tests/corpus/README.md). Measured: 99.5% of 427 answers read, none wrong, 2 of 158
+    no-answer rows given one; the thresholds sit a little under."""
+    answers, no_answer, recovered, wrong, false = _rates(REAL_CHOICE)
+    assert len(REAL_CHOICE) >= 580 and len(no_answer) >= 150
+    assert recovered >= 0.98
+    assert wrong == []
+    assert len(false) / len(no_answer) <= 0.03, false
+
+
+REAL_CHOICE_HELDOUT = corpus("real_choice_heldout")
+
+
+def test_held_out_real_outputs_are_read_without_guessing():
+    """Held-out slice, never tuned on: other GAOKAO-Bench subjects and other LawBench one-shot outputs.
+    Measured once the rules were final: 103 of 104 answers read (99.0%), none wrong, 2 of 22 no-answer rows
+    given one (an echoed question whose stem names a statement, an answer its explanation contradicts)."""
+    answers, no_answer, recovered, wrong, false = _rates(REAL_CHOICE_HELDOUT)
+    assert len(REAL_CHOICE_HELDOUT) >= 120 and len(no_answer) >= 20
+    assert recovered >= 0.97
+    assert wrong == []
+    assert len(false) <= 3, false
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -150,7 +171,8 @@ def test_outputs_without_an_answer_stay_unparsed(text):
     assert parse_choice(text, n_options=10) is None
 
 
-@pytest.mark.parametrize("token", ["<eoa>", "\\boxed{", "$", "选项A", "只有", "例如[正确答案]", "A,", "**Answer:** **"])
+@pytest.mark.parametrize("token", ["<eoa>", "\\boxed{", "$", "选项A", "只有", "例如[正确答案]", "A,", "**Answer:** **",
+                                   "下面是一个例子:", "1. 答案：A\n", "(一)答案：B\n", "答案：B和", "Question: x\n", "错误的是"])
 def test_new_shapes_stay_linear_on_degenerate_output(token):
     import time
 
@@ -167,6 +189,8 @@ def test_new_shapes_stay_linear_on_degenerate_output(token):
     "The correct options are B (Paris) and C (Rome).",
     "the correct options are B, because the sauce is red, and C, because it has peanuts",
     "1. 答案：A\n2. 答案：C", "(1) Answer: B\n(2) Answer: D", "第一题答案：A\n第二题答案：B",
+    "（一）【解析】第一空选C。<eoe>\n【答案】C<eoa>\n（二）【解析】应选B。<eoe>\n【答案】B<eoa>",
+    "67. 【答案】 A <eoa>\n68. 【答案】 C <eoa>", "【答案】 CD <eoa>", "【答案】: B, C <eoa>", "所以，正确的答案是C和D。",
     "Answer: None of the above", "The answer is none of the above.",
 ])
 def test_several_answers_or_none_of_the_above_is_no_single_answer(text):
@@ -221,6 +245,18 @@ def test_missed_answer_phrasings(text, expected):
 ])
 def test_a_wrong_statement_echoed_or_doubled_is_no_answer(text):
     assert parse_choice(text, n_options=4) is None
+
+
+def test_an_echoed_one_shot_example_is_not_the_answer():
+    echo = ("请你运用法律知识分析下列案件。下面是一个例子:\n幼儿园承担什么责任?A:无过错责任;B:过错推定责任;C:公平责任;"
+            "D:一般过错责任。\n[正确答案]B<eoa>\n请你回答:\n张某的行为构成何罪?A:职务侵占罪;B:金融凭证诈骗罪;C:挪用资金罪;D:挪用公款罪。")
+    assert parse_choice(echo, n_options=4) is None
+    assert parse_choice(echo + "\n[正确答案]C<eoa>", n_options=4) == "C"
+
+
+def test_numbered_reasoning_then_one_answer_is_one_answer():
+    text = "1. 选项A错误。\n2. 选项B错误。\n3. 综合来看，答案是C。\n【答案】C<eoa>"
+    assert parse_choice(text, n_options=4) == "C"
 
 
 def test_an_echoed_question_then_an_answer_by_option_text():

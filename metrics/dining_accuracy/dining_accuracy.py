@@ -83,6 +83,23 @@ _LETTER = (r"(?!I\s+[a-z])(?!I['’])([A-Z])(?![A-Za-z])"
 _FINAL_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS) + r")" + _GLUE + _LETTER, re.IGNORECASE)
 _ANSWER_RE = re.compile(r"(?<![A-Za-z])(?:" + "|".join(_ANSWER_MARKERS) + r")" + _GLUE + _LETTER, re.IGNORECASE)
 # A letter followed by ":" or "." and text is an option label: "下列说法错误的是A:…;B:…" is the question echoed.
+# An answer marker followed by several letters, glued or joined ("【答案】 CD", "故选BC", "答案：B, C", "正确的答案是C和D";
+# not "B E", which is maths): the model gave several answers (a multi-select habit), so the output has none
+# single, whatever else it says.
+# Every option letter in order ("从A,B,C,D中选择") lists the options, not answers: it is left to other rules.
+_SEVERAL_RE = re.compile(r"(?<![A-Za-z])(?:" + "|".join(_ANSWER_MARKERS) + r")" + _GLUE
+                         + r"(?-i:([A-Z](?:(?:\s*(?:[,，、/和或与及&+]|\band\b|\bor\b)\s*)?(?!I\s+[a-z])(?!I['’])[A-Z]){1,7}))(?![A-Za-z])",
+                         re.IGNORECASE)
+
+
+def _gives_several(text: str, letters: str) -> bool:
+    for match in _SEVERAL_RE.finditer(text):
+        given = re.sub(r"[^A-Z]", "", match.group(1))
+        if len(set(given)) > 1 and given != letters:
+            return True
+    return False
+
+
 _NEGATED_RE = re.compile(r"(?<![A-Za-z])(?:" + "|".join(_NEGATED_MARKERS) + r")" + _GLUE + _LETTER
                          + r"(?!\s*(?:[:：]|[.．、]\s*\S))", re.IGNORECASE)
 _FINAL_TEXT_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS + _ANSWER_MARKERS) + r")" + _GLUE.replace(
@@ -110,9 +127,12 @@ _QUESTION_HEADER = r"^[ \t>*#]*(?:question|problem|问题|题目|下一题)\s*\d
 _CLOSER_RE = re.compile(_END_TOKEN_RE.pattern + "|" + _QUESTION_HEADER, re.IGNORECASE | re.MULTILINE)
 # A line that answers a numbered sub-question ("1. 答案：A", "(2) Answer: C", "第二题：B", "Q3: the answer is D").
 # Why: an output answering several sub-questions has no single answer, even when its last line has one.
-_SUB_QUESTION_RE = re.compile(r"^[\s>*#\-•]*(?:\(?\d{1,2}\s*[).、．:：]|[①-⑳]|第\s*[一二三四五六七八九十\d]{1,3}\s*(?:小题|题|问|空|部分)"
+_SUB_QUESTION_RE = re.compile(r"^[\s>*#\-•]*(?:\(?\d{1,2}\s*[).、．:：]|\(?[一二三四五六七八九十]{1,3}\s*[)、．]|[①-⑳]|第\s*[一二三四五六七八九十\d]{1,3}\s*(?:小题|题|问|空|部分)"
                               r"|(?:q|question|问题|小题)\s*\d{1,2}(?!\d))", re.IGNORECASE)
 # An echoed instruction's example ("例如[正确答案]A<eoa>", "e.g. Answer: A") is not the model's answer.
+# An echoed one-shot prompt's worked example ("下面是一个例子:\\n<question>\\n[正确答案]B<eoa>"), up to its end token.
+_WORKED_EXAMPLE_RE = re.compile(r"(?:下面是一个例子|以下是一个例子|here\s+is\s+an\s+example)\s*[:：][^<]{0,1500}?"
+                                "(?:" + _END_TOKEN_RE.pattern + ")", re.IGNORECASE)
 _EXAMPLE_RE = re.compile(r"(?:例如|比如|e\.g\.|for\s+example)[,，:：]?\s*[\[【(]?\s*(?:正确答案|答案|answer)[\]】)]?\s*[:：]?\s*"
                          r"[A-Z](?![A-Za-z])", re.IGNORECASE)
 # TeX around a letter: "\text{B}", "$C$", "\( B \)". Why: math-tuned models box the letter.
@@ -137,7 +157,7 @@ def _normalize(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
     text = _TEX_LETTER_RE.sub(r"\1", text)
     text = _TEX_MATH_RE.sub(lambda m: m.group(1) or m.group(2), text)
-    return _EXAMPLE_RE.sub(" ", text)
+    return _EXAMPLE_RE.sub(" ", _WORKED_EXAMPLE_RE.sub(" ", text))
 
 
 def _letters(n_options: int) -> str:
@@ -214,8 +234,8 @@ def _read(text: str, letters: str, options: Sequence[str] | None) -> str | None:
 
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     last = lines[-1]
-    if sum(1 for line in lines if _SUB_QUESTION_RE.match(line) and _marked(line)) >= 2:
-        return None  # answers to several numbered sub-questions: no single answer
+    if _answers_sub_questions(lines) or _gives_several(text, letters):
+        return None
     marked = _marked(text)
     # Answer first, then an explanation that walks through the other options ("**C**\n* **B. …**"):
     # a lone letter on the first line is the answer unless a marked answer says otherwise.
@@ -262,6 +282,21 @@ def _read(text: str, letters: str, options: Sequence[str] | None) -> str | None:
             named = _named_in(last, options)
         return _in_range(named, letters)
     return None
+
+
+def _answers_sub_questions(lines: Sequence[str]) -> bool:
+    """Whether two or more numbered parts each give an answer ("67. 【答案】 A", "(2)【解析】…<eoe>\\n【答案】 B"):
+    an output answering several sub-questions has no single answer. A part runs from a numbered line to the
+    next one; numbered reasoning steps followed by one answer make one part with an answer, not two."""
+    parts, answered = 0, 0
+    current = False
+    for line in lines:
+        if _SUB_QUESTION_RE.match(line):
+            answered += current
+            parts, current = parts + 1, False
+        if parts and not current and _marked(line):
+            current = True
+    return answered + current >= 2
 
 
 def _mentions_letter(line: str) -> bool:
@@ -340,6 +375,8 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
     # unless a concluding line there names another letter (then the model changed its mind: None). An
     # answer that is not closed competes with every later one (see `_read`). Only the first few closes
     # are tried, so degenerate output ("<eoa>" * 10**4) stays linear.
+    if _answers_sub_questions(text.splitlines()):  # before the closes: each sub-answer may end with "<eoa>"
+        return None
     for close in itertools.islice(_CLOSER_RE.finditer(text), 4):
         head = _END_TOKEN_RE.sub("\n", text[: close.start()]).strip()
         first = _read(head, letters, options) if head else None
