@@ -52,8 +52,22 @@ def accuracy(rows: Sequence[dict[str, Any]]) -> float | None:
     return sum(r.get("correct") is True for r in rows) / len(rows)
 
 
+def any_answered(rows: Sequence[dict[str, Any]]) -> bool:
+    """Whether any item got an answer (its generation did not fail)."""
+    return any(r.get("error") is None for r in rows)
+
+
 def headline(task: str, rows: Sequence[dict[str, Any]]) -> float | None:
-    """The figure Table 2 ranks by: accuracy, or Average MAPE for nutrition (both fractions)."""
+    """The figure Table 2 ranks by: accuracy, or Average MAPE for nutrition (both fractions).
+
+    None when no item was answered (every generation failed): 0% accuracy or 100% MAPE would score
+    the server's refusals as the model's answers.
+
+    >>> headline("vqa", [{"error": "HTTP 400", "correct": False}, {"error": "HTTP 400", "correct": False}]) is None
+    True
+    """
+    if rows and not any_answered(rows):
+        return None
     if task == "nutrition":
         value = score_nutrition_rows(rows).get("avg_mape")
         return None if value is None else float(value)
@@ -207,6 +221,8 @@ def task_figures(task: str, rows: Sequence[dict[str, Any]], metric_result: dict[
     interval = headline_ci(task, rows, n_boot=n_boot)
     key = "avg_mape_ci95" if task == "nutrition" else "accuracy_ci95"
     figures[key] = None if interval is None else [float(interval[0]), float(interval[1])]
+    if rows and not any_answered(rows):  # no headline: the table shows "–" with the failed count
+        figures[key.removesuffix("_ci95")] = None
     agreement = epoch_agreement(task, rows)
     if agreement is not None:
         figures["epochs"] = agreement

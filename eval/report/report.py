@@ -27,7 +27,7 @@ from eval.figures import (
 from eval.report import model_card
 from eval.report.runs import ReportError, RunData, expand_run_dirs, load_reported, load_run
 from eval.report.sweeps import UNITS, sweep_sections
-from eval.report.tables import md_table, pct, with_ci
+from eval.report.tables import headline_cell, md_table, pct, with_ci
 from eval.types import NUTRIENTS, TASKS
 
 SHORT = {"calories": "Cal", "protein": "Prot", "carbohydrates": "Carb", "fat": "Fat"}
@@ -117,6 +117,9 @@ def _headline_cell(task: str, run: RunData | None, n_boot: int) -> str:
         return "–"
     rows = run.scores[task]
     value = headline(task, rows)
+    failed = sum(r.get("error") is not None for r in rows)
+    if value is None and rows and failed == len(rows):
+        return headline_cell(None, None, failed=failed, n=len(rows))
     if value is None:
         return "not scored" if task == "vqa" else "–"
     return with_ci(value, headline_ci(task, rows, n_boot=n_boot))

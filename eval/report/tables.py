@@ -27,6 +27,17 @@ def with_ci(value: float | None, interval: Sequence[float] | None) -> str:
     return f"{pct(value)} [{pct(interval[0])}, {pct(interval[1])}]"
 
 
+def headline_cell(value: float | None, interval: Sequence[float] | None, *, failed: int = 0, n: int = 0) -> str:
+    """`with_ci`, or `– (all 12 failed)` for a task with no answered item (its headline is None).
+
+    >>> headline_cell(None, None, failed=12, n=12), headline_cell(0.5, None, failed=1, n=4)
+    ('– (all 12 failed)', '50.00')
+    """
+    if value is None and n and failed >= n:
+        return f"{MISSING} (all {failed} failed)"
+    return with_ci(value, interval)
+
+
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
@@ -47,10 +58,12 @@ def results_table(metrics: dict[str, Any]) -> str:
         failed, truncated = m.get("generation_failures", 0), m.get("truncated", 0)
         token_cell = _tokens(m.get("tokens"))
         if task == "classification":
-            rows.append(["classification", str(m["n"]), "accuracy", with_ci(m["accuracy"], m.get("accuracy_ci95")),
+            rows.append(["classification", str(m["n"]), "accuracy",
+                         headline_cell(m["accuracy"], m.get("accuracy_ci95"), failed=failed, n=m["n"]),
                          str(m["parse_failures"]), str(truncated), str(failed), token_cell])
         elif task == "nutrition":
-            rows.append(["nutrition", str(m["n"]), "Average MAPE", with_ci(m["avg_mape"], m.get("avg_mape_ci95")),
+            rows.append(["nutrition", str(m["n"]), "Average MAPE",
+                         headline_cell(m["avg_mape"], m.get("avg_mape_ci95"), failed=failed, n=m["n"]),
                          str(m["parse_failures"]), str(truncated), str(failed), token_cell])
             parts = ", ".join(f"{c} {pct(m.get(f'{c}_mape'))}" for c in NUTRIENTS)
             notes.append(f"nutrition MAPE per component (%): {parts}")
@@ -59,7 +72,8 @@ def results_table(metrics: dict[str, Any]) -> str:
                          token_cell])
             notes.append(m["note"])
         else:
-            rows.append(["vqa", str(m["n"]), "accuracy", with_ci(m["accuracy"], m.get("accuracy_ci95")),
+            rows.append(["vqa", str(m["n"]), "accuracy",
+                         headline_cell(m["accuracy"], m.get("accuracy_ci95"), failed=failed, n=m["n"]),
                          f"{m.get('unscored', 0)} unscored", str(truncated), str(failed), token_cell])
         if m.get("injection_suspected"):
             notes.append(f"{task}: {m['injection_suspected']} answers carried text aimed at the judge (a GRADE line "

@@ -13,7 +13,7 @@ from typing import Any
 
 from PIL import Image
 
-from eval.report.tables import MISSING, pct, with_ci
+from eval.report.tables import MISSING, headline_cell, pct
 
 from .evaluation import SampleResult
 
@@ -89,9 +89,10 @@ def results_table(task: str, results: list[SampleResult], thumbs: dict[str, str]
 
 def _headline(task: str, metrics: dict[str, Any]) -> tuple[str, str]:
     """(name, `24.45 [20.10, 28.80]`): the run's headline in the CLI's style, percent without the sign."""
+    counts = {"failed": int(metrics.get("generation_failures") or 0), "n": int(metrics.get("n") or 0)}
     if task == "nutrition":
-        return "Average MAPE (%)", with_ci(metrics.get("avg_mape"), metrics.get("avg_mape_ci95"))
-    return "accuracy (%)", with_ci(metrics.get("accuracy"), metrics.get("accuracy_ci95"))
+        return "Average MAPE (%)", headline_cell(metrics.get("avg_mape"), metrics.get("avg_mape_ci95"), **counts)
+    return "accuracy (%)", headline_cell(metrics.get("accuracy"), metrics.get("accuracy_ci95"), **counts)
 
 
 def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
