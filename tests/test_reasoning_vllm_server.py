@@ -64,8 +64,9 @@ def test_a_default_run_fits_a_16k_context_and_reads_the_answer_not_the_reasoning
 
 def test_a_server_that_refuses_prompt_plus_limit_is_sent_a_limit_that_fits(release_dir, tmp_path):
     """Before vLLM 0.33 prompt + limit above the context is refused: the first refusal calibrates the
-    prompt estimate, and every later request carries min(limit, room) and is answered. Only the
-    requests sent before the first refusal came back (at most one per concurrent slot) are refused."""
+    prompt estimate, and every later request carries min(limit, room) and is answered. The first request
+    goes alone while the context is tight (the others wait for it, boundedly), so at most the requests
+    sent before it came back (one per concurrent slot) are refused."""
     with server(max_model_len=16384) as fake:
         _, predictions = run(release_dir, fake, tmp_path / "run", concurrency=4)
     refused = [r for r in fake.requests if r.fault == "refused"]
@@ -73,6 +74,17 @@ def test_a_server_that_refuses_prompt_plus_limit_is_sent_a_limit_that_fits(relea
     assert len(refused) <= 4 and len(answered) == ITEMS
     assert all(r.max_tokens is not None and r.max_tokens + fake.prompt_tokens(r) <= 16384 for r in answered)
     assert all(p["error"] is None for p in predictions)
+
+
+def test_only_a_tight_context_holds_the_others_back_until_the_first_answer():
+    from eval.backends.policy import ChatPolicy
+
+    tight, roomy = ChatPolicy(MODEL, local=True), ChatPolicy(MODEL, local=True)
+    tight.set_context(16384, "GET /models max_model_len")
+    roomy.set_context(262144, "GET /models max_model_len")
+    # A 2-image prompt is roughly 600 tokens by the estimate; it may be 8 times that before calibration.
+    assert not tight.limit_fits_unseen(16384, 600) and roomy.limit_fits_unseen(16384, 600)
+    assert not ChatPolicy(MODEL, local=True).limit_fits_unseen(16384, 600)  # no context known yet
 
 
 def test_a_large_context_gets_the_limit_as_asked(release_dir, tmp_path):

@@ -138,8 +138,11 @@ class OpenAIChatBackend:
             self._first_loop = loop
             try:
                 await self._probe_context()
-                if self.policy.local and self.policy.context is not None:
-                    # A self-hosted server told its context, so the limit fits: nothing to wait for.
+                if self.policy.local and self.policy.limit_fits_unseen(request.config.max_tokens,
+                                                                      rough_prompt_tokens(request.messages)):
+                    # A self-hosted server told its context and the limit fits it with room to spare for any
+                    # prompt estimate: nothing to wait for. (Under a tight context the limit is lowered to
+                    # the room an uncalibrated estimate leaves; the first answer calibrates it first.)
                     self.policy.settled = True
                     first.set()
                 return await self._generate(request)

@@ -176,6 +176,7 @@ def rough_prompt_tokens(messages: tuple[Message, ...]) -> int:
 
 
 PROMPT_MARGIN = 1.1  # a calibrated prompt estimate is taken 10% larger when fitting the limit under the context
+UNSEEN_PROMPT_FACTOR = 8  # before any calibration, a prompt may count this many times the rough estimate
 
 # --- the policy of one openai: backend instance -------------------------------------------------
 
@@ -252,6 +253,19 @@ class ChatPolicy:
             self._limits_fitted += 1
             return max(1, room)
         return requested
+
+    def limit_fits_unseen(self, requested: int | None, prompt_size: int) -> bool:
+        """Whether the limit fits the known context even if the prompt is UNSEEN_PROMPT_FACTOR times the
+        rough estimate (images can cost far more tokens than it assumes): then nothing needs calibrating.
+
+        >>> policy = ChatPolicy("qwen", local=True)
+        >>> policy.set_context(262144, "GET /models max_model_len")
+        >>> policy.limit_fits_unseen(16384, 1000), policy.limit_fits_unseen(260000, 1000)
+        (True, False)
+        """
+        if self.context is None:
+            return False
+        return requested is None or requested + prompt_size * UNSEEN_PROMPT_FACTOR <= self.context
 
     def learn_prompt_size(self, prompt_size: int, server_tokens: int | None) -> None:
         """Calibrate the prompt estimate by what the server counted (usage or a refusal)."""
