@@ -49,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--filter-models", type=_list, default=[], help="SPEC,SPEC: the two filter / audit models")
     p.add_argument("--base-url", action="append", default=None,
                    help="URL[,URL...] (or the flag repeated): replicas, e.g. of `vllm serve`, asked in turn")
+    p.add_argument("--embed-model", default=None, metavar="openai:MODEL",
+                   help="an OpenAI-compatible /v1/embeddings model (at --base-url): dedupe also pairs by meaning")
     p.add_argument("--fdc", default=None, help="folder of the FoodData Central CSV download")
     p.add_argument("--concurrency", type=int, default=d.concurrency)
     p.add_argument("--seed", type=int, default=d.seed)
@@ -86,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             settings = BuildSettings(
                 raw=str(Path(args.raw).resolve()), model=args.model, filter_models=args.filter_models,
+                embed_model=args.embed_model,
                 base_url=",".join(args.base_url) if args.base_url else None, fdc=str(Path(args.fdc).resolve()) if args.fdc else None,
                 concurrency=args.concurrency, seed=args.seed, timeout=args.timeout, min_side=args.min_side,
                 min_user_photos=args.min_user_photos, cuisine_caps=args.cuisine_caps,

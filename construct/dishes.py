@@ -1,26 +1,40 @@
 """Stage 2, dish selection: enough kept user photos and a kept reference photo, a detailed ingredient
 list, near-duplicate dishes across merchants removed, cuisines capped.
 
-All rules, no model: each threshold is a setting (construct/work.py:BuildSettings).
+Rules, each threshold a setting (construct/work.py:BuildSettings), and one model question: the same
+dish under another name? Candidate pairs across merchants come from blocking that grows near-linearly
+(MinHash LSH over ingredient names and name n-grams, optionally embeddings: construct/dedupe.py); the
+model judges each pair; WORK/dishes/pairs.jsonl keeps every checked pair with how it was found and the
+verdict, and a dropped dish's decision names its twin, the pair's verdict and reason.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
+from typing import Any
 
 from construct.context import Context
+from construct.dedupe import candidates, char_ngrams, embed, first_of_each
+from construct.models import Ask, base_urls, parse_json_object
 from construct.photos import NAME as PHOTOS
-from construct.raw import Dish, portion_grams
-from construct.work import Decision, Stage, dropped, fingerprint, kept
+from construct.raw import Dish
+from construct.work import Decision, Stage, dropped, fingerprint, kept, write_jsonl
 
 NAME = "dishes"
 # Words of menu marketing, not of a recipe: an entry made of these names no ingredient.
 MARKETING = ("秘制", "精选", "美味", "可口", "独家", "招牌", "优质", "特色", "匠心", "好吃", "鲜香",
              "delicious", "secret", "signature", "special", "premium", "tasty", "homemade", "chef's")
 QUANTITY = re.compile(r"\d+(?:\.\d+)?\s*(?:克|g|kg|毫升|ml|个|片|只|份|勺)?", re.I)
-DUPLICATE_JACCARD = 0.9  # ingredient-name sets this alike ...
-DUPLICATE_GRAMS = 0.15  # ... and portions within 15% are one dish under two names
+PAIR_VERSION = "same-dish-v1"
+PAIR_PROMPT = """Task: same dish check.
+Two dishes from the menus of two different restaurants. Are they one and the same dish under another
+name (the same recipe: the same main ingredients, cooked the same way, about the same portion), not
+merely two dishes of one kind?
+Dish A ({a_id}): {a}
+Dish B ({b_id}): {b}
+Reply with one JSON object and nothing else: {{"same_dish": true or false, "reason": "..."}}"""
 
 
 def ingredient_name(entry: str) -> str:
@@ -44,13 +58,49 @@ def is_detailed(ingredients: tuple[str, ...] | list[str]) -> tuple[bool, str]:
     return True, ""
 
 
-def same_dish(a: Dish, b: Dish) -> bool:
-    """One dish under two names: the same ingredients (by name) and about the same portion."""
-    sa, sb = {ingredient_name(i) for i in a.ingredients}, {ingredient_name(i) for i in b.ingredients}
-    if not sa or not sb or len(sa & sb) / len(sa | sb) < DUPLICATE_JACCARD:
-        return False
-    ga, gb = portion_grams(a.portion), portion_grams(b.portion)
-    return ga is None or gb is None or abs(ga - gb) <= DUPLICATE_GRAMS * max(ga, gb)
+def pair_prompt(a: Dish, b: Dish) -> str:
+    """The question put to the model for one candidate pair (ids let a reader of calls.jsonl find them)."""
+    def card(d: Dish) -> str:
+        return json.dumps({"name": d.name, "menu_category": d.menu_category, "ingredients": list(d.ingredients),
+                           "portion": d.portion}, ensure_ascii=False)
+    return PAIR_PROMPT.format(a_id=a.dish_id, a=card(a), b_id=b.dish_id, b=card(b))
+
+
+def dish_views(dishes: list[Dish]) -> dict[str, list[set[str]]]:
+    """The token sets blocking compares: ingredient names, and the name's character 2- and 3-grams."""
+    return {"ingredients": [{ingredient_name(i) for i in d.ingredients} - {""} for d in dishes],
+            "name": [char_ngrams(d.name) for d in dishes]}
+
+
+def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], list[dict[str, Any]], bool]:
+    """({dropped dish: the dish it repeats}, every checked pair with its verdict, complete). Candidate
+    pairs across merchants come from blocking (construct/dedupe.py); the model judges each one."""
+    s = ctx.settings
+    vectors = None
+    if s.embed_model:
+        texts = [f"{d.name}: {', '.join(ingredient_name(i) for i in d.ingredients)}" for d in survivors]
+        vectors = embed(s.embed_model, texts, base_url=base_urls(s.base_url)[0], timeout=s.timeout) if texts else None
+    found = candidates(dish_views(survivors), vectors=vectors, seed=s.seed,
+                       allowed=lambda i, j: survivors[i].merchant_id != survivors[j].merchant_id)
+    pairs = found.pairs()
+    asks = [Ask(f"{survivors[i].dish_id}|{survivors[j].dish_id}", pair_prompt(survivors[i], survivors[j]))
+            for i, j in pairs]
+    answers = ctx.models.ask(NAME, s.model, PAIR_VERSION, asks) if asks else {}
+    checked, same, complete = [], [], True
+    for (i, j), ask in zip(pairs, asks, strict=True):
+        answer = answers[ask.item]
+        verdict = (parse_json_object(answer.text) or {}).get("same_dish")
+        if answer.error:
+            complete = False
+        row = {"pair": [survivors[i].dish_id, survivors[j].dish_id], "via": found.via[(i, j)], "model": s.model,
+               "same_dish": verdict if isinstance(verdict, bool) else None,
+               "reason": (parse_json_object(answer.text) or {}).get("reason"), "error": answer.error}
+        checked.append(row)
+        if verdict is True:
+            same.append((survivors[i].dish_id, survivors[j].dish_id))
+    merchant = {d.dish_id: d.merchant_id for d in survivors}
+    twins = first_of_each([d.dish_id for d in survivors], same, allowed=lambda a, b: merchant[a] != merchant[b])
+    return twins, checked, complete
 
 
 def run(ctx: Context) -> None:
@@ -59,7 +109,7 @@ def run(ctx: Context) -> None:
     photos = Stage(ctx.work, PHOTOS)
     # A shard caps nothing: the caps rank dishes across the whole export, so the merge applies them.
     caps = {} if s.shard else s.cuisine_caps
-    inputs = fingerprint(NAME, photos.fingerprint(), s.min_user_photos, caps)
+    inputs = fingerprint(NAME, photos.fingerprint(), s.min_user_photos, caps, s.model, PAIR_VERSION, s.embed_model)
     if stage.is_done(inputs):
         return
     reference: dict[str, str] = {}
@@ -85,12 +135,17 @@ def run(ctx: Context) -> None:
         elif not detailed:
             decisions[dish.dish_id] = dropped(dish.dish_id, "vague_ingredients", why=why)
         else:
-            twin = next((t for t in survivors if t.merchant_id != dish.merchant_id and same_dish(t, dish)), None)
-            if twin is not None:
-                decisions[dish.dish_id] = dropped(dish.dish_id, "near_duplicate_dish", of=twin.dish_id,
-                                                  names=[twin.name, dish.name])
-            else:
-                survivors.append(dish)
+            survivors.append(dish)
+    twins, checked, complete = find_twins(ctx, survivors)
+    verdict_of = {tuple(sorted(c["pair"])): c for c in checked}
+    for dish in list(survivors):
+        twin = twins.get(dish.dish_id)
+        if twin is not None:
+            pair = verdict_of[tuple(sorted((twin, dish.dish_id)))]
+            decisions[dish.dish_id] = dropped(dish.dish_id, "near_duplicate_dish", of=twin,
+                                              names=[ctx.raw.dishes[twin].name, dish.name], via=pair["via"],
+                                              model=pair["model"], model_reason=pair["reason"])
+            survivors.remove(dish)
     # Cuisine caps: the dishes with most user photos stay (more views, better items).
     per_cuisine: Counter[str] = Counter()
     for dish in sorted(survivors, key=lambda d: (-len(users[d.dish_id]), d.dish_id)):
@@ -106,4 +161,5 @@ def run(ctx: Context) -> None:
               "name": d.name, "menu_category": d.menu_category, "reference": reference[d.dish_id],
               "user_photos": sorted(users[d.dish_id])}
              for d in sorted(survivors, key=lambda d: d.dish_id) if decisions[d.dish_id].verdict == "kept"]
-    stage.finish(ordered, items, inputs, complete=True)
+    write_jsonl(stage.dir / "pairs.jsonl", checked)
+    stage.finish(ordered, items, inputs, complete=complete)

@@ -81,6 +81,7 @@ class ConstructOracle:
                    "Task: hard-negative selection.": self.selection, "Task: classification item audit.": self.cls_filter,
                    "Task: nutrition estimation.": self.estimate, "Task: nutrition plausibility check.": self.plausible,
                    "Task: VQA audit.": self.audit, "Task: dish name glossary.": self.glossary,
+                   "Task: same dish check.": self.same_dish, "Task: same question check.": self.same_question,
                    "Task: translation to English.": self.translate}.get(task)
         if handler is None and task.startswith("Task: VQA generation"):
             handler = self.generate
@@ -106,6 +107,18 @@ class ConstructOracle:
         ref, user = self.photo(request.images[0]), self.photo(request.images[1])
         same = user["shows"] == ref["dish_id"]
         return {"same_dish": same, "reason": "same components" if same else "a different dish"}
+
+    # -- dedupe: pairs named by id in the prompt, judged from the truth alone
+    def same_dish(self, request: StageRequest) -> dict:
+        a, b = (self.dishes[i] for i in re.findall(r"^Dish [AB] \((\S+)\):", request.prompt, flags=re.M))
+        recipe = ("standard_name", "slots", "grams")
+        same = not a["odd"] and not b["odd"] and all(a.get(k) == b.get(k) for k in recipe)
+        return {"same_dish": same, "reason": "one recipe under two names" if same else "different recipes"}
+
+    def same_question(self, request: StageRequest) -> dict:
+        a, b = (self.texts(*item.split(":"))[0]["question"]
+                for item in re.findall(r"^Question [AB] \((\S+)\):", request.prompt, flags=re.M))
+        return {"same_question": a == b, "reason": "asks the same thing" if a == b else "asks different things"}
 
     # -- classification
     def selection(self, request: StageRequest) -> dict:

@@ -1,6 +1,7 @@
 """Stage 5, VQA items: per dish a multi-image "merchant photo vs. customer photo" question and a
 single-image question (cuisine technique, dietary suggestion or counterfactual), answer and rationale
-grounded in the dish's metadata (Tables 8, 9); question rules; near-duplicates removed; two audit
+grounded in the dish's metadata (Tables 8, 9); question rules; near-duplicate questions within a category removed (blocking, then the model judges
+each candidate pair: construct/dedupe.py); two audit
 passes by two models that reject with an issue_category (Table 12).
 """
 
@@ -10,6 +11,7 @@ import json
 import re
 
 from construct.context import Context
+from construct.dedupe import candidates, char_ngrams, first_of_each
 from construct.dishes import NAME as DISHES
 from construct.models import Ask, parse_json_object, photo_part
 from construct.nutrition import NAME as NUTRITION
@@ -20,7 +22,13 @@ TASK = "vqa"
 PROMPT_VERSION = "vqa-v1"
 SINGLE = ("cuisine_technique", "dietary_suggestion", "counterfactual_reasoning")
 ISSUES = ("multi_part", "false_premise", "not_visible", "trivial", "verbose_answer", "subjective", "wrong_answer")
-DUPLICATE_JACCARD = 0.9  # character-bigram overlap at which two questions of one category are one
+PAIR_VERSION = "same-question-v1"
+PAIR_PROMPT = """Task: same question check.
+Two questions of one VQA category ({category}) of a food benchmark. Do they ask the same thing, so
+that the second tests nothing the first does not, whatever the wording?
+Question A ({a_id}): {a}
+Question B ({b_id}): {b}
+Reply with one JSON object and nothing else: {{"same_question": true or false, "reason": "..."}}"""
 # Phrases that hand the model what it should see for itself (the "visual-agnostic phrasing" rule).
 DESCRIBES_IMAGE = ("可以看到", "可见的", "图中的", "图片中的", "画面中", "金黄", "酥脆的", "油亮的",
                    "we can see", "as shown", "shown in the", "visible in the", "the golden", "the crispy", "glossy")
@@ -72,14 +80,32 @@ def question_problem(question: str) -> str | None:
     return None
 
 
-def _bigrams(text: str) -> set[str]:
-    t = re.sub(r"[\W_]+", "", text.lower())
-    return {t[i:i + 2] for i in range(len(t) - 1)}
-
-
-def near_duplicate(a: str, b: str) -> bool:
-    ba, bb = _bigrams(a), _bigrams(b)
-    return bool(ba and bb) and len(ba & bb) / len(ba | bb) >= DUPLICATE_JACCARD
+def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> tuple[dict[str, dict], bool]:
+    """{dropped item: {"of": twin, "via": ..., "reason": ...}} and whether every pair was answered.
+    Within each category, candidate pairs come from MinHash LSH over the questions' character n-grams
+    (construct/dedupe.py) and the model judges each; items are taken in `items` order."""
+    s = ctx.settings
+    checked: dict[tuple[str, str], dict] = {}
+    same: list[tuple[str, str]] = []
+    complete = True
+    for category in sorted({drafts[i]["category"] for i in items}):
+        group = [i for i in items if drafts[i]["category"] == category]
+        found = candidates({"question": [char_ngrams(drafts[i]["question"]) for i in group]}, seed=s.seed)
+        asks = [Ask(f"{group[a]}|{group[b]}", PAIR_PROMPT.format(category=category, a_id=group[a],
+                                                                 a=drafts[group[a]]["question"], b_id=group[b],
+                                                                 b=drafts[group[b]]["question"]))
+                for a, b in found.pairs()]
+        answers = ctx.models.ask(NAME, s.model, PAIR_VERSION, asks) if asks else {}
+        for (a, b), ask in zip(found.pairs(), asks, strict=True):
+            answer, out = answers[ask.item], parse_json_object(answers[ask.item].text) or {}
+            complete = complete and not answer.error
+            checked[(group[a], group[b])] = {"via": found.via[(a, b)], "model": s.model,
+                                             "model_reason": out.get("reason")}
+            if out.get("same_question") is True:
+                same.append((group[a], group[b]))
+    twins = first_of_each(items, same)
+    return {item: {"of": twin, **checked.get((twin, item), checked.get((item, twin), {}))}
+            for item, twin in twins.items()}, complete
 
 
 def plan(dish_ids: list[str]) -> list[tuple[str, str]]:
@@ -95,7 +121,8 @@ def run(ctx: Context) -> None:
     s = ctx.settings
     dishes, nutrition = Stage(ctx.work, DISHES), Stage(ctx.work, NUTRITION)
     audits = s.filter_pair()
-    inputs = fingerprint(NAME, PROMPT_VERSION, dishes.fingerprint(), nutrition.fingerprint(), s.model, audits)
+    inputs = fingerprint(NAME, PROMPT_VERSION, PAIR_VERSION, dishes.fingerprint(), nutrition.fingerprint(), s.model,
+                         audits)
     if stage.is_done(inputs):
         return
     targets = {t["dish_id"]: t for t in dishes.items()}
@@ -133,16 +160,17 @@ def run(ctx: Context) -> None:
             decisions[item] = dropped(item, "model_unparsed", TASK)
             continue
         problem = question_problem(out["question"])
-        twin = next((o for o in accepted if drafts[o]["category"] == drafts[item]["category"]
-                     and near_duplicate(drafts[o]["question"], out["question"])), None)
         drafts[item].update(question=out["question"].strip(), answer=out["answer"].strip(),
                             rationale=out["rationale"].strip())
         if problem:
             decisions[item] = dropped(item, problem, TASK, question=out["question"])
-        elif twin:
-            decisions[item] = dropped(item, "near_duplicate_question", TASK, of=twin, question=out["question"])
         else:
             accepted.append(item)
+    twins, answered = question_twins(ctx, drafts, accepted)
+    complete = complete and answered
+    for item, twin in twins.items():
+        decisions[item] = dropped(item, "near_duplicate_question", TASK, question=drafts[item]["question"], **twin)
+        accepted.remove(item)
 
     for n, spec in enumerate(audits, 1):
         asks = [Ask(item, AUDIT_PROMPT.format(question=drafts[item]["question"], answer=drafts[item]["answer"],

@@ -27,6 +27,7 @@ class BuildSettings:
     raw: str = ""
     model: str = ""
     filter_models: list[str] = field(default_factory=list)  # the two classification / audit passes
+    embed_model: str | None = None  # openai:MODEL of a /v1/embeddings endpoint: more dedupe candidates
     base_url: str | None = None
     fdc: str | None = None  # folder of the FDC CSV download (food.csv, nutrient.csv, food_nutrient.csv)
     concurrency: int = 8

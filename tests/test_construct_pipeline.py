@@ -93,6 +93,18 @@ def test_dish_selection_drops_thin_vague_duplicate_and_badly_photographed_dishes
     assert all(v == ("dropped", "too_few_user_photos") for d, v in got.items() if d not in PLAN)
 
 
+def test_dish_dedupe_asks_the_model_only_about_candidate_pairs_and_keeps_its_verdicts(built):
+    """The renamed twin (merchant-03-d7 = merchant-01-d1, "家常" added) is a candidate and confirmed."""
+    pairs = [json.loads(line) for line in (built.work / "dishes" / "pairs.jsonl").read_text().splitlines()]
+    twin = next(p for p in pairs if p["pair"] == ["merchant-01-d1", "merchant-03-d7"])
+    assert twin["same_dish"] is True and "ingredients" in twin["via"] and twin["model"] == "openai:gen"
+    assert sum(p["same_dish"] for p in pairs) == 1  # every other candidate pair was judged distinct
+    dup = next(d for d in Stage(built.work, "dishes").decisions() if d["item"] == "merchant-03-d7")
+    assert dup["detail"]["model"] == "openai:gen" and dup["detail"]["model_reason"]
+    survivors = 11  # dishes past the photo and ingredient rules, across 4 merchants
+    assert 0 < len(pairs) < survivors * (survivors - 1) // 2
+
+
 def test_classification_items_have_same_menu_look_alikes_and_the_filters_drop_planted_items(built):
     got = verdicts(built.work, "classification")
     assert got["merchant-02-d3"] == ("dropped", "ambiguous")
@@ -135,6 +147,8 @@ def test_vqa_rules_dedupe_and_audits_drop_the_planted_drafts(built):
     assert got["merchant-01-d0:cuisine_technique"] == ("dropped", "multiple_questions")
     assert got["merchant-01-d1:multi_image_analysis"] == ("dropped", "describes_image")
     assert got["merchant-02-d0:multi_image_analysis"] == ("dropped", "near_duplicate_question")
+    dup = next(d for d in Stage(built.work, "vqa").decisions() if d["item"] == "merchant-02-d0:multi_image_analysis")
+    assert dup["detail"]["of"] == "merchant-01-d4:multi_image_analysis" and dup["detail"]["model"] == "openai:gen"
     assert got["merchant-04-d0:multi_image_analysis"] == ("dropped", "false_premise")
     assert got["merchant-02-d1:dietary_suggestion"] == ("dropped", "trivial")
     assert sum(v[0] == "kept" for v in got.values()) == len(got) - 5

@@ -1,0 +1,154 @@
+"""Dedupe by blocking then a model's verdict (construct/dedupe.py, the dishes and VQA stages): MinHash LSH
+finds alike records without comparing every pair, a popular bucket stays linear, embeddings add pairs by
+meaning, and the model (not a word-overlap rule) decides each candidate pair."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from construct import dedupe, dishes
+from construct.dedupe import band_pairs, candidates, char_ngrams, first_of_each, minhash
+from construct.models import Answer
+from construct.raw import Dish
+from construct.work import BuildSettings
+
+BEEF = ["beef 120 g", "wheat noodles 200 g", "chili oil 10 g", "scallion 5 g", "beef broth 300 ml"]
+
+
+def dish(did: str, merchant: str, name: str, ingredients: list[str]) -> Dish:
+    return Dish(did, merchant, name, "noodles", "", tuple(ingredients), "1 bowl, about 600 g")
+
+
+def test_minhash_agreement_estimates_jaccard():
+    a = {f"t{i}" for i in range(100)}
+    b = {f"t{i}" for i in range(50, 150)}  # Jaccard 50 / 150 = 1/3
+    sig = minhash([a, b, set(a)])
+    assert (sig[0] == sig[2]).all()  # the same set, the same signature
+    assert abs((sig[0] == sig[1]).mean() - 1 / 3) < 0.15
+    assert (minhash([set()]) == dedupe.PRIME).all()
+
+
+def test_renamed_dish_with_the_same_ingredients_is_a_candidate_and_an_unrelated_one_is_not():
+    records = [dish("a", "m1", "Spicy Beef Noodle Soup", BEEF), dish("b", "m2", "Hot Beef Noodles", BEEF),
+               dish("c", "m2", "Egg Fried Rice", ["rice 250 g", "egg 50 g", "scallion 5 g", "soy sauce 5 ml"])]
+    found = candidates(dishes.dish_views(records))
+    assert found.pairs() == [(0, 1)]
+    assert "ingredients" in found.via[(0, 1)]
+
+
+def test_a_bucket_of_many_identical_records_is_checked_as_a_chain_not_every_pair():
+    sig = minhash([{"rice", "egg", "scallion"}] * 100)
+    pairs = band_pairs(sig)
+    # each record against its next WINDOW = 8: sum over k of min(8, 99 - k) = 8 * 92 + (7 + ... + 0) = 764
+    assert len(pairs) == 764
+    assert all(j - i <= dedupe.WINDOW for i, j in pairs)
+    assert len(band_pairs(minhash([{"rice", "egg", "scallion"}] * 20))) == 20 * 19 // 2  # small bucket: all pairs
+
+
+def test_distinct_records_give_few_pairs():
+    rng = np.random.default_rng(1)
+    sets = [{f"w{x}" for x in rng.choice(5000, 6, replace=False)} for _ in range(2000)]
+    assert len(band_pairs(minhash(sets))) < 20  # all-pairs would be 1,999,000
+
+
+def test_allowed_keeps_only_cross_merchant_pairs():
+    records = [dish("a", "m1", "Beef Noodles", BEEF), dish("b", "m1", "Beef Noodles", BEEF),
+               dish("c", "m2", "Beef Noodles", BEEF)]
+    found = candidates(dishes.dish_views(records), allowed=lambda i, j: records[i].merchant_id != records[j].merchant_id)
+    assert found.pairs() == [(0, 2), (1, 2)]
+
+
+def test_first_of_each_follows_chains_and_respects_allowed():
+    assert first_of_each(["a", "b", "c"], [("a", "b"), ("b", "c")]) == {"b": "a", "c": "a"}
+    merchant = {"a": "m1", "b": "m1", "c": "m2"}
+    assert first_of_each(["a", "b", "c"], [("a", "b"), ("a", "c")],
+                         allowed=lambda x, y: merchant[x] != merchant[y]) == {"c": "a"}
+
+
+def test_char_ngrams_of_cjk_and_latin():
+    assert char_ngrams("蛋炒饭", (2,)) == {"蛋炒", "炒饭"}
+    assert char_ngrams("Hot-Beef", (3,)) == {"hot", "otb", "tbe", "bee", "eef"}
+
+
+class FakeModels:
+    """Answers each same-dish ask from a set of pairs the test calls the same; records every ask."""
+
+    def __init__(self, same: set[frozenset[str]]) -> None:
+        self.same = same
+        self.asked: list[tuple[str, str, str]] = []
+
+    def ask(self, stage, spec, version, asks):
+        out = {}
+        for a in asks:
+            self.asked.append((stage, a.item, a.prompt))
+            verdict = frozenset(a.item.split("|")) in self.same
+            out[a.item] = Answer(a.item, json.dumps({"same_dish": verdict, "reason": "r"}), None, None)
+        return out
+
+
+def test_the_model_decides_each_candidate_pair_and_its_verdict_is_kept(tmp_path):
+    records = [dish("m1-d1", "m1", "Spicy Beef Noodle Soup", BEEF), dish("m2-d1", "m2", "Hot Beef Noodles", BEEF),
+               dish("m3-d1", "m3", "Beef Noodles", BEEF[:4] + ["bok choy 30 g"])]
+    models = FakeModels({frozenset({"m1-d1", "m2-d1"})})
+    ctx = SimpleNamespace(settings=BuildSettings(model="openai:gen"), models=models, work=tmp_path)
+    twins, checked, complete = dishes.find_twins(ctx, records)
+    assert complete and twins == {"m2-d1": "m1-d1"}  # m3's near-copy was a candidate, but the model said no
+    assert {tuple(c["pair"]) for c in checked} == {("m1-d1", "m2-d1"), ("m1-d1", "m3-d1"), ("m2-d1", "m3-d1")}
+    verdict = {tuple(c["pair"]): c["same_dish"] for c in checked}
+    assert verdict[("m1-d1", "m2-d1")] is True and verdict[("m1-d1", "m3-d1")] is False
+    assert all(stage == "dishes" and prompt.startswith("Task: same dish check.") for stage, _, prompt in models.asked)
+    assert "Dish A (m1-d1):" in models.asked[0][2] and "Hot Beef Noodles" in models.asked[0][2]
+
+
+class _Embeddings(BaseHTTPRequestHandler):
+    """/v1/embeddings as OpenAI answers it: {"object": "list", "data": [{"index", "embedding"}], ...}."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        assert self.path == "/v1/embeddings" and body["model"] == "emb"
+        vectors = [[1.0, 0.2, 0.0] if ("牛肉" in t or "beef" in t.lower()) else [0.0, 0.1, 1.0] for t in body["input"]]
+        data = json.dumps({"object": "list", "model": "emb", "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                           "data": [{"object": "embedding", "index": i, "embedding": v}
+                                    for i, v in enumerate(vectors)]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def embeddings_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_embeddings_pair_dishes_that_share_no_word(tmp_path, embeddings_server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    records = [dish("m1-d1", "m1", "红烧牛肉面", ["牛肉 120克", "面条 200克", "辣椒油 10克"]),
+               dish("m2-d1", "m2", "Hot Beef Noodles", ["beef 120 g", "noodles 200 g", "chili oil 10 g"]),
+               dish("m2-d2", "m2", "Garden Salad", ["lettuce 80 g", "tomato 50 g", "cucumber 40 g"])]
+    assert candidates(dishes.dish_views(records)).pairs() == []  # no shared token: lexical blocking misses it
+    models = FakeModels({frozenset({"m1-d1", "m2-d1"})})
+    settings = BuildSettings(model="openai:gen", embed_model="openai:emb", base_url=embeddings_server)
+    twins, checked, _ = dishes.find_twins(SimpleNamespace(settings=settings, models=models, work=tmp_path), records)
+    assert twins == {"m2-d1": "m1-d1"}
+    assert checked[0]["via"] == ["embedding"] and checked[0]["pair"] == ["m1-d1", "m2-d1"]
+
+
+def test_a_bad_embed_model_is_one_clear_error():
+    with pytest.raises(ValueError, match="--embed-model wants openai:MODEL"):
+        dedupe.embed("gemini:x", ["a"], base_url=None, timeout=1)
