@@ -28,6 +28,9 @@ MARKETING = ("秘制", "精选", "美味", "可口", "独家", "招牌", "优质
              "delicious", "secret", "signature", "special", "premium", "tasty", "homemade", "chef's")
 QUANTITY = re.compile(r"\d+(?:\.\d+)?\s*(?:克|g|kg|毫升|ml|个|片|只|份|勺)?", re.I)
 PAIR_VERSION = "same-dish-v1"
+# Names share words far more often than recipes share ingredients ("beef" on every menu): the name view
+# pairs only names alike at Jaccard ~0.75 and up; ingredient lists pair from ~0.5 (construct/dedupe.py).
+VIEW_ROWS = {"name": 8}
 PAIR_PROMPT = """Task: same dish check.
 Two dishes from the menus of two different restaurants. Are they one and the same dish under another
 name (the same recipe: the same main ingredients, cooked the same way, about the same portion), not
@@ -80,7 +83,7 @@ def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], lis
     if s.embed_model:
         texts = [f"{d.name}: {', '.join(ingredient_name(i) for i in d.ingredients)}" for d in survivors]
         vectors = embed(s.embed_model, texts, base_url=base_urls(s.base_url)[0], timeout=s.timeout) if texts else None
-    found = candidates(dish_views(survivors), vectors=vectors, seed=s.seed,
+    found = candidates(dish_views(survivors), vectors=vectors, seed=s.seed, rows=VIEW_ROWS,
                        allowed=lambda i, j: survivors[i].merchant_id != survivors[j].merchant_id)
     pairs = found.pairs()
     asks = [Ask(f"{survivors[i].dish_id}|{survivors[j].dish_id}", pair_prompt(survivors[i], survivors[j]))

@@ -152,3 +152,14 @@ def test_embeddings_pair_dishes_that_share_no_word(tmp_path, embeddings_server, 
 def test_a_bad_embed_model_is_one_clear_error():
     with pytest.raises(ValueError, match="--embed-model wants openai:MODEL"):
         dedupe.embed("gemini:x", ["a"], base_url=None, timeout=1)
+
+
+def test_the_dedupe_bench_finds_every_planted_twin_and_reports_an_exponent():
+    from bench import construct_dedupe, run_all
+
+    rows = construct_dedupe.run((300, 600), all_pairs_up_to=300)
+    assert [r["dishes"] for r in rows[:2]] == [300, 600]
+    assert all(r["recall"] == 1.0 and 0 < r["pairs"] < r["dishes"] for r in rows[:2])
+    assert rows[0]["reference"] is not None and rows[1]["reference"] is None  # all pairs timed up to 300 only
+    assert rows[2]["name"].endswith("exponent of time in dishes") and "pairs grow with exponent" in rows[2]["note"]
+    assert "dedupe" in run_all.BENCHES
