@@ -38,6 +38,16 @@ def _answered(work: Path) -> int:
     return sum(len(read_jsonl(work / stage / "calls.jsonl")) for stage in STAGES)
 
 
+def _dish_review_stop(work: str | Path, command: str) -> bool:
+    """True (after saying what to review) when the run stopped at the base-dish review."""
+    pending = pipeline.pending_dish_review(work)
+    if pending:
+        print(f"{pending} selected base dish(es) in {work} await review before any task item is generated: "
+              f"python -m construct review {work} --stage dishes --export dishes.csv (fill `decision`, then "
+              f"--import it), or the Space's Review tab; then run the same `{command}` again to continue.")
+    return bool(pending)
+
+
 def parser() -> argparse.ArgumentParser:
     d = BuildSettings()
     ap = argparse.ArgumentParser(prog="python -m construct", description=__doc__.splitlines()[0])
@@ -67,13 +77,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="merged work folder")
     p.add_argument("--base-url", action="append", default=None,
                    help="where to ask what no shard asked (default: the first shard's)")
-    p = sub.add_parser("review", help="export items for review to CSV, or import the decisions")
+    p = sub.add_parser("review", help="export items (or base dishes) for review to CSV, or import the decisions")
     p.add_argument("work")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--export", dest="export_csv")
     g.add_argument("--import", dest="import_csv")
     g.add_argument("--approve-all", action="store_true",
-                   help='approve every pending item, noted "approved in bulk" (a demo; no person looked at them)')
+                   help='approve every pending item, reviewer "bulk": the card says no person looked at them')
+    p.add_argument("--stage", choices=("items", "dishes"), default=None,
+                   help="dishes: the base-dish review before task generation; items (default): the final review")
+    p.add_argument("--reviewer", default="", help="who decided (recorded with each decision; required for an audit)")
+    p.add_argument("--audit", type=int, default=None, metavar="N",
+                   help="with --export: N decided final items drawn at random for a second reviewer")
     p = sub.add_parser("release", help="build and validate the Parquet release")
     p.add_argument("work")
     p.add_argument("--out", required=True)
@@ -94,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                 min_user_photos=args.min_user_photos, cuisine_caps=args.cuisine_caps,
                 review_exempt=args.review_exempt, price_per_mtok=args.price_per_mtok, shard=args.shard)
             pipeline.run(args.out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
+            if _dish_review_stop(args.out, "python -m construct run"):
+                return 0
             md, png = funnel.write(Path(args.out), settings)
             print(md.read_text(encoding="utf-8"))
             print(f"wrote {md} and {png}; next: python -m construct review {args.out} --export review.csv")
@@ -103,19 +120,27 @@ def main(argv: list[str] | None = None) -> int:
                                          ",".join(args.base_url) if args.base_url else None)
             before = _answered(out)
             pipeline.run(out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
+            if _dish_review_stop(out, "python -m construct merge"):
+                return 0
             md, png = funnel.write(out, settings)
             print(md.read_text(encoding="utf-8"))
             print(f"merged {len(args.works)} shard(s) into {out}: {_answered(out) - before} call(s) asked anew "
                   f"(prompts that changed once the whole export was seen); next: python -m construct review {out} ...")
         elif args.command == "review":
+            stage = args.stage or "items"
+            if args.audit is not None and (not args.export_csv or args.stage == "dishes"):
+                raise ValueError("--audit N goes with --export FILE (a sample of the final items)")
             if args.export_csv:
-                n = review.export_csv(args.work, args.export_csv)
-                print(f"wrote {n} items to {args.export_csv}: fill `decision` with approve or reject, then --import it")
+                n = review.export_csv(args.work, args.export_csv, stage=stage, audit=args.audit)
+                what = "audit items" if args.audit is not None else "base dishes" if stage == "dishes" else "items"
+                print(f"wrote {n} {what} to {args.export_csv}: fill `decision` with approve or reject, then --import it"
+                      + (" with --reviewer NAME" if args.audit is not None else ""))
             elif args.approve_all:
-                n = review.approve_all(args.work)
-                print(f'approved {n} pending item(s) in bulk, each noted "approved in bulk"')
+                n = review.approve_all(args.work, stage=stage)
+                print(f'approved {n} pending {"base dish(es)" if stage == "dishes" else "item(s)"} in bulk, '
+                      f'reviewer "bulk": the card will say no person looked at them')
             else:
-                counts = review.import_csv(args.work, args.import_csv)
+                counts = review.import_csv(args.work, args.import_csv, reviewer=args.reviewer, stage=args.stage)
                 print(", ".join(f"{k} {v}" for k, v in counts.items()))
         elif args.command == "release":
             from construct.release import build_release

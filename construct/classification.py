@@ -10,7 +10,7 @@ import hashlib
 import numpy as np
 
 from construct.context import Context
-from construct.dishes import NAME as DISHES
+from construct.dishes import REVIEWED as DISHES
 from construct.models import Ask, parse_json_object, photo_part
 from construct.work import Decision, Stage, dropped, fingerprint, kept
 

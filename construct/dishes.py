@@ -23,6 +23,7 @@ from construct.raw import Dish
 from construct.work import Decision, Stage, dropped, fingerprint, kept, write_jsonl
 
 NAME = "dishes"
+REVIEWED = "dish_review"  # the dishes a person approved (construct/review.py): what the task stages read
 # Words of menu marketing, not of a recipe: an entry made of these names no ingredient.
 MARKETING = ("秘制", "精选", "美味", "可口", "独家", "招牌", "优质", "特色", "匠心", "好吃", "鲜香",
              "delicious", "secret", "signature", "special", "premium", "tasty", "homemade", "chef's")

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from construct.context import Context
-from construct.dishes import NAME as DISHES
+from construct.dishes import REVIEWED as DISHES
 from construct.fdc import FoodData, cross_check
 from construct.models import Ask, parse_json_object, photo_part
 from construct.raw import NUTRIENTS, portion_grams

@@ -12,7 +12,7 @@ from typing import Any
 import diningbench
 from construct import funnel
 from construct.raw import RawExport, load_raw
-from construct.review import released_rows
+from construct.review import card_markdown, released_rows
 from construct.work import load_settings
 
 COMMON = ("id", "dish_id", "merchant_id", "category", "cuisine")
@@ -43,7 +43,7 @@ def card_section(rows: list[dict[str, Any]], work: Path) -> str:
     for c in cuisines:
         lines.append(f"| {c} | " + " | ".join(str(sum(1 for r in rows if r['cuisine'] == c and r['task'] == t))
                                              for t in FIELDS) + " |")
-    lines += ["", "### Funnel", "", funnel.markdown(work, load_settings(work))]
+    lines += ["", "### Funnel", "", funnel.markdown(work, load_settings(work)), card_markdown(work)]
     return "\n".join(lines)
 
 

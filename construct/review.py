@@ -1,46 +1,63 @@
-"""Stage 7, human review: every translated item is approved or rejected by a person (or released
-without review when its task is in `review_exempt`).
+"""Human review, twice as in the paper: the base dishes after dish selection (before any task item is
+generated), and every translated item before release; then a sampled audit of the final items by a
+second reviewer, with agreement and Cohen's kappa on the release card.
 
-Two faces on one log (WORK/review/log.jsonl, append-only, the last word on an item wins):
-- CSV: `python -m construct review WORK --export review.csv`, fill the `decision` column with
-  approve / reject, then `--import review.csv`;
+Per pass an append-only log (the last word on an item wins): WORK/dish_review/log.jsonl for the base
+dishes (`--stage dishes`), WORK/review/log.jsonl for the items, WORK/review/audit.jsonl for the audit.
+Each entry names its reviewer (`--reviewer`), or "bulk" for `--approve-all`.
+- CSV: `python -m construct review WORK [--stage dishes] --export review.csv`, fill the `decision`
+  column with approve / reject, then `--import review.csv`. Export neutralises cells a spreadsheet
+  would run as a formula (a leading `= + - @`, tab or CR gets a `'`; import strips exactly that `'`).
+  Import checks the whole file first (an error names its CSV line and records nothing), then appends
+  all its decisions in one atomic write.
 - functions for an app tab: `list_items`, `get_item` (with photo paths), `record_decision`;
-- `--approve-all` (`approve_all`): approve every pending item with the note "approved in bulk",
-  for a demo or a build whose items were checked elsewhere; the note stays in the decisions.
+- `--approve-all` (`approve_all`): approve everything still pending, reviewer "bulk", noted "approved
+  in bulk"; the card counts these as bulk approval, never as a human check;
+- `--audit N --export audit.csv`: N decided items drawn at random (seeded), decisions left blank, for a
+  second reviewer; `--import audit.csv --reviewer NAME` records them in the audit log.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import random
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from construct.dishes import NAME as DISHES
+from construct.dishes import REVIEWED
 from construct.raw import load_raw
 from construct.translate import NAME as TRANSLATE
 from construct.work import Stage, dropped, kept, load_settings, read_jsonl, write_jsonl
 
 NAME = "review"
 DECISIONS = ("approve", "reject")
-CSV_FIELDS = ("task", "item_id", "dish_id", "merchant_id", "cuisine", "summary", "photos", "decision", "note")
+BULK = "bulk"  # the reviewer of an --approve-all decision
+PASSES = ("items", "dishes", "audit")  # the final review, the base-dish review, the audit
+CSV_FIELDS = ("pass", "task", "item_id", "dish_id", "merchant_id", "cuisine", "summary", "photos", "decision", "note")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 @dataclass
 class ReviewItem:
-    """One item as a reviewer sees it."""
+    """One item (or base dish, task "dish") as a reviewer sees it."""
 
     task: str
     item_id: str
     dish_id: str
     merchant_id: str
     cuisine: str
-    summary: str  # the options and answer, the nutrition values, or the question and answer
+    summary: str  # the options and answer, the nutrition values, the question and answer, or the dish
     photos: list[tuple[str, str]] = field(default_factory=list)  # (absolute file path, reference|user)
     decision: str | None = None  # approve | reject | None (not reviewed yet)
     note: str = ""
     exempt: bool = False  # its task is released without review
+    reviewer: str = ""
 
 
 def _summary(row: dict[str, Any]) -> str:
@@ -53,102 +70,209 @@ def _summary(row: dict[str, Any]) -> str:
     return f"[{row['vqa_category']}] Q: {row['question']} | A: {row['answer']} | Q_en: {row['question_en']} | A_en: {row['answer_en']}"
 
 
-def _log(work: Path) -> dict[str, dict[str, Any]]:
+def _log_path(work: Path, stage: str) -> Path:
+    if stage not in PASSES:
+        raise ValueError(f"review stage must be one of {', '.join(PASSES)}, got {stage!r}")
+    return work / (REVIEWED if stage == "dishes" else NAME) / ("audit.jsonl" if stage == "audit" else "log.jsonl")
+
+
+def _log(work: Path, stage: str = "items") -> dict[str, dict[str, Any]]:
     latest: dict[str, dict[str, Any]] = {}
-    for entry in read_jsonl(Path(work) / NAME / "log.jsonl"):
+    for entry in read_jsonl(_log_path(Path(work), stage)):
         latest[entry["item"]] = entry
     return latest
 
 
-def _rows(work: Path) -> list[dict[str, Any]]:
+def _rows(work: Path, stage: str = "items") -> list[dict[str, Any]]:
+    """What a pass reviews: the dish stage's selected dishes, or the translated items (the audit too)."""
+    if stage == "dishes":
+        return [{**d, "id": d["dish_id"], "task": "dish"} for d in Stage(Path(work), DISHES).items()]
     return Stage(Path(work), TRANSLATE).items()
 
 
-def list_items(work: str | Path, task: str | None = None, status: str | None = None) -> list[ReviewItem]:
-    """Items awaiting or past review; `status` filters: pending | approve | reject."""
+def list_items(work: str | Path, task: str | None = None, status: str | None = None,
+               stage: str = "items") -> list[ReviewItem]:
+    """Items (or with stage="dishes" the base dishes) awaiting or past review; `status` filters:
+    pending | approve | reject."""
     work = Path(work)
     settings = load_settings(work)
     raw = load_raw(settings.raw)
-    log = _log(work)
+    log = _log(work, stage)
+    exempt = set(settings.review_exempt)
     out = []
-    for row in _rows(work):
+    for row in _rows(work, stage):
         if task and row["task"] != task:
             continue
         entry = log.get(row["id"], {})
         decision = entry.get("decision")
         if status and (decision or "pending") != status:
             continue
+        if stage == "dishes":
+            dish = raw.dishes[row["dish_id"]]
+            summary = f"{dish.name} | {dish.menu_category} | {'; '.join(dish.ingredients)} | {dish.portion}"
+            photos = [(row["reference"], "reference")] + [(p, "user") for p in row["user_photos"]]
+            out.append(ReviewItem("dish", row["id"], row["dish_id"], row["merchant_id"], row["cuisine"], summary,
+                                  [(str(raw.photo_path(p)), r) for p, r in photos], decision, entry.get("note", ""),
+                                  "dishes" in exempt, entry.get("reviewer", "")))
+            continue
         roles = row.get("image_roles") or ["reference"] + ["user"] * (len(row["photos"]) - 1)
         out.append(ReviewItem(row["task"], row["id"], row["dish_id"], row["merchant_id"], row["cuisine"], _summary(row),
                               [(str(raw.photo_path(p)), r) for p, r in zip(row["photos"], roles, strict=True)],
-                              decision, entry.get("note", ""), row["task"] in settings.review_exempt))
+                              decision, entry.get("note", ""), row["task"] in exempt, entry.get("reviewer", "")))
     return out
 
 
-def get_item(work: str | Path, item_id: str) -> ReviewItem:
-    for item in list_items(work):
+def get_item(work: str | Path, item_id: str, stage: str = "items") -> ReviewItem:
+    for item in list_items(work, stage=stage):
         if item.item_id == item_id:
             return item
     raise KeyError(f"no item {item_id!r} awaits review in {work}")
 
 
-def record_decision(work: str | Path, item_id: str, decision: str, note: str = "") -> None:
+def _append(work: Path, stage: str, entries: list[dict[str, Any]]) -> None:
+    """Add `entries` to a pass's log in one atomic write (the old log plus the new lines, then a rename):
+    a kill leaves the old log or the new one, never part of a batch."""
+    path = _log_path(work, stage)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.read_bytes() if path.exists() else b""
+    if old and not old.endswith(b"\n"):
+        old += b"\n"
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_bytes(old + "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries).encode())
+    os.replace(tmp, path)
+    if stage == "dishes":
+        write_dish_decisions(work)
+    elif stage == "items":
+        write_decisions(work)
+
+
+def _entry(item_id: str, decision: str, note: str, reviewer: str) -> dict[str, Any]:
+    return {"item": item_id, "decision": decision, "note": note, "reviewer": reviewer, "at": time.time()}
+
+
+def record_decision(work: str | Path, item_id: str, decision: str, note: str = "", reviewer: str = "",
+                    stage: str = "items") -> None:
     """Record approve / reject for one item (appended; a later decision replaces an earlier one)."""
     if decision not in DECISIONS:
         raise ValueError(f"decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
     work = Path(work)
-    if item_id not in {r["id"] for r in _rows(work)}:
+    if item_id not in {r["id"] for r in _rows(work, stage)}:
         raise KeyError(f"no item {item_id!r} awaits review in {work}")
-    path = work / NAME / "log.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"item": item_id, "decision": decision, "note": note, "at": time.time()},
-                            ensure_ascii=False) + "\n")
-    write_decisions(work)
+    _append(work, stage, [_entry(item_id, decision, note, reviewer)])
 
 
-def approve_all(work: str | Path, note: str = "approved in bulk") -> int:
-    """Approve every item still pending (decided items keep their decision), each with `note`, so that
-    the log says no person looked at them one by one. Returns how many were approved."""
+def approve_all(work: str | Path, note: str = "approved in bulk", stage: str = "items") -> int:
+    """Approve every item still pending (decided items keep their decision), reviewer "bulk", each with
+    `note`, so that the log and the card say no person looked at them. Returns how many were approved."""
+    if stage == "audit":
+        raise ValueError("an audit cannot be approved in bulk: it is a second person's check")
     work = Path(work)
-    decided = _log(work)
-    pending = [r["id"] for r in _rows(work) if r["id"] not in decided]
-    path = work / NAME / "log.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        for item_id in pending:
-            fh.write(json.dumps({"item": item_id, "decision": "approve", "note": note, "at": time.time()},
-                                ensure_ascii=False) + "\n")
-    write_decisions(work)
+    decided = _log(work, stage)
+    pending = [r["id"] for r in _rows(work, stage) if r["id"] not in decided]
+    _append(work, stage, [_entry(i, "approve", note, BULK) for i in pending])
     return len(pending)
 
 
-def export_csv(work: str | Path, path: str | Path) -> int:
-    items = list_items(work)
+def neutralise(cell: str) -> str:
+    """A cell a spreadsheet would run as a formula gets a leading `'` (OWASP CSV injection advice); so does
+    one that already starts with quotes before a formula start, so that `restore` gives every cell back.
+
+    >>> neutralise('=HYPERLINK("http://x")'), neutralise("-5 g"), neutralise("beef"), neutralise("'=x")
+    ('\\'=HYPERLINK("http://x")', "'-5 g", 'beef', "''=x")
+    """
+    return "'" + cell if cell.lstrip("'").startswith(FORMULA_START) else cell
+
+
+def restore(cell: str) -> str:
+    """Undo `neutralise`: exactly the one `'` it added is removed, nothing else.
+
+    >>> restore("'=1+1"), restore("'quoted"), restore("''=x"), restore("=typed by hand")
+    ('=1+1', "'quoted", "'=x", '=typed by hand')
+    """
+    return cell[1:] if cell.startswith("'") and cell.lstrip("'").startswith(FORMULA_START) else cell
+
+
+def audit_sample(work: str | Path, n: int, seed: int | None = None) -> list[str]:
+    """`n` item ids drawn at random (seeded by the build's seed) from the items the first review decided
+    (exempt and pending items are not audited)."""
+    work = Path(work)
+    if n < 1:
+        raise ValueError(f"--audit wants a positive number of items, got {n}")
+    decided = _log(work, "items")
+    pool = sorted(r["id"] for r in _rows(work) if r["id"] in decided)
+    rng = random.Random(load_settings(work).seed if seed is None else seed)
+    return sorted(rng.sample(pool, min(n, len(pool))))
+
+
+def export_csv(work: str | Path, path: str | Path, stage: str = "items", audit: int | None = None) -> int:
+    """Write the items of a pass (or with `audit` N a sample of decided items, decisions blank) to CSV."""
+    work = Path(work)
+    if audit is not None:
+        sample = set(audit_sample(work, audit))
+        done = _log(work, "audit")
+        items = [it for it in list_items(work) if it.item_id in sample]
+        rows = [(it, done.get(it.item_id, {})) for it in items]
+        kind = "audit"
+    else:
+        rows = [(it, {"decision": it.decision, "note": it.note}) for it in list_items(work, stage=stage)]
+        kind = stage
     with Path(path).open("w", encoding="utf-8", newline="") as fh:
         writer = csv.DictWriter(fh, CSV_FIELDS)
         writer.writeheader()
-        for it in items:
-            writer.writerow({"task": it.task, "item_id": it.item_id, "dish_id": it.dish_id, "merchant_id": it.merchant_id,
-                             "cuisine": it.cuisine, "summary": it.summary, "photos": " ".join(p for p, _ in it.photos),
-                             "decision": it.decision or "", "note": it.note})
-    return len(items)
+        for it, entry in rows:
+            writer.writerow({k: neutralise(str(v)) for k, v in {
+                "pass": kind, "task": it.task, "item_id": it.item_id, "dish_id": it.dish_id,
+                "merchant_id": it.merchant_id, "cuisine": it.cuisine, "summary": it.summary,
+                "photos": " ".join(p for p, _ in it.photos), "decision": entry.get("decision") or "",
+                "note": entry.get("note") or ""}.items()})
+    return len(rows)
 
 
-def import_csv(work: str | Path, path: str | Path) -> dict[str, int]:
-    """Record every filled `decision` cell; blank ones stay pending. Unknown values are an error naming the row."""
+def _records(path: Path) -> Iterable[tuple[int, dict[str, str]]]:
+    """(first CSV line of the record, its cells with neutralisation undone)."""
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        start = 2
+        for row in reader:
+            yield start, {k: restore(v or "") for k, v in row.items() if k is not None}
+            start = reader.line_num + 1
+
+
+def import_csv(work: str | Path, path: str | Path, reviewer: str = "", stage: str | None = None) -> dict[str, int]:
+    """Record every filled `decision` cell; blank ones stay pending. The whole file is checked first (an
+    unknown item or decision, a row of another pass, an audit without a reviewer: an error naming its
+    CSV line, nothing recorded); then its decisions are appended in one atomic write."""
+    work, path = Path(work), Path(path)
     counts = {"approve": 0, "reject": 0, "pending": 0}
-    with Path(path).open(encoding="utf-8-sig", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    for lineno, row in enumerate(rows, 2):
+    entries: list[dict[str, Any]] = []
+    kind: str | None = None
+    known: dict[str, set[str]] = {}
+    for line, row in _records(path):
+        row_kind = row.get("pass") or stage or "items"
+        if row_kind not in PASSES:
+            raise ValueError(f"{path} line {line}: pass {row_kind!r} is not one of {', '.join(PASSES)}")
+        if stage is not None and row_kind != stage and not (stage == "items" and row_kind == "audit"):
+            raise ValueError(f"{path} line {line}: a row of the {row_kind} pass in a {stage} import")
+        if kind is not None and row_kind != kind:
+            raise ValueError(f"{path} line {line}: a row of the {row_kind} pass among rows of the {kind} pass")
+        kind = row_kind
+        if kind == "audit" and not reviewer:
+            raise ValueError(f"{path} line {line}: an audit import needs --reviewer NAME (the second reviewer)")
         decision = (row.get("decision") or "").strip().lower()
         if not decision:
             counts["pending"] += 1
             continue
         if decision not in DECISIONS:
-            raise ValueError(f"{path} line {lineno}: decision {decision!r} is not approve or reject")
-        record_decision(work, row["item_id"], decision, (row.get("note") or "").strip())
+            raise ValueError(f"{path} line {line}: decision {decision!r} is not approve or reject")
+        if kind not in known:
+            known[kind] = {r["id"] for r in _rows(work, kind)}
+        item = row.get("item_id") or ""
+        if item not in known[kind]:
+            raise ValueError(f"{path} line {line}: item {item!r} is not in {work}")
+        entries.append(_entry(item, decision, (row.get("note") or "").strip(), reviewer))
         counts[decision] += 1
+    if entries:
+        _append(work, kind or "items", entries)
     return counts
 
 
@@ -160,10 +284,11 @@ def write_decisions(work: str | Path) -> None:
     decisions = []
     for row in _rows(work):
         entry = log.get(row["id"], {})
+        by = {"reviewer": entry.get("reviewer", "")}
         if entry.get("decision") == "approve":
-            decisions.append(kept(row["id"], row["task"], note=entry.get("note", "")))
+            decisions.append(kept(row["id"], row["task"], note=entry.get("note", ""), **by))
         elif entry.get("decision") == "reject":
-            decisions.append(dropped(row["id"], "rejected_in_review", row["task"], note=entry.get("note", "")))
+            decisions.append(dropped(row["id"], "rejected_in_review", row["task"], note=entry.get("note", ""), **by))
         elif row["task"] in exempt:
             decisions.append(kept(row["id"], row["task"], review="exempt"))
         else:
@@ -172,8 +297,98 @@ def write_decisions(work: str | Path) -> None:
     write_jsonl(stage.dir / "decisions.jsonl", (asdict(d) for d in decisions))
 
 
+def write_dish_decisions(work: str | Path) -> int:
+    """WORK/dish_review/: decisions on the selected dishes and, as items, the approved ones (what the task
+    stages read). A shard passes every dish on (the review happens on the merged folder); "dishes" in
+    `review_exempt` passes them unreviewed. Returns how many dishes still await review."""
+    work = Path(work)
+    settings = load_settings(work)
+    log = _log(work, "dishes")
+    decisions, items, pending = [], [], 0
+    for row in Stage(work, DISHES).items():
+        did = row["dish_id"]
+        entry = log.get(did, {})
+        by = {"reviewer": entry.get("reviewer", ""), "note": entry.get("note", "")}
+        if settings.shard:
+            decisions.append(kept(did, review="at_merge"))
+        elif entry.get("decision") == "approve":
+            decisions.append(kept(did, **by))
+        elif entry.get("decision") == "reject":
+            decisions.append(dropped(did, "rejected_in_review", **by))
+        elif "dishes" in settings.review_exempt:
+            decisions.append(kept(did, review="exempt"))
+        else:
+            decisions.append(dropped(did, "not_reviewed"))
+            pending += 1
+        if decisions[-1].verdict == "kept":
+            items.append(row)
+    stage = Stage(work, REVIEWED)
+    write_jsonl(stage.dir / "decisions.jsonl", (asdict(d) for d in decisions))
+    write_jsonl(stage.dir / "items.jsonl", items)
+    return pending
+
+
 def released_rows(work: str | Path) -> list[dict[str, Any]]:
     """The translated items that review lets through."""
     write_decisions(work)
     ok = {d["item"] for d in Stage(Path(work), NAME).decisions() if d["verdict"] == "kept"}
     return [r for r in _rows(work) if r["id"] in ok]
+
+
+def summary(work: str | Path) -> dict[str, Any]:
+    """Who reviewed what: per pass the items decided by a person, approved in bulk, exempt, pending;
+    the audit's size, reviewers, agreement with the first decisions and Cohen's kappa."""
+    from eval.agreement import cohen_kappa
+
+    work = Path(work)
+    exempt = set(load_settings(work).review_exempt)
+    out: dict[str, Any] = {}
+    for stage in ("dishes", "items"):
+        log = _log(work, stage)
+        rows = _rows(work, stage)
+        cell = {"total": len(rows), "by_person": 0, "bulk": 0, "exempt": 0, "pending": 0, "reviewers": set()}
+        for row in rows:
+            entry = log.get(row["id"])
+            if entry is None:
+                cell["exempt" if (row["task"] in exempt or (stage == "dishes" and "dishes" in exempt)) else "pending"] += 1
+            elif entry.get("reviewer") == BULK:
+                cell["bulk"] += 1
+            else:
+                cell["by_person"] += 1
+                cell["reviewers"].add(entry.get("reviewer") or "unnamed")
+        cell["reviewers"] = sorted(cell["reviewers"])
+        out[stage] = cell
+    first, audit = _log(work, "items"), _log(work, "audit")
+    both = sorted(i for i in audit if i in first)
+    a, b = [first[i]["decision"] for i in both], [audit[i]["decision"] for i in both]
+    out["audit"] = {"n": len(both), "reviewers": sorted({audit[i].get("reviewer", "") for i in both}),
+                    "first_pass_bulk": sum(first[i].get("reviewer") == BULK for i in both),
+                    "agreement": sum(x == y for x, y in zip(a, b, strict=True)) / len(both) if both else None,
+                    "kappa": cohen_kappa(a, b) if both else None}
+    return out
+
+
+def card_markdown(work: str | Path) -> str:
+    """The release card's review section: bulk approval said as such, never as a human check."""
+    s = summary(work)
+    lines = ["### Human review", "", "| pass | items | decided by a person | approved in bulk (no person looked) "
+             "| exempt | pending | reviewers |", "|---|---:|---:|---:|---:|---:|---|"]
+    for stage, label in (("dishes", "base dishes (before task generation)"), ("items", "final items")):
+        c = s[stage]
+        lines.append(f"| {label} | {c['total']} | {c['by_person']} | {c['bulk']} | {c['exempt']} | {c['pending']} | "
+                     f"{', '.join(c['reviewers']) or '-'} |")
+    a = s["audit"]
+    lines.append("")
+    if not a["n"]:
+        lines.append("Audit: none (no second reviewer checked a sample of the final items).")
+    else:
+        kappa = "undefined (one verdict throughout)" if a["kappa"] is None else f"{a['kappa']:.2f}"
+        lines.append(f"Audit: {a['n']} final items drawn at random, checked again by {', '.join(a['reviewers'])}: "
+                     f"agreement with the first decision {a['agreement']:.1%}, Cohen's kappa {kappa}.")
+        if a["first_pass_bulk"]:
+            lines.append(f"{a['first_pass_bulk']} of those first decisions were bulk approvals, not a person's.")
+    for stage, label in (("dishes", "base dishes"), ("items", "final items")):
+        c = s[stage]
+        if c["bulk"] and not c["by_person"]:
+            lines.append(f"\nNo person reviewed the {label}: all {c['bulk']} were approved in bulk (`--approve-all`).")
+    return "\n".join(lines) + "\n"

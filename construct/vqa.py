@@ -12,7 +12,7 @@ import re
 
 from construct.context import Context
 from construct.dedupe import candidates, char_ngrams, first_of_each
-from construct.dishes import NAME as DISHES
+from construct.dishes import REVIEWED as DISHES
 from construct.models import Ask, parse_json_object, photo_part
 from construct.nutrition import NAME as NUTRITION
 from construct.work import Decision, Stage, dropped, fingerprint, kept

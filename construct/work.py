@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-STAGES = ("photos", "dishes", "classification", "nutrition", "vqa", "translate", "review")
+STAGES = ("photos", "dishes", "dish_review", "classification", "nutrition", "vqa", "translate", "review")
 KEPT, DROPPED = "kept", "dropped"
 
 

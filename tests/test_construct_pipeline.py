@@ -39,23 +39,32 @@ def built(tmp_path_factory, monkeypatch_module):
     with server:
         args = ["run", str(root / "raw"), "--out", str(root / "work"), "--model", "openai:gen",
                 "--filter-models", ",".join(FILTERS), "--base-url", server.base_url, "--fdc", str(FDC)]
-        assert main(args) == 0
+        assert main(args) == 0  # stops at the base-dish review
+        stopped_at = {t for t in oracle.calls}
+        approve_csv(root / "work", root / "dishes.csv", "--stage", "dishes")
+        assert main(args) == 0  # the same command continues after the review
         calls = len(oracle.calls)
         assert main(args) == 0  # a rerun of a finished build asks nothing again
         rerun_calls = len(oracle.calls) - calls
-        assert main(["review", str(root / "work"), "--export", str(root / "review.csv")]) == 0
-        with (root / "review.csv").open(encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-        for row in rows:
-            row["decision"] = "approve"
-        with (root / "review.csv").open("w", encoding="utf-8", newline="") as fh:
-            writer = csv.DictWriter(fh, list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        assert main(["review", str(root / "work"), "--import", str(root / "review.csv")]) == 0
+        approve_csv(root / "work", root / "review.csv")
         release_rc = main(["release", str(root / "work"), "--out", str(root / "release")])
     return SimpleNamespace(root=root, raw=root / "raw", work=root / "work", release=root / "release", truth=truth,
-                           oracle=oracle, rerun_calls=rerun_calls, release_rc=release_rc, server=server)
+                           oracle=oracle, rerun_calls=rerun_calls, release_rc=release_rc, server=server,
+                           stopped_at=stopped_at)
+
+
+def approve_csv(work: Path, path: Path, *flags: str) -> None:
+    """Export, approve every row as reviewer "ana", import."""
+    assert main(["review", str(work), *flags, "--export", str(path)]) == 0
+    with path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        row["decision"] = "approve"
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert main(["review", str(work), *flags, "--import", str(path), "--reviewer", "ana"]) == 0
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +79,19 @@ PHOTO_DEFECTS = {
     "merchant-03-d1-p0": "low_quality", "merchant-03-d1-p1": "no_reference", "merchant-03-d1-p2": "no_reference",
     "merchant-03-d1-p3": "no_reference",
 }
+
+
+def test_the_run_stops_at_the_base_dish_review_before_any_task_item(built):
+    assert any(t.startswith("Task: same dish check.") for t in built.stopped_at)
+    assert not any(t.startswith(("Task: hard-negative", "Task: nutrition", "Task: VQA", "Task: classification"))
+                   for t in built.stopped_at)
+    reviewed = Stage(built.work, "dish_review").decisions()
+    kept_dishes = [d["dish_id"] for d in Stage(built.work, "dishes").items()]
+    assert [d["item"] for d in reviewed] == kept_dishes
+    assert all(d["verdict"] == "kept" and d["detail"]["reviewer"] == "ana" for d in reviewed)
+    card = (built.release / "README.md").read_text(encoding="utf-8")
+    assert "| base dishes (before task generation) | 10 | 10 | 0 | 0 | 0 | ana |" in card
+    assert "No person reviewed" not in card and "Audit: none" in card
 
 
 def test_each_planted_photo_defect_is_dropped_by_the_photo_filters(built):

@@ -59,7 +59,10 @@ def test_two_shards_on_two_replicas_merge_into_the_unsharded_release(export, mon
     one, oracle = construct_server(truth, FILTERS)
     two = FakeOpenAIServer(oracle)
     with one, two:
-        build("run", str(root / "raw"), "--out", str(root / "whole"), "--base-url", one.base_url, *common)
+        whole = ("run", str(root / "raw"), "--out", str(root / "whole"), "--base-url", one.base_url, *common)
+        build(*whole)  # stops at the base-dish review
+        build("review", str(root / "whole"), "--stage", "dishes", "--approve-all")
+        build(*whole)
         whole_calls = len(one.requests)
         one.requests.clear()
         for k in (1, 2):  # each shard on both replicas, given as one list and as a repeated flag
@@ -70,7 +73,10 @@ def test_two_shards_on_two_replicas_merge_into_the_unsharded_release(export, mon
         assert abs(len(one.requests) - len(two.requests)) <= 2 * 5  # in turn: one apart per batch of asks
         one.requests.clear()
         two.requests.clear()
-        build("merge", str(root / "shard1"), str(root / "shard2"), "--out", str(root / "merged"))
+        merge = ("merge", str(root / "shard1"), str(root / "shard2"), "--out", str(root / "merged"))
+        build(*merge)  # shards pass their dishes on; the merged folder stops at the base-dish review
+        build("review", str(root / "merged"), "--stage", "dishes", "--approve-all")
+        build(*merge)
         merge_calls = len(one.requests) + len(two.requests)
         for work in ("whole", "merged"):
             build("review", str(root / work), "--approve-all")

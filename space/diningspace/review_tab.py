@@ -1,4 +1,5 @@
-"""The Review tab: approve or reject the items of a construction work folder, with their photos.
+"""The Review tab: approve or reject the base dishes (before task generation) or the final items of a
+construction work folder, with their photos.
 
 Shown only when the operator sets DININGBENCH_SPACE_REVIEW_WORK; decisions go through
 `construct.review.record_decision`, the same log the `python -m construct review` CSV writes.
@@ -16,6 +17,7 @@ from PIL import Image
 from .catalog import DISPLAY_SIDE
 
 STATUSES = ("pending", "approve", "reject", "all")
+PASSES = (("final items", "items"), ("base dishes", "dishes"))  # construct/review.py's two review passes
 
 
 def _photo(path: str) -> Image.Image | None:
@@ -33,22 +35,23 @@ class ReviewTab:
     def __init__(self, work: Path) -> None:
         self.work = Path(work)
 
-    def ids(self, task: str, status: str) -> list[str]:
+    def ids(self, task: str, status: str, stage: str = "items") -> list[str]:
         from construct.review import list_items
 
         wanted = None if status == "all" else (None if status == "pending" else status)
-        items = list_items(self.work, task=None if task == "all" else task, status=wanted)
+        items = list_items(self.work, task=None if task == "all" or stage == "dishes" else task, status=wanted,
+                           stage=stage)
         if status == "pending":
             items = [i for i in items if i.decision is None and not i.exempt]
         return [i.item_id for i in items]
 
-    def show(self, item_id: str | None) -> tuple[Any, str, str]:
+    def show(self, item_id: str | None, stage: str = "items") -> tuple[Any, str, str]:
         from construct.review import get_item
 
         if not item_id:
             return [], '<div class="db-empty">No item matches.</div>', ""
         try:
-            item = get_item(self.work, item_id)
+            item = get_item(self.work, item_id, stage=stage)
         except KeyError as exc:
             raise gr.Error(str(exc).strip("'\""), print_exception=False) from None
         views = [(image, f"{role} · view {i + 1}") for i, (path, role) in enumerate(item.photos)
@@ -63,24 +66,25 @@ class ReviewTab:
                 f'<p>Decision: <b>{html.escape(decision)}</b></p></div>')
         return views, card, item.note
 
-    def filter(self, task: str, status: str) -> tuple[Any, ...]:
-        ids = self.ids(task, status)
+    def filter(self, task: str, status: str, stage: str = "items") -> tuple[Any, ...]:
+        ids = self.ids(task, status, stage)
         first = ids[0] if ids else None
-        return (gr.update(choices=ids, value=first), *self.show(first), f"{len(ids)} items")
+        return (gr.update(choices=ids, value=first), *self.show(first, stage), f"{len(ids)} items")
 
-    def decide(self, decision: str, task: str, status: str, item_id: str | None, note: str) -> tuple[Any, ...]:
+    def decide(self, decision: str, task: str, status: str, item_id: str | None, note: str,
+               stage: str = "items") -> tuple[Any, ...]:
         from construct.review import record_decision
 
         if not item_id:
             raise gr.Error("pick an item first", print_exception=False)
         try:
-            record_decision(self.work, item_id, decision, note or "")
+            record_decision(self.work, item_id, decision, note or "", stage=stage)
         except (KeyError, ValueError) as exc:
             raise gr.Error(str(exc).strip("'\""), print_exception=False) from None
-        ids = self.ids(task, status)
+        ids = self.ids(task, status, stage)
         # Move on to the next item of the list (a pending list loses the one just decided).
         following = next((i for i in ids if i > item_id), ids[0] if ids else None)
-        return (gr.update(choices=ids, value=following), *self.show(following),
+        return (gr.update(choices=ids, value=following), *self.show(following, stage),
                 f"{item_id}: **{decision}** recorded · {len(ids)} items in this list")
 
     def build(self) -> None:
@@ -91,6 +95,7 @@ class ReviewTab:
                     "(`construct/review.py`); the release keeps approved items only.", elem_classes="db-note")
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=240, elem_classes="db-sidebar"):
+                stage = gr.Radio(list(PASSES), value="items", label="Review", elem_id="db-review-stage")
                 task = gr.Radio(["all", *tasks], value="all", label="Task", elem_id="db-review-task")
                 status = gr.Radio(list(STATUSES), value="pending", label="Show", elem_id="db-review-status")
                 item = gr.Dropdown([], label="Item", elem_id="db-review-item")
@@ -103,10 +108,10 @@ class ReviewTab:
                 gallery = gr.Gallery(label="Photos", columns=4, height="auto", object_fit="contain", preview=False,
                                      elem_id="db-review-gallery")
                 card = gr.HTML(elem_id="db-review-card")
-        for trigger in (task.input, status.input):
-            trigger(self.filter, [task, status], [item, gallery, card, note, where], api_visibility="private")
-        item.input(self.show, item, [gallery, card, note], api_visibility="private")
+        for trigger in (task.input, status.input, stage.input):
+            trigger(self.filter, [task, status, stage], [item, gallery, card, note, where], api_visibility="private")
+        item.input(self.show, [item, stage], [gallery, card, note], api_visibility="private")
         for button, decision in ((approve, "approve"), (reject, "reject")):
-            button.click(lambda *a, d=decision: self.decide(d, *a), [task, status, item, note],
+            button.click(lambda *a, d=decision: self.decide(d, *a), [task, status, item, note, stage],
                          [item, gallery, card, note, where], api_visibility="private")
-        self.on_load = (self.filter, [task, status], [item, gallery, card, note, where])
+        self.on_load = (self.filter, [task, status, stage], [item, gallery, card, note, where])
