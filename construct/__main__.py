@@ -28,6 +28,16 @@ def _price(text: str) -> tuple[float, float]:
     return a, b
 
 
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--cuisine-ratio wants a number >= 0 (0: off), got {text!r}")
+    return value
+
+
 def _list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
@@ -68,6 +78,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--min-side", type=int, default=d.min_side, help="px; smaller photos are dropped")
     p.add_argument("--min-user-photos", type=int, default=d.min_user_photos)
     p.add_argument("--cuisine-caps", type=_caps, default={}, help="e.g. chinese=2000,western=300")
+    p.add_argument("--cuisine-ratio", type=_ratio, default=d.cuisine_ratio, metavar="R",
+                   help="a cuisine not in --cuisine-caps keeps at most R times the dishes of the largest other "
+                        "(default %(default)s, the paper's Table 3 balance; 0: off)")
     p.add_argument("--review-exempt", type=_list, default=[], help="tasks released without human review")
     p.add_argument("--price-per-mtok", type=_price, default=None, help="PROMPT,COMPLETION USD per million tokens")
     p.add_argument("--shard", default=None, metavar="K/N",
@@ -107,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 base_url=",".join(args.base_url) if args.base_url else None, fdc=str(Path(args.fdc).resolve()) if args.fdc else None,
                 concurrency=args.concurrency, seed=args.seed, timeout=args.timeout, min_side=args.min_side,
                 min_user_photos=args.min_user_photos, cuisine_caps=args.cuisine_caps,
+                cuisine_ratio=args.cuisine_ratio or None,
                 review_exempt=args.review_exempt, price_per_mtok=args.price_per_mtok, shard=args.shard)
             pipeline.run(args.out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
             if _dish_review_stop(args.out, "python -m construct run"):

@@ -50,9 +50,8 @@ def char_ngrams(text: str, sizes: tuple[int, ...] = (2, 3)) -> set[str]:
     return {t[i:i + n] for n in sizes for i in range(len(t) - n + 1)}
 
 
-def _token_hashes(tokens: Iterable[str]) -> np.ndarray:
-    return np.array([int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little") % PRIME
-                     for t in sorted(set(tokens))], dtype=np.int64)
+def _token_hash(token: str) -> int:
+    return int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little") % PRIME
 
 
 def minhash(sets: Sequence[Iterable[str]], seed: int = 0) -> np.ndarray:
@@ -62,8 +61,10 @@ def minhash(sets: Sequence[Iterable[str]], seed: int = 0) -> np.ndarray:
     a = rng.integers(1, PRIME, PERMUTATIONS, dtype=np.int64)
     b = rng.integers(0, PRIME, PERMUTATIONS, dtype=np.int64)
     out = np.full((len(sets), PERMUTATIONS), PRIME, dtype=np.int64)
+    known: dict[str, int] = {}  # a token common to many records is hashed once
     for start in range(0, len(sets), CHUNK):
-        hashed = [_token_hashes(s) for s in sets[start:start + CHUNK]]
+        hashed = [np.array([known[t] if t in known else known.setdefault(t, _token_hash(t)) for t in set(s)],
+                           dtype=np.int64) for s in sets[start:start + CHUNK]]
         sizes = np.array([len(h) for h in hashed])
         nonempty = np.flatnonzero(sizes)
         if not len(nonempty):
@@ -89,19 +90,23 @@ def band_pairs(signatures: np.ndarray, valid: np.ndarray | None = None, rows: in
     valid = np.ones(n, dtype=bool) if valid is None else valid
     idx = np.flatnonzero(valid)
     pairs: set[tuple[int, int]] = set()
+    mix = np.random.default_rng(7).integers(1, 2**62, rows, dtype=np.int64) | 1  # odd multipliers
     for band in range(PERMUTATIONS // rows):
-        block = np.ascontiguousarray(signatures[idx, band * rows:(band + 1) * rows])
+        block = signatures[idx, band * rows:(band + 1) * rows]
         if not len(block):
             break
-        _, bucket = np.unique(block, axis=0, return_inverse=True)
-        bucket = bucket.reshape(-1)
-        order = np.argsort(bucket, kind="stable")
-        cuts = np.flatnonzero(np.diff(bucket[order])) + 1
-        for members in np.split(idx[order], cuts):
+        # One 64-bit key per band (wrapping arithmetic): a rare collision only adds a pair `alike` drops.
+        with np.errstate(over="ignore"):
+            keys = (block * mix).sum(axis=1)
+        _, bucket, counts = np.unique(keys, return_inverse=True, return_counts=True)
+        shared = counts[bucket] >= 2
+        if not shared.any():
+            continue
+        members_all, buckets = idx[shared], bucket[shared]
+        order = np.lexsort((members_all, buckets))
+        members_all, buckets = members_all[order], buckets[order]
+        for members in np.split(members_all, np.flatnonzero(np.diff(buckets)) + 1):
             m = len(members)
-            if m < 2:
-                continue
-            members = np.sort(members)
             reach = m if m <= MAX_BUCKET else WINDOW + 1
             for k in range(m):
                 for other in members[k + 1:k + reach]:

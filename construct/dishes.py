@@ -107,13 +107,33 @@ def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], lis
     return twins, checked, complete
 
 
+def cuisine_caps(counts: Counter[str] | dict[str, int], explicit: dict[str, int],
+                 ratio: float | None) -> dict[str, tuple[int, str]]:
+    """{cuisine: (most dishes kept, "explicit" | "ratio")}: a cuisine named in `explicit` gets its cap;
+    any other keeps at most `ratio` times the dishes of the largest other cuisine (the balance of the
+    paper's Table 3: Chinese 2,086 to Western 286, 7.3 to 1). None or 0: no ratio rule.
+
+    >>> cuisine_caps({"chinese": 900, "western": 100, "japanese": 40}, {}, 7.3)
+    {'chinese': (730, 'ratio')}
+    >>> cuisine_caps({"chinese": 900, "western": 100}, {"western": 50}, None)
+    {'western': (50, 'explicit')}
+    """
+    out = {c: (n, "explicit") for c, n in explicit.items()}
+    if ratio:
+        for cuisine, n in counts.items():
+            others = [m for c, m in counts.items() if c != cuisine]
+            if cuisine not in out and others and n > ratio * max(others):
+                out[cuisine] = (int(ratio * max(others)), "ratio")
+    return out
+
+
 def run(ctx: Context) -> None:
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     photos = Stage(ctx.work, PHOTOS)
     # A shard caps nothing: the caps rank dishes across the whole export, so the merge applies them.
     caps = {} if s.shard else s.cuisine_caps
-    inputs = fingerprint(NAME, photos.fingerprint(), s.min_user_photos, caps, s.model, PAIR_VERSION, s.embed_model)
+    inputs = fingerprint(NAME, photos.fingerprint(), s.min_user_photos, caps, s.cuisine_ratio, s.model, PAIR_VERSION, s.embed_model)
     if stage.is_done(inputs):
         return
     reference: dict[str, str] = {}
@@ -151,12 +171,14 @@ def run(ctx: Context) -> None:
                                               model=pair["model"], model_reason=pair["reason"])
             survivors.remove(dish)
     # Cuisine caps: the dishes with most user photos stay (more views, better items).
+    limits = {} if s.shard else cuisine_caps(Counter(ctx.raw.cuisine_of(d.dish_id) for d in survivors), caps,
+                                             s.cuisine_ratio)
     per_cuisine: Counter[str] = Counter()
     for dish in sorted(survivors, key=lambda d: (-len(users[d.dish_id]), d.dish_id)):
         cuisine = ctx.raw.cuisine_of(dish.dish_id)
-        cap = caps.get(cuisine)
+        cap, rule = limits.get(cuisine, (None, ""))
         if cap is not None and per_cuisine[cuisine] >= cap:
-            decisions[dish.dish_id] = dropped(dish.dish_id, "cuisine_cap", cuisine=cuisine, cap=cap)
+            decisions[dish.dish_id] = dropped(dish.dish_id, "cuisine_cap", cuisine=cuisine, cap=cap, rule=rule)
             continue
         per_cuisine[cuisine] += 1
         decisions[dish.dish_id] = kept(dish.dish_id, cuisine=cuisine)

@@ -13,7 +13,7 @@ import diningbench
 from construct import funnel
 from construct.raw import RawExport, load_raw
 from construct.review import card_markdown, released_rows
-from construct.work import load_settings
+from construct.work import Stage, load_settings
 
 COMMON = ("id", "dish_id", "merchant_id", "category", "cuisine")
 FIELDS = {
@@ -32,6 +32,26 @@ def release_row(raw: RawExport, item: dict[str, Any]) -> dict[str, Any]:
             **{k: item[k] for k in FIELDS[item["task"]]}}
 
 
+def rules_markdown(work: Path) -> str:
+    """The build's cuisine balance and USDA cross-check, as they ran."""
+    s = load_settings(work)
+    dish_decisions = Stage(work, "dishes").decisions()
+    capped = Counter((d["detail"]["cuisine"], d["detail"]["cap"], d["detail"].get("rule", "explicit"))
+                     for d in dish_decisions if d["reason"] == "cuisine_cap")
+    rule = (f"a cuisine keeps at most {s.cuisine_ratio:g} times the dishes of the largest other cuisine (the "
+            f"paper's Table 3 balance, Chinese 2,086 to Western 286; `--cuisine-ratio`)" if s.cuisine_ratio
+            else "no ratio rule (`--cuisine-ratio 0`)")
+    if s.cuisine_caps:
+        rule += "; caps set by hand: " + ", ".join(f"{c}={n}" for c, n in sorted(s.cuisine_caps.items()))
+    done = ", ".join(f"{c} at {cap} ({why}, {n} dropped)" for (c, cap, why), n in sorted(capped.items())) or "none"
+    checks = [d["detail"].get("checks", {}).get("fdc") for d in Stage(work, "nutrition").decisions()]
+    judged = [c for c in checks if isinstance(c, dict)]
+    fdc = (f"USDA FoodData Central cross-check: on, {len(judged)} estimate(s) summed from `{Path(s.fdc).name}`; "
+           f"dropped when the matched foods cover >= 80% of the grams and calories differ by more than "
+           f"{s.fdc_tolerance:.0%}" if s.fdc else "USDA FoodData Central cross-check: off (no `--fdc` folder given)")
+    return "\n".join(["### Rules", "", f"Cuisine balance: {rule}. Capped in this build: {done}.", "", fdc, ""])
+
+
 def card_section(rows: list[dict[str, Any]], work: Path) -> str:
     per_task = Counter(r["task"] for r in rows)
     cuisines = sorted({r["cuisine"] for r in rows})
@@ -43,7 +63,7 @@ def card_section(rows: list[dict[str, Any]], work: Path) -> str:
     for c in cuisines:
         lines.append(f"| {c} | " + " | ".join(str(sum(1 for r in rows if r['cuisine'] == c and r['task'] == t))
                                              for t in FIELDS) + " |")
-    lines += ["", "### Funnel", "", funnel.markdown(work, load_settings(work)), card_markdown(work)]
+    lines += ["", "### Funnel", "", funnel.markdown(work, load_settings(work)), rules_markdown(work), card_markdown(work)]
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ class BuildSettings:
     dhash_distance: int = 6  # of 64 bits: at or below, two photos of one dish are the same upload
     min_user_photos: int = 3
     cuisine_caps: dict[str, int] = field(default_factory=dict)  # cuisine -> most dishes kept
+    cuisine_ratio: float | None = 7.3  # others: at most this times the largest other cuisine (Table 3's balance)
     atwater_tolerance: float = 0.10
     fdc_tolerance: float = 0.40  # largest relative kcal gap between an estimate and its FDC sum
     review_exempt: list[str] = field(default_factory=list)  # tasks released without human approval

@@ -23,7 +23,7 @@ from synthetic.raw_export import PLAN, write_raw_export
 from tests.fakes.construct_server import construct_server
 
 FILTERS = ("openai:judge-a", "openai:judge-b")
-FDC = Path(__file__).parent / "data" / "fdc_sample"
+FDC = Path(__file__).parents[1] / "data" / "fdc_sr28_sample"
 
 
 def verdicts(work: Path, stage: str) -> dict[str, tuple[str, str]]:
@@ -213,6 +213,26 @@ def test_funnel_report_counts_reasons_tokens_and_draws_the_plot(built):
     assert "| nutrition |" in md and (built.work / "funnel.png").stat().st_size > 10_000
     tokens = [line for line in md.splitlines() if line.startswith("| **all** |")][0]
     assert int(tokens.split("|")[4].strip().replace(",", "")) > 0
+
+
+def test_the_cuisine_ratio_caps_the_largest_cuisine_relative_to_the_next(built, tmp_path):
+    from construct import dishes
+
+    work = tmp_path / "work"
+    shutil.copytree(built.work, work)
+    settings = load_settings(work)
+    settings.cuisine_ratio = 1.0  # kept before the caps: chinese 5, western 4, japanese 1
+    dishes.run(Context(load_raw(built.raw), work, settings, Models(settings, work)))
+    capped = [d for d in Stage(work, "dishes").decisions() if d["reason"] == "cuisine_cap"]
+    assert [(d["detail"]["cuisine"], d["detail"]["cap"], d["detail"]["rule"]) for d in capped] == [("chinese", 4, "ratio")]
+    assert len(capped) == 1  # the chinese dish with the fewest user photos (then the last id) goes
+
+
+def test_the_card_states_the_cuisine_rule_and_the_usda_cross_check(built):
+    card = (built.release / "README.md").read_text(encoding="utf-8")
+    assert "Cuisine balance: a cuisine keeps at most 7.3 times the dishes of the largest other cuisine" in card
+    assert "Capped in this build: none." in card  # 5 chinese, 4 western: the default ratio caps nothing here
+    assert "USDA FoodData Central cross-check: on," in card and "`fdc_sr28_sample`" in card
 
 
 def test_review_api_records_decisions_that_release_respects(built, tmp_path):

@@ -71,6 +71,7 @@ def test_the_readme_block_names_the_stand_in_and_needs_no_key():
 @pytest.mark.slow
 def test_the_readme_demo_runs_offline_and_its_release_validates(tmp_path):
     (tmp_path / "diningbench.py").symlink_to(ROOT / "diningbench.py")  # as if run from the repository root
+    (tmp_path / "data").symlink_to(ROOT / "data")
     script = tmp_path / "demo.sh"
     script.write_text(demo_block(), encoding="utf-8")
     done = run_group(["bash", "-e", str(script)], tmp_path, offline_env(PORT=str(free_port())), timeout=240)
@@ -78,6 +79,10 @@ def test_the_readme_demo_runs_offline_and_its_release_validates(tmp_path):
     assert "STAND-IN, NOT A MODEL" in done.stdout
     assert "stand-in stopped" in done.stdout  # `kill; wait` found it stopped cleanly on SIGTERM
     assert "wrote my_release: 0 error(s)" in done.stdout
+    assert "await review before any task item is generated" in done.stdout  # the first run stopped there
+    card = (tmp_path / "my_release" / "README.md").read_text(encoding="utf-8")
+    assert "No person reviewed the base dishes" in card and "No person reviewed the final items" in card
+    assert "USDA FoodData Central cross-check: on," in card
     assert not [p for p in diningbench.validate(str(tmp_path / "my_release")) if p.level == "error"]
     assert (tmp_path / "work" / "funnel.md").is_file() and (tmp_path / "work" / "funnel.png").is_file()
     notes = (tmp_path / "work" / "review" / "decisions.jsonl").read_text(encoding="utf-8")

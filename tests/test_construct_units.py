@@ -23,7 +23,7 @@ from construct.imagehash import dhash, hamming, phash
 from construct.photos import prefilter
 from construct.raw import load_raw
 
-FDC = Path(__file__).parent / "data" / "fdc_sample"
+FDC = Path(__file__).parents[1] / "data" / "fdc_sr28_sample"
 
 
 @pytest.mark.parametrize("module", [construct.dishes, construct.models, construct.nutrition, construct.raw, construct.vqa])

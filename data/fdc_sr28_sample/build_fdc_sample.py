@@ -1,6 +1,6 @@
 """Rebuild this folder (FoodData Central CSV format) from the USDA SR28 ASCII release.
 
-    python tests/data/fdc_sample/build_fdc_sample.py /path/to/sr28
+    python data/fdc_sr28_sample/build_fdc_sample.py /path/to/sr28
 
 Takes the foods of synthetic/usda_per100g.csv (matched by description to SR28's Long_Desc; the fdc_id
 is the SR Legacy id that table cites) plus a few look-alike foods, with energy, protein, fat and
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TABLE = HERE.parents[2] / "synthetic" / "usda_per100g.csv"
+TABLE = HERE.parents[1] / "synthetic" / "usda_per100g.csv"
 NUTRIENTS = [("1008", "Energy", "KCAL", "208"), ("1003", "Protein", "G", "203"),
              ("1004", "Total lipid (fat)", "G", "204"), ("1005", "Carbohydrate, by difference", "G", "205")]
 # The shipped table names four foods as FoodData Central does today; SR28 spells them thus.
