@@ -101,7 +101,7 @@ def parser() -> argparse.ArgumentParser:
                    help="dishes: the base-dish review before task generation; items (default): the final review")
     p.add_argument("--reviewer", default="", help="who decided (recorded with each decision; required for an audit)")
     p.add_argument("--audit", type=int, default=None, metavar="N",
-                   help="with --export: N decided final items drawn at random for a second reviewer")
+                   help="with --export: N decided final items per task drawn at random for a second reviewer")
     p = sub.add_parser("release", help="build and validate the Parquet release")
     p.add_argument("work")
     p.add_argument("--out", required=True)

@@ -13,8 +13,8 @@ Each entry names its reviewer (`--reviewer`), or "bulk" for `--approve-all`.
 - functions for an app tab: `list_items`, `get_item` (with photo paths), `record_decision`;
 - `--approve-all` (`approve_all`): approve everything still pending, reviewer "bulk", noted "approved
   in bulk"; the card counts these as bulk approval, never as a human check;
-- `--audit N --export audit.csv`: N decided items drawn at random (seeded), decisions left blank, for a
-  second reviewer; `--import audit.csv --reviewer NAME` records them in the audit log.
+- `--audit N --export audit.csv`: N decided items per task drawn at random (seeded), decisions left
+  blank, for a second reviewer; `--import audit.csv --reviewer NAME` records them in the audit log.
 """
 
 from __future__ import annotations
@@ -193,15 +193,19 @@ def restore(cell: str) -> str:
 
 
 def audit_sample(work: str | Path, n: int, seed: int | None = None) -> list[str]:
-    """`n` item ids drawn at random (seeded by the build's seed) from the items the first review decided
-    (exempt and pending items are not audited)."""
+    """`n` item ids per task drawn at random (seeded by the build's seed) from the items the first review
+    decided, as the paper's external audit drew 70 per task (exempt and pending items are not audited)."""
     work = Path(work)
     if n < 1:
-        raise ValueError(f"--audit wants a positive number of items, got {n}")
+        raise ValueError(f"--audit wants a positive number of items per task, got {n}")
     decided = _log(work, "items")
-    pool = sorted(r["id"] for r in _rows(work) if r["id"] in decided)
     rng = random.Random(load_settings(work).seed if seed is None else seed)
-    return sorted(rng.sample(pool, min(n, len(pool))))
+    rows = _rows(work)
+    picked: list[str] = []
+    for task in sorted({r["task"] for r in rows}):
+        pool = sorted(r["id"] for r in rows if r["task"] == task and r["id"] in decided)
+        picked += rng.sample(pool, min(n, len(pool)))
+    return sorted(picked)
 
 
 def export_csv(work: str | Path, path: str | Path, stage: str = "items", audit: int | None = None) -> int:

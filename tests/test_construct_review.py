@@ -105,6 +105,20 @@ def test_a_refused_csv_names_its_line_and_records_nothing(tmp_path, raw):
     assert main(["review", str(work), "--import", str(path)]) == 2
 
 
+def test_the_audit_draws_n_decided_items_per_task(tmp_path, raw):
+    work = make_work(tmp_path, raw, 6)
+    rows = Stage(work, "translate").items()
+    for row in rows[:3]:
+        row["task"] = "nutrition"
+    write_jsonl(Stage(work, "translate").dir / "items.jsonl", rows)
+    for i in (0, 1, 3, 4, 5):  # vqa-00002 (nutrition) stays pending: not audited
+        review.record_decision(work, f"vqa-{i:05d}", "approve", reviewer="ana")
+    sample = review.audit_sample(work, 2)
+    assert len(sample) == 4 and {"vqa-00000", "vqa-00001"} <= set(sample) and "vqa-00002" not in sample
+    assert review.audit_sample(work, 2) == sample  # seeded by the build's seed
+    assert len(review.audit_sample(work, 9)) == 5
+
+
 def test_the_audit_samples_decided_items_and_the_card_gives_agreement_and_kappa(tmp_path, raw):
     work = make_work(tmp_path, raw, 40)
     for i in range(40):
