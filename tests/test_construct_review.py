@@ -163,3 +163,9 @@ def test_bulk_approval_is_recorded_and_carded_as_bulk_never_as_a_person(tmp_path
     assert "No person reviewed the final items: all 5 were approved in bulk (`--approve-all`)." in review.card_markdown(work)
     with pytest.raises(ValueError, match="audit cannot be approved in bulk"):
         review.approve_all(work, stage="audit")
+
+
+def test_a_negative_cuisine_ratio_is_refused_in_one_line(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "raw", "--out", "w", "--model", "openai:x", "--cuisine-ratio", "-1"])
+    assert "--cuisine-ratio wants a number >= 0 (0: off), got '-1'" in capsys.readouterr().err
