@@ -8,8 +8,8 @@ The dishes: 20 dishes per merchant, each cuisine with its own pool of ingredient
 of them, its name 2 to 4 words of a 2,000-word vocabulary; 3% are planted twins (another merchant's dish with its ingredient list
 reordered and one entry dropped, under another name). Blocking is timed as the dishes stage runs it
 (`construct.dishes.dish_views` then `construct.dedupe.candidates`, cross-merchant pairs only); the
-model's verdicts are not timed (one call per candidate pair: the count is printed). Blocking is the
-fastest of `--repeats` runs. The reference
+model's verdicts are not timed (one call per candidate pair: the count is printed). Times are CPU
+seconds of this process (the machine may be shared), blocking the fastest of `--repeats` runs. The reference
 is the rule the stage used before (every cross-merchant pair of survivors, ingredient-name Jaccard),
 timed up to `--all-pairs-up-to` dishes. Exponents are least-squares slopes of log(time) and
 log(pairs) on log(dishes).
@@ -72,9 +72,9 @@ def blocked(dishes: list[Any]) -> tuple[float, list[tuple[str, str]]]:
     from construct.dedupe import candidates
     from construct.dishes import VIEW_ROWS, dish_views
 
-    start = time.perf_counter()
+    start = time.process_time()
     found = candidates(dish_views(dishes), rows=VIEW_ROWS, allowed=lambda i, j: dishes[i].merchant_id != dishes[j].merchant_id)
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     return seconds, [(dishes[i].dish_id, dishes[j].dish_id) for i, j in found.pairs()]
 
 
@@ -82,7 +82,7 @@ def all_pairs(dishes: list[Any], threshold: float = 0.9) -> tuple[float, int]:
     """The former rule: each dish against every kept dish of another merchant, ingredient-name Jaccard."""
     from construct.dishes import ingredient_name
 
-    start = time.perf_counter()
+    start = time.process_time()
     sets = [{ingredient_name(i) for i in d.ingredients} for d in dishes]
     survivors: list[int] = []
     dropped = 0
@@ -93,7 +93,7 @@ def all_pairs(dishes: list[Any], threshold: float = 0.9) -> tuple[float, int]:
             survivors.append(k)
         else:
             dropped += 1
-    return time.perf_counter() - start, dropped
+    return time.process_time() - start, dropped
 
 
 def slope(xs: list[float], ys: list[float]) -> float:

@@ -13,7 +13,9 @@ export again from the seed (about two seconds) and refuses a folder whose photos
 recognises a photo by the SHA-256 of the bytes it receives (small JPEGs travel as stored) and a dish
 by its id or name, and answers as a careful model would, except where the truth plants a defect that
 only a model can make: an ambiguous or too-easy classification item (found by one of the two filter
-models), and VQA drafts that break a question rule, repeat another question or fail an audit. The
+models), and VQA drafts that break a question rule, repeat another question or fail an audit.
+A dedupe pair (named by its ids in the prompt) is the same dish when the truth gives both one recipe,
+and the same question when the truth gives both items one question text. The
 tests' fake (tests/fakes/construct_server.py) answers with the same `ConstructOracle`.
 """
 
