@@ -11,9 +11,9 @@ import json
 import re
 
 from construct.context import Context
-from construct.dedupe import candidates, char_ngrams, first_of_each
+from construct.dedupe import candidates, char_ngrams, embed, first_of_each
 from construct.dishes import REVIEWED as DISHES
-from construct.models import Ask, parse_json_object, photo_part
+from construct.models import Ask, base_urls, parse_json_object, photo_part
 from construct.nutrition import NAME as NUTRITION
 from construct.work import Decision, Stage, dropped, fingerprint, kept
 
@@ -83,14 +83,18 @@ def question_problem(question: str) -> str | None:
 def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> tuple[dict[str, dict], bool]:
     """{dropped item: {"of": twin, "via": ..., "reason": ...}} and whether every pair was answered.
     Within each category, candidate pairs come from MinHash LSH over the questions' character n-grams
-    (construct/dedupe.py) and the model judges each; items are taken in `items` order."""
+    (and, with --embed-model, their vectors: construct/dedupe.py) and the model judges each; items are
+    taken in `items` order."""
     s = ctx.settings
     checked: dict[tuple[str, str], dict] = {}
     same: list[tuple[str, str]] = []
     complete = True
     for category in sorted({drafts[i]["category"] for i in items}):
         group = [i for i in items if drafts[i]["category"] == category]
-        found = candidates({"question": [char_ngrams(drafts[i]["question"]) for i in group]}, seed=s.seed)
+        vectors = embed(s.embed_model, [drafts[i]["question"] for i in group], base_url=base_urls(s.base_url)[0],
+                        timeout=s.timeout) if s.embed_model else None
+        found = candidates({"question": [char_ngrams(drafts[i]["question"]) for i in group]}, vectors=vectors,
+                           seed=s.seed)
         asks = [Ask(f"{group[a]}|{group[b]}", PAIR_PROMPT.format(category=category, a_id=group[a],
                                                                  a=drafts[group[a]]["question"], b_id=group[b],
                                                                  b=drafts[group[b]]["question"]))
@@ -122,7 +126,7 @@ def run(ctx: Context) -> None:
     dishes, nutrition = Stage(ctx.work, DISHES), Stage(ctx.work, NUTRITION)
     audits = s.filter_pair()
     inputs = fingerprint(NAME, PROMPT_VERSION, PAIR_VERSION, dishes.fingerprint(), nutrition.fingerprint(), s.model,
-                         audits)
+                         audits, s.embed_model)
     if stage.is_done(inputs):
         return
     targets = {t["dish_id"]: t for t in dishes.items()}

@@ -149,6 +149,38 @@ def test_embeddings_pair_dishes_that_share_no_word(tmp_path, embeddings_server, 
     assert checked[0]["via"] == ["embedding"] and checked[0]["pair"] == ["m1-d1", "m2-d1"]
 
 
+class FakeQuestionModels(FakeModels):
+    def ask(self, stage, spec, version, asks):
+        out = {}
+        for a in asks:
+            self.asked.append((stage, a.item, a.prompt))
+            verdict = frozenset(a.item.split("|")) in self.same
+            out[a.item] = Answer(a.item, json.dumps({"same_question": verdict, "reason": "r"}), None, None)
+        return out
+
+
+def test_questions_within_a_category_pair_by_wording_or_meaning_and_the_model_decides(
+        tmp_path, embeddings_server, monkeypatch):
+    from construct import vqa
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    drafts = {"d1:t": {"category": "cuisine_technique", "question": "这道菜的主要烹饪方式是什么？"},
+              "d2:t": {"category": "cuisine_technique", "question": "这道菜的主要烹饪方式是什么呢？"},
+              "d3:t": {"category": "cuisine_technique", "question": "Was the beef seared or braised?"},
+              "d4:t": {"category": "cuisine_technique", "question": "这块牛肉是煎的还是炖的？"},
+              "d5:d": {"category": "dietary_suggestion", "question": "这道菜的主要烹饪方式是什么？"}}
+    models = FakeQuestionModels({frozenset({"d1:t", "d2:t"}), frozenset({"d3:t", "d4:t"})})
+    settings = BuildSettings(model="openai:gen", embed_model="openai:emb", base_url=embeddings_server)
+    twins, complete = vqa.question_twins(SimpleNamespace(settings=settings, models=models, work=tmp_path), drafts,
+                                         list(drafts))
+    assert complete
+    assert {k: v["of"] for k, v in twins.items()} == {"d2:t": "d1:t", "d4:t": "d3:t"}  # d5: another category
+    assert twins["d4:t"]["via"] == ["embedding"] and "question" in twins["d2:t"]["via"]
+    asked = {frozenset(item.split("|")) for _, item, _ in models.asked}
+    assert frozenset({"d1:t", "d5:d"}) not in asked  # never across categories
+    assert all(stage == "vqa" and prompt.startswith("Task: same question check.") for stage, _, prompt in models.asked)
+
+
 def test_a_bad_embed_model_is_one_clear_error():
     with pytest.raises(ValueError, match="--embed-model wants openai:MODEL"):
         dedupe.embed("gemini:x", ["a"], base_url=None, timeout=1)
