@@ -70,7 +70,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", action="append", default=None,
                    help="URL[,URL...] (or the flag repeated): replicas, e.g. of `vllm serve`, asked in turn")
     p.add_argument("--embed-model", default=None, metavar="openai:MODEL",
-                   help="an OpenAI-compatible /v1/embeddings model (at --base-url): dedupe also pairs by meaning")
+                   help="an OpenAI-compatible /v1/embeddings model: dedupe also pairs by meaning")
+    p.add_argument("--embed-base-url", default=None, metavar="URL",
+                   help="where --embed-model answers, e.g. a `vllm serve` of an embedding model (default: --base-url)")
     p.add_argument("--fdc", default=None, help="folder of the FoodData Central CSV download")
     p.add_argument("--concurrency", type=int, default=d.concurrency)
     p.add_argument("--seed", type=int, default=d.seed)
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             settings = BuildSettings(
                 raw=str(Path(args.raw).resolve()), model=args.model, filter_models=args.filter_models,
-                embed_model=args.embed_model,
+                embed_model=args.embed_model, embed_base_url=args.embed_base_url,
                 base_url=",".join(args.base_url) if args.base_url else None, fdc=str(Path(args.fdc).resolve()) if args.fdc else None,
                 concurrency=args.concurrency, seed=args.seed, timeout=args.timeout, min_side=args.min_side,
                 min_user_photos=args.min_user_photos, cuisine_caps=args.cuisine_caps,

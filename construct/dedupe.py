@@ -26,6 +26,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -184,6 +185,15 @@ def first_of_each(order: Sequence[str], same: Iterable[tuple[str, str]],
         else:
             taken.add(record)
     return dropped
+
+
+def embed_texts(settings: Any, texts: list[str]) -> np.ndarray | None:
+    """Vectors for `texts` from the build's `--embed-model` at `--embed-base-url` (default: the first
+    `--base-url`); None without an embed model or texts."""
+    if not settings.embed_model or not texts:
+        return None
+    urls = [u.strip() for u in (settings.embed_base_url or settings.base_url or "").split(",") if u.strip()]
+    return embed(settings.embed_model, texts, base_url=urls[0] if urls else None, timeout=settings.timeout)
 
 
 def embed(spec: str, texts: list[str], *, base_url: str | None, timeout: float, batch: int = 256) -> np.ndarray:

@@ -16,8 +16,8 @@ from collections import Counter
 from typing import Any
 
 from construct.context import Context
-from construct.dedupe import candidates, char_ngrams, embed, first_of_each
-from construct.models import Ask, base_urls, parse_json_object
+from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
+from construct.models import Ask, parse_json_object
 from construct.photos import NAME as PHOTOS
 from construct.raw import Dish
 from construct.work import Decision, Stage, dropped, fingerprint, kept, write_jsonl
@@ -80,10 +80,7 @@ def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], lis
     """({dropped dish: the dish it repeats}, every checked pair with its verdict, complete). Candidate
     pairs across merchants come from blocking (construct/dedupe.py); the model judges each one."""
     s = ctx.settings
-    vectors = None
-    if s.embed_model:
-        texts = [f"{d.name}: {', '.join(ingredient_name(i) for i in d.ingredients)}" for d in survivors]
-        vectors = embed(s.embed_model, texts, base_url=base_urls(s.base_url)[0], timeout=s.timeout) if texts else None
+    vectors = embed_texts(s, [f"{d.name}: {', '.join(ingredient_name(i) for i in d.ingredients)}" for d in survivors])
     found = candidates(dish_views(survivors), vectors=vectors, seed=s.seed, rows=VIEW_ROWS,
                        allowed=lambda i, j: survivors[i].merchant_id != survivors[j].merchant_id)
     pairs = found.pairs()

@@ -58,7 +58,7 @@ def restrict(raw: RawExport, k: int, n: int) -> RawExport:
 def _identity(settings: BuildSettings) -> dict:
     """The settings every shard of one build shares (not the shard, not where the replicas are)."""
     values = asdict(settings)
-    for key in ("shard", "base_url", "concurrency", "timeout"):
+    for key in ("shard", "base_url", "embed_base_url", "concurrency", "timeout"):
         values.pop(key, None)
     return values
 

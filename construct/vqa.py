@@ -11,9 +11,9 @@ import json
 import re
 
 from construct.context import Context
-from construct.dedupe import candidates, char_ngrams, embed, first_of_each
+from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
 from construct.dishes import REVIEWED as DISHES
-from construct.models import Ask, base_urls, parse_json_object, photo_part
+from construct.models import Ask, parse_json_object, photo_part
 from construct.nutrition import NAME as NUTRITION
 from construct.work import Decision, Stage, dropped, fingerprint, kept
 
@@ -91,8 +91,7 @@ def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> t
     complete = True
     for category in sorted({drafts[i]["category"] for i in items}):
         group = [i for i in items if drafts[i]["category"] == category]
-        vectors = embed(s.embed_model, [drafts[i]["question"] for i in group], base_url=base_urls(s.base_url)[0],
-                        timeout=s.timeout) if s.embed_model else None
+        vectors = embed_texts(s, [drafts[i]["question"] for i in group])
         found = candidates({"question": [char_ngrams(drafts[i]["question"]) for i in group]}, vectors=vectors,
                            seed=s.seed)
         asks = [Ask(f"{group[a]}|{group[b]}", PAIR_PROMPT.format(category=category, a_id=group[a],

@@ -28,6 +28,7 @@ class BuildSettings:
     model: str = ""
     filter_models: list[str] = field(default_factory=list)  # the two classification / audit passes
     embed_model: str | None = None  # openai:MODEL of a /v1/embeddings endpoint: more dedupe candidates
+    embed_base_url: str | None = None  # where that endpoint is (default: the first --base-url)
     base_url: str | None = None
     fdc: str | None = None  # folder of the FDC CSV download (food.csv, nutrient.csv, food_nutrient.csv)
     concurrency: int = 8
@@ -54,8 +55,9 @@ def save_settings(work: Path, settings: BuildSettings) -> None:
     """config.json, with any user:password or query (a key someone put in a URL) cut from the base URLs."""
     work.mkdir(parents=True, exist_ok=True)
     values = asdict(settings)
-    if values.get("base_url"):
-        values["base_url"] = ",".join(_public_url(u) for u in str(values["base_url"]).split(",") if u.strip())
+    for key in ("base_url", "embed_base_url"):
+        if values.get(key):
+            values[key] = ",".join(_public_url(u) for u in str(values[key]).split(",") if u.strip())
     write_json(work / "config.json", values)
 
 

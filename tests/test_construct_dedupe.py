@@ -143,7 +143,9 @@ def test_embeddings_pair_dishes_that_share_no_word(tmp_path, embeddings_server, 
                dish("m2-d2", "m2", "Garden Salad", ["lettuce 80 g", "tomato 50 g", "cucumber 40 g"])]
     assert candidates(dishes.dish_views(records)).pairs() == []  # no shared token: lexical blocking misses it
     models = FakeModels({frozenset({"m1-d1", "m2-d1"})})
-    settings = BuildSettings(model="openai:gen", embed_model="openai:emb", base_url=embeddings_server)
+    # the chat model's --base-url is elsewhere: the vectors come from --embed-base-url
+    settings = BuildSettings(model="openai:gen", embed_model="openai:emb", base_url="http://127.0.0.1:9/v1",
+                             embed_base_url=embeddings_server)
     twins, checked, _ = dishes.find_twins(SimpleNamespace(settings=settings, models=models, work=tmp_path), records)
     assert twins == {"m2-d1": "m1-d1"}
     assert checked[0]["via"] == ["embedding"] and checked[0]["pair"] == ["m1-d1", "m2-d1"]
@@ -179,6 +181,15 @@ def test_questions_within_a_category_pair_by_wording_or_meaning_and_the_model_de
     asked = {frozenset(item.split("|")) for _, item, _ in models.asked}
     assert frozenset({"d1:t", "d5:d"}) not in asked  # never across categories
     assert all(stage == "vqa" and prompt.startswith("Task: same question check.") for stage, _, prompt in models.asked)
+
+
+def test_config_json_keeps_no_key_put_in_the_embed_url(tmp_path):
+    from construct.work import load_settings, save_settings
+
+    save_settings(tmp_path, BuildSettings(model="openai:gen", embed_model="openai:emb",
+                                          embed_base_url="http://u:sk-secret@127.0.0.1:8001/v1?key=sk-secret"))
+    assert "sk-secret" not in (tmp_path / "config.json").read_text(encoding="utf-8")
+    assert load_settings(tmp_path).embed_base_url == "http://127.0.0.1:8001/v1"
 
 
 def test_a_bad_embed_model_is_one_clear_error():
