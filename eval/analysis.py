@@ -18,7 +18,7 @@ from typing import Any
 from eval.figures import headline, paired_difference
 from eval.report.plots import DPI, MAX_WIDTH_IN, STYLE, series_style
 from eval.report.runs import RunData, load_run
-from eval.report.tables import md_table, pct
+from eval.report.tables import as_text, md_table, pct
 from eval.scoring import ScoringError, load_rows
 from eval.store import PREDICTIONS, read_predictions
 from eval.types import LETTERS, NUTRIENTS, TASKS
@@ -152,7 +152,7 @@ def difficulty_section(runs: Sequence[RunData]) -> tuple[str, dict[str, dict[str
         rows.append([task, str(len(by_item)), *(str(counts.get(label, 0)) for label, _, _ in DIFFICULTY_BINS)])
     if not rows:
         return "", shares
-    hardest = [f"{item} ({pct(share)}%)" for task, by_item in shares.items()
+    hardest = [f"{as_text(item)} ({pct(share)}%)" for task, by_item in shares.items()
                for item, share in sorted(by_item.items(), key=lambda kv: kv[1])[:5]]
     text = (md_table(["Task", "Items", *(label for label, _, _ in DIFFICULTY_BINS)], rows)
             + f"\n\nDifficulty = share of the {len(runs)} runs that answered the item correctly (epoch 0). "

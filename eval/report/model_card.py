@@ -18,7 +18,7 @@ import yaml
 
 from eval.figures import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import ReportError, RunData
-from eval.report.tables import md_table, pct
+from eval.report.tables import as_text, md_table, pct
 from eval.types import NUTRIENTS
 
 DATASET_NAME = "DiningBench"
@@ -216,16 +216,17 @@ def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, all
         return block
     refs = checked_refs(runs, hub_id=hub_id, allow_partial=True)
     name = meta["model-index"][0]["name"]
-    parts = [f"---\n{block}---", f"# {name} on {DATASET_NAME}"]
+    parts = [f"---\n{block}---", f"# {as_text(name)} on {DATASET_NAME}"]
     partial = sorted({reason for ref in refs for reason in ref.partial})
     if partial:
-        parts.append("> **Not a full-benchmark result** (" + "; ".join(partial) + "): these figures check the "
+        parts.append("> **Not a full-benchmark result** (" + as_text("; ".join(partial)) + "): these figures check the "
                      "pipeline and do not compare with the paper's or with full-release runs.")
     parts.append(results_table(runs, n_boot=n_boot))
     sources = []
     for ref in {ref.type: ref for ref in refs}.values():
-        link = f"[{ref.name}](https://huggingface.co/datasets/{ref.type})" if ref.hub else f"`{ref.type}`"
-        sources.append(link + (f" at revision `{ref.revision[:12]}`" if ref.revision else ""))
+        # ref.type of a Hub dataset matched HUB_ID (letters, digits, `-_./`); names come from a release card.
+        link = f"[{as_text(ref.name)}](https://huggingface.co/datasets/{ref.type})" if ref.hub else as_text(ref.type)
+        sources.append(link + (f" at revision {as_text(ref.revision[:12])}" if ref.revision else ""))
     parts.append(f"Dataset: {', '.join(sources)}, split `test`. Intervals: 95% bootstrap, resampling whole "
                  "merchants. Values are percentages; for Average MAPE lower is better.")
     return "\n\n".join(parts) + "\n"

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# text.parse_math off: labels are model names and categories from run folders, drawn as the
+# characters they are (a name with `$\x$` would otherwise be parsed as math, and fail the report).
 STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
-         "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False}
+         "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False,
+         "text.parse_math": False}
 DPI = 150
 MAX_WIDTH_IN = 8.0  # 1,200 px at DPI
 # One (colour, marker) pair per series: colour alone fails in greyscale and for colour-blind readers,

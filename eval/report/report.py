@@ -27,7 +27,7 @@ from eval.figures import (
 from eval.report import model_card
 from eval.report.runs import ReportError, RunData, expand_run_dirs, load_reported, load_run
 from eval.report.sweeps import UNITS, sweep_sections
-from eval.report.tables import headline_cell, md_table, pct, with_ci
+from eval.report.tables import as_text, headline_cell, md_table, pct, with_ci
 from eval.types import NUTRIENTS, TASKS
 
 SHORT = {"calories": "Cal", "protein": "Prot", "carbohydrates": "Carb", "fat": "Fat"}
@@ -247,7 +247,7 @@ def agreement_section(result: dict[str, Any]) -> str:
                                for c in checks]))
     accuracy = result.get("accuracy") or {}
     if accuracy:
-        parts.append("VQA accuracy by rater (%): " + ", ".join(f"{k} {pct(v)}" for k, v in accuracy.items()))
+        parts.append("VQA accuracy by rater (%): " + ", ".join(f"{as_text(k)} {pct(v)}" for k, v in accuracy.items()))
     listed = result.get("disagreements") or []
     if listed:
         rows = [[d["id"], " ".join(f"{k}={v or '–'}" for k, v in d["verdicts"].items()),
@@ -269,14 +269,15 @@ def vqa_judge_lines(runs: Sequence[RunData]) -> list[str]:
             continue
         judge = scoring_judge(run.path)
         ruled = sum(r.get("decided_by") == "rule" for r in rows)
-        line = (f"VQA accuracy of {run.label}: judged by `{judge or 'the recorded judge'}`; {ruled} of {len(rows)} "
+        line = (f"VQA accuracy of {as_text(run.label)}: judged by {as_text(judge or 'the recorded judge')}; "
+                f"{ruled} of {len(rows)} "
                 "verdicts decided by the deterministic rule")
         found = read_agreement(run.path)
         if found:
             pairs = [p for p in found.get("pairs", []) if judge in (p.get("a"), p.get("b")) and p.get("n")]
             shown = pairs or [p for p in found.get("pairs", []) if p.get("n")]
             line += "; judge agreement " + "; ".join(
-                f"{p['a']} vs {p['b']} {pct(p['agreement'])}%"
+                f"{as_text(p['a'])} vs {as_text(p['b'])} {pct(p['agreement'])}%"
                 + (f" (κ {p['kappa']:.2f})" if p.get("kappa") is not None else "") for p in shown)
         lines.append(line + ".")
     return lines
@@ -298,7 +299,7 @@ def dataset_note(runs: Sequence[RunData]) -> str:
     lines = []
     for text, names in seen.items():
         which = "all runs" if len(seen) == 1 and len(names) > 1 else ", ".join(names)
-        lines.append(f"- Dataset: `{text}`: {which}")
+        lines.append(f"- Dataset: {as_text(text)}: {as_text(which)}")
         if "sample" in text.split(" (")[0]:
             lines.append("  - the embedded **synthetic** sample: these figures check the pipeline and are "
                          "not comparable with the paper's")

@@ -1,10 +1,15 @@
 """One table and percent style for everything printed or written: markdown tables, `24.45` percent
 cells with `–` for a missing value, `[low, high]` intervals, and the end-of-run summary table.
+
+Also the one way text that came from elsewhere (a model, a server, a run folder, a release) is
+shown: `as_text`, valid in Markdown and in HTML alike, used by every Markdown writer here, by
+`eval view` and by the Space.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,9 +43,49 @@ def headline_cell(value: float | None, interval: Sequence[float] | None, *, fail
     return with_ci(value, interval)
 
 
+# Text from elsewhere is shown as the characters it is by writing every character that could be
+# read as syntax as a character reference (`&#42;` for `*`): HTML renders a reference as its
+# character, and CommonMark / GitHub-flavoured Markdown render it as that character and never as
+# syntax (nor as a table's `|`). So one escaped text is safe in Markdown, in a report.md and in HTML.
+# Always: HTML's `& < >` (no tag, entity or `<http://...>` autolink) and Markdown's inline syntax.
+# `_` inside a word (`cuisine_technique`) is never emphasis and stays as written. A link or image
+# needs `](`, a link definition `[ref]:`, a bare address linkified by GFM `://` or `www.`.
+_SPECIAL = re.compile(r"[\\`*~|#$&<>]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|(?<=\])\(|:(?=//)|(?<=www)\.",
+                      re.IGNORECASE)
+# What starts a block where a line starts: a list item (`- x`, `+ x`, `1. x`, `1) x`), a setext
+# heading's underline or a rule (`===`, `- - -`); its marker character is escaped.
+_BLOCK = re.compile(r"^[ \t]{0,3}(?:\d{1,9}([.)])|([-+]))(?=[ \t]|$)|^[ \t]{0,3}([-=])[-= \t]*$", re.MULTILINE)
+_NAMED = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def as_text(value: object, *, lines: bool = False) -> str:
+    """`value` as literal text in Markdown or HTML: links, images, tags, code, emphasis, tables,
+    lists and headings show as the characters they are. Whitespace runs, newlines included, become
+    one space (a table row or a heading stays one line) unless `lines`, for an element that shows
+    line breaks. The one escaping helper for what came from a model, a server, a run folder or a
+    release, in every Markdown writer, `eval view` and the Space.
+
+    >>> print(as_text("![](http://t/x) <img src=x onerror=alert(1)>\\n`a|b` **c**"))
+    ![]&#40;http&#58;//t/x) &lt;img src=x onerror=alert(1)&gt; &#96;a&#124;b&#96; &#42;&#42;c&#42;&#42;
+    >>> as_text("cuisine_technique 24.45 [20.10, 28.80]")
+    'cuisine_technique 24.45 [20.10, 28.80]'
+    """
+    text = "" if value is None else str(value)
+    if not lines:
+        text = " ".join(text.split())
+    marks = {found.start() for found in _SPECIAL.finditer(text)}
+    defined = text.rfind("]:")  # every `[` before the last `]:` (a label longer than a line is no label)
+    if defined > 0:
+        marks.update(i for i, c in enumerate(text[:defined]) if c == "[")
+    for found in _BLOCK.finditer(text):
+        marks.add(next(found.start(g) for g in (1, 2, 3) if found.start(g) >= 0))
+    return "".join(_NAMED.get(c) or f"&#{ord(c)};" if i in marks else c for i, c in enumerate(text))
+
+
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    """A Markdown table; every cell is text (`as_text`), whatever it holds."""
+    lines = ["| " + " | ".join(as_text(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(as_text(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import gradio as gr
 
+from eval.report.tables import as_text
+
 from .catalog import ALL, CONFIGS, Catalog, CatalogError
 from .render import gallery_caption, item_card, plain_fields
 
@@ -33,7 +35,7 @@ class BrowseTab:
             row = self.catalog.row(config, item_id)
             views = self.catalog.images(config, item_id)
         except CatalogError as exc:
-            raise gr.Error(str(exc)) from None
+            raise gr.Error(as_text(str(exc))) from None
         gallery = [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)]
         card = item_card(config, row, n_images=len(views), lang=lang, show_answer=show_answer)
         where = f"Item {ids.index(item_id) + 1} of {len(ids)}" if item_id in ids else f"{len(ids)} items"
@@ -45,14 +47,14 @@ class BrowseTab:
             row = self.catalog.row(config, item_id)
             views = self.catalog.images(config, item_id)
         except CatalogError as exc:
-            raise gr.Error(str(exc)) from None
+            raise gr.Error(as_text(str(exc))) from None
         return [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)], plain_fields(row)
 
     def on_config(self, config: str, lang: str, show_answer: bool) -> tuple[Any, ...]:
         try:
             ids = self.catalog.filter_ids(config)
         except CatalogError as exc:
-            raise gr.Error(str(exc)) from None
+            raise gr.Error(as_text(str(exc))) from None
         first = ids[0] if ids else None
         return (_filter_update(self.catalog, config, "cuisine"), _filter_update(self.catalog, config, "category"),
                 _filter_update(self.catalog, config, "vqa_category", visible=config == "vqa"),

@@ -10,6 +10,8 @@ from typing import Any
 
 import gradio as gr
 
+from eval.report.tables import as_text
+
 from .catalog import Catalog, CatalogError
 from .evaluation import (
     OPERATOR_SECRETS,
@@ -72,11 +74,12 @@ class EvaluateTab:
                             if result.id not in thumbs and (uri := await asyncio.to_thread(self._thumb, task, result.id)):
                                 thumbs[result.id] = uri
                         yield self._shown(task, update, thumbs, progress)
+        # gr.Error renders its message as HTML: a server's words are escaped to show as text.
         except GuardError as exc:
-            raise gr.Error(scrub(str(exc), secrets), print_exception=False) from None
+            raise gr.Error(as_text(scrub(str(exc), secrets)), print_exception=False) from None
         except Exception as exc:  # noqa: BLE001 - every failure reaches the visitor as one scrubbed line
             message = scrub(str(exc) or exc.__class__.__name__, secrets).splitlines()[0]
-            raise gr.Error(f"evaluation failed: {message}", print_exception=False) from None
+            raise gr.Error(f"evaluation failed: {as_text(message)}", print_exception=False) from None
 
     @staticmethod
     def _shown(task: str, update: EvalUpdate, thumbs: dict[str, str], progress: gr.Progress
@@ -89,7 +92,7 @@ class EvaluateTab:
             table = metrics_table(task, update.metrics) + table
             return summary_line(task, update.spec, update.metrics), table, update.metrics, records
         failed = sum(1 for r in update.results if r.error)
-        status = (f"Running **{update.spec}** on {update.total} {task} items… {done}/{update.total} done"
+        status = (f"Running **{as_text(update.spec)}** on {update.total} {task} items… {done}/{update.total} done"
                   + (f" · {failed} failed" if failed else ""))
         return status, table, None, records
 

@@ -5,9 +5,10 @@ Every dataset string is escaped: the card shows text, never markup from the data
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any
+
+from eval.report.tables import as_text
 
 LETTERS = "ABCDEFGH"
 NUTRIENT_ROWS = (("calories", "Calories", "kcal"), ("protein", "Protein", "g"),
@@ -21,7 +22,7 @@ VQA_CATEGORY_NAMES = {
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    return as_text(value, lines=True)
 
 
 def _pick(row: dict[str, Any], field: str, lang: str) -> str:

@@ -6,14 +6,13 @@ Thumbnails are small inline JPEGs so the table needs no file serving; all text i
 from __future__ import annotations
 
 import base64
-import html
 import io
 import json
 from typing import Any
 
 from PIL import Image
 
-from eval.report.tables import MISSING, headline_cell, pct
+from eval.report.tables import MISSING, as_text, headline_cell, pct
 
 from .evaluation import SampleResult
 
@@ -78,10 +77,10 @@ def results_table(task: str, results: list[SampleResult], thumbs: dict[str, str]
     for r in results:
         css, label = _verdict(task, r)
         thumb = f'<img class="db-thumb" src="{thumbs[r.id]}" alt="">' if r.id in thumbs else ""
-        raw = html.escape(_short(r.error if r.error else r.raw))
-        rows.append(f"<tr><td>{thumb}</td><td class='db-mono'>{html.escape(r.id)}</td>"
-                    f"<td class='db-raw'>{raw}</td><td>{html.escape(_short(r.parsed, 120)) or '—'}</td>"
-                    f"<td>{html.escape(_short(r.reference, 120))}</td><td class='{css}'>{label}</td></tr>")
+        raw = as_text(_short(r.error if r.error else r.raw), lines=True)
+        rows.append(f"<tr><td>{thumb}</td><td class='db-mono'>{as_text(r.id, lines=True)}</td>"
+                    f"<td class='db-raw'>{raw}</td><td>{as_text(_short(r.parsed, 120), lines=True) or '—'}</td>"
+                    f"<td>{as_text(_short(r.reference, 120), lines=True)}</td><td class='{css}'>{label}</td></tr>")
     head = "<tr><th>Views</th><th>Item</th><th>Model answer</th><th>Parsed</th><th>Reference</th><th>Outcome</th></tr>"
     return (f'<div class="db-scroll"><table class="db-results"><thead>{head}</thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
@@ -100,7 +99,7 @@ def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
     n, failures = metrics.get("n"), metrics.get("parse_failures")
     tail = f" · {n} items" + (f" · {failures} unparsed" if failures else "")
     name, value = _headline(task, metrics)
-    return f"**{spec}** — {name} **{value}**{tail}"
+    return f"**{as_text(spec)}** — {name} **{value}**{tail}"
 
 
 NUTRIENT_NAMES = (("calories", "Calories"), ("protein", "Protein"), ("carbohydrates", "Carbohydrates"),
@@ -115,7 +114,7 @@ def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
         name, value = _headline(task, metrics)
         rows = [(name, value), ("items", str(metrics.get("n", MISSING))),
                 ("unparsed", str(metrics.get("parse_failures") or 0))]
-        body = "".join(f"<tr><td>{html.escape(k)}</td><td class='db-num'>{html.escape(v)}</td></tr>" for k, v in rows)
+        body = "".join(f"<tr><td>{as_text(k, lines=True)}</td><td class='db-num'>{as_text(v, lines=True)}</td></tr>" for k, v in rows)
         return f"<div class='db-scroll'><table class='db-metrics'><tbody>{body}</tbody></table></div>"
     body = []
     for key, label in NUTRIENT_NAMES:
@@ -123,7 +122,7 @@ def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
                     f"<td class='db-num'>{pct(metrics.get(f'{key}_median_ape'))}</td>"
                     f"<td class='db-num'>{_mae(metrics.get(f'{key}_mae'), 'kcal' if key == 'calories' else 'g')}</td></tr>")
     name, value = _headline(task, metrics)
-    body.append(f"<tr class='db-total'><td>Average</td><td class='db-num'>{html.escape(value)}</td>"
+    body.append(f"<tr class='db-total'><td>Average</td><td class='db-num'>{as_text(value, lines=True)}</td>"
                 f"<td class='db-num'>{pct(metrics.get('median_ape'))}</td><td></td></tr>")
     head = ("<tr><th>Nutrient</th><th class='db-num' title='mean absolute percentage error'>MAPE %</th>"
             "<th class='db-num' title='median absolute percentage error'>Median APE %</th>"
