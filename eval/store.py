@@ -39,20 +39,23 @@ def _valid(row: Any) -> bool:
             and isinstance(row.get("raw"), str | None) and isinstance(row.get("epoch", 0), int) and isinstance(row.get("rotation", 0), int))
 
 
-def read_predictions(path: Path) -> dict[Key, Prediction]:
+def read_predictions(path: Path, problems: list[str] | None = None) -> dict[Key, Prediction]:
     """The latest prediction per (task, id, epoch, rotation); unreadable or malformed lines are skipped (a
-    torn tail, a hand-edited line), so that asking those items again repairs the file."""
+    torn tail, a hand-edited line), so that asking those items again repairs the file. `problems`,
+    when given, gets `predictions.jsonl:N` for each line skipped (viewers name them)."""
     latest: dict[Key, Prediction] = {}
     if not path.exists():
         return latest
     with path.open("rb") as fh:
-        for raw in fh:
+        for number, raw in enumerate(fh, start=1):
             try:
                 row = json.loads(raw)
                 if not _valid(row):
-                    continue
+                    raise ValueError
                 prediction = Prediction.from_json(row)
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):
+                if problems is not None and raw.strip():
+                    problems.append(f"{path.name}:{number}: not a prediction line (bad JSON or field types); skipped")
                 continue
             latest[key_of(prediction)] = prediction
     return latest

@@ -9,7 +9,6 @@ score and, for VQA, the judge's own reply from the run's verdict cache.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,10 +48,11 @@ def status_of(row: dict[str, Any]) -> str:
 
 
 def run_items(run_dir: Path | str, *, status: str | None = None, task: str | None = None,
-              cuisine: str | None = None) -> list[dict[str, Any]]:
+              cuisine: str | None = None, problems: list[str] | None = None) -> list[dict[str, Any]]:
     """The run's scored items (scores.jsonl lines plus `status`), filtered; `wrong` also matches
-    unparsed, truncated and failed items, since each of them counts as wrong."""
-    run = load_run(run_dir)
+    unparsed, truncated and failed items, since each of them counts as wrong. With `problems`, bad
+    lines are left out and named there (`scores.jsonl:N: why`) instead of stopping the listing."""
+    run = load_run(run_dir, problems)
     out = []
     for task_name, rows in run.scores.items():
         if task is not None and task_name != task:
@@ -89,22 +89,27 @@ class ItemDetail:
 
 
 def _settings(info: dict[str, Any]) -> RunSettings:
-    saved = info.get("settings") or {}
+    saved = info.get("settings") if isinstance(info.get("settings"), dict) else {}
     names = {f.name for f in dataclasses.fields(RunSettings)}
     values = {k: v for k, v in saved.items() if k in names and k not in ("out", "judge_cache", "engine_extra")}
     return RunSettings(**values)
 
 
-def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0) -> ItemDetail:
-    """One item whole; a ReportError names what is missing."""
+def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
+                problems: list[str] | None = None) -> ItemDetail:
+    """One item whole; a ReportError names what is missing. With `problems`, malformed lines of
+    scores.jsonl and predictions.jsonl are left out and named there (`file:N`)."""
     run_dir = Path(run_dir)
-    rows = [r for r in run_items(run_dir, task=task) if str(r["id"]) == str(item_id) and int(r.get("epoch") or 0) == epoch]
+    run = load_run(run_dir, problems)
+    rows = [r for r in run.scores.get(task, []) if str(r["id"]) == str(item_id) and (r.get("epoch") or 0) == epoch]
     if not rows:
-        raise ReportError(f"{run_dir}: no scored {task} item {item_id!r}")
+        raise ReportError(f"{run_dir.name}: no scored {task} item {str(item_id)[:80]!r}")
     scored = rows[0]
-    info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    settings = _settings(info)
-    prediction = read_predictions(run_dir / PREDICTIONS).get((task, str(item_id), epoch, 0))
+    try:
+        settings = _settings(run.info)
+    except (TypeError, ValueError) as exc:
+        raise ReportError(f"{run_dir.name}/run.json: its settings cannot be read ({str(exc)[:200]})") from None
+    prediction = read_predictions(run_dir / PREDICTIONS, problems).get((task, str(item_id), epoch, 0))
     full = _row_with_images(task, str(item_id), settings.dataset)
     detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored), prompt="", prompt_verified=False,
                         raw=prediction.raw if prediction else None, parsed=scored.get("parsed"),
@@ -117,7 +122,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0)
         return detail
     try:
         request = tasks.build_request(task, full, settings, epoch)
-    except (ImageError, ValueError) as exc:
+    except (ImageError, ValueError, TypeError) as exc:
         detail.note = f"cannot rebuild the request: {exc}"
         return detail
     detail.prompt = request.messages[0].text
@@ -126,7 +131,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0)
     if not detail.prompt_verified:
         detail.note = ("rebuilt from run.json's settings, but it does not hash to the request the prediction kept "
                        "(the prompts or the data changed since the run)")
-    judge = (info.get("judge") or {}).get("spec") if isinstance(info.get("judge"), dict) else None
+    judge = run.info["judge"].get("spec") if isinstance(run.info.get("judge"), dict) else None
     if task == "vqa" and judge and detail.raw is not None:
         question = tasks.question_of(full, settings.lang)
         hit = VerdictCache(run_dir / JUDGE_CACHE, judge).get(build_judge_prompt(question, detail.reference, detail.raw))

@@ -58,23 +58,46 @@ class RunData:
         return self.model + (f" ({', '.join(tags)})" if tags else "")
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def _line_problem(row: Any) -> str | None:
+    """Why a parsed scores.jsonl line cannot be used (None when it can): the fields every reader relies on."""
+    if not isinstance(row, dict) or "task" not in row or "id" not in row:
+        return "has no `id`/`task`; is this a scores.jsonl?"
+    if not isinstance(row["task"], str) or not isinstance(row["id"], str | int) or isinstance(row["id"], bool):
+        return "has an `id` or `task` that is not text"
+    epoch = row.get("epoch")
+    if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
+        return f"has `epoch` {str(epoch)[:40]!r}, not a whole number"
+    return None
+
+
+def _read_jsonl(path: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
+    """The lines of a scores.jsonl; a bad line is a ReportError naming it, or, with `problems`, a
+    `scores.jsonl:N: why` entry there and the line left out (viewers show what they can)."""
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
+            problem = _line_problem(row)
         except json.JSONDecodeError as exc:
-            raise ReportError(f"{path}: line {number} is not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict) or "task" not in row or "id" not in row:
-            raise ReportError(f"{path}: line {number} has no `id`/`task`; is this a scores.jsonl?")
+            problem = f"is not valid JSON ({exc.msg})"
+        except RecursionError:
+            problem = "is nested too deeply"
+        if problem is not None:
+            if problems is None:
+                raise ReportError(f"{path}: line {number} {problem}")
+            problems.append(f"{path.name}:{number}: {problem}")
+            continue
         rows.append(row)
     return rows
 
 
-def load_run(path: Path | str) -> RunData:
-    """Read run.json and scores.jsonl of one run folder; a one-line ReportError when unusable."""
+def load_run(path: Path | str, problems: list[str] | None = None) -> RunData:
+    """Read run.json and scores.jsonl of one run folder; a one-line ReportError when unusable.
+
+    With `problems`, bad scores.jsonl lines are left out and named there (`scores.jsonl:N: why`),
+    as is a run.json that is not JSON, so that a viewer can show the rest."""
     path = Path(path)
     scores_path = path / "scores.jsonl"
     if not scores_path.is_file():
@@ -84,9 +107,11 @@ def load_run(path: Path | str) -> RunData:
         try:
             info = json.loads((path / "run.json").read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise ReportError(f"{path / 'run.json'}: not valid JSON ({exc.msg})") from None
+            if problems is None:
+                raise ReportError(f"{path / 'run.json'}: not valid JSON ({exc.msg})") from None
+            problems.append(f"run.json: not valid JSON ({exc.msg}); its settings are not used")
     run = RunData(path=path, info=info if isinstance(info, dict) else {})
-    for row in _read_jsonl(scores_path):
+    for row in _read_jsonl(scores_path, problems):
         run.scores.setdefault(row["task"], []).append(row)
     if not run.scores:
         raise ReportError(f"{scores_path}: no scored items")

@@ -1,0 +1,179 @@
+"""Hostile text in viewers and reports: what came from a model, a server, a run folder or a release
+is shown as text (one helper, `eval.report.tables.as_text`), a malformed line never stops a viewer,
+and visitors never see the operator's absolute paths."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers_report import cls_item, write_run
+from markdown_it import MarkdownIt
+
+from eval.report.items import item_detail, run_items
+from eval.report.model_card import render_model_card
+from eval.report.report import build_report
+from eval.report.runs import ReportError, load_run
+from eval.report.tables import as_text, md_table
+
+HOSTILE = ["![](http://tracker/x.png)", "[Click to re-authenticate](http://evil/login)",
+           "<img src=x onerror=alert(1)>", "<script>alert(1)</script>", "`code` and ``more``",
+           "a | b || c", "line one\nline two\r\n# heading\n- item", "**bold** _em_ ~~gone~~", "&lt;already&gt; &amp;",
+           "<http://auto.link/x>", "[ref]: http://defined/x", "a]\\(http://pre.escaped)",
+           "- item", "+ item", "1. first", "12) twelfth", "===", "---", "2026. a year"]
+RENDER = MarkdownIt("commonmark").enable("table")  # raw HTML is live in CommonMark, as in the Space's Markdown
+
+
+def rendered(markdown: str) -> str:
+    return RENDER.render(markdown)
+
+
+def assert_only_text(markdown: str, original: str) -> None:
+    """The Markdown renders to its original characters (newlines as spaces) and to no element."""
+    out = rendered(markdown)
+    assert not re.search(r"<(a|img|script|code|em|strong|s|del|h\d|ul|ol|li|hr|table|blockquote)\b", out), out
+    text = html.unescape(re.sub(r"<[^>]+>", "", out))
+    assert " ".join(text.split()) == " ".join(original.split()), (markdown, out)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_as_text_shows_hostile_text_as_the_characters_it_is(hostile: str) -> None:
+    assert_only_text(as_text(hostile), hostile)
+    assert_only_text("a paragraph  \n" + as_text(hostile), "a paragraph " + hostile)  # on a line of its own
+    assert "\n" not in as_text(hostile)
+    # The same text is valid HTML (an HTML card, an error toast): it reads back as the characters it was.
+    assert html.unescape(as_text(hostile, lines=True)) == hostile
+    assert_only_text(as_text(hostile, lines=True), hostile)  # kept line breaks start no block either
+
+
+def test_bare_addresses_lose_what_turns_them_into_links() -> None:
+    # GitHub-flavoured Markdown links `http://...` and `www....` by themselves (linkify).
+    assert as_text("see http://tracker/x or www.evil.example") == "see http&#58;//tracker/x or www&#46;evil.example"
+
+
+def test_a_table_cell_with_pipes_and_newlines_stays_one_cell() -> None:
+    hostile = "x | y\n| injected | row |"
+    out = rendered(md_table(["model", "value"], [[hostile, "1.00"]]))
+    assert out.count("<tr>") == 2 and out.count("<td>") == 2
+    assert html.unescape(re.search(r"<td>(.*?)</td>", out)[1]) == " ".join(hostile.split())
+
+
+NAME = "<script>alert(1)</script>\n| x | ![](http://tracker/x)"
+
+
+def test_a_hostile_model_name_is_text_in_the_model_card_and_the_report(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path / "run", NAME, [cls_item(f"c{i}", f"m{i}", i % 2 == 0) for i in range(4)]))
+    card = render_model_card([run], allow_partial=True, n_boot=20)
+    _, header, body = card.split("---\n", 2)
+    assert yaml.safe_load(header)["model-index"][0]["name"] == NAME  # the metadata keeps the name exactly
+    heading = body.strip().splitlines()[0]
+    assert heading.startswith("# ") and "\n" not in heading
+    assert_only_text(heading[2:], NAME + " on DiningBench")
+    out = rendered(body)
+    assert "<script" not in out and "<img" not in out and out.count("<tr>") == 2  # header + one row
+    report = build_report([run], reported=False, n_boot=20)
+    out = rendered(report)
+    assert "<script" not in out and "<img" not in out and "<a " not in out
+    table2 = next(t for t in re.findall(r"<table>.*?</table>", out, re.S) if "Cls Acc" in t)
+    assert len(re.findall(r"<tr>", table2)) == 1 + 2  # header, the run, the chance row
+    assert html.unescape(re.findall(r"<td>(.*?)</td>", table2)[0]) == " ".join(NAME.split())
+
+
+# ---------------------------------------------------------------- the Runs tab and `eval view`
+SERVER_ERROR = ("HTTP 401: ![](http://tracker/pixel.png) session expired, "
+                "[Click to re-authenticate](http://evil/login) <img src=x onerror=alert(1)>")
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    items = [cls_item("c1", "m1", True), {**cls_item("c2", "m1", False), "error": SERVER_ERROR, "parsed": None}]
+    folder = write_run(tmp_path / "results" / "openai-x", "openai:x", items)
+    lines = (folder / "scores.jsonl").read_text().splitlines()
+    lines[1:1] = ['{"task": "classification", "id": "c9"', json.dumps({**cls_item("c8", "m1", True), "epoch": "x"}),
+                  json.dumps({**cls_item("c7", "m1", True), "task": ["classification"]})]
+    (folder / "scores.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "predictions.jsonl").write_text('{"task": "classification", "id": 5}\nnot json\n')
+    return tmp_path / "results"
+
+
+def test_a_malformed_line_is_left_out_and_named_while_the_rest_is_shown(results: Path) -> None:
+    folder = results / "openai-x"
+    with pytest.raises(ReportError, match="line 2 is not valid JSON"):  # the CLI: one line, as before
+        load_run(folder)
+    problems: list[str] = []
+    assert [r["id"] for r in run_items(folder, problems=problems)] == ["c1", "c2"]
+    assert problems == ["scores.jsonl:2: is not valid JSON (Expecting ',' delimiter)",
+                        "scores.jsonl:3: has `epoch` 'x', not a whole number",
+                        "scores.jsonl:4: has an `id` or `task` that is not text"]
+    problems = []
+    found = item_detail(folder, "classification", "c2", problems=problems)
+    assert found.error == SERVER_ERROR and found.raw is None
+    assert "predictions.jsonl:1: not a prediction line (bad JSON or field types); skipped" in problems
+    assert "predictions.jsonl:2: not a prediction line (bad JSON or field types); skipped" in problems
+
+
+def test_the_runs_tab_shows_server_text_as_text_bad_lines_by_name_and_no_absolute_path(results: Path) -> None:
+    gr = pytest.importorskip("gradio")
+    from space.diningspace import runs_tab
+
+    with gr.Blocks():
+        run, filters, refresh, _ = runs_tab.build(results)
+    assert run.choices == [("openai-x", "openai-x")]  # relative to the results folder
+    rows, picker, *shown = refresh("openai-x", "all", "all", "all")
+    assert [r[1] for r in rows] == ["c1", "c2"] and picker["value"] == "classification/c1"
+    summary = shown[-1]
+    assert "scores.jsonl:2" in summary and "scores.jsonl:3" in summary and str(results) not in summary
+    with pytest.raises(gr.Error, match="unknown run folder"):
+        refresh(str(results / "openai-x"), "all", "all", "all")  # an absolute path is not a choice
+
+    *_, note = runs_tab.detail(str(results / "openai-x"), "classification/c2", results)
+    assert "Click to re-authenticate" in note and str(results) not in note
+    out = rendered(note)
+    assert "<img" not in out and "<a " not in out and "tracker/pixel.png" in html.unescape(out)
+    *_, note = runs_tab.detail(str(results / "openai-x"), "classification/nope", results)
+    assert note.startswith("openai-x: no scored classification item") and str(results) not in note
+
+
+def test_no_usable_scores_is_a_line_on_the_page_not_an_error(results: Path) -> None:
+    gr = pytest.importorskip("gradio")
+    from space.diningspace import runs_tab
+
+    (results / "openai-x" / "scores.jsonl").write_text("not json\n")
+    with gr.Blocks():
+        _, _, refresh, _ = runs_tab.build(results)
+    rows, picker, *shown = refresh("openai-x", "all", "all", "all")
+    assert rows == [] and picker["choices"] == []
+    assert "no scored items" in shown[-1] and "scores.jsonl:1" in shown[-1] and str(results) not in shown[-1]
+
+
+def test_hide_paths_keeps_urls_and_relative_names() -> None:
+    from space.diningspace.runs_tab import hide_paths
+
+    assert hide_paths("cannot load /home/op/data/release: C:\\Users\\op\\x.json at https://h/a/b") == (
+        "cannot load …/release: …/x.json at https://h/a/b")
+    assert hide_paths("/srv/results/humans/h-1/run.json bad", Path("/srv/results")) == "humans/h-1/run.json bad"
+
+
+def test_the_evaluate_and_take_the_test_summary_line_shows_a_model_spec_as_text() -> None:
+    from space.diningspace.results_view import summary_line
+
+    spec = "openai:[Click](http://evil/x)_<b>"
+    line = summary_line("classification", spec, {"accuracy": 0.5, "accuracy_ci95": [0.25, 0.75], "n": 4})
+    out = rendered(line)
+    assert "<a " not in out and "<b>" not in out and "<strong>" in out  # only the line's own bold
+    text = html.unescape(re.sub(r"<[^>]+>", "", out)).strip()
+    assert text.startswith(spec + " — accuracy (%) 50.00 [25.00, 75.00]")
+
+
+def test_a_model_name_with_dollar_signs_is_drawn_as_text_in_the_sweep_plots(tmp_path: Path) -> None:
+    name = "evil $\\invalid{$ [x](http://t)"
+    runs = [load_run(write_run(tmp_path / f"v{n}", name, [cls_item(f"c{i}", f"m{i}", i % n == 0) for i in range(4)],
+                               images=n)) for n in (1, 2)]
+    report = build_report(runs, reported=False, n_boot=20, plot_dir=tmp_path / "plots")  # matplotlib parsed `$..$`
+    assert (tmp_path / "plots" / "views_classification.png").is_file()
+    sweep = report.split("### Classification accuracy by number of views", 1)[1]
+    assert "<a " not in rendered(sweep.split("![", 1)[0]) and as_text(name) in sweep
