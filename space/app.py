@@ -25,7 +25,7 @@ from diningspace.catalog import Catalog  # noqa: E402
 from diningspace.evaluate_tab import EvaluateTab  # noqa: E402
 from diningspace.human_tab import HumanTab  # noqa: E402
 from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
-from diningspace.review_tab import ReviewTab  # noqa: E402
+from diningspace.review_tab import ReviewAccess, ReviewTab  # noqa: E402
 from diningspace.runs_tab import build as build_runs_tab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
 from diningspace.warmup import warm_harness  # noqa: E402
@@ -59,12 +59,13 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
             with gr.Tab("Leaderboard", id="leaderboard"):
                 leaderboard.build()
             with gr.Tab("Take the test", id="human"):
-                HumanTab(catalog, settings).build()
+                HumanTab(catalog, settings, evaluate.slots).build()
             with gr.Tab("Runs", id="runs"):
                 _, run_filters, refresh_runs, run_outputs = build_runs_tab(settings.results_dir)
             loads = [browse.on_load, evaluate.on_load, leaderboard.on_load, (refresh_runs, run_filters, run_outputs)]
             if settings.review_work is not None:  # only for an operator reviewing a construction build
-                review = ReviewTab(settings.review_work)
+                review = ReviewTab(settings.review_work, ReviewAccess(
+                    settings.reviewers, settings.review_token, on_space=settings.on_space))
                 with gr.Tab("Review", id="review"):
                     review.build()
                 loads.append(review.on_load)

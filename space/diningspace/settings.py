@@ -45,6 +45,17 @@ def _list_env(env: dict[str, str], name: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
 
 
+MIN_TOKEN_CHARS = 16
+
+
+def _token_env(env: dict[str, str], name: str) -> str | None:
+    """A secret the operator types to prove who they are: long enough not to be guessed."""
+    token = env.get(name, "").strip()
+    if token and len(token) < MIN_TOKEN_CHARS:
+        raise SettingsError(f"{name} must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 16`)")
+    return token or None
+
+
 @dataclass(frozen=True)
 class SpaceSettings:
     """The operator's choices. `models` are `backend:model` specs served with the operator's keys."""
@@ -66,6 +77,13 @@ class SpaceSettings:
     reported_csv: Path | None = None
     human_repo: str | None = None  # Hub dataset repo that keeps people's test runs (CommitScheduler)
     review_work: Path | None = None  # construction work folder whose items the Review tab shows
+    sittings_per_session: int = 3  # Take-the-test sittings one browser session may begin per hour
+    sittings_per_address: int = 10  # ... one client address (0: not counted)
+    sittings_per_hour: int = 120  # ... the whole Space (0: not counted)
+    min_answer_seconds: int = 2  # a sitting answered faster than this an item is left out of the humans row
+    reviewers: tuple[str, ...] = ()  # Hugging Face usernames allowed to review (signed in on a Space)
+    review_token: str | None = field(default=None, repr=False)  # the operator's review token (a secret)
+    on_space: bool = False  # running on a Hugging Face Space, where a sign-in is Hugging Face's own
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, *, repo_root: Path | None = None) -> SpaceSettings:
@@ -90,6 +108,12 @@ class SpaceSettings:
         max_items = _int_env(env, "DININGBENCH_SPACE_MAX_ITEMS", 50)
         default_items = min(_int_env(env, "DININGBENCH_SPACE_DEFAULT_ITEMS", 8), max_items)
         results = Path(env.get("DININGBENCH_SPACE_RESULTS", "").strip() or root / "results")
+        # Gradio's own test (gradio.utils.get_space): elsewhere its sign-in is a local mock.
+        on_space = env.get("SYSTEM") == "spaces" and bool(env.get("SPACE_ID"))
+        reviewers = tuple(name.lower() for name in _list_env(env, "DININGBENCH_SPACE_REVIEWERS"))
+        if reviewers and on_space and not env.get("OAUTH_CLIENT_ID"):
+            raise SettingsError("DININGBENCH_SPACE_REVIEWERS: reviewers sign in with Hugging Face; add `hf_oauth: true` to "
+                                "the Space's README metadata")
         eval_concurrency = _int_env(env, "DININGBENCH_SPACE_EVAL_CONCURRENCY", 2)
         request_concurrency = _int_env(env, "DININGBENCH_SPACE_REQUEST_CONCURRENCY", 4)
         return cls(
@@ -111,6 +135,13 @@ class SpaceSettings:
             human_repo=env.get("DININGBENCH_SPACE_HUMAN_REPO", "").strip() or None,
             review_work=Path(env["DININGBENCH_SPACE_REVIEW_WORK"].strip())
             if env.get("DININGBENCH_SPACE_REVIEW_WORK", "").strip() else None,
+            sittings_per_session=_int_env(env, "DININGBENCH_SPACE_SITTINGS_PER_SESSION", 3),
+            sittings_per_address=_int_env(env, "DININGBENCH_SPACE_SITTINGS_PER_ADDRESS", 10, minimum=0),
+            sittings_per_hour=_int_env(env, "DININGBENCH_SPACE_SITTINGS_PER_HOUR", 120, minimum=0),
+            min_answer_seconds=_int_env(env, "DININGBENCH_SPACE_MIN_ANSWER_SECONDS", 2, minimum=0),
+            reviewers=reviewers,
+            review_token=_token_env(env, "DININGBENCH_SPACE_REVIEW_TOKEN"),
+            on_space=on_space,
         )
 
     @property
