@@ -18,7 +18,7 @@ def _sit(catalog: Catalog, runs: HumanRuns, task: str, group: str, answers: list
     sitting = start(task, catalog.filter_ids(task), len(answers), group=group, name="Mei Chen", lang="en",
                     seed=seed, consent=True)
     for raw in answers:
-        sitting.answers.append({"id": sitting.current, "raw": raw, "n_images": 2})
+        sitting.answers.append({"id": sitting.current, "raw": raw, "n_images": 2, "seconds": 8.0})
     folder, _ = runs.save(sitting, {i: catalog.row(task, i) for i in sitting.ids})
     return folder
 
@@ -31,7 +31,7 @@ def test_answers_become_an_ordinary_scored_run_with_only_what_is_needed(tmp_path
     assert sitting.ids == pick_items(["cla-1", "cla-2", "cla-3"], 3, 7)  # seeded order, reproducible
     answers = {"cla-1": "A", "cla-2": "A", "cla-3": "C"}  # references: A, B, C
     for _ in range(3):
-        sitting.answers.append({"id": sitting.current, "raw": answers[sitting.current], "n_images": 2})
+        sitting.answers.append({"id": sitting.current, "raw": answers[sitting.current], "n_images": 2, "seconds": 8.0})
     folder, figures = runs.save(sitting, {i: catalog.row("classification", i) for i in sitting.ids})
     assert folder.parent == tmp_path / "results" / "humans"
     assert figures["n"] == 3 and figures["accuracy"] == pytest.approx(2 / 3)
@@ -102,7 +102,10 @@ def test_the_hub_scheduler_is_made_lazily_for_the_folder_of_peoples_runs(tmp_pat
 @pytest.fixture(scope="module")
 def human_space(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     results = tmp_path_factory.mktemp("results")
-    with launched_space({"DININGBENCH_SPACE_RESULTS": str(results)}) as (url, _):
+    # A browser driven by a script answers in milliseconds: the check for scripted sittings is off
+    # here (it has its own tests below), so that this sitting reaches the Leaderboard.
+    with launched_space({"DININGBENCH_SPACE_RESULTS": str(results),
+                         "DININGBENCH_SPACE_MIN_ANSWER_SECONDS": "0"}) as (url, _):
         yield url, results
 
 
@@ -151,3 +154,146 @@ def test_take_the_test_in_a_browser_and_see_the_run_on_the_leaderboard(human_spa
         assert page_width(page) <= width
     folders = list((results / "humans").glob("human-cook-*"))
     assert folders and all((f / "metrics.json").is_file() for f in folders)
+
+
+# ---------------------------------------------------------------- floods and scripts
+class _Clock:
+    """The server's clock, played forward by the test (no sleeping)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Request:
+    """What Gradio passes a handler about the caller: a session and the connection's address."""
+
+    def __init__(self, session: str, address: str) -> None:
+        import types
+
+        self.session_hash, self.client, self.headers = session, types.SimpleNamespace(host=address), {}
+
+
+def _tab(tmp_path: Path, clock: _Clock, **env: str):
+    from space.diningspace.human_tab import HumanTab
+    from space.diningspace.settings import SpaceSettings
+
+    settings = SpaceSettings.from_env({"DININGBENCH_SPACE_RESULTS": str(tmp_path / "results"), **env},
+                                      repo_root=tmp_path)
+    return HumanTab(Catalog(loader=tiny_dataset), settings, clock=clock)
+
+
+def _sitting(tab, clock: _Clock, request: _Request, seconds_per_item: float, n: int = 3) -> str | None:
+    """One sitting through the tab's handlers, as the page (or a script on the queue) calls them;
+    the run folder's name, or None when the start was refused."""
+    import asyncio
+
+    shown = tab.begin("classification", n, 1, "cook", "bot", "en", True, request)
+    state = shown[0]
+    if not isinstance(state, dict) or "__type__" in state:  # refused: every output skipped
+        return None
+    for i in range(n):
+        clock.now += seconds_per_item
+        state = tab.submit(state, "A", None, None, None, None, "")[0]
+        if i < n - 1:
+            state = tab.next_item(state)[0]
+    done = asyncio.run(tab.finish(state))[3]
+    return done.split("Saved as the run `", 1)[1].split("`", 1)[0]
+
+
+@pytest.mark.slow
+def test_a_flood_of_40_scripted_sittings_leaves_the_humans_row_unchanged(tmp_path: Path) -> None:
+    clock = _Clock()
+    tab = _tab(tmp_path, clock)  # defaults: 3 sittings a session, 10 an address, 120 the Space, per hour
+    results = tmp_path / "results"
+    # One address, a new session each time: the address's cap refuses all but 10.
+    saved = [_sitting(tab, clock, _Request(f"s{i}", "203.0.113.9"), 0.05) for i in range(40)]
+    assert sum(name is not None for name in saved) == 10
+    # 40 addresses (a botnet, or a proxy the operator did not declare): all start, none counts.
+    saved += [_sitting(tab, clock, _Request(f"t{i}", f"198.51.100.{i}"), 0.05) for i in range(40)]
+    folders = sorted((results / "humans").iterdir())
+    assert len(folders) == 50  # every sitting kept...
+    marks = {json.loads((f / "run.json").read_text())["human"].get("automated") for f in folders}
+    assert marks == {"median answer time 0.1 s (under 2 s an item)"}
+    assert humans_rows(results, n_boot=50) == []  # ...and none of them makes a humans row
+
+    # A person, at a person's pace, is counted; the row says how many sittings were left out.
+    _sitting(tab, clock, _Request("person", "192.0.2.1"), 12.0)
+    [row] = humans_rows(results, n_boot=50)
+    assert row["Source"] == "Take the test: 1 person; 50 scripted sittings left out" and row["Items"] == "Cls 3"
+
+
+def test_sittings_are_capped_per_session_address_and_space_for_an_hour(tmp_path: Path) -> None:
+    clock = _Clock()
+    tab = _tab(tmp_path, clock, DININGBENCH_SPACE_SITTINGS_PER_HOUR="5")
+    person = _Request("one-session", "192.0.2.1")
+    assert [_sitting(tab, clock, person, 5.0, n=1) is not None for _ in range(4)] == [True, True, True, False]
+    assert _sitting(tab, clock, _Request("other", "192.0.2.2"), 5.0, n=1) is not None
+    assert _sitting(tab, clock, _Request("third", "192.0.2.3"), 5.0, n=1) is not None
+    with pytest.warns(UserWarning, match=r"this Space already started 5 test\(s\) in the last hour"):
+        assert _sitting(tab, clock, _Request("fourth", "192.0.2.4"), 5.0, n=1) is None  # the visitor reads why
+    clock.now += 3600
+    assert _sitting(tab, clock, person, 5.0, n=1) is not None  # an hour later
+
+
+def test_answers_are_bounded_in_size() -> None:
+    from space.diningspace.human import HumanError
+
+    assert answer_text("vqa", "y" * 2000) == "y" * 2000
+    with pytest.raises(HumanError, match="your answer is 2,001 characters; at most 2,000"):
+        answer_text("vqa", "y" * 2001)
+    with pytest.raises(HumanError, match="your answer is 1,000,000 characters"):
+        answer_text("vqa", "y" * 1_000_000)
+    for numbers in ([float("inf"), 1, 1, 1], [float("nan"), 1, 1, 1], [1e9, 1, 1, 1], [1, 1, 1, 1, 1], ["x", 1, 1, 1]):
+        with pytest.raises(HumanError, match="four numbers"):
+            answer_text("nutrition", numbers)
+    assert clean_name("x" * 10_000) == "x" * 32
+
+
+def test_a_vqa_sitting_is_judged_inside_the_spaces_request_slots(tmp_path: Path, monkeypatch) -> None:
+    import asyncio
+
+    from space.diningspace.human_tab import HumanTab
+    from space.diningspace.limits import RequestSlots
+    from space.diningspace.settings import SpaceSettings
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    slots = RequestSlots(1)
+    in_flight_when_asked: list[int] = []
+
+    def judge(request: dict) -> str:
+        in_flight_when_asked.append(slots.in_flight)
+        return "The answer matches.\nGRADE: C"
+
+    clock = _Clock()
+    with FakeOpenAIServer(oracle=judge) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-judge")
+        settings = SpaceSettings.from_env({"DININGBENCH_SPACE_RESULTS": str(tmp_path / "results"),
+                                           "DININGBENCH_SPACE_JUDGE": "openai:judge"}, repo_root=tmp_path)
+        tab = HumanTab(Catalog(loader=tiny_dataset), settings, slots, clock=clock)
+        state = tab.begin("vqa", 2, 1, "dietitian", "", "en", True, _Request("s", "192.0.2.1"))[0]
+        for i in range(2):
+            clock.now += 30
+            state = tab.submit(state, None, None, None, None, None, f"a considered answer number {i}")[0]
+            if i == 0:
+                state = tab.next_item(state)[0]
+        asyncio.run(tab.finish(state))
+    assert in_flight_when_asked == [1, 1]  # each judge call held a Space-wide slot (and was alone in it)
+    [folder] = (tmp_path / "results" / "humans").iterdir()
+    scores = [json.loads(line) for line in (folder / "scores.jsonl").read_text().splitlines()]
+    assert [s["verdict"] for s in scores] == ["C", "C"]
+
+
+def test_a_run_pushed_from_the_space_names_its_data_without_the_operators_path(tmp_path: Path) -> None:
+    from space.diningspace.human import dataset_label
+
+    release = tmp_path / "operator" / "private" / "diningbench-release"
+    assert dataset_label(str(release)) == "diningbench-release"
+    assert dataset_label("someone/diningbench") == "someone/diningbench" and dataset_label(None) is None
+    runs = HumanRuns(tmp_path / "results", dataset=str(release))
+    folder = _sit(Catalog(loader=tiny_dataset), runs, "classification", "cook", ["A"])
+    text = (folder / "run.json").read_text()
+    assert str(tmp_path) not in text and json.loads(text)["dataset"]["source"] == "diningbench-release"

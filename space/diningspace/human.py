@@ -30,6 +30,12 @@ from .leaderboard import HUMAN_GROUPS, HUMAN_PREFIX
 
 HUMANS_FOLDER = "humans"  # under the results folder; the Leaderboard reads results/*/*/ too
 MAX_NAME = 32
+MAX_ANSWER_CHARS = 2000  # a VQA answer; longer ones are refused, not cut
+MAX_NUMBER = 100_000.0  # any nutrition figure a person types (kcal or g per serving)
+# Looking at a dish's photos and answering takes a person seconds; a sitting whose typical answer
+# came faster than this was not answered by a person and is kept but left out of the humans row
+# (the operator's DININGBENCH_SPACE_MIN_ANSWER_SECONDS).
+MIN_SECONDS_PER_ANSWER = 2.0
 
 
 class HumanError(ValueError):
@@ -42,7 +48,7 @@ def clean_name(name: str | None) -> str:
     >>> clean_name("  Mei Chen! "), clean_name(""), clean_name("厨师")
     ('Mei-Chen', 'anonymous', '厨师')
     """
-    text = re.sub(r"[^\w-]+", "-", (name or "").strip()).strip("-_")[:MAX_NAME]
+    text = re.sub(r"[^\w-]+", "-", (name or "")[:4 * MAX_NAME].strip()).strip("-_")[:MAX_NAME]
     return text or "anonymous"
 
 
@@ -65,14 +71,23 @@ def answer_text(task: str, value: Any) -> str:
             raise HumanError("pick one letter")
         return letter
     if task == "nutrition":
-        numbers = list(value or [])
-        if len(numbers) != len(NUTRIENTS) or any(v is None or float(v) < 0 for v in numbers):
-            raise HumanError("give all four numbers (0 or more): calories, protein, carbohydrates, fat")
-        return json.dumps({k: float(v) for k, v in zip(NUTRIENTS, numbers, strict=True)})
-    text = " ".join(str(value or "").split())
+        numbers = list(value or [])[:len(NUTRIENTS) + 1]
+        try:
+            floats = [float(v) for v in numbers]  # None is a TypeError
+        except (TypeError, ValueError):
+            floats = []
+        if len(floats) != len(NUTRIENTS) or not all(0 <= v <= MAX_NUMBER for v in floats):  # NaN fails too
+            raise HumanError(f"give all four numbers (0 to {MAX_NUMBER:,.0f}): calories, protein, carbohydrates, fat")
+        return json.dumps(dict(zip(NUTRIENTS, floats, strict=True)))
+    raw = str(value or "")
+    if len(raw) > 4 * MAX_ANSWER_CHARS:
+        raise HumanError(f"your answer is {len(raw):,} characters; at most {MAX_ANSWER_CHARS:,}")
+    text = " ".join(raw.split())
     if not text:
         raise HumanError("write an answer")
-    return text[:2000]
+    if len(text) > MAX_ANSWER_CHARS:
+        raise HumanError(f"your answer is {len(text):,} characters; at most {MAX_ANSWER_CHARS:,}")
+    return text
 
 
 @dataclass
@@ -86,7 +101,8 @@ class Sitting:
     lang: str = "zh"
     seed: int = 0
     token: str = field(default_factory=lambda: secrets.token_hex(6))
-    answers: list[dict[str, Any]] = field(default_factory=list)  # {"id", "raw", "n_images"}
+    answers: list[dict[str, Any]] = field(default_factory=list)  # {"id", "raw", "n_images", "seconds"}
+    shown_at: float | None = None  # when the current item was shown (the server's clock; gr.State stays server-side)
 
     @property
     def spec(self) -> str:
@@ -102,6 +118,32 @@ class Sitting:
     @classmethod
     def from_state(cls, state: dict[str, Any] | None) -> Sitting | None:
         return cls(**state) if state else None
+
+
+def automated(sitting: Sitting, min_seconds: float = MIN_SECONDS_PER_ANSWER) -> str | None:
+    """Why the sitting looks scripted (None when it looks like a person's): its typical (median)
+    answer came faster than `min_seconds` after the item was shown, or its answers carry no time.
+
+    >>> automated(Sitting("classification", ["a", "b", "c"], "cook", answers=[{"seconds": s} for s in (0.2, 9, 0.1)]))
+    'median answer time 0.2 s (under 2 s an item)'
+    """
+    times = sorted(a.get("seconds") for a in sitting.answers if isinstance(a.get("seconds"), int | float))
+    if len(times) < len(sitting.answers):
+        return "answers without an answering time"
+    if not times:
+        return None
+    median = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
+    if median < min_seconds:
+        return f"median answer time {median:.1f} s (under {min_seconds:g} s an item)"
+    return None
+
+
+def dataset_label(source: str | None) -> str | None:
+    """What a person's run records as its data: a Hub id as it is, a local release by its folder's
+    name only (the operator's own path stays on the operator's machine)."""
+    if source is None or not Path(source).expanduser().is_absolute():
+        return source
+    return Path(source).name
 
 
 def start(task: str, ids: list[str], n: int, *, group: str, name: str, lang: str, seed: int,
@@ -129,10 +171,11 @@ class HumanRuns:
     """Writes people's sittings as run folders under `<results>/humans/`, and pushes them to the Hub."""
 
     def __init__(self, results_dir: Path, *, hub_repo: str | None = None, dataset: str | None = None,
-                 judge: str | None = None) -> None:
+                 judge: str | None = None, min_seconds: float = MIN_SECONDS_PER_ANSWER) -> None:
         self.folder = Path(results_dir) / HUMANS_FOLDER
+        self.min_seconds = min_seconds
         self.hub_repo = hub_repo
-        self.dataset = dataset
+        self.dataset = dataset_label(dataset)
         self.judge = judge
         self._scheduler: Any = None
         self._lock = threading.Lock()
@@ -153,14 +196,19 @@ class HumanRuns:
         if not sitting.answers:
             raise HumanError("answer at least one item first")
         run_dir = self.folder / f"human-{sitting.group}-{sitting.token}"
+        # concurrency 1: a VQA sitting's judge asks one question at a time, inside the one request
+        # slot of the Space its scoring holds (human_tab.HumanTab.finish).
         settings = {"model": sitting.spec, "lang": sitting.lang, "seed": sitting.seed, "dataset": self.dataset,
-                    "images": None, "limit": None, "ids": None}
+                    "images": None, "limit": None, "ids": None, "concurrency": 1}
         info = build_run_json(settings=settings, tasks=[sitting.task],
                               backend={"backend": "human", "model": sitting.name, "base_url_host": None,
                                        "note": "a person answered in the Space's Take the test tab"},
                               dataset_source=self.dataset, fingerprints={}, judge=None,
                               counts={sitting.task: len(sitting.answers)})
         info["human"] = {"group": sitting.group, "person": sitting.token}
+        scripted = automated(sitting, self.min_seconds)
+        if scripted:
+            info["human"]["automated"] = scripted  # kept, but left out of the humans row
         info.pop("git_commit", None)  # says nothing about a person's answers
         scheduler = self.scheduler()
         with self._lock, (scheduler.lock if scheduler is not None else _NoLock()):

@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-import html
+import asyncio
 import random
+import time
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
 
+from eval.report.tables import as_text
 from eval.scoring import score_prediction
 from eval.settings import RunSettings
 from eval.tasks import prompt_text
 
 from .catalog import Catalog, CatalogError
-from .human import HumanError, HumanRuns, Sitting, answer_text, prediction_of, start
+from .guard import GuardError
+from .human import HumanError, HumanRuns, Sitting, answer_text, automated, prediction_of, start
 from .leaderboard import HUMAN_GROUPS, TASK_SHORT
+from .limits import HourlyQuota, RequestSlots, client_address
 from .render import LETTERS, gallery_caption, item_card
 from .results_view import summary_line
 from .settings import SpaceSettings
 
 CONSENT = ("I agree that my answers, the group I pick and the name I type (optional; a pseudonym is fine) "
            "are saved as a run and shown, pooled with others of my group, on the Leaderboard. Nothing else "
-           "is kept: no address, no account, no browser id.")
+           "is saved: no address, no account, no browser id (to stop floods, the Space counts tests per "
+           "address for an hour, in memory only).")
 INTRO = ("Answer the same items a model gets, the same way: a letter for classification, four numbers "
          "for nutrition, a short text for VQA. The reference appears after you submit each answer. "
          "Your answers become a `human:` run scored with the same metrics as the models.")
@@ -30,23 +36,37 @@ SHOWN_COUNT = 17  # the outputs of a question: state, panels, views, prompt, ans
 
 
 class HumanTab:
-    def __init__(self, catalog: Catalog, settings: SpaceSettings) -> None:
+    """`slots` are the Space's request slots (a VQA sitting's judge calls take them like any model
+    request); `clock` times the answers (injectable for tests)."""
+
+    def __init__(self, catalog: Catalog, settings: SpaceSettings, slots: RequestSlots | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.catalog = catalog
         self.settings = settings
         self.runs = HumanRuns(settings.results_dir, hub_repo=settings.human_repo, dataset=settings.dataset,
-                              judge=settings.judge)
+                              judge=settings.judge, min_seconds=settings.min_answer_seconds)
+        self.slots = slots or RequestSlots(settings.max_requests)
+        self.clock = clock
+        self.quota = HourlyQuota(settings.sittings_per_session, settings.sittings_per_address,
+                                 settings.sittings_per_hour, clock=clock)
 
     # --- handlers -------------------------------------------------------------------------------
-    def begin(self, task: str, n: float, seed: float, group: str, name: str, lang: str, consent: bool
+    def begin(self, task: str, n: float, seed: float, group: str, name: str, lang: str, consent: bool,
+              request: gr.Request = None,  # type: ignore[assignment]
               ) -> tuple[Any, ...]:
         try:
+            if task not in self.settings.tasks():
+                raise HumanError(f"choose one of {', '.join(self.settings.tasks())}")
             ids = self.catalog.filter_ids(task)
-            sitting = start(task, ids, int(n), group=group, name=name, lang=lang, seed=int(seed or 0),
+            count = max(1, min(int(n), MAX_TEST_ITEMS, self.settings.max_items))
+            sitting = start(task, ids, count, group=group, name=name, lang=lang, seed=int(seed or 0),
                             consent=consent)
-        except (HumanError, CatalogError) as exc:
+            self.quota.take(getattr(request, "session_hash", None),
+                            client_address(request, self.settings.proxy_hops))
+        except (HumanError, CatalogError, GuardError, TypeError, ValueError, OverflowError) as exc:
             # A warning, not gr.Error: an error would lay its overlay over the form (the outputs),
             # and the person could no longer tick the box it asks for.
-            gr.Warning(str(exc))
+            gr.Warning(as_text(str(exc)))
             return tuple(gr.skip() for _ in range(SHOWN_COUNT))
         return self._question(sitting)
 
@@ -58,9 +78,10 @@ class HumanTab:
         text = prompt_text(sitting.task, row, RunSettings(model=sitting.spec, lang=sitting.lang))
         where = f"**{TASK_SHORT[sitting.task]}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
         n_options = len(row.get("options") or [])
+        sitting.shown_at = self.clock()
         return (sitting.to_state(), gr.update(visible=False), gr.update(visible=True), where,
                 [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)],
-                f"<div class='db-prompt'>{html.escape(text)}</div>",
+                f"<div class='db-prompt'>{as_text(text, lines=True)}</div>",
                 gr.update(visible=sitting.task == "classification", choices=list(LETTERS[:n_options or 8]),
                           value=None),
                 gr.update(visible=sitting.task == "nutrition"),
@@ -78,10 +99,11 @@ class HumanTab:
         try:
             raw = answer_text(sitting.task, value)
         except HumanError as exc:
-            gr.Warning(str(exc))
+            gr.Warning(as_text(str(exc)))
             return tuple(gr.skip() for _ in range(5))
         row = self.catalog.row(sitting.task, item_id)
-        answer = {"id": item_id, "raw": raw, "n_images": len(row.get("image_roles") or [])}
+        seconds = None if sitting.shown_at is None else round(self.clock() - sitting.shown_at, 3)
+        answer = {"id": item_id, "raw": raw, "n_images": len(row.get("image_roles") or []), "seconds": seconds}
         sitting.answers.append(answer)
         record = score_prediction(prediction_of(sitting, answer, row), row, sitting.lang)
         reveal = self._reveal(sitting, row, record)
@@ -101,8 +123,8 @@ class HumanTab:
             verdict, css = "scored by the judge when you finish", "db-neutral"
         card = item_card(sitting.task, row, n_images=len(row.get("image_roles") or []), lang=sitting.lang,
                          show_answer=True)
-        return (f"<div class='db-reveal'><p>You answered <b>{html.escape(str(sitting.answers[-1]['raw']))}</b> "
-                f"— <span class='{css}'>{html.escape(verdict)}</span></p><p><b>Reference</b></p>{card}</div>")
+        return (f"<div class='db-reveal'><p>You answered <b>{as_text(str(sitting.answers[-1]['raw']), lines=True)}</b> "
+                f"— <span class='{css}'>{as_text(verdict, lines=True)}</span></p><p><b>Reference</b></p>{card}</div>")
 
     def next_item(self, state: dict[str, Any]) -> tuple[Any, ...]:
         sitting = Sitting.from_state(state)
@@ -110,18 +132,27 @@ class HumanTab:
             raise gr.Error("no more items: press Finish", print_exception=False)
         return self._question(sitting)
 
-    def finish(self, state: dict[str, Any]) -> tuple[Any, ...]:
+    async def finish(self, state: dict[str, Any]) -> tuple[Any, ...]:
         sitting = Sitting.from_state(state)
         if sitting is None or not sitting.answers:
             raise gr.Error("answer at least one item first", print_exception=False)
         rows = {a["id"]: self.catalog.row(sitting.task, a["id"]) for a in sitting.answers}
         try:
-            folder, figures = self.runs.save(sitting, rows)
+            if sitting.task == "vqa" and self.runs.judge:
+                # The judge's calls are model requests like the Evaluate tab's: one Space-wide slot,
+                # one judge call at a time inside it (the run's concurrency is 1).
+                async with self.slots.slot():
+                    folder, figures = await asyncio.to_thread(self.runs.save, sitting, rows)
+            else:
+                folder, figures = await asyncio.to_thread(self.runs.save, sitting, rows)
         except (HumanError, ValueError, OSError) as exc:
-            raise gr.Error(f"could not save your answers: {exc}", print_exception=False) from None
+            raise gr.Error(f"could not save your answers: {as_text(str(exc))}",
+                           print_exception=False) from None
         line = summary_line(sitting.task, sitting.spec, figures) if figures else f"**{sitting.spec}**"
-        done = (f"Thank you! {line}. Saved as the run `{folder.name}`; the Leaderboard's "
-                f"**humans ({sitting.group})** row now includes it.")
+        scripted = automated(sitting, self.runs.min_seconds)
+        counted = (f"it is left out of the **humans ({sitting.group})** row: {scripted}" if scripted
+                   else f"the Leaderboard's **humans ({sitting.group})** row now includes it")
+        done = f"Thank you! {line}. Saved as the run `{folder.name}`; {counted}."
         return (None, gr.update(visible=True), gr.update(visible=False), done)
 
     # --- layout -----------------------------------------------------------------------------------

@@ -217,6 +217,7 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
     pooled: dict[str, dict[str, list[dict[str, Any]]]] = {}
     people: dict[str, set[str]] = {}
     kinds: dict[str, set[str]] = {}
+    excluded: dict[str, int] = {}
     for folder in run_dirs(results_dir):
         read = _read_run(folder)
         human = read[1].info.get("human") if read else None
@@ -224,6 +225,9 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
             continue
         group = str(human.get("group") or "layperson")
         person = str(human.get("person") or folder.name)
+        if human.get("automated"):  # kept on disk, never pooled (space/diningspace/human.py `automated`)
+            excluded[group] = excluded.get(group, 0) + 1
+            continue
         people.setdefault(group, set()).add(person)
         kinds.setdefault(group, set()).add(data_kind(read[1]))
         for item in _scored_items(folder):
@@ -243,7 +247,8 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
         row.update({
             "Model": f"humans ({group})", "Data": "synthetic" if "synthetic" in kinds[group] else "partial",
             "Lang": "",
-            "Source": f"Take the test: {n_people} {'person' if n_people == 1 else 'people'}",
+            "Source": f"Take the test: {n_people} {'person' if n_people == 1 else 'people'}"
+                      + (f"; {excluded[group]} scripted sittings left out" if excluded.get(group) else ""),
             "Cls acc %": cls, "Cls 95% CI": cls_ci, "Avg MAPE %": nut, "MAPE 95% CI": nut_ci,
             "VQA acc %": vqa, "VQA 95% CI": vqa_ci,
             "Items": _items({t: len(v) for t, v in by_task.items()}),

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import weakref
-from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -134,3 +135,43 @@ class SlotBackend:
         from eval.backends import release
 
         await release(self.inner)
+
+
+class HourlyQuota:
+    """How many test sittings each browser session, each client address and the whole Space began
+    in the last hour; `take` refuses one over a cap (0 = that cap is not counted). The clock is
+    injectable so a test can play an hour without waiting for it."""
+
+    WINDOW = 3600.0
+
+    def __init__(self, per_session: int, per_address: int, per_space: int, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_session, self.per_address, self.per_space = per_session, per_address, per_space
+        self.clock = clock
+        self._times: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, key: str, now: float) -> deque[float]:
+        times = self._times.setdefault(key, deque())
+        while times and times[0] <= now - self.WINDOW:
+            times.popleft()
+        return times
+
+    def take(self, session: str | None, address: str | None) -> None:
+        """Count one sitting; GuardError (one line saying which cap) when it would exceed one."""
+        with self._lock:
+            now = self.clock()
+            checks = [("space", "", self.per_space, "this Space")]
+            if session:
+                checks.append(("session", session, self.per_session, "you"))
+            if address:
+                checks.append(("address", address, self.per_address, "your address"))
+            for kind, key, cap, who in checks:
+                if cap and len(self._recent(f"{kind}:{key}", now)) >= cap:
+                    raise GuardError(f"{who} already started {cap} test(s) in the last hour (at most {cap}): "
+                                     "please come back later")
+            for kind, key, cap, _ in checks:
+                if cap:
+                    self._recent(f"{kind}:{key}", now).append(now)
+            for key in [k for k in self._times if not self._recent(k, now)]:  # forget visitors gone quiet
+                del self._times[key]
