@@ -1,0 +1,185 @@
+"""DiningBench as inspect_ai tasks, scored by DiningBench's own metric modules.
+
+    inspect eval adapters/inspect_ai/diningbench.py@diningbench_classification --model openai/gpt-4o
+    inspect eval adapters/inspect_ai/diningbench.py@diningbench_nutrition -T language=en -T views=2 -T cot=true
+    inspect eval adapters/inspect_ai/diningbench.py@diningbench_vqa --model-role grader=openai/gpt-4o
+    python -m eval import logs/ --from inspect --out results/NAME     # then `python -m eval report`
+
+Each sample is the item exactly as `python -m eval run` asks it (eval/prompts.py's prompt, the same
+views as image content, in the same order and bytes); the scorers call the metric modules' parsers
+and per-item scorers, and the task metrics are the headline figures of metrics.json. Parameters:
+`language` (zh, the paper's, or en), `views` (first N views; default all), `cot` (the
+chain-of-thought prompts), `dataset` (a release folder or Hub id; default the embedded sample).
+VQA answers are graded by the model bound to the `grader` role with DiningBench's judge prompt;
+closed-form answers are decided by the metric's rule first; with no grader, the rest stay unscored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+_ROOT = Path(__file__).resolve().parents[2]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+if getattr(sys.modules.get("diningbench"), "__file__", None) != str(_ROOT / "diningbench.py"):
+    # This file shares its name with the dataset module; whichever of the two a loader registered
+    # under `diningbench`, the harness must import the dataset module.
+    _spec = importlib.util.spec_from_file_location("diningbench", _ROOT / "diningbench.py")
+    _module = importlib.util.module_from_spec(_spec)
+    sys.modules["diningbench"] = _module
+    _spec.loader.exec_module(_module)
+
+from inspect_ai import Task, task  # noqa: E402
+from inspect_ai.dataset import MemoryDataset, Sample  # noqa: E402
+from inspect_ai.model import ChatMessageUser, ContentImage, ContentText, GenerateConfig, Model, get_model  # noqa: E402
+from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer  # noqa: E402
+from inspect_ai.solver import TaskState, generate  # noqa: E402
+
+from adapters import common  # noqa: E402
+from eval.prompts import PROMPT_VERSION  # noqa: E402
+
+GRADER_ROLE = "grader"
+
+
+def _sample(item: common.Item) -> Sample:
+    images = [ContentImage(image=f"data:{v.mime_type};base64,{base64.b64encode(v.data).decode()}")
+              for v in item.views]
+    target = item.reference if isinstance(item.reference, str) else common.json_text(item.reference)
+    return Sample(id=item.id, input=[ChatMessageUser(content=[*images, ContentText(text=item.prompt)])],
+                  target=target, metadata={"row": item.row, "prompt": item.prompt, "n_images": len(item.views)})
+
+
+def _task(name: str, language: str, views: int | None, cot: bool, dataset: str | None) -> Task:
+    views = None if views in (None, "", "all") else int(views)
+    cot = cot if isinstance(cot, bool) else str(cot).strip().lower() in ("1", "true", "yes", "on")
+    found = common.items(name, lang=language, views=views, cot=cot, dataset=dataset)
+    samples = [_sample(item) for item in found]
+    scorers = {"classification": choice_scorer, "nutrition": nutrition_scorer, "vqa": judge_scorer}
+    return Task(
+        dataset=MemoryDataset(samples, name=f"diningbench_{name}", location=common.source_name(dataset)),
+        solver=generate(),
+        scorer=scorers[name](language),
+        config=GenerateConfig(temperature=common.TEMPERATURE, max_tokens=common.MAX_TOKENS),
+        metadata={"diningbench": {"task": name, "lang": language, "images": views, "cot": cot,
+                                  "dataset": dataset, "fingerprint": common.fingerprint(name, dataset),
+                                  "prompt_version": PROMPT_VERSION}},
+    )
+
+
+@task
+def diningbench_classification(language: str = "zh", views: int | None = None, cot: bool = False,
+                               dataset: str | None = None) -> Task:
+    """Dish recognition: the dish's name among its options (accuracy)."""
+    return _task("classification", language, views, cot, dataset)
+
+
+@task
+def diningbench_nutrition(language: str = "zh", views: int | None = None, cot: bool = False,
+                          dataset: str | None = None) -> Task:
+    """Calories, protein, carbohydrates and fat per serving (Average MAPE, lower is better)."""
+    return _task("nutrition", language, views, cot, dataset)
+
+
+@task
+def diningbench_vqa(language: str = "zh", views: int | None = None, cot: bool = False,
+                    dataset: str | None = None) -> Task:
+    """Dietary questions, graded against the reference by the `grader` role (accuracy)."""
+    return _task("vqa", language, views, cot, dataset)
+
+
+# ---------------------------------------------------------------- headline metrics
+def _records(scores: list[SampleScore]) -> list[dict[str, Any]]:
+    return [s.score.metadata["record"] for s in scores if s.score.metadata and "record" in s.score.metadata]
+
+
+def _headline(task_name: str, scores: list[SampleScore]) -> float:
+    value = common.headline(task_name, _records(scores))
+    return float("nan") if value is None else float(value)
+
+
+@metric
+def dining_accuracy() -> Metric:
+    """Classification accuracy, as metrics.json's `accuracy` (unparsed answers count as wrong)."""
+    def compute(scores: list[SampleScore]) -> float:
+        return _headline("classification", scores)
+    return compute
+
+
+@metric
+def avg_mape() -> Metric:
+    """Nutrition Average MAPE over the four components, as metrics.json's headline (a fraction)."""
+    def compute(scores: list[SampleScore]) -> float:
+        return _headline("nutrition", scores)
+    return compute
+
+
+@metric
+def judge_accuracy() -> Metric:
+    """VQA accuracy; an unscored answer counts as not correct, as in metrics.json."""
+    def compute(scores: list[SampleScore]) -> float:
+        return _headline("vqa", scores)
+    return compute
+
+
+# ---------------------------------------------------------------- scorers
+def _answer(state: TaskState) -> str:
+    return state.output.completion if state.output is not None else ""
+
+
+def _score(record: dict[str, Any], state: TaskState, value: Any) -> Score:
+    record["truncated"] = state.output is not None and state.output.stop_reason == "max_tokens"
+    record["n_images"] = state.metadata.get("n_images")
+    parsed = record.get("parsed")
+    return Score(value=value, answer=parsed if isinstance(parsed, str) or parsed is None else common.json_text(parsed),
+                 metadata={"record": record})
+
+
+@scorer(metrics=[dining_accuracy()])
+def choice_scorer(language: str = "zh"):  # noqa: ANN201 - inspect's scorer protocol
+    """The option letter read by dining_accuracy's `parse_choice`, against the answer."""
+    async def score(state: TaskState, target: Target) -> Score:
+        record = common.score_answer("classification", state.metadata["row"], _answer(state), lang=language)
+        return _score(record, state, 1.0 if record["correct"] else 0.0)
+    return score
+
+
+@scorer(metrics=[avg_mape()])
+def nutrition_scorer(language: str = "zh"):  # noqa: ANN201
+    """nutrition_error's `parse_nutrition` and per-item APE; the sample value is its mean APE."""
+    async def score(state: TaskState, target: Target) -> Score:
+        record = common.score_answer("nutrition", state.metadata["row"], _answer(state), lang=language)
+        apes = [v for v in (record["ape"] or {}).values() if v is not None]
+        return _score(record, state, sum(apes) / len(apes) if apes else 0.0)
+    return score
+
+
+def _grader() -> Model | None:
+    """The model bound to the grader role (`--model-role grader=...`), or None when none is."""
+    try:
+        return get_model(role=GRADER_ROLE, default=None)
+    except (ValueError, TypeError):
+        return None
+
+
+@scorer(metrics=[judge_accuracy()])
+def judge_scorer(language: str = "zh"):  # noqa: ANN201
+    """judge_accuracy's rule, then DiningBench's judge prompt sent to the grader role."""
+    async def score(state: TaskState, target: Target) -> Score:
+        grader = _grader()
+        loop = asyncio.get_running_loop()
+        config = GenerateConfig(temperature=0.0, max_tokens=common.MAX_TOKENS)
+
+        def judge(prompt: str) -> str:  # judge_items calls it from its worker thread
+            future = asyncio.run_coroutine_threadsafe(grader.generate(prompt, config=config), loop)
+            return future.result().completion
+
+        record = await asyncio.to_thread(common.score_answer, "vqa", state.metadata["row"], _answer(state),
+                                         lang=language, judge=judge if grader is not None else None)
+        verdict = record.get("verdict")
+        return _score(record, state, {"C": 1.0, "I": 0.0}.get(verdict, 0.0))
+    return score

@@ -1,0 +1,176 @@
+"""DiningBench as lmms-eval tasks: our prompts, views, parsers, scorers and headline figures.
+
+    lmms-eval --include_path adapters/lmms_eval --tasks diningbench_classification \
+        --model openai --model_args model_version=MODEL,base_url=http://localhost:8000/v1 --log_samples --output_path logs/
+    python -m eval import logs/ --from lmms-eval --out results/NAME      # then `python -m eval report`
+
+Run from the repository root: the YAMLs point lmms-eval's `datasets` loader at the embedded sample
+(`diningbench/`). `DININGBENCH_SOURCE` (a release folder or Hub id) swaps in another release;
+`DININGBENCH_LANG` (zh, en), `DININGBENCH_VIEWS` (first N views) and `DININGBENCH_COT` (1) choose the
+prompt, as `--lang`, `--images` and `--cot` do for `python -m eval run`.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+_ROOT = Path(__file__).resolve().parents[2]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from adapters import common  # noqa: E402
+from eval import tasks  # noqa: E402
+from eval.images import select_views, views_for_request  # noqa: E402
+from eval.prompts import PROMPT_VERSION  # noqa: E402
+
+
+def options() -> dict[str, Any]:
+    """The prompt settings from the environment (a bad value is a one-line ValueError naming it)."""
+    views = os.environ.get("DININGBENCH_VIEWS", "").strip()
+    try:
+        n = int(views) if views and views != "all" else None
+    except ValueError:
+        raise ValueError(f"DININGBENCH_VIEWS={views!r}: expected a number of views, or all") from None
+    cot = os.environ.get("DININGBENCH_COT", "").strip().lower() in ("1", "true", "yes", "on")
+    lang = os.environ.get("DININGBENCH_LANG", "").strip() or "zh"
+    return {"lang": lang, "views": n, "cot": cot, "dataset": os.environ.get("DININGBENCH_SOURCE") or None}
+
+
+def _settings(task: str):  # noqa: ANN202 - eval.settings.RunSettings
+    return common.settings_for(task, **options())
+
+
+# ---------------------------------------------------------------- docs
+def _process_docs(task: str, dataset: Any) -> Any:
+    """The rows with their images as stored bytes (never decoded twice); another release when
+    DININGBENCH_SOURCE names one."""
+    import diningbench
+    from datasets import Image, List
+
+    settings = _settings(task)
+    if settings.dataset:
+        return diningbench.load(task, settings.dataset, decode_images=False)
+    return dataset.cast_column("images", List(Image(decode=False)))
+
+
+def classification_process_docs(dataset: Any) -> Any:
+    return _process_docs("classification", dataset)
+
+
+def nutrition_process_docs(dataset: Any) -> Any:
+    return _process_docs("nutrition", dataset)
+
+
+def vqa_process_docs(dataset: Any) -> Any:
+    return _process_docs("vqa", dataset)
+
+
+def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
+    """Every view the harness sends (first N with DININGBENCH_VIEWS), in its order, as PIL images."""
+    from PIL import Image
+
+    settings = _settings("classification")
+    views = views_for_request(doc, n=settings.images, order=settings.image_order, seed=settings.seed,
+                              max_side=settings.max_image_side)
+    return [Image.open(io.BytesIO(view.data)).convert("RGB") for view in views]
+
+
+def _text(task: str, doc: dict[str, Any]) -> str:
+    return tasks.prompt_text(task, doc, _settings(task))
+
+
+def classification_doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict | None = None) -> str:
+    return _text("classification", doc)
+
+
+def nutrition_doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict | None = None) -> str:
+    return _text("nutrition", doc)
+
+
+def vqa_doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict | None = None) -> str:
+    return _text("vqa", doc)
+
+
+def classification_doc_to_target(doc: dict[str, Any]) -> str:
+    return tasks.reference_of("classification", doc, options()["lang"])
+
+
+def nutrition_doc_to_target(doc: dict[str, Any]) -> str:
+    return common.json_text(tasks.reference_of("nutrition", doc, options()["lang"]))
+
+
+def vqa_doc_to_target(doc: dict[str, Any]) -> str:
+    return tasks.reference_of("vqa", doc, options()["lang"])
+
+
+# ---------------------------------------------------------------- scoring
+def _judge():  # noqa: ANN202 - a judge(prompt) -> str callable, or None
+    """DININGBENCH_JUDGE (a harness spec, e.g. openai:gpt-4o; DININGBENCH_JUDGE_BASE_URL for a local
+    server): the VQA judge. Without it, VQA answers the rule cannot decide stay unscored."""
+    spec = os.environ.get("DININGBENCH_JUDGE")
+    if not spec:
+        return None
+    from eval.judge import make_judge
+
+    return make_judge(spec, os.environ.get("DININGBENCH_JUDGE_BASE_URL") or None)
+
+
+def _process(task: str, metric: str, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    raw = results[0] if results else None
+    raw = raw if isinstance(raw, str) else getattr(raw, "text", None)
+    row = {k: v for k, v in doc.items() if k != "images"}
+    judge = _judge() if task == "vqa" else None
+    try:
+        record = common.score_answer(task, row, raw, lang=options()["lang"], judge=judge)
+    finally:
+        if judge is not None:
+            judge.close()
+    settings = options()
+    record.update(prompt=_text(task, doc), raw=raw, n_images=len(select_views(
+        doc.get("image_roles") or [], settings["views"], "reference-first", seed=0, item_id=str(doc["id"]))))
+    record["diningbench"] = {"task": task, "lang": settings["lang"], "images": settings["views"], "cot": settings["cot"],
+                             "dataset": settings["dataset"], "fingerprint": _fingerprint(task, settings["dataset"]),
+                             "prompt_version": PROMPT_VERSION}
+    return {metric: record}
+
+
+@functools.lru_cache(maxsize=8)
+def _fingerprint(task: str, dataset: str | None) -> str:
+    return common.fingerprint(task, dataset)
+
+
+def classification_process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    return _process("classification", "dining_accuracy", doc, results)
+
+
+def nutrition_process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    return _process("nutrition", "avg_mape", doc, results)
+
+
+def vqa_process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    return _process("vqa", "judge_accuracy", doc, results)
+
+
+def _aggregate(task: str, records: list[dict[str, Any]]) -> float:
+    value = common.headline(task, records)
+    return float("nan") if value is None else float(value)
+
+
+def classification_aggregate(records: list[dict[str, Any]]) -> float:
+    """Accuracy, as metrics.json's headline (unparsed answers count as wrong)."""
+    return _aggregate("classification", records)
+
+
+def nutrition_aggregate(records: list[dict[str, Any]]) -> float:
+    """Average MAPE over the four components (a fraction; lower is better)."""
+    return _aggregate("nutrition", records)
+
+
+def vqa_aggregate(records: list[dict[str, Any]]) -> float:
+    """Judge accuracy; unscored answers count as not correct."""
+    return _aggregate("vqa", records)
