@@ -1,4 +1,4 @@
-"""`python -m eval run|score|report|sweep|judge-agreement|analyze`: argparse in front of eval.api and eval.report.
+"""`python -m eval run|score|import|report|sweep|judge-agreement|analyze`: argparse in front of eval.api and eval.report.
 
 Every user mistake ends as one `error: ...` line on stderr and exit status 2, never a traceback.
 The `run` and `sweep` flags come from `eval.settings.RunSettings`, where each default is declared once.
@@ -82,6 +82,16 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from eval.importer import import_run
+
+    out = import_run(args.log, args.framework, args.out, dataset=args.dataset, judge=args.judge,
+                     judge_base_url=args.judge_base_url)
+    print(results_table(api.read_metrics(out)))
+    print(f"\nimported into {out}/ (predictions.jsonl, scores.jsonl, metrics.json, run.json, report.md)")
+    return 0
+
+
 def _int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -153,6 +163,7 @@ EXAMPLES = """examples:
   python -m eval run --task vqa --model gemini:gemini-2.5-flash --judge openai:gpt-4o
   python -m eval score results/RUN --judge openai:gpt-4o         re-score saved predictions
   python -m eval report results/A results/B --compare --out report.md
+  python -m eval import logs/ --from inspect --out results/inspect-run    an inspect_ai or lmms-eval result
   python -m eval report results/RUN --model-card --dataset OWNER/NAME --out README.md
   python -m eval sweep --task classification --model openai:gpt-4o --model baseline:median \\
       --images 1,2,3,4 --out sweeps/views                        the views figure (paper's Figure 4)
@@ -206,6 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--judge", metavar="SPEC", help="VQA judge model, e.g. openai:gpt-4o")
     score.add_argument("--judge-base-url", help="endpoint of the judge model")
     score.set_defaults(handler=cmd_score)
+    imp = sub.add_parser("import", help="turn an inspect_ai log or lmms-eval samples file into a run folder, "
+                                        "re-scored by our metrics")
+    imp.add_argument("log", type=Path, metavar="LOG_OR_DIR", help="an inspect .eval/.json log, an lmms-eval "
+                     "*_samples_diningbench_*.jsonl, or a folder of them")
+    imp.add_argument("--from", dest="framework", required=True, choices=("inspect", "lmms-eval"))
+    imp.add_argument("--out", type=Path, required=True, help="the run folder to write")
+    imp.add_argument("--dataset", metavar="SOURCE", help="the release the result was made on (default: the "
+                     "one it names, else the embedded sample)")
+    imp.add_argument("--judge", metavar="SPEC", help="VQA judge model, e.g. openai:gpt-4o")
+    imp.add_argument("--judge-base-url", help="endpoint of the judge model")
+    imp.set_defaults(handler=cmd_import)
     rep = sub.add_parser("report", help="tables, breakdowns, CIs, plots, model card")
     report.add_arguments(rep)
     rep.set_defaults(handler=report.main)

@@ -1,0 +1,322 @@
+"""`python -m eval import`: a result made by inspect_ai or lmms-eval becomes a DiningBench run folder.
+
+The answers are kept raw and go through the normal scoring path (`eval.scoring.score_run`: the
+metric modules' parsers and scorers, the merchant-clustered intervals, report.md), so `eval report`,
+model cards and the leaderboard read the folder like any run. Nothing is taken on trust: every item
+must be in the release, its prompt must be the one `eval/prompts.py` writes for it under the
+result's settings (language, chain of thought), and the dataset fingerprint the adapter task
+recorded must be the release's; otherwise the import is refused, naming the first item that differs.
+The framework's own scores are not imported: VQA is judged again (`--judge`), or left unscored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval import scoring, tasks
+from eval.report.report import write_run_report
+from eval.backends._retry import host_of
+from eval.runinfo import build_run_json, read_run_json, write_run_json
+from eval.settings import RunSettings, UsageError
+from eval.store import PredictionStore
+from eval.types import TASKS, Prediction
+
+FRAMEWORKS = ("inspect", "lmms-eval")
+TASK_PREFIX = "diningbench_"
+INSTALL_HINT = "pip install -r adapters/requirements.txt"
+# Settings a framework records that name a server or a key: never copied into run.json.
+_PRIVATE = ("url", "key", "token", "secret", "password")
+
+
+class ImportRefused(ValueError):
+    """A result that cannot become a DiningBench run (one line, naming the file or the item)."""
+
+
+@dataclass
+class Answer:
+    id: str
+    epoch: int  # 0-based, as predictions.jsonl counts
+    raw: str | None
+    prompt: str | None  # the text the framework sent, compared with ours
+    error: str | None = None
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+
+
+@dataclass
+class Result:
+    """One task's answers from one framework log, with what the adapter recorded of its settings."""
+
+    task: str
+    source: Path
+    model: str
+    lang: str
+    images: int | None
+    cot: bool
+    dataset: str | None
+    fingerprint: str | None
+    framework: dict[str, Any]
+    answers: list[Answer] = field(default_factory=list)
+
+
+def _public(settings: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in settings.items() if not any(word in str(k).lower() for word in _PRIVATE)}
+
+
+def _adapter_settings(meta: Any, where: str) -> dict[str, Any]:
+    if not isinstance(meta, dict) or meta.get("task") not in TASKS:
+        raise ImportRefused(f"{where}: not made by the DiningBench adapter tasks (no DiningBench settings recorded); "
+                            "run adapters/inspect_ai/diningbench.py or the adapters/lmms_eval tasks")
+    lang = meta.get("lang") or "zh"
+    images = meta.get("images")
+    if lang not in ("zh", "en") or not (images is None or (isinstance(images, int) and images >= 1)):
+        raise ImportRefused(f"{where}: unreadable DiningBench settings (lang {lang!r}, images {images!r})")
+    return {"task": meta["task"], "lang": lang, "images": images, "cot": bool(meta.get("cot")),
+            "dataset": meta.get("dataset") or None, "fingerprint": meta.get("fingerprint")}
+
+
+# ---------------------------------------------------------------- inspect_ai
+def _inspect_logs(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.suffix in (".eval", ".json") and p.is_file())
+
+
+def _usage(model_usage: dict[str, Any]) -> dict[str, int] | None:
+    for usage in (model_usage or {}).values():
+        found = {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens}
+        if usage.reasoning_tokens is not None:
+            found["reasoning_tokens"] = usage.reasoning_tokens
+        return found
+    return None
+
+
+def _last_text(messages: Any) -> str | None:
+    if isinstance(messages, str):
+        return messages
+    content = messages[-1].content if messages else None
+    if isinstance(content, str):
+        return content
+    texts = [c.text for c in content or [] if getattr(c, "type", None) == "text" and c.text != "(Image)"]
+    return texts[-1] if texts else None
+
+
+def read_inspect(path: Path) -> list[Result]:
+    """The DiningBench tasks' samples of inspect eval logs (a .eval/.json file or a folder of them)."""
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        raise ImportRefused(f"reading inspect logs needs inspect_ai: {INSTALL_HINT}") from None
+    results = []
+    for log_path in _inspect_logs(path):
+        try:
+            log = read_eval_log(str(log_path))
+        except Exception as exc:  # noqa: BLE001 - inspect raises many types for a file that is not a log
+            if path.is_file():
+                raise ImportRefused(f"{log_path}: not an inspect eval log ({type(exc).__name__})") from None
+            continue
+        if not str(log.eval.task).split("/")[-1].startswith(TASK_PREFIX):
+            continue
+        if log.status != "success" or not log.samples:
+            raise ImportRefused(f"{log_path}: the inspect run did not finish (status {log.status}); rerun it")
+        meta = _adapter_settings((log.eval.metadata or {}).get("diningbench"), str(log_path))
+        framework = {"framework": "inspect_ai", "version": (log.eval.packages or {}).get("inspect_ai"),
+                     "task": log.eval.task, "task_args": _public(dict(log.eval.task_args or {})),
+                     "model": log.eval.model,
+                     "model_roles": {k: v.model for k, v in (getattr(log.eval, "model_roles", None) or {}).items()},
+                     "generate_config": log.plan.config.model_dump(exclude_none=True),
+                     "log": log_path.name}
+        result = Result(task=meta["task"], source=log_path, model=str(log.eval.model), lang=meta["lang"],
+                        images=meta["images"], cot=meta["cot"], dataset=meta["dataset"],
+                        fingerprint=meta["fingerprint"], framework=framework)
+        for sample in log.samples:
+            output = sample.output
+            error = sample.error.message if sample.error is not None else None
+            stop = output.stop_reason if output is not None else None
+            result.answers.append(Answer(
+                id=str(sample.id), epoch=int(sample.epoch) - 1, raw=None if error else output.completion,
+                prompt=_last_text(sample.input), error=error,
+                finish_reason={"max_tokens": "length", "model_length": "length", "content_filter": "content_filter"}
+                .get(stop, "stop" if stop else None), usage=_usage(sample.model_usage)))
+        results.append(result)
+    if not results:
+        raise ImportRefused(f"{path}: no inspect log of a DiningBench task (diningbench_classification, "
+                            "diningbench_nutrition, diningbench_vqa) there")
+    return results
+
+
+# ---------------------------------------------------------------- lmms-eval
+_METRIC_OF = {"classification": "dining_accuracy", "nutrition": "avg_mape", "vqa": "judge_accuracy"}
+
+
+def _lmms_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob(f"*_samples_{TASK_PREFIX}*.jsonl") if p.is_file())
+
+
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                raise ImportRefused(f"{path}:{number}: not a JSON line") from None
+            if not isinstance(row, dict):
+                raise ImportRefused(f"{path}:{number}: not a JSON object")
+            yield number, row
+
+
+def _lmms_config(samples: Path) -> dict[str, Any]:
+    """The results file written beside a samples file (same timestamp): model and version."""
+    stamp = samples.name.split("_samples_")[0]
+    found = samples.with_name(f"{stamp}_results.json")
+    try:
+        info = json.loads(found.read_text(encoding="utf-8")) if found.is_file() else {}
+    except ValueError:
+        info = {}
+    config = info.get("config") or {}
+    args = config.get("model_args") or ""
+    pairs = dict(part.split("=", 1) for part in str(args).split(",") if "=" in part)
+    return {"framework": "lmms-eval", "version": info.get("lmms_eval_version"), "model_type": config.get("model"),
+            "model_args": _public(pairs), "limit": config.get("limit"),
+            "generation_kwargs": ((info.get("configs") or {}).get(samples.stem.split("_samples_")[-1]) or {})
+            .get("generation_kwargs"), "log": samples.name}
+
+
+def read_lmms(path: Path) -> list[Result]:
+    """The DiningBench tasks' samples files of an lmms-eval `--log_samples` run (a file or a folder)."""
+    results = []
+    for samples in _lmms_files(path):
+        framework = _lmms_config(samples)
+        model = framework["model_args"].get("model_version") or framework["model_args"].get("pretrained") \
+            or framework.get("model_type") or "unknown"
+        result = None
+        for number, row in _lines(samples):
+            record = next((row[m] for m in _METRIC_OF.values() if isinstance(row.get(m), dict)), None)
+            if record is None:
+                raise ImportRefused(f"{samples}:{number}: no DiningBench record; was it made by the "
+                                    "adapters/lmms_eval tasks?")
+            meta = _adapter_settings(record.get("diningbench"), f"{samples}:{number}")
+            if result is None:
+                result = Result(task=meta["task"], source=samples, model=str(model), lang=meta["lang"],
+                                images=meta["images"], cot=meta["cot"], dataset=meta["dataset"],
+                                fingerprint=meta["fingerprint"], framework=framework)
+            raw = row.get("filtered_resps")
+            raw = raw[0] if isinstance(raw, list) and raw else raw
+            failed = isinstance(raw, str) and raw.startswith("[LMMS_EVAL_REQUEST_FAILED")
+            counts = (row.get("token_counts") or [{}])[0] or {}
+            usage = {"prompt_tokens": counts.get("input_tokens"), "completion_tokens": counts.get("output_tokens")} \
+                if counts else None
+            result.answers.append(Answer(id=str(record.get("id")), epoch=0, raw=None if failed else raw,
+                                         prompt=row.get("input") if isinstance(row.get("input"), str)
+                                         else record.get("prompt"), error=raw if failed else None, usage=usage))
+        if result is not None:
+            results.append(result)
+    if not results:
+        raise ImportRefused(f"{path}: no lmms-eval samples file of a DiningBench task "
+                            f"(*_samples_{TASK_PREFIX}*.jsonl; run lmms-eval with --log_samples)")
+    return results
+
+
+# ---------------------------------------------------------------- into a run folder
+def _settings(results: list[Result], dataset: str | None, judge: str | None) -> RunSettings:
+    first = results[0]
+    for other in results[1:]:
+        if (other.lang, other.images, other.cot) != (first.lang, first.images, first.cot):
+            raise ImportRefused(f"{other.source}: made with other settings than {first.source} "
+                                "(language, views or chain of thought); import them into separate folders")
+        if other.model != first.model:
+            raise ImportRefused(f"{other.source}: another model ({other.model}) than {first.source} ({first.model})")
+    task_names = {r.task for r in results}
+    if len(task_names) != len(results):
+        raise ImportRefused("several logs of the same task; import one log per task")
+    return RunSettings(task=first.task if len(results) == 1 else "all", model=first.model, lang=first.lang,
+                       images=first.images, cot=first.cot, dataset=dataset, judge=judge)
+
+
+def _checked_predictions(result: Result, settings: RunSettings) -> list[Prediction]:
+    """The result's answers as predictions, each checked against the release item it names."""
+    import diningbench
+
+    where = f"{result.source.name}"
+    try:
+        expected = diningbench.fingerprint(result.task, settings.dataset)
+        rows = diningbench.load(result.task, settings.dataset, decode_images=False)
+    except (ValueError, OSError) as exc:
+        raise ImportRefused(f"cannot read the release {settings.dataset or 'embedded sample'}: {exc}") from None
+    if result.fingerprint is not None and result.fingerprint != expected:
+        raise ImportRefused(f"{where}: made on another release of {result.task} (fingerprint {result.fingerprint}, "
+                            f"{settings.dataset or 'the embedded sample'} has {expected}); pass --dataset with the "
+                            "release it was made on")
+    by_id = {str(r["id"]): r for r in rows}
+    order = {item_id: n for n, item_id in enumerate(by_id)}
+    predictions = []
+    for answer in sorted(result.answers, key=lambda a: (a.epoch, order.get(a.id, -1))):
+        row = by_id.get(answer.id)
+        if row is None:
+            raise ImportRefused(f"{where}: item {answer.id} is not in the {result.task} release "
+                                f"({settings.dataset or 'embedded sample'})")
+        request = tasks.build_request(result.task, row, settings, answer.epoch)
+        ours = request.messages[0].text
+        if answer.prompt != ours:
+            raise ImportRefused(f"{where}: item {answer.id}: the prompt differs from DiningBench's "
+                                f"({settings.lang}{', CoT' if settings.cot else ''}, {request.metadata['n_images']} "
+                                "views); it was not asked as the benchmark asks it")
+        meta = {k: v for k, v in row.items() if k != "images"}
+        parsed = tasks.parse_output(result.task, answer.raw, meta, settings.lang) if answer.raw is not None else None
+        predictions.append(Prediction(
+            id=answer.id, task=result.task, raw=answer.raw, parsed=parsed, error=answer.error, attempts=1,
+            latency_s=0.0, usage=answer.usage, request_hash=request.request_hash,
+            finish_reason=answer.finish_reason, truncated=answer.finish_reason == "length",
+            n_images=request.metadata["n_images"], epoch=answer.epoch))
+    return predictions
+
+
+def import_run(source: Path | str, framework: str, out: Path | str, *, dataset: str | None = None,
+               judge: str | None = None, judge_base_url: str | None = None, n_boot: int = 1000) -> Path:
+    """Turn an inspect log or lmms-eval samples file (or a folder of them) into a scored run folder."""
+    import diningbench
+
+    from eval import api
+
+    source, out = Path(source), Path(out)
+    if framework not in FRAMEWORKS:
+        raise UsageError(f"--from {framework!r}: choose one of {', '.join(FRAMEWORKS)}")
+    if not source.exists():
+        raise UsageError(f"{source}: no such file or folder")
+    results = read_inspect(source) if framework == "inspect" else read_lmms(source)
+    dataset = dataset or results[0].dataset
+    settings = _settings(results, dataset, judge)
+    predictions = {r.task: _checked_predictions(r, settings) for r in results}
+    api.check_out(out)
+    previous = read_run_json(out)
+    if previous is not None and "imported" not in previous:
+        raise UsageError(f"--out {out} holds a run made by the harness; choose another folder")
+    api.check_reachable(judge_base_url, "--judge-base-url")
+    fingerprints = {r.task: diningbench.fingerprint(r.task, dataset) for r in results}
+    backend = {"framework": results[0].framework["framework"], "imported_from": [str(r.source.name) for r in results],
+               **{r.task: r.framework for r in results}}
+    info = build_run_json(settings=settings.to_json(), tasks=[t for t in TASKS if t in predictions], backend=backend,
+                          dataset_source=dataset, fingerprints=fingerprints,
+                          judge={"spec": judge, "base_url_host": host_of(judge_base_url)} if judge else None,
+                          counts={t: {"predictions": len(p), "failed": sum(x.error is not None for x in p),
+                                      "truncated": sum(x.truncated for x in p)} for t, p in predictions.items()})
+    info["imported"] = {"framework": results[0].framework["framework"], "logs": [str(r.source) for r in results]}
+    with api.locked(out):
+        for name in api.RUN_FILES:
+            (out / name).unlink(missing_ok=True)
+        write_run_json(out, info)
+        with PredictionStore(out) as store:
+            for task in TASKS:
+                for prediction in predictions.get(task, []):
+                    store.append(prediction)
+        scoring.score_run(out, judge=judge, judge_base_url=judge_base_url, n_boot=n_boot)
+        write_run_report(out)
+    return out
