@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from eval import scoring, tasks
-from eval.report.report import write_run_report
 from eval.backends._retry import host_of
+from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, read_run_json, write_run_json
 from eval.settings import RunSettings, UsageError
 from eval.store import PredictionStore
@@ -283,7 +283,6 @@ def import_run(source: Path | str, framework: str, out: Path | str, *, dataset: 
                judge: str | None = None, judge_base_url: str | None = None, n_boot: int = 1000) -> Path:
     """Turn an inspect log or lmms-eval samples file (or a folder of them) into a scored run folder."""
     import diningbench
-
     from eval import api
 
     source, out = Path(source), Path(out)

@@ -49,8 +49,9 @@ def _settings(task: str):  # noqa: ANN202 - eval.settings.RunSettings
 def _process_docs(task: str, dataset: Any) -> Any:
     """The rows with their images as stored bytes (never decoded twice); another release when
     DININGBENCH_SOURCE names one."""
-    import diningbench
     from datasets import Image, List
+
+    import diningbench
 
     settings = _settings(task)
     if settings.dataset:

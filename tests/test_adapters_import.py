@@ -1,0 +1,172 @@
+"""`python -m eval import --from lmms-eval`: samples files as the lmms-eval task writes them become run folders.
+
+Needs no framework: the lines are built by adapters/lmms_eval/utils.py (the functions lmms-eval calls)
+around scripted answers, in the layout of lmms-eval's `--log_samples` output, then imported, re-parsed
+and re-scored by the normal scoring path. Expected figures are computed by hand from the script.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import diningbench
+from adapters.lmms_eval import utils as lmms_utils
+from eval import tasks
+from eval.cli import main as cli_main
+from eval.importer import ImportRefused, import_run
+from eval.report.runs import load_run
+
+STAMP = "20260101_000000"
+
+
+@pytest.fixture(autouse=True)
+def _default_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DININGBENCH_SOURCE", "DININGBENCH_LANG", "DININGBENCH_VIEWS", "DININGBENCH_COT", "DININGBENCH_JUDGE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def docs(task: str) -> list[dict[str, Any]]:
+    """The docs lmms-eval hands the task functions: the loaded rows after process_docs."""
+    process = getattr(lmms_utils, f"{task}_process_docs")
+    return list(process(diningbench.load(task, decode_images=True)))
+
+
+def classification_answer(i: int, doc: dict[str, Any]) -> str:
+    """Right for every third item (0, 3, 6, ...), the next letter for the next, no answer for the third."""
+    reference = doc["answer"]
+    if i % 3 == 0:
+        return reference
+    if i % 3 == 1:
+        return "A" if reference != "A" else "B"
+    return "I cannot tell from these photos."
+
+
+def nutrition_answer(i: int, doc: dict[str, Any]) -> str:
+    """Every component 10% over the reference: APE 0.1 wherever the reference is above zero."""
+    return json.dumps({k: round(doc[k] * 1.1, 6) for k in ("calories", "protein", "carbohydrates", "fat")})
+
+
+def write_samples(folder: Path, task: str, answer, *, edit=None) -> Path:
+    """A `{stamp}_samples_diningbench_{task}.jsonl` + `{stamp}_results.json` pair, as lmms-eval writes them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, doc in enumerate(docs(task)):
+        raw = answer(i, doc)
+        line = {"doc_id": i, "target": getattr(lmms_utils, f"{task}_doc_to_target")(doc), "filtered_resps": raw,
+                "token_counts": [{"input_tokens": 400, "output_tokens": 5, "reasoning_tokens": 0}],
+                "input": getattr(lmms_utils, f"{task}_doc_to_text")(doc),
+                **getattr(lmms_utils, f"{task}_process_results")(doc, [raw])}
+        lines.append(edit(i, line) if edit else line)
+    path = folder / f"{STAMP}_samples_diningbench_{task}.jsonl"
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    (folder / f"{STAMP}_results.json").write_text(json.dumps({
+        "lmms_eval_version": "0.7.3",
+        "config": {"model": "openai", "model_args": "model_version=fake-vlm,base_url=http://127.0.0.1:9/v1,api_key=sk-x"},
+        "configs": {f"diningbench_{task}": {"generation_kwargs": {"max_new_tokens": 16384, "temperature": 0}}}}),
+        encoding="utf-8")
+    return path
+
+
+def test_classification_samples_become_a_scored_run(tmp_path: Path) -> None:
+    write_samples(tmp_path / "logs", "classification", classification_answer)
+    out = import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+    metrics = json.loads((out / "metrics.json").read_text())["classification"]
+    # 40 items: i = 0, 3, ..., 39 are right -> 14 of 40; i = 2, 5, ..., 38 are unparsed -> 13
+    assert metrics["n"] == 40
+    assert metrics["accuracy"] == pytest.approx(14 / 40)
+    assert metrics["parse_failures"] == 13
+    scores = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert [s["correct"] for s in scores] == [i % 3 == 0 for i in range(40)]
+    assert scores[1]["parsed"] == ("A" if scores[1]["reference"] != "A" else "B")
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert predictions[2]["raw"] == "I cannot tell from these photos." and predictions[2]["parsed"] is None
+    assert predictions[0]["usage"] == {"prompt_tokens": 400, "completion_tokens": 5}
+    info = json.loads((out / "run.json").read_text())
+    assert info["model"] == "fake-vlm" and info["imported"]["framework"] == "lmms-eval"
+    assert info["backend"]["classification"]["model_args"] == {"model_version": "fake-vlm"}  # no URL, no key
+    assert "127.0.0.1" not in (out / "run.json").read_text() and "sk-x" not in (out / "run.json").read_text()
+    assert info["dataset"]["fingerprints"]["classification"] == diningbench.fingerprint("classification")
+    run = load_run(out)  # what `eval report`, the model card and the leaderboard read
+    assert run is not None
+
+
+def test_nutrition_samples_score_through_the_nutrition_metric(tmp_path: Path) -> None:
+    write_samples(tmp_path / "logs", "nutrition", nutrition_answer)
+    out = import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+    metrics = json.loads((out / "metrics.json").read_text())["nutrition"]
+    assert metrics["avg_mape"] == pytest.approx(0.1, abs=1e-6)
+    assert metrics["parse_failures"] == 0
+
+
+def test_the_cli_imports_and_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_samples(tmp_path / "logs", "classification", classification_answer)
+    assert cli_main(["import", str(tmp_path / "logs"), "--from", "lmms-eval", "--out", str(tmp_path / "run")]) == 0
+    assert "| classification | 40 | accuracy | 35.00" in capsys.readouterr().out
+
+
+def test_a_changed_prompt_is_refused_naming_the_first_item(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def edit(i: int, line: dict[str, Any]) -> dict[str, Any]:
+        if i in (4, 7):
+            line["input"] = "Answer with the letter of the dish.\n" + line["input"]
+        return line
+
+    write_samples(tmp_path / "logs", "classification", classification_answer, edit=edit)
+    code = cli_main(["import", str(tmp_path / "logs"), "--from", "lmms-eval", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0
+    assert "item classification-00005: the prompt differs from DiningBench's" in err
+    assert not (tmp_path / "run" / "predictions.jsonl").exists()
+
+
+def test_an_item_not_in_the_release_is_refused(tmp_path: Path) -> None:
+    def edit(i: int, line: dict[str, Any]) -> dict[str, Any]:
+        if i == 2:
+            line["dining_accuracy"]["id"] = "classification-99999"
+        return line
+
+    write_samples(tmp_path / "logs", "classification", classification_answer, edit=edit)
+    with pytest.raises(ImportRefused, match="item classification-99999 is not in the classification release"):
+        import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+
+
+def test_a_result_made_on_another_release_is_refused(tmp_path: Path) -> None:
+    def edit(i: int, line: dict[str, Any]) -> dict[str, Any]:
+        line["dining_accuracy"]["diningbench"]["fingerprint"] = "0123456789abcdef"
+        return line
+
+    write_samples(tmp_path / "logs", "classification", classification_answer, edit=edit)
+    with pytest.raises(ImportRefused, match="made on another release of classification .fingerprint 0123456789abcdef"):
+        import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+
+
+def test_a_file_the_adapter_did_not_write_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / f"{STAMP}_samples_diningbench_classification.jsonl").write_text(
+        json.dumps({"doc_id": 0, "filtered_resps": "A", "exact_match": 1.0}) + "\n")
+    with pytest.raises(ImportRefused, match="no DiningBench record"):
+        import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+
+
+def test_the_lmms_task_functions_ask_what_the_harness_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """doc_to_text is eval/prompts.py's prompt; doc_to_visual is every view, in the harness's order."""
+    from eval.settings import RunSettings
+
+    doc = docs("classification")[0]
+    settings = RunSettings(task="classification", model="x")
+    request = tasks.build_request("classification", doc, settings)
+    assert lmms_utils.classification_doc_to_text(doc) == request.messages[0].text
+    visuals = lmms_utils.doc_to_visual(doc)
+    assert len(visuals) == len(doc["images"]) == request.metadata["n_images"]
+    monkeypatch.setenv("DININGBENCH_VIEWS", "2")
+    monkeypatch.setenv("DININGBENCH_LANG", "en")
+    monkeypatch.setenv("DININGBENCH_COT", "1")
+    assert len(lmms_utils.doc_to_visual(doc)) == 2
+    en = RunSettings(task="classification", model="x", lang="en", cot=True, images=2)
+    assert lmms_utils.classification_doc_to_text(doc) == tasks.build_request("classification", doc, en).messages[0].text
+    monkeypatch.setenv("DININGBENCH_VIEWS", "two")
+    with pytest.raises(ValueError, match="DININGBENCH_VIEWS='two'"):
+        lmms_utils.doc_to_visual(doc)
