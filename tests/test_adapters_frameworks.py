@@ -1,0 +1,218 @@
+"""The inspect_ai and lmms-eval tasks end to end, offline, and the same numbers everywhere.
+
+One fake OpenAI-compatible server answers from one script, keyed by the prompt and the pixels of the
+views (lmms-eval re-encodes the views as PNG; the harness and inspect send the stored bytes), and
+grades VQA answers as a judge. The harness, the inspect tasks and the lmms-eval tasks ask it every
+item; their per-item scores and headline figures, and those of the imported run folders, must agree.
+Skipped, with the reason shown, where the frameworks are not installed (adapters/requirements.txt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import types
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "tests") not in list(getattr(sys.modules.get("tests"), "__path__", [])):
+    # latex2sympy2, which lmms-eval installs, ships a top-level `tests` package that would shadow ours
+    _ours = types.ModuleType("tests")
+    _ours.__path__ = [str(ROOT / "tests")]
+    sys.modules["tests"] = _ours
+
+from PIL import Image  # noqa: E402
+
+import diningbench  # noqa: E402
+from eval import api  # noqa: E402
+from eval.importer import import_run  # noqa: E402
+from eval.settings import RunSettings  # noqa: E402
+from eval.tasks import build_request  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
+
+HAVE_INSPECT = importlib.util.find_spec("inspect_ai") is not None
+HAVE_LMMS = importlib.util.find_spec("lmms_eval") is not None
+needs_inspect = pytest.mark.skipif(not HAVE_INSPECT, reason="inspect_ai is not installed "
+                                   "(pip install -r adapters/requirements.txt)")
+needs_both = pytest.mark.skipif(not (HAVE_INSPECT and HAVE_LMMS), reason="inspect_ai and lmms-eval are not "
+                                "installed (pip install -r adapters/requirements.txt)")
+BIN = Path(sys.executable).parent
+TASK_FILE = ROOT / "adapters" / "inspect_ai" / "diningbench.py"
+VQA_WRONG = "看不出来，无法判断。"
+
+
+def pixels_key(prompt: str, images: list[bytes]) -> str:
+    """The item as the server sees it, whatever the encoding: prompt text and decoded pixels."""
+    digest = hashlib.sha256(prompt.encode())
+    for data in images:
+        with Image.open(io.BytesIO(data)) as img:
+            rgb = img.convert("RGB")
+            digest.update(f"{rgb.size}".encode() + rgb.tobytes())
+    return digest.hexdigest()
+
+
+def scripted_answer(task: str, i: int, row: dict[str, Any]) -> str:
+    """Classification: right for i % 3 == 0, the wrong letter A/B next, no answer after that.
+    Nutrition: every component 10% over. VQA: the reference for even i, a non-answer for odd i."""
+    if task == "classification":
+        return [row["answer"], "A" if row["answer"] != "A" else "B", "I cannot tell from these photos."][i % 3]
+    if task == "nutrition":
+        return json.dumps({k: round(row[k] * 1.1, 6) for k in ("calories", "protein", "carbohydrates", "fat")})
+    return row["answer"] if i % 2 == 0 else VQA_WRONG
+
+
+EXPECTED = {"classification": 14 / 40, "nutrition": 0.1, "vqa": 8 / 16}  # by hand from the script above
+HEADLINE = {"classification": "accuracy", "nutrition": "avg_mape", "vqa": "accuracy"}
+
+
+def build_script() -> dict[str, str]:
+    script = {}
+    for task in ("classification", "nutrition", "vqa"):
+        settings = RunSettings(task=task, model="x")
+        for i, row in enumerate(diningbench.load(task, decode_images=False)):
+            message = build_request(task, row, settings).messages[0]
+            script[pixels_key(message.text, [v.data for v in message.images])] = scripted_answer(task, i, row)
+    return script
+
+
+class ScriptedServer(FakeOpenAIServer):
+    def __init__(self) -> None:
+        self.script = build_script()
+        self.misses: list[str] = []
+        super().__init__(self.answer)
+
+    def answer(self, request: Any) -> str:
+        if "<<<CANDIDATE" in request.prompt:  # a judge call: DiningBench's judge prompt
+            reference = re.search(r"Reference answer:\n(.*?)\n\n", request.prompt, re.S).group(1).strip()
+            candidate = re.search(r"<<<CANDIDATE\n(.*?)\nCANDIDATE>>>", request.prompt, re.S).group(1).strip()
+            same = unicodedata.normalize("NFKC", candidate) == unicodedata.normalize("NFKC", reference)
+            return "They agree.\nGRADE: C" if same else "They differ.\nGRADE: I"  # the prompt carries NFKC text
+        found = self.script.get(pixels_key(request.prompt, request.images))
+        if found is None:
+            self.misses.append(request.prompt[:60])
+        return found or ""
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def per_item(records: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
+    def rounded(ape: dict[str, Any] | None) -> Any:
+        return None if ape is None else {k: None if v is None else round(v, 12) for k, v in ape.items()}
+    return {(r["task"], r["id"]): (r["correct"], rounded(r["ape"]), r["verdict"]) for r in records}
+
+
+@needs_inspect
+def test_inspect_cli_runs_offline_with_the_mock_model_and_imports(tmp_path: Path) -> None:
+    done = subprocess.run([str(BIN / "inspect"), "eval", f"{TASK_FILE}@diningbench_classification",
+                           "--model", "mockllm/model", "--log-dir", str(tmp_path / "logs"), "--display", "none"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = import_run(tmp_path / "logs", "inspect", tmp_path / "run")
+    metrics = json.loads((out / "metrics.json").read_text())["classification"]
+    # mockllm answers "Default output from mockllm/model": no letter, so 40 unparsed and wrong
+    assert (metrics["n"], metrics["accuracy"], metrics["parse_failures"]) == (40, 0.0, 40)
+    info = json.loads((out / "run.json").read_text())
+    assert info["model"] == "mockllm/model" and info["imported"]["framework"] == "inspect_ai"
+    assert info["backend"]["classification"]["generate_config"] == {"temperature": 0.0, "max_tokens": 16384}
+    first = read_jsonl(out / "predictions.jsonl")[0]
+    assert first["raw"] == "Default output from mockllm/model" and first["n_images"] == 4
+
+
+@needs_inspect
+def test_inspect_samples_carry_the_views_and_prompts_the_harness_sends() -> None:
+    spec = importlib.util.spec_from_file_location("diningbench_inspect_tasks", TASK_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    task = module.diningbench_nutrition(language="en", views=2, cot=True)
+    sample = task.dataset[0]
+    row = next(iter(diningbench.load("nutrition", decode_images=False)))
+    message = build_request("nutrition", row, RunSettings(task="nutrition", model="x", lang="en", images=2,
+                                                          cot=True)).messages[0]
+    parts = sample.input[0].content
+    assert [p.type for p in parts] == ["image", "image", "text"] and parts[-1].text == message.text
+    assert parts[0].image.split(",", 1)[1] == __import__("base64").b64encode(message.images[0].data).decode()
+    assert task.config.temperature == 0.0 and task.config.max_tokens == 16384
+    with pytest.raises(ValueError, match="language 'fr'"):
+        module.diningbench_vqa(language="fr")
+
+
+@pytest.mark.slow
+@needs_both
+def test_same_answers_give_the_same_numbers_in_the_harness_inspect_and_lmms_eval(tmp_path: Path) -> None:
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+
+    spec = importlib.util.spec_from_file_location("diningbench_inspect_tasks", TASK_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with ScriptedServer() as server:
+        url = server.base_url
+        native = api.run(RunSettings(task="all", model="openai:fake-vlm", base_url=url, judge="openai:judge",
+                                     judge_base_url=url, out=tmp_path / "native", concurrency=4), progress=False)
+        logs = inspect_eval([module.diningbench_classification(), module.diningbench_nutrition(),
+                             module.diningbench_vqa()],
+                            model=get_model("openai/fake-vlm", base_url=url, api_key="unused"),
+                            model_roles={"grader": get_model("openai/judge", base_url=url, api_key="unused")},
+                            log_dir=str(tmp_path / "inspect"), display="none")
+        env = {**os.environ, "OPENAI_API_KEY": "unused", "DININGBENCH_JUDGE": "openai:judge",
+               "DININGBENCH_JUDGE_BASE_URL": url}
+        done = subprocess.run([str(BIN / "lmms-eval"), "--model", "openai", "--model_args",
+                               f"model_version=fake-vlm,base_url={url}", "--tasks",
+                               "diningbench_classification,diningbench_nutrition,diningbench_vqa",
+                               "--include_path", "adapters/lmms_eval", "--log_samples",
+                               "--output_path", str(tmp_path / "lmms")],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        from_inspect = import_run(tmp_path / "inspect", "inspect", tmp_path / "imported-inspect",
+                                  judge="openai:judge", judge_base_url=url)
+        from_lmms = import_run(tmp_path / "lmms", "lmms-eval", tmp_path / "imported-lmms",
+                               judge="openai:judge", judge_base_url=url)
+    assert server.misses == []
+
+    # per item: the harness, both imported folders, and what each framework's scorer recorded
+    native_items = per_item(read_jsonl(native / "scores.jsonl"))
+    assert len(native_items) == 40 + 24 + 16
+    assert per_item(read_jsonl(from_inspect / "scores.jsonl")) == native_items
+    assert per_item(read_jsonl(from_lmms / "scores.jsonl")) == native_items
+    inspect_records = [s.scores[next(iter(s.scores))].metadata["record"]
+                       for log in logs for s in __import__("inspect_ai.log", fromlist=["x"]).read_eval_log(
+                           log.location).samples]
+    assert per_item(inspect_records) == native_items
+    lmms_records = [line[m] for path in sorted((tmp_path / "lmms").rglob("*_samples_*.jsonl"))
+                    for line in read_jsonl(path) for m in ("dining_accuracy", "avg_mape", "judge_accuracy")
+                    if m in line]
+    assert per_item(lmms_records) == native_items
+
+    # headline figures: metrics.json of all three folders, inspect's task metrics, lmms-eval's results
+    inspect_values = {log.eval.task.split("_", 1)[1]: log.results.scores[0].metrics for log in logs}
+    lmms_results = {}
+    for path in (tmp_path / "lmms").rglob("*_results.json"):
+        lmms_results.update(json.loads(path.read_text())["results"])
+    for task, expected in EXPECTED.items():
+        figures = [json.loads((folder / "metrics.json").read_text())[task][HEADLINE[task]]
+                   for folder in (native, from_inspect, from_lmms)]
+        metric = {"classification": "dining_accuracy", "nutrition": "avg_mape", "vqa": "judge_accuracy"}[task]
+        figures.append(inspect_values[task][metric].value)
+        figures.append(lmms_results[f"diningbench_{task}"][f"{metric},none"])
+        assert figures == [pytest.approx(expected, abs=1e-9)] * 5, task
+        assert len(set(figures)) == 1, (task, figures)  # identical, not merely close
+
+    # and the reports read the imported folders beside the native one
+    from eval.cli import main as cli_main
+
+    assert cli_main(["report", str(native), str(from_inspect), str(from_lmms), "--no-reported",
+                     "--out", str(tmp_path / "report.md")]) == 0
+    text = (tmp_path / "report.md").read_text()
+    assert text.count("35.00") >= 3 and "mockllm" not in text
