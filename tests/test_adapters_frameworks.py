@@ -148,6 +148,30 @@ def test_inspect_samples_carry_the_views_and_prompts_the_harness_sends() -> None
         module.diningbench_vqa(language="fr")
 
 
+@needs_inspect
+def test_without_a_grader_role_the_model_never_grades_itself(tmp_path: Path) -> None:
+    """VQA with no grader bound: the rule decides what it can, the rest stays unscored (as a native run
+    without --judge), and the model under evaluation is never asked to grade."""
+    from inspect_ai import eval as inspect_eval
+
+    spec = importlib.util.spec_from_file_location("diningbench_inspect_tasks", TASK_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with ScriptedServer() as server:
+        from inspect_ai.model import get_model
+
+        [log] = inspect_eval(module.diningbench_vqa(), model=get_model("openai/fake-vlm", base_url=server.base_url,
+                                                                         api_key="unused"),
+                             log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success"
+    assert not any("<<<CANDIDATE" in r.prompt for r in server.requests)  # nobody was asked to grade
+    assert len(server.requests) == 16
+    records = [s.scores[next(iter(s.scores))].metadata["record"] for s in
+               __import__("inspect_ai.log", fromlist=["x"]).read_eval_log(log.location).samples]
+    assert {r["decided_by"] for r in records} <= {"rule", None}
+    assert any(r["verdict"] is None for r in records)
+
+
 @pytest.mark.slow
 @needs_both
 def test_same_answers_give_the_same_numbers_in_the_harness_inspect_and_lmms_eval(tmp_path: Path) -> None:

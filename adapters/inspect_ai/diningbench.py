@@ -159,11 +159,17 @@ def nutrition_scorer(language: str = "zh"):  # noqa: ANN201
 
 
 def _grader() -> Model | None:
-    """The model bound to the grader role (`--model-role grader=...`), or None when none is."""
+    """The model bound to the grader role (`--model-role grader=...`), or None when none is.
+
+    `get_model(role=...)` falls back to the model under evaluation, which must never grade itself:
+    the roles bound for this eval are read directly.
+    """
     try:
-        return get_model(role=GRADER_ROLE, default=None)
-    except (ValueError, TypeError):
-        return None
+        from inspect_ai.model._model import model_roles  # the pinned inspect-ai's roles of this eval
+    except ImportError:  # another inspect-ai: a role resolving to the model under evaluation is no grader
+        grader = get_model(role=GRADER_ROLE)
+        return None if grader is get_model() else grader
+    return model_roles().get(GRADER_ROLE)
 
 
 @scorer(metrics=[judge_accuracy()])
