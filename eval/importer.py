@@ -45,6 +45,7 @@ class Answer:
     error: str | None = None
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
+    n_views: int | None = None  # views the framework sent, when its log says
 
 
 @dataclass
@@ -105,6 +106,14 @@ def _last_text(messages: Any) -> str | None:
     return texts[-1] if texts else None
 
 
+def _image_count(messages: Any) -> int | None:
+    """Views in an inspect sample's input; logs written without images keep an "(Image)" stand-in."""
+    if isinstance(messages, str) or not messages or isinstance(messages[-1].content, str):
+        return None
+    return sum(getattr(c, "type", None) == "image" or (getattr(c, "type", None) == "text" and c.text == "(Image)")
+               for c in messages[-1].content)
+
+
 def read_inspect(path: Path) -> list[Result]:
     """The DiningBench tasks' samples of inspect eval logs (a .eval/.json file or a folder of them)."""
     try:
@@ -139,7 +148,7 @@ def read_inspect(path: Path) -> list[Result]:
             stop = output.stop_reason if output is not None else None
             result.answers.append(Answer(
                 id=str(sample.id), epoch=int(sample.epoch) - 1, raw=None if error else output.completion,
-                prompt=_last_text(sample.input), error=error,
+                prompt=_last_text(sample.input), error=error, n_views=_image_count(sample.input),
                 finish_reason={"max_tokens": "length", "model_length": "length", "content_filter": "content_filter"}
                 .get(stop, "stop" if stop else None), usage=_usage(sample.model_usage)))
         results.append(result)
@@ -216,7 +225,9 @@ def read_lmms(path: Path) -> list[Result]:
                 if counts else None
             result.answers.append(Answer(id=str(record.get("id")), epoch=0, raw=None if failed else raw,
                                          prompt=row.get("input") if isinstance(row.get("input"), str)
-                                         else record.get("prompt"), error=raw if failed else None, usage=usage))
+                                         else record.get("prompt"), error=raw if failed else None, usage=usage,
+                                         n_views=record.get("n_images") if isinstance(record.get("n_images"), int)
+                                         else None))
         if result is not None:
             results.append(result)
     if not results:
@@ -269,6 +280,10 @@ def _checked_predictions(result: Result, settings: RunSettings) -> list[Predicti
             raise ImportRefused(f"{where}: item {answer.id}: the prompt differs from DiningBench's "
                                 f"({settings.lang}{', CoT' if settings.cot else ''}, {request.metadata['n_images']} "
                                 "views); it was not asked as the benchmark asks it")
+        sent = request.metadata["n_images"]
+        if answer.n_views is not None and answer.n_views != sent:
+            raise ImportRefused(f"{where}: item {answer.id}: {answer.n_views} views were sent where DiningBench "
+                                f"sends {sent}; it was not asked as the benchmark asks it")
         meta = {k: v for k, v in row.items() if k != "images"}
         parsed = tasks.parse_output(result.task, answer.raw, meta, settings.lang) if answer.raw is not None else None
         predictions.append(Prediction(

@@ -133,6 +133,18 @@ def test_an_item_not_in_the_release_is_refused(tmp_path: Path) -> None:
         import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
 
 
+def test_an_item_asked_with_fewer_views_is_refused(tmp_path: Path) -> None:
+    def edit(i: int, line: dict[str, Any]) -> dict[str, Any]:
+        if i == 6:
+            line["dining_accuracy"]["n_images"] = 1
+        return line
+
+    write_samples(tmp_path / "logs", "classification", classification_answer, edit=edit)
+    n = len(docs("classification")[6]["images"])
+    with pytest.raises(ImportRefused, match=f"item classification-00007: 1 views were sent where DiningBench sends {n}"):
+        import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+
+
 def test_a_result_made_on_another_release_is_refused(tmp_path: Path) -> None:
     def edit(i: int, line: dict[str, Any]) -> dict[str, Any]:
         line["dining_accuracy"]["diningbench"]["fingerprint"] = "0123456789abcdef"
