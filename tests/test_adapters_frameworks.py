@@ -39,6 +39,7 @@ from eval.importer import import_run  # noqa: E402
 from eval.settings import RunSettings  # noqa: E402
 from eval.tasks import build_request  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
+from tests.helpers_harness import CLASSIFICATION_ANSWERS, make_release  # noqa: E402
 
 HAVE_INSPECT = importlib.util.find_spec("inspect_ai") is not None
 HAVE_LMMS = importlib.util.find_spec("lmms_eval") is not None
@@ -146,6 +147,40 @@ def test_inspect_samples_carry_the_views_and_prompts_the_harness_sends() -> None
     assert task.config.temperature == 0.0 and task.config.max_tokens == 16384
     with pytest.raises(ValueError, match="language 'fr'"):
         module.diningbench_vqa(language="fr")
+
+
+@needs_inspect
+def test_a_result_on_another_release_imports_against_it_and_is_refused_against_the_sample(tmp_path: Path) -> None:
+    from inspect_ai import eval as inspect_eval
+
+    release = make_release(tmp_path / "release")
+    spec = importlib.util.spec_from_file_location("diningbench_inspect_tasks", TASK_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    [log] = inspect_eval(module.diningbench_classification(dataset=str(release)), model="mockllm/model",
+                         log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success" and len(log.samples) == len(CLASSIFICATION_ANSWERS)
+    out = import_run(tmp_path / "logs", "inspect", tmp_path / "run")  # the release the log names
+    info = json.loads((out / "run.json").read_text())
+    assert info["dataset"]["fingerprints"]["classification"] == diningbench.fingerprint("classification", release)
+    assert json.loads((out / "metrics.json").read_text())["classification"]["n"] == 6
+    sample = ROOT / "diningbench"
+    with pytest.raises(ValueError, match="made on another release of classification"):
+        import_run(tmp_path / "logs", "inspect", tmp_path / "run2", dataset=str(sample))
+
+
+def test_lmms_docs_come_from_the_release_that_diningbench_source_names(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapters.lmms_eval import utils as lmms_utils
+
+    release = make_release(tmp_path / "release")
+    loaded = diningbench.load("classification")  # what the YAML's dataset_path gives lmms-eval
+    monkeypatch.delenv("DININGBENCH_SOURCE", raising=False)
+    assert len(lmms_utils.classification_process_docs(loaded)) == 40
+    monkeypatch.setenv("DININGBENCH_SOURCE", str(release))
+    docs = lmms_utils.classification_process_docs(loaded)
+    assert [d["answer"] for d in docs] == CLASSIFICATION_ANSWERS
+    assert isinstance(docs[0]["images"][0]["bytes"], bytes)  # stored bytes: never decoded twice
 
 
 @needs_inspect
