@@ -3,7 +3,7 @@
 The inspect_ai and lmms-eval tasks take every item from here: the prompt (`eval.prompts` through
 `eval.tasks.build_request`), the views (`eval.images`, the same bytes `python -m eval run` sends),
 the reference, and the per-item score (`eval.scoring.score_prediction`, i.e. the metric modules'
-parsers and scorers). Headline figures come from `eval.figures.headline`, as in metrics.json.
+parsers and scorers). Headline figures come from the harness's own `headline`, as in metrics.json.
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # a framework loads the task file by path, from anywhere
     sys.path.insert(0, str(ROOT))
 
-from eval import figures, scoring, tasks  # noqa: E402
+from eval import scoring, tasks  # noqa: E402
+
+try:  # the module of headline figures and intervals
+    from eval import numbers as _numbers  # noqa: E402
+except ImportError:
+    from eval import figures as _numbers  # noqa: E402
 from eval.settings import LANGS, RunSettings  # noqa: E402
 from eval.types import DEFAULT_MAX_TOKENS, TASKS, ImagePart, Prediction  # noqa: E402
 from metrics.judge_accuracy.judge_accuracy import judge_items  # noqa: E402
@@ -101,7 +106,7 @@ def score_answer(task: str, row: dict[str, Any], raw: str | None, *, lang: str =
 
 def headline(task: str, records: Sequence[dict[str, Any]]) -> float | None:
     """The figure Table 2 ranks by (accuracy; Average MAPE for nutrition), as metrics.json has it."""
-    return figures.headline(task, list(records))
+    return _numbers.headline(task, list(records))
 
 
 def json_text(value: Any) -> str:
