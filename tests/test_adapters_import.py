@@ -19,6 +19,7 @@ from eval import tasks
 from eval.cli import main as cli_main
 from eval.importer import ImportRefused, import_run
 from eval.report.runs import load_run
+from space.diningspace.leaderboard import local_rows
 
 STAMP = "20260101_000000"
 
@@ -73,7 +74,7 @@ def write_samples(folder: Path, task: str, answer, *, edit=None) -> Path:
 
 def test_classification_samples_become_a_scored_run(tmp_path: Path) -> None:
     write_samples(tmp_path / "logs", "classification", classification_answer)
-    out = import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+    out = import_run(tmp_path / "logs", "lmms-eval", tmp_path / "results" / "run")
     metrics = json.loads((out / "metrics.json").read_text())["classification"]
     # 40 items: i = 0, 3, ..., 39 are right -> 14 of 40; i = 2, 5, ..., 38 are unparsed -> 13
     assert metrics["n"] == 40
@@ -90,8 +91,13 @@ def test_classification_samples_become_a_scored_run(tmp_path: Path) -> None:
     assert info["backend"]["classification"]["model_args"] == {"model_version": "fake-vlm"}  # no URL, no key
     assert "127.0.0.1" not in (out / "run.json").read_text() and "sk-x" not in (out / "run.json").read_text()
     assert info["dataset"]["fingerprints"]["classification"] == diningbench.fingerprint("classification")
-    run = load_run(out)  # what `eval report`, the model card and the leaderboard read
-    assert run is not None
+    run = load_run(out)  # what `eval report` and the model card read
+    assert run.label.startswith("fake-vlm")
+    [row] = local_rows(tmp_path / "results")  # the Space leaderboard
+    assert (row["Model"], row["Cls acc %"]) == (run.label, 35.0)
+    card = tmp_path / "README.md"
+    assert cli_main(["report", str(out), "--model-card", "--allow-partial", "--out", str(card)]) == 0
+    assert "fake-vlm" in card.read_text()
 
 
 def test_nutrition_samples_score_through_the_nutrition_metric(tmp_path: Path) -> None:
