@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import types
 import unicodedata
 from pathlib import Path
@@ -41,6 +42,8 @@ from eval.tasks import build_request  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 from tests.helpers_harness import CLASSIFICATION_ANSWERS, make_release  # noqa: E402
 
+# the inspect tasks keep each view in a file named by its hash; the tests keep theirs out of the home folder
+os.environ.setdefault("DININGBENCH_VIEWS_CACHE", str(Path(tempfile.gettempdir()) / "diningbench-test-views"))
 HAVE_INSPECT = importlib.util.find_spec("inspect_ai") is not None
 HAVE_LMMS = importlib.util.find_spec("lmms_eval") is not None
 needs_inspect = pytest.mark.skipif(not HAVE_INSPECT, reason="inspect_ai is not installed "
@@ -143,7 +146,7 @@ def test_inspect_samples_carry_the_views_and_prompts_the_harness_sends() -> None
                                                           cot=True)).messages[0]
     parts = sample.input[0].content
     assert [p.type for p in parts] == ["image", "image", "text"] and parts[-1].text == message.text
-    assert parts[0].image.split(",", 1)[1] == __import__("base64").b64encode(message.images[0].data).decode()
+    assert [Path(p.image).read_bytes() for p in parts[:2]] == [v.data for v in message.images]  # the same bytes
     assert task.config.temperature == 0.0 and task.config.max_tokens == 16384
     with pytest.raises(ValueError, match="language 'fr'"):
         module.diningbench_vqa(language="fr")

@@ -12,13 +12,17 @@ and per-item scorers, and the task metrics are the headline figures of metrics.j
 chain-of-thought prompts), `dataset` (a release folder or Hub id; default the embedded sample).
 VQA answers are graded by the model bound to the `grader` role with DiningBench's judge prompt;
 closed-form answers are decided by the metric's rule first; with no grader, the rest stay unscored.
+The views are kept as files named by their hash in ~/.cache/diningbench/views (or
+$DININGBENCH_VIEWS_CACHE), so that a sample holds a path rather than the image itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,13 +46,31 @@ from inspect_ai.solver import TaskState, generate  # noqa: E402
 
 from adapters import common  # noqa: E402
 from eval.prompts import PROMPT_VERSION  # noqa: E402
+from eval.types import ImagePart  # noqa: E402
 
 GRADER_ROLE = "grader"
+VIEWS_DIR = Path(os.environ.get("DININGBENCH_VIEWS_CACHE") or Path.home() / ".cache" / "diningbench" / "views")
+
+
+def _view_file(view: ImagePart) -> str:
+    """The view's bytes in a file named by their hash (checked before reuse): a sample holds a path,
+    not megabytes of base64, so a paper-size release fits in memory; inspect sends the file's bytes."""
+    digest = hashlib.sha256(view.data).hexdigest()
+    path = VIEWS_DIR / (digest + (".png" if view.mime_type == "image/png" else ".jpg"))
+    try:
+        if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == digest:
+            return str(path)
+        VIEWS_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(view.data)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: the view travels inline instead
+        return f"data:{view.mime_type};base64,{base64.b64encode(view.data).decode()}"
+    return str(path)
 
 
 def _sample(item: common.Item) -> Sample:
-    images = [ContentImage(image=f"data:{v.mime_type};base64,{base64.b64encode(v.data).decode()}")
-              for v in item.views]
+    images = [ContentImage(image=_view_file(v)) for v in item.views]
     target = item.reference if isinstance(item.reference, str) else common.json_text(item.reference)
     return Sample(id=item.id, input=[ChatMessageUser(content=[*images, ContentText(text=item.prompt)])],
                   target=target, metadata={"row": item.row, "prompt": item.prompt, "n_images": len(item.views)})
