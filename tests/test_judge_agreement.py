@@ -134,5 +134,5 @@ def test_cli_over_two_fake_servers_and_the_report_line(run_dir, tmp_path, capsys
         assert "http" not in json.dumps(saved["servers"])  # hosts only, never URLs
         api.score(run_dir, judge="openai:strict", judge_base_url=one.base_url)
     report = build_report([load_run(run_dir)], reported=False, n_boot=50)
-    assert "judged by `openai:strict`; 1 of 6 verdicts decided by the deterministic rule" in report
+    assert "judged by openai:strict; 1 of 6 verdicts decided by the deterministic rule" in report
     assert "openai:strict vs openai:lenient 80.00%" in report
