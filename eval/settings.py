@@ -160,6 +160,16 @@ class RunSettings:
             parts.append(f"seed{self.seed}")
         return Path("results") / "-".join(parts)
 
+    @classmethod
+    def from_saved(cls, saved: dict[str, Any]) -> RunSettings:
+        """The settings a run.json keeps, back as RunSettings (paths, the judge cache and backend extras
+        are not part of what was asked, so they are left out)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in saved.items() if k in names and k not in ("out", "judge_cache", "engine_extra")}
+        if isinstance(values.get("ids"), list):
+            values["ids"] = tuple(values["ids"])
+        return cls(**values)
+
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["out"] = str(self.out) if self.out is not None else None

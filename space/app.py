@@ -28,6 +28,8 @@ from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
 from diningspace.review_tab import ReviewAccess, ReviewTab  # noqa: E402
 from diningspace.runs_tab import build as build_runs_tab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
+from diningspace.submissions import restore_results  # noqa: E402
+from diningspace.submit_tab import SubmitTab  # noqa: E402
 from diningspace.warmup import warm_harness  # noqa: E402
 
 INTRO = ("**DiningBench** tests how well vision-language models understand food: telling near-identical "
@@ -51,18 +53,21 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
         gr.Markdown(INTRO, elem_classes="db-intro")
         if settings.is_synthetic_sample:
             gr.HTML(SYNTHETIC_BANNER)
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Browse", id="browse"):
                 browse.build()
             with gr.Tab("Evaluate", id="evaluate"):
                 evaluate.build()
             with gr.Tab("Leaderboard", id="leaderboard"):
                 leaderboard.build()
+            with gr.Tab("Submit", id="submit"):
+                SubmitTab(settings).build()
             with gr.Tab("Take the test", id="human"):
                 HumanTab(catalog, settings, evaluate.slots).build()
             with gr.Tab("Runs", id="runs"):
                 _, run_filters, refresh_runs, run_outputs = build_runs_tab(settings.results_dir)
-            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load, (refresh_runs, run_filters, run_outputs)]
+            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load,
+                     _run_from_link(settings, tabs, refresh_runs, run_filters, run_outputs)]
             if settings.review_work is not None:  # only for an operator reviewing a construction build
                 review = ReviewTab(settings.review_work, ReviewAccess(
                     settings.reviewers, settings.review_token, on_space=settings.on_space))
@@ -73,6 +78,22 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
             demo.load(fn, inputs, outputs, api_visibility="private")
     demo.queue(default_concurrency_limit=4, max_size=64)
     return demo
+
+
+def _run_from_link(settings: SpaceSettings, tabs: gr.Tabs, refresh, filters: list, outputs: list) -> tuple:
+    """The Runs tab's page-load refresh; with `?run=<folder>` (a Leaderboard row's link) it opens the Runs
+    tab on that run folder. Only a folder the Runs tab lists is opened; any other value is ignored."""
+    run, *others = filters
+    listed = {str(c[1] if isinstance(c, tuple | list) else c) for c in (run.choices or [])}
+
+    def load(run_dir, *values, request: gr.Request = None):  # type: ignore[assignment]
+        wanted = (getattr(request, "query_params", None) or {}).get("run") if request is not None else None
+        target = str(Path(settings.results_dir) / wanted) if wanted else None
+        if target in listed:
+            return (gr.Tabs(selected="runs"), target, *refresh(target, *values))
+        return (gr.Tabs(), run_dir, *refresh(run_dir, *values))
+
+    return load, filters, [tabs, run, *outputs]
 
 
 def launch_options() -> dict:
@@ -86,7 +107,9 @@ def launch_options() -> dict:
 
 def main() -> None:
     settings = settings_or_exit(REPO_ROOT)
-    build_app(settings).launch(**launch_options())
+    for line in restore_results(settings):  # submissions and people's runs kept on the Hub come back first
+        print(line, flush=True)
+    build_app(settings).launch(**launch_options(), max_file_size=settings.submit_max_mb << 20)
 
 
 if __name__ == "__main__":

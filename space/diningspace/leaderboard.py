@@ -11,6 +11,8 @@ import csv
 import html
 import json
 import math
+import re
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,11 +26,12 @@ from eval.report.tables import MISSING
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 # One short name per task, used in headers, the Items column and the Take-the-test tab alike.
 TASK_SHORT = {"classification": "Cls", "nutrition": "Nutr", "vqa": "VQA"}
-COLUMNS = ["#", "Model", "Data", "Lang", "Cls acc %", "Cls 95% CI", "Avg MAPE %", "MAPE 95% CI",
-           "kcal MAPE %", "Prot MAPE %", "Carb MAPE %", "Fat MAPE %", "VQA acc %", "VQA 95% CI", "Items", "Source"]
+COLUMNS = ["#", "Model", "Data", "Lang", "Status", "Cls acc %", "Cls 95% CI", "Avg MAPE %", "MAPE 95% CI",
+           "kcal MAPE %", "Prot MAPE %", "Carb MAPE %", "Fat MAPE %", "VQA acc %", "VQA 95% CI", "Items",
+           "Weights", "Size (B)", "Group", "Run", "Source"]
 # What each header means, shown on hover (the `title` attribute) where the header is abbreviated.
 TITLES = {
-    "#": "Rank by the chosen metric; rows without it come last, unranked",
+    "#": "Rank by the chosen metric within the row's group; groups that are not comparable are not ranked",
     "Data": "What the figures were measured on: paper (reported, not reproduced), full release, "
             "synthetic (the embedded sample) or partial (a subset of items)",
     "Lang": "Prompt language",
@@ -38,6 +41,13 @@ TITLES = {
     "Carb MAPE %": "Carbohydrates MAPE (%)", "Fat MAPE %": "Fat MAPE (%)",
     "VQA acc %": "VQA accuracy as judged (%), higher is better",
     "Items": "Items scored per task",
+    "Status": "How far to trust the figures: verified (a submission re-scored here from its raw answers), "
+              "self-reported (a model card's model-index), local run (the operator's results/), reported (the "
+              "paper) or people",
+    "Weights": "open or closed weights, when known",
+    "Size (B)": "Parameters in billions, when the model's name says",
+    "Group": "Rows are ranked only against comparable rows: the same data and prompt language",
+    "Run": "The run folder under results/; the Model cell links to it in the Runs tab",
     "Source": "Where the row comes from: the paper, a run folder under results/, or people who took the test",
 }
 # The interval column of each headline metric (shown with it as `24.45 [20.10, 28.80]`).
@@ -98,6 +108,8 @@ def reported_rows(csv_path: Path | None) -> list[dict[str, Any]]:
                 "Fat MAPE %": _reported_number(rec.get("fat_mape", "")),
                 "VQA acc %": _reported_number(rec.get("vqa_acc", "")),
                 "Items": f"full benchmark ({rec.get('type', '')} model)",
+                "Status": "reported", "Weights": _weights_of_type(rec.get("type", "")),
+                "Size (B)": model_size(rec.get("model", "")), "_spec": rec.get("model", ""),
             })
             rows.append(row)
     return rows
@@ -112,6 +124,44 @@ def _component_mape(nutrition: dict[str, Any], nutrient: str) -> Any:
     if isinstance(nutrition.get("mape"), dict):
         return nutrition["mape"].get(nutrient)
     return None
+
+
+_SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[bB](?![A-Za-z0-9])")
+OPEN_BACKENDS = ("vllm", "hf")  # engines that load the weights themselves
+CLOSED_BACKENDS = ("gemini",)
+
+
+def model_size(name: str) -> float | None:
+    """Parameters in billions when the name says (`Qwen-3-VL-30B-A3B` -> 30.0); None otherwise.
+
+    >>> model_size("vllm:Qwen/Qwen2.5-VL-7B-Instruct"), model_size("InternVL-3.5-14B"), model_size("gpt-4o")
+    (7.0, 14.0, None)
+    """
+    match = _SIZE.search(str(name).rsplit("/", 1)[-1])
+    return float(match.group(1)) if match else None
+
+
+def _weights_of_type(kind: str) -> str | None:
+    return {"open": "open", "proprietary": "closed", "closed": "closed"}.get(kind.strip().lower())
+
+
+def weights_of(run: RunData) -> str | None:
+    """open (a local engine loaded them), closed (a provider's API), None when the run cannot tell."""
+    backend = run.model.split(":", 1)[0]
+    if backend in OPEN_BACKENDS:
+        return "open"
+    if backend in CLOSED_BACKENDS or (backend == "openai" and not run.info.get("base_url_host")):
+        return "closed"
+    return None
+
+
+def _status(run: RunData) -> str:
+    submission = run.info.get("submission")
+    if not isinstance(submission, dict):
+        return "local run"
+    if submission.get("status") == "self-reported":
+        return "self-reported"
+    return "verified · claims differ" if submission.get("mismatch") else "verified"
 
 
 def data_kind(run: RunData) -> str:
@@ -168,10 +218,12 @@ def local_rows(results_dir: Path) -> list[dict[str, Any]]:
             continue  # people appear as one row per group (humans_rows), never one by one
         cls, nut, vqa = (metrics.get(t) if isinstance(metrics.get(t), dict) else {}
                          for t in ("classification", "nutrition", "vqa"))
+        rel = folder.relative_to(results_dir).as_posix()
+        submission = run.info.get("submission") if isinstance(run.info.get("submission"), dict) else None
         row = _empty_row()
         row.update({
             "Model": run.label, "Data": data_kind(run),
-            "Source": f"local run: {folder.relative_to(results_dir).as_posix()}",
+            "Source": f"submitted: {str(submission.get('source'))[:80]}" if submission else f"local run: {rel}",
             "Lang": str(run.setting("lang") or ""),
             "Cls acc %": _percent(cls.get("accuracy")), "Cls 95% CI": _interval(cls.get("accuracy_ci95")),
             "Avg MAPE %": _percent(nut.get("avg_mape")), "MAPE 95% CI": _interval(nut.get("avg_mape_ci95")),
@@ -182,6 +234,8 @@ def local_rows(results_dir: Path) -> list[dict[str, Any]]:
             "VQA acc %": _percent(vqa.get("accuracy")), "VQA 95% CI": _interval(vqa.get("accuracy_ci95")),
             "Items": _items({t: m.get("n") for t, m in (("classification", cls), ("nutrition", nut), ("vqa", vqa))}),
             "_data_source": _data_source(run),
+            "Status": _status(run), "Weights": weights_of(run), "Size (B)": model_size(run.model),
+            "Run": rel if (folder / "scores.jsonl").is_file() else None, "_spec": run.model,
         })
         rows.append(row)
     return rows
@@ -252,6 +306,7 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
             "Cls acc %": cls, "Cls 95% CI": cls_ci, "Avg MAPE %": nut, "MAPE 95% CI": nut_ci,
             "VQA acc %": vqa, "VQA 95% CI": vqa_ci,
             "Items": _items({t: len(v) for t, v in by_task.items()}),
+            "Status": "people", "_spec": f"{HUMAN_PREFIX}{group}",
         })
         for nutrient, column in zip(NUTRIENTS, ("kcal MAPE %", "Prot MAPE %", "Carb MAPE %", "Fat MAPE %"),
                                     strict=True):
@@ -260,27 +315,152 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
     return rows
 
 
+# ---------------------------------------------------------------- groups: what is ranked against what
+RANKED_KINDS = ("full release",)
+GROUP_NOTES = {
+    "paper": "the paper's figures, reported and not reproduced here",
+    "self-reported": "read from model cards, not re-scored here",
+    "partial": "a subset of items: not ranked",
+    "synthetic": "the embedded sample, not the benchmark: not ranked",
+    "people": "people who took the test, on a few items each: not ranked",
+    "baselines": "reference baselines without a model: not ranked",
+}
+GROUP_ORDER = ("full release", "self-reported", "paper", "partial", "synthetic", "people", "baselines")
+ROW_KINDS = ("full release", "self-reported", "paper", "partial", "synthetic", "people", "baselines")
+
+
+def row_kind(row: dict[str, Any]) -> str:
+    """What kind of row this is, for grouping and the Show filter."""
+    spec = str(row.get("_spec") or row.get("Model") or "")
+    if row.get("Status") == "people" or spec.startswith(HUMAN_PREFIX):
+        return "people"
+    if spec.startswith("baseline:"):
+        return "baselines"
+    if row.get("Status") == "self-reported":
+        return "self-reported"
+    return str(row.get("Data") or "partial")
+
+
+def group_of(row: dict[str, Any]) -> tuple[str, bool]:
+    """(the row's group name, whether rows of the group are ranked against each other).
+
+    Only like is ranked with like: the full release under one prompt language; the paper's figures
+    and model cards' figures each among themselves; everything else is shown, not ranked.
+    """
+    kind = row_kind(row)
+    lang = str(row.get("Lang") or "zh")
+    if kind in ("full release", "paper", "self-reported"):
+        return f"{kind} · {lang}", True
+    return kind, False
+
+
+def _figures(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(row.get(c) for c in (*RANKABLE, *INTERVALS.values(), "Items"))
+
+
+def collapse(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of one model with the same data, language and figures become one row (a sweep over
+    settings a baseline ignores gives many identical rows); `Source` says how many were merged."""
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    order = []
+    for row in rows:
+        key = (row.get("_spec"), row.get("Data"), row.get("Lang"), row.get("Status"), _figures(row))
+        if row.get("_spec") is None or key not in merged:
+            key = key if row.get("_spec") is not None else (id(row),)
+            merged[key] = {**row, "_merged": [row]}
+            order.append(key)
+            continue
+        merged[key]["_merged"].append(row)
+    out = []
+    for key in order:
+        row = merged[key]
+        same = row.pop("_merged")
+        if len(same) > 1:
+            labels = sorted({str(r["Model"]) for r in same})
+            row["Model"] = labels[0] if len(labels) == 1 else f"{row['_spec']} ({len(same)} settings, same figures)"
+            row["Source"] = f"{len(same)} identical rows: {', '.join(str(r['Source']) for r in same[:3])}" + (
+                ", …" if len(same) > 3 else "")
+        out.append(row)
+    return out
+
+
 def rank(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
-    """Rows ordered by `metric` (best first), numbered 1..k; rows without it keep their order, last, unnumbered."""
+    """Rows grouped (GROUP_ORDER, then language), each group ordered by `metric` (best first, blanks
+    last). Ranked groups number their rows 1..k; rows of other groups get no number."""
     if metric not in RANKABLE:
         raise ValueError(f"cannot rank by {metric!r}; choose one of {', '.join(RANKABLE)}")
     higher_better = RANKABLE[metric]
-    valued = [r for r in rows if r.get(metric) is not None]
-    blank = [r for r in rows if r.get(metric) is None]
-    valued.sort(key=lambda r: -r[metric] if higher_better else r[metric])  # stable: ties keep their order
-    ranked = [{**r, "#": n} for n, r in enumerate(valued, start=1)]
-    return ranked + [{**r, "#": None} for r in blank]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    ranked_group: dict[str, bool] = {}
+    for row in rows:
+        name, ranked = group_of(row)
+        groups.setdefault(name, []).append(row)
+        ranked_group[name] = ranked
+
+    def order(name: str) -> tuple[int, str]:
+        kind, _, lang = name.partition(" · ")
+        return GROUP_ORDER.index(kind) if kind in GROUP_ORDER else len(GROUP_ORDER), lang
+
+    out = []
+    for name in sorted(groups, key=order):
+        members = groups[name]
+        valued = [r for r in members if r.get(metric) is not None]
+        blank = [r for r in members if r.get(metric) is None]
+        valued.sort(key=lambda r: -r[metric] if higher_better else r[metric])  # stable: ties keep their order
+        numbered = ranked_group[name]
+        out += [{**r, "Group": name, "#": n if numbered else None} for n, r in enumerate(valued, start=1)]
+        out += [{**r, "Group": name, "#": None} for r in blank]
+    return out
+
+
+def all_rows(csv_path: Path | None, results_dir: Path) -> list[dict[str, Any]]:
+    """Every row before grouping: local runs and submissions, people, the paper; identical ones collapsed."""
+    return collapse([*local_rows(results_dir), *humans_rows(results_dir), *reported_rows(csv_path)])
 
 
 def leaderboard_rows(csv_path: Path | None, results_dir: Path, metric: str = DEFAULT_RANK) -> list[dict[str, Any]]:
-    """Every row (local runs, people, the paper), ranked by `metric` with blanks last."""
-    return rank([*local_rows(results_dir), *humans_rows(results_dir), *reported_rows(csv_path)], metric)
+    """Every row, grouped and ranked by `metric` within comparable groups."""
+    return rank(all_rows(csv_path, results_dir), metric)
 
 
 def leaderboard_table(csv_path: Path | None, results_dir: Path, metric: str = DEFAULT_RANK) -> pd.DataFrame:
-    """The ranked rows as a DataFrame (the /leaderboard API), blanks as None."""
+    """The grouped, ranked rows as a DataFrame (the /leaderboard API), blanks as None."""
     rows = [{c: row.get(c) for c in COLUMNS} for row in leaderboard_rows(csv_path, results_dir, metric)]
     return pd.DataFrame(rows, columns=COLUMNS, dtype=object)
+
+
+# ---------------------------------------------------------------- search and filters
+ANY = "any"
+SIZES = {"≤ 10B": (0.0, 10.0), "10–40B": (10.0, 40.0), "> 40B": (40.0, math.inf)}
+TASK_COLUMNS = {"classification": ("Cls acc %",), "vqa": ("VQA acc %",),
+                "nutrition": ("Avg MAPE %", "kcal MAPE %", "Prot MAPE %", "Carb MAPE %", "Fat MAPE %")}
+
+
+def filter_rows(rows: Sequence[dict[str, Any]], *, search: str = "", kinds: Sequence[str] | None = None,
+                lang: str = ANY, task: str = ANY, weights: str = ANY, size: str = ANY) -> list[dict[str, Any]]:
+    """The rows a visitor asked for: model text (case-insensitive, every word), row kinds, prompt
+    language, rows with a figure for `task`, open/closed weights, a size bracket (`unknown`: no size)."""
+    words = search.lower().split()
+    out = []
+    for row in rows:
+        if words and not all(w in f"{row.get('Model')} {row.get('_spec') or ''}".lower() for w in words):
+            continue
+        if kinds is not None and row_kind(row) not in kinds:
+            continue
+        if lang != ANY and str(row.get("Lang") or "zh") != lang:
+            continue
+        if task != ANY and all(row.get(c) is None for c in TASK_COLUMNS.get(task, ())):
+            continue
+        if weights != ANY and row.get("Weights") != weights:
+            continue
+        if size != ANY:
+            value = row.get("Size (B)")
+            if size == "unknown" and value is not None:
+                continue
+            if size in SIZES and (value is None or not SIZES[size][0] < value <= SIZES[size][1]):
+                continue
+        out.append(row)
+    return out
 
 
 def _cell_text(row: dict[str, Any], column: str) -> str:
@@ -290,39 +470,71 @@ def _cell_text(row: dict[str, Any], column: str) -> str:
             return MISSING
         interval = row.get(INTERVALS.get(column, ""))
         return f"{value:.2f} {interval}" if interval else f"{value:.2f}"
+    if column == "Size (B)" and value is not None:
+        return f"{value:g}"
     return MISSING if value is None or value == "" else str(value)
 
 
-# The page merges each interval into its metric's cell, so the interval columns are not shown.
-SHOWN = [c for c in COLUMNS if c not in INTERVALS.values()]
+# The page merges each interval into its metric's cell, and shows the group as a heading row.
+SHOWN = [c for c in COLUMNS if c not in INTERVALS.values() and c not in ("Group", "Run")]
+OPTIONAL = [c for c in SHOWN if c not in ("#", "Model")]  # what the column picker offers
+DEFAULT_SHOWN = ["Data", "Lang", "Status", "Cls acc %", "Avg MAPE %", "VQA acc %", "Items"]
 
 
-def leaderboard_html(rows: Sequence[dict[str, Any]], metric: str) -> str:
-    """The table as the page shows it: scrolls sideways inside its own box on a phone."""
+def run_link(rel: str) -> str:
+    """The page's own address with `?run=<folder>`: the Space opens that run in the Runs tab."""
+    return "?" + urllib.parse.urlencode({"run": rel})
+
+
+def leaderboard_html(rows: Sequence[dict[str, Any]], metric: str, columns: Sequence[str] | None = None) -> str:
+    """The table as the page shows it: a heading row per group, the # and Model columns frozen while
+    the rest scrolls sideways inside its own box (a phone)."""
+    shown = ["#", "Model", *[c for c in SHOWN[2:] if columns is None or c in columns or c == metric]]
+
     def th(column: str) -> str:
-        css = " class='db-num db-ranked'" if column == metric else (" class='db-num'" if column in RANKABLE else "")
+        classes = ["db-num"] if column in RANKABLE else []
+        classes += ["db-ranked"] if column == metric else []
+        classes += {"#": ["db-rank"], "Model": ["db-model"]}.get(column, [])
+        css = f" class='{' '.join(classes)}'" if classes else ""
         title = TITLES.get(column, column)
         return f"<th{css} title='{html.escape(title, quote=True)}'>{html.escape(column)}</th>"
 
     body = []
+    group = None
     for row in rows:
+        if row.get("Group") and row["Group"] != group:
+            group = row["Group"]
+            kind = group.split(" · ")[0]
+            ranked = group_of(row)[1]
+            note = GROUP_NOTES.get(kind, "ranked by the chosen metric" if ranked else "not ranked")
+            body.append(f"<tr class='db-group'><th colspan='2' class='db-group-name'>{html.escape(group)}</th>"
+                        f"<td colspan='{len(shown) - 2}'>{html.escape(note)}</td></tr>")
         cells = []
-        for column in SHOWN:
+        for column in shown:
             text = html.escape(_cell_text(row, column))
             if column == "Model":
-                cells.append(f"<td class='db-model' title='{text}'>{text}</td>")
+                link = (f"<a href='{html.escape(run_link(row['Run']), quote=True)}' title='open this run in the "
+                        f"Runs tab'>{text}</a>") if row.get("Run") else text
+                cells.append(f"<td class='db-model' title='{text}'>{link}</td>")
             elif column == "Data":
                 kind = str(row.get("Data") or "")
                 tag = {"full release": "full"}.get(kind, kind)
                 hover = html.escape(str(row.get("_data_source") or TITLES["Data"]), quote=True)
-                cells.append(f"<td title='{hover}'><span class='db-tag db-tag-{tag}'>{text}</span></td>")
-            elif column in RANKABLE or column == "#":
-                css = "db-num db-ranked" if column == metric else "db-num"
-                cells.append(f"<td class='{css}'>{'' if column == '#' and row['#'] is None else text}</td>")
+                cells.append(f"<td title='{hover}'><span class='db-tag db-tag-{html.escape(tag, quote=True)}'>"
+                             f"{text}</span></td>")
+            elif column == "Status":
+                tag = "mismatch" if "differ" in text else text.split(" ")[0].replace("-", "")
+                cells.append(f"<td><span class='db-tag db-status-{html.escape(tag, quote=True)}'>{text}</span></td>")
+            elif column == "#":
+                cells.append(f"<td class='db-num db-rank'>{'' if row.get('#') is None else text}</td>")
+            elif column in RANKABLE:
+                cells.append(f"<td class='{'db-num db-ranked' if column == metric else 'db-num'}'>{text}</td>")
             else:
                 cells.append(f"<td title='{text}'>{text}</td>")
-        human = " class='db-humans'" if str(row.get("Model", "")).startswith("humans (") else ""
+        human = " class='db-humans'" if row_kind(row) == "people" else ""
         body.append(f"<tr{human}>{''.join(cells)}</tr>")
-    head = "".join(th(c) for c in SHOWN)
+    if not rows:
+        body.append(f"<tr><td colspan='{len(shown)}' class='db-none'>No row matches these filters.</td></tr>")
+    head = "".join(th(c) for c in shown)
     return (f"<div class='db-scroll' id='db-board-scroll'><table class='db-board'><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table></div>")

@@ -1,4 +1,4 @@
-"""The Leaderboard tab: reported paper figures, local runs and people, ranked by a chosen metric."""
+"""The Leaderboard tab: comparable rows ranked together, with search, filters and a column picker."""
 
 from __future__ import annotations
 
@@ -6,21 +6,30 @@ import gradio as gr
 import pandas as pd
 
 from .leaderboard import (
+    ANY,
     COLUMNS,
     DEFAULT_RANK,
+    DEFAULT_SHOWN,
+    OPTIONAL,
     RANKABLE,
+    ROW_KINDS,
+    SIZES,
+    all_rows,
+    filter_rows,
     leaderboard_html,
-    leaderboard_rows,
     leaderboard_table,
+    rank,
 )
 from .settings import SpaceSettings
 
-NOTE = ("**Data** says what a row was measured on: *paper* (the figures the DiningBench paper reports on "
-        "the full benchmark, not reproduced here), *full release*, *synthetic* (the embedded sample: its "
-        "numbers say nothing about the real benchmark) or *partial* (a subset of items). Local runs are the "
-        "`results/` folders written by `python -m eval run` or `sweep`, with 95% intervals clustered by "
-        "merchant as `value [low, high]`. **humans** rows pool the people who took the test, per group. "
-        "Hover a header or a cell for its full name.")
+NOTE = ("Rows are ranked only against comparable rows: the **full release** under one prompt language "
+        "(verified submissions and the operator's runs), and the paper's or model cards' figures each among "
+        "themselves. *Partial* runs (a subset of items), the *synthetic* sample, people and reference "
+        "baselines are shown in their own groups, not ranked. **Status** says how far to trust a row: "
+        "*verified* submissions were re-scored here from their raw answers (*claims differ* when the "
+        "submitted figures did not match), *self-reported* ones come from a model card. Identical rows are "
+        "shown once. Intervals are 95%, clustered by merchant, as `value [low, high]`; click a model to "
+        "open its run in the Runs tab; hover a header for its full name.")
 
 
 class LeaderboardTab:
@@ -28,24 +37,42 @@ class LeaderboardTab:
         self.settings = settings
 
     def table(self, metric: str = DEFAULT_RANK) -> pd.DataFrame:
-        """/leaderboard: the ranked table (re-reads results/, so new runs appear on refresh)."""
+        """/leaderboard: the grouped, ranked table (re-reads results/, so new runs appear on refresh)."""
         return leaderboard_table(self.settings.reported_csv, self.settings.results_dir, metric or DEFAULT_RANK)
 
-    def page(self, metric: str) -> str:
+    def page(self, metric: str, search: str = "", kinds: list[str] | None = None, lang: str = ANY,
+             task: str = ANY, weights: str = ANY, size: str = ANY, columns: list[str] | None = None) -> str:
         metric = metric if metric in RANKABLE else DEFAULT_RANK
-        return leaderboard_html(leaderboard_rows(self.settings.reported_csv, self.settings.results_dir, metric),
-                                metric)
+        rows = filter_rows(all_rows(self.settings.reported_csv, self.settings.results_dir), search=search or "",
+                           kinds=list(ROW_KINDS) if kinds is None else kinds, lang=lang or ANY, task=task or ANY,
+                           weights=weights or ANY, size=size or ANY)
+        return leaderboard_html(rank(rows, metric), metric, DEFAULT_SHOWN if columns is None else columns)
 
     def build(self) -> None:
         gr.Markdown(NOTE, elem_classes="db-note")
         with gr.Row(equal_height=False):
+            search = gr.Textbox(label="Search models", placeholder="e.g. qwen 7b", elem_id="db-board-search",
+                                scale=3, min_width=200)
             metric = gr.Dropdown(list(RANKABLE), value=DEFAULT_RANK, label="Rank by", elem_id="db-rank-by",
-                                 info="Best first; rows without this figure come last.", scale=3, min_width=200)
+                                 info="Best first within each group.", scale=2, min_width=160)
             refresh = gr.Button("Refresh", size="sm", scale=1, min_width=100, elem_id="db-board-refresh")
+        with gr.Accordion("Filters and columns", open=False, elem_id="db-board-filters"):
+            kinds = gr.CheckboxGroup(list(ROW_KINDS), value=list(ROW_KINDS), label="Show rows",
+                                     elem_id="db-board-kinds")
+            with gr.Row():
+                lang = gr.Dropdown([ANY, "zh", "en"], value=ANY, label="Prompt language", min_width=120)
+                task = gr.Dropdown([ANY, "classification", "nutrition", "vqa"], value=ANY, label="Task",
+                                   info="Rows with a figure for it", min_width=140, elem_id="db-board-task")
+                weights = gr.Dropdown([ANY, "open", "closed"], value=ANY, label="Weights", min_width=120)
+                size = gr.Dropdown([ANY, *SIZES, "unknown"], value=ANY, label="Model size", min_width=120)
+            columns = gr.CheckboxGroup(OPTIONAL, value=DEFAULT_SHOWN, label="Columns", elem_id="db-board-columns")
         board = gr.HTML(self.page(DEFAULT_RANK), elem_id="db-board")
-        for trigger in (metric.input, refresh.click):
-            trigger(self.page, metric, board, api_visibility="private")
-        self.on_load = (self.page, metric, board)
+        inputs = [metric, search, kinds, lang, task, weights, size, columns]
+        search.input(self.page, inputs, board, api_visibility="private", trigger_mode="always_last")
+        for trigger in (metric.input, search.submit, kinds.input, lang.input, task.input, weights.input,
+                        size.input, columns.input, refresh.click):
+            trigger(self.page, inputs, board, api_visibility="private")
+        self.on_load = (self.page, inputs, board)
         # API-only endpoint for gradio_client users: the same rows as a table, numbers as numbers.
         api_table = gr.Dataframe(headers=COLUMNS, visible=False)
         api_trigger = gr.Button(visible=False)

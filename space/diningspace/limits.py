@@ -175,3 +175,32 @@ class HourlyQuota:
                     self._recent(f"{kind}:{key}", now).append(now)
             for key in [k for k in self._times if not self._recent(k, now)]:  # forget visitors gone quiet
                 del self._times[key]
+
+
+class VisitorQuota:
+    """At most `limit` actions per `window` seconds for each visitor key (browser session, address).
+
+    `clock` is injectable so tests need no sleeps. Each key keeps only the times inside the window.
+    """
+
+    def __init__(self, limit: int, window: float = 3600.0, clock: Any = None) -> None:
+        import time
+
+        self.limit, self.window = limit, window
+        self._clock = clock or time.monotonic
+        self._times: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, keys: list[str | None], what: str = "submissions") -> None:
+        """Count one action for every key; GuardError (nothing counted) when any key is at its limit."""
+        now = self._clock()
+        with self._lock:
+            for key in filter(None, keys):
+                recent = [t for t in self._times.get(key, []) if now - t < self.window]
+                self._times[key] = recent
+                if len(recent) >= self.limit:
+                    wait = int(self.window - (now - recent[0])) + 1
+                    raise GuardError(f"at most {self.limit} {what} per hour from one visitor: "
+                                     f"try again in {wait // 60} min {wait % 60} s")
+            for key in filter(None, keys):
+                self._times[key].append(now)

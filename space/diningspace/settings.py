@@ -56,6 +56,17 @@ def _token_env(env: dict[str, str], name: str) -> str | None:
     return token or None
 
 
+def _dataset_id(env: dict[str, str]) -> str | None:
+    """DININGBENCH_SPACE_DATASET_ID, else DININGBENCH_SOURCE when that is a Hub id (owner/name, not a folder)."""
+    explicit = env.get("DININGBENCH_SPACE_DATASET_ID", "").strip()
+    source = env.get("DININGBENCH_SOURCE", "").strip()
+    if explicit:
+        return explicit
+    if source.count("/") == 1 and not Path(source).expanduser().exists() and not source.startswith((".", "/", "~")):
+        return source
+    return None
+
+
 @dataclass(frozen=True)
 class SpaceSettings:
     """The operator's choices. `models` are `backend:model` specs served with the operator's keys."""
@@ -84,6 +95,11 @@ class SpaceSettings:
     reviewers: tuple[str, ...] = ()  # Hugging Face usernames allowed to review (signed in on a Space)
     review_token: str | None = field(default=None, repr=False)  # the operator's review token (a secret)
     on_space: bool = False  # running on a Hugging Face Space, where a sign-in is Hugging Face's own
+    submit_repo: str | None = None  # Hub dataset repo that keeps accepted submissions (CommitScheduler)
+    dataset_id: str | None = None  # the release's Hub id: model cards' model-index results must name it
+    submit_max_mb: int = 20  # a submitted zip (or a Hub repo's zip)
+    submit_unpacked_mb: int = 200  # what a submission may unpack to
+    submits_per_hour: int = 5  # per visitor (browser session and client address)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, *, repo_root: Path | None = None) -> SpaceSettings:
@@ -142,6 +158,11 @@ class SpaceSettings:
             reviewers=reviewers,
             review_token=_token_env(env, "DININGBENCH_SPACE_REVIEW_TOKEN"),
             on_space=on_space,
+            submit_repo=env.get("DININGBENCH_SPACE_SUBMIT_REPO", "").strip() or None,
+            dataset_id=_dataset_id(env),
+            submit_max_mb=_int_env(env, "DININGBENCH_SPACE_SUBMIT_MAX_MB", 20),
+            submit_unpacked_mb=_int_env(env, "DININGBENCH_SPACE_SUBMIT_UNPACKED_MB", 200),
+            submits_per_hour=_int_env(env, "DININGBENCH_SPACE_SUBMITS_PER_HOUR", 5),
         )
 
     @property

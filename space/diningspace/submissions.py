@@ -1,0 +1,761 @@
+"""Submissions: a visitor's run folder, re-scored here before it reaches the Leaderboard.
+
+A submission is a run folder (what `python -m eval run` writes) as a zip, or a Hub repo holding one.
+Nothing in it is believed: the zip is opened under caps (size, members, paths, unpacked bytes,
+ratio, JSON depth), run.json must name this Space's release (dataset fingerprints, prompt version),
+every prediction's request hash must be the one this release's prompt and images give with the
+run's settings, and every raw answer is parsed and scored again with the harness's scorers (VQA
+with the operator's judge, or left unverified). The re-scored figures are what the Leaderboard
+shows; the claimed ones are shown beside them, and a difference is flagged.
+
+A Hub model repo without a run folder may still carry results in its card's `model-index`; those
+rows are accepted as *self-reported* when the result's `dataset.type` is this Space's dataset id.
+
+Accepted submissions live under `<results>/submissions/<key>/`, one folder per model + settings
+(a newer one replaces the older, which moves to `history/`), pushed to the operator's Hub dataset
+by `huggingface_hub.CommitScheduler` and read back when the Space starts (`restore`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import stat
+import tempfile
+import threading
+import time
+import zipfile
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+SUBMISSIONS_FOLDER = "submissions"  # under the results folder, next to humans/
+HISTORY = "history"
+SUBMISSION_JSON = "submission.json"
+RUN_FILES = ("run.json", "predictions.jsonl", "scores.jsonl", "metrics.json")
+MAX_JSON_DEPTH = 32
+MAX_LINE_BYTES = 1 << 20  # one predictions/scores line
+MAX_RAW_CHARS = 200_000  # one raw answer
+RATIO_FLOOR = 1 << 20  # the ratio cap applies to members that unpack to more than this
+TOLERANCE = 5e-5  # claimed and re-scored figures agree when they round to the same 0.01 %
+HUB_REPO = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+VERIFIED, SELF_REPORTED = "verified", "self-reported"
+
+
+class SubmissionError(ValueError):
+    """A submission refused, with the reason (one line, safe to show)."""
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What one submission may weigh; the operator sets them (space/README.md)."""
+
+    zip_bytes: int = 20 << 20
+    unpacked_bytes: int = 200 << 20
+    members: int = 64
+    ratio: int = 100
+
+
+# ---------------------------------------------------------------- a hostile zip, opened with care
+def _mb(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MB"
+
+
+def _member_problem(info: zipfile.ZipInfo) -> str | None:
+    name = info.filename
+    if "\\" in name or name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        return f"{name!r} is an absolute path"
+    if any(part == ".." for part in PurePosixPath(name).parts):
+        return f"{name!r} leaves the folder (`..`)"
+    if stat.S_ISLNK(info.external_attr >> 16):
+        return f"{name!r} is a symbolic link"
+    if info.flag_bits & 0x1:
+        return f"{name!r} is encrypted"
+    return None
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> bytes:
+    """A member's bytes, never more than `cap` however the header lies."""
+    chunks, total = [], 0
+    try:
+        with archive.open(info) as fh:
+            while block := fh.read(1 << 16):
+                total += len(block)
+                if total > cap:
+                    raise SubmissionError(f"refused: {info.filename!r} unpacks to more than its header says")
+                chunks.append(block)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+        raise SubmissionError(f"refused: {info.filename!r} is corrupt ({' '.join(str(exc).split())[:80]})") from None
+    return b"".join(chunks)
+
+
+def open_zip(path: Path, caps: Caps) -> dict[str, bytes]:
+    """The run folder's files (RUN_FILES, by name) from a zip; SubmissionError for anything hostile.
+
+    Every member's name is checked before anything is read; sizes are judged from the central
+    directory, so a member declaring 1 GB is refused without inflating a byte of it.
+    """
+    size = path.stat().st_size
+    if size > caps.zip_bytes:
+        raise SubmissionError(f"the zip is {_mb(size)}; at most {_mb(caps.zip_bytes)} is accepted")
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError):
+        raise SubmissionError("not a zip file") from None
+    with archive:
+        infos = archive.infolist()
+        if len(infos) > caps.members:
+            raise SubmissionError(f"the zip has {len(infos)} entries; at most {caps.members} are accepted")
+        total = 0
+        for info in infos:
+            problem = _member_problem(info)
+            if problem:
+                raise SubmissionError(f"refused: {problem}")
+            if info.file_size > caps.unpacked_bytes:
+                raise SubmissionError(f"refused: {info.filename!r} unpacks to {_mb(info.file_size)}; "
+                                      f"at most {_mb(caps.unpacked_bytes)} in all")
+            if info.file_size > RATIO_FLOOR and info.file_size > caps.ratio * max(info.compress_size, 1):
+                raise SubmissionError(f"refused: {info.filename!r} is compressed {info.file_size // max(info.compress_size, 1)}:1 "
+                                      f"(at most {caps.ratio}:1)")
+            total += info.file_size
+        if total > caps.unpacked_bytes:
+            raise SubmissionError(f"refused: the zip unpacks to {_mb(total)}; at most {_mb(caps.unpacked_bytes)}")
+        runs = [i for i in infos if not i.is_dir() and PurePosixPath(i.filename).name == "run.json"]
+        if len(runs) != 1:
+            raise SubmissionError("the zip must hold one run folder (one run.json); "
+                                  f"found {len(runs)}" + (": zip the folder `python -m eval run --out` wrote" if not runs else ""))
+        folder = PurePosixPath(runs[0].filename).parent
+        wanted = {str(folder / name) if str(folder) != "." else name: name for name in RUN_FILES}
+        files = {}
+        for info in infos:
+            if info.filename in wanted:
+                files[wanted[info.filename]] = _read_member(archive, info, info.file_size)
+    if "predictions.jsonl" not in files:
+        raise SubmissionError("the run folder has no predictions.jsonl: the raw answers are what is re-scored")
+    return files
+
+
+# ---------------------------------------------------------------- bounded JSON
+def _depth_ok(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return False
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return True
+
+
+def parse_json(data: bytes | str, name: str) -> Any:
+    """JSON of a visitor's file: SubmissionError when malformed or nested deeper than MAX_JSON_DEPTH."""
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise SubmissionError(f"{name}: nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SubmissionError(f"{name}: not valid JSON ({str(exc).splitlines()[0][:80]})") from None
+    if not _depth_ok(value, MAX_JSON_DEPTH):
+        raise SubmissionError(f"{name}: nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+def parse_jsonl(data: bytes, name: str) -> list[dict[str, Any]]:
+    rows = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        if len(line) > MAX_LINE_BYTES:
+            raise SubmissionError(f"{name} line {number}: longer than {_mb(MAX_LINE_BYTES)}")
+        row = parse_json(line, f"{name} line {number}")
+        if not isinstance(row, dict):
+            raise SubmissionError(f"{name} line {number}: not a JSON object")
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- the release this Space serves
+@dataclass
+class Release:
+    """This Space's data: per task the fingerprint and the rows (with image bytes, for the hashes)."""
+
+    source: str | None
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    rows: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, source: str | None, tasks: Iterable[str]) -> Release:
+        import diningbench
+
+        release = cls(source)
+        for task in tasks:
+            release.fingerprints[task] = diningbench.fingerprint(task, source)
+            release.rows[task] = {str(r["id"]): r for r in diningbench.load(task, source, decode_images=False)}
+        return release
+
+
+class Releases:
+    """Each task's release data loaded once per Space (a submission needs the image bytes)."""
+
+    def __init__(self, source: str | None) -> None:
+        self.source = source
+        self._cache: dict[str, Release] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tasks: Iterable[str]) -> Release:
+        merged = Release(self.source)
+        with self._lock:
+            for task in tasks:
+                if task not in self._cache:
+                    self._cache[task] = Release.load(self.source, [task])
+                merged.fingerprints[task] = self._cache[task].fingerprints[task]
+                merged.rows[task] = self._cache[task].rows[task]
+        return merged
+
+
+# ---------------------------------------------------------------- verification
+@dataclass
+class TaskCheck:
+    task: str
+    items: int  # distinct items answered (epoch 0, no rotation)
+    release_items: int
+    claimed: float | None  # the headline from the submitted scores.jsonl (or metrics.json)
+    claimed_metrics: float | None  # the headline metrics.json states
+    rescored: float | None
+    differing: int  # items whose claimed score differs from the re-scored one
+    verified: bool  # False: VQA with no judge here
+
+    @property
+    def mismatch(self) -> bool:
+        if not self.verified:
+            return False
+        if self.differing:
+            return True
+        return any(c is not None and (self.rescored is None or abs(c - self.rescored) > TOLERANCE)
+                   for c in (self.claimed, self.claimed_metrics))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task": self.task, "items": self.items, "release_items": self.release_items,
+                "claimed": self.claimed, "claimed_metrics": self.claimed_metrics, "rescored": self.rescored,
+                "differing_items": self.differing, "verified": self.verified, "mismatch": self.mismatch}
+
+
+def _settings_of(info: dict[str, Any]) -> Any:
+    from eval.settings import RunSettings, UsageError
+
+    settings = info.get("settings")
+    if not isinstance(settings, dict):
+        raise SubmissionError("run.json has no settings")
+    try:
+        run_settings = RunSettings.from_saved(settings)
+        run_settings.validate()
+    except (TypeError, ValueError, UsageError) as exc:
+        raise SubmissionError(f"run.json settings: {' '.join(str(exc).split())[:200]}") from None
+    return run_settings
+
+
+def _predictions(rows: list[dict[str, Any]]) -> list[Any]:
+    from eval.store import key_of
+    from eval.types import TASKS, Prediction
+
+    latest: dict[Any, Any] = {}
+    for number, row in enumerate(rows, start=1):
+        where = f"predictions.jsonl line {number}"
+        if row.get("task") not in TASKS or not isinstance(row.get("id"), str):
+            raise SubmissionError(f"{where}: needs a task ({', '.join(TASKS)}) and a string id")
+        for name in ("raw", "error", "request_hash"):
+            if row.get(name) is not None and not isinstance(row[name], str):
+                raise SubmissionError(f"{where}: {name} must be text")
+        if len(row.get("raw") or "") > MAX_RAW_CHARS:
+            raise SubmissionError(f"{where}: the raw answer is longer than {MAX_RAW_CHARS} characters")
+        for name in ("epoch", "rotation"):
+            if not isinstance(row.get(name, 0), int) or not 0 <= row.get(name, 0) < 64:
+                raise SubmissionError(f"{where}: {name} must be a small whole number")
+        prediction = Prediction.from_json(row)
+        latest[key_of(prediction)] = prediction
+    if not latest:
+        raise SubmissionError("predictions.jsonl holds no answers")
+    return list(latest.values())
+
+
+def _check_release(info: dict[str, Any], tasks: list[str], release: Release) -> None:
+    from eval.prompts import PROMPT_VERSION
+
+    if info.get("prompt_version") != PROMPT_VERSION:
+        raise SubmissionError(f"refused: the run used prompts {str(info.get('prompt_version'))[:40]!r}; "
+                              f"this Space scores {PROMPT_VERSION!r} (run it again with this version)")
+    data = info.get("dataset") if isinstance(info.get("dataset"), dict) else {}
+    claimed = data.get("fingerprints") if isinstance(data.get("fingerprints"), dict) else {}
+    identity = info.get("identity") if isinstance(info.get("identity"), dict) else {}
+    for task in tasks:
+        mine = release.fingerprints[task]
+        theirs = claimed.get(task)
+        if theirs is None:
+            raise SubmissionError(f"refused: run.json names no dataset fingerprint for {task}")
+        if theirs != mine or (isinstance(identity.get("dataset"), dict) and identity["dataset"].get(task) != mine):
+            raise SubmissionError(f"refused: foreign release: the {task} answers were made on data "
+                                  f"{str(theirs)[:40]!r}, this Space's release is {mine!r}")
+
+
+def _check_hashes(predictions: list[Any], settings: Any, release: Release) -> None:
+    """Every request hash must be the one this release's prompt and views give with the run's settings."""
+    from eval.images import ImageError
+    from eval.tasks import build_request
+
+    unknown = sorted({f"{p.task}/{p.id}" for p in predictions if p.id not in release.rows[p.task]})
+    if unknown:
+        raise SubmissionError(f"refused: {len(unknown)} answer(s) to items not in this release "
+                              f"({', '.join(unknown[:3])}): tampered, or another release")
+    wrong = []
+    for p in predictions:
+        try:
+            expected = build_request(p.task, release.rows[p.task][p.id], settings, p.epoch, p.rotation).request_hash
+        except (ImageError, ValueError, TypeError, KeyError, IndexError):
+            expected = None
+        if p.request_hash != expected:
+            wrong.append(f"{p.task}/{p.id}")
+    if wrong:
+        raise SubmissionError(f"refused: tampered: {len(wrong)} of {len(predictions)} request hashes do not match "
+                              f"this release's prompt and images with run.json's settings (first: {wrong[0]})")
+
+
+def _claimed(task: str, scores: list[dict[str, Any]]) -> float | None:
+    from eval.figures import headline
+
+    rows = [r for r in scores if r.get("task") == task]
+    try:
+        return headline(task, rows) if rows else None
+    except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError):
+        return None
+
+
+def _claimed_metrics(task: str, metrics: Any) -> float | None:
+    entry = metrics.get(task) if isinstance(metrics, dict) else None
+    value = entry.get("avg_mape" if task == "nutrition" else "accuracy") if isinstance(entry, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _item_outcome(row: dict[str, Any]) -> Any:
+    if row.get("task") == "nutrition":
+        ape = row.get("ape")
+        return tuple(sorted((k, None if v is None else round(float(v), 6)) for k, v in ape.items())) \
+            if isinstance(ape, dict) else None
+    return row.get("correct")
+
+
+def _differing(task: str, claimed: list[dict[str, Any]], rescored: list[dict[str, Any]]) -> int:
+    mine = {(str(r["id"]), r.get("epoch") or 0): _item_outcome(r) for r in rescored if r["task"] == task}
+    theirs: dict[tuple[str, Any], Any] = {}
+    for r in claimed:
+        if r.get("task") == task:
+            try:
+                theirs[(str(r.get("id")), r.get("epoch") or 0)] = _item_outcome(r)
+            except (TypeError, ValueError, AttributeError):
+                theirs[(str(r.get("id")), r.get("epoch") or 0)] = "unreadable"
+    if not theirs:
+        return 0
+    return sum(theirs.get(key, "missing") != outcome for key, outcome in mine.items())
+
+
+@dataclass
+class Verification:
+    """What the Space found: the run's identity, each task's claimed and re-scored figures."""
+
+    model: str
+    label: str
+    lang: str
+    key: str
+    source: str
+    checks: list[TaskCheck]
+    partial: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def mismatch(self) -> bool:
+        return any(c.mismatch for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": VERIFIED, "model": self.model, "label": self.label, "lang": self.lang, "key": self.key,
+                "source": self.source, "partial": self.partial, "mismatch": self.mismatch, "notes": self.notes,
+                "tasks": [c.to_json() for c in self.checks]}
+
+
+def submission_key(model: str, identity: dict[str, Any]) -> str:
+    """One folder per model + settings: a readable model part and a hash of the settings."""
+    digest = hashlib.sha256(json.dumps({"model": model, **identity}, sort_keys=True, default=str).encode())
+    return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', model).strip('-')[:60]}-{digest.hexdigest()[:10]}"
+
+
+def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release], work: Path, *,
+           judge: str | None, judge_cache: Path | None, source: str) -> tuple[Verification, Path]:
+    """Check and re-score a run folder's files in `work`; the re-scored run folder is `work`/run."""
+    from eval.report.runs import RunData
+    from eval.runinfo import write_run_json
+    from eval.scoring import SCORES, ScoringError, score_run
+    from eval.settings import IDENTITY_FIELDS
+    from eval.store import PREDICTIONS
+
+    info = parse_json(files["run.json"], "run.json")
+    if not isinstance(info, dict):
+        raise SubmissionError("run.json: not a JSON object")
+    settings = _settings_of(info)
+    if settings.model.startswith("human:"):
+        raise SubmissionError("refused: people's runs come from the Take the test tab, not from submissions")
+    predictions = _predictions(parse_jsonl(files["predictions.jsonl"], "predictions.jsonl"))
+    tasks = [t for t in ("classification", "nutrition", "vqa") if any(p.task == t for p in predictions)]
+    try:
+        release = release_for(tasks)
+    except (ValueError, OSError) as exc:
+        raise SubmissionError(f"this Space cannot load its release: {' '.join(str(exc).split())[:160]}") from None
+    _check_release(info, tasks, release)
+    _check_hashes(predictions, settings, release)
+    claimed_scores = parse_jsonl(files["scores.jsonl"], "scores.jsonl") if "scores.jsonl" in files else []
+    claimed_metrics = parse_json(files["metrics.json"], "metrics.json") if "metrics.json" in files else {}
+
+    # The run folder as the Space keeps it: the submitted settings and answers, nothing the visitor
+    # could use to steer scoring (no judge of theirs, no data source of theirs).
+    run_dir = work / "run"
+    run_dir.mkdir(parents=True)
+    identity = {name: getattr(settings, name) for name in IDENTITY_FIELDS}
+    public = {**settings.to_json(), "out": None, "judge": judge, "judge_cache": None, "engine_extra": {},
+              "dataset": release.source, "concurrency": min(settings.concurrency, 4)}
+    kept = {"model": settings.model, "tasks": tasks, "settings": public,
+            "backend": info.get("backend") if isinstance(info.get("backend"), dict) else None,
+            "judge": None, "prompt_version": info["prompt_version"],
+            "dataset": {"source": release.source or "embedded sample", "fingerprints": release.fingerprints},
+            "identity": {**identity, "prompt_version": info["prompt_version"], "dataset": release.fingerprints},
+            "packages": info.get("packages") if isinstance(info.get("packages"), dict) else None,
+            "git_commit": str(info.get("git_commit"))[:60] if info.get("git_commit") else None}
+    write_run_json(run_dir, kept)
+    with (run_dir / PREDICTIONS).open("w", encoding="utf-8") as fh:
+        for p in predictions:
+            fh.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
+    meta = {task: [{k: v for k, v in row.items() if k != "images"} for row in release.rows[task].values()]
+            for task in tasks}
+    try:
+        metrics = score_run(run_dir, judge=judge, rows=meta, judge_cache=judge_cache)
+    except ScoringError as exc:
+        raise SubmissionError(f"re-scoring failed: {exc}") from None
+    rescored = [json.loads(line) for line in (run_dir / SCORES).read_text(encoding="utf-8").splitlines() if line]
+    checks = []
+    for task in tasks:
+        ids = {p.id for p in predictions if p.task == task and not p.epoch and not p.rotation}
+        verified = not (task == "vqa" and not metrics.get("vqa", {}).get("scored", False))
+        rescored_task = [r for r in rescored if r["task"] == task]
+        checks.append(TaskCheck(
+            task=task, items=len(ids), release_items=len(release.rows[task]),
+            claimed=_claimed(task, claimed_scores), claimed_metrics=_claimed_metrics(task, claimed_metrics),
+            rescored=_claimed(task, rescored_task) if verified else None,
+            differing=_differing(task, claimed_scores, rescored_task) if verified else 0, verified=verified))
+    notes = []
+    if any(not c.verified for c in checks):
+        notes.append("VQA not verified: this Space has no judge configured, so VQA answers are kept unscored")
+    partial = bool(settings.limit or settings.ids) or any(c.items < c.release_items for c in checks)
+    run = RunData(run_dir, kept)
+    verification = Verification(model=settings.model, label=run.label, lang=settings.lang,
+                                key=submission_key(settings.model, identity), source=source, checks=checks,
+                                partial=partial, notes=notes)
+    return verification, run_dir
+
+
+# ---------------------------------------------------------------- self-reported (a model card)
+def self_reported(card_text: str, dataset_id: str | None, repo_id: str) -> dict[str, Any]:
+    """metrics.json-shaped figures from a model card's `model-index` results on `dataset_id`."""
+    import yaml
+
+    if not dataset_id:
+        raise SubmissionError("this Space has no Hub dataset id (DININGBENCH_SPACE_DATASET_ID), so results "
+                              "stated in a model card cannot be matched to it")
+    if not card_text.startswith("---"):
+        raise SubmissionError(f"{repo_id}: the model card has no metadata block, and the repo no run folder")
+    try:
+        header = yaml.safe_load(card_text.split("---", 2)[1])
+    except (yaml.YAMLError, IndexError):
+        raise SubmissionError(f"{repo_id}: the model card's metadata is not valid YAML") from None
+    if not _depth_ok(header, MAX_JSON_DEPTH):
+        raise SubmissionError(f"{repo_id}: the model card's metadata is nested too deeply")
+    index = header.get("model-index") if isinstance(header, dict) else None
+    figures: dict[str, dict[str, Any]] = {}
+    name, lang = None, "zh"
+    for model in index if isinstance(index, list) else []:
+        for result in (model.get("results") or []) if isinstance(model, dict) else []:
+            dataset = result.get("dataset") if isinstance(result, dict) else None
+            if not isinstance(dataset, dict) or dataset.get("type") != dataset_id:
+                continue
+            task = dataset.get("config")
+            if task not in ("classification", "nutrition", "vqa"):
+                continue
+            args = dataset.get("args") if isinstance(dataset.get("args"), dict) else {}
+            if args.get("partial"):
+                continue  # a partial export is not a benchmark result
+            lang = str(args.get("lang") or lang)[:8]
+            name = str(model.get("name") or repo_id)[:128]
+            for metric in result.get("metrics") or []:
+                if not isinstance(metric, dict) or not isinstance(metric.get("value"), int | float):
+                    continue
+                kind, value = metric.get("type"), float(metric["value"]) / 100
+                if kind == "accuracy" and task != "nutrition":
+                    figures.setdefault(task, {})["accuracy"] = value
+                elif task == "nutrition" and isinstance(kind, str) and kind.endswith("mape"):
+                    figures.setdefault(task, {})[kind] = value
+    if not figures:
+        raise SubmissionError(f"{repo_id}: no run folder, and no model-index result with dataset.type "
+                              f"{dataset_id!r} in its model card")
+    return {"model": name or repo_id, "lang": lang, "metrics": figures}
+
+
+# ---------------------------------------------------------------- the Hub (visitors' repos)
+def _hub_api() -> Any:
+    from huggingface_hub import HfApi
+
+    return HfApi()
+
+
+def fetch_from_hub(repo_id: str, repo_type: str, dest: Path, caps: Caps) -> tuple[str, Path | dict[str, bytes] | str]:
+    """A visitor's Hub repo: ("zip", path), ("files", run files) or ("card", README text).
+
+    Read anonymously (token=False): a visitor must not reach what only the operator's token can see.
+    Sizes come from the Hub's file metadata before any download.
+    """
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    repo_id = (repo_id or "").strip()
+    if not HUB_REPO.match(repo_id):
+        raise SubmissionError("Hub repo: write it as owner/name")
+    if repo_type not in ("model", "dataset"):
+        raise SubmissionError("Hub repo type: model or dataset")
+    try:
+        info = _hub_api().repo_info(repo_id, repo_type=repo_type, files_metadata=True, token=False)
+        siblings = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
+
+        def download(name: str, cap: int) -> Path:
+            if siblings[name] > cap:
+                raise SubmissionError(f"{repo_id}/{name} is {_mb(siblings[name])}; at most {_mb(cap)} is accepted")
+            local = Path(hf_hub_download(repo_id, name, repo_type=repo_type, revision=info.sha, token=False,
+                                         cache_dir=dest / "cache"))
+            if local.stat().st_size > cap:
+                raise SubmissionError(f"{repo_id}/{name} is larger than the Hub said")
+            return local
+
+        zips = sorted(n for n in siblings if n.endswith(".zip"))
+        runs = sorted(n for n in siblings if PurePosixPath(n).name == "run.json")
+        if len(runs) == 1:
+            folder = PurePosixPath(runs[0]).parent
+            files, total = {}, 0
+            for name in RUN_FILES:
+                path = str(folder / name) if str(folder) != "." else name
+                if path in siblings:
+                    total += siblings[path]
+                    if total > caps.unpacked_bytes:
+                        raise SubmissionError(f"{repo_id}: the run folder is over {_mb(caps.unpacked_bytes)}")
+                    files[name] = download(path, caps.unpacked_bytes).read_bytes()
+            if "predictions.jsonl" not in files:
+                raise SubmissionError(f"{repo_id}: the run folder has no predictions.jsonl")
+            return "files", files
+        if len(runs) > 1:
+            raise SubmissionError(f"{repo_id} holds {len(runs)} run folders; put one per repo, or submit a zip")
+        if len(zips) == 1:
+            return "zip", download(zips[0], caps.zip_bytes)
+        if len(zips) > 1:
+            raise SubmissionError(f"{repo_id} holds {len(zips)} zips; keep one run folder's zip there")
+        if "README.md" in siblings and repo_type == "model":
+            return "card", download("README.md", 1 << 20).read_text(encoding="utf-8", errors="replace")
+    except SubmissionError:
+        raise
+    except HfHubHTTPError as exc:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        raise SubmissionError(f"{repo_id}: the Hub answered {status or 'an error'} (a public {repo_type} repo?)") from None
+    except (OSError, ValueError) as exc:
+        raise SubmissionError(f"{repo_id}: cannot read it from the Hub ({type(exc).__name__})") from None
+    raise SubmissionError(f"{repo_id}: no run folder (run.json + predictions.jsonl), no zip"
+                          + (", no model card" if repo_type == "model" else ""))
+
+
+# ---------------------------------------------------------------- keeping submissions
+class Submissions:
+    """`<results>/submissions/`: one folder per model + settings, history kept, pushed to the Hub."""
+
+    def __init__(self, results_dir: Path, *, hub_repo: str | None = None) -> None:
+        self.folder = Path(results_dir) / SUBMISSIONS_FOLDER
+        self.hub_repo = hub_repo
+        self._scheduler: Any = None
+        self._lock = threading.Lock()
+
+    def scheduler(self) -> Any:
+        if self.hub_repo and self._scheduler is None:
+            from huggingface_hub import CommitScheduler
+
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._scheduler = CommitScheduler(repo_id=self.hub_repo, repo_type="dataset", folder_path=self.folder,
+                                              path_in_repo=SUBMISSIONS_FOLDER, every=5, private=True,
+                                              allow_patterns=["*/*.json", "*/*.jsonl", f"*/{HISTORY}/*/*.json"])
+        return self._scheduler
+
+    def _keep(self, key: str, write: Callable[[Path], None]) -> Path:
+        """Write a submission's folder; the one it replaces moves to its history/ first."""
+        scheduler = self.scheduler()
+        target = self.folder / key
+        with self._lock, (scheduler.lock if scheduler is not None else _NoLock()):
+            if (target / SUBMISSION_JSON).is_file():
+                try:
+                    old = json.loads((target / SUBMISSION_JSON).read_text(encoding="utf-8"))
+                    stamp = str(old.get("submitted_at") or "earlier")
+                except ValueError:
+                    stamp = "earlier"
+                past = target / HISTORY / re.sub(r"[^0-9A-Za-z]+", "", stamp)
+                past.mkdir(parents=True, exist_ok=True)
+                for name in (SUBMISSION_JSON, "metrics.json", "run.json"):
+                    if (target / name).is_file():
+                        shutil.copy2(target / name, past / name)
+                for path in target.iterdir():
+                    if path.is_file():
+                        path.unlink()
+            target.mkdir(parents=True, exist_ok=True)
+            write(target)
+        if scheduler is not None:
+            scheduler.trigger()  # submissions are rare (rate-limited): push now rather than in 5 minutes
+        return target
+
+    def keep_verified(self, verification: Verification, run_dir: Path) -> Path:
+        from eval.report.report import write_run_report
+
+        def write(target: Path) -> None:
+            for name in RUN_FILES:
+                if (run_dir / name).is_file():
+                    shutil.copy2(run_dir / name, target / name)
+            info = json.loads((target / "run.json").read_text(encoding="utf-8"))
+            info["submission"] = {**verification.to_json(), "submitted_at": _now()}
+            (target / "run.json").write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            (target / SUBMISSION_JSON).write_text(json.dumps(info["submission"], indent=2, ensure_ascii=False) + "\n",
+                                                  encoding="utf-8")
+            write_run_report(target)
+
+        return self._keep(verification.key, write)
+
+    def keep_self_reported(self, found: dict[str, Any], repo_id: str) -> Path:
+        record = {"status": SELF_REPORTED, "model": found["model"], "lang": found["lang"],
+                  "source": f"hub:{repo_id}", "submitted_at": _now(), "mismatch": False, "partial": False}
+        key = submission_key(found["model"], {"lang": found["lang"], "self_reported": True})
+
+        def write(target: Path) -> None:
+            (target / "metrics.json").write_text(json.dumps(found["metrics"], indent=2) + "\n", encoding="utf-8")
+            info = {"model": found["model"], "settings": {"model": found["model"], "lang": found["lang"]},
+                    "dataset": {"source": "self-reported"}, "submission": record}
+            (target / "run.json").write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            (target / SUBMISSION_JSON).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+        return self._keep(key, write)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def submit(*, zip_path: Path | None, hub_repo: str | None, repo_type: str, store: Submissions,
+           release_for: Callable[[list[str]], Release], caps: Caps, judge: str | None,
+           dataset_id: str | None) -> dict[str, Any]:
+    """One submission end to end: fetch, open, verify, keep. Returns what was kept (submission.json)."""
+    if bool(zip_path) == bool((hub_repo or "").strip()):
+        raise SubmissionError("give either a zip of a run folder or a Hub repo id, not both and not neither")
+    with tempfile.TemporaryDirectory(prefix="dining-submit-") as tmp:
+        work = Path(tmp)
+        if zip_path:
+            kind, payload, source = "zip", Path(zip_path), "zip upload"
+        else:
+            kind, payload = fetch_from_hub(str(hub_repo), repo_type, work, caps)
+            source = f"hub:{str(hub_repo).strip()}"
+        if kind == "card":
+            found = self_reported(str(payload), dataset_id, str(hub_repo).strip())
+            folder = store.keep_self_reported(found, str(hub_repo).strip())
+        else:
+            files = open_zip(payload, caps) if kind == "zip" else payload  # type: ignore[arg-type]
+            verification, run_dir = verify(files, release_for, work, judge=judge, source=source,  # type: ignore[arg-type]
+                                           judge_cache=store.folder.parent / ".judge_cache" if judge else None)
+            folder = store.keep_verified(verification, run_dir)
+        return json.loads((folder / SUBMISSION_JSON).read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------- read back at start
+def restore(repo_id: str, folder: str, results_dir: Path, *, patterns: Iterable[str]) -> int:
+    """Copy `<folder>/...` files matching `patterns` from the operator's Hub dataset into results/.
+
+    Returns how many files came back; a one-line OSError when the Hub cannot be read.
+    """
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        local = snapshot_download(repo_id, repo_type="dataset", allow_patterns=[f"{folder}/{p}" for p in patterns],
+                                  local_dir=Path(results_dir) / ".hub" / folder.replace("/", "_"))
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        raise OSError(f"cannot read {repo_id} from the Hub ({type(exc).__name__})") from None
+    source = Path(local) / folder
+    count = 0
+    for path in source.rglob("*") if source.is_dir() else []:
+        if path.is_file():
+            target = Path(results_dir) / folder / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            count += 1
+    return count
+
+
+def rescore_restored(folder: Path, *, judge: str | None) -> int:
+    """Score the restored run folders that came back without scores.jsonl (people's runs push only
+    run.json and predictions.jsonl); returns how many were scored. A folder that cannot be scored is
+    skipped, never fatal."""
+    from eval.report.report import write_run_report
+    from eval.scoring import ScoringError, score_run
+
+    scored = 0
+    for run_dir in sorted(p.parent for p in Path(folder).glob("*/predictions.jsonl")):
+        if (run_dir / "scores.jsonl").is_file():
+            continue
+        try:
+            info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+            vqa = "vqa" in (info.get("tasks") or [])
+            score_run(run_dir, judge=judge if vqa else None)
+            write_run_report(run_dir)
+            scored += 1
+        except (ScoringError, OSError, ValueError):
+            continue
+    return scored
+
+
+def restore_results(settings: Any) -> list[str]:
+    """At start: people's runs and submissions the operator's Hub datasets keep, back under results/.
+
+    People's runs come back as run.json + predictions.jsonl and are scored again here; submissions
+    come back with the figures this Space computed. Returns one line per repo for the log; a Hub
+    that cannot be read is a warning, never a Space that does not start.
+    """
+    from .human import HUMANS_FOLDER
+
+    lines = []
+    jobs = [(settings.human_repo, HUMANS_FOLDER, ["*/run.json", "*/predictions.jsonl"], "people's runs"),
+            (settings.submit_repo, SUBMISSIONS_FOLDER, ["*/*.json", "*/*.jsonl", f"*/{HISTORY}/*/*.json"],
+             "submissions")]
+    for repo, folder, patterns, what in jobs:
+        if not repo:
+            continue
+        try:
+            count = restore(repo, folder, settings.results_dir, patterns=patterns)
+        except OSError as exc:
+            lines.append(f"warning: {what} not restored: {exc}")
+            continue
+        scored = rescore_restored(Path(settings.results_dir) / folder, judge=settings.judge)
+        lines.append(f"restored {count} file(s) of {what} from {repo}" + (f", {scored} run(s) scored" if scored else ""))
+    return lines
