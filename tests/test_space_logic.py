@@ -170,7 +170,8 @@ def test_leaderboard_marks_reported_rows_and_reads_local_runs(tmp_path: Path) ->
     table = leaderboard_table(csv_path, results)  # ranked by classification accuracy, blanks last
     assert list(table["Source"]) == ["reported (paper)", "local run: views-sweep/cell-img1",
                                      "local run: first-cls", "local run: zero-nut"]
-    assert list(table["#"]) == [1, 2, 3, None]
+    assert list(table["#"]) == [1, None, None, None]  # baselines are shown in their own group, not ranked
+    assert list(table["Group"]) == ["paper · zh", "baselines", "baselines", "baselines"]
     reported, cell, first, zero = (table.iloc[i] for i in range(4))
     assert (reported["Model"], reported["Data"], reported["Cls acc %"], reported["VQA acc %"]) == (
         "GPT-4o", "paper", 65.26, 80.6)

@@ -42,8 +42,8 @@ TITLES = {
     "VQA acc %": "VQA accuracy as judged (%), higher is better",
     "Items": "Items scored per task",
     "Status": "How far to trust the figures: verified (a submission re-scored here from its raw answers), "
-              "self-reported (a model card's model-index), local run (the operator's results/), reported (the "
-              "paper) or people",
+              "self-reported (a model card's model-index), local run (the operator's results/), reported (paper) "
+              "or people",
     "Weights": "open or closed weights, when known",
     "Size (B)": "Parameters in billions, when the model's name says",
     "Group": "Rows are ranked only against comparable rows: the same data and prompt language",
@@ -108,7 +108,7 @@ def reported_rows(csv_path: Path | None) -> list[dict[str, Any]]:
                 "Fat MAPE %": _reported_number(rec.get("fat_mape", "")),
                 "VQA acc %": _reported_number(rec.get("vqa_acc", "")),
                 "Items": f"full benchmark ({rec.get('type', '')} model)",
-                "Status": "reported", "Weights": _weights_of_type(rec.get("type", "")),
+                "Status": REPORTED, "Weights": _weights_of_type(rec.get("type", "")),
                 "Size (B)": model_size(rec.get("model", "")), "_spec": rec.get("model", ""),
             })
             rows.append(row)
@@ -397,9 +397,10 @@ def rank(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
         groups.setdefault(name, []).append(row)
         ranked_group[name] = ranked
 
-    def order(name: str) -> tuple[int, str]:
-        kind, _, lang = name.partition(" · ")
-        return GROUP_ORDER.index(kind) if kind in GROUP_ORDER else len(GROUP_ORDER), lang
+    def order(name: str) -> tuple[int, int, str]:
+        kind, _, lang = name.partition(" · ")  # the paper's language (zh) first, then en
+        return (GROUP_ORDER.index(kind) if kind in GROUP_ORDER else len(GROUP_ORDER),
+                {"zh": 0, "en": 1}.get(lang, 2), lang)
 
     out = []
     for name in sorted(groups, key=order):

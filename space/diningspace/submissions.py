@@ -607,7 +607,8 @@ class Submissions:
                     stamp = str(old.get("submitted_at") or "earlier")
                 except ValueError:
                     stamp = "earlier"
-                past = target / HISTORY / re.sub(r"[^0-9A-Za-z]+", "", stamp)
+                earlier = len(list((target / HISTORY).iterdir())) if (target / HISTORY).is_dir() else 0
+                past = target / HISTORY / f"{earlier + 1:03d}-{re.sub(r'[^0-9A-Za-z]+', '', stamp)}"
                 past.mkdir(parents=True, exist_ok=True)
                 for name in (SUBMISSION_JSON, "metrics.json", "run.json"):
                     if (target / name).is_file():

@@ -1,0 +1,132 @@
+"""The Leaderboard's rows without a browser: groups of comparable rows, collapsing, search and
+filters, the column picker, frozen columns and links to runs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from space.diningspace.leaderboard import (
+    DEFAULT_SHOWN,
+    all_rows,
+    filter_rows,
+    leaderboard_html,
+    leaderboard_rows,
+    model_size,
+    rank,
+)
+from space.diningspace.leaderboard_tab import LeaderboardTab
+from space.diningspace.settings import SpaceSettings
+
+PAPER = ("model,type,lang,classification_acc,avg_mape,calories_mape,protein_mape,carbohydrates_mape,fat_mape,vqa_acc\n"
+         "GPT-4o,proprietary,zh,65.26,42.43,,,,,80.60\n"
+         "Qwen-2.5-VL-72B-Instruct,open,zh,55.00,45.00,,,,,70.00\n"
+         "Qwen-2.5-VL-3B-Instruct,open,en,30.00,60.00,,,,,50.00\n")
+RELEASE = "/data/release"
+
+
+def _run(results: Path, name: str, model: str, accuracy: float, *, lang: str = "zh", dataset: str | None = RELEASE,
+         limit: int | None = None, scores: bool = True, **info) -> None:
+    folder = results / name
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps({"classification": {"accuracy": accuracy, "n": 40}}))
+    (folder / "run.json").write_text(json.dumps({"settings": {"model": model, "lang": lang, "limit": limit,
+                                                              "dataset": dataset},
+                                                 "dataset": {"source": dataset or "embedded sample"}, **info}))
+    if scores:
+        (folder / "scores.jsonl").write_text("")
+
+
+def _results(tmp_path: Path) -> tuple[Path, Path]:
+    csv_path = tmp_path / "table2.csv"
+    csv_path.write_text(PAPER)
+    results = tmp_path / "results"
+    _run(results, "qwen7b", "vllm:Qwen/Qwen2.5-VL-7B-Instruct", 0.50)
+    _run(results, "gpt", "openai:gpt-4o", 0.70)
+    _run(results, "gpt-en", "openai:gpt-4o", 0.60, lang="en")
+    _run(results, "gemini-few", "gemini:gemini-2.5-flash", 0.90, limit=10)  # best figure, but partial
+    _run(results, "sample", "openai:gpt-4o-mini", 0.95, dataset=None)  # the synthetic sample
+    for n in range(4):  # a sweep over a setting the baseline ignores: identical figures
+        _run(results / "sweep", f"cell{n}", "baseline:first", 0.125)
+    _run(results, "submitted", "vllm:OpenGVLab/InternVL3-14B", 0.65, scores=True,
+         submission={"status": "verified", "mismatch": True, "source": "zip upload"})
+    return csv_path, results
+
+
+def test_only_comparable_rows_are_ranked_together(tmp_path: Path) -> None:
+    csv_path, results = _results(tmp_path)
+    rows = leaderboard_rows(csv_path, results)
+    table = [(r["Group"], r["#"], r["Model"]) for r in rows]
+    assert table == [
+        ("full release · zh", 1, "openai:gpt-4o"),
+        ("full release · zh", 2, "vllm:OpenGVLab/InternVL3-14B"),
+        ("full release · zh", 3, "vllm:Qwen/Qwen2.5-VL-7B-Instruct"),
+        ("full release · en", 1, "openai:gpt-4o (en)"),
+        ("paper · zh", 1, "GPT-4o"),
+        ("paper · zh", 2, "Qwen-2.5-VL-72B-Instruct"),
+        ("paper · en", 1, "Qwen-2.5-VL-3B-Instruct"),
+        ("partial", None, "gemini:gemini-2.5-flash"),
+        ("synthetic", None, "openai:gpt-4o-mini"),
+        ("baselines", None, "baseline:first"),  # four identical rows shown once
+    ]
+    baseline = rows[-1]
+    assert baseline["Source"].startswith("4 identical rows: local run: sweep/cell0, local run: sweep/cell1")
+    submitted = rows[1]
+    assert submitted["Status"] == "verified · claims differ" and submitted["Source"] == "submitted: zip upload"
+
+
+def test_rows_of_one_model_with_different_figures_are_not_collapsed(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    _run(results, "a", "baseline:random", 0.125)
+    _run(results, "b", "baseline:random", 0.25)
+    _run(results, "c", "baseline:random", 0.125, lang="en")
+    assert len(all_rows(None, results)) == 3
+
+
+def test_search_and_filters(tmp_path: Path) -> None:
+    csv_path, results = _results(tmp_path)
+    rows = all_rows(csv_path, results)
+
+    def models(**kw) -> list[str]:
+        return sorted(r["Model"] for r in filter_rows(rows, **kw))
+
+    assert models(search="QWEN 7b") == ["vllm:Qwen/Qwen2.5-VL-7B-Instruct"]  # every word, any case
+    assert models(search="gpt-4o", lang="en") == ["openai:gpt-4o (en)"]
+    assert models(weights="open") == ["Qwen-2.5-VL-3B-Instruct", "Qwen-2.5-VL-72B-Instruct",
+                                      "vllm:OpenGVLab/InternVL3-14B", "vllm:Qwen/Qwen2.5-VL-7B-Instruct"]
+    assert models(weights="closed", kinds=["full release"]) == ["openai:gpt-4o", "openai:gpt-4o (en)"]
+    assert models(size="≤ 10B") == ["Qwen-2.5-VL-3B-Instruct", "vllm:Qwen/Qwen2.5-VL-7B-Instruct"]
+    assert models(size="> 40B") == ["Qwen-2.5-VL-72B-Instruct"]
+    assert models(size="10–40B") == ["vllm:OpenGVLab/InternVL3-14B"]
+    assert "GPT-4o" in models(size="unknown") and "vllm:OpenGVLab/InternVL3-14B" not in models(size="unknown")
+    assert models(kinds=["paper"], task="nutrition") == ["GPT-4o", "Qwen-2.5-VL-3B-Instruct", "Qwen-2.5-VL-72B-Instruct"]
+    assert models(task="nutrition", kinds=["full release"]) == []  # the runs have no nutrition figure
+    assert models(kinds=["baselines", "synthetic"]) == ["baseline:first", "openai:gpt-4o-mini"]
+    assert model_size("Qwen-3-VL-30B-A3B-Thinking") == 30.0 and model_size("MiniCPM-V-4.5") is None
+
+
+def test_the_page_freezes_rank_and_model_links_runs_and_shows_chosen_columns(tmp_path: Path) -> None:
+    csv_path, results = _results(tmp_path)
+    rows = rank(all_rows(csv_path, results), "Cls acc %")
+    page = leaderboard_html(rows, "Cls acc %", ["Data", "Status"])
+    head = page[page.index("<thead>"):page.index("</thead>")]
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", head) == ["#", "Model", "Data", "Status", "Cls acc %"]
+    assert "<th class='db-rank'" in head and "<th class='db-model'" in head  # frozen by style.css
+    assert "<a href='?run=qwen7b' title='open this run in the Runs tab'>vllm:Qwen/Qwen2.5-VL-7B-Instruct</a>" in page
+    assert "<a href='?run=sweep%2Fcell0'" in page
+    assert page.count("<tr class='db-group'>") == 7
+    assert "partial</th><td colspan='3'>a subset of items: not ranked</td>" in page
+    assert "db-status-mismatch" in page and "Avg MAPE" not in page
+    empty = leaderboard_html([], "Cls acc %", DEFAULT_SHOWN)
+    assert "No row matches these filters." in empty
+
+
+def test_the_tab_filters_what_it_draws(tmp_path: Path) -> None:
+    csv_path, results = _results(tmp_path)
+    settings = SpaceSettings(results_dir=results, reported_csv=csv_path)
+    tab = LeaderboardTab(settings)
+    page = tab.page("Cls acc %", "qwen", None, "any", "any", "any", "any", ["Lang"])
+    assert page.count("<tr class='db-group'>") == 3  # full release zh, paper en, paper zh
+    assert "GPT-4o" not in page and ">Lang<" in page and ">Items<" not in page
+    assert "<td class='db-num db-rank'>1</td>" in page
