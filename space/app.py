@@ -66,8 +66,7 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
                 HumanTab(catalog, settings, evaluate.slots).build()
             with gr.Tab("Runs", id="runs"):
                 _, run_filters, refresh_runs, run_outputs = build_runs_tab(settings.results_dir)
-            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load,
-                     _run_from_link(settings, tabs, refresh_runs, run_filters, run_outputs)]
+            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load]
             if settings.review_work is not None:  # only for an operator reviewing a construction build
                 review = ReviewTab(settings.review_work, ReviewAccess(
                     settings.reviewers, settings.review_token, on_space=settings.on_space))
@@ -76,24 +75,26 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
                 loads.append(review.on_load)
         for fn, inputs, outputs in loads:
             demo.load(fn, inputs, outputs, api_visibility="private")
+        # The Runs tab's first refresh comes after the address has had its say (`?run=`).
+        demo.load(_run_from_link(settings, run_filters[0]), None, [tabs, run_filters[0]], api_visibility="private"
+                  ).then(refresh_runs, run_filters, run_outputs, api_visibility="private")
     demo.queue(default_concurrency_limit=4, max_size=64)
     return demo
 
 
-def _run_from_link(settings: SpaceSettings, tabs: gr.Tabs, refresh, filters: list, outputs: list) -> tuple:
-    """The Runs tab's page-load refresh; with `?run=<folder>` (a Leaderboard row's link) it opens the Runs
-    tab on that run folder. Only a folder the Runs tab lists is opened; any other value is ignored."""
-    run, *others = filters
+def _run_from_link(settings: SpaceSettings, run: gr.Dropdown):
+    """With `?run=<folder>` in the address (a Leaderboard row's link): the Runs tab, on that run folder.
+    Only a folder the Runs tab lists is opened; any other value changes nothing."""
     listed = {str(c[1] if isinstance(c, tuple | list) else c) for c in (run.choices or [])}
 
-    def load(run_dir, *values, request: gr.Request = None):  # type: ignore[assignment]
-        wanted = (getattr(request, "query_params", None) or {}).get("run") if request is not None else None
+    def pick(request: gr.Request):
+        wanted = (getattr(request, "query_params", None) or {}).get("run")
         target = str(Path(settings.results_dir) / wanted) if wanted else None
         if target in listed:
-            return (gr.Tabs(selected="runs"), target, *refresh(target, *values))
-        return (gr.Tabs(), run_dir, *refresh(run_dir, *values))
+            return gr.Tabs(selected="runs"), target
+        return gr.Tabs(), gr.Dropdown()
 
-    return load, filters, [tabs, run, *outputs]
+    return pick
 
 
 def launch_options() -> dict:

@@ -130,3 +130,14 @@ def test_the_tab_filters_what_it_draws(tmp_path: Path) -> None:
     assert page.count("<tr class='db-group'>") == 3  # full release zh, paper en, paper zh
     assert "GPT-4o" not in page and ">Lang<" in page and ">Items<" not in page
     assert "<td class='db-num db-rank'>1</td>" in page
+
+
+def test_the_space_card_describes_every_tab_and_every_setting() -> None:
+    root = Path(__file__).resolve().parents[1]
+    card = (root / "space" / "README.md").read_text(encoding="utf-8")
+    settings = (root / "space" / "diningspace" / "settings.py").read_text(encoding="utf-8")
+    names = set(re.findall(r"\"(DININGBENCH_[A-Z_]+)\"", settings))
+    assert len(names) >= 20 and {n for n in names if f"`{n}`" not in card} == set()
+    tabs = re.findall(r"gr\.Tab\(\"([^\"]+)\"", (root / "space" / "app.py").read_text(encoding="utf-8"))
+    assert "Submit" in tabs and {t for t in tabs if f"- **{t}** —" not in card} == set()
+    assert "python space/bundle.py" in card and "DININGBENCH_SPACE_SUBMIT_REPO" in card.split("## Deploy", 1)[1]

@@ -96,7 +96,7 @@ def test_the_demo_run_is_verified_and_on_the_leaderboard(space, demo_run: Path, 
     client, _, _ = space
     text, record = _submit(client, zip_folder(demo_run, tmp_path / "demo.zip"))
     assert record["status"] == "verified" and record["mismatch"] is False
-    assert "Accepted and verified" in text and "| classification: Accuracy % | 40 of 40 |" in text
+    assert "Accepted and verified" in text and "| Cls acc % | 40 / 40 |" in text
     cls = next(t for t in record["tasks"] if t["task"] == "classification")
     (row,) = [r for r in _board(client) if r["Source"] == "submitted: zip upload"]
     assert row["Status"] == "verified" and row["Cls acc %"] == round(cls["rescored"] * 100, 2)

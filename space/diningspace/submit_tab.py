@@ -13,7 +13,7 @@ from .limits import VisitorJobs, VisitorQuota, client_address
 from .settings import SpaceSettings
 from .submissions import Caps, Releases, SubmissionError, Submissions, submit
 
-FIGURE = {"classification": "Accuracy %", "nutrition": "Average MAPE % (lower is better)", "vqa": "Accuracy %"}
+FIGURE = {"classification": "Cls acc %", "nutrition": "Avg MAPE % (lower is better)", "vqa": "VQA acc %"}
 INTRO = ("Submit a run folder that `python -m eval run` wrote (`run.json`, `predictions.jsonl`, and the "
          "`scores.jsonl` / `metrics.json` you claim), zipped, or the id of a public Hub repo holding one. "
          "This Space believes none of your figures: it checks that the run was made on its release (dataset "
@@ -36,7 +36,7 @@ def report_markdown(record: dict[str, Any]) -> str:
     head = ("⚠️ **Accepted, claims differ**: the Leaderboard shows the re-scored figures"
             if record.get("mismatch") else "✅ **Accepted and verified**: every answer re-scored here")
     lines = [f"{head}: `{model}`" + (" (partial: not every item of the release)" if record.get("partial") else ""),
-             "", "| Task | Items | Claimed | Re-scored here | Check |", "|---|---|---|---|---|"]
+             "", "| Figure | Items | Claimed | Re-scored here | Check |", "|---|---|---|---|---|"]
     for task in record.get("tasks") or []:
         claimed = task["claimed"] if task["claimed"] is not None else task["claimed_metrics"]
         if not task["verified"]:
@@ -45,7 +45,7 @@ def report_markdown(record: dict[str, Any]) -> str:
             check = f"**mismatch** ({task['differing_items']} item(s) differ)" if task["differing_items"] else "**mismatch**"
         else:
             check = "match"
-        lines.append(f"| {task['task']}: {FIGURE[task['task']]} | {task['items']} of {task['release_items']} | "
+        lines.append(f"| {FIGURE[task['task']]} | {task['items']} / {task['release_items']} | "
                      f"{_pct(claimed)} | {_pct(task['rescored'])} | {check} |")
     lines += ["", *[f"- {html.escape(note)}" for note in record.get("notes") or []]]
     return "\n".join(lines)
@@ -93,6 +93,7 @@ class SubmitTab:
         gr.Markdown(limits, elem_classes="db-hint")
         button = gr.Button("Submit", variant="primary", elem_id="db-submit-button")
         outcome = gr.Markdown(elem_id="db-submit-outcome")
-        record = gr.JSON(label="Details", elem_id="db-submit-record")
+        with gr.Accordion("Details (what was checked, as JSON)", open=False):
+            record = gr.JSON(label="Details", elem_id="db-submit-record")
         button.click(self.submit, [zip_file, hub_repo, repo_type], [outcome, record], api_name="submit",
                      concurrency_limit=1)
