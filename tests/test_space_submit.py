@@ -178,6 +178,46 @@ def test_a_partial_run_is_accepted_and_marked_partial(releases, tmp_path: Path) 
     assert row["Data"] == "synthetic" and row["#"] is None  # the sample: shown, not ranked
 
 
+def test_a_run_missing_items_of_the_release_is_partial(demo_run, releases, tmp_path: Path) -> None:
+    def drop(rows: list[dict]) -> list[dict]:
+        return [r for r in rows if r["id"] != "classification-00002"]
+
+    folder = edited_copy(demo_run, tmp_path / "gap", "predictions.jsonl", drop)
+    record = _submit(zip_folder(folder, tmp_path / "gap.zip"), tmp_path / "results", releases)
+    cls = next(t for t in record["tasks"] if t["task"] == "classification")
+    assert record["partial"] is True and (cls["items"], cls["release_items"]) == (39, 40)
+    (row,) = local_rows(tmp_path / "results")
+    assert row["Data"] == "synthetic"  # the embedded sample says so first
+    from eval.report.runs import RunData
+    from space.diningspace.leaderboard import data_kind
+
+    info = {"dataset": {"source": "org/diningbench"}, "settings": {}, "submission": record}
+    assert data_kind(RunData(tmp_path, info)) == "partial"  # on a real release, a gap makes it partial
+    assert data_kind(RunData(tmp_path, {**info, "submission": {**record, "partial": False}})) == "full release"
+
+
+def test_vqa_is_verified_with_the_operators_judge(demo_run, releases, tmp_path: Path, monkeypatch) -> None:
+    from helpers_space import fake_openai_server
+
+    with fake_openai_server() as server:  # answers every judge prompt with `GRADE: C`
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_port}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-judge-key")
+        record = submit(zip_path=zip_folder(demo_run, tmp_path / "d.zip"), hub_repo=None, repo_type="model",
+                        store=Submissions(tmp_path / "results"), release_for=releases.get, caps=Caps(),
+                        judge="openai:judge-model", dataset_id=None)
+        judged = len(server.seen_keys)
+    vqa = next(t for t in record["tasks"] if t["task"] == "vqa")
+    scores = [json.loads(line) for line in (tmp_path / "results" / "submissions" / record["key"] / "scores.jsonl")
+              .read_text().splitlines()]
+    verdicts = [s["verdict"] for s in scores if s["task"] == "vqa"]
+    assert vqa["verified"] is True and len(verdicts) == 16 and None not in verdicts
+    assert vqa["rescored"] == pytest.approx(verdicts.count("C") / 16)
+    assert judged == sum(s["decided_by"] == "judge" for s in scores if s["task"] == "vqa") > 0
+    assert not record["notes"]
+    (row,) = local_rows(tmp_path / "results")
+    assert row["VQA acc %"] == round(vqa["rescored"] * 100, 2)
+
+
 # ---------------------------------------------------------------- one per model + settings
 def test_a_newer_submission_replaces_the_older_which_is_kept_in_history(demo_run, releases, tmp_path: Path) -> None:
     first = _submit(zip_folder(demo_run, tmp_path / "a.zip"), tmp_path / "results", releases)

@@ -170,8 +170,10 @@ def data_kind(run: RunData) -> str:
     source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
     if not source or str(source) in ("embedded sample", "embedded synthetic sample"):
         return "synthetic"
-    if run.setting("limit") or run.setting("ids") or run.info.get("human"):
-        return "partial"
+    submission = run.info.get("submission")
+    if run.setting("limit") or run.setting("ids") or run.info.get("human") or (
+            isinstance(submission, dict) and submission.get("partial")):
+        return "partial"  # a submission is partial when it left items of the release unanswered
     return "full release"
 
 
