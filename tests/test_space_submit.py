@@ -352,3 +352,15 @@ def test_submissions_per_visitor_are_rate_limited_per_hour() -> None:
     quota.take(["s:c", "a:5.6.7.8"])  # another visitor is not held up
     now[0] += 3600
     quota.take(["s:a", "a:1.2.3.4"])  # an hour later
+
+
+def test_one_submission_at_a_time_per_visitor() -> None:
+    from space.diningspace.limits import VisitorJobs
+
+    jobs = VisitorJobs(per_session=1, per_address=1, noun="submission")
+    with jobs.hold("s1", "1.2.3.4"):
+        with pytest.raises(GuardError, match=r"^1 submission\(s\) are already running from your address"):
+            with jobs.hold("s2", "1.2.3.4"):
+                pass
+    with jobs.hold("s2", "1.2.3.4"):  # once the first is done
+        assert jobs.running() == 1

@@ -22,8 +22,8 @@ from .guard import GuardError
 class VisitorJobs:
     """How many evaluations each browser session and each client address is running now."""
 
-    def __init__(self, per_session: int, per_address: int) -> None:
-        self.per_session, self.per_address = per_session, per_address
+    def __init__(self, per_session: int, per_address: int, noun: str = "evaluation") -> None:
+        self.per_session, self.per_address, self.noun = per_session, per_address, noun
         self._sessions: Counter[str] = Counter()
         self._addresses: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -33,10 +33,11 @@ class VisitorJobs:
         """Count one evaluation for the visitor while the block runs; GuardError when over a cap."""
         with self._lock:
             if session and self._sessions[session] >= self.per_session:
-                raise GuardError(f"you already have {self._sessions[session]} evaluation(s) running "
-                                 f"(at most {self.per_session} per visitor): wait for it or press Stop")
+                raise GuardError(f"you already have {self._sessions[session]} {self.noun}(s) running "
+                                 f"(at most {self.per_session} per visitor): wait for it"
+                                 + (" or press Stop" if self.noun == "evaluation" else ""))
             if address and self.per_address and self._addresses[address] >= self.per_address:
-                raise GuardError(f"{self._addresses[address]} evaluation(s) are already running from your "
+                raise GuardError(f"{self._addresses[address]} {self.noun}(s) are already running from your "
                                  f"address (at most {self.per_address}): wait for one to finish")
             if session:
                 self._sessions[session] += 1

@@ -57,7 +57,7 @@ class SubmitTab:
         self.caps = Caps(zip_bytes=settings.submit_max_mb << 20, unpacked_bytes=settings.submit_unpacked_mb << 20)
         self.store = Submissions(settings.results_dir, hub_repo=settings.submit_repo)
         self.releases = Releases(settings.dataset)
-        self.jobs = VisitorJobs(per_session=1, per_address=1)
+        self.jobs = VisitorJobs(per_session=1, per_address=1, noun="submission")
         self.quota = VisitorQuota(settings.submits_per_hour)
 
     def submit(self, zip_file: str | None, hub_repo: str, repo_type: str,
