@@ -58,6 +58,9 @@ def hub(tmp_path_factory: pytest.TempPathFactory, demo_run: Path) -> Iterator[Fa
         fake.repos["datasets/visitor/demo-run"] = {f"demo/{p.name}": p.read_bytes() for p in demo_run.iterdir()
                                                    if p.suffix in (".json", ".jsonl")}
         fake.repos["models/acme/acme-vl-7b"] = {"README.md": (CARD % (DATASET_ID, DATASET_ID)).encode()}
+        zipped = zip_folder(demo_run, tmp_path_factory.mktemp("zips") / "run.zip")
+        fake.repos["models/visitor/zipped"] = {"README.md": b"# no results here\n", "run.zip": zipped.read_bytes()}
+        fake.repos["datasets/visitor/huge"] = {"run.zip": b"\0" * (21 << 20)}  # over the 20 MB default
         yield fake
 
 
@@ -146,6 +149,15 @@ def test_a_hub_repo_holding_a_run_folder_is_verified(space) -> None:
     assert record["status"] == "verified" and record["source"] == "hub:visitor/demo-run"
 
 
+def test_a_hub_repo_holding_a_zip_is_verified_and_a_huge_one_refused_before_download(space, hub: FakeHub) -> None:
+    client, _, _ = space
+    _, record = _submit(client, repo="visitor/zipped")
+    assert record["status"] == "verified" and record["source"] == "hub:visitor/zipped"
+    with pytest.raises(AppError, match=r"^visitor/huge/run\.zip is 21\.0 MB; at most 20\.0 MB is accepted$"):
+        _submit(client, repo="visitor/huge", kind="dataset")
+    assert not [p for m, p, _ in hub.requests if m == "GET" and "visitor/huge/resolve" in p]  # never fetched
+
+
 def test_a_model_card_gives_a_self_reported_row(space) -> None:
     client, _, _ = space
     text, record = _submit(client, repo="acme/acme-vl-7b")
@@ -167,8 +179,8 @@ def test_a_private_repo_is_not_read_with_the_operators_token(space, hub: FakeHub
 def test_submissions_and_people_are_back_after_a_restart(space, hub: FakeHub, tmp_path: Path) -> None:
     client, results, _ = space
     kept = {p.parent.name for p in (results / "submissions").glob("*/submission.json")}
-    # One folder per model + settings: the demo run (replaced by the edited zip, then by the Hub repo's
-    # copy of the same run) and the model card's row.
+    # One folder per model + settings: the demo run (replaced by the edited zip, then by the Hub repos'
+    # copies of the same run) and the model card's row.
     assert len(kept) == 2
     deadline = time.monotonic() + 60
     pushed: set[str] = set()
@@ -186,5 +198,5 @@ def test_submissions_and_people_are_back_after_a_restart(space, hub: FakeHub, tm
     assert before == after
     assert ("humans (cook)", "people") in {(m, s) for m, s, _ in after}
     assert {s for _, s, _ in after} >= {"verified", "self-reported", "people"}
-    assert len(list((fresh / "submissions").glob("*/history/*/submission.json"))) == 2  # the replaced ones, too
+    assert len(list((fresh / "submissions").glob("*/history/*/submission.json"))) == 3  # the replaced ones, too
     shutil.rmtree(fresh)
