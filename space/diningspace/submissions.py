@@ -28,7 +28,7 @@ import threading
 import time
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -179,13 +179,35 @@ def parse_jsonl(data: bytes, name: str) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- the release this Space serves
+class ReleaseRows(Mapping[str, dict[str, Any]]):
+    """A config's rows by id, read from the (memory-mapped) dataset when asked: a full release's
+    photos never sit in memory all at once."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+        self.index = {str(item_id): n for n, item_id in enumerate(dataset["id"])}
+
+    def __getitem__(self, item_id: str) -> dict[str, Any]:
+        return self.dataset[self.index[item_id]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def meta(self) -> list[dict[str, Any]]:
+        """Every row without its images: what scoring needs (references, breakdown fields)."""
+        return list(self.dataset.remove_columns([c for c in ("images",) if c in self.dataset.column_names]))
+
+
 @dataclass
 class Release:
     """This Space's data: per task the fingerprint and the rows (with image bytes, for the hashes)."""
 
     source: str | None
     fingerprints: dict[str, str] = field(default_factory=dict)
-    rows: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    rows: dict[str, ReleaseRows] = field(default_factory=dict)
 
     @classmethod
     def load(cls, source: str | None, tasks: Iterable[str]) -> Release:
@@ -194,7 +216,7 @@ class Release:
         release = cls(source)
         for task in tasks:
             release.fingerprints[task] = diningbench.fingerprint(task, source)
-            release.rows[task] = {str(r["id"]): r for r in diningbench.load(task, source, decode_images=False)}
+            release.rows[task] = ReleaseRows(diningbench.load(task, source, decode_images=False))
         return release
 
 
@@ -434,8 +456,7 @@ def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release],
     with (run_dir / PREDICTIONS).open("w", encoding="utf-8") as fh:
         for p in predictions:
             fh.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
-    meta = {task: [{k: v for k, v in row.items() if k != "images"} for row in release.rows[task].values()]
-            for task in tasks}
+    meta = {task: release.rows[task].meta() for task in tasks}
     try:
         metrics = score_run(run_dir, judge=judge, rows=meta, judge_cache=judge_cache)
     except ScoringError as exc:
