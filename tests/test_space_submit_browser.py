@@ -61,7 +61,8 @@ def test_submit_a_zip_and_find_it_verified_on_the_leaderboard(page, space, tmp_p
     page.get_by_role("button", name="Submit", exact=True).click()
     outcome = page.locator("#db-submit-outcome")
     expect(outcome).to_contain_text("Accepted and verified", timeout=60_000)
-    expect(outcome.locator("table")).to_contain_text("classification")
+    expect(outcome.locator("table")).to_contain_text("Cls acc %")
+    expect(outcome.locator("table")).to_contain_text("40 / 40")
     expect(outcome).to_contain_text("VQA not verified")
     _fits(page, tmp_path, "submit_done")
 
