@@ -146,8 +146,9 @@ class HourlyQuota:
     WINDOW = 3600.0
 
     def __init__(self, per_session: int, per_address: int, per_space: int, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, noun: str = "test") -> None:
         self.per_session, self.per_address, self.per_space = per_session, per_address, per_space
+        self.noun = noun  # what is counted, for the message: test sittings, submissions
         self.clock = clock
         self._times: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
@@ -169,39 +170,10 @@ class HourlyQuota:
                 checks.append(("address", address, self.per_address, "your address"))
             for kind, key, cap, who in checks:
                 if cap and len(self._recent(f"{kind}:{key}", now)) >= cap:
-                    raise GuardError(f"{who} already started {cap} test(s) in the last hour (at most {cap}): "
+                    raise GuardError(f"{who} already started {cap} {self.noun}(s) in the last hour (at most {cap}): "
                                      "please come back later")
             for kind, key, cap, _ in checks:
                 if cap:
                     self._recent(f"{kind}:{key}", now).append(now)
             for key in [k for k in self._times if not self._recent(k, now)]:  # forget visitors gone quiet
                 del self._times[key]
-
-
-class VisitorQuota:
-    """At most `limit` actions per `window` seconds for each visitor key (browser session, address).
-
-    `clock` is injectable so tests need no sleeps. Each key keeps only the times inside the window.
-    """
-
-    def __init__(self, limit: int, window: float = 3600.0, clock: Any = None) -> None:
-        import time
-
-        self.limit, self.window = limit, window
-        self._clock = clock or time.monotonic
-        self._times: dict[str, list[float]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, keys: list[str | None], what: str = "submissions") -> None:
-        """Count one action for every key; GuardError (nothing counted) when any key is at its limit."""
-        now = self._clock()
-        with self._lock:
-            for key in filter(None, keys):
-                recent = [t for t in self._times.get(key, []) if now - t < self.window]
-                self._times[key] = recent
-                if len(recent) >= self.limit:
-                    wait = int(self.window - (now - recent[0])) + 1
-                    raise GuardError(f"at most {self.limit} {what} per hour from one visitor: "
-                                     f"try again in {wait // 60} min {wait % 60} s")
-            for key in filter(None, keys):
-                self._times[key].append(now)

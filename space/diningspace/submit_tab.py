@@ -9,7 +9,7 @@ from typing import Any
 import gradio as gr
 
 from .guard import GuardError
-from .limits import VisitorJobs, VisitorQuota, client_address
+from .limits import HourlyQuota, VisitorJobs, client_address
 from .settings import SpaceSettings
 from .submissions import Caps, Releases, SubmissionError, Submissions, submit
 
@@ -58,7 +58,7 @@ class SubmitTab:
         self.store = Submissions(settings.results_dir, hub_repo=settings.submit_repo)
         self.releases = Releases(settings.dataset)
         self.jobs = VisitorJobs(per_session=1, per_address=1, noun="submission")
-        self.quota = VisitorQuota(settings.submits_per_hour)
+        self.quota = HourlyQuota(settings.submits_per_hour, settings.submits_per_hour, 0, noun="submission")
 
     def submit(self, zip_file: str | None, hub_repo: str, repo_type: str,
                request: gr.Request = None) -> tuple[str, dict[str, Any]]:  # type: ignore[assignment]
@@ -67,7 +67,7 @@ class SubmitTab:
         address = client_address(request, self.settings.proxy_hops)
         try:
             with self.jobs.hold(session, address):
-                self.quota.take([session and f"s:{session}", address and f"a:{address}"])
+                self.quota.take(session, address)
                 record = submit(zip_path=Path(zip_file) if zip_file else None, hub_repo=hub_repo,
                                 repo_type=repo_type or "model", store=self.store, release_for=self.releases.get,
                                 caps=self.caps, judge=self.settings.judge, dataset_id=self.settings.dataset_id)
