@@ -89,9 +89,10 @@ def _run_from_link(settings: SpaceSettings, run: gr.Dropdown):
 
     def pick(request: gr.Request):
         wanted = (getattr(request, "query_params", None) or {}).get("run")
-        target = str(Path(settings.results_dir) / wanted) if wanted else None
-        if target in listed:
-            return gr.Tabs(selected="runs"), target
+        # The picker names folders relative to the results folder, as the link does.
+        for target in (wanted, str(Path(settings.results_dir) / wanted) if wanted else None):
+            if target and target in listed:
+                return gr.Tabs(selected="runs"), target
         return gr.Tabs(), gr.Dropdown()
 
     return pick
