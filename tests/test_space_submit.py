@@ -218,6 +218,30 @@ def test_vqa_is_verified_with_the_operators_judge(demo_run, releases, tmp_path: 
     assert row["VQA acc %"] == round(vqa["rescored"] * 100, 2)
 
 
+def test_a_run_imported_from_another_framework_is_verified(releases, tmp_path: Path) -> None:
+    """`python -m eval import` names the model as lmms-eval did (no backend spec) and keeps the hashes."""
+    from test_adapters_import import classification_answer, write_samples
+
+    from eval.importer import import_run
+
+    write_samples(tmp_path / "logs", "classification", classification_answer)
+    run = import_run(tmp_path / "logs", "lmms-eval", tmp_path / "runs" / "imported")
+    record = _submit(zip_folder(run, tmp_path / "imported.zip"), tmp_path / "results", releases)
+    (check,) = record["tasks"]
+    assert (record["model"], record["status"], record["mismatch"]) == ("fake-vlm", "verified", False)
+    assert check["rescored"] == pytest.approx(14 / 40) and check["items"] == 40  # as the import scored it
+
+
+def test_a_model_name_that_is_not_a_name_is_refused(demo_run, releases, tmp_path: Path) -> None:
+    def rename(info: dict) -> dict:
+        info["settings"]["model"] = "x`\n<img src=//evil>"
+        return info
+
+    folder = edited_copy(demo_run, tmp_path / "n", "run.json", rename)
+    with pytest.raises(SubmissionError, match=r"^run.json settings: the model name must be letters, digits"):
+        _submit(zip_folder(folder, tmp_path / "n.zip"), tmp_path / "results", releases)
+
+
 # ---------------------------------------------------------------- one per model + settings
 def test_a_newer_submission_replaces_the_older_which_is_kept_in_history(demo_run, releases, tmp_path: Path) -> None:
     first = _submit(zip_folder(demo_run, tmp_path / "a.zip"), tmp_path / "results", releases)

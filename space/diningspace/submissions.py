@@ -18,6 +18,7 @@ by `huggingface_hub.CommitScheduler` and read back when the Space starts (`resto
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -32,6 +33,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from .guard import GuardError, check_model_name
 
 SUBMISSIONS_FOLDER = "submissions"  # under the results folder, next to humans/
 HISTORY = "history"
@@ -274,7 +277,13 @@ def _settings_of(info: dict[str, Any]) -> Any:
         raise SubmissionError("run.json has no settings")
     try:
         run_settings = RunSettings.from_saved(settings)
-        run_settings.validate()
+        check_model_name(str(run_settings.model))
+        # An imported run (`python -m eval import`) names its model as its framework did, not as a
+        # backend spec; the judge is the operator's. Every other setting must be one a run can have.
+        dataclasses.replace(run_settings, model="baseline:zero", judge=None).validate()
+    except GuardError:
+        raise SubmissionError("run.json settings: the model name must be letters, digits and . _ : / @ + - "
+                              "(at most 128)") from None
     except (TypeError, ValueError, UsageError) as exc:
         raise SubmissionError(f"run.json settings: {' '.join(str(exc).split())[:200]}") from None
     return run_settings
