@@ -415,6 +415,13 @@ class Verification:
                 "tasks": [c.to_json() for c in self.checks]}
 
 
+def _flat(value: Any) -> dict[str, str] | None:
+    """A visitor's descriptive mapping (backend, packages) kept as at most 32 short text values."""
+    if not isinstance(value, dict):
+        return None
+    return {str(k)[:64]: str(v)[:200] for k, v in list(value.items())[:32] if v is not None}
+
+
 def submission_key(model: str, identity: dict[str, Any]) -> str:
     """One folder per model + settings: a readable model part and a hash of the settings."""
     digest = hashlib.sha256(json.dumps({"model": model, **identity}, sort_keys=True, default=str).encode())
@@ -455,11 +462,11 @@ def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release],
     public = {**settings.to_json(), "out": None, "judge": judge, "judge_cache": None, "engine_extra": {},
               "dataset": release.source, "concurrency": min(settings.concurrency, 4)}
     kept = {"model": settings.model, "tasks": tasks, "settings": public,
-            "backend": info.get("backend") if isinstance(info.get("backend"), dict) else None,
+            "backend": _flat(info.get("backend")),
             "judge": None, "prompt_version": info["prompt_version"],
             "dataset": {"source": release.source or "embedded sample", "fingerprints": release.fingerprints},
             "identity": {**identity, "prompt_version": info["prompt_version"], "dataset": release.fingerprints},
-            "packages": info.get("packages") if isinstance(info.get("packages"), dict) else None,
+            "packages": _flat(info.get("packages")),
             "git_commit": str(info.get("git_commit"))[:60] if info.get("git_commit") else None}
     write_run_json(run_dir, kept)
     with (run_dir / PREDICTIONS).open("w", encoding="utf-8") as fh:
