@@ -3,8 +3,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The inspect_ai and lmms-eval adapters' tests run in their own environment: those frameworks pin
+# versions (click, datasets, huggingface_hub) that the main install must not be held to.
+VENV_ADAPTERS ?= .venv-adapters
+PYA := $(VENV_ADAPTERS)/bin/python
 
-.PHONY: demo test lint sample bench space
+.PHONY: demo test test-adapters lint sample bench space
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,12 +20,23 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
+$(VENV_ADAPTERS)/.installed: requirements.txt requirements-dev.txt adapters/requirements.txt
+	test -x $(PYA) || $(PYTHON) -m venv $(VENV_ADAPTERS)
+	$(PYA) -m pip install -q --upgrade pip
+	$(PYA) -m pip install -q -r requirements-dev.txt -r adapters/requirements.txt
+	$(PYA) -m pip uninstall -q -y torchvision  # lmms-eval pulls it; the index's build breaks beside torch 2.13.0
+	touch $@
+
 demo: $(VENV)/.runtime
 	$(PY) -m eval run --task all --model baseline:category-mean --out results/demo-baseline-category-mean
 
-test: $(VENV)/.dev
+test: $(VENV)/.dev $(VENV_ADAPTERS)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
+	DININGBENCH_REQUIRE_ADAPTERS=1 $(PYA) -m pytest -q tests/test_adapters_frameworks.py
+
+test-adapters: $(VENV_ADAPTERS)/.installed
+	DININGBENCH_REQUIRE_ADAPTERS=1 $(PYA) -m pytest -q tests/test_adapters_frameworks.py
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check .

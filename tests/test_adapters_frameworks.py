@@ -46,6 +46,10 @@ from tests.helpers_harness import CLASSIFICATION_ANSWERS, make_release  # noqa: 
 os.environ.setdefault("DININGBENCH_VIEWS_CACHE", str(Path(tempfile.gettempdir()) / "diningbench-test-views"))
 HAVE_INSPECT = importlib.util.find_spec("inspect_ai") is not None
 HAVE_LMMS = importlib.util.find_spec("lmms_eval") is not None
+if os.environ.get("DININGBENCH_REQUIRE_ADAPTERS") and not (HAVE_INSPECT and HAVE_LMMS):
+    # `make test` runs this file in .venv-adapters too: there a missing framework is a failure, not a skip
+    raise RuntimeError("DININGBENCH_REQUIRE_ADAPTERS is set but inspect_ai or lmms-eval is not installed "
+                       f"in {sys.prefix}")
 needs_inspect = pytest.mark.skipif(not HAVE_INSPECT, reason="inspect_ai is not installed "
                                    "(pip install -r adapters/requirements.txt)")
 needs_both = pytest.mark.skipif(not (HAVE_INSPECT and HAVE_LMMS), reason="inspect_ai and lmms-eval are not "
