@@ -34,7 +34,7 @@ from eval.report.runs import load_run
 from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
 from eval.settings import RunSettings, UsageError
-from eval.store import PREDICTIONS, PredictionStore, key_of, read_predictions
+from eval.store import PREDICTIONS, Key, PredictionStore, key_of, read_predictions
 from eval.types import Backend, ConfigError, Prediction, Request
 
 __all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
@@ -275,7 +275,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     with locked(out):
         _check_folder(out, info, settings.overwrite)
         write_run_json(out, info)
-        _call(_generate(settings, data, backend, out, on_prediction, progress))
+        fresh = _call(_generate(settings, data, backend, out, on_prediction, progress))
         info["backend"] = backend.describe()  # with what the request policy learnt during the run
         done = read_predictions(out / PREDICTIONS)
         info["counts"] = {d.task: {"predictions": sum(1 for k in done if k[0] == d.task),
@@ -285,7 +285,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
         write_run_json(out, info)
         scoring.score_run(out, judge=settings.judge, judge_base_url=settings.judge_base_url,
                           n_boot=settings.n_boot, rows={d.task: d.rows for d in data},
-                          judge_cache=settings.judge_cache)
+                          judge_cache=settings.judge_cache, fresh=fresh)
         write_run_report(out)
     return out
 
@@ -305,7 +305,10 @@ async def check_backend(backend: Backend) -> None:
 
 
 async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backend, out: Path,
-                    on_prediction: Callable[[Prediction], None] | None, show_progress: bool) -> None:
+                    on_prediction: Callable[[Prediction], None] | None, show_progress: bool) -> set[Key]:
+    """Ask what is not answered yet; return the keys of the predictions parsed here (scoring reuses
+    their parsed answers instead of parsing them again)."""
+    fresh: set[Key] = set()
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
     asked = {(d.task, str(r["id"]), e, rotation) for e in range(settings.epochs) for d in data
              for r in (rows[(d.task, str(i))] for i in d.selected["id"])
@@ -331,6 +334,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
                 row = rows[(outcome.request.task, outcome.request.id)]
                 prediction = to_prediction(outcome, await parse(outcome, row, settings.lang))
                 store.append(prediction)
+                fresh.add(key_of(prediction))
                 bar.advance(failed=prediction.error is not None)
                 if on_prediction is not None:
                     on_prediction(prediction)
@@ -341,6 +345,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
         with store.path.open(encoding="utf-8") as lines:
             if len(store.done) != sum(1 for _ in lines):
                 store.compact()  # an item re-asked, or a malformed line skipped: one line per sample
+    return fresh
 
 
 def _call(coro: Any) -> Any:

@@ -23,12 +23,20 @@ from eval.stats import (
     paired_bootstrap,
 )
 from eval.types import NUTRIENTS
-from metrics.nutrition_error.nutrition_error import score_nutrition
+from metrics.nutrition_error.nutrition_error import nutrition_figures, score_nutrition
 
 
 # ---------------------------------------------------------------- figures
 def score_nutrition_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The nutrition metric's own figures for these items (unparsed/failed items stay unparsed)."""
+    """The nutrition metric's own figures for these items (unparsed/failed items stay unparsed).
+
+    Read from each item's scores (its `abs_error` and `parsed`), as scoring wrote them: nothing is
+    parsed or scored again. Items without them (written by other tools) are scored from `parsed`.
+    """
+    if rows and all(isinstance(r.get("abs_error"), dict) for r in rows):
+        per_item = [{"parsed": r["parsed"] if isinstance(r.get("parsed"), dict) and not r.get("error") else None,
+                     "abs_error": r["abs_error"]} for r in rows]
+        return nutrition_figures(per_item, [r["reference"] for r in rows])
     predictions = [r["parsed"] if isinstance(r.get("parsed"), dict) and not r.get("error") else ""
                    for r in rows]
     return score_nutrition(predictions, [r["reference"] for r in rows])
@@ -103,8 +111,8 @@ _CI_MEMO: dict[tuple[str, int, int, int], tuple[Sequence[dict[str, Any]], tuple[
 
 
 def _nutrition_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:
-    """avg_mape of a resample from the metric's per-item APEs (one metric call, not one per resample)."""
-    per_item = score_nutrition_rows(rows)["per_item"]
+    """avg_mape of a resample from the metric's per-item APEs (as scored; never one metric call per resample)."""
+    per_item = rows if all(isinstance(r.get("ape"), dict) for r in rows) else score_nutrition_rows(rows)["per_item"]
     return mean_of_column_means(np.array([[np.nan if item["ape"][c] is None else item["ape"][c] for c in NUTRIENTS]
                                           for item in per_item]))
 
