@@ -164,7 +164,7 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
         raise ValueError(f"cannot load {config!r} from {src}: item {item}: images[{k}] has no embedded bytes, "
                          "only a file path; a release must embed its images")
     if not decode_images:
-        ds = ds.cast_column("images", List(Image(decode=False)))
+        ds = _undecoded(ds)
     return ds
 
 
@@ -178,6 +178,18 @@ def _keep_progress_lock() -> None:
     restored, never deleted.
     """
     tqdm.std.tqdm.get_lock()
+
+
+def _undecoded(ds: datasets.Dataset) -> datasets.Dataset:
+    """The same rows over the same memory-mapped Arrow table, with images read as `{"bytes", "path"}`.
+
+    Whether an image decodes does not change how it is stored, so nothing is copied: casting the
+    column instead (`cast_column` on a list of images) rewrites every row into a second Arrow cache
+    file, and a run then maps both (the first to read it, the second to iterate it).
+    """
+    info = ds.info.copy()
+    info.features = Features({**ds.features, "images": List(Image(decode=False))})
+    return datasets.Dataset(ds.data, info=info, split=ds.split, fingerprint=ds._fingerprint + "-undecoded")
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:

@@ -46,14 +46,40 @@ RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, ROTATIONS, 
 PARSE_INLINE_CHARS = 20_000
 
 
+# Rows whose image bytes are read from the Arrow table together (a few MiB at most).
+IMAGE_BATCH = 16
+
+
 @dataclass
 class _TaskData:
-    """One task's dataset: the rows to ask (lazily read, image bytes included) and every row's metadata."""
+    """One task's dataset, read once: every row's metadata (read up front) and the image bytes of the
+    rows to ask (read as they are asked, `iter_rows`)."""
 
     task: str
-    selected: Any  # datasets.Dataset of the rows to ask, in dataset order
-    rows: list[dict[str, Any]]  # metadata (no images) of every row: baselines leave one out of these
+    dataset: Any  # datasets.Dataset (images undecoded), memory-mapped: nothing read until asked
+    rows: list[dict[str, Any]]  # metadata (no images) of every row: references, baselines, scoring
+    indices: list[int]  # positions of the rows to ask, in dataset order
     fingerprint: str
+
+    @property
+    def selected(self) -> list[dict[str, Any]]:
+        """The metadata of the rows to ask."""
+        return [self.rows[i] for i in self.indices]
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        """Each row to ask, whole: its metadata joined to its image bytes, the image column read once."""
+        if not self.indices:
+            return
+        if "images" not in self.dataset.column_names:
+            yield from self.selected
+            return
+        images = self.dataset.select_columns(["images"])
+        contiguous = self.indices == list(range(self.indices[0], self.indices[0] + len(self.indices)))
+        images = images.select(range(self.indices[0], self.indices[-1] + 1) if contiguous else self.indices)
+        positions = iter(self.indices)
+        for batch in images.iter(batch_size=IMAGE_BATCH):
+            for cell in batch["images"]:
+                yield {**self.rows[next(positions)], "images": cell}
 
 
 def load_task_data(settings: RunSettings) -> list[_TaskData]:
@@ -85,7 +111,7 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
             found.update(i for i in wanted if i in positions)
         if settings.limit is not None:
             indices = indices[: settings.limit]
-        data.append(_TaskData(task, dataset.select(indices), meta, fingerprint))
+        data.append(_TaskData(task, dataset, meta, indices, fingerprint))
     if wanted is not None and (missing := [i for i in wanted if i not in found]):
         raise UsageError(f"--ids: no item with id {', '.join(missing[:5])} in {', '.join(settings.tasks)}")
     return data
@@ -93,7 +119,7 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
 
 def max_views(data: list[_TaskData]) -> int:
     """The most views any selected item has: what a local engine must accept per prompt."""
-    return max((len(roles or []) for d in data for roles in d.selected["image_roles"]), default=1) or 1
+    return max((len(r.get("image_roles") or []) for d in data for r in d.selected), default=1) or 1
 
 
 def check_judge(settings: RunSettings) -> None:
@@ -179,8 +205,8 @@ async def _requests(data: list[_TaskData], settings: RunSettings,
     """Requests in dataset order (epoch by epoch, each item's option rotations together under
     `--circular`), a few rows ahead; any that must re-encode views are built in worker threads
     (`runner.built_ahead`), so a large photo never stalls requests in flight."""
-    jobs = (tasks.request_job(d.task, row, settings, epoch, rotation)
-            for epoch in range(settings.epochs) for d in data for row in d.selected
+    jobs = (tasks.request_job(d.task, row, settings, epoch, rotation, d.fingerprint)
+            for epoch in range(settings.epochs) for d in data for row in d.iter_rows()
             for rotation in tasks.rotations(d.task, row, settings))
     try:
         async for request in built_ahead(jobs):
@@ -311,8 +337,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
     fresh: set[Key] = set()
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
     asked = {(d.task, str(r["id"]), e, rotation) for e in range(settings.epochs) for d in data
-             for r in (rows[(d.task, str(i))] for i in d.selected["id"])
-             for rotation in tasks.rotations(d.task, r, settings)}
+             for r in d.selected for rotation in tasks.rotations(d.task, r, settings)}
     total = len(asked)
     with PredictionStore(out) as store:
         # Failed samples of this selection are asked again; drop their old lines first.
