@@ -118,3 +118,29 @@ def test_loading_without_decoding_maps_the_same_arrow_file(release):
     assert set(first) == {"bytes", "path"}
     with PIL.Image.open(io.BytesIO(first["bytes"])) as stored:
         assert stored.size == decoded[0]["images"][0].size
+
+
+def test_a_fingerprint_is_hashed_once_until_a_file_changes(tmp_path, monkeypatch):
+    import os
+    import shutil
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    copy = shutil.copytree(diningbench.SAMPLE_DIR, tmp_path / "copy")
+    first = diningbench.fingerprint("nutrition", copy)
+    opened = []
+    original = Path.open
+
+    def counting_open(self, *args, **kwargs):
+        if self.suffix == ".parquet":
+            opened.append(self.name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    assert diningbench.fingerprint("nutrition", copy) == first and opened == []  # kept, not read again
+    (shard,) = (copy / "data" / "nutrition").glob("*.parquet")
+    data = bytearray(shard.read_bytes())
+    data[-20] ^= 0xFF  # same size, other content, a later modification time
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 10**9))
+    opened.clear()
+    assert diningbench.fingerprint("nutrition", copy) != first and opened == [shard.name]
