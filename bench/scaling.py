@@ -14,6 +14,7 @@ from, pages the kernel may drop), beside the size of that Arrow file.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -32,8 +33,8 @@ ITEMS_MAX = 4000  # items in the scaled release; larger sizes are epochs over th
 
 
 def scaled_release(release: Path, n: int, out: Path) -> Path:
-    """A release folder whose nutrition config holds `n` rows: the release's own, cycled with fresh
-    ids (`<id>~k`). Built once per size (kept beside the release as `<release>-nutrition-<n>`)."""
+    """A release folder `out` whose nutrition config holds `n` rows: the release's own, cycled with
+    fresh ids (`<id>~k`). Built once per size (the benches keep it in the temporary folder)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -68,8 +69,43 @@ def _status() -> dict[str, float]:
     return values
 
 
+class PeakSampler:
+    """The largest heap (RssAnon) and mapped-file (RssFile) RSS seen, sampled every 20 ms in a thread:
+    VmHWM only gives their sum, and the mapped Arrow pages are the kernel's to drop."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = {"RssAnon": 0.0, "RssFile": 0.0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            for name, value in _status().items():
+                if name in self.peak:
+                    self.peak[name] = max(self.peak[name], value)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        for name, value in _status().items():
+            if name in self.peak:
+                self.peak[name] = max(self.peak[name], value)
+
+
 def child(release: str, base_url: str, out: str, items: int, epochs: int, images: int | None) -> dict[str, Any]:
     """Inside the fresh process: one api.run, then what it cost."""
+    with PeakSampler() as sampler:
+        found = _child_run(release, base_url, out, items, epochs, images)
+    return {**found, "peak_anon_mib": sampler.peak["RssAnon"], "peak_file_mib": sampler.peak["RssFile"]}
+
+
+def _child_run(release: str, base_url: str, out: str, items: int, epochs: int, images: int | None) -> dict[str, Any]:
     start = time.perf_counter()
     from eval import api
 
@@ -126,13 +162,15 @@ def plan(size: int) -> tuple[int, int]:
     return size // epochs, epochs
 
 
-def run(release: Path = PAPER_RELEASE, *, sizes: tuple[int, ...] = (1000, 4000, 16000),
-        images: int | None = None) -> list[dict[str, Any]]:
+def processes(release: Path, sizes: tuple[int, ...], images: int | None = None) -> dict[int, dict[str, Any]]:
+    """One fresh process per size (after an untimed warm-up one); what each cost, by size."""
     release = Path(release).resolve()
     if not (release / "data" / "nutrition").is_dir():
         raise BenchError(f"no release at {release}: build one with `python -m bench.release --out {release}`")
     largest_items = max(plan(size)[0] for size in sizes)
-    scaled = scaled_release(release, largest_items, release.with_name(f"{release.name}-nutrition-{largest_items}"))
+    where = hashlib.sha256(str(release).encode()).hexdigest()[:8]
+    scaled = scaled_release(release, largest_items,
+                            Path(tempfile.gettempdir()) / f"{release.name}-{where}-nutrition-{largest_items}")
     found: dict[int, dict[str, Any]] = {}
     with BenchServer(latency=0.0) as server, tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
         items, epochs = plan(min(sizes))
@@ -141,14 +179,21 @@ def run(release: Path = PAPER_RELEASE, *, sizes: tuple[int, ...] = (1000, 4000, 
             items, epochs = plan(size)
             found[size] = measure(scaled, server.base_url, Path(tmp) / f"run{size}", items=items, epochs=epochs,
                                   images=images)
+    return found
+
+
+def run(release: Path = PAPER_RELEASE, *, sizes: tuple[int, ...] = (1000, 4000, 16000),
+        images: int | None = None) -> list[dict[str, Any]]:
+    found = processes(release, sizes, images)
     rows = []
     views = "all views" if not images else f"{images} view(s)"
     for size in sizes:
         items, epochs = plan(size)
         f = found[size]
         note = (f"{items} items x {epochs} epoch(s), {views}, concurrency 64, zero latency; "
-                f"peak RSS {f['peak_rss_mib']:.0f} MiB; at the end {f['end_anon_mib']:.0f} MiB heap + "
-                f"{f['end_file_mib']:.0f} MiB mapped files (the Arrow file: {f['arrow_mib']:.0f} MiB)")
+                f"peak RSS {f['peak_rss_mib']:.0f} MiB = heap (peak {f['peak_anon_mib']:.0f} MiB) + mapped "
+                f"files (peak {f['peak_file_mib']:.0f} MiB: the harness's libraries and the Arrow file, "
+                f"{f['arrow_mib']:.0f} MiB)")
         rows.append(result(f"{size} requests: wall s (CPU ms per request)", f["seconds"], None, note=note,
                            cpu_ms_per_request=1000 * f["cpu_s"] / size, **f))
         rows.append(result("  CPU per request, whole process", 1000 * f["cpu_s"] / size, None, unit="ms",
@@ -160,7 +205,10 @@ def run(release: Path = PAPER_RELEASE, *, sizes: tuple[int, ...] = (1000, 4000, 
                            unit="", note="1.0 = linear"))
         rows.append(result("  fitted exponent, peak RSS vs requests", exponent(ordered, [found[s]["peak_rss_mib"]
                                                                                       for s in ordered]), None,
-                           unit="", note="0 = flat"))
+                           unit="", note="0 = flat; the Arrow file's pages are mapped as rows are read"))
+        rows.append(result("  fitted exponent, peak heap vs requests",
+                           exponent(ordered, [found[s]["peak_anon_mib"] for s in ordered]), None, unit="",
+                           note="0 = flat: the RSS beyond the mapped files"))
     return rows
 
 
