@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint sample bench space
+.PHONY: demo test lint sample bench bench-peers space
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,3 +34,9 @@ space: $(VENV)/.runtime
 
 bench: $(VENV)/.dev
 	$(PY) -m bench.run_all
+
+# inspect_ai beside DiningBench on the same workload; inspect_ai goes into its own environment
+# (PEERS_VENV), never into $(VENV).
+PEERS_VENV ?= /tmp/diningbench-peers
+bench-peers: $(VENV)/.dev
+	$(PY) -m bench.peers --install --venv $(PEERS_VENV)
