@@ -48,7 +48,9 @@ samples = [Sample(id=s["id"], target=s["target"],
            for s in spec["samples"]]
 task = Task(dataset=samples, solver=generate(), scorer=includes())
 minimal = spec["logging"] == "minimal"
-logs = inspect_eval(task, model="openai/bench-vlm", model_base_url=spec["base_url"], max_connections=spec["concurrency"],
+# Chat completions, as DiningBench sends (inspect's openai provider otherwise speaks the Responses API).
+logs = inspect_eval(task, model="openai/bench-vlm", model_base_url=spec["base_url"], model_args={"responses_api": False},
+                    max_connections=spec["concurrency"],
                     max_tokens=spec["max_tokens"], log_dir=spec["log_dir"], display="none", log_level="warning",
                     log_samples=not minimal, log_images=not minimal, max_retries=1)
 done = logs[0].results.completed_samples if logs[0].results else 0
