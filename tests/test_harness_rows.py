@@ -144,3 +144,13 @@ def test_a_fingerprint_is_hashed_once_until_a_file_changes(tmp_path, monkeypatch
     os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 10**9))
     opened.clear()
     assert diningbench.fingerprint("nutrition", copy) != first and opened == [shard.name]
+
+
+def test_the_view_hash_cache_is_bounded():
+    hashes = ViewHashes(max_entries=2)
+    for index in (0, 1, 2):
+        hashes.digest("fp:nutrition", "n1", index, 1024, b"view %d" % index)
+    assert hashes.computed == 3
+    hashes.digest("fp:nutrition", "n1", 2, 1024, b"view 2")  # kept: the most recent
+    hashes.digest("fp:nutrition", "n1", 0, 1024, b"view 0")  # the oldest was dropped: hashed again
+    assert hashes.computed == 4
