@@ -12,8 +12,9 @@ that answered, wherever it came from.
 
 Images travel as data-URI `image_url` parts. The runner retries (one place counts attempts and
 backoff), so this client never does. What goes into each body (which token-limit field, whether a
-temperature, what limit fits a local server's context) is `policy.ChatPolicy`'s. Every request goes
-out at once, none waits for another: a 400 naming a field the server refuses teaches the policy once,
+temperature, what limit fits a local server's context) is `policy.ChatPolicy`'s. Requests go out at
+once, none waits for another's answer (only under a tight reported context does the first go alone,
+to calibrate the prompt estimate): a 400 naming a field the server refuses teaches the policy once,
 and only the requests that were refused are sent again (counted as `resent` in run.json).
 """
 
