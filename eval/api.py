@@ -58,7 +58,7 @@ class _TaskData:
     task: str
     dataset: Any  # datasets.Dataset (images undecoded), memory-mapped: nothing read until asked
     rows: list[dict[str, Any]]  # metadata (no images) of every row: references, baselines, scoring
-    indices: list[int]  # positions of the rows to ask, in dataset order
+    indices: list[int]  # positions of the rows to ask, in the order asked (dataset order, or as --ids names them)
     fingerprint: str
 
     @property
