@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 VENV_ADAPTERS ?= .venv-adapters
 PYA := $(VENV_ADAPTERS)/bin/python
 
-.PHONY: demo test test-adapters lint sample bench space
+.PHONY: demo test test-adapters lint sample bench bench-peers space
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,3 +49,9 @@ space: $(VENV)/.runtime
 
 bench: $(VENV)/.dev
 	$(PY) -m bench.run_all
+
+# inspect_ai beside DiningBench on the same workload; inspect_ai goes into its own environment
+# (PEERS_VENV), never into $(VENV).
+PEERS_VENV ?= /tmp/diningbench-peers
+bench-peers: $(VENV)/.dev
+	$(PY) -m bench.peers --install --venv $(PEERS_VENV)

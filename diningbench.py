@@ -164,7 +164,7 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
         raise ValueError(f"cannot load {config!r} from {src}: item {item}: images[{k}] has no embedded bytes, "
                          "only a file path; a release must embed its images")
     if not decode_images:
-        ds = ds.cast_column("images", List(Image(decode=False)))
+        ds = _undecoded(ds)
     return ds
 
 
@@ -178,6 +178,18 @@ def _keep_progress_lock() -> None:
     restored, never deleted.
     """
     tqdm.std.tqdm.get_lock()
+
+
+def _undecoded(ds: datasets.Dataset) -> datasets.Dataset:
+    """The same rows over the same memory-mapped Arrow table, with images read as `{"bytes", "path"}`.
+
+    Whether an image decodes does not change how it is stored, so nothing is copied: casting the
+    column instead (`cast_column` on a list of images) rewrites every row into a second Arrow cache
+    file, and a run then maps both (the first to read it, the second to iterate it).
+    """
+    info = ds.info.copy()
+    info.features = Features({**ds.features, "images": List(Image(decode=False))})
+    return datasets.Dataset(ds.data, info=info, split=ds.split, fingerprint=ds._fingerprint + "-undecoded")
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -243,16 +255,53 @@ def fingerprint(config: str, source: str | os.PathLike | None = None) -> str:
         except Exception as exc:
             raise ValueError(f"cannot fingerprint Hub dataset {src}: {type(exc).__name__}") from None
         return f"hub:{src}@{sha}"
-    digest = hashlib.sha256()
     files = _data_files(folder, config)
     if not files:
         raise ValueError(f"release folder {src} has no data/{config}/*.parquet")
+    # Hashing a paper-size config reads hundreds of MiB: the result is kept per set of files
+    # (path, size, modification time, inode), so it is read again only when a file changes.
+    stats = [(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino) for path in files for st in [path.stat()]]
+    key = hashlib.sha256(json.dumps([config, stats]).encode()).hexdigest()
+    known = _read_fingerprints()
+    if isinstance(known.get(key), str):
+        return known[key]
+    digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode())
         with path.open("rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
-    return digest.hexdigest()[:16]
+    found = digest.hexdigest()[:16]
+    _write_fingerprints({**known, key: found})
+    return found
+
+
+FINGERPRINTS_KEPT = 256
+
+
+def _fingerprints_path() -> Path:
+    return Path(datasets.config.HF_DATASETS_CACHE) / "diningbench-fingerprints.json"
+
+
+def _read_fingerprints() -> dict[str, Any]:
+    try:
+        found = json.loads(_fingerprints_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _write_fingerprints(known: dict[str, Any]) -> None:
+    """Best effort (a read-only cache folder only costs the next run a re-hash); atomic, bounded."""
+    path = _fingerprints_path()
+    kept = dict(list(known.items())[-FINGERPRINTS_KEPT:])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(kept), encoding="utf-8")
+        os.replace(partial, path)
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------------------------- write / build

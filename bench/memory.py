@@ -5,7 +5,12 @@ Every config is measured twice with a private datasets cache: cold (the first lo
 Parquet files into the Arrow cache) and warm (the cache is reused, as on every later load). The
 time it took to build the release comes from its build record (see bench.release).
 
-    python -m bench.memory [--dataset /tmp/paper] [--limit N]
+Then a whole run's memory (`--run-sizes`, default 1,000 and 4,000 nutrition items): peak RSS of a
+fresh `eval run` process per size, split into heap (RssAnon, sampled) and mapped files (the
+harness's libraries and the Arrow file the rows are read from, stated apart); target: the peak
+heap at 4,000 items <= 1.3x the one at 1,000 (bench.scaling).
+
+    python -m bench.memory [--dataset /tmp/paper] [--limit N] [--run-sizes 1000,4000]
 """
 
 from __future__ import annotations
@@ -99,10 +104,32 @@ def parquet_mib(release: Path, config: str) -> float:
     return sum(f.stat().st_size for f in (release / "data" / config).glob("*.parquet")) / 2**20
 
 
+RUN_TARGET = 1.3
+
+
+def run_rows(release: Path, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Peak RSS of a whole run at each size; the ratio of the largest to the smallest."""
+    from bench import scaling
+
+    if len(sizes) < 2:
+        return []
+    found = scaling.processes(release, sizes)
+    small, large = min(sizes), max(sizes)
+    f, g = found[small], found[large]
+    note = "; ".join(f"{size} items: peak RSS {found[size]['peak_rss_mib']:.0f} MiB = heap "
+                     f"{found[size]['peak_anon_mib']:.0f} + mapped files {found[size]['peak_file_mib']:.0f} "
+                     f"(Arrow file {found[size]['arrow_mib']:.0f} MiB)" for size in sorted(sizes))
+    return [result(f"run peak heap, {large} / {small} items", g["peak_anon_mib"], f["peak_anon_mib"], unit="MiB",
+                   target=RUN_TARGET, note=note, runs={str(k): v for k, v in found.items()}),
+            result(f"  run peak RSS with the mapped Arrow pages, {large} / {small} items", g["peak_rss_mib"],
+                   f["peak_rss_mib"], unit="MiB",
+                   note="the mapped pages grow with the rows read: page cache the kernel may drop")]
+
+
 def run(release: Path = PAPER_RELEASE, *, limit: int | None = None,
-        configs: tuple[str, ...] = tuple(PAPER_COUNTS)) -> list[dict[str, Any]]:
+        configs: tuple[str, ...] = tuple(PAPER_COUNTS), run_sizes: tuple[int, ...] = ()) -> list[dict[str, Any]]:
     release = Path(release).resolve()
-    rows = []
+    rows = run_rows(release, run_sizes)
     with tempfile.TemporaryDirectory(prefix="bench-hf-cache-") as cache:
         for config in configs:
             if not (release / "data" / config).is_dir():
@@ -134,13 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.memory", description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=PAPER_RELEASE, help="release folder (default /tmp/paper)")
     parser.add_argument("--limit", type=int, help="iterate only the first N rows of each config")
+    parser.add_argument("--run-sizes", default="1000,4000", help="items per whole-run measurement ('' = none)")
     parser.add_argument("--child", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, str(args.dataset), args.limit)))
         return 0
-    return report_on_release(parser, args, lambda: run(args.dataset, limit=args.limit))
+    sizes = tuple(int(s) for s in args.run_sizes.split(",") if s.strip())
+    return report_on_release(parser, args, lambda: run(args.dataset, limit=args.limit, run_sizes=sizes))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,10 @@ shrink it to the size bound and re-encode it when it is larger, base64 it. The h
 `eval.api.run` (load, prompts, requests over HTTP, predictions.jsonl, scoring), so the ratio is
 the price of everything the harness adds on top of handling the images.
 
+Then whole-process CPU per request (`--process-sizes`, default 1,000 and 4,000 items): a fresh
+`eval run` process per size, start-up included, every view of each item sent (bench.scaling).
+Target <= 1.0 ms per request.
+
     python -m bench.overhead [--dataset /tmp/paper] [--limit N] [--images 4] [--profile FILE]
 """
 
@@ -35,6 +39,7 @@ from bench.common import (
 from bench.server import BenchServer
 
 TARGET = 1.5
+CPU_TARGET_MS = 1.0
 
 
 def reference_first(roles: list[str]) -> list[int]:
@@ -110,7 +115,8 @@ def harness_run(release: Path, base_url: str, out: Path, *, limit: int | None, i
 
 
 def run(release: Path = PAPER_RELEASE, *, limit: int | None = None, images: int = 4, concurrency: int = 8,
-        max_side: int = 1024, profile: Path | None = None) -> list[dict[str, Any]]:
+        max_side: int = 1024, profile: Path | None = None,
+        process_sizes: tuple[int, ...] = ()) -> list[dict[str, Any]]:
     """Both sides on the same rows; returns the result rows (harness/bare ratio first)."""
     import diningbench
 
@@ -130,6 +136,29 @@ def run(release: Path = PAPER_RELEASE, *, limit: int | None = None, images: int 
     if seen["images"] != bare["views"]:
         raise BenchError(f"the server received {seen['images']} images, the bare loop encoded {bare['views']}")
     size = f"{bare['items']} nutrition items x {images} views = {bare['views']} images, concurrency {concurrency}"
+    return [*_overhead_rows(harness, bare, seen, size), *cpu_rows(release, process_sizes)]
+
+
+def cpu_rows(release: Path, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Whole-process CPU per request, one fresh process per size (bench.scaling)."""
+    from bench import scaling
+
+    if not sizes:
+        return []
+    found = scaling.processes(release, sizes)
+    rows = []
+    for size in sizes:
+        f = found[size]
+        per_request = 1000 * f["cpu_s"] / size
+        rows.append(result(f"whole-process CPU per request, {size} items", per_request, CPU_TARGET_MS, unit="ms",
+                           target=1.0, note=f"reference = the {CPU_TARGET_MS:g} ms target; {f['cpu_s']:.2f} s CPU, "
+                                            f"{f['seconds']:.2f} s wall, all views, concurrency 64, start-up included",
+                           **f))
+    return rows
+
+
+def _overhead_rows(harness: dict[str, Any], bare: dict[str, Any], seen: dict[str, Any],
+                   size: str) -> list[dict[str, Any]]:
     return [
         result("harness overhead (api.run / bare image loop)", harness["seconds"], bare["seconds"], target=TARGET,
                note=size, harness=harness, bare=bare, server=seen),
@@ -144,6 +173,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", type=int, default=4, help="views per item (default 4)")
     parser.add_argument("--concurrency", type=int, default=8, help="harness --concurrency (default 8, its default)")
     parser.add_argument("--max-image-side", type=int, default=1024, help="resize bound (default 1024, the harness's)")
+    parser.add_argument("--process-sizes", default="1000,4000",
+                        help="items per whole-process CPU run, comma-separated ('' = none)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,7 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     return report_on_release(parser, args, lambda: run(args.dataset, limit=args.limit, images=args.images,
                                                        concurrency=args.concurrency, max_side=args.max_image_side,
-                                                       profile=args.profile))
+                                                       profile=args.profile,
+                                                       process_sizes=_sizes(args.process_sizes)))
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(int(s) for s in text.split(",") if s.strip())
 
 
 if __name__ == "__main__":

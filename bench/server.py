@@ -54,7 +54,7 @@ class Counters:
                 "max_in_flight": self.max_in_flight}
 
 
-async def serve(port: int, latency: float, answer: str, ready: Any = None) -> None:
+async def serve(port: int, latency: float, answer: str, ready: Any = None, *, models_listed: bool = True) -> None:
     ok = http_response("200 OK", completion_bytes(answer))
     models = http_response("200 OK", json.dumps({"object": "list", "data": [
         {"id": "bench-vlm", "object": "model", "max_model_len": 32768}]}).encode())
@@ -76,7 +76,7 @@ async def serve(port: int, latency: float, answer: str, ready: Any = None) -> No
                 body = await reader.readexactly(length) if length else b""
                 if request_line.startswith(b"GET /stats"):
                     writer.write(http_response("200 OK", json.dumps(counters.to_json()).encode()))
-                elif request_line.startswith(b"GET /v1/models"):  # as `vllm serve` answers it
+                elif request_line.startswith(b"GET /v1/models") and models_listed:  # as `vllm serve` answers it
                     writer.write(models)
                 elif request_line.startswith(b"POST "):
                     counters.requests += 1
@@ -108,16 +108,20 @@ async def serve(port: int, latency: float, answer: str, ready: Any = None) -> No
 class BenchServer:
     """Runs `python -m bench.server` in a child process; `base_url` for clients, `stats()` for checks."""
 
-    def __init__(self, latency: float = 0.0, answer: str = DEFAULT_ANSWER) -> None:
+    def __init__(self, latency: float = 0.0, answer: str = DEFAULT_ANSWER, *, models_listed: bool = True) -> None:
+        """`models_listed=False`: GET /v1/models is a 404, so the client learns no context (as from a
+        gateway that only routes completions; OpenAI's own listing reports none either)."""
         self.latency = latency
         self.answer = answer
+        self.models_listed = models_listed
         self._proc: subprocess.Popen[str] | None = None
         self.base_url = ""
 
     def __enter__(self) -> BenchServer:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.server", "--latency", str(self.latency), "--answer", self.answer],
+            [sys.executable, "-m", "bench.server", "--latency", str(self.latency), "--answer", self.answer,
+             *([] if self.models_listed else ["--no-models"])],
             stdout=subprocess.PIPE, text=True, cwd=REPO, env=env)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
@@ -150,9 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0 = any free port (printed)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
     parser.add_argument("--answer", default=DEFAULT_ANSWER, help="the text every completion returns")
+    parser.add_argument("--no-models", action="store_true", help="answer GET /v1/models with a 404 (no context)")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(serve(args.port, args.latency, args.answer))
+        asyncio.run(serve(args.port, args.latency, args.answer, models_listed=not args.no_models))
     except KeyboardInterrupt:
         pass
     return 0

@@ -34,7 +34,7 @@ from eval.report.runs import load_run
 from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
 from eval.settings import RunSettings, UsageError
-from eval.store import PREDICTIONS, PredictionStore, key_of, read_predictions
+from eval.store import PREDICTIONS, Key, PredictionStore, key_of, read_predictions
 from eval.types import Backend, ConfigError, Prediction, Request
 
 __all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
@@ -46,14 +46,40 @@ RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, ROTATIONS, 
 PARSE_INLINE_CHARS = 20_000
 
 
+# Rows whose image bytes are read from the Arrow table together (a few MiB at most).
+IMAGE_BATCH = 16
+
+
 @dataclass
 class _TaskData:
-    """One task's dataset: the rows to ask (lazily read, image bytes included) and every row's metadata."""
+    """One task's dataset, read once: every row's metadata (read up front) and the image bytes of the
+    rows to ask (read as they are asked, `iter_rows`)."""
 
     task: str
-    selected: Any  # datasets.Dataset of the rows to ask, in dataset order
-    rows: list[dict[str, Any]]  # metadata (no images) of every row: baselines leave one out of these
+    dataset: Any  # datasets.Dataset (images undecoded), memory-mapped: nothing read until asked
+    rows: list[dict[str, Any]]  # metadata (no images) of every row: references, baselines, scoring
+    indices: list[int]  # positions of the rows to ask, in the order asked (dataset order, or as --ids names them)
     fingerprint: str
+
+    @property
+    def selected(self) -> list[dict[str, Any]]:
+        """The metadata of the rows to ask."""
+        return [self.rows[i] for i in self.indices]
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        """Each row to ask, whole: its metadata joined to its image bytes, the image column read once."""
+        if not self.indices:
+            return
+        if "images" not in self.dataset.column_names:
+            yield from self.selected
+            return
+        images = self.dataset.select_columns(["images"])
+        contiguous = self.indices == list(range(self.indices[0], self.indices[0] + len(self.indices)))
+        images = images.select(range(self.indices[0], self.indices[-1] + 1) if contiguous else self.indices)
+        positions = iter(self.indices)
+        for batch in images.iter(batch_size=IMAGE_BATCH):
+            for cell in batch["images"]:
+                yield {**self.rows[next(positions)], "images": cell}
 
 
 def load_task_data(settings: RunSettings) -> list[_TaskData]:
@@ -85,7 +111,7 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
             found.update(i for i in wanted if i in positions)
         if settings.limit is not None:
             indices = indices[: settings.limit]
-        data.append(_TaskData(task, dataset.select(indices), meta, fingerprint))
+        data.append(_TaskData(task, dataset, meta, indices, fingerprint))
     if wanted is not None and (missing := [i for i in wanted if i not in found]):
         raise UsageError(f"--ids: no item with id {', '.join(missing[:5])} in {', '.join(settings.tasks)}")
     return data
@@ -93,7 +119,7 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
 
 def max_views(data: list[_TaskData]) -> int:
     """The most views any selected item has: what a local engine must accept per prompt."""
-    return max((len(roles or []) for d in data for roles in d.selected["image_roles"]), default=1) or 1
+    return max((len(r.get("image_roles") or []) for d in data for r in d.selected), default=1) or 1
 
 
 def check_judge(settings: RunSettings) -> None:
@@ -179,8 +205,8 @@ async def _requests(data: list[_TaskData], settings: RunSettings,
     """Requests in dataset order (epoch by epoch, each item's option rotations together under
     `--circular`), a few rows ahead; any that must re-encode views are built in worker threads
     (`runner.built_ahead`), so a large photo never stalls requests in flight."""
-    jobs = (tasks.request_job(d.task, row, settings, epoch, rotation)
-            for epoch in range(settings.epochs) for d in data for row in d.selected
+    jobs = (tasks.request_job(d.task, row, settings, epoch, rotation, d.fingerprint)
+            for epoch in range(settings.epochs) for d in data for row in d.iter_rows()
             for rotation in tasks.rotations(d.task, row, settings))
     try:
         async for request in built_ahead(jobs):
@@ -275,7 +301,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     with locked(out):
         _check_folder(out, info, settings.overwrite)
         write_run_json(out, info)
-        _call(_generate(settings, data, backend, out, on_prediction, progress))
+        fresh = _call(_generate(settings, data, backend, out, on_prediction, progress))
         info["backend"] = backend.describe()  # with what the request policy learnt during the run
         done = read_predictions(out / PREDICTIONS)
         info["counts"] = {d.task: {"predictions": sum(1 for k in done if k[0] == d.task),
@@ -285,7 +311,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
         write_run_json(out, info)
         scoring.score_run(out, judge=settings.judge, judge_base_url=settings.judge_base_url,
                           n_boot=settings.n_boot, rows={d.task: d.rows for d in data},
-                          judge_cache=settings.judge_cache)
+                          judge_cache=settings.judge_cache, fresh=fresh)
         write_run_report(out)
     return out
 
@@ -305,11 +331,13 @@ async def check_backend(backend: Backend) -> None:
 
 
 async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backend, out: Path,
-                    on_prediction: Callable[[Prediction], None] | None, show_progress: bool) -> None:
+                    on_prediction: Callable[[Prediction], None] | None, show_progress: bool) -> set[Key]:
+    """Ask what is not answered yet; return the keys of the predictions parsed here (scoring reuses
+    their parsed answers instead of parsing them again)."""
+    fresh: set[Key] = set()
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
     asked = {(d.task, str(r["id"]), e, rotation) for e in range(settings.epochs) for d in data
-             for r in (rows[(d.task, str(i))] for i in d.selected["id"])
-             for rotation in tasks.rotations(d.task, r, settings)}
+             for r in d.selected for rotation in tasks.rotations(d.task, r, settings)}
     total = len(asked)
     with PredictionStore(out) as store:
         # Failed samples of this selection are asked again; drop their old lines first.
@@ -331,6 +359,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
                 row = rows[(outcome.request.task, outcome.request.id)]
                 prediction = to_prediction(outcome, await parse(outcome, row, settings.lang))
                 store.append(prediction)
+                fresh.add(key_of(prediction))
                 bar.advance(failed=prediction.error is not None)
                 if on_prediction is not None:
                     on_prediction(prediction)
@@ -341,6 +370,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
         with store.path.open(encoding="utf-8") as lines:
             if len(store.done) != sum(1 for _ in lines):
                 store.compact()  # an item re-asked, or a malformed line skipped: one line per sample
+    return fresh
 
 
 def _call(coro: Any) -> Any:

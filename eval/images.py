@@ -9,8 +9,11 @@ the header before anything is decoded.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import random
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -214,3 +217,34 @@ def views_for_request(row: dict[str, Any], *, n: int | None, order: str, seed: i
         raise ImageError(f"item {item_id}: {len(images)} images but {len(roles)} image_roles")
     return [encode_for_transport(images[i], max_side=max_side, role=roles[i], item_id=item_id, index=i)
             for i in select_views(roles, n, order, seed=seed, item_id=item_id)]
+
+
+class ViewHashes:
+    """sha256 of each view as sent, computed once per process for a (dataset, item, view, size bound)
+    and reused by every epoch, option rotation and sweep cell that sends it again.
+
+    `scope` names the dataset's content (its fingerprint and task), so two releases that share item
+    ids never share a hash; the byte length is checked too. At most `max_entries` hashes are kept
+    (least recently used first out): about 200 bytes each.
+    """
+
+    def __init__(self, max_entries: int = 65_536) -> None:
+        self.max_entries = max_entries
+        self._hashes: OrderedDict[tuple[str, str, int, int, int], str] = OrderedDict()
+        self._lock = threading.Lock()  # rows that re-encode are built in worker threads
+        self.computed = 0
+
+    def digest(self, scope: str, item_id: str, index: int, max_side: int, data: bytes) -> str:
+        key = (scope, item_id, index, max_side, len(data))
+        with self._lock:
+            found = self._hashes.get(key)
+            if found is not None:
+                self._hashes.move_to_end(key)
+                return found
+        found = hashlib.sha256(data).hexdigest()
+        with self._lock:
+            self.computed += 1
+            self._hashes[key] = found
+            while len(self._hashes) > self.max_entries:
+                self._hashes.popitem(last=False)
+        return found

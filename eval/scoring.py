@@ -40,7 +40,7 @@ fields (reference and parsed letters as that rotation showed them) plus `rotatio
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,16 +48,16 @@ from eval import circular, figures, tasks
 from eval.images import select_views
 from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
-from eval.store import PREDICTIONS, read_predictions, write_atomically
+from eval.store import PREDICTIONS, Key, key_of, read_predictions, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS, TASKS, Prediction
-from metrics.dining_accuracy.dining_accuracy import score_choices
+from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
 from metrics.judge_accuracy.judge_accuracy import (
     final_answer,
     injection_suspected,
     judge_items,
     score_verdicts,
 )
-from metrics.nutrition_error.nutrition_error import score_nutrition
+from metrics.nutrition_error.nutrition_error import score_parsed_nutrition
 
 SCORES = "scores.jsonl"
 METRICS = "metrics.json"
@@ -95,29 +95,42 @@ def item_record(task: str, row: dict[str, Any], prediction: Prediction, *, lang:
 
 
 def score_prediction(prediction: Prediction, row: dict[str, Any], lang: str = "zh") -> dict[str, Any]:
-    """One live prediction scored on its own (the Space): a scores.jsonl-like dict; VQA stays unscored."""
+    """One live prediction scored on its own (the Space): a scores.jsonl-like dict; VQA stays unscored.
+
+    Its answer was parsed when it was made (`prediction.parsed`), so it is not parsed again."""
     record = item_record(prediction.task, row, prediction, lang=lang)
-    raw = prediction.raw if prediction.error is None else None
     if prediction.task == "classification":
-        result = score_choices([raw], [record["reference"]], options=[tasks.options_of(row, lang)])
+        result = score_parsed_choices([record["parsed"]], [record["reference"]], options=[tasks.options_of(row, lang)])
         record["correct"] = bool(result["correct"][0])
     elif prediction.task == "nutrition":
-        item = score_nutrition([raw], [record["reference"]])["per_item"][0]
+        item = score_parsed_nutrition([record["parsed"]], [record["reference"]])["per_item"][0]
         record["ape"], record["abs_error"] = item["ape"], item["abs_error"]
     return record
 
 
+def parsed_answers(task: str, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]], lang: str,
+                   fresh: Collection[Key] = ()) -> list[Any]:
+    """Each prediction's parsed answer (None when it failed): kept as parsed when it was made in this
+    process (`fresh`: its key), else parsed now from the raw text (an older parser may have written
+    the saved one). Either way each answer is parsed once per run."""
+    return [None if p.error is not None or p.raw is None
+            else p.parsed if key_of(p) in fresh
+            else tasks.parse_output(task, p.raw, row, lang)
+            for p, row in zip(predictions, rows, strict=True)]
+
+
 # ---------------------------------------------------------------- per task
 def score_rotations(predictions: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
-                    plain: list[dict[str, Any]], lang: str, n_boot: int = N_BOOT
+                    plain: list[dict[str, Any]], lang: str, n_boot: int = N_BOOT, fresh: Collection[Key] = ()
                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """`--circular`: the rotated answers scored against the letter their rotation moved the answer to
     (rotations.jsonl lines), and the circular figures of the classification entry."""
     rows = [tasks.rotate_options(by_id[p.id], p.rotation) for p in predictions]
     records = [{**item_record("classification", row, p, lang=lang), "rotation": p.rotation,
                 "n_options": len(row["options"])} for row, p in zip(rows, predictions, strict=True)]
-    raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in predictions]
-    result = score_choices(raws, [r["reference"] for r in records], options=[tasks.options_of(r, lang) for r in rows])
+    parsed = parsed_answers("classification", predictions, rows, lang, fresh)
+    result = score_parsed_choices(parsed, [r["reference"] for r in records],
+                                  options=[tasks.options_of(r, lang) for r in rows])
     for record, correct, parsed in zip(records, result["correct"], result["parsed"], strict=True):
         record["correct"], record["parsed"] = bool(correct), parsed
     found = circular.circular_figures(plain, records, n_boot=n_boot) or {}
@@ -125,17 +138,19 @@ def score_rotations(predictions: Sequence[Prediction], by_id: dict[str, dict[str
     return records, {**headline, "circular": found}
 
 
-def score_classification(records: list[dict[str, Any]], raws: list[str | None],
+def score_classification(records: list[dict[str, Any]], parsed: list[str | None],
                          options: list[list[str]], n_boot: int = N_BOOT) -> dict[str, Any]:
-    result = score_choices(raws, [r["reference"] for r in records], options=options)
+    """Each record's `correct` from its parsed letter (None = unparsed or failed) and the task's figures."""
+    result = score_parsed_choices(parsed, [r["reference"] for r in records], options=options)
     for record, correct, parsed in zip(records, result["correct"], result["parsed"], strict=True):
         record["correct"], record["parsed"] = bool(correct), parsed
     return figures.task_figures("classification", records, result, n_boot=n_boot)
 
 
-def score_nutrition_task(records: list[dict[str, Any]], raws: list[str | None], n_boot: int = N_BOOT
-                         ) -> dict[str, Any]:
-    result = score_nutrition(raws, [r["reference"] for r in records])
+def score_nutrition_task(records: list[dict[str, Any]], parsed: list[dict[str, float] | None],
+                         n_boot: int = N_BOOT) -> dict[str, Any]:
+    """Each record's APEs from its parsed values (None = unparsed or failed) and the task's figures."""
+    result = score_parsed_nutrition(parsed, [r["reference"] for r in records])
     for record, item in zip(records, result["per_item"], strict=True):
         record["parsed"], record["ape"], record["abs_error"] = item["parsed"], item["ape"], item["abs_error"]
     return figures.task_figures("nutrition", records, result, n_boot=n_boot)
@@ -191,11 +206,12 @@ def _views_sent(row: dict[str, Any], settings: dict[str, Any]) -> int:
 
 def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | None = None,
               n_boot: int = N_BOOT, rows: dict[str, Sequence[dict[str, Any]]] | None = None,
-              judge_cache: Path | None = None) -> dict[str, Any]:
+              judge_cache: Path | None = None, fresh: Collection[Key] = ()) -> dict[str, Any]:
     """Score a run folder's predictions.jsonl; write scores.jsonl and metrics.json; return the metrics.
 
     `rows` (each task's item metadata) saves loading the dataset again when the caller has it;
-    `judge_cache` (default: the run folder's judge_cache/) may be shared by several runs.
+    `judge_cache` (default: the run folder's judge_cache/) may be shared by several runs; `fresh`
+    holds the keys of predictions this process parsed as they came (their `parsed` is used as is).
     """
     run_dir = Path(run_dir)
     info = read_run_json(run_dir)
@@ -237,15 +253,18 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
             records = [item_record(task, by_id[p.id], p, lang=lang,
                                    n_images=None if p.n_images is not None else _views_sent(by_id[p.id], settings))
                        for p in mine]
-            raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in mine]
             if task == "classification":
+                parsed = parsed_answers(task, mine, [by_id[p.id] for p in mine], lang, fresh)
                 metrics[task] = score_classification(
-                    records, raws, [tasks.options_of(by_id[p.id], lang) for p in mine], n_boot)
-                rotated_records, found = score_rotations(rotated, by_id, records, lang, n_boot) if rotated else ([], {})
+                    records, parsed, [tasks.options_of(by_id[p.id], lang) for p in mine], n_boot)
+                rotated_records, found = (score_rotations(rotated, by_id, records, lang, n_boot, fresh) if rotated
+                                          else ([], {}))
                 metrics[task].update(found)
             elif task == "nutrition":
-                metrics[task] = score_nutrition_task(records, raws, n_boot)
+                parsed = parsed_answers(task, mine, [by_id[p.id] for p in mine], lang, fresh)
+                metrics[task] = score_nutrition_task(records, parsed, n_boot)
             else:
+                raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in mine]
                 metrics[task] = score_vqa(records, raws, [tasks.question_of(by_id[p.id], lang) for p in mine],
                                           judge_fn, judge, Path(judge_cache or run_dir / JUDGE_CACHE),
                                           concurrency=int(settings.get("concurrency") or 4), n_boot=n_boot)

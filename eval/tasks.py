@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from eval import prompts
-from eval.images import ImageError, select_views, sent_as_stored, views_for_request
+from eval.images import ImageError, ViewHashes, select_views, sent_as_stored, views_for_request
 from eval.settings import IDENTITY_FIELDS, RunSettings
 from eval.types import NUTRIENTS, GenerationConfig, Message, Request
 from metrics.dining_accuracy.dining_accuracy import parse_choice
@@ -102,12 +102,17 @@ def views_sent_as_stored(row: dict[str, Any], settings: RunSettings) -> bool:
     return all(sent_as_stored(views[i], settings.max_image_side) for i in chosen)
 
 
+# The view hashes of every dataset this process has asked about (bounded).
+VIEW_HASHES = ViewHashes()
+
+
 def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0,
-                  rotation: int = 0) -> Request:
+                  rotation: int = 0, scope: str | None = None) -> Request:
     """Images first (the views, in order), then the task text, in one user turn.
 
     An unusable image is an ImageError naming the task and the item. `metadata` carries what the
-    prediction keeps: the views sent, the epoch and the option rotation.
+    prediction keeps: the views sent, the epoch and the option rotation. `scope` (the dataset's
+    fingerprint) lets each view's hash be computed once and reused (`VIEW_HASHES`).
     """
     row = rotate_options(row, rotation) if task == "classification" else row
     text = prompt_text(task, row, settings)
@@ -116,19 +121,25 @@ def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: 
                                   max_side=settings.max_image_side)
     except ImageError as exc:
         raise ImageError(f"{task}: {exc}") from None
-    digest = request_hash(settings, task, text, [hashlib.sha256(v.data).hexdigest() for v in views], epoch,
-                          rotation)
+    if scope is None:
+        hashes = [hashlib.sha256(v.data).hexdigest() for v in views]
+    else:
+        chosen = select_views(row.get("image_roles") or [], settings.images, settings.image_order,
+                              seed=settings.seed, item_id=str(row["id"]))
+        hashes = [VIEW_HASHES.digest(f"{scope}:{task}", str(row["id"]), i, settings.max_image_side, v.data)
+                  for i, v in zip(chosen, views, strict=True)]
+    digest = request_hash(settings, task, text, hashes, epoch, rotation)
     message = Message(role="user", content=(*views, text))
     return Request(id=str(row["id"]), task=task, messages=(message,), config=generation_config(settings, epoch),
                    request_hash=digest,
                    metadata={"n_images": len(views), "epoch": epoch, "rotation": rotation})
 
 
-def request_job(task: str, row: dict[str, Any], settings: RunSettings,
-                epoch: int = 0, rotation: int = 0) -> Request | Callable[[], Request]:
+def request_job(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+                scope: str | None = None) -> Request | Callable[[], Request]:
     """The request itself when its views go out as stored (microseconds); otherwise the call that
     builds it (decode, shrink, re-encode), for a worker thread: what `runner.built_ahead` takes."""
-    build = partial(build_request, task, row, settings, epoch, rotation)
+    build = partial(build_request, task, row, settings, epoch, rotation, scope)
     return build() if views_sent_as_stored(row, settings) else build
 
 

@@ -56,16 +56,18 @@ def test_overhead_runs_the_harness_and_the_bare_loop_on_the_same_views():
 
 def test_concurrency_sends_every_request_and_never_exceeds_the_limit():
     rows = concurrency.run(SAMPLE, requests=12, latency=0.01, concurrency=4)
-    runner, floor, end_to_end = rows
+    listed, unlisted, floor, end_to_end = rows
     for row in rows:
         well_formed(row)
-    assert runner["reference"] == floor["reference"] == pytest.approx(12 * 0.01 / 4)
-    assert runner["target"] == 1.15 and floor["target"] is None and end_to_end["target"] is None
+    assert "reports its context" in listed["name"] and "404" in unlisted["name"]
+    assert listed["reference"] == unlisted["reference"] == floor["reference"] == pytest.approx(12 * 0.01 / 4)
+    assert listed["target"] == unlisted["target"] == 1.05 and floor["target"] is None and end_to_end["target"] is None
     assert floor["measured"] >= 3 * 0.01  # three whole rounds of 4 sleeps: a floor no runner can beat
     assert "whole rounds alone take 0.03 s" in floor["note"]
-    assert runner["server"]["requests"] == 12  # per timed run
-    assert len(runner["runs_s"]) == 3 and runner["measured"] == sorted(runner["runs_s"])[1]  # the median
-    assert 1 < runner["server"]["max_in_flight"] <= 4
+    for runner in (listed, unlisted):
+        assert runner["server"]["requests"] == 12  # per timed run
+        assert len(runner["runs_s"]) == 3 and runner["measured"] == sorted(runner["runs_s"])[1]  # the median
+        assert 1 < runner["server"]["max_in_flight"] <= 4
 
 
 def test_a_small_release_is_cycled_with_fresh_ids_to_reach_the_request_count():
@@ -134,3 +136,15 @@ def test_construct_bench_times_the_prefilter_and_the_model_calls_side_by_side(tm
     assert names == ["construct prefilter vs bare decode", "construct model calls vs harness runner"]
     assert all(row["reference"] > 0 and row["ratio"] is not None for row in rows)
     assert "40 photos" in rows[0]["note"] and "30 calls" in rows[1]["note"]
+
+
+def test_scaling_runs_a_fresh_process_per_size_and_fits_an_exponent():
+    from bench import scaling
+
+    rows = scaling.run(SAMPLE, sizes=(30, 60))
+    runs = [r for r in rows if r["name"].endswith("requests: wall s (CPU ms per request)")]
+    assert [r["predictions"] for r in runs] == [30, 60]  # 60 items from the sample's 24, cycled with fresh ids
+    assert all(r["cpu_s"] > 0 and r["peak_anon_mib"] > 0 and r["arrow_mib"] > 0 for r in runs)
+    exponents = [r for r in rows if "fitted exponent" in r["name"]]
+    assert len(exponents) == 3 and all(math.isfinite(r["measured"]) for r in exponents)
+    assert scaling.plan(16000) == (4000, 4) and scaling.plan(1000) == (1000, 1)

@@ -2,8 +2,9 @@
 refuses what the real API refuses: `max_tokens` and temperature 0 (HTTP 400, OpenAI's own bodies).
 
 A default run (16,384 tokens) answers every item with one request each; a model the name table
-does not know costs one extra request per refused field, for the whole run; a budget smaller than
-the model's thinking gives truncated answers that are not asked again.
+does not know is asked at full concurrency from the start, and each request refused for a field is
+sent again once the policy has adapted (at most once per refused field, counted in run.json); a
+budget smaller than the model's thinking gives truncated answers that are not asked again.
 """
 
 from __future__ import annotations
@@ -76,34 +77,65 @@ def test_a_known_reasoning_model_is_asked_right_the_first_time(release_dir, tmp_
 
 
 def test_an_unknown_reasoning_model_is_adapted_once_for_the_whole_run(release_dir, tmp_path):
-    """One refusal of max_tokens, one of temperature: two extra requests, whatever the item count."""
+    """Two adaptations (max_tokens, then temperature) for the whole run; only refused requests are
+    sent again, and run.json counts them."""
     with FakeOpenAIServer(reasoning=True, thinking_tokens=3000) as server:
+        server.hold_first(8)  # the first 8 requests are in flight together, all built before any refusal
         out, predictions = run(release_dir, server, tmp_path / "run", model="openai:house-reasoner", concurrency=8)
+    assert server.held_together
     refused = [r for r in server.requests if r.fault == "refused"]
-    assert len(refused) == 2 and len(server.requests) == ITEMS + 2
+    assert sum("max_tokens" in r.body for r in refused) == 8  # the first round, sent before anything was learnt
     assert all(p["error"] is None and p["attempts"] == 1 for p in predictions)
     answered = [r for r in server.requests if r.fault is None]
+    assert len(answered) == ITEMS
     assert all("max_tokens" not in r.body and "temperature" not in r.body for r in answered)
     policy = json.loads((out / "run.json").read_text())["backend"]["request_policy"]
     assert policy["token_limit_param"] == "max_completion_tokens"
     assert len(policy["adapted"]) == 2 and policy["temperature"].startswith("omitted")
+    assert policy["resent"] == len(refused) == len(server.requests) - ITEMS
+    # Each item: its answer, after at most one refusal per refused field.
+    per_item = {}
+    for sent in server.requests:
+        per_item[sent.key] = per_item.get(sent.key, 0) + 1
+    assert len(per_item) == ITEMS and max(per_item.values()) <= 3
 
 
-def test_many_requests_in_flight_share_one_adaptation():
-    """Sent together by one caller (no runner in between): still about one extra request per refusal."""
-    request = Request(id="x", task="vqa", messages=(Message("user", ("Which dish?",)),),
-                      config=GenerationConfig(), request_hash="x")
+@pytest.mark.parametrize("list_models", [True, False], ids=["models-without-context", "models-404"])
+def test_64_requests_in_flight_at_once_refused_max_tokens_are_each_resent_once(list_models):
+    """A server that reports no context (its /v1/models lists no max_model_len, or answers 404): all
+    64 requests go out at once, none waits for another. OpenAI refuses `max_tokens` for every one of
+    them; the policy adapts once and only the refused requests are sent again, with
+    `max_completion_tokens` (then, for the ones still sent with a temperature, without it)."""
+    requests = [Request(id=f"q{k}", task="vqa", messages=(Message("user", (f"Which dish is {k}?",)),),
+                        config=GenerationConfig(), request_hash=f"h{k}") for k in range(64)]
 
     async def ask_all(backend):
         try:
-            return await asyncio.gather(*(backend.generate(request) for _ in range(20)))
+            return await asyncio.gather(*(backend.generate(r) for r in requests))
         finally:
             await release(backend)
 
-    with FakeOpenAIServer(oracle=lambda r: "B", reasoning=True, thinking_tokens=100) as server:
-        responses = asyncio.run(ask_all(openai_chat.make("house-reasoner", base_url=server.base_url)))
-    assert [r.text for r in responses] == ["B"] * 20
-    assert len(server.requests) <= 20 + 2 + 1
+    with FakeOpenAIServer(oracle=lambda r: r.prompt.split()[-1].rstrip("?"), reasoning=True, thinking_tokens=100,
+                          list_models=list_models) as server:
+        server.hold_first(64)
+        backend = openai_chat.make("house-reasoner", base_url=server.base_url)
+        responses = asyncio.run(ask_all(backend))
+    assert server.held_together  # the first 64 POSTs were all in flight together
+    assert server.gets == ["/v1/models"]  # asked once for a context, which it did not give
+    assert [r.text for r in responses] == [str(k) for k in range(64)]
+    first_round = server.requests[:64]
+    assert all(r.fault == "refused" and "max_tokens" in r.body for r in first_round)
+    refused = [r for r in server.requests if r.fault == "refused"]
+    later = server.requests[64:]
+    assert sum("max_tokens" in r.body for r in later) == 0  # max_tokens refused once per request, never again
+    assert len([r for r in later if "max_completion_tokens" in r.body]) == len(later)
+    policy = backend.describe()["request_policy"]
+    assert policy["resent"] == len(refused) == len(server.requests) - 64
+    assert len(policy["adapted"]) == 2
+    per_request = {}
+    for sent in server.requests:
+        per_request[sent.prompt] = per_request.get(sent.prompt, 0) + 1
+    assert set(per_request.values()) <= {2, 3}  # refused for max_tokens, maybe for temperature, answered
 
 
 def test_a_budget_below_the_thinking_need_gives_truncated_answers_not_retries(release_dir, tmp_path):
@@ -127,8 +159,8 @@ def test_reasoning_effort_is_sent_to_a_reasoning_model(release_dir, tmp_path):
 def test_reasoning_effort_a_model_refuses_fails_in_one_line_without_asking_every_item(release_dir, tmp_path):
     with FakeOpenAIServer(refuse_reasoning_effort=True) as server:
         _, predictions = run(release_dir, server, tmp_path / "run", model="openai:gpt-4o", task="classification",
-                             reasoning_effort="low")
-    assert len(server.requests) == 1
+                             reasoning_effort="low", concurrency=2)
+    assert len(server.requests) <= 2 < len(predictions) == 6  # only the requests in flight when it was refused
     errors = {p["error"] for p in predictions}
     assert len(errors) == 1
     (error,) = errors

@@ -95,16 +95,18 @@ def test_a_large_context_gets_the_limit_as_asked(release_dir, tmp_path):
 
 @pytest.mark.parametrize("wording", ["new", "old"])
 def test_a_context_refusal_is_adapted_once_not_per_item(release_dir, tmp_path, wording):
-    """A proxy whose model listing says nothing of the context: the first refusal teaches it."""
+    """A proxy whose model listing says nothing of the context: the first refusal teaches it. Nothing
+    waits for it: the first round (concurrency 4) is refused, and only those requests are resent."""
     with server(max_model_len=17000, report_context=False, context_error=wording) as fake:
         out, predictions = run(release_dir, fake, tmp_path / "run")
     refused = [r for r in fake.requests if r.fault == "refused"]
-    assert 1 <= len(refused) <= 2 and len(fake.requests) == ITEMS + len(refused)
+    assert 1 <= len(refused) <= 4 and len(fake.requests) == ITEMS + len(refused)
     assert all(p["error"] is None and p["attempts"] == 1 for p in predictions)
     answered = [r for r in fake.requests if r.fault is None]
     assert all(r.max_tokens is None or r.max_tokens + fake.prompt_tokens(r) <= 17000 for r in answered)
     policy = json.loads((out / "run.json").read_text())["backend"]["request_policy"]
     assert policy["server_context"] == 17000 and "refusal" in policy["server_context_source"]
+    assert policy["resent"] == len(refused)
 
 
 def test_a_limit_the_user_chose_beyond_the_context_is_one_clear_error(release_dir, tmp_path):

@@ -12,8 +12,10 @@ that answered, wherever it came from.
 
 Images travel as data-URI `image_url` parts. The runner retries (one place counts attempts and
 backoff), so this client never does. What goes into each body (which token-limit field, whether a
-temperature, what limit fits a local server's context) is `policy.ChatPolicy`'s: a 400 naming a field
-the server refuses is adapted once, on the first request, before the others are sent.
+temperature, what limit fits a local server's context) is `policy.ChatPolicy`'s. Requests go out at
+once, none waits for another's answer (only under a tight reported context does the first go alone,
+to calibrate the prompt estimate): a 400 naming a field the server refuses teaches the policy once,
+and only the requests that were refused are sent again (counted as `resent` in run.json).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ OPENAI_URL = "https://api.openai.com/v1"
 # the process's memory); 4 MiB holds any real answer many times over. DININGBENCH_MAX_RESPONSE_BYTES
 # changes it.
 MAX_RESPONSE_BYTES = int(os.environ.get("DININGBENCH_MAX_RESPONSE_BYTES") or 4 * 1024 * 1024)
-FIRST_REQUEST_WAIT_S = 2.0  # refusals come back in well under a second; a real answer may take minutes
+FIRST_REQUEST_WAIT_S = 2.0  # under a tight context: the first answer calibrates the prompt estimate
 VLLM_HINT = ("if this is a `vllm serve` endpoint, start it with --limit-mm-per-prompt '{\"image\": N}' "
              "(N >= the images sent) and a pixel cap (--mm-processor-kwargs '{\"max_pixels\": ...}')")
 
@@ -104,6 +106,9 @@ class OpenAIChatBackend:
                                  max_tokens_explicit=max_tokens_explicit)
         self._models_url = (base_url or OPENAI_URL).rstrip("/") + "/models"
         self._probed = not local
+        self._probe: asyncio.Task[None] | None = None
+        self._probe_loop: asyncio.AbstractEventLoop | None = None
+        self._settled = False  # no request needs to wait for a first answer any more
         self._first: asyncio.Event | None = None
         self._first_loop: asyncio.AbstractEventLoop | None = None
 
@@ -126,10 +131,24 @@ class OpenAIChatBackend:
             await session.close()
 
     async def generate(self, request: Request) -> Response:
-        """One answer. The first request goes ahead alone for a moment: a refusal it meets (an OpenAI
-        reasoning model's 400 for max_tokens, a context refusal) comes back fast and is adapted before
-        the others are sent. The wait is short and bounded: it counts against their attempt timeout."""
-        if self.policy.settled:
+        """One answer, sent at once: nothing waits for another request's answer, except under a tight
+        context. A self-hosted server is asked its context first (one GET, shared by the requests that
+        arrive meanwhile); OpenAI's own API is not asked. A refusal is adapted by the policy and only
+        the refused request is sent again (`_generate`).
+
+        Under a tight reported context (the limit would not fit a prompt several times the rough
+        estimate) the first request goes ahead alone for a moment: its answer calibrates the estimate
+        the limit is fitted with. That wait is short and bounded: it counts against the attempt timeout."""
+        if not self._probed:
+            loop = asyncio.get_running_loop()
+            if self._probe is None or self._probe_loop is not loop:  # a Task belongs to one event loop
+                self._probe, self._probe_loop = loop.create_task(self._probe_context()), loop
+            await asyncio.shield(self._probe)  # one waiter cancelled must not cancel the others' probe
+        if self._settled:
+            return await self._generate(request)
+        if not (self.policy.local and self.policy.context is not None) or self.policy.limit_fits_unseen(
+                request.config.max_tokens, rough_prompt_tokens(request.messages)):
+            self._settled = True  # no context reported (nothing to calibrate), or room to spare
             return await self._generate(request)
         loop = asyncio.get_running_loop()
         first = self._first
@@ -137,22 +156,14 @@ class OpenAIChatBackend:
             first = self._first = asyncio.Event()
             self._first_loop = loop
             try:
-                await self._probe_context()
-                if self.policy.local and self.policy.limit_fits_unseen(request.config.max_tokens,
-                                                                      rough_prompt_tokens(request.messages)):
-                    # A self-hosted server told its context and the limit fits it with room to spare for any
-                    # prompt estimate: nothing to wait for. (Under a tight context the limit is lowered to
-                    # the room an uncalibrated estimate leaves; the first answer calibrates it first.)
-                    self.policy.settled = True
-                    first.set()
                 return await self._generate(request)
             finally:
-                self.policy.settled = True
+                self._settled = True
                 first.set()
         try:
             await asyncio.wait_for(first.wait(), timeout=min(FIRST_REQUEST_WAIT_S, self.timeout / 4))
         except TimeoutError:
-            pass  # a slow first answer (a model thinking): nothing to adapt, go ahead
+            pass  # a slow first answer (a model thinking): go ahead with the estimate as it is
         return await self._generate(request)
 
     async def check(self) -> None:
@@ -166,7 +177,12 @@ class OpenAIChatBackend:
         """Ask a self-hosted server once for the model's context (vLLM reports `max_model_len`)."""
         if self._probed:
             return
-        self._probed = True
+        try:
+            await self._read_context()
+        finally:
+            self._probed = True
+
+    async def _read_context(self) -> None:
         aiohttp, orjson = self._aiohttp, self._orjson
         try:
             async with self._client().get(self._models_url, headers=self._headers, proxy=self._proxy,
@@ -204,6 +220,7 @@ class OpenAIChatBackend:
                 raise BackendError(detail or self._http_error(status, payload), retryable=False, status=status)
             if verdict != "retry":
                 break
+            self.policy.count_resent()
             limit = detail if isinstance(detail, int) else None
         if not 200 <= status < 300:
             raise BackendError(self._http_error(status, payload), retryable=is_retryable_status(status),

@@ -203,7 +203,7 @@ class ChatPolicy:
         self.context: int | None = None
         self.context_source: str | None = None
         self.fatal: str | None = None  # set once a refusal cannot be adapted: later requests fail at once
-        self.settled = False  # the first request has been answered: later ones may run concurrently
+        self.resent = 0  # requests sent again after a refusal the policy adapted to
         self.adaptations: list[str] = []
         self.requested: dict[str, Any] = {}
         self._scale: float | None = None  # server prompt tokens / rough_prompt_tokens, the largest seen
@@ -334,6 +334,11 @@ class ChatPolicy:
                 self._note(f"context refusal: prompt + limit kept under the server's {context} tokens")
             return "retry", room if requested is None else min(requested, room)
 
+    def count_resent(self) -> None:
+        """One refused request is sent again, as the policy now says."""
+        with self._lock:
+            self.resent += 1
+
     def _note(self, text: str) -> None:
         self.adaptations.append(text)
         self._version += 1
@@ -360,4 +365,5 @@ class ChatPolicy:
                 policy["requests_with_limit_fitted"] = self._limits_fitted
             if self.adaptations:
                 policy["adapted"] = list(self.adaptations)
+            policy["resent"] = self.resent
             return policy

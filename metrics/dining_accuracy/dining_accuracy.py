@@ -404,24 +404,47 @@ def score_choices(
     >>> (r["accuracy"], r["n"], r["parse_failures"], r["parsed"])
     (0.3333333333333333, 3, 1, ['C', 'B', None])
     """
+    golds = _golds(predictions, references, n_options, options)
+    parsed = [parse_choice(prediction, n_options=n_options, options=options[i] if options is not None else None)
+              for i, prediction in enumerate(predictions)]
+    return _accuracy(parsed, golds)
+
+
+def score_parsed_choices(parsed: Sequence[str | None], references: Sequence[str], n_options: int = 8,
+                         options: Sequence[Sequence[str] | None] | None = None) -> dict[str, Any]:
+    """`score_choices` for answers already read by `parse_choice` (a letter, or None when unparsed):
+    each answer is parsed once, wherever it was parsed.
+
+    >>> score_parsed_choices(["C", None], ["C", "A"])["correct"]
+    [True, False]
+    """
+    return _accuracy(list(parsed), _golds(parsed, references, n_options, options))
+
+
+def _golds(predictions: Sequence[Any], references: Sequence[str], n_options: int,
+           options: Sequence[Sequence[str] | None] | None) -> list[str]:
+    """Each reference letter, upper case; lengths that differ, or a letter beyond the item's
+    options, are a ValueError."""
     if len(predictions) != len(references):
         raise ValueError(f"predictions ({len(predictions)}) and references ({len(references)}) differ in length")
     if options is not None and len(options) != len(references):
         raise ValueError(f"options ({len(options)}) must give one list of option names per reference ({len(references)})")
     if not references:
         raise ValueError("no predictions to score: predictions and references are empty")
-    parsed: list[str | None] = []
-    correct: list[bool] = []
-    for i, (prediction, reference) in enumerate(zip(predictions, references, strict=True)):
+    golds = []
+    for i, reference in enumerate(references):
         item_options = options[i] if options is not None else None
         letters = _letters(len(item_options) if item_options is not None else n_options)
         gold = reference.strip().upper() if isinstance(reference, str) else None
         if gold is None or len(gold) != 1 or gold not in letters:
             raise ValueError(f"reference {i} is {reference!r}; expected one of the letters {letters}")
-        choice = parse_choice(prediction, n_options=n_options, options=item_options)
-        parsed.append(choice)
-        correct.append(choice == gold)
-    n = len(references)
+        golds.append(gold)
+    return golds
+
+
+def _accuracy(parsed: list[str | None], golds: list[str]) -> dict[str, Any]:
+    correct = [choice == gold for choice, gold in zip(parsed, golds, strict=True)]
+    n = len(golds)
     return {
         "accuracy": sum(correct) / n,
         "n": n,

@@ -467,36 +467,70 @@ def score_nutrition(predictions: Sequence[Any], references: Sequence[Mapping[str
     >>> r["calories_mape"], r["calories_mape_parsed_only"], r["parse_failures"]  # (0.1 + 1.0) / 2
     (0.55, 0.1, 1)
     """
+    _check_lengths(predictions, references)
+    return score_parsed_nutrition([_prediction(p) for p in predictions], references)
+
+
+def _check_lengths(predictions: Sequence[Any], references: Sequence[Any]) -> None:
     if len(predictions) != len(references):
         raise ValueError(f"predictions ({len(predictions)}) and references ({len(references)}) differ in length")
     if not references:
         raise ValueError("no predictions to score: predictions and references are empty")
+
+
+def score_item(guess: Mapping[str, float] | None, truth: Mapping[str, float]) -> dict[str, Any]:
+    """One parsed answer against its (checked) reference: `{"parsed", "ape", "abs_error"}`.
+
+    >>> score_item(None, {"calories": 400.0, "protein": 0.0, "carbohydrates": 40.0, "fat": 10.0})["ape"]
+    {'calories': 1.0, 'protein': None, 'carbohydrates': 1.0, 'fat': 1.0}
+    """
+    ape: dict[str, float | None] = {}
+    abs_error: dict[str, float] = {}
+    for c in NUTRIENTS:
+        y = truth[c]
+        error = abs((guess[c] if guess is not None else 0.0) - y)
+        abs_error[c] = error
+        ape[c] = error / y if y > 0 else None
+    return {"parsed": guess, "ape": ape, "abs_error": abs_error}
+
+
+def score_parsed_nutrition(parsed: Sequence[Mapping[str, float] | None],
+                           references: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+    """`score_nutrition` for answers already read by `parse_nutrition` (a dict, or None when unparsed):
+    each answer is parsed once, wherever it was parsed."""
+    _check_lengths(parsed, references)
     truths = [_reference(i, ref) for i, ref in enumerate(references)]
-    parsed = [_prediction(p) for p in predictions]
+    per_item = [score_item(guess, truth) for guess, truth in zip(parsed, truths, strict=True)]
+    return {**nutrition_figures(per_item, truths), "per_item": per_item}
+
+
+def nutrition_figures(per_item: Sequence[Mapping[str, Any]], references: Sequence[Mapping[str, float]]
+                      ) -> dict[str, Any]:
+    """Every figure of `score_nutrition` but `per_item`, from its per-item results (each item's
+    `parsed`, None when unparsed, and `abs_error`): a saved run's figures without parsing again."""
+    _check_lengths(per_item, references)
+    truths = [_reference(i, ref) for i, ref in enumerate(references)]
     primary_e: dict[str, list[float]] = {c: [] for c in NUTRIENTS}
     primary_y: dict[str, list[float]] = {c: [] for c in NUTRIENTS}
     parsed_e: dict[str, list[float]] = {c: [] for c in NUTRIENTS}
     parsed_y: dict[str, list[float]] = {c: [] for c in NUTRIENTS}
-    per_item = []
-    for guess, truth in zip(parsed, truths, strict=True):
-        ape: dict[str, float | None] = {}
+    failures = 0
+    for item, truth in zip(per_item, truths, strict=True):
+        answered = item.get("parsed") is not None
+        failures += not answered
         for c in NUTRIENTS:
-            y = truth[c]
-            error = (guess[c] if guess is not None else 0.0) - y
+            error, y = float(item["abs_error"][c]), truth[c]
             primary_e[c].append(error)
             primary_y[c].append(y)
-            if guess is not None:
+            if answered:
                 parsed_e[c].append(error)
                 parsed_y[c].append(y)
-            ape[c] = abs(error) / y if y > 0 else None
-        per_item.append({"parsed": guess, "ape": ape, "abs_error": {c: abs(primary_e[c][-1]) for c in NUTRIENTS}})
-    result: dict[str, Any] = {"n": len(truths), "parse_failures": sum(g is None for g in parsed)}
+    result: dict[str, Any] = {"n": len(truths), "parse_failures": failures}
     result.update(_summary(primary_e, primary_y, ""))
     result.update(_summary(parsed_e, parsed_y, "_parsed_only"))
     for c in NUTRIENTS:
         result[f"{c}_zero_gt"] = sum(t[c] == 0 for t in truths)
     result["zero_gt_exclusions"] = sum(result[f"{c}_zero_gt"] for c in NUTRIENTS)
-    result["per_item"] = per_item
     return result
 
 

@@ -140,22 +140,22 @@ def _mean_ape(record: dict[str, Any]) -> float | None:
     return sum(apes) / len(apes) if apes else None
 
 
-def final_metrics(task: str, records: list[dict[str, Any]], raws: list[str | None], rows: list[dict[str, Any]],
-                  lang: str, decided: list[str]) -> dict[str, Any]:
+def final_metrics(task: str, records: list[dict[str, Any]], rows: list[dict[str, Any]], lang: str,
+                  decided: list[str]) -> dict[str, Any]:
     """The run's figures from its per-item records: the metric module's result for the task, with
-    outcome counts and the merchant-clustered 95% interval added by the harness's one function."""
+    outcome counts and the merchant-clustered 95% interval added by the harness's one function.
+    Each record was scored as its answer came (`score_prediction`): nothing is parsed again."""
     from eval import tasks
-    from eval.figures import task_figures
+    from eval.figures import score_nutrition_rows, task_figures
 
     references = [r["reference"] for r in records]
     if task == "classification":
-        from metrics.dining_accuracy.dining_accuracy import score_choices
+        from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
 
-        result = score_choices(raws, references, options=[tasks.options_of(row, lang) for row in rows])
+        result = score_parsed_choices([r["parsed"] for r in records], references,
+                                      options=[tasks.options_of(row, lang) for row in rows])
     elif task == "nutrition":
-        from metrics.nutrition_error.nutrition_error import score_nutrition
-
-        result = score_nutrition(raws, references)
+        result = score_nutrition_rows(records)
     else:
         from metrics.judge_accuracy.judge_accuracy import score_verdicts
 
@@ -256,7 +256,6 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
         yield EvalUpdate(spec=spec, total=total, results=[])
         results: list[SampleResult] = []
         records: list[dict[str, Any]] = []
-        raws: list[str | None] = []
         rows: list[dict[str, Any]] = []
         decided: list[str] = []
         # Leaving this loop early (Stop, a cancelled API job, a closed page) stops the backend, which
@@ -276,14 +275,13 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
                                       correct=None if verdict is None else verdict == "C")
                         decided.append(decided_by)
                     records.append(record)
-                    raws.append(raw)
                     rows.append(row)
                     results.append(_sample_result(record, prediction, secrets, settings.max_answer_chars))
                     yield EvalUpdate(spec=spec, total=total, results=list(results))
             finally:
                 if isinstance(backend, SlotBackend):
                     backend.stop()  # first: no retry of a cancelled request may go out meanwhile
-        metrics = await asyncio.to_thread(final_metrics, request.task, records, raws, rows, request.lang, decided)
+        metrics = await asyncio.to_thread(final_metrics, request.task, records, rows, request.lang, decided)
         yield EvalUpdate(spec=spec, total=total, results=results,
                          metrics=json.loads(scrub(json.dumps(metrics, default=str), secrets)))
     except GuardError:

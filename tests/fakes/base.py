@@ -15,6 +15,10 @@ default: every request). Rules are consumed in the order they were injected.
 Besides faults, a subclass may `refuse` a request the way the real service refuses a field it does
 not take (a 400 with the service's own body); refused requests are recorded with fault "refused"
 and consume no fault rule. GET requests (model listings) are answered by `get` and recorded in `gets`.
+
+`server.hold_first(n)` holds the answers to the first n POSTs until all n have arrived: proof that a
+client had n requests in flight at once (`server.held_together` says whether they all came within
+`seconds`; the answers go out anyway after that).
 """
 
 from __future__ import annotations
@@ -81,6 +85,10 @@ class FaultRule:
     options: dict[str, Any]
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # a real server's backlog: many connections opened at once are all accepted
+
+
 class FakeServer:
     """Base of the OpenAI-compatible and Gemini fakes. Subclasses parse and format bodies."""
 
@@ -90,7 +98,10 @@ class FakeServer:
         self.gets: list[str] = []
         self._rules: list[FaultRule] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._held = threading.Condition()
+        self._hold_count, self._hold_seconds, self._arrived = 0, 0.0, 0
+        self.held_together: bool | None = None
+        self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -124,6 +135,22 @@ class FakeServer:
             raise ValueError(f"unknown fault {kind!r}; choose one of {', '.join(FAULT_KINDS)}")
         with self._lock:
             self._rules.append(FaultRule(kind, times, match, options))
+
+    def hold_first(self, n: int, *, seconds: float = 30.0) -> None:
+        with self._held:
+            self._hold_count, self._hold_seconds, self._arrived, self.held_together = n, seconds, 0, None
+
+    def _hold(self) -> None:
+        with self._held:
+            if self._arrived >= self._hold_count:
+                return
+            self._arrived += 1
+            if self._arrived == self._hold_count:
+                self.held_together = True
+                self._held.notify_all()
+                return
+            if not self._held.wait_for(lambda: self._arrived >= self._hold_count, timeout=self._hold_seconds):
+                self.held_together = False
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -186,6 +213,7 @@ class FakeServer:
                 request.fault = "refused" if refusal is not None else rule.kind if rule else None
                 with server._lock:
                     server.requests.append(request)
+                server._hold()
                 if body is None:
                     return self._send(400, server.error_body(400, "body is not JSON"))
                 if refusal is not None:

@@ -11,7 +11,8 @@ Three behaviours of real services, switched on by constructor arguments:
   wording of vLLM 0.10+ "new" or before "old"). Without a limit it answers within its context.
   `context_error="0.33"` or `"input_length"` is vLLM 0.33: a limit is clamped to the room left and only a
   prompt that fills the context is refused, in one of its two wordings.
-  `report_context=False` leaves `max_model_len` out of the listing (a proxy in front of vLLM).
+  `report_context=False` leaves `max_model_len` out of the listing (a proxy in front of vLLM);
+  `list_models=False` answers GET /v1/models with a 404 (a gateway that only routes completions).
   `reasoning_field` ("reasoning_content" or "reasoning") returns `reasoning_text` beside the answer,
   as vLLM does with a reasoning parser.
 """
@@ -38,7 +39,7 @@ class FakeOpenAIServer(FakeServer):
                  context_error: str = "new", reasoning_field: str | None = None,
                  reasoning_text: str = "The plate shows noodles; option A fits best.",
                  prompt_tokens_per_image: int = 100, model_id: str | None = None,
-                 report_context: bool = True) -> None:
+                 report_context: bool = True, list_models: bool = True) -> None:
         super().__init__(oracle)
         self.reasoning = reasoning
         self.thinking_tokens = thinking_tokens
@@ -50,6 +51,7 @@ class FakeOpenAIServer(FakeServer):
         self.prompt_tokens_per_image = prompt_tokens_per_image
         self.model_id = model_id
         self.report_context = report_context  # False: a proxy whose /v1/models says nothing of the context
+        self.list_models = list_models
 
     @property
     def base_url(self) -> str:
@@ -124,7 +126,7 @@ class FakeOpenAIServer(FakeServer):
         return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
 
     def get(self, path: str) -> tuple[int, dict[str, Any]]:
-        if path.rstrip("/") != "/v1/models":
+        if path.rstrip("/") != "/v1/models" or not self.list_models:
             return super().get(path)
         card: dict[str, Any] = {"id": self.model_id or "fake-vlm", "object": "model", "created": 0,
                                 "owned_by": "vllm" if self.max_model_len else "openai"}

@@ -1,0 +1,235 @@
+"""How a whole `python -m eval run` grows with the number of requests: seconds, CPU and peak memory
+of one fresh process per size (start-up included), against a zero-latency local server.
+
+Sizes past the release's own rows come from a scaled copy of its nutrition config: its rows cycled
+with fresh ids (`scaled_release`), so 4,000 items are 4,000 distinct rows of real image bytes; the
+largest size asks the 4,000 items in 4 epochs (16,000 requests, every view read again per epoch).
+Each process reports its CPU time (user + system, start-up included), its peak RSS (VmHWM) and, at
+the end, RSS split into heap (RssAnon) and mapped files (RssFile: the Arrow file the rows are read
+from, pages the kernel may drop), beside the size of that Arrow file.
+
+    python -m bench.scaling [--dataset /tmp/paper] [--sizes 1000,4000,16000] [--images 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import PAPER_RELEASE, REPO, BenchError, report_on_release, result
+from bench.server import BenchServer
+
+ITEMS_MAX = 4000  # items in the scaled release; larger sizes are epochs over them
+
+
+def scaled_release(release: Path, n: int, out: Path) -> Path:
+    """A release folder `out` whose nutrition config holds `n` rows: the release's own, cycled with
+    fresh ids (`<id>~k`). Built once per size (the benches keep it in the temporary folder)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = out / "data" / "nutrition"
+    if data.is_dir() and sum(pq.ParquetFile(f).metadata.num_rows for f in data.glob("*.parquet")) == n:
+        return out
+    files = sorted((release / "data" / "nutrition").glob("*.parquet"))
+    if not files:
+        raise BenchError(f"{release} has no nutrition data")
+    table = pa.concat_tables(pq.read_table(f) for f in files)
+    data.mkdir(parents=True, exist_ok=True)
+    for stale in data.glob("*.parquet"):
+        stale.unlink()
+    (out / "README.md").write_text((release / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    per_shard, shards = 500, math.ceil(n / 500)
+    ids = table.column("id").to_pylist()
+    for shard in range(shards):
+        positions = list(range(shard * per_shard, min(n, (shard + 1) * per_shard)))
+        part = table.take(pa.array([k % table.num_rows for k in positions]))
+        fresh = [ids[k % table.num_rows] if k < table.num_rows else f"{ids[k % table.num_rows]}~{k}" for k in positions]
+        part = part.set_column(part.schema.get_field_index("id"), "id", pa.array(fresh, type=table.schema.field("id").type))
+        pq.write_table(part, data / f"test-{shard:05d}-of-{shards:05d}.parquet")
+    return out
+
+
+def _status() -> dict[str, float]:
+    values = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmHWM", "RssAnon", "RssFile"):
+            values[name] = int(value.split()[0]) / 1024
+    return values
+
+
+class PeakSampler:
+    """The largest heap (RssAnon) and mapped-file (RssFile) RSS seen, sampled every 20 ms in a thread:
+    VmHWM only gives their sum, and the mapped Arrow pages are the kernel's to drop."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = {"RssAnon": 0.0, "RssFile": 0.0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            for name, value in _status().items():
+                if name in self.peak:
+                    self.peak[name] = max(self.peak[name], value)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        for name, value in _status().items():
+            if name in self.peak:
+                self.peak[name] = max(self.peak[name], value)
+
+
+def child(release: str, base_url: str, out: str, items: int, epochs: int, images: int | None) -> dict[str, Any]:
+    """Inside the fresh process: one api.run, then what it cost."""
+    with PeakSampler() as sampler:
+        found = _child_run(release, base_url, out, items, epochs, images)
+    return {**found, "peak_anon_mib": sampler.peak["RssAnon"], "peak_file_mib": sampler.peak["RssFile"]}
+
+
+def _child_run(release: str, base_url: str, out: str, items: int, epochs: int, images: int | None) -> dict[str, Any]:
+    start = time.perf_counter()
+    from eval import api
+
+    settings = api.RunSettings(task="nutrition", model="openai:bench-vlm", base_url=base_url, dataset=release,
+                               limit=items, epochs=epochs, images=images, concurrency=64, out=Path(out),
+                               overwrite=True, max_tokens=256)
+    api.run(settings, progress=False)
+    seconds = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    import diningbench
+
+    arrow = sum(Path(f["filename"]).stat().st_size for f in
+                diningbench.load("nutrition", release, decode_images=False).cache_files) / 2**20
+    status = _status()
+    lines = sum(1 for _ in (Path(out) / "predictions.jsonl").open(encoding="utf-8"))
+    return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": status.get("VmHWM"),
+            "end_anon_mib": status.get("RssAnon"), "end_file_mib": status.get("RssFile"), "arrow_mib": arrow,
+            "predictions": lines}
+
+
+def measure(release: Path, base_url: str, out: Path, *, items: int, epochs: int, images: int | None,
+            cache: Path | None = None) -> dict[str, Any]:
+    """One fresh `python -m bench.scaling --child` process (start-up counted, like a CLI run)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "bench-placeholder", "HF_DATASETS_OFFLINE": "1"}
+    if cache is not None:
+        env["HF_DATASETS_CACHE"] = str(cache)
+    command = [sys.executable, "-m", "bench.scaling", "--child", str(items), "--epochs", str(epochs),
+               "--dataset", str(release), "--base-url", base_url, "--out", str(out),
+               "--images", str(images or 0)]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise BenchError(f"the run of {items} items x {epochs} epochs failed: {tail[0]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    if found["predictions"] != items * epochs:
+        raise BenchError(f"{found['predictions']} predictions for {items} items x {epochs} epochs")
+    return found
+
+
+def exponent(sizes: list[int], values: list[float]) -> float:
+    """The least-squares slope of log(value) against log(size): 1.0 is linear.
+
+    >>> round(exponent([1000, 4000, 16000], [1.0, 4.0, 16.0]), 3)
+    1.0
+    """
+    xs, ys = [math.log(s) for s in sizes], [math.log(v) for v in values]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+
+
+def plan(size: int) -> tuple[int, int]:
+    """(items, epochs) for a number of requests: distinct items up to ITEMS_MAX, epochs beyond."""
+    epochs = max(1, math.ceil(size / ITEMS_MAX))
+    return size // epochs, epochs
+
+
+def processes(release: Path, sizes: tuple[int, ...], images: int | None = None) -> dict[int, dict[str, Any]]:
+    """One fresh process per size (after an untimed warm-up one); what each cost, by size."""
+    release = Path(release).resolve()
+    if not (release / "data" / "nutrition").is_dir():
+        raise BenchError(f"no release at {release}: build one with `python -m bench.release --out {release}`")
+    largest_items = max(plan(size)[0] for size in sizes)
+    where = hashlib.sha256(str(release).encode()).hexdigest()[:8]
+    scaled = scaled_release(release, largest_items,
+                            Path(tempfile.gettempdir()) / f"{release.name}-{where}-nutrition-{largest_items}")
+    found: dict[int, dict[str, Any]] = {}
+    with BenchServer(latency=0.0) as server, tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
+        items, epochs = plan(min(sizes))
+        measure(scaled, server.base_url, Path(tmp) / "warm", items=min(items, 50), epochs=1, images=images)
+        for size in sizes:
+            items, epochs = plan(size)
+            found[size] = measure(scaled, server.base_url, Path(tmp) / f"run{size}", items=items, epochs=epochs,
+                                  images=images)
+    return found
+
+
+def run(release: Path = PAPER_RELEASE, *, sizes: tuple[int, ...] = (1000, 4000, 16000),
+        images: int | None = None) -> list[dict[str, Any]]:
+    found = processes(release, sizes, images)
+    rows = []
+    views = "all views" if not images else f"{images} view(s)"
+    for size in sizes:
+        items, epochs = plan(size)
+        f = found[size]
+        note = (f"{items} items x {epochs} epoch(s), {views}, concurrency 64, zero latency; "
+                f"peak RSS {f['peak_rss_mib']:.0f} MiB = heap (peak {f['peak_anon_mib']:.0f} MiB) + mapped "
+                f"files (peak {f['peak_file_mib']:.0f} MiB: the harness's libraries and the Arrow file, "
+                f"{f['arrow_mib']:.0f} MiB)")
+        rows.append(result(f"{size} requests: wall s (CPU ms per request)", f["seconds"], None, note=note,
+                           cpu_ms_per_request=1000 * f["cpu_s"] / size, **f))
+        rows.append(result("  CPU per request, whole process", 1000 * f["cpu_s"] / size, None, unit="ms",
+                           note="user + system CPU of the run's process, start-up included"))
+    if len(sizes) >= 2:
+        ordered = sorted(sizes)
+        rows.append(result("  fitted exponent, wall time vs requests", exponent(ordered, [found[s]["seconds"]
+                                                                                       for s in ordered]), None,
+                           unit="", note="1.0 = linear"))
+        rows.append(result("  fitted exponent, peak RSS vs requests", exponent(ordered, [found[s]["peak_rss_mib"]
+                                                                                      for s in ordered]), None,
+                           unit="", note="0 = flat; the Arrow file's pages are mapped as rows are read"))
+        rows.append(result("  fitted exponent, peak heap vs requests",
+                           exponent(ordered, [found[s]["peak_anon_mib"] for s in ordered]), None, unit="",
+                           note="0 = flat: the RSS beyond the mapped files"))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scaling", description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, default=PAPER_RELEASE, help="release folder (default /tmp/paper)")
+    parser.add_argument("--sizes", default="1000,4000,16000", help="requests per run, comma-separated")
+    parser.add_argument("--images", type=int, default=0, help="views per request (default 0 = all)")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--epochs", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(str(args.dataset), args.base_url, args.out, args.child, args.epochs,
+                               args.images or None)))
+        return 0
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    return report_on_release(parser, args, lambda: run(args.dataset, sizes=sizes, images=args.images or None))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,156 @@
+"""Each dataset row is read once per run (its metadata up front, its image bytes when it is asked),
+each view is hashed once per process, and loading without decoding copies nothing."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from pathlib import Path
+
+import datasets
+import PIL.Image
+import pytest
+
+import diningbench
+from eval import api, tasks
+from eval.api import RunSettings
+from eval.images import ViewHashes
+from tests.helpers_harness import make_release, read_jsonl
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_release(tmp_path_factory.mktemp("release"))
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """Rows handed out by every public way of reading a datasets.Dataset, by column set."""
+    counts: Counter = Counter()
+
+    def kind(dataset) -> str:
+        return "images" if "images" in dataset.column_names else "metadata"
+
+    original_iter, original_batches = datasets.Dataset.__iter__, datasets.Dataset.iter
+    original_list, original_item = datasets.Dataset.to_list, datasets.Dataset.__getitem__
+
+    def iterate(self):
+        for row in original_iter(self):
+            counts[kind(self)] += 1
+            yield row
+
+    def batches(self, batch_size, *args, **kwargs):
+        for batch in original_batches(self, batch_size, *args, **kwargs):
+            counts[kind(self)] += len(next(iter(batch.values())))
+            yield batch
+
+    def to_list(self):
+        rows = original_list(self)
+        counts[kind(self)] += len(rows)
+        return rows
+
+    def getitem(self, key):
+        value = original_item(self, key)
+        counts[kind(self)] += len(value) if isinstance(key, str) or not isinstance(key, int) else 1
+        return value
+
+    monkeypatch.setattr(datasets.Dataset, "__iter__", iterate)
+    monkeypatch.setattr(datasets.Dataset, "iter", batches)
+    monkeypatch.setattr(datasets.Dataset, "to_list", to_list)
+    monkeypatch.setattr(datasets.Dataset, "__getitem__", getitem)
+    return counts
+
+
+def test_a_run_reads_each_row_once(release, tmp_path, reads):
+    """4 nutrition items, 3 asked, twice (epochs): the metadata of the 4 is read once, the image
+    bytes of the 3 once per epoch, and neither scoring nor the report reads the dataset again."""
+    out = tmp_path / "run"
+    api.run(RunSettings(task="nutrition", model="baseline:median", dataset=str(release), out=out, limit=3,
+                        epochs=2, n_boot=20), progress=False)
+    assert len(read_jsonl(out / "predictions.jsonl")) == 6
+    assert reads == {"metadata": 4, "images": 6}
+
+
+def test_rows_handed_to_requests_are_whole_and_in_order(release):
+    settings = RunSettings(task="classification", model="baseline:zero", dataset=str(release), ids=("c5", "c2"))
+    (data,) = api.load_task_data(settings)
+    rows = list(data.iter_rows())
+    stored = diningbench.load("classification", str(release), decode_images=False).to_list()
+    by_id = {r["id"]: r for r in stored}
+    assert [r["id"] for r in rows] == ["c5", "c2"]  # in the order --ids named them
+    assert rows == [by_id["c5"], by_id["c2"]]
+
+
+def test_each_view_is_hashed_once_across_epochs_rotations_and_cells(release, tmp_path, monkeypatch):
+    hashes = ViewHashes()
+    monkeypatch.setattr(tasks, "VIEW_HASHES", hashes)
+    base = dict(model="baseline:first", dataset=str(release), n_boot=20, images=2)
+    api.run(RunSettings(task="classification", out=tmp_path / "a", epochs=2, circular=True, **base), progress=False)
+    # 6 items x 2 views, asked 2 epochs x 8 rotations each: 12 views hashed.
+    assert len(read_jsonl(tmp_path / "a" / "predictions.jsonl")) == 6 * 2 * 8
+    assert hashes.computed == 12
+    api.run(RunSettings(task="classification", out=tmp_path / "b", lang="en", **base), progress=False)
+    assert hashes.computed == 12  # another sweep cell over the same views
+
+
+def test_a_cached_hash_gives_the_same_request_hash(release):
+    settings = RunSettings(task="nutrition", model="baseline:zero", dataset=str(release), images=3)
+    (data,) = api.load_task_data(settings)
+    for row in data.iter_rows():
+        plain = tasks.build_request("nutrition", row, settings, 1)
+        cached = tasks.build_request("nutrition", row, settings, 1, scope=data.fingerprint)
+        again = tasks.build_request("nutrition", row, settings, 1, scope=data.fingerprint)
+        assert plain.request_hash == cached.request_hash == again.request_hash
+
+
+def test_another_release_with_the_same_ids_never_shares_a_hash(tmp_path):
+    hashes = ViewHashes()
+    assert hashes.digest("fp-a:nutrition", "n1", 0, 1024, b"one") != hashes.digest("fp-b:nutrition", "n1", 0, 1024,
+                                                                                     b"two")
+    assert hashes.computed == 2
+
+
+def test_loading_without_decoding_maps_the_same_arrow_file(release):
+    decoded = diningbench.load("nutrition", str(release))
+    raw = diningbench.load("nutrition", str(release), decode_images=False)
+    assert raw.cache_files == decoded.cache_files  # no second copy of the rows on disk
+    first = raw[0]["images"][0]
+    assert set(first) == {"bytes", "path"}
+    with PIL.Image.open(io.BytesIO(first["bytes"])) as stored:
+        assert stored.size == decoded[0]["images"][0].size
+
+
+def test_a_fingerprint_is_hashed_once_until_a_file_changes(tmp_path, monkeypatch):
+    import os
+    import shutil
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    copy = shutil.copytree(diningbench.SAMPLE_DIR, tmp_path / "copy")
+    first = diningbench.fingerprint("nutrition", copy)
+    opened = []
+    original = Path.open
+
+    def counting_open(self, *args, **kwargs):
+        if self.suffix == ".parquet":
+            opened.append(self.name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    assert diningbench.fingerprint("nutrition", copy) == first and opened == []  # kept, not read again
+    (shard,) = (copy / "data" / "nutrition").glob("*.parquet")
+    data = bytearray(shard.read_bytes())
+    data[-20] ^= 0xFF  # same size, other content, a later modification time
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 10**9))
+    opened.clear()
+    assert diningbench.fingerprint("nutrition", copy) != first and opened == [shard.name]
+
+
+def test_the_view_hash_cache_is_bounded():
+    hashes = ViewHashes(max_entries=2)
+    for index in (0, 1, 2):
+        hashes.digest("fp:nutrition", "n1", index, 1024, b"view %d" % index)
+    assert hashes.computed == 3
+    hashes.digest("fp:nutrition", "n1", 2, 1024, b"view 2")  # kept: the most recent
+    hashes.digest("fp:nutrition", "n1", 0, 1024, b"view 0")  # the oldest was dropped: hashed again
+    assert hashes.computed == 4
