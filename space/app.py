@@ -7,6 +7,7 @@ Operator settings are environment variables, documented in space/README.md.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -65,8 +66,8 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
             with gr.Tab("Take the test", id="human"):
                 HumanTab(catalog, settings, evaluate.slots).build()
             with gr.Tab("Runs", id="runs"):
-                _, run_filters, refresh_runs, run_outputs = build_runs_tab(settings.results_dir)
-            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load]
+                runs_load = build_runs_tab(settings.results_dir)
+            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load, runs_load, (open_tab, [], tabs)]
             if settings.review_work is not None:  # only for an operator reviewing a construction build
                 review = ReviewTab(settings.review_work, ReviewAccess(
                     settings.reviewers, settings.review_token, on_space=settings.on_space))
@@ -75,27 +76,17 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
                 loads.append(review.on_load)
         for fn, inputs, outputs in loads:
             demo.load(fn, inputs, outputs, api_visibility="private")
-        # The Runs tab's first refresh comes after the address has had its say (`?run=`).
-        demo.load(_run_from_link(settings, run_filters[0]), None, [tabs, run_filters[0]], api_visibility="private"
-                  ).then(refresh_runs, run_filters, run_outputs, api_visibility="private")
     demo.queue(default_concurrency_limit=4, max_size=64)
     return demo
 
 
-def _run_from_link(settings: SpaceSettings, run: gr.Dropdown):
-    """With `?run=<folder>` in the address (a Leaderboard row's link): the Runs tab, on that run folder.
-    Only a folder the Runs tab lists is opened; any other value changes nothing."""
-    listed = {str(c[1] if isinstance(c, tuple | list) else c) for c in (run.choices or [])}
-
-    def pick(request: gr.Request):
-        wanted = (getattr(request, "query_params", None) or {}).get("run")
-        # The picker names folders relative to the results folder, as the link does.
-        for target in (wanted, str(Path(settings.results_dir) / wanted) if wanted else None):
-            if target and target in listed:
-                return gr.Tabs(selected="runs"), target
-        return gr.Tabs(), gr.Dropdown()
-
-    return pick
+def open_tab(request: gr.Request = None) -> object:  # type: ignore[assignment]
+    """`?tab=ID` in the address opens that tab; `?run=NAME` alone (a Leaderboard row's link) opens
+    the Runs tab, which opens that run itself (`runs_tab.RunsView.load`)."""
+    params = dict(getattr(request, "query_params", None) or {})
+    wanted = str(params.get("tab") or ("runs" if params.get("run") else ""))
+    # A tab's id (the `id=` of its gr.Tab below); Gradio leaves the tabs as they are for an unknown one.
+    return gr.Tabs(selected=wanted) if re.fullmatch(r"[a-z_]{1,32}", wanted) else gr.skip()
 
 
 def launch_options() -> dict:

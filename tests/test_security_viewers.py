@@ -120,15 +120,19 @@ def test_the_runs_tab_shows_server_text_as_text_bad_lines_by_name_and_no_absolut
     gr = pytest.importorskip("gradio")
     from space.diningspace import runs_tab
 
-    with gr.Blocks():
-        run, filters, refresh, _ = runs_tab.build(results)
-    assert run.choices == [("openai-x", "openai-x")]  # relative to the results folder
-    rows, picker, *shown = refresh("openai-x", "all", "all", "all")
-    assert [r[1] for r in rows] == ["c1", "c2"] and picker["value"] == "classification/c1"
+    view = runs_tab.RunsView(results)
+    assert list(runs_tab.folder_names(results)) == ["openai-x"]  # relative to the results folder
+    picker = view.load(None)[0]
+    assert picker["choices"] == ["openai-x"] and picker["value"] == "openai-x"
+    head, rows, keys, current, *shown = view.refresh("openai-x", "all", "all", "all")
+    assert [r[1] for r in rows] == ["c1", "c2"] and current == "classification/c1"
     summary = shown[-1]
     assert "scores.jsonl:2" in summary and "scores.jsonl:3" in summary and str(results) not in summary
+    assert str(results) not in head
     with pytest.raises(gr.Error, match="unknown run folder"):
-        refresh(str(results / "openai-x"), "all", "all", "all")  # an absolute path is not a choice
+        view.refresh(str(results / "openai-x"), "all", "all", "all")  # an absolute path is not a choice
+    with pytest.raises(gr.Error, match="unknown run folder"):
+        view.refresh("../openai-x", "all", "all", "all")
 
     *_, note = runs_tab.detail(str(results / "openai-x"), "classification/c2", results)
     assert "Click to re-authenticate" in note and str(results) not in note
@@ -139,14 +143,12 @@ def test_the_runs_tab_shows_server_text_as_text_bad_lines_by_name_and_no_absolut
 
 
 def test_no_usable_scores_is_a_line_on_the_page_not_an_error(results: Path) -> None:
-    gr = pytest.importorskip("gradio")
+    pytest.importorskip("gradio")
     from space.diningspace import runs_tab
 
     (results / "openai-x" / "scores.jsonl").write_text("not json\n")
-    with gr.Blocks():
-        _, _, refresh, _ = runs_tab.build(results)
-    rows, picker, *shown = refresh("openai-x", "all", "all", "all")
-    assert rows == [] and picker["choices"] == []
+    head, rows, keys, current, *shown = runs_tab.RunsView(results).refresh("openai-x", "all", "all", "all")
+    assert rows == [] and keys == [] and current is None and head == ""
     assert "no scored items" in shown[-1] and "scores.jsonl:1" in shown[-1] and str(results) not in shown[-1]
 
 

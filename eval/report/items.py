@@ -9,14 +9,16 @@ score and, for VQA, the judge's own reply from the run's verdict cache.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import diningbench
 from eval import tasks
+from eval.figures import headline
 from eval.images import ImageError
-from eval.report.runs import ReportError, load_run
+from eval.report.runs import ReportError, RunData, load_run
 from eval.scoring import JUDGE_CACHE
 from eval.settings import RunSettings
 from eval.store import PREDICTIONS, read_predictions
@@ -24,6 +26,9 @@ from eval.types import ImagePart
 from metrics.judge_accuracy.judge_accuracy import VerdictCache, build_judge_prompt
 
 STATUSES = ("correct", "wrong", "unparsed", "truncated", "failed", "unscored", "scored")
+MAX_SEARCH = 200  # characters of a search; a longer one is cut
+SUMMARY_SETTINGS = ("dataset", "lang", "images", "image_order", "cot", "circular", "limit", "epochs", "max_tokens",
+                    "reasoning_effort", "judge")
 
 
 def status_of(row: dict[str, Any]) -> str:
@@ -48,11 +53,16 @@ def status_of(row: dict[str, Any]) -> str:
 
 
 def run_items(run_dir: Path | str, *, status: str | None = None, task: str | None = None,
-              cuisine: str | None = None, problems: list[str] | None = None) -> list[dict[str, Any]]:
+              cuisine: str | None = None, search: str | None = None,
+              problems: list[str] | None = None) -> list[dict[str, Any]]:
     """The run's scored items (scores.jsonl lines plus `status`), filtered; `wrong` also matches
-    unparsed, truncated and failed items, since each of them counts as wrong. With `problems`, bad
-    lines are left out and named there (`scores.jsonl:N: why`) instead of stopping the listing."""
+    unparsed, truncated and failed items, since each of them counts as wrong. `search` keeps the
+    items whose raw answer, prompt, parsed answer, reference or error holds it (any case). With
+    `problems`, bad lines are left out and named there (`scores.jsonl:N: why`) instead of stopping
+    the listing."""
     run = load_run(run_dir, problems)
+    needle = " ".join((search or "").split())[:MAX_SEARCH].casefold()
+    found = _matching(run, needle, problems) if needle else None
     out = []
     for task_name, rows in run.scores.items():
         if task is not None and task_name != task:
@@ -64,7 +74,74 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
             if status is not None and item["status"] != status and not (
                     status == "wrong" and item["status"] in ("unparsed", "truncated", "failed")):
                 continue
+            if found is not None and (task_name, str(row["id"])) not in found:
+                continue
             out.append(item)
+    return out
+
+
+def _matching(run: RunData, needle: str, problems: list[str] | None) -> set[tuple[str, str]]:
+    """(task, id) of the items whose raw answer, prompt, parsed answer, reference or error holds
+    `needle` (casefolded). Prompts are rebuilt as text from run.json's settings and the dataset
+    the run names; when that cannot be done the other fields are still searched."""
+    raws: dict[tuple[str, str], str] = {}
+    for (task, item_id, _epoch, _rotation), prediction in read_predictions(run.path / PREDICTIONS, problems).items():
+        raws[(task, item_id)] = raws.get((task, item_id), "") + "\n" + (prediction.raw or "")
+    prompts = _prompt_texts(run, problems)
+    found = set()
+    for task, rows in run.scores.items():
+        for row in rows:
+            key = (task, str(row["id"]))
+            fields = [raws.get(key, ""), prompts.get(key, ""), row.get("error")]
+            fields += [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+                       for v in (row.get("parsed"), row.get("reference")) if v is not None]
+            if any(needle in " ".join(str(f).split()).casefold() for f in fields if f):
+                found.add(key)
+    return found
+
+
+def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, str], str]:
+    """Each scored item's prompt text (no views), rebuilt from the run's settings."""
+    try:
+        settings = _settings(run.info)
+    except (TypeError, ValueError):
+        return {}
+    out = {}
+    for task, rows in run.scores.items():
+        wanted = {str(r["id"]) for r in rows}
+        try:
+            dataset = diningbench.load(task, settings.dataset, decode_images=False)
+        except (ValueError, OSError) as exc:
+            if problems is not None:
+                problems.append(f"prompts not searched: cannot load {task} ({str(exc)[:120]})")
+            continue
+        if "images" in dataset.column_names:
+            dataset = dataset.remove_columns("images")
+        for row in dataset:
+            if str(row["id"]) in wanted:
+                try:
+                    out[(task, str(row["id"]))] = tasks.prompt_text(task, row, settings)
+                except (ValueError, TypeError, KeyError):
+                    continue
+    return out
+
+
+def run_summary(run_dir: Path | str, problems: list[str] | None = None) -> dict[str, Any]:
+    """What a run is at a glance: its model and settings, and per task the number of items, the
+    headline figure (accuracy, or Average MAPE for nutrition, as fractions; None when nothing
+    was answered or scored) and how many items are correct / wrong / unparsed / truncated /
+    failed / unscored. `wrong` counts only answers parsed and judged wrong, so the counts add up
+    to the items (with `scored` for nutrition)."""
+    run = load_run(run_dir, problems)
+    settings = run.info.get("settings") if isinstance(run.info.get("settings"), dict) else {}
+    shown = {k: settings.get(k) for k in SUMMARY_SETTINGS if settings.get(k) not in (None, "", False)}
+    out: dict[str, Any] = {"model": run.model, "settings": shown, "tasks": {}}
+    for task, rows in run.scores.items():
+        counts = dict.fromkeys(STATUSES, 0)
+        for row in rows:
+            counts[status_of(row)] += 1
+        out["tasks"][task] = {"n": len(rows), "headline": headline(task, rows),
+                              "counts": {k: v for k, v in counts.items() if v}}
     return out
 
 

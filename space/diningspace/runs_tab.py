@@ -1,4 +1,10 @@
-"""The Runs tab (and `python -m eval view DIR`): a run's items with filters, and one item whole.
+"""The Runs tab (and `python -m eval view DIR`): a run's summary, its items with filters and a
+search, and one item whole; a click on a row opens it, Previous / Next step through the list.
+
+The list of run folders is read again on every page load and on Refresh (folder names only, no
+file is parsed). The run, the filters, the search and the open item are kept in the page's
+address (`?tab=runs&run=NAME&task=…&status=…&cuisine=…&q=…&item=TASK/ID`), so a link opens the
+same view; NAME is the run folder relative to the results folder.
 
 The data comes from `eval.report.items`; this module only lays it out. Everything shown is the run
 folder's own content (answers, prompts, references), in text components that never render HTML;
@@ -19,7 +25,7 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
-from eval.report.items import STATUSES, item_detail, run_items
+from eval.report.items import STATUSES, item_detail, run_items, run_summary
 from eval.report.runs import ReportError
 from eval.report.tables import as_text, pct
 
@@ -29,6 +35,18 @@ _ABSOLUTE = re.compile(r"(?<![\w.:/~])(?:[A-Za-z]:)?[/\\](?:[^\s/\\'\"`:]+[/\\])
 
 ALL = "all"
 COLUMNS = ["task", "id", "status", "cuisine", "parsed", "reference", "score"]
+TASKS = [ALL, "classification", "nutrition", "vqa"]
+CUISINES = [ALL, "chinese", "western", "worldwide", "asian", "japanese", "latin_american", "indian"]
+# The address keeps the view: each filter's query parameter, in the order of the handlers' inputs.
+QUERY = ("run", "task", "status", "cuisine", "q", "item")
+URL_JS = """(run, task, status, cuisine, q, item) => {
+  const url = new URL(window.location.href);
+  const values = {tab: "runs", run, task, status, cuisine, q, item};
+  for (const [name, value] of Object.entries(values)) {
+    if (value && value !== "all") url.searchParams.set(name, value); else url.searchParams.delete(name);
+  }
+  window.history.replaceState(window.history.state, "", url);
+}"""
 
 
 def run_folders(root: Path) -> list[Path]:
@@ -79,17 +97,38 @@ def _problems_line(problems: list[str]) -> str:
     return f"left out: {shown}{more}"
 
 
-def table(run_dir: str | None, task: str, status: str, cuisine: str, problems: list[str] | None = None
-          ) -> tuple[list[list[str]], list[str]]:
-    """The filtered items as table rows, and their `task/id` keys for the item picker; with
-    `problems`, malformed lines are left out and named there rather than stopping the listing."""
+def table(run_dir: str | None, task: str, status: str, cuisine: str, problems: list[str] | None = None,
+          search: str = "") -> tuple[list[list[str]], list[str]]:
+    """The filtered items as table rows, and their `task/id` keys; with `problems`, malformed lines
+    are left out and named there rather than stopping the listing."""
     if not run_dir:
         return [], []
     items = run_items(run_dir, task=None if task == ALL else task, status=None if status == ALL else status,
-                      cuisine=None if cuisine == ALL else cuisine, problems=problems)
+                      cuisine=None if cuisine == ALL else cuisine, search=search or None, problems=problems)
     rows = [[r["task"], str(r["id"]), r["status"], str(r.get("cuisine") or ""), _short(r.get("parsed")),
              _short(r.get("reference")), _score(r)] for r in items]
     return rows, [f"{r['task']}/{r['id']}" for r in items]
+
+
+def summary(run_dir: str | None, root: Path | None = None, problems: list[str] | None = None) -> str:
+    """The run at a glance as Markdown (every piece from the folder is text): model and settings,
+    then per task the items, the headline figure and the counts by status."""
+    if not run_dir:
+        return ""
+    try:
+        found = run_summary(run_dir, problems)
+    except ReportError:
+        return ""  # the listing says why
+    settings = " · ".join(as_text(hide_paths(f"{k} {v}" if v is not True else k, root))
+                          for k, v in found["settings"].items())
+    lines = [f"**{as_text(found['model'])}**" + (f" · {settings}" if settings else "")]
+    for task, figures in found["tasks"].items():
+        value = figures["headline"]
+        figure = ("Average MAPE " if task == "nutrition" else "accuracy ") + (f"{pct(value)}%" if value is not None
+                                                                              else "–")
+        counts = ", ".join(f"{n} {name}" for name, n in figures["counts"].items())
+        lines.append(f"{as_text(task)}: {figures['n']} items, {figure} ({as_text(counts)})")
+    return "  \n".join(lines)
 
 
 def detail(run_dir: str | None, key: str | None, root: Path | None = None, listed: list[str] | None = None
@@ -136,67 +175,147 @@ def _json(value: Any) -> Any:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value
 
 
-def build(results_dir: Path) -> tuple[Any, list[Any], Any, list[Any]]:
-    """The tab's components, inside the current Blocks; returns what a page load should refresh.
+def folder_names(root: Path) -> dict[str, Path]:
+    """The run folders under `root` by the name the page shows: their path relative to `root`."""
+    root = Path(root)
+    return {(p.relative_to(root).as_posix() if p != root else root.name or "."): p for p in run_folders(root)}
 
-    The run picker offers folders by their path relative to `results_dir`; only those map to a folder."""
-    root = Path(results_dir)
-    found = run_folders(root)
-    by_name = {(p.relative_to(root).as_posix() if p != root else root.name or "."): p for p in found}
-    folders = list(by_name)
-    gr.Markdown("A run's items one by one: filter, pick one, and see its views, the exact prompt sent, the raw "
-                "answer, what was parsed, the reference and the score.")
-    with gr.Row():
-        run = gr.Dropdown(folders, value=folders[0] if folders else None, label="Run folder", scale=3)
-        task = gr.Dropdown([ALL, "classification", "nutrition", "vqa"], value=ALL, label="Task")
-        status = gr.Dropdown([ALL, *STATUSES], value=ALL, label="Status")
-        cuisine = gr.Dropdown([ALL, "chinese", "western", "worldwide", "asian", "japanese", "latin_american",
-                               "indian"], value=ALL, label="Cuisine")
-    items = gr.Dataframe(headers=COLUMNS, interactive=False, wrap=True, elem_classes=["db-scroll"])
-    item = gr.Dropdown([], label="Item", allow_custom_value=False)
-    summary = gr.Markdown()
-    gallery = gr.Gallery(label="Views as sent", columns=4, height="auto")
-    prompt = gr.Textbox(label="Prompt sent", lines=6, max_lines=20)
-    raw = gr.Textbox(label="Raw answer", lines=6, max_lines=30)
-    with gr.Row():
-        parsed, reference, score = gr.JSON(label="Parsed"), gr.JSON(label="Reference"), gr.JSON(label="Score")
-    judge = gr.Textbox(label="Judge's reply (VQA)", lines=3, max_lines=12)
 
-    def listed(name: str | None) -> str | None:
-        # Only the folders listed above: a client-sent path must never make the page read elsewhere.
-        if name is None:
+class RunsView:
+    """The tab's handlers over the run folders under `root`; `build` lays the tab out."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def listed(self, name: str | None) -> str | None:
+        # Only folders the listing finds: a client-sent path must never make the page read elsewhere.
+        if not name:
             return None
-        if name not in by_name:
+        found = folder_names(self.root).get(name)
+        if found is None:
             raise gr.Error("unknown run folder", print_exception=False)
-        return str(by_name[name])
+        return str(found)
 
-    shown = [gallery, prompt, raw, parsed, reference, score, judge, summary]
+    def _item(self, run_dir: str | None, keys: list[str], key: str | None, problems: list[str] | None = None
+              ) -> tuple[Any, ...]:
+        """The open item: its key, `Item i of n`, then its panels (each shown only when it has something)."""
+        gallery, prompt, raw, parsed, reference, score, judge, note = detail(run_dir, key, self.root, problems)
+        where = f"Item {keys.index(key) + 1} of {len(keys)}" if key in keys else ("No item matches." if run_dir
+                                                                                  else "")
+        has_item = bool(prompt or raw or parsed is not None or reference is not None)
+        return (key, where, gr.update(value=gallery, visible=bool(gallery)), gr.update(value=prompt, visible=bool(prompt)),
+                gr.update(value=raw, visible=has_item), gr.update(value=parsed, visible=has_item),
+                gr.update(value=reference, visible=has_item), gr.update(value=score, visible=bool(score)),
+                gr.update(value=judge, visible=bool(judge)), note)
 
-    def refresh(name: str | None, task_name: str, status_name: str, cuisine_name: str):
-        # The first item's detail comes with the list: no second event to wait for.
-        run_dir, problems = listed(name), []
+    def refresh(self, name: str | None, task: str, status: str, cuisine: str, search: str = "",
+                key: str | None = None) -> tuple[Any, ...]:
+        """Summary, list and the open item (`key` when it is listed, else the first) in one event."""
+        run_dir, problems = self.listed(name), []
         try:
-            rows, keys = table(run_dir, task_name, status_name, cuisine_name, problems)
+            rows, keys = table(run_dir, task, status, cuisine, problems, search)
         except ReportError as exc:  # no usable scores.jsonl at all: say so, keep the page
             rows, keys = [], []
             problems.insert(0, str(exc))
-        first = keys[0] if keys else None
-        return (rows, gr.update(choices=keys, value=first), *detail(run_dir, first, root, problems))
+        head = summary(run_dir, self.root)
+        current = key if key in keys else (keys[0] if keys else None)
+        return (head, rows, keys, *self._item(run_dir, keys, current, problems))
 
-    def show(name: str | None, key: str | None):
-        return detail(listed(name), key, root)
+    def open_row(self, name: str | None, keys: list[str], event: gr.SelectData) -> tuple[Any, ...]:
+        """A click on a table row opens that item (the row's own task and id, whatever the sorting)."""
+        row = event.row_value if isinstance(getattr(event, "row_value", None), list) else None
+        if row and len(row) >= 2:
+            key = f"{row[0]}/{row[1]}"
+        else:
+            index = event.index[0] if isinstance(event.index, list | tuple) else event.index
+            key = keys[index] if isinstance(index, int) and 0 <= index < len(keys) else None
+        return self._item(self.listed(name), keys or [], key if key in (keys or []) else None)
 
-    filters = [run, task, status, cuisine]
-    for component in filters:
-        component.input(refresh, filters, [items, item, *shown], api_visibility="private")
-    item.input(show, [run, item], shown, api_visibility="private")
-    return run, filters, refresh, [items, item, *shown]
+    def step(self, delta: int, name: str | None, keys: list[str], key: str | None) -> tuple[Any, ...]:
+        """Previous / next item of the list (staying at its ends)."""
+        keys = keys or []
+        if not keys:
+            return self._item(self.listed(name), keys, None)
+        at = keys.index(key) if key in keys else -1 if delta > 0 else len(keys)
+        return self._item(self.listed(name), keys, keys[min(max(at + delta, 0), len(keys) - 1)])
+
+    def reload(self, name: str | None) -> Any:
+        """The run picker with the folders there are now (the chosen one kept when it still exists)."""
+        names = list(folder_names(self.root))
+        return gr.update(choices=names, value=name if name in names else (names[0] if names else None))
+
+    def load(self, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+        """A page load: the folders there are now and the view the address names (`?run=…&item=…`)."""
+        params = dict(getattr(request, "query_params", None) or {})
+        value = {name: str(params.get(name) or "")[:300] for name in QUERY}
+        names = list(folder_names(self.root))
+        run = value["run"] if value["run"] in names else (names[0] if names else None)
+        task = value["task"] if value["task"] in TASKS else ALL
+        status = value["status"] if value["status"] in (ALL, *STATUSES) else ALL
+        cuisine = value["cuisine"] if value["cuisine"] in CUISINES else ALL
+        return (gr.update(choices=names, value=run), task, status, cuisine, value["q"],
+                *self.refresh(run, task, status, cuisine, value["q"], value["item"] or None))
+
+    def build(self) -> tuple[Any, list[Any], list[Any]]:
+        """The tab's components, inside the current Blocks; returns what a page load refreshes:
+        (handler, inputs, outputs)."""
+        gr.Markdown("A run's items one by one: filter or search, click a row, and see its views, the exact prompt "
+                    "sent, the raw answer, what was parsed, the reference and the score. The address bar keeps "
+                    "what you chose: copy it to share this view.")
+        with gr.Row(equal_height=True):
+            run = gr.Dropdown([], label="Run folder", scale=4, elem_id="db-runs-run")
+            reload = gr.Button("↻ Refresh list", size="sm", scale=1, min_width=120, elem_id="db-runs-reload")
+        head = gr.Markdown(elem_id="db-runs-summary", elem_classes="db-note")
+        with gr.Row():
+            task = gr.Dropdown(TASKS, value=ALL, label="Task", min_width=140)
+            status = gr.Dropdown([ALL, *STATUSES], value=ALL, label="Status", min_width=140)
+            cuisine = gr.Dropdown(CUISINES, value=ALL, label="Cuisine", min_width=140)
+            search = gr.Textbox(label="Search answers and prompts", placeholder="text, then Enter", min_width=200,
+                                max_length=200, elem_id="db-runs-search")
+        items = gr.Dataframe(headers=COLUMNS, interactive=False, wrap=True, max_height=360,
+                             elem_classes=["db-scroll"], elem_id="db-runs-items")
+        keys, current = gr.State([]), gr.State(None)
+        with gr.Row(elem_classes="db-nav"):
+            prev_btn = gr.Button("← Previous", size="sm", min_width=80, elem_id="db-runs-prev")
+            where = gr.Markdown("", elem_classes="db-where", elem_id="db-runs-where")
+            next_btn = gr.Button("Next →", size="sm", min_width=80, elem_id="db-runs-next")
+        note = gr.Markdown(elem_id="db-runs-note")
+        gallery = gr.Gallery(label="Views as sent", columns=4, height="auto", object_fit="contain", fit_columns=False,
+                             preview=False, allow_preview=True, elem_id="db-runs-gallery")
+        prompt = gr.Textbox(label="Prompt sent", lines=6, max_lines=20, elem_id="db-runs-prompt")
+        raw = gr.Textbox(label="Raw answer", lines=4, max_lines=30, elem_id="db-runs-raw")
+        with gr.Row():
+            parsed, reference = gr.JSON(label="Parsed", min_width=160), gr.JSON(label="Reference", min_width=160)
+            score = gr.JSON(label="Score", min_width=160)
+        judge = gr.Textbox(label="Judge's reply", lines=3, max_lines=12, visible=False, elem_id="db-runs-judge")
+
+        item_out = [current, where, gallery, prompt, raw, parsed, reference, score, judge, note]
+        listing = [head, items, keys, *item_out]
+        filters = [run, task, status, cuisine, search]
+        in_url = [run, task, status, cuisine, search, current]
+
+        def keep(event: Any) -> None:
+            event.then(None, in_url, None, js=URL_JS, api_visibility="private")
+
+        for component in (run, task, status, cuisine):
+            keep(component.input(self.refresh, filters, listing, api_visibility="private"))
+        keep(search.submit(self.refresh, filters, listing, api_visibility="private"))
+        keep(items.select(self.open_row, [run, keys], item_out, api_visibility="private"))
+        keep(prev_btn.click(lambda *a: self.step(-1, *a), [run, keys, current], item_out, api_visibility="private"))
+        keep(next_btn.click(lambda *a: self.step(1, *a), [run, keys, current], item_out, api_visibility="private"))
+        reload.click(self.reload, run, run, api_visibility="private")
+        return self.load, [], [run, task, status, cuisine, search, *listing]
+
+
+def build(results_dir: Path) -> tuple[Any, list[Any], list[Any]]:
+    """The Runs tab inside the current Blocks: (load handler, its inputs, its outputs)."""
+    return RunsView(results_dir).build()
 
 
 def app(results_dir: Path) -> gr.Blocks:
     """A small app with the Runs tab alone: `python -m eval view DIR`."""
     with gr.Blocks(title="DiningBench runs") as demo:
         gr.Markdown(f"# DiningBench runs in {as_text(Path(results_dir).name or results_dir)}")
-        _, filters, refresh, outputs = build(Path(results_dir))
-        demo.load(refresh, filters, outputs, api_visibility="private")
+        load, inputs, outputs = build(Path(results_dir))
+        demo.load(load, inputs, outputs, api_visibility="private")
     return demo
