@@ -297,3 +297,88 @@ def test_a_run_pushed_from_the_space_names_its_data_without_the_operators_path(t
     folder = _sit(Catalog(loader=tiny_dataset), runs, "classification", "cook", ["A"])
     text = (folder / "run.json").read_text()
     assert str(tmp_path) not in text and json.loads(text)["dataset"]["source"] == "diningbench-release"
+
+
+# ---------------------------------------------------------------- words for people, and the recap
+def test_finish_now_with_no_answers_warns_and_keeps_the_question(tmp_path: Path) -> None:
+    import asyncio
+
+    tab = _tab(tmp_path, _Clock())
+    state = tab.begin("classification", 2, 1, "cook", "", "en", True, _Request("s", "192.0.2.1"))[0]
+    with pytest.warns(UserWarning, match="Answer at least one item first"):
+        shown = asyncio.run(tab.finish(state))
+    assert len(shown) == 5 and all(s == {"__type__": "update"} for s in shown)  # every panel as it was
+    assert not (tmp_path / "results" / "humans").exists()  # nothing saved
+
+
+def test_feedback_is_sentences_not_json() -> None:
+    from space.diningspace.recap import feedback
+
+    row = tiny_dataset_rows("classification")[1]  # answer B: "Dish 1 <b>"
+    css, text = feedback("classification", "A", {"parsed": "A", "correct": False}, row, "en")
+    assert css == "db-bad" and html_text(text) == ("You chose A (Dish 0 <b>). Not this time: the dish is B "
+                                                   "(Dish 1 <b>).")
+    assert "<b>" not in text.replace("<b>A</b>", "").replace("<b>B</b>", "")  # the option's markup is text
+    css, text = feedback("classification", "B", {"parsed": "B", "correct": True}, row, "zh")
+    assert html_text(text) == "You chose B (菜1). That is the dish: well done."
+    nut = tiny_dataset_rows("nutrition")[0]  # 500 kcal, 20 g protein, 60 g carbohydrates, 15.5 g fat
+    record = {"parsed": {"calories": 550.0, "protein": 20.0, "carbohydrates": 45.0, "fat": 31.0},
+              "ape": {"calories": 0.1, "protein": 0.0, "carbohydrates": 0.25, "fat": 1.0}}
+    _, text = feedback("nutrition", "{...}", record, nut, "en")
+    assert html_text(text) == ("You estimated 550 kcal, 20 g protein, 45 g carbohydrates and 31 g fat. The reference "
+                               "is 500 kcal, 20 g protein, 60 g carbohydrates and 15.5 g fat. You were off by 10% "
+                               "on calories, 0% on protein, 25% on carbohydrates and 100% on fat.")
+    assert "{" not in text
+
+
+def test_the_recap_sets_your_answers_beside_the_reference_and_the_models(tmp_path: Path) -> None:
+    import asyncio
+
+    from helpers_report import cls_item, write_run
+
+    results = tmp_path / "results"
+    # A model run on the same items: cla-1 right (A), cla-2 wrong (A; the answer is B); cla-3 not asked.
+    write_run(results / "openai-x", "openai:x", [{**cls_item("cla-1", "m1", True), "parsed": "A", "reference": "A"},
+                                                 {**cls_item("cla-2", "m1", False), "parsed": "A", "reference": "B"}])
+    write_run(results / "other-task", "openai:y", [{**cls_item("zzz", "m1", True)}])  # none of these items
+    clock = _Clock()
+    tab = _tab(tmp_path, clock)
+    _sitting(tab, clock, _Request("earlier", "192.0.2.9"), 5.0)  # an earlier person: never among "models"
+    answers = {"cla-1": "A", "cla-2": "A", "cla-3": "C"}
+    state = tab.begin("classification", 3, 1, "cook", "", "en", True, _Request("s", "192.0.2.1"))[0]
+    for i in range(3):
+        clock.now += 5
+        state = tab.submit(state, answers[Sitting.from_state(state).current], None, None, None, None, "")[0]
+        if i < 2:
+            state = tab.next_item(state)[0]
+    shown = asyncio.run(tab.finish(state))
+    text = html_text(shown[4])
+    assert "You: 2 of 3 right" in text and "openai:x: 1 of 2 right on the same items" in text
+    assert "openai:y" not in text and "human:" not in text
+    rows = {r.split(" ", 1)[0]: r for r in html_rows(shown[4])}
+    assert rows["cla-2"] == ("cla-2 | A (Dish 0 <b>) wrong ✗ | B (Dish 1 <b>) | "
+                             "openai:x: A (Dish 0 <b>) wrong ✗")
+    assert rows["cla-1"].endswith("openai:x: A (Dish 0 <b>) right ✓")
+    assert rows["cla-3"] == "cla-3 | C (Dish 2 <b>) right ✓ | C (Dish 2 <b>) | no model run here answered this item"
+    assert "<b>)" not in shown[4]  # the dataset's markup is shown as text
+
+
+def tiny_dataset_rows(config: str) -> list[dict]:
+    from helpers_space import tiny_rows
+
+    return tiny_rows(config)
+
+
+def html_text(fragment: str) -> str:
+    import html
+    import re
+
+    inline = re.sub(r"</?(b|span)\b[^>]*>", "", fragment)  # the rest (cells, items, paragraphs) part words
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", inline)).split())
+
+
+def html_rows(fragment: str) -> list[str]:
+    import re
+
+    return [" | ".join(html_text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S))
+            for row in re.findall(r"<tr><td.*?</tr>", fragment, re.S)]

@@ -6,10 +6,12 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from eval.report.runs import ReportError, load_run
 from eval.report.tables import as_text
 from eval.scoring import score_prediction
 from eval.settings import RunSettings
@@ -18,8 +20,9 @@ from eval.tasks import prompt_text
 from .catalog import Catalog, CatalogError
 from .guard import GuardError
 from .human import HumanError, HumanRuns, Sitting, answer_text, automated, prediction_of, start
-from .leaderboard import HUMAN_GROUPS, TASK_SHORT
+from .leaderboard import HUMAN_GROUPS
 from .limits import HourlyQuota, RequestSlots, client_address
+from .recap import feedback, model_answers, recap
 from .render import LETTERS, gallery_caption, item_card
 from .results_view import summary_line
 from .settings import SpaceSettings
@@ -32,6 +35,9 @@ INTRO = ("Answer the same items a model gets, the same way: a letter for classif
          "for nutrition, a short text for VQA. The reference appears after you submit each answer. "
          "Your answers become a `human:` run scored with the same metrics as the models.")
 MAX_TEST_ITEMS = 20
+# Each task as the person is asked it (the Task choice and the heading above each item).
+TASK_QUESTIONS = {"classification": "Which dish is this?", "nutrition": "Estimate the nutrition",
+                  "vqa": "Answer a question about the dish"}
 SHOWN_COUNT = 17  # the outputs of a question: state, panels, views, prompt, answer boxes, buttons
 
 
@@ -76,7 +82,7 @@ class HumanTab:
         row = self.catalog.row(sitting.task, item_id)
         views = self.catalog.images(sitting.task, item_id)
         text = prompt_text(sitting.task, row, RunSettings(model=sitting.spec, lang=sitting.lang))
-        where = f"**{TASK_SHORT[sitting.task]}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
+        where = f"**{TASK_QUESTIONS[sitting.task]}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
         n_options = len(row.get("options") or [])
         sitting.shown_at = self.clock()
         return (sitting.to_state(), gr.update(visible=False), gr.update(visible=True), where,
@@ -112,19 +118,11 @@ class HumanTab:
                 gr.update(visible=last), reveal)
 
     def _reveal(self, sitting: Sitting, row: dict[str, Any], record: dict[str, Any]) -> str:
-        if sitting.task == "classification":
-            verdict = "correct ✓" if record.get("correct") else "not the answer ✗"
-            css = "db-good" if record.get("correct") else "db-bad"
-        elif sitting.task == "nutrition":
-            apes = record.get("ape") or {}
-            shown = [f"{k} {v * 100:.0f}%" for k, v in apes.items() if isinstance(v, int | float)]
-            verdict, css = "error: " + (", ".join(shown) or "—"), "db-neutral"
-        else:
-            verdict, css = "scored by the judge when you finish", "db-neutral"
+        css, sentences = feedback(sitting.task, str(sitting.answers[-1]["raw"]), record, row, sitting.lang)
         card = item_card(sitting.task, row, n_images=len(row.get("image_roles") or []), lang=sitting.lang,
                          show_answer=True)
-        return (f"<div class='db-reveal'><p>You answered <b>{as_text(str(sitting.answers[-1]['raw']), lines=True)}</b> "
-                f"— <span class='{css}'>{as_text(verdict, lines=True)}</span></p><p><b>Reference</b></p>{card}</div>")
+        return (f"<div class='db-reveal'><p class='db-feedback {css}'>{sentences}</p>"
+                f"<p><b>Reference</b></p>{card}</div>")
 
     def next_item(self, state: dict[str, Any]) -> tuple[Any, ...]:
         sitting = Sitting.from_state(state)
@@ -135,7 +133,9 @@ class HumanTab:
     async def finish(self, state: dict[str, Any]) -> tuple[Any, ...]:
         sitting = Sitting.from_state(state)
         if sitting is None or not sitting.answers:
-            raise gr.Error("answer at least one item first", print_exception=False)
+            # A warning, not gr.Error: the person stays on the question, which stays as it was.
+            gr.Warning("Answer at least one item first: nothing is saved without an answer.")
+            return tuple(gr.skip() for _ in range(5))
         rows = {a["id"]: self.catalog.row(sitting.task, a["id"]) for a in sitting.answers}
         try:
             if sitting.task == "vqa" and self.runs.judge:
@@ -153,7 +153,19 @@ class HumanTab:
         counted = (f"it is left out of the **humans ({sitting.group})** row: {scripted}" if scripted
                    else f"the Leaderboard's **humans ({sitting.group})** row now includes it")
         done = f"Thank you! {line}. Saved as the run `{folder.name}`; {counted}."
-        return (None, gr.update(visible=True), gr.update(visible=False), done)
+        return (None, gr.update(visible=True), gr.update(visible=False), done,
+                await asyncio.to_thread(self._recap, sitting, folder, rows))
+
+    def _recap(self, sitting: Sitting, folder: Path, rows: dict[str, dict[str, Any]]) -> str:
+        """Your answers beside the reference and the models' answers on the same items (run folders
+        under the results folder, as the Runs tab lists them)."""
+        try:
+            mine = load_run(folder, problems=[]).scores.get(sitting.task, [])
+        except ReportError:
+            return ""
+        models = model_answers(self.settings.results_dir, sitting.task, [str(a["id"]) for a in sitting.answers],
+                               exclude=folder)
+        return ("<h3>How you did, item by item</h3>" + recap(sitting.task, mine, rows, sitting.lang, models))
 
     # --- layout -----------------------------------------------------------------------------------
     def build(self) -> None:
@@ -161,10 +173,12 @@ class HumanTab:
         state = gr.State(None)
         gr.Markdown(INTRO, elem_classes="db-note")
         done = gr.Markdown("", elem_id="db-human-done")
+        recap_box = gr.HTML(elem_id="db-human-recap")
         with gr.Column(visible=True, elem_id="db-human-setup") as setup:
             with gr.Row(equal_height=False):
                 with gr.Column(min_width=260):
-                    task = gr.Radio(list(s.tasks()), value=s.tasks()[0], label="Task", elem_id="db-human-task")
+                    task = gr.Radio([(TASK_QUESTIONS[t], t) for t in s.tasks()], value=s.tasks()[0],
+                                    label="What you will do", elem_id="db-human-task")
                     n_items = gr.Slider(1, min(MAX_TEST_ITEMS, s.max_items), value=min(5, s.max_items), step=1,
                                         label="Items", elem_id="db-human-n")
                     seed = gr.Number(random.randint(1, 9999), precision=0, label="Seed",
@@ -179,7 +193,9 @@ class HumanTab:
                     begin = gr.Button("Start the test", variant="primary", elem_id="db-human-start")
         with gr.Column(visible=False, elem_id="db-human-question") as question:
             where = gr.Markdown("", elem_id="db-human-where")
-            gallery = gr.Gallery(label="Views", columns=4, height="auto", object_fit="contain", preview=False,
+            # Two by two on a phone, a row of four on a wide screen; a tap opens a view full size.
+            gallery = gr.Gallery(label="Photos of the dish (tap one to zoom)", columns=4, height="auto",
+                                 object_fit="contain", fit_columns=False, preview=False, allow_preview=True,
                                  elem_id="db-human-gallery")
             prompt = gr.HTML(elem_id="db-human-prompt")
             letter = gr.Radio(list(LETTERS), label="Your answer", elem_id="db-human-letter")
@@ -198,9 +214,10 @@ class HumanTab:
         shown = [state, setup, question, where, gallery, prompt, letter, numbers, text, kcal, protein, carbs, fat,
                  submit, next_btn, reveal, finish]
         assert len(shown) == SHOWN_COUNT
-        begin.click(self.begin, [task, n_items, seed, group, name, lang, consent], shown, api_visibility="private")
+        begin.click(self.begin, [task, n_items, seed, group, name, lang, consent], shown, api_visibility="private"
+                    ).then(lambda: "", None, recap_box, api_visibility="private")  # a new test: no old recap
         next_btn.click(self.next_item, state, shown, api_visibility="private")
         submit.click(self.submit, [state, letter, kcal, protein, carbs, fat, text],
                      [state, submit, next_btn, finish, reveal], api_visibility="private")
         for button in (finish, stop):
-            button.click(self.finish, state, [state, setup, question, done], api_visibility="private")
+            button.click(self.finish, state, [state, setup, question, done, recap_box], api_visibility="private")

@@ -1,0 +1,187 @@
+"""Take the test, in words and at the end: what a person is told after each answer, and the recap
+that sets their answers beside the reference and beside the models' answers on the same items.
+
+Pure functions over scores.jsonl rows and dataset rows; every string from a row or a run folder
+is escaped (`as_text`): the HTML shows text, never markup from the data.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from eval.report.runs import ReportError, load_run
+from eval.report.tables import as_text
+from eval.tasks import options_of
+from eval.types import NUTRIENTS
+
+from .human import HUMANS_FOLDER
+from .leaderboard import HUMAN_PREFIX
+from .runs_tab import run_folders
+
+MAX_RUNS_READ = 50  # the newest run folders read for a recap: its cost stays bounded however many there are
+MAX_MODELS_SHOWN = 4  # per item; the rest are counted
+UNITS = {"calories": "kcal", "protein": "g protein", "carbohydrates": "g carbohydrates", "fat": "g fat"}
+
+
+def _number(value: Any) -> str:
+    """`520`, `21.5`: at most one decimal, none when it is whole."""
+    number = float(value)
+    return f"{number:,.0f}" if number == int(number) else f"{number:,.1f}"
+
+
+def nutrients_sentence(values: Any) -> str:
+    """`520 kcal, 21.5 g protein, 60 g carbohydrates and 14 g fat` (a figure left out reads `?`).
+
+    >>> nutrients_sentence({"calories": 520, "protein": 21.5, "carbohydrates": 60.0, "fat": 14})
+    '520 kcal, 21.5 g protein, 60 g carbohydrates and 14 g fat'
+    """
+    values = values if isinstance(values, dict) else {}
+    parts = []
+    for key in NUTRIENTS:
+        value = values.get(key)
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        parts.append(f"{_number(value) if ok else '?'} {UNITS[key]}")
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def option_name(row: dict[str, Any], letter: Any, lang: str) -> str:
+    """The dish an option letter names (`""` for a letter that names none)."""
+    options = options_of(row, lang) if row.get("options") else []
+    index = ord(str(letter)) - ord("A") if isinstance(letter, str) and len(letter) == 1 else -1
+    return str(options[index]) if 0 <= index < len(options) else ""
+
+
+def feedback(task: str, raw: str, record: dict[str, Any], row: dict[str, Any], lang: str) -> tuple[str, str]:
+    """What a person is told right after answering: (css class, sentences as HTML)."""
+    if task == "classification":
+        chosen, answer = record.get("parsed"), row.get("answer")
+        you = f"You chose <b>{as_text(raw)}</b> ({as_text(option_name(row, chosen, lang))})."
+        if record.get("correct"):
+            return "db-good", f"{you} That is the dish: well done."
+        return "db-bad", (f"{you} Not this time: the dish is <b>{as_text(answer)}</b> "
+                          f"({as_text(option_name(row, answer, lang))}).")
+    if task == "nutrition":
+        parsed = record.get("parsed") if isinstance(record.get("parsed"), dict) else {}
+        reference = {k: row.get(k) for k in NUTRIENTS}
+        apes = record.get("ape") if isinstance(record.get("ape"), dict) else {}
+        off = [f"{apes[k] * 100:.0f}% on {'calories' if k == 'calories' else k}" for k in NUTRIENTS
+               if isinstance(apes.get(k), int | float) and math.isfinite(apes[k])]
+        text = (f"You estimated {as_text(nutrients_sentence(parsed))}. The reference is "
+                f"{as_text(nutrients_sentence(reference))}.")
+        if off:
+            text += f" You were off by {', '.join(off[:-1])} and {off[-1]}." if len(off) > 1 else (
+                f" You were off by {off[0]}.")
+        return "db-neutral", text
+    return "db-neutral", (f"You answered: “{as_text(raw, lines=True)}”. The judge compares it with the reference "
+                          "answer below when you finish the test.")
+
+
+# ---------------------------------------------------------------- the recap
+def _outcome(task: str, row: dict[str, Any]) -> tuple[str, str]:
+    """(css class, a few words) for one scored item."""
+    if row.get("error"):
+        return "db-bad", "failed"
+    if row.get("parsed") is None:
+        return "db-bad", "no answer read"
+    if task == "nutrition":
+        apes = [v for v in (row.get("ape") or {}).values() if isinstance(v, int | float) and math.isfinite(v)]
+        return "db-neutral", f"{sum(apes) / len(apes) * 100:.0f}% off on average" if apes else "not scored"
+    if row.get("correct") is None:
+        return "db-neutral", "not scored"
+    return ("db-good", "right ✓") if row["correct"] else ("db-bad", "wrong ✗")
+
+
+def _answer(task: str, row: dict[str, Any], item: dict[str, Any], lang: str) -> str:
+    parsed = row.get("parsed")
+    if parsed is None:
+        return "—"
+    if task == "classification":
+        name = option_name(item, parsed, lang)
+        return f"{parsed} ({name})" if name else str(parsed)
+    if task == "nutrition":
+        return nutrients_sentence(parsed)
+    text = " ".join(str(parsed).split())
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _reference(task: str, item: dict[str, Any], lang: str) -> str:
+    if task == "classification":
+        return f"{item.get('answer')} ({option_name(item, item.get('answer'), lang)})"
+    if task == "nutrition":
+        return nutrients_sentence({k: item.get(k) for k in NUTRIENTS})
+    answer = item.get("answer_en") if lang == "en" and item.get("answer_en") else item.get("answer")
+    return " ".join(str(answer or "").split())
+
+
+def model_answers(results_dir: Path, task: str, ids: list[str], *, exclude: Path | None = None,
+                  max_runs: int = MAX_RUNS_READ) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+    """(run label, {item id: scored row}) of each model run under `results_dir` that answered any of
+    `ids` (first epoch), newest first; people's runs are left out. Only the `max_runs` newest folders
+    are read, and a folder that cannot be read is skipped."""
+    wanted = set(ids)
+    folders = [p for p in run_folders(results_dir) if HUMANS_FOLDER not in p.relative_to(results_dir).parts[:1]
+               and (exclude is None or p.resolve() != exclude.resolve())]
+    folders.sort(key=lambda p: (p / "scores.jsonl").stat().st_mtime, reverse=True)
+    out = []
+    for folder in folders[:max_runs]:
+        try:
+            run = load_run(folder, problems=[])
+        except (ReportError, OSError):
+            continue
+        if run.model.startswith(HUMAN_PREFIX):
+            continue
+        found = {str(r["id"]): r for r in run.scores.get(task, []) if str(r["id"]) in wanted and not r.get("epoch")}
+        if found:
+            out.append((run.label, found))
+    return out
+
+
+def _score_words(task: str, rows: list[dict[str, Any]]) -> str:
+    if task == "nutrition":
+        apes = [v for r in rows for v in (r.get("ape") or {}).values() if isinstance(v, int | float) and math.isfinite(v)]
+        return f"{sum(apes) / len(apes) * 100:.0f}% off on average" if apes else "no estimate scored"
+    right = sum(r.get("correct") is True for r in rows)
+    return f"{right} of {len(rows)} right"
+
+
+def tally(task: str, mine: list[dict[str, Any]], models: list[tuple[str, dict[str, dict[str, Any]]]]) -> str:
+    """One line for you and one per model (at most MAX_MODELS_SHOWN), on the items each answered.
+
+    >>> tally("classification", [{"correct": True}, {"correct": False}], [("m", {"a": {"correct": True}})])
+    '<li><b>You</b>: 1 of 2 right</li><li><b>m</b>: 1 of 1 right on the same items</li>'
+    """
+    lines = [f"<li><b>You</b>: {_score_words(task, mine)}</li>"]
+    for label, found in models[:MAX_MODELS_SHOWN]:
+        lines.append(f"<li><b>{as_text(label)}</b>: {_score_words(task, list(found.values()))} on the same items</li>")
+    return "".join(lines)
+
+
+def recap(task: str, mine: list[dict[str, Any]], items: dict[str, dict[str, Any]], lang: str,
+          models: list[tuple[str, dict[str, dict[str, Any]]]]) -> str:
+    """The end-of-test table: per item your answer and how it went, the reference, and each model's
+    answer on the same item (at most MAX_MODELS_SHOWN, the rest counted); `mine` are the person's
+    scored rows in the order answered, `items` the dataset rows by id."""
+    body = []
+    for row in mine:
+        item_id = str(row["id"])
+        item = items.get(item_id, {})
+        css, words = _outcome(task, row)
+        others = []
+        answered = [(label, found[item_id]) for label, found in models if item_id in found]
+        for label, found_row in answered[:MAX_MODELS_SHOWN]:
+            model_css, model_words = _outcome(task, found_row)
+            others.append(f"<li><b>{as_text(label)}</b>: {as_text(_answer(task, found_row, item, lang))} "
+                          f"<span class='{model_css}'>{as_text(model_words)}</span></li>")
+        if len(answered) > MAX_MODELS_SHOWN:
+            others.append(f"<li>and {len(answered) - MAX_MODELS_SHOWN} more</li>")
+        shown = f"<ul class='db-recap-models'>{''.join(others)}</ul>" if others else (
+            "<span class='db-neutral'>no model run here answered this item</span>")
+        body.append(f"<tr><td class='db-mono'>{as_text(item_id)}</td>"
+                    f"<td>{as_text(_answer(task, row, item, lang))} <span class='{css}'>{as_text(words)}</span></td>"
+                    f"<td>{as_text(_reference(task, item, lang))}</td><td>{shown}</td></tr>")
+    return (f"<ul class='db-recap-tally'>{tally(task, mine, models)}</ul>"
+            "<div class='db-scroll'><table class='db-results db-recap'><thead><tr><th>Item</th><th>You</th>"
+            "<th>Reference</th><th>Models on the same item</th></tr></thead><tbody>"
+            + "".join(body) + "</tbody></table></div>")
