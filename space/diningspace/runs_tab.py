@@ -274,7 +274,9 @@ class RunsView:
                                 max_length=200, elem_id="db-runs-search")
         items = gr.Dataframe(headers=COLUMNS, interactive=False, wrap=True, max_height=360,
                              elem_classes=["db-scroll"], elem_id="db-runs-items")
-        keys, current = gr.State([]), gr.State(None)
+        keys = gr.State([])
+        # The open item's key, in the page (a State stays on the server): the address is written from it.
+        current = gr.Textbox(visible="hidden", elem_id="db-runs-current")
         with gr.Row(elem_classes="db-nav"):
             prev_btn = gr.Button("← Previous", size="sm", min_width=80, elem_id="db-runs-prev")
             where = gr.Markdown("", elem_classes="db-where", elem_id="db-runs-where")

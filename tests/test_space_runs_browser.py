@@ -1,0 +1,117 @@
+"""The Runs tab in a real headless Chromium at a phone's width (390 px) and a desktop's (1280 px):
+a link opens a view, a click on a row opens its item, Previous / Next, search, the address keeps
+the view, new runs appear on Refresh, views are shown whole. Screenshots stay in tmp_path."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from helpers_space import chromium_browser, launched_space, page_width, write_baseline_run
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def space(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    results = tmp_path_factory.mktemp("results")
+    write_baseline_run(results / "sweep", "first-cls", "classification", "baseline:first", "--limit", "8")
+    with launched_space({"DININGBENCH_SPACE_RESULTS": str(results)}) as (url, _):
+        yield url, results
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with chromium_browser() as chromium:
+        yield chromium
+
+
+def _query(page) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlsplit(page.url).query).items()}
+
+
+def _shot(page, folder: Path, name: str) -> None:
+    width = page.viewport_size["width"]
+    page.screenshot(path=folder / f"{name}_{width}.png", full_page=True)
+    assert page_width(page) <= width, f"{name} is {page_width(page)} px wide at a {width} px viewport"
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_a_link_opens_a_run_and_a_click_on_a_row_opens_its_item(space, browser, width: int, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    url, results = space
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    # The link the Leaderboard gives a run: the Runs tab opens on it, with the filters it names.
+    page.goto(url + "?tab=runs&run=sweep/first-cls&task=classification")
+    where = page.locator("#db-runs-where")
+    expect(where).to_have_text("Item 1 of 8", timeout=30_000)
+    expect(page.locator("#db-runs-summary")).to_contain_text("classification: 8 items, accuracy")
+    expect(page.locator("#db-runs-judge")).to_be_hidden()  # a classification item has no judge
+    rows = page.locator("#db-runs-items .virtual-row")  # Gradio's table draws its rows as a virtual list
+    expect(rows).to_have_count(8)
+    third = page.locator("#db-runs-items [data-testid='cell-2-1']")
+    third_id = third.inner_text().strip()
+    third.click()
+    expect(where).to_have_text("Item 3 of 8")
+    expect(page.locator("#db-runs-note")).to_contain_text(f"classification {third_id}")
+    expect(page.locator("#db-runs-prompt textarea")).not_to_have_value("")
+    # Views shown whole: never cropped.
+    thumbs = page.locator("#db-runs-gallery .grid-container img")
+    expect(thumbs.first).to_be_visible()
+    assert {thumbs.nth(i).evaluate("e => getComputedStyle(e).objectFit") for i in range(thumbs.count())} == {"contain"}
+    _shot(page, tmp_path, "runs_item")
+    page.wait_for_function("() => location.search.includes('item=')")
+    assert _query(page) == {"tab": "runs", "run": "sweep/first-cls", "task": "classification",
+                            "item": f"classification/{third_id}"}
+
+    page.get_by_role("button", name="Next →").click()
+    expect(where).to_have_text("Item 4 of 8")
+    page.get_by_role("button", name="← Previous").click()
+    expect(where).to_have_text("Item 3 of 8")
+    page.get_by_role("button", name="← Previous").click()
+    expect(where).to_have_text("Item 2 of 8")
+    second = _query(page)["item"]
+
+    # The address is the view: opened again, it shows the same item.
+    page.goto(page.url)
+    expect(where).to_have_text("Item 2 of 8", timeout=30_000)
+    expect(page.locator("#db-runs-note")).to_contain_text(second.replace("/", " "))
+
+    # Search: nothing holds this text, so no item (and no empty panels).
+    box = page.locator("#db-runs-search textarea, #db-runs-search input").first
+    box.fill("no answer or prompt holds this")
+    box.press("Enter")
+    expect(where).to_have_text("No item matches.")
+    expect(page.locator("#db-runs-prompt")).to_be_hidden()
+    page.wait_for_function("() => location.search.includes('q=')")
+    box.fill("")
+    box.press("Enter")
+    expect(where).to_have_text("Item 1 of 8")
+    context.close()
+
+
+def test_new_runs_appear_on_refresh_and_views_are_two_by_two_on_a_phone(space, browser, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    url, results = space
+    context = browser.new_context(viewport={"width": 390, "height": 900})
+    page = context.new_page()
+    page.goto(url + "?tab=runs")
+    expect(page.locator("#db-runs-where")).to_have_text("Item 1 of 8", timeout=30_000)
+    shutil.copytree(results / "sweep" / "first-cls", results / "added-later")
+    page.get_by_role("button", name="↻ Refresh list").click()
+    page.locator("#db-runs-run input").click()
+    expect(page.get_by_role("option", name="added-later")).to_be_visible()
+    page.get_by_role("option", name="added-later").click()
+    page.wait_for_function("() => location.search.includes('run=added-later')")
+    thumbs = page.locator("#db-runs-gallery .grid-container img")
+    expect(thumbs.first).to_be_visible()
+    lefts = {round(thumbs.nth(i).bounding_box()["x"]) for i in range(thumbs.count())}
+    assert len(lefts) == min(2, thumbs.count())  # two columns at a phone's width
+    _shot(page, tmp_path, "runs_refreshed")
+    context.close()
