@@ -7,7 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_space import chromium_browser, launched_space, open_tab, page_width, tiny_dataset
+from helpers_space import (
+    chromium_browser,
+    launched_space,
+    open_tab,
+    page_width,
+    tiny_dataset,
+    write_baseline_run,
+)
 
 from space.diningspace.catalog import Catalog
 from space.diningspace.human import HumanRuns, Sitting, answer_text, clean_name, pick_items, start
@@ -102,6 +109,7 @@ def test_the_hub_scheduler_is_made_lazily_for_the_folder_of_peoples_runs(tmp_pat
 @pytest.fixture(scope="module")
 def human_space(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     results = tmp_path_factory.mktemp("results")
+    write_baseline_run(results, "first-cls", "classification", "baseline:first")  # the models in the recap
     # A browser driven by a script answers in milliseconds: the check for scripted sittings is off
     # here (it has its own tests below), so that this sitting reaches the Leaderboard.
     with launched_space({"DININGBENCH_SPACE_RESULTS": str(results),
@@ -130,16 +138,39 @@ def test_take_the_test_in_a_browser_and_see_the_run_on_the_leaderboard(human_spa
         page.locator(".toast-close").first.click()  # the refusal's toast covers the box on a phone
         page.locator("#db-human-consent").get_by_role("checkbox").check()
         page.get_by_role("button", name="Start the test").click()
-        expect(page.locator("#db-human-where")).to_contain_text("item 1 of 2", timeout=30_000)
+        where = page.locator("#db-human-where")
+        expect(where).to_contain_text("Which dish is this? · item 1 of 2", timeout=30_000)
         expect(page.locator("#db-human-prompt")).to_contain_text("A.")
         expect(page.locator("#db-human-reveal .db-card")).to_have_count(0)  # no reference before answering
+        thumbs = page.locator("#db-human-gallery .grid-container img")
+        expect(thumbs.first).to_be_visible()
+        boxes = [thumbs.nth(i).bounding_box() for i in range(thumbs.count())]
+        columns = len({round(b["x"]) for b in boxes})
+        assert columns == (2 if width < 500 else min(4, len(boxes)))  # two by two on a phone
+        assert min(b["width"] for b in boxes) >= (140 if width < 500 else 200)  # not thumbnails of 90 px
+        assert {thumbs.nth(i).evaluate("e => getComputedStyle(e).objectFit") for i in range(len(boxes))} == {
+            "contain"}  # each photo whole
         page.screenshot(path=tmp_path / f"question_{width}.png", full_page=True)
         assert page_width(page) <= width
+        thumbs.first.click()  # a tap opens the photo full size
+        enlarged = page.locator("#db-human-gallery .preview img").first
+        expect(enlarged).to_be_visible()
+        assert enlarged.bounding_box()["width"] > boxes[0]["width"]
+        page.screenshot(path=tmp_path / f"zoom_{width}.png", full_page=True)
+        page.locator("#db-human-gallery .preview button[aria-label='Close']").first.click()
+        # Finish now before any answer: a warning, and the question stays (no blank panel, no error).
+        page.get_by_role("button", name="Finish now (save what I answered)").click()
+        expect(page.get_by_text("Answer at least one item first")).to_be_visible()
+        expect(page.locator("#db-human-prompt")).to_contain_text("A.")
+        expect(page.locator(".error, .toast-body.error")).to_have_count(0)
+        page.screenshot(path=tmp_path / f"finish_early_{width}.png", full_page=True)
+        page.locator(".toast-close").first.click()
         for item in (1, 2):
             page.locator("#db-human-letter").get_by_label("B", exact=True).check()
             page.get_by_role("button", name="Submit answer").click()
             expect(page.locator("#db-human-reveal .db-correct")).to_have_count(1)  # the reference, after
-            expect(page.locator("#db-human-reveal")).to_contain_text("You answered B")
+            expect(page.locator("#db-human-reveal .db-feedback")).to_contain_text("You chose B (")
+            assert "{" not in page.locator("#db-human-reveal .db-feedback").inner_text()
             if item == 1:
                 page.screenshot(path=tmp_path / f"reveal_{width}.png", full_page=True)
                 page.get_by_role("button", name="Next item").click()
@@ -147,6 +178,12 @@ def test_take_the_test_in_a_browser_and_see_the_run_on_the_leaderboard(human_spa
                 expect(page.locator("#db-human-reveal .db-card")).to_have_count(0)
         page.get_by_role("button", name="Finish and save").click()
         expect(page.locator("#db-human-done")).to_contain_text("human:tester", timeout=30_000)
+        recap_box = page.locator("#db-human-recap")
+        expect(recap_box.locator(".db-recap-item")).to_have_count(2)
+        expect(recap_box.locator(".db-recap-tally")).to_contain_text("baseline:first")
+        expect(recap_box.locator(".db-recap-item").first).to_contain_text("baseline:first")
+        page.screenshot(path=tmp_path / f"recap_{width}.png", full_page=True)
+        assert page_width(page) <= width
         open_tab(page, "Leaderboard")
         page.get_by_role("button", name="Refresh").click()
         expect(page.locator("#db-board tr.db-humans")).to_contain_text("humans (cook)")
@@ -355,11 +392,12 @@ def test_the_recap_sets_your_answers_beside_the_reference_and_the_models(tmp_pat
     text = html_text(shown[4])
     assert "You: 2 of 3 right" in text and "openai:x: 1 of 2 right on the same items" in text
     assert "openai:y" not in text and "human:" not in text
-    rows = {r.split(" ", 1)[0]: r for r in html_rows(shown[4])}
-    assert rows["cla-2"] == ("cla-2 | A (Dish 0 <b>) wrong ✗ | B (Dish 1 <b>) | "
-                             "openai:x: A (Dish 0 <b>) wrong ✗")
-    assert rows["cla-1"].endswith("openai:x: A (Dish 0 <b>) right ✓")
-    assert rows["cla-3"] == "cla-3 | C (Dish 2 <b>) right ✓ | C (Dish 2 <b>) | no model run here answered this item"
+    cards = {c.split(" ", 1)[0]: c for c in (html_text(c) for c in shown[4].split("<div class='db-recap-item'>")[1:])}
+    assert cards["cla-2"] == ("cla-2 You: A (Dish 0 <b>) wrong ✗ Reference: B (Dish 1 <b>) Models on the same item "
+                              "openai:x: A (Dish 0 <b>) wrong ✗")
+    assert cards["cla-1"].endswith("openai:x: A (Dish 0 <b>) right ✓")
+    assert cards["cla-3"] == ("cla-3 You: C (Dish 2 <b>) right ✓ Reference: C (Dish 2 <b>) Models on the same item "
+                              "No model run here answered this item.")
     assert "<b>)" not in shown[4]  # the dataset's markup is shown as text
 
 
@@ -375,10 +413,3 @@ def html_text(fragment: str) -> str:
 
     inline = re.sub(r"</?(b|span)\b[^>]*>", "", fragment)  # the rest (cells, items, paragraphs) part words
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", inline)).split())
-
-
-def html_rows(fragment: str) -> list[str]:
-    import re
-
-    return [" | ".join(html_text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S))
-            for row in re.findall(r"<tr><td.*?</tr>", fragment, re.S)]

@@ -118,10 +118,10 @@ class HumanTab:
                 gr.update(visible=last), reveal)
 
     def _reveal(self, sitting: Sitting, row: dict[str, Any], record: dict[str, Any]) -> str:
-        css, sentences = feedback(sitting.task, str(sitting.answers[-1]["raw"]), record, row, sitting.lang)
+        _, sentences = feedback(sitting.task, str(sitting.answers[-1]["raw"]), record, row, sitting.lang)
         card = item_card(sitting.task, row, n_images=len(row.get("image_roles") or []), lang=sitting.lang,
                          show_answer=True)
-        return (f"<div class='db-reveal'><p class='db-feedback {css}'>{sentences}</p>"
+        return (f"<div class='db-reveal'><p class='db-feedback'>{sentences}</p>"
                 f"<p><b>Reference</b></p>{card}</div>")
 
     def next_item(self, state: dict[str, Any]) -> tuple[Any, ...]:

@@ -54,13 +54,14 @@ def option_name(row: dict[str, Any], letter: Any, lang: str) -> str:
 
 
 def feedback(task: str, raw: str, record: dict[str, Any], row: dict[str, Any], lang: str) -> tuple[str, str]:
-    """What a person is told right after answering: (css class, sentences as HTML)."""
+    """What a person is told right after answering: (css class of the verdict, sentences as HTML
+    in which only the verdict's words carry that class)."""
     if task == "classification":
         chosen, answer = record.get("parsed"), row.get("answer")
         you = f"You chose <b>{as_text(raw)}</b> ({as_text(option_name(row, chosen, lang))})."
         if record.get("correct"):
-            return "db-good", f"{you} That is the dish: well done."
-        return "db-bad", (f"{you} Not this time: the dish is <b>{as_text(answer)}</b> "
+            return "db-good", f"{you} <span class='db-good'>That is the dish</span>: well done."
+        return "db-bad", (f"{you} <span class='db-bad'>Not this time</span>: the dish is <b>{as_text(answer)}</b> "
                           f"({as_text(option_name(row, answer, lang))}).")
     if task == "nutrition":
         parsed = record.get("parsed") if isinstance(record.get("parsed"), dict) else {}
@@ -160,10 +161,10 @@ def tally(task: str, mine: list[dict[str, Any]], models: list[tuple[str, dict[st
 
 def recap(task: str, mine: list[dict[str, Any]], items: dict[str, dict[str, Any]], lang: str,
           models: list[tuple[str, dict[str, dict[str, Any]]]]) -> str:
-    """The end-of-test table: per item your answer and how it went, the reference, and each model's
+    """The end-of-test recap: how you and each model did on these items, then per item your answer and how it went, the reference, and each model's
     answer on the same item (at most MAX_MODELS_SHOWN, the rest counted); `mine` are the person's
     scored rows in the order answered, `items` the dataset rows by id."""
-    body = []
+    cards = []
     for row in mine:
         item_id = str(row["id"])
         item = items.get(item_id, {})
@@ -177,11 +178,11 @@ def recap(task: str, mine: list[dict[str, Any]], items: dict[str, dict[str, Any]
         if len(answered) > MAX_MODELS_SHOWN:
             others.append(f"<li>and {len(answered) - MAX_MODELS_SHOWN} more</li>")
         shown = f"<ul class='db-recap-models'>{''.join(others)}</ul>" if others else (
-            "<span class='db-neutral'>no model run here answered this item</span>")
-        body.append(f"<tr><td class='db-mono'>{as_text(item_id)}</td>"
-                    f"<td>{as_text(_answer(task, row, item, lang))} <span class='{css}'>{as_text(words)}</span></td>"
-                    f"<td>{as_text(_reference(task, item, lang))}</td><td>{shown}</td></tr>")
-    return (f"<ul class='db-recap-tally'>{tally(task, mine, models)}</ul>"
-            "<div class='db-scroll'><table class='db-results db-recap'><thead><tr><th>Item</th><th>You</th>"
-            "<th>Reference</th><th>Models on the same item</th></tr></thead><tbody>"
-            + "".join(body) + "</tbody></table></div>")
+            "<p class='db-neutral'>No model run here answered this item.</p>")
+        # One card per item, stacked: as readable on a phone as on a wide screen.
+        cards.append(f"<div class='db-recap-item'><div class='db-id'>{as_text(item_id)}</div>"
+                     f"<p><b>You</b>: {as_text(_answer(task, row, item, lang))} "
+                     f"<span class='{css}'>{as_text(words)}</span></p>"
+                     f"<p><b>Reference</b>: {as_text(_reference(task, item, lang))}</p>"
+                     f"<p><b>Models on the same item</b></p>{shown}</div>")
+    return f"<ul class='db-recap-tally'>{tally(task, mine, models)}</ul>" + "".join(cards)
