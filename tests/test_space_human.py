@@ -193,6 +193,41 @@ def test_take_the_test_in_a_browser_and_see_the_run_on_the_leaderboard(human_spa
     assert folders and all((f / "metrics.json").is_file() for f in folders)
 
 
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [390, 1280])
+def test_estimate_the_nutrition_in_a_browser_told_back_in_sentences(human_space, width: int, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    url, _ = human_space
+    with chromium_browser() as browser:
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto(url)
+        open_tab(page, "Take the test")
+        page.locator("#db-human-task").get_by_label("Estimate the nutrition").check()
+        page.locator("#db-human-n input[type=number]").fill("1")
+        page.locator("#db-human-n input[type=number]").press("Enter")
+        page.locator("#db-human-consent").get_by_role("checkbox").check()
+        page.get_by_role("button", name="Start the test").click()
+        expect(page.locator("#db-human-where")).to_contain_text("Estimate the nutrition · item 1 of 1", timeout=30_000)
+        for box, value in (("kcal", "600"), ("protein", "25"), ("carbs", "70"), ("fat", "20")):
+            page.locator(f"#db-human-{box} input").fill(value)
+        page.get_by_role("button", name="Submit answer").click()
+        feedback = page.locator("#db-human-reveal .db-feedback")
+        expect(feedback).to_contain_text("You estimated 600 kcal, 25 g protein, 70 g carbohydrates and 20 g fat.")
+        expect(feedback).to_contain_text("You were off by")
+        assert "{" not in feedback.inner_text()
+        page.screenshot(path=tmp_path / f"nutrition_reveal_{width}.png", full_page=True)
+        assert page_width(page) <= width
+        page.get_by_role("button", name="Finish and save").click()
+        card = page.locator("#db-human-recap .db-recap-item")
+        expect(card).to_have_count(1, timeout=30_000)
+        expect(card).to_contain_text("You: 600 kcal, 25 g protein, 70 g carbohydrates and 20 g fat")
+        expect(card).to_contain_text("No model run here answered this item.")
+        page.screenshot(path=tmp_path / f"nutrition_recap_{width}.png", full_page=True)
+        assert page_width(page) <= width
+
+
 # ---------------------------------------------------------------- floods and scripts
 class _Clock:
     """The server's clock, played forward by the test (no sleeping)."""
@@ -399,6 +434,19 @@ def test_the_recap_sets_your_answers_beside_the_reference_and_the_models(tmp_pat
     assert cards["cla-3"] == ("cla-3 You: C (Dish 2 <b>) right ✓ Reference: C (Dish 2 <b>) Models on the same item "
                               "No model run here answered this item.")
     assert "<b>)" not in shown[4]  # the dataset's markup is shown as text
+
+
+def test_a_nutrition_answer_is_told_back_in_sentences_from_the_real_score(tmp_path: Path) -> None:
+    clock = _Clock()
+    tab = _tab(tmp_path, clock)
+    state = tab.begin("nutrition", 1, 1, "cook", "", "en", True, _Request("s", "192.0.2.1"))[0]
+    assert tab._question(Sitting.from_state(state))[3].startswith("**Estimate the nutrition** · item 1 of 1")
+    item = tiny_dataset_rows("nutrition")[int(Sitting.from_state(state).current[-1]) - 1]
+    kcal = item["calories"] * 1.1  # 10% over; the rest exact but fat, twice the reference
+    reveal = tab.submit(state, None, kcal, item["protein"], item["carbohydrates"], item["fat"] * 2, "")[4]
+    text = html_text(reveal.split("<p><b>Reference</b>")[0])
+    assert text.endswith("You were off by 10% on calories, 0% on protein, 0% on carbohydrates and 100% on fat.")
+    assert text.startswith(f"You estimated {kcal:,.1f} kcal, 20 g protein, 60 g carbohydrates and 31 g fat.")
 
 
 def tiny_dataset_rows(config: str) -> list[dict]:

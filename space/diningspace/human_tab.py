@@ -82,7 +82,8 @@ class HumanTab:
         row = self.catalog.row(sitting.task, item_id)
         views = self.catalog.images(sitting.task, item_id)
         text = prompt_text(sitting.task, row, RunSettings(model=sitting.spec, lang=sitting.lang))
-        where = f"**{TASK_QUESTIONS[sitting.task]}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
+        where = (f"**{TASK_QUESTIONS[sitting.task]}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
+                 " · tap a photo to see it larger")
         n_options = len(row.get("options") or [])
         sitting.shown_at = self.clock()
         return (sitting.to_state(), gr.update(visible=False), gr.update(visible=True), where,
@@ -194,7 +195,7 @@ class HumanTab:
         with gr.Column(visible=False, elem_id="db-human-question") as question:
             where = gr.Markdown("", elem_id="db-human-where")
             # Two by two on a phone, a row of four on a wide screen; a tap opens a view full size.
-            gallery = gr.Gallery(label="Photos of the dish (tap one to zoom)", columns=4, height="auto",
+            gallery = gr.Gallery(label="Photos of the dish", show_label=False, columns=4, height="auto",
                                  object_fit="contain", fit_columns=False, preview=False, allow_preview=True,
                                  elem_id="db-human-gallery")
             prompt = gr.HTML(elem_id="db-human-prompt")
