@@ -144,7 +144,7 @@ def cmd_view(args: argparse.Namespace) -> int:
 
     if not runs_tab.run_folders(args.dir):
         raise UsageError(f"{args.dir}: no run folder (scores.jsonl) there; score a run first")
-    runs_tab.app(args.dir).launch(server_name="127.0.0.1", server_port=args.port)
+    runs_tab.app(args.dir).launch(server_name="127.0.0.1", server_port=args.port, **runs_tab.launch_options())
     return 0
 
 

@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 def space(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     results = tmp_path_factory.mktemp("results")
     write_baseline_run(results / "sweep", "first-cls", "classification", "baseline:first", "--limit", "8")
+    write_baseline_run(results, "one-view", "classification", "baseline:first", "--limit", "2", "--images", "1")
     with launched_space({"DININGBENCH_SPACE_RESULTS": str(results)}) as (url, _):
         yield url, results
 
@@ -34,6 +35,9 @@ def _query(page) -> dict[str, str]:
 
 
 def _shot(page, folder: Path, name: str) -> None:
+    # Every event done (Gradio hides a component's status tracker when it is idle), then the picture.
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=status-tracker]')]"
+                           ".every(e => e.classList.contains('hide'))")
     width = page.viewport_size["width"]
     page.screenshot(path=folder / f"{name}_{width}.png", full_page=True)
     assert page_width(page) <= width, f"{name} is {page_width(page)} px wide at a {width} px viewport"
@@ -101,8 +105,8 @@ def test_new_runs_appear_on_refresh_and_views_are_two_by_two_on_a_phone(space, b
     url, results = space
     context = browser.new_context(viewport={"width": 390, "height": 900})
     page = context.new_page()
-    page.goto(url + "?tab=runs")
-    expect(page.locator("#db-runs-where")).to_have_text("Item 1 of 8", timeout=30_000)
+    page.goto(url + "?tab=runs")  # no run named: the first listed
+    expect(page.locator("#db-runs-where")).to_have_text("Item 1 of 2", timeout=30_000)
     shutil.copytree(results / "sweep" / "first-cls", results / "added-later")
     page.get_by_role("button", name="↻ Refresh list").click()
     page.locator("#db-runs-run input").click()
@@ -114,4 +118,79 @@ def test_new_runs_appear_on_refresh_and_views_are_two_by_two_on_a_phone(space, b
     lefts = {round(thumbs.nth(i).bounding_box()["x"]) for i in range(thumbs.count())}
     assert len(lefts) == min(2, thumbs.count())  # two columns at a phone's width
     _shot(page, tmp_path, "runs_refreshed")
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def eval_view(space) -> Iterator[str]:
+    """`python -m eval view RESULTS` serving the same run folders."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from helpers_space import ROOT, free_port
+
+    _, results = space
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "eval", "view", str(results), "--port", str(port)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, "eval view exited at start"
+            try:
+                with urllib.request.urlopen(url + "config", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "eval view did not start in time"
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_eval_view_opens_an_item_by_its_row_and_keeps_it_in_the_address(eval_view, browser, width: int,
+                                                                         tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto(eval_view + "?run=sweep/first-cls&status=correct")
+    where = page.locator("#db-runs-where")
+    expect(where).to_have_text("Item 1 of 1", timeout=30_000)  # baseline:first gets one of the 8 right
+    page.locator("#db-runs-run input").click()
+    page.get_by_role("option", name="sweep/first-cls").click()
+    status = page.locator("#db-runs-items [data-testid='cell-0-2']")
+    expect(status).to_have_text("correct")
+    page.locator("#db-runs-items [data-testid='cell-0-1']").click()
+    page.wait_for_function("() => location.search.includes('item=')")
+    assert _query(page)["status"] == "correct" and _query(page)["run"] == "sweep/first-cls"
+    thumbs = page.locator("#db-runs-gallery .grid-container img")
+    expect(thumbs.first).to_be_visible()
+    columns = len({round(thumbs.nth(i).bounding_box()["x"]) for i in range(thumbs.count())})
+    assert columns == (2 if width < 500 else min(4, thumbs.count()))  # the Space's CSS serves eval view too
+    expect(page.locator("#db-runs-prompt textarea")).not_to_have_value("")
+    _shot(page, tmp_path, "eval_view")
+    context.close()
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_a_single_photo_item_is_shown_whole(space, browser, width: int, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    url, _ = space
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto(url + "?tab=runs&run=one-view")
+    expect(page.locator("#db-runs-where")).to_have_text("Item 1 of 2", timeout=30_000)
+    thumbs = page.locator("#db-runs-gallery .grid-container img")
+    expect(thumbs).to_have_count(1)
+    img = thumbs.first
+    assert img.evaluate("e => getComputedStyle(e).objectFit") == "contain"  # scaled to fit, never cut
+    assert img.bounding_box()["width"] >= 140  # a view, not a stamp
+    _shot(page, tmp_path, "runs_one_view")
     context.close()

@@ -314,6 +314,14 @@ def build(results_dir: Path) -> tuple[Any, list[Any], list[Any]]:
     return RunsView(results_dir).build()
 
 
+STYLE = Path(__file__).resolve().parents[1] / "style.css"  # the Space's, beside diningspace/ (bundled too)
+
+
+def launch_options() -> dict[str, Any]:
+    """What `eval view` passes to launch(): the Space's CSS (views two by two on a phone, whole)."""
+    return {"css": STYLE.read_text(encoding="utf-8")} if STYLE.is_file() else {}
+
+
 def app(results_dir: Path) -> gr.Blocks:
     """A small app with the Runs tab alone: `python -m eval view DIR`."""
     with gr.Blocks(title="DiningBench runs") as demo:
