@@ -413,6 +413,8 @@ def test_the_recap_sets_your_answers_beside_the_reference_and_the_models(tmp_pat
     write_run(results / "openai-x", "openai:x", [{**cls_item("cla-1", "m1", True), "parsed": "A", "reference": "A"},
                                                  {**cls_item("cla-2", "m1", False), "parsed": "A", "reference": "B"}])
     write_run(results / "other-task", "openai:y", [{**cls_item("zzz", "m1", True)}])  # none of these items
+    write_run(results / "hostile", "openai:<img src=x onerror=alert(1)>", [{**cls_item("cla-3", "m1", True),
+                                                                           "parsed": "<script>x</script>"}])
     clock = _Clock()
     tab = _tab(tmp_path, clock)
     _sitting(tab, clock, _Request("earlier", "192.0.2.9"), 5.0)  # an earlier person: never among "models"
@@ -432,8 +434,9 @@ def test_the_recap_sets_your_answers_beside_the_reference_and_the_models(tmp_pat
                               "openai:x: A (Dish 0 <b>) wrong ✗")
     assert cards["cla-1"].endswith("openai:x: A (Dish 0 <b>) right ✓")
     assert cards["cla-3"] == ("cla-3 You: C (Dish 2 <b>) right ✓ Reference: C (Dish 2 <b>) Models on the same item "
-                              "No model run here answered this item.")
-    assert "<b>)" not in shown[4]  # the dataset's markup is shown as text
+                              "openai:<img src=x onerror=alert(1)>: <script>x</script> right ✓")
+    assert "<b>)" not in shown[4]  # the dataset's markup is shown as text, and a run folder's too:
+    assert "<img" not in shown[4] and "<script" not in shown[4] and "openai:<img src=x onerror=alert(1)>" in text
 
 
 def test_a_nutrition_answer_is_told_back_in_sentences_from_the_real_score(tmp_path: Path) -> None:
