@@ -130,6 +130,7 @@ def test_a_link_opens_the_same_view_and_new_runs_appear_on_reload(run_dir, tmp_p
     odd = types.SimpleNamespace(query_params={"run": "/etc", "status": "<b>", "item": "x/../y"})
     picker, task, status, *_ = view.load(odd)  # an address naming no listed folder: the first run, no error
     assert picker["value"] == "sweep/a" and status == "all"
+    assert runs_tab.RunsView(tmp_path / "empty").load(None)[5].startswith("No run folder here yet.")
     shutil.copytree(run_dir, root / "later")
     assert view.reload("sweep/a") == {"__type__": "update", "choices": ["later", "sweep/a"], "value": "sweep/a"}
     assert view.refresh("later", "all", "all", "all")[3] == "classification/c1"

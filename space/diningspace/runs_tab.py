@@ -34,6 +34,8 @@ MAX_PROBLEMS_SHOWN = 5
 _ABSOLUTE = re.compile(r"(?<![\w.:/~])(?:[A-Za-z]:)?[/\\](?:[^\s/\\'\"`:]+[/\\])+(?=[^\s/\\'\"`:]+)")
 
 ALL = "all"
+NO_RUNS = ("No run folder here yet. A run appears once scored: `python -m eval run --task classification "
+           "--model baseline:random --out results/NAME`, then **↻ Refresh list**.")
 COLUMNS = ["task", "id", "status", "cuisine", "parsed", "reference", "score"]
 TASKS = [ALL, "classification", "nutrition", "vqa"]
 CUISINES = [ALL, "chinese", "western", "worldwide", "asian", "japanese", "latin_american", "indian"]
@@ -217,7 +219,7 @@ class RunsView:
         except ReportError as exc:  # no usable scores.jsonl at all: say so, keep the page
             rows, keys = [], []
             problems.insert(0, str(exc))
-        head = summary(run_dir, self.root)
+        head = summary(run_dir, self.root) if run_dir else NO_RUNS
         current = key if key in keys else (keys[0] if keys else None)
         return (head, rows, keys, *self._item(run_dir, keys, current, problems))
 
