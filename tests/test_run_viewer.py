@@ -134,3 +134,17 @@ def test_a_link_opens_the_same_view_and_new_runs_appear_on_reload(run_dir, tmp_p
     shutil.copytree(run_dir, root / "later")
     assert view.reload("sweep/a") == {"__type__": "update", "choices": ["later", "sweep/a"], "value": "sweep/a"}
     assert view.refresh("later", "all", "all", "all")[3] == "classification/c1"
+
+
+def test_the_judges_reply_shows_only_on_an_item_the_judge_decided(run_dir):
+    pytest.importorskip("gradio")
+    from space.diningspace import runs_tab
+
+    view = runs_tab.RunsView(run_dir.parent)
+    decided = {r["id"]: r.get("decided_by") for r in run_items(run_dir, task="vqa")}
+    for item_id, by in decided.items():
+        judge = view.refresh("run", "vqa", "all", "all", "", f"vqa/{item_id}")[-2]
+        assert judge["visible"] is (by == "judge"), (item_id, by)
+        if by == "judge":
+            assert judge["value"] == "Agrees.\nGRADE: C"
+    assert "judge" in decided.values()  # the fixture's judge decided at least one item
