@@ -401,6 +401,10 @@ def test_feedback_is_sentences_not_json() -> None:
                                "is 500 kcal, 20 g protein, 60 g carbohydrates and 15.5 g fat. You were off by 10% "
                                "on calories, 0% on protein, 25% on carbohydrates and 100% on fat.")
     assert "{" not in text
+    _, text = feedback("vqa", "less oil\n<i>and salt</i>", {"parsed": "less oil"}, tiny_dataset_rows("vqa")[0], "en")
+    assert html_text(text) == ("You answered: “less oil <i>and salt</i>”. The judge compares it with the reference "
+                               "answer below when you finish the test.")
+    assert "<i>" not in text
 
 
 def test_the_recap_sets_your_answers_beside_the_reference_and_the_models(tmp_path: Path) -> None:
