@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.figures import headline, paired_difference
+from eval.numbers import headline, paired_difference
 from eval.report.plots import DPI, MAX_WIDTH_IN, STYLE, series_style
 from eval.report.runs import RunData, load_run
 from eval.report.tables import as_text, md_table, pct

@@ -42,7 +42,7 @@ def test_metrics_import_nothing_of_the_harness():
 
 def test_harness_layers_point_one_way():
     lower = {"eval/types.py", "eval/settings.py", "eval/prompts.py", "eval/images.py", "eval/tasks.py",
-             "eval/runner.py", "eval/store.py", "eval/runinfo.py", "eval/judge.py", "eval/figures.py",
+             "eval/runner.py", "eval/store.py", "eval/runinfo.py", "eval/judge.py", "eval/numbers.py",
              "eval/scoring.py", "eval/stats.py"}
     for name in lower:
         imported = _imports(ROOT / name)

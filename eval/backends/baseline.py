@@ -17,7 +17,7 @@ out, so none of them can see its own answer. What each one does per task:
 
 Chance is not one of them: a backend can only give one letter per item, so a "chance" answerer
 would be `random` again, with a score that wanders around the expectation. The expectation itself is
-computed instead (`eval.figures.chance_accuracy`: the mean over items of 1/number of options, 12.50% with 8
+computed instead (`eval.numbers.chance_accuracy`: the mean over items of 1/number of options, 12.50% with 8
 options) and every report shows it as the `chance` row of Table 2 and a dashed line on the
 classification accuracy plots; `baseline:chance` is refused with a pointer there. `median` can score
 below it (0% on a sample balanced over letters: its most common letter is never the answer).

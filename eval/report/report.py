@@ -14,7 +14,7 @@ from typing import Any
 
 from eval.agreement import read_agreement, scoring_judge
 from eval.circular import circular_figures, read_rotations
-from eval.figures import (
+from eval.numbers import (
     breakdown,
     chance_accuracy,
     component,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.figures import (
+from eval.numbers import (
     chance_accuracy,
     component,
     headline,

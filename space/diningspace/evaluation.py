@@ -2,7 +2,7 @@
 
 The Space adds nothing to the pipeline: requests, parsing and retries are the harness's
 (`eval.api.iter_predictions`), per-item scores `eval.scoring.score_prediction`'s and the end figures
-the metrics modules' (with the harness's 95% interval, `eval.figures.task_figures`). The Space picks
+the metrics modules' (with the harness's 95% interval, `eval.numbers.task_figures`). The Space picks
 the backend (offered, or the visitor's own key), caps what one visitor may take, and turns each
 finished sample into a row of the live table. Nothing is written to disk.
 """
@@ -146,7 +146,7 @@ def final_metrics(task: str, records: list[dict[str, Any]], rows: list[dict[str,
     outcome counts and the merchant-clustered 95% interval added by the harness's one function.
     Each record was scored as its answer came (`score_prediction`): nothing is parsed again."""
     from eval import tasks
-    from eval.figures import score_nutrition_rows, task_figures
+    from eval.numbers import score_nutrition_rows, task_figures
 
     references = [r["reference"] for r in records]
     if task == "classification":

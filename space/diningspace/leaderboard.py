@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval.figures import component, headline, headline_ci, score_nutrition_rows
+from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData
 from eval.report.tables import MISSING
 

@@ -355,7 +355,7 @@ def _check_hashes(predictions: list[Any], settings: Any, release: Release) -> No
 
 
 def _claimed(task: str, scores: list[dict[str, Any]]) -> float | None:
-    from eval.figures import headline
+    from eval.numbers import headline
 
     rows = [r for r in scores if r.get("task") == task]
     try:
