@@ -16,7 +16,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -513,45 +513,91 @@ class Problem:
         return f"{self.level}: {where}: {self.message}"
 
 
-def _chi2_sf(x: float, dof: int) -> float:
-    """Survival function of the chi-square distribution (regularised upper incomplete gamma)."""
-    a, z = dof / 2.0, x / 2.0
-    if z <= 0:
+def regularized_gamma_q(a: float, x: float) -> float:
+    """Q(a, x) = Γ(a, x) / Γ(a), the regularized upper incomplete gamma function.
+
+    The power series of P = 1 - Q converges fast below x = a + 1, the continued fraction of Q
+    (modified Lentz) above it; both to about 1e-15 (Numerical Recipes §6.2).
+
+    >>> round(regularized_gamma_q(1.0, 2.0), 6)  # Q(1, x) = exp(-x)
+    0.135335
+    """
+    if a <= 0 or x < 0:
+        raise ValueError(f"regularized_gamma_q needs a > 0 and x >= 0, got a={a}, x={x}")
+    if x == 0:
         return 1.0
-    if z < a + 1:  # series for the lower incomplete gamma
+    log_prefix = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1:
         term = total = 1.0 / a
-        k = a
-        while term > total * 1e-12:
-            k += 1
-            term *= z / k
+        denominator = a
+        for _ in range(10_000):
+            denominator += 1
+            term *= x / denominator
             total += term
-        return max(0.0, 1.0 - total * math.exp(-z + a * math.log(z) - math.lgamma(a)))
-    # continued fraction for the upper incomplete gamma (Lentz)
-    b, c, d = z + 1 - a, 1e300, 1 / (z + 1 - a)
+            if abs(term) < abs(total) * 1e-16:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_prefix))
+    tiny = 1e-300
+    b = x + 1 - a
+    c, d = 1 / tiny, 1 / b
     h = d
-    for i in range(1, 500):
+    for i in range(1, 10_000):
         an = -i * (i - a)
         b += 2
         d = an * d + b
-        d = 1 / (d if abs(d) > 1e-300 else 1e-300)
-        c = b + an / c if abs(b + an / c) > 1e-300 else 1e-300
-        h *= d * c
-        if abs(d * c - 1) < 1e-12:
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1) < 1e-16:
             break
-    return h * math.exp(-z + a * math.log(z) - math.lgamma(a))
+    return min(1.0, h * math.exp(log_prefix))
 
 
-def position_bias(letters: list[str], n_options: int = 8) -> tuple[float, float]:
-    """Chi-square goodness-of-fit of answer letters against uniform over the options: (statistic, p).
+def chi_square_sf(statistic: float, df: int) -> float:
+    """P(X >= statistic) for X ~ chi-square with `df` degrees of freedom: the test's p-value.
 
-    With few items the test has little power, so `validate` only warns below p < 0.001 and only once
-    every letter is expected at least twice; that still flags "every answer is A" on a 16-item sample.
+    >>> round(chi_square_sf(7.815, 3), 4), round(chi_square_sf(14.067, 7), 4)
+    (0.05, 0.05)
     """
-    counts = Counter(letters)
-    n = len(letters)
-    expected = n / n_options
-    stat = sum((counts.get(LETTERS[i], 0) - expected) ** 2 / expected for i in range(n_options)) if n else 0.0
-    return stat, _chi2_sf(stat, n_options - 1)
+    if df < 1:
+        raise ValueError(f"df must be at least 1, got {df}")
+    return regularized_gamma_q(df / 2, max(0.0, statistic) / 2)
+
+
+def position_bias(picks: Sequence[str | None], n_options: Sequence[int]) -> dict[str, Any] | None:
+    """Share of answers per letter position and a chi-square test against picking positions evenly.
+
+    The one implementation: `validate` tests a release's answer letters with it (every item has 8
+    options), `eval.circular` a model's picks under `--circular`.
+
+    Under `--circular` every item's correct option visits every position once, so a model without a
+    position preference spreads its answers evenly: each answer to an item with n options adds 1/n
+    to the expected count of each of its n positions. Unparsed answers (None) are left out.
+
+    >>> r = position_bias(["A", "A", "A", "B"], [2, 2, 2, 2])
+    >>> r["pick_rate"], r["statistic"], r["df"]  # expected 2 and 2: (1 + 1) / 2
+    ({'A': 0.75, 'B': 0.25}, 1.0, 1)
+    """
+    answered = [(p, n) for p, n in zip(picks, n_options, strict=True) if p is not None and n > 0]
+    if not answered:
+        return None
+    width = max(n for _, n in answered)
+    letters = LETTERS[:width] if width <= len(LETTERS) else [chr(ord("A") + i) for i in range(width)]
+    observed = dict.fromkeys(letters, 0)
+    expected = dict.fromkeys(letters, 0.0)
+    for pick, n in answered:
+        if pick in observed:
+            observed[pick] += 1
+        for letter in letters[:n]:
+            expected[letter] += 1 / n
+    statistic = sum((observed[k] - expected[k]) ** 2 / expected[k] for k in letters if expected[k] > 0)
+    df = sum(expected[k] > 0 for k in letters) - 1
+    return {"n_answers": len(answered), "pick_rate": {k: observed[k] / len(answered) for k in letters},
+            "statistic": round(statistic, 6), "df": df,
+            "p_value": chi_square_sf(statistic, df) if df >= 1 else None}
 
 
 def _image_problem(image: Any) -> str | None:
@@ -691,7 +737,8 @@ def _validate_config(folder: Path, config: str, report) -> None:
         if count > 1:
             report("error", item, f"duplicate id ({count} rows)")
     if len(letters) >= 16:
-        stat, p = position_bias(letters)
+        bias = position_bias(letters, [len(LETTERS)] * len(letters))
+        stat, p = bias["statistic"], bias["p_value"]
         if p < 0.001:
             counts = ", ".join(f"{k}={v}" for k, v in sorted(Counter(letters).items()))
             report("warning", "", f"answer letters far from uniform over A-H (chi2={stat:.1f}, p={p:.1e}; {counts})")

@@ -2,7 +2,7 @@
 
 WORK/config.json holds the settings; WORK/<stage>/decisions.jsonl says, for every item the stage saw,
 `kept` or `dropped` and why; WORK/<stage>/items.jsonl is what the next stage reads; WORK/<stage>/done.json
-marks a finished stage with the fingerprint of its inputs, so a rerun skips it unless they changed.
+marks a finished stage with the key of its inputs (`inputs_key`), so a rerun skips it unless they changed.
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def fingerprint(*parts: Any) -> str:
+def inputs_key(*parts: Any) -> str:
+    """A short hash of what a stage's output depends on (its done.json records it)."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
 
 
@@ -164,7 +165,7 @@ class Stage:
     def items(self) -> list[dict[str, Any]]:
         return read_jsonl(self.dir / "items.jsonl")
 
-    def fingerprint(self) -> str:
+    def items_hash(self) -> str:
         """What the next stage depends on: this stage's items."""
         path = self.dir / "items.jsonl"
         return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else "none"
