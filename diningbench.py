@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -111,6 +112,28 @@ def features(config: str, *, optional: bool = False) -> Features:
     }[config]
     extra = OPTIONAL_FEATURES.get(config, {}) if optional else {}
     return Features({**common, **specific, **extra})
+
+
+# Grams per unit a portion text may state its weight in: metric, and the market 斤/两 (500 g / 50 g).
+GRAMS_PER_UNIT = {"kg": 1000.0, "公斤": 1000.0, "千克": 1000.0, "斤": 500.0, "两": 50.0, "g": 1.0, "gram": 1.0,
+                  "grams": 1.0, "克": 1.0}
+_PORTION_GRAMS_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(kg|grams|gram|g|公斤|千克|斤|两|克)(?![A-Za-z])", re.IGNORECASE)
+
+
+def portion_grams(portion: str | None) -> float | None:
+    """Grams a `portion` text states (the first weight in it), or None when it states none.
+
+    The one reading of a portion's weight: construction's Atwater gate and the error analysis both use it.
+
+    >>> [portion_grams(t) for t in ("1碗，约520克（不含汤） / 1 bowl, about 520 g", "0.5 kg", "约1.2千克", "500g", "1斤")]
+    [520.0, 500.0, 1200.0, 500.0, 500.0]
+    >>> portion_grams("1 plate, 300 kcal"), portion_grams("250 mg"), portion_grams(None)
+    (None, None, None)
+    """
+    match = _PORTION_GRAMS_RE.search(portion or "")
+    if not match:
+        return None
+    return float(match.group(1)) * GRAMS_PER_UNIT[match.group(2).lower()]
 
 
 # --------------------------------------------------------------------------------------------- load

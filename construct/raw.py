@@ -10,7 +10,6 @@ before a stage writes anything, so a bad export never touches a work folder's de
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,18 +62,6 @@ class RawExport:
 
     def menu(self, merchant_id: str, category: str) -> list[Dish]:
         return [d for d in self.dishes.values() if d.merchant_id == merchant_id and d.menu_category == category]
-
-
-def portion_grams(portion: str) -> float | None:
-    """Grams in a portion text, e.g. '1份，约480克' or '1 plate, about 480 g'; None when it gives none.
-
-    >>> portion_grams("1碗，约520克（不含汤） / 1 bowl, about 520 g")
-    520.0
-    >>> portion_grams("1 plate") is None
-    True
-    """
-    match = re.search(r"(\d+(?:\.\d+)?)\s*(?:克|g\b|grams?\b)", portion)
-    return float(match.group(1)) if match else None
 
 
 def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
