@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from eval.store import read_jsonl, write_atomically
+
 STAGES = ("photos", "dishes", "dish_review", "classification", "nutrition", "vqa", "translate", "review")
 KEPT, DROPPED = "kept", "dropped"
 
@@ -93,24 +95,8 @@ def write_json(path: Path, value: Any) -> None:
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill: the item is simply redone
-    return rows
+    """Write whole or not at all (a sibling temp file renamed over `path`)."""
+    write_atomically(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 def inputs_key(*parts: Any) -> str:
