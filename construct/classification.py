@@ -13,11 +13,11 @@ from construct.context import Context
 from construct.dishes import REVIEWED as DISHES
 from construct.models import Ask, parse_json_object, photo_part
 from construct.work import Decision, Stage, dropped, inputs_key, kept
+from diningbench import LETTERS
 
 NAME = "classification"
 TASK = "classification"
 PROMPT_VERSION = "classification-v1"
-LETTERS = "ABCDEFGH"
 FILTER_VERDICTS = ("pass", "ambiguous", "too_easy", "label_error")
 SELECT_PROMPT = """Task: hard-negative selection.
 Target dish: {target}

@@ -14,9 +14,8 @@ from construct.context import Context
 from construct.dishes import REVIEWED as DISHES
 from construct.fdc import FoodData, cross_check
 from construct.models import Ask, parse_json_object, photo_part
-from construct.raw import NUTRIENTS
 from construct.work import Decision, Stage, dropped, inputs_key, kept
-from diningbench import portion_grams
+from diningbench import NUTRIENTS, portion_grams
 
 NAME = "nutrition"
 TASK = "nutrition"

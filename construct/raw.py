@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CUISINES = ("chinese", "western", "worldwide", "asian", "japanese", "latin_american", "indian")
+from diningbench import CUISINES, NUTRIENTS
+
 NUTRITION_UNITS = ("per_serving", "per_100g")
-NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 SCHEMA = Path(__file__).with_name("schema") / "raw_export.schema.json"
 
 

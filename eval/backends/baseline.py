@@ -35,10 +35,9 @@ from fractions import Fraction
 from typing import Any
 
 from eval.backends.policy import refuse_options
-from eval.types import NUTRIENTS, ConfigError, Request, Response
+from eval.types import ALPHABET, NUTRIENTS, ConfigError, Request, Response
 
 NAMES = ("random", "first", "zero", "median", "category-mean")
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 CHANCE_NOTE = ("chance is computed, not sampled: every report's Table 2 has a `chance` row (the mean of "
                "1/number of options, 12.50% with 8) and the accuracy plots a dashed chance line; "
                "baseline:random samples one letter per item")
@@ -178,7 +177,7 @@ class BaselineBackend:
         if task == "classification":
             n_options = int(request.metadata.get("n_options") or 8)
             if self.name == "random":
-                return rng.choice(LETTERS[:n_options])
+                return rng.choice(ALPHABET[:n_options])
             if self.name == "first":
                 return "A"
             if self.name == "zero":

@@ -22,8 +22,8 @@ import pandas as pd
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData
 from eval.report.tables import MISSING
+from eval.types import NUTRIENTS
 
-NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 # One short name per task, used in headers, the Items column and the Take-the-test tab alike.
 TASK_SHORT = {"classification": "Cls", "nutrition": "Nutr", "vqa": "VQA"}
 COLUMNS = ["#", "Model", "Data", "Lang", "Status", "Cls acc %", "Cls 95% CI", "Avg MAPE %", "MAPE 95% CI",
