@@ -16,6 +16,7 @@ from construct.dishes import REVIEWED as DISHES
 from construct.models import Ask, parse_json_object, photo_part
 from construct.nutrition import NAME as NUTRITION
 from construct.work import Decision, Stage, dropped, inputs_key, kept
+from diningbench import NUTRIENTS
 
 NAME = "vqa"
 TASK = "vqa"
@@ -129,7 +130,7 @@ def run(ctx: Context) -> None:
     if stage.is_done(inputs):
         return
     targets = {t["dish_id"]: t for t in dishes.items()}
-    labels = {n["dish_id"]: {k: n[k] for k in ("calories", "protein", "carbohydrates", "fat")} for n in nutrition.items()}
+    labels = {n["dish_id"]: {k: n[k] for k in NUTRIENTS} for n in nutrition.items()}
     decisions: dict[str, Decision] = {}
     complete = True
     drafts: dict[str, dict] = {}

@@ -19,9 +19,11 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
+from diningbench import CUISINES
 from eval.report.items import STATUSES, item_detail, run_items
 from eval.report.runs import ReportError
 from eval.report.tables import as_text, pct
+from eval.types import TASKS
 
 MAX_PROBLEMS_SHOWN = 5
 # An absolute path (not the path of a URL, which follows `:` or `/`): its folders are hidden.
@@ -148,10 +150,9 @@ def build(results_dir: Path) -> tuple[Any, list[Any], Any, list[Any]]:
                 "answer, what was parsed, the reference and the score.")
     with gr.Row():
         run = gr.Dropdown(folders, value=folders[0] if folders else None, label="Run folder", scale=3)
-        task = gr.Dropdown([ALL, "classification", "nutrition", "vqa"], value=ALL, label="Task")
+        task = gr.Dropdown([ALL, *TASKS], value=ALL, label="Task")
         status = gr.Dropdown([ALL, *STATUSES], value=ALL, label="Status")
-        cuisine = gr.Dropdown([ALL, "chinese", "western", "worldwide", "asian", "japanese", "latin_american",
-                               "indian"], value=ALL, label="Cuisine")
+        cuisine = gr.Dropdown([ALL, *CUISINES], value=ALL, label="Cuisine")
     items = gr.Dataframe(headers=COLUMNS, interactive=False, wrap=True, elem_classes=["db-scroll"])
     item = gr.Dropdown([], label="Item", allow_custom_value=False)
     summary = gr.Markdown()
