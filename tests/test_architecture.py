@@ -14,6 +14,7 @@ from eval import cli, settings, types
 from eval.settings import IDENTITY_FIELDS, RunSettings
 from metrics.dining_accuracy import dining_accuracy
 from metrics.nutrition_error import nutrition_error
+from tests.tools.imports import edges, imported_names, module_name, product_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,28 +37,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("adapters (beside the entry points)", ("adapters/",)),
     ("benches", ("bench/",)),
 )
-PRODUCT = ("diningbench.py", "synthetic", "metrics", "eval", "construct", "space", "bench", "adapters")
-SKIP_DIRS = {"__pycache__"}
-
-
-def product_files(root: Path = ROOT) -> list[str]:
-    """Every Python file of the product, as a path relative to the root."""
-    found = []
-    for top in PRODUCT:
-        path = root / top
-        if path.is_file():
-            found.append(top)
-        elif path.is_dir():
-            found += [p.relative_to(root).as_posix() for p in sorted(path.rglob("*.py"))
-                      if not SKIP_DIRS & set(p.relative_to(root).parts)]
-    return found
-
-
-def module_name(rel: str) -> str:
-    name = rel[:-3].replace("/", ".")
-    return name[: -len(".__init__")] if name.endswith(".__init__") else name
-
-
 def layer_of(rel: str) -> int | None:
     """The index of `rel`'s layer: its own entry first, else the deepest folder entry holding it."""
     best: tuple[int, int] | None = None
@@ -68,48 +47,6 @@ def layer_of(rel: str) -> int | None:
             if entry.endswith("/") and rel.startswith(entry) and (best is None or len(entry) > best[1]):
                 best = (index, len(entry))
     return None if best is None else best[0]
-
-
-def imported_names(source: str, module: str, is_package: bool = False) -> set[str]:
-    """Every dotted name `source` imports, in any form: `import x.y`, `from x import y` (as x.y and
-    x), relative imports, imports inside functions, and importlib.import_module / __import__ with a
-    constant string."""
-    tree = ast.parse(source)
-    package = module if is_package else module.rpartition(".")[0]
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".") if package else []
-                parts = parts[: len(parts) - (node.level - 1)]
-                base = ".".join([*parts, base] if base else parts)
-            names.add(base)
-            names.update(f"{base}.{alias.name}" if base else alias.name for alias in node.names)
-        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-              and isinstance(node.args[0].value, str)
-              and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in ("import_module", "__import__")):
-            names.add(node.args[0].value)
-    return {n for n in names if n}
-
-
-def edges(root: Path = ROOT) -> dict[str, set[str]]:
-    """file -> the files of ours it imports (a dotted name resolves to its longest module prefix)."""
-    files = product_files(root)
-    by_module = {module_name(rel): rel for rel in files}
-    graph: dict[str, set[str]] = {}
-    for rel in files:
-        module = module_name(rel)
-        targets = set()
-        for name in imported_names((root / rel).read_text(encoding="utf-8"), module, rel.endswith("__init__.py")):
-            while name and name not in by_module:
-                name = name.rpartition(".")[0]
-            if name and name != module:
-                targets.add(by_module[name])
-        graph[rel] = targets
-    return graph
 
 
 def test_the_import_reader_sees_every_form():

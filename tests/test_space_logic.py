@@ -248,24 +248,3 @@ def test_the_space_card_declares_the_installed_gradio_and_the_app_file() -> None
     assert f"sdk_version: {version('gradio')}\n" in header
     for line in ("title: DiningBench", "sdk: gradio", "app_file: app.py", 'python_version: "3.11"', "license: "):
         assert line in header
-
-
-def test_the_bundle_holds_the_app_and_the_code_it_imports(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from space.bundle import bundle
-
-    out = tmp_path / "space-bundle"
-    names = bundle(out)
-    for name in ("app.py", "README.md", "requirements.txt", "style.css", "diningspace", "eval", "metrics",
-                 "diningbench.py"):
-        assert name in names and (out / name).exists()
-    assert not list(out.rglob("__pycache__"))
-    # In the bundle the code sits next to app.py, which is where app.py looks for it.
-    probe = "import diningspace.settings, eval.backends, diningbench; print(diningbench.__file__)"
-    done = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(out / "diningbench.py")
-    with pytest.raises(SystemExit, match="would overwrite repository files"):
-        bundle(Path(__file__).resolve().parents[1] / "eval")
