@@ -623,7 +623,7 @@ def position_bias(picks: Sequence[str | None], n_options: Sequence[int]) -> dict
             "p_value": chi_square_sf(statistic, df) if df >= 1 else None}
 
 
-def _image_problem(image: Any) -> str | None:
+def image_problem(image: Any) -> str | None:
     """Why an image cell is unusable, or None. The pixel count is read from the header before any
     decoding; JPEGs decode at reduced size (draft: the whole file is still read, so a truncated one
     fails), PNGs are checked chunk by chunk (verify), so a check costs milliseconds, not gigabytes."""
@@ -673,7 +673,7 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
     if not images:
         report("error", item, "no images")
     for k, image in enumerate(images):
-        why = _image_problem(image)
+        why = image_problem(image)
         if why:
             report("error", item, f"images[{k}]: {why}")
     if len(roles) != len(images):
