@@ -435,6 +435,31 @@ def write_release(out_dir: str | os.PathLike, rows: dict[str, tuple[int, Iterabl
     return out
 
 
+def iter_jsonl_objects(path: Path, name: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSON-lines file, read line by line (a
+    10k-row file is never one string in memory). A line that is not UTF-8, not JSON or not an object
+    is a ValueError naming the file (`name`, default its file name) and the line.
+
+    The one strict JSON-lines reader: release records, construction's raw export and run reports.
+    """
+    name = name or path.name
+    with path.open("rb") as fh:
+        for lineno, raw_line in enumerate(fh, 1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{name} line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{name} line {lineno}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{name} line {lineno}: not a JSON object")
+            yield lineno, row
+
+
 def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[str, Any]]]:
     path = records_dir / f"{config}.jsonl"
     if not path.exists():
@@ -445,31 +470,24 @@ def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[st
     feats = features(config)
 
     def rows() -> Iterator[dict[str, Any]]:
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{config}.jsonl line {lineno}: invalid JSON ({exc.msg})") from None
-                item = record.get("id", f"line {lineno}")
-                missing = sorted(set(features(config)) - set(record))
-                if missing:
-                    raise ValueError(f"{config} item {item}: missing field(s) {', '.join(missing)}")
-                images = []
-                for rel in record["images"] if isinstance(record["images"], list) else []:
-                    image_path = (records_dir / str(rel)).resolve()
-                    if not image_path.is_file():
-                        raise ValueError(f"{config} item {item}: image file {rel} not found")
-                    images.append({"bytes": image_path.read_bytes(), "path": Path(rel).name})
-                row = {**record, "images": images}
-                try:  # a wrong type surfaces here, with the item named, not later in a batch of 100
-                    pa.Table.from_pylist([feats.encode_example(row)], schema=feats.arrow_schema)
-                except (TypeError, ValueError, pa.ArrowException) as exc:
-                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                    raise ValueError(f"{config} item {item}: {first}") from None
-                yield row
+        for lineno, record in iter_jsonl_objects(path):
+            item = record.get("id", f"line {lineno}")
+            missing = sorted(set(features(config)) - set(record))
+            if missing:
+                raise ValueError(f"{config} item {item}: missing field(s) {', '.join(missing)}")
+            images = []
+            for rel in record["images"] if isinstance(record["images"], list) else []:
+                image_path = (records_dir / str(rel)).resolve()
+                if not image_path.is_file():
+                    raise ValueError(f"{config} item {item}: image file {rel} not found")
+                images.append({"bytes": image_path.read_bytes(), "path": Path(rel).name})
+            row = {**record, "images": images}
+            try:  # a wrong type surfaces here, with the item named, not later in a batch of 100
+                pa.Table.from_pylist([feats.encode_example(row)], schema=feats.arrow_schema)
+            except (TypeError, ValueError, pa.ArrowException) as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise ValueError(f"{config} item {item}: {first}") from None
+            yield row
 
     return total, rows()
 
