@@ -48,3 +48,11 @@ def test_the_space_scrubs_masked_and_encoded_keys_from_model_output() -> None:
                             latency_s=0.0, usage=None, request_hash="h")
     shown = _sample_result({"id": "c1", "parsed": "A", "reference": "A"}, prediction, [KEY, PLUS], 10_000)
     assert shown.raw == "echo [redacted] and ?k=[redacted] and [redacted]"
+
+
+def test_a_long_hostile_answer_is_scrubbed_in_one_pass() -> None:
+    """A model answer of megabytes with no space, full of mask-like runs and near-echoes, is read in
+    linear time (a backtracking pattern would not finish) and the key in it is still found."""
+    filler = ("x" * 7 + "*" * 3 + KEY[:7] + "...") * 60_000  # ~1.4 MB: masks everywhere, echoes of 7 only
+    shown = redact(filler + KEY + filler, [KEY, PLUS], mark=REDACTED)
+    assert KEY not in shown and shown.count(REDACTED) >= 1 and len(shown) < 2 * len(filler) + len(KEY)
