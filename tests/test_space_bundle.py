@@ -30,12 +30,12 @@ for name in json.loads(sys.argv[1]):
     if not os.path.realpath(module.__file__).startswith(here + os.sep):
         outside.append(name)
 import app
-from diningspace.review_tab import ReviewTab
+from diningspace.review_tab import ReviewAccess, ReviewTab
 settings = app.settings_or_exit(app.REPO_ROOT)
 demo = app.build_app(settings)
 tabs = [block.label for block in demo.blocks.values() if type(block).__name__ == "Tab"]
-review = ReviewTab(settings.review_work)
-views, card, _ = review.show("nut-1")
+review = ReviewTab(settings.review_work, ReviewAccess(settings.reviewers, settings.review_token))
+views, card, _ = review.show("nut-1", token=settings.review_token)
 print(json.dumps({"outside": outside, "tabs": tabs, "review_work": str(settings.review_work),
                   "pending": review.ids("all", "pending"), "views": len(views), "card": card}))
 """
@@ -75,6 +75,7 @@ def test_the_bundle_runs_the_space_with_review_on(tmp_path: Path) -> None:
     work = review_work(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("DININGBENCH_SPACE_")}
     env["DININGBENCH_SPACE_REVIEW_WORK"] = str(work)
+    env["DININGBENCH_SPACE_REVIEW_TOKEN"] = "review-token-0123456789abcdef"  # the operator reviews
     done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(modules)], cwd=out, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
