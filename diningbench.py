@@ -14,9 +14,10 @@ import io
 import json
 import math
 import os
+import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,28 @@ def features(config: str, *, optional: bool = False) -> Features:
     }[config]
     extra = OPTIONAL_FEATURES.get(config, {}) if optional else {}
     return Features({**common, **specific, **extra})
+
+
+# Grams per unit a portion text may state its weight in: metric, and the market 斤/两 (500 g / 50 g).
+GRAMS_PER_UNIT = {"kg": 1000.0, "公斤": 1000.0, "千克": 1000.0, "斤": 500.0, "两": 50.0, "g": 1.0, "gram": 1.0,
+                  "grams": 1.0, "克": 1.0}
+_PORTION_GRAMS_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(kg|grams|gram|g|公斤|千克|斤|两|克)(?![A-Za-z])", re.IGNORECASE)
+
+
+def portion_grams(portion: str | None) -> float | None:
+    """Grams a `portion` text states (the first weight in it), or None when it states none.
+
+    The one reading of a portion's weight: construction's Atwater gate and the error analysis both use it.
+
+    >>> [portion_grams(t) for t in ("1碗，约520克（不含汤） / 1 bowl, about 520 g", "0.5 kg", "约1.2千克", "500g", "1斤")]
+    [520.0, 500.0, 1200.0, 500.0, 500.0]
+    >>> portion_grams("1 plate, 300 kcal"), portion_grams("250 mg"), portion_grams(None)
+    (None, None, None)
+    """
+    match = _PORTION_GRAMS_RE.search(portion or "")
+    if not match:
+        return None
+    return float(match.group(1)) * GRAMS_PER_UNIT[match.group(2).lower()]
 
 
 # --------------------------------------------------------------------------------------------- load
@@ -412,6 +435,31 @@ def write_release(out_dir: str | os.PathLike, rows: dict[str, tuple[int, Iterabl
     return out
 
 
+def iter_jsonl_objects(path: Path, name: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSON-lines file, read line by line (a
+    10k-row file is never one string in memory). A line that is not UTF-8, not JSON or not an object
+    is a ValueError naming the file (`name`, default its file name) and the line.
+
+    The one strict JSON-lines reader: release records, construction's raw export and run reports.
+    """
+    name = name or path.name
+    with path.open("rb") as fh:
+        for lineno, raw_line in enumerate(fh, 1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{name} line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{name} line {lineno}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{name} line {lineno}: not a JSON object")
+            yield lineno, row
+
+
 def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[str, Any]]]:
     path = records_dir / f"{config}.jsonl"
     if not path.exists():
@@ -422,31 +470,24 @@ def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[st
     feats = features(config)
 
     def rows() -> Iterator[dict[str, Any]]:
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{config}.jsonl line {lineno}: invalid JSON ({exc.msg})") from None
-                item = record.get("id", f"line {lineno}")
-                missing = sorted(set(features(config)) - set(record))
-                if missing:
-                    raise ValueError(f"{config} item {item}: missing field(s) {', '.join(missing)}")
-                images = []
-                for rel in record["images"] if isinstance(record["images"], list) else []:
-                    image_path = (records_dir / str(rel)).resolve()
-                    if not image_path.is_file():
-                        raise ValueError(f"{config} item {item}: image file {rel} not found")
-                    images.append({"bytes": image_path.read_bytes(), "path": Path(rel).name})
-                row = {**record, "images": images}
-                try:  # a wrong type surfaces here, with the item named, not later in a batch of 100
-                    pa.Table.from_pylist([feats.encode_example(row)], schema=feats.arrow_schema)
-                except (TypeError, ValueError, pa.ArrowException) as exc:
-                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                    raise ValueError(f"{config} item {item}: {first}") from None
-                yield row
+        for lineno, record in iter_jsonl_objects(path):
+            item = record.get("id", f"line {lineno}")
+            missing = sorted(set(features(config)) - set(record))
+            if missing:
+                raise ValueError(f"{config} item {item}: missing field(s) {', '.join(missing)}")
+            images = []
+            for rel in record["images"] if isinstance(record["images"], list) else []:
+                image_path = (records_dir / str(rel)).resolve()
+                if not image_path.is_file():
+                    raise ValueError(f"{config} item {item}: image file {rel} not found")
+                images.append({"bytes": image_path.read_bytes(), "path": Path(rel).name})
+            row = {**record, "images": images}
+            try:  # a wrong type surfaces here, with the item named, not later in a batch of 100
+                pa.Table.from_pylist([feats.encode_example(row)], schema=feats.arrow_schema)
+            except (TypeError, ValueError, pa.ArrowException) as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise ValueError(f"{config} item {item}: {first}") from None
+            yield row
 
     return total, rows()
 
@@ -513,48 +554,94 @@ class Problem:
         return f"{self.level}: {where}: {self.message}"
 
 
-def _chi2_sf(x: float, dof: int) -> float:
-    """Survival function of the chi-square distribution (regularised upper incomplete gamma)."""
-    a, z = dof / 2.0, x / 2.0
-    if z <= 0:
+def regularized_gamma_q(a: float, x: float) -> float:
+    """Q(a, x) = Γ(a, x) / Γ(a), the regularized upper incomplete gamma function.
+
+    The power series of P = 1 - Q converges fast below x = a + 1, the continued fraction of Q
+    (modified Lentz) above it; both to about 1e-15 (Numerical Recipes §6.2).
+
+    >>> round(regularized_gamma_q(1.0, 2.0), 6)  # Q(1, x) = exp(-x)
+    0.135335
+    """
+    if a <= 0 or x < 0:
+        raise ValueError(f"regularized_gamma_q needs a > 0 and x >= 0, got a={a}, x={x}")
+    if x == 0:
         return 1.0
-    if z < a + 1:  # series for the lower incomplete gamma
+    log_prefix = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1:
         term = total = 1.0 / a
-        k = a
-        while term > total * 1e-12:
-            k += 1
-            term *= z / k
+        denominator = a
+        for _ in range(10_000):
+            denominator += 1
+            term *= x / denominator
             total += term
-        return max(0.0, 1.0 - total * math.exp(-z + a * math.log(z) - math.lgamma(a)))
-    # continued fraction for the upper incomplete gamma (Lentz)
-    b, c, d = z + 1 - a, 1e300, 1 / (z + 1 - a)
+            if abs(term) < abs(total) * 1e-16:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_prefix))
+    tiny = 1e-300
+    b = x + 1 - a
+    c, d = 1 / tiny, 1 / b
     h = d
-    for i in range(1, 500):
+    for i in range(1, 10_000):
         an = -i * (i - a)
         b += 2
         d = an * d + b
-        d = 1 / (d if abs(d) > 1e-300 else 1e-300)
-        c = b + an / c if abs(b + an / c) > 1e-300 else 1e-300
-        h *= d * c
-        if abs(d * c - 1) < 1e-12:
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1) < 1e-16:
             break
-    return h * math.exp(-z + a * math.log(z) - math.lgamma(a))
+    return min(1.0, h * math.exp(log_prefix))
 
 
-def position_bias(letters: list[str], n_options: int = 8) -> tuple[float, float]:
-    """Chi-square goodness-of-fit of answer letters against uniform over the options: (statistic, p).
+def chi_square_sf(statistic: float, df: int) -> float:
+    """P(X >= statistic) for X ~ chi-square with `df` degrees of freedom: the test's p-value.
 
-    With few items the test has little power, so `validate` only warns below p < 0.001 and only once
-    every letter is expected at least twice; that still flags "every answer is A" on a 16-item sample.
+    >>> round(chi_square_sf(7.815, 3), 4), round(chi_square_sf(14.067, 7), 4)
+    (0.05, 0.05)
     """
-    counts = Counter(letters)
-    n = len(letters)
-    expected = n / n_options
-    stat = sum((counts.get(LETTERS[i], 0) - expected) ** 2 / expected for i in range(n_options)) if n else 0.0
-    return stat, _chi2_sf(stat, n_options - 1)
+    if df < 1:
+        raise ValueError(f"df must be at least 1, got {df}")
+    return regularized_gamma_q(df / 2, max(0.0, statistic) / 2)
 
 
-def _image_problem(image: Any) -> str | None:
+def position_bias(picks: Sequence[str | None], n_options: Sequence[int]) -> dict[str, Any] | None:
+    """Share of answers per letter position and a chi-square test against picking positions evenly.
+
+    The one implementation: `validate` tests a release's answer letters with it (every item has 8
+    options), `eval.circular` a model's picks under `--circular`.
+
+    Under `--circular` every item's correct option visits every position once, so a model without a
+    position preference spreads its answers evenly: each answer to an item with n options adds 1/n
+    to the expected count of each of its n positions. Unparsed answers (None) are left out.
+
+    >>> r = position_bias(["A", "A", "A", "B"], [2, 2, 2, 2])
+    >>> r["pick_rate"], r["statistic"], r["df"]  # expected 2 and 2: (1 + 1) / 2
+    ({'A': 0.75, 'B': 0.25}, 1.0, 1)
+    """
+    answered = [(p, n) for p, n in zip(picks, n_options, strict=True) if p is not None and n > 0]
+    if not answered:
+        return None
+    width = max(n for _, n in answered)
+    letters = LETTERS[:width] if width <= len(LETTERS) else [chr(ord("A") + i) for i in range(width)]
+    observed = dict.fromkeys(letters, 0)
+    expected = dict.fromkeys(letters, 0.0)
+    for pick, n in answered:
+        if pick in observed:
+            observed[pick] += 1
+        for letter in letters[:n]:
+            expected[letter] += 1 / n
+    statistic = sum((observed[k] - expected[k]) ** 2 / expected[k] for k in letters if expected[k] > 0)
+    df = sum(expected[k] > 0 for k in letters) - 1
+    return {"n_answers": len(answered), "pick_rate": {k: observed[k] / len(answered) for k in letters},
+            "statistic": round(statistic, 6), "df": df,
+            "p_value": chi_square_sf(statistic, df) if df >= 1 else None}
+
+
+def image_problem(image: Any) -> str | None:
     """Why an image cell is unusable, or None. The pixel count is read from the header before any
     decoding; JPEGs decode at reduced size (draft: the whole file is still read, so a truncated one
     fails), PNGs are checked chunk by chunk (verify), so a check costs milliseconds, not gigabytes."""
@@ -604,7 +691,7 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
     if not images:
         report("error", item, "no images")
     for k, image in enumerate(images):
-        why = _image_problem(image)
+        why = image_problem(image)
         if why:
             report("error", item, f"images[{k}]: {why}")
     if len(roles) != len(images):
@@ -691,7 +778,8 @@ def _validate_config(folder: Path, config: str, report) -> None:
         if count > 1:
             report("error", item, f"duplicate id ({count} rows)")
     if len(letters) >= 16:
-        stat, p = position_bias(letters)
+        bias = position_bias(letters, [len(LETTERS)] * len(letters))
+        stat, p = bias["statistic"], bias["p_value"]
         if p < 0.001:
             counts = ", ".join(f"{k}={v}" for k, v in sorted(Counter(letters).items()))
             report("warning", "", f"answer letters far from uniform over A-H (chi2={stat:.1f}, p={p:.1e}; {counts})")

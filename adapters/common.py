@@ -18,12 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # a framework loads the task file by path, from anywhere
     sys.path.insert(0, str(ROOT))
 
+from eval import numbers as _numbers  # noqa: E402  (headline figures and intervals)
 from eval import scoring, tasks  # noqa: E402
-
-try:  # the module of headline figures and intervals
-    from eval import numbers as _numbers  # noqa: E402
-except ImportError:
-    from eval import figures as _numbers  # noqa: E402
 from eval.settings import LANGS, RunSettings  # noqa: E402
 from eval.types import DEFAULT_MAX_TOKENS, TASKS, ImagePart, Prediction  # noqa: E402
 from metrics.judge_accuracy.judge_accuracy import judge_items  # noqa: E402

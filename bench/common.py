@@ -80,8 +80,9 @@ def warm_imports() -> None:
 
     from eval import api, scoring, tasks  # noqa: F401  (api imports the report and the judge)
     from eval.backends import openai_chat  # noqa: F401
+    from eval.types import TASKS
 
-    for task in ("classification", "nutrition", "vqa"):
+    for task in TASKS:
         tasks.parse_output(task, "A", {"options": ["a", "b"]}, "zh")
 
 

@@ -12,12 +12,12 @@ import numpy as np
 from construct.context import Context
 from construct.dishes import REVIEWED as DISHES
 from construct.models import Ask, parse_json_object, photo_part
-from construct.work import Decision, Stage, dropped, fingerprint, kept
+from construct.work import Decision, Stage, dropped, inputs_key, kept
+from diningbench import LETTERS
 
 NAME = "classification"
 TASK = "classification"
 PROMPT_VERSION = "classification-v1"
-LETTERS = "ABCDEFGH"
 FILTER_VERDICTS = ("pass", "ambiguous", "too_easy", "label_error")
 SELECT_PROMPT = """Task: hard-negative selection.
 Target dish: {target}
@@ -71,7 +71,7 @@ def run(ctx: Context) -> None:
     s = ctx.settings
     dishes = Stage(ctx.work, DISHES)
     filters = s.filter_pair()
-    inputs = fingerprint(NAME, PROMPT_VERSION, dishes.fingerprint(), s.model, filters, s.seed)
+    inputs = inputs_key(NAME, PROMPT_VERSION, dishes.items_hash(), s.model, filters, s.seed)
     if stage.is_done(inputs):
         return
     decisions: dict[str, Decision] = {}

@@ -20,7 +20,7 @@ from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
 from construct.models import Ask, parse_json_object
 from construct.photos import NAME as PHOTOS
 from construct.raw import Dish
-from construct.work import Decision, Stage, dropped, fingerprint, kept, write_jsonl
+from construct.work import Decision, Stage, dropped, inputs_key, kept, write_jsonl
 
 NAME = "dishes"
 REVIEWED = "dish_review"  # the dishes a person approved (construct/review.py): what the task stages read
@@ -130,7 +130,7 @@ def run(ctx: Context) -> None:
     photos = Stage(ctx.work, PHOTOS)
     # A shard caps nothing: the caps rank dishes across the whole export, so the merge applies them.
     caps = {} if s.shard else s.cuisine_caps
-    inputs = fingerprint(NAME, photos.fingerprint(), s.min_user_photos, caps, s.cuisine_ratio, s.model, PAIR_VERSION, s.embed_model)
+    inputs = inputs_key(NAME, photos.items_hash(), s.min_user_photos, caps, s.cuisine_ratio, s.model, PAIR_VERSION, s.embed_model)
     if stage.is_done(inputs):
         return
     reference: dict[str, str] = {}

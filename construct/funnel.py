@@ -11,8 +11,9 @@ from typing import Any
 
 from construct.models import stage_usage
 from construct.work import STAGES, BuildSettings, Stage
+from diningbench import CONFIGS
 
-TASKS = ("classification", "nutrition", "vqa")
+TASKS = CONFIGS
 
 
 def counts(work: Path) -> dict[str, dict[str | None, dict[str, Any]]]:

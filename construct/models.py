@@ -27,6 +27,7 @@ from eval.backends import make_backend, release
 from eval.backends._retry import host_of
 from eval.images import encode_for_transport
 from eval.runner import RetryPolicy, execute
+from eval.store import JsonlLog
 from eval.types import DEFAULT_MAX_TOKENS, Backend, GenerationConfig, ImagePart, Message, Request, Response
 
 MAX_SIDE = 1024  # the harness's transport bound: photos larger than this are shrunk once before sending
@@ -206,7 +207,7 @@ class Models:
         answers: dict[str, Answer] = {}
         policy = RetryPolicy(max_attempts=4, base_delay=0.5, max_delay=30.0)
         try:
-            with path.open("a", encoding="utf-8") as fh:
+            with JsonlLog(path) as log:  # a torn last line is repaired first; a kill loses only the calls in flight
                 async for outcome in execute(backend, requests, concurrency=self.settings.concurrency, policy=policy):
                     item = outcome.request.id
                     response = outcome.response
@@ -214,10 +215,8 @@ class Models:
                     error = outcome.error or (None if text is not None else "truncated: the token limit cut the answer")
                     usage = response.usage if response is not None else None
                     answers[item] = Answer(item, text, error, usage)
-                    fh.write(json.dumps({"key": outcome.request.request_hash, "stage": stage, "item": item,
-                                         "model": spec, "prompt_version": version, "text": text, "error": error,
-                                         "usage": usage}, ensure_ascii=False) + "\n")
-                    fh.flush()  # a kill loses only the calls in flight
+                    log.append({"key": outcome.request.request_hash, "stage": stage, "item": item, "model": spec,
+                                "prompt_version": version, "text": text, "error": error, "usage": usage})
         finally:
             await release(backend)
         return answers

@@ -14,8 +14,8 @@ from construct.context import Context
 from construct.dishes import REVIEWED as DISHES
 from construct.fdc import FoodData, cross_check
 from construct.models import Ask, parse_json_object, photo_part
-from construct.raw import NUTRIENTS, portion_grams
-from construct.work import Decision, Stage, dropped, fingerprint, kept
+from construct.work import Decision, Stage, dropped, inputs_key, kept
+from diningbench import NUTRIENTS, portion_grams
 
 NAME = "nutrition"
 TASK = "nutrition"
@@ -99,7 +99,7 @@ def run(ctx: Context) -> None:
     s = ctx.settings
     dishes = Stage(ctx.work, DISHES)
     checker = s.filter_pair()[0]
-    inputs = fingerprint(NAME, PROMPT_VERSION, dishes.fingerprint(), s.model, checker, s.fdc, s.atwater_tolerance,
+    inputs = inputs_key(NAME, PROMPT_VERSION, dishes.items_hash(), s.model, checker, s.fdc, s.atwater_tolerance,
                          s.fdc_tolerance)
     if stage.is_done(inputs):
         return

@@ -14,7 +14,7 @@ from PIL import Image
 from construct.context import Context
 from construct.imagehash import dhash, hamming
 from construct.models import Ask, parse_json_object, photo_part
-from construct.work import Decision, Stage, dropped, fingerprint, kept
+from construct.work import Decision, Stage, dropped, inputs_key, kept
 
 NAME = "photos"
 PROMPT_VERSION = "photos-v1"
@@ -52,7 +52,7 @@ def prefilter(data: bytes, min_side: int) -> tuple[str | None, int | None]:
 def run(ctx: Context) -> None:
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
-    inputs = fingerprint(NAME, PROMPT_VERSION, s.model, s.min_side, s.dhash_distance, sorted(ctx.raw.photos))
+    inputs = inputs_key(NAME, PROMPT_VERSION, s.model, s.min_side, s.dhash_distance, sorted(ctx.raw.photos))
     if stage.is_done(inputs):
         return
     decisions: dict[str, Decision] = {}

@@ -9,15 +9,13 @@ before a stage writes anything, so a bad export never touches a work folder's de
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CUISINES = ("chinese", "western", "worldwide", "asian", "japanese", "latin_american", "indian")
+from diningbench import CUISINES, NUTRIENTS, iter_jsonl_objects
+
 NUTRITION_UNITS = ("per_serving", "per_100g")
-NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 SCHEMA = Path(__file__).with_name("schema") / "raw_export.schema.json"
 
 
@@ -65,38 +63,10 @@ class RawExport:
         return [d for d in self.dishes.values() if d.merchant_id == merchant_id and d.menu_category == category]
 
 
-def portion_grams(portion: str) -> float | None:
-    """Grams in a portion text, e.g. '1份，约480克' or '1 plate, about 480 g'; None when it gives none.
-
-    >>> portion_grams("1碗，约520克（不含汤） / 1 bowl, about 520 g")
-    520.0
-    >>> portion_grams("1 plate") is None
-    True
-    """
-    match = re.search(r"(\d+(?:\.\d+)?)\s*(?:克|g\b|grams?\b)", portion)
-    return float(match.group(1)) if match else None
-
-
 def _lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if not path.exists():
         raise ValueError(f"raw export: {path.name} is missing in {path.parent}")
-    rows = []
-    with path.open("rb") as fh:  # line by line: a 10k-dish export is never one string in memory
-        for lineno, raw_line in enumerate(fh, 1):
-            try:
-                line = raw_line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"{path.name} line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path.name} line {lineno}: invalid JSON ({exc.msg}, column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path.name} line {lineno}: not a JSON object")
-            rows.append((lineno, row))
-    return rows
+    return list(iter_jsonl_objects(path))
 
 
 def _unique(table: dict[str, Any], key: str, where: str, id_field: str) -> None:

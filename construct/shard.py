@@ -17,12 +17,12 @@ synthetic export 20 of 178 calls).
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 from construct.raw import RawExport
 from construct.work import STAGES, BuildSettings, load_settings, read_jsonl, save_settings
+from eval.store import JsonlLog
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -97,7 +97,7 @@ def merge_calls(works: list[Path], out: Path, base_url: str | None = None) -> Bu
                     rows.append(row)
         if rows:
             target.parent.mkdir(parents=True, exist_ok=True)
-            with target.open("a", encoding="utf-8") as fh:  # appended: what `out` already had stays
+            with JsonlLog(target) as log:  # appended: what `out` already had stays
                 for row in rows:
-                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    log.append(row)
     return merged

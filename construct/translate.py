@@ -12,7 +12,7 @@ from construct.context import Context
 from construct.models import Ask, parse_json_object
 from construct.nutrition import NAME as NUTRITION
 from construct.vqa import NAME as VQA
-from construct.work import Decision, Stage, dropped, fingerprint, kept
+from construct.work import Decision, Stage, dropped, inputs_key, kept
 
 NAME = "translate"
 PROMPT_VERSION = "translate-v1"
@@ -34,7 +34,7 @@ def run(ctx: Context) -> None:
     s = ctx.settings
     sources = {t: Stage(ctx.work, n) for t, n in
                (("classification", CLASSIFICATION), ("nutrition", NUTRITION), ("vqa", VQA))}
-    inputs = fingerprint(NAME, PROMPT_VERSION, s.model, {t: st.fingerprint() for t, st in sources.items()})
+    inputs = inputs_key(NAME, PROMPT_VERSION, s.model, {t: st.items_hash() for t, st in sources.items()})
     if stage.is_done(inputs):
         return
     items = {t: st.items() for t, st in sources.items()}

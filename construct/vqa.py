@@ -15,7 +15,8 @@ from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
 from construct.dishes import REVIEWED as DISHES
 from construct.models import Ask, parse_json_object, photo_part
 from construct.nutrition import NAME as NUTRITION
-from construct.work import Decision, Stage, dropped, fingerprint, kept
+from construct.work import Decision, Stage, dropped, inputs_key, kept
+from diningbench import NUTRIENTS
 
 NAME = "vqa"
 TASK = "vqa"
@@ -124,12 +125,12 @@ def run(ctx: Context) -> None:
     s = ctx.settings
     dishes, nutrition = Stage(ctx.work, DISHES), Stage(ctx.work, NUTRITION)
     audits = s.filter_pair()
-    inputs = fingerprint(NAME, PROMPT_VERSION, PAIR_VERSION, dishes.fingerprint(), nutrition.fingerprint(), s.model,
+    inputs = inputs_key(NAME, PROMPT_VERSION, PAIR_VERSION, dishes.items_hash(), nutrition.items_hash(), s.model,
                          audits, s.embed_model)
     if stage.is_done(inputs):
         return
     targets = {t["dish_id"]: t for t in dishes.items()}
-    labels = {n["dish_id"]: {k: n[k] for k in ("calories", "protein", "carbohydrates", "fat")} for n in nutrition.items()}
+    labels = {n["dish_id"]: {k: n[k] for k in NUTRIENTS} for n in nutrition.items()}
     decisions: dict[str, Decision] = {}
     complete = True
     drafts: dict[str, dict] = {}

@@ -2,7 +2,7 @@
 
 WORK/config.json holds the settings; WORK/<stage>/decisions.jsonl says, for every item the stage saw,
 `kept` or `dropped` and why; WORK/<stage>/items.jsonl is what the next stage reads; WORK/<stage>/done.json
-marks a finished stage with the fingerprint of its inputs, so a rerun skips it unless they changed.
+marks a finished stage with the key of its inputs (`inputs_key`), so a rerun skips it unless they changed.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from eval.store import read_jsonl, write_atomically
 
 STAGES = ("photos", "dishes", "dish_review", "classification", "nutrition", "vqa", "translate", "review")
 KEPT, DROPPED = "kept", "dropped"
@@ -93,27 +95,12 @@ def write_json(path: Path, value: Any) -> None:
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    """Write whole or not at all (a sibling temp file renamed over `path`)."""
+    write_atomically(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill: the item is simply redone
-    return rows
-
-
-def fingerprint(*parts: Any) -> str:
+def inputs_key(*parts: Any) -> str:
+    """A short hash of what a stage's output depends on (its done.json records it)."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
 
 
@@ -164,7 +151,7 @@ class Stage:
     def items(self) -> list[dict[str, Any]]:
         return read_jsonl(self.dir / "items.jsonl")
 
-    def fingerprint(self) -> str:
+    def items_hash(self) -> str:
         """What the next stage depends on: this stage's items."""
         path = self.dir / "items.jsonl"
         return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else "none"

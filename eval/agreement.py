@@ -112,7 +112,7 @@ class Item:
         return final_answer(self.raw)
 
 
-def run_items(run_dir: Path) -> list[Item]:
+def vqa_answers(run_dir: Path) -> list[Item]:
     """The run's VQA answers in dataset order, each with its rule verdict."""
     info = read_run_json(run_dir)
     if info is None or not (run_dir / PREDICTIONS).exists():
@@ -197,7 +197,7 @@ def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
     run_dir = Path(run_dir)
     if len(judges) + (human_labels is not None) < 2:
         raise ScoringError("judge agreement needs two raters: give two judges, or a judge and human labels")
-    items = run_items(run_dir)
+    items = vqa_answers(run_dir)
     judged = [i for i in items if i.answer]
     merchants = [i.merchant_id for i in judged]
     cache = Path(cache_dir or run_dir / JUDGE_CACHE)

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.figures import headline, paired_difference
+from diningbench import portion_grams
+from eval.numbers import headline, paired_difference
 from eval.report.plots import DPI, MAX_WIDTH_IN, STYLE, series_style
 from eval.report.runs import RunData, load_run
 from eval.report.tables import as_text, md_table, pct
@@ -29,7 +30,6 @@ TOP = 10
 DIFFICULTY_BINS = (("no run right", 0.0, 0.0), ("hard (<⅓)", 0.0, 1 / 3), ("medium", 1 / 3, 2 / 3),
                    ("easy (≥⅔)", 2 / 3, 1.0), ("every run right", 1.0, 1.0))
 CALORIE_BINS = ((0, 300), (300, 600), (600, 900), (900, float("inf")))
-_GRAMS_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(kg|公斤|千克|g|克|grams?)\b", re.IGNORECASE)
 _MODE_RE = re.compile(r"[-_ ]?(thinking|instruct)(?=$|[-_ /])", re.IGNORECASE)
 # Loop detection: the tail of an answer, and how much of it one repeated phrase must cover.
 LOOP_TAIL = 1200
@@ -39,19 +39,6 @@ LOOP_MIN_REPEATS = 4
 
 
 # ---------------------------------------------------------------- pure pieces
-def portion_grams(portion: str | None) -> float | None:
-    """Grams from a portion text when it states them ("1碗，约450克", "about 300 g", "0.5 kg").
-
-    >>> portion_grams("1碗，约450克 / 1 bowl, about 450 g"), portion_grams("0.5 kg"), portion_grams("1 份")
-    (450.0, 500.0, None)
-    """
-    match = _GRAMS_RE.search(portion or "")
-    if not match:
-        return None
-    value = float(match.group(1))
-    return value * 1000 if match.group(2).lower() in ("kg", "公斤", "千克") else value
-
-
 def loops(text: str | None) -> bool:
     """True when the answer's tail is one phrase repeated: some period p such that the last
     characters repeat every p characters over most of the tail, at least LOOP_MIN_REPEATS times.

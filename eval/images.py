@@ -80,28 +80,6 @@ def decode_bounded(data: bytes, *, item_id: str, index: int, max_side: int) -> I
     return rgb
 
 
-def check_decodable(image: Any, *, item_id: str, index: int) -> None:
-    """Raise ImageError (naming the item) unless the stored image decodes to the end.
-
-    For a view that goes out as stored, nothing else decodes it before the model server does, so
-    a truncated JPEG would be sent unnoticed. JPEGs are decoded at 1/8 scale (the whole scan is
-    still read, ~5 ms for a 1024 px photo), PNGs checked chunk by chunk (`verify`), others decoded.
-    """
-    data = stored_bytes(image, item_id=item_id, index=index)
-    try:
-        with open_checked(data, item_id=item_id, index=index) as img:
-            if img.format == "PNG":
-                img.verify()
-            else:
-                img.draft(img.mode, (max(1, img.size[0] // 8), max(1, img.size[1] // 8)))
-                img.load()
-    except ImageError:
-        raise
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-        raise ImageError(f"item {item_id}: image {index} cannot be decoded ({exc.__class__.__name__}: "
-                         f"{' '.join(str(exc).split())[:80]})") from None
-
-
 def order_views(roles: Sequence[str], order: str, *, seed: int, item_id: str) -> list[int]:
     """Indices of the views in the order they are shown.
 

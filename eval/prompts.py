@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-PROMPT_VERSION = "diningbench-prompts-v2"  # v2: each task has its own CoT prompt
+from eval.types import ALPHABET
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+PROMPT_VERSION = "diningbench-prompts-v2"  # v2: each task has its own CoT prompt
 
 # Classification (Figure 6): forced choice, a lone uppercase letter and nothing else.
 _CLASSIFICATION = {
@@ -41,7 +41,7 @@ _VQA = {
 
 # Chain of thought (Table 5): the paper's three steps, then the answer on a marked last line in the
 # task's own format. A CoT prompt never also says "answer with only a letter": the two contradict.
-FINAL_MARKER = {"zh": "最终答案：", "en": "Final answer: "}
+FINAL_MARKER = {"zh": "最终答案：", "en": "Final answer: "}  # every CoT template below names it
 _STEPS = {
     "zh": ("请按以下三个步骤思考后作答：\n"
            "1. 视觉观察：描述食物的颜色、形状、质地、摆盘特征以及推断的烹饪状态。\n"
@@ -57,27 +57,27 @@ _STEPS = {
 }
 _COT_CLASSIFICATION = {
     "zh": ("请仔细观察图片中的菜品，从以下选项中选出图片中菜品的正确名称。\n{options}\n{steps}"
-           "最后一行只写“最终答案：”和你选择的那一个大写英文字母（{letters}之一），不要写其他内容。"),
+           "最后一行只写“" + FINAL_MARKER["zh"] + "”和你选择的那一个大写英文字母（{letters}之一），不要写其他内容。"),
     "en": ("Look carefully at the dish in the images and choose its correct name from the options below.\n"
-           "{options}\n{steps}The last line must be \"Final answer: \" followed by the single uppercase "
+           "{options}\n{steps}The last line must be \"" + FINAL_MARKER["en"] + "\" followed by the single uppercase "
            "English letter you choose (one of {letters}), and nothing else."),
 }
 _COT_NUTRITION = {
     "zh": ("请根据图片估计这份菜品（一份）的营养成分。\n" + _STEPS["zh"]
-           + "最后一行写“最终答案：”，后面紧跟一个 JSON 对象，格式如下：\n"
+           + "最后一行写“" + FINAL_MARKER["zh"] + "”，后面紧跟一个 JSON 对象，格式如下：\n"
            '{"calories": 数值, "protein": 数值, "carbohydrates": 数值, "fat": 数值}\n'
            "热量（calories）单位为千卡（kcal），蛋白质、碳水化合物和脂肪单位为克（g），均为每份的数值。"),
     "en": ("Estimate the nutrition of one serving of the dish in the images.\n" + _STEPS["en"]
-           + "The last line must be \"Final answer: \" followed by one JSON object in this format:\n"
+           + "The last line must be \"" + FINAL_MARKER["en"] + "\" followed by one JSON object in this format:\n"
            '{"calories": number, "protein": number, "carbohydrates": number, "fat": number}\n'
            "All units are grams or kilocalories per serving: calories in kcal; protein, carbohydrates "
            "and fat in g."),
 }
 _COT_VQA = {
     "zh": ("请根据图片回答以下问题。\n问题：{question}\n{steps}"
-           "最后一行以“最终答案：”开头，后面紧跟简洁明确的回答。"),
+           "最后一行以“" + FINAL_MARKER["zh"] + "”开头，后面紧跟简洁明确的回答。"),
     "en": ("Answer the following question based on the images.\nQuestion: {question}\n{steps}"
-           "The last line must start with \"Final answer: \" followed by a concise, definite answer."),
+           "The last line must start with \"" + FINAL_MARKER["en"] + "\" followed by a concise, definite answer."),
 }
 
 
@@ -86,7 +86,7 @@ def classification_prompt(options: Sequence[str], lang: str, *, cot: bool = Fals
 
     With `cot`, the three steps come before the answer, which is a `Final answer: C` last line.
     """
-    letters = LETTERS[: len(options)]
+    letters = ALPHABET[: len(options)]
     listed = "\n".join(f"{letter}. {name}" for letter, name in zip(letters, options, strict=True))
     sep = "、" if lang == "zh" else ", "
     if cot:

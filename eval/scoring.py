@@ -2,7 +2,7 @@
 
 Generation and scoring meet only in predictions.jsonl, so a run can be re-scored (e.g. with a
 judge added later) without asking the model again. Per-item verdicts come from the metrics modules'
-pure functions (`metrics/*/`), figures and intervals from `eval.figures`: this module joins.
+pure functions (`metrics/*/`), figures and intervals from `eval.numbers`: this module joins.
 
 scores.jsonl — one JSON object per line, one line per scored item (all tasks of the run folder):
 
@@ -44,7 +44,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval import circular, figures, tasks
+from eval import circular, numbers, tasks
 from eval.images import select_views
 from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
@@ -144,7 +144,7 @@ def score_classification(records: list[dict[str, Any]], parsed: list[str | None]
     result = score_parsed_choices(parsed, [r["reference"] for r in records], options=options)
     for record, correct, parsed in zip(records, result["correct"], result["parsed"], strict=True):
         record["correct"], record["parsed"] = bool(correct), parsed
-    return figures.task_figures("classification", records, result, n_boot=n_boot)
+    return numbers.task_figures("classification", records, result, n_boot=n_boot)
 
 
 def score_nutrition_task(records: list[dict[str, Any]], parsed: list[dict[str, float] | None],
@@ -153,7 +153,7 @@ def score_nutrition_task(records: list[dict[str, Any]], parsed: list[dict[str, f
     result = score_parsed_nutrition(parsed, [r["reference"] for r in records])
     for record, item in zip(records, result["per_item"], strict=True):
         record["parsed"], record["ape"], record["abs_error"] = item["parsed"], item["ape"], item["abs_error"]
-    return figures.task_figures("nutrition", records, result, n_boot=n_boot)
+    return numbers.task_figures("nutrition", records, result, n_boot=n_boot)
 
 
 def score_vqa(records: list[dict[str, Any]], raws: list[str | None], questions: list[str],
@@ -165,8 +165,8 @@ def score_vqa(records: list[dict[str, Any]], raws: list[str | None], questions: 
     judge_accuracy metric does, so both give one verdict (and one cache entry) per answer.
     """
     if judge is None:
-        return {"scored": False, "n": len(records), **figures.outcome_counts(records),
-                "tokens": figures.token_totals(records), "note": NO_JUDGE_NOTE}
+        return {"scored": False, "n": len(records), **numbers.outcome_counts(records),
+                "tokens": numbers.token_totals(records), "note": NO_JUDGE_NOTE}
     results = judge_items(questions, [r["reference"] for r in records], raws, judge, judge_model,
                           cache_dir, concurrency=concurrency)
     verdicts = [verdict for verdict, _, _ in results]
@@ -177,7 +177,7 @@ def score_vqa(records: list[dict[str, Any]], raws: list[str | None], questions: 
         record["correct"] = None if verdict is None else verdict == "C"
         record["injection_suspected"] = injection_suspected(final_answer(raw))
     result = score_verdicts(verdicts, decided)
-    metrics = figures.task_figures("vqa", records, result, n_boot=n_boot)
+    metrics = numbers.task_figures("vqa", records, result, n_boot=n_boot)
     metrics.update(scored=True, judge=judge_model, judge_errors=sum(d == "judge_error" for d in decided),
                    injection_suspected=sum(r["injection_suspected"] for r in records))
     return metrics

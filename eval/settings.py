@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.backends import SpecError, parse_spec
+from eval.specs import SpecError, parse_spec
 from eval.types import DEFAULT_MAX_TOKENS, TASKS
 
 IMAGE_ORDERS = ("reference-first", "user-first", "random")

@@ -1,11 +1,16 @@
-"""predictions.jsonl: append-only, crash-safe storage of per-sample results, and resume.
+"""Append-only JSON-lines files (`JsonlLog`, `iter_jsonl`), and predictions.jsonl on top of them:
+crash-safe storage of per-sample results, and resume.
 
-Each finished sample is appended as one JSON line and flushed, so a run killed at any moment
-loses at most the requests in flight (flushed lines are the OS's, whatever happens to the process).
+`JsonlLog` is the one append-only store: the harness's predictions, construction's model-call cache
+and review log use it. Each row is appended as one JSON line and flushed, so a run killed at any
+moment loses at most the rows in flight (flushed lines are the OS's, whatever happens to the process).
 fsync, which guards against the machine itself going down, costs milliseconds on the event loop,
-so it runs at most once a second and at close: a power cut loses at most that last second, which
-a rerun asks again. On reopening, a torn last line (killed mid-write) is
-cut off, and the latest line per (task, id, epoch, rotation) wins.
+so predictions run it at most once a second and at close: a power cut loses at most that last
+second, which a rerun asks again. On reopening, a torn last line (killed mid-write) is repaired:
+a complete record gets its newline, a fragment is cut off, so the next row starts a line of its
+own and is never glued to the fragment. For predictions the latest line per (task, id, epoch, rotation) wins.
+(The judge_accuracy metric's verdict cache keeps a copy of this rule, since a metric works copied
+alone; tests/test_store_jsonl.py holds both to the same behaviour.)
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,100 @@ Key = tuple[str, str, int, int]
 TASK_NAMES = frozenset(TASKS)
 
 
+# ---------------------------------------------------------------- append-only JSON lines
+TAIL_CHUNK = 1 << 16
+
+
+def repair_torn_tail(path: Path) -> None:
+    """A last line without its newline was cut by a kill mid-write, or lost only its newline: a
+    complete JSON record gets its newline back, a fragment is cut off. Reads only the file's tail."""
+    if not path.exists():
+        return
+    with path.open("rb+") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        start, tail = size, b""
+        while start > 0 and b"\n" not in tail:
+            step = min(TAIL_CHUNK, start)
+            start -= step
+            fh.seek(start)
+            tail = fh.read(step) + tail
+        cut = start + tail.rfind(b"\n") + 1  # 0 when the file is one torn line
+        fh.seek(cut)
+        last = fh.read()
+        try:
+            json.loads(last)
+        except ValueError:
+            fh.truncate(cut)
+        else:
+            fh.seek(size)
+            fh.write(b"\n")
+
+
+def iter_jsonl(path: Path) -> Iterator[Any]:
+    """The parsed lines of a JSON-lines file; a line that does not parse (a torn tail, a hand edit) is skipped."""
+    if not path.exists():
+        return
+    with path.open("rb") as fh:
+        for raw in fh:
+            if not raw.strip():
+                continue
+            try:
+                yield json.loads(raw)
+            except ValueError:
+                continue
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, in order (other or unreadable lines skipped)."""
+    return [row for row in iter_jsonl(path) if isinstance(row, dict)]
+
+
+class JsonlLog:
+    """An append-only JSON-lines file: opened with its torn tail repaired, each row one flushed line;
+    with `fsync_every_s`, synced to disk at most that often and at close."""
+
+    def __init__(self, path: Path, *, fsync_every_s: float | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        repair_torn_tail(self.path)
+        self._fsync_every_s = fsync_every_s
+        self._fh = self.path.open("a", encoding="utf-8")
+        self._synced = time.monotonic()
+
+    def append(self, row: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self._fh.flush()
+        if self._fsync_every_s is not None and time.monotonic() - self._synced >= self._fsync_every_s:
+            self._sync()
+
+    def _sync(self) -> None:
+        os.fsync(self._fh.fileno())
+        self._synced = time.monotonic()
+
+    @property
+    def closed(self) -> bool:
+        return self._fh.closed
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.flush()
+            if self._fsync_every_s is not None:
+                self._sync()
+        self._fh.close()
+
+    def __enter__(self) -> JsonlLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------- predictions.jsonl
 def key_of(prediction: Prediction) -> Key:
     return (prediction.task, prediction.id, prediction.epoch, prediction.rotation)
 
@@ -66,20 +165,8 @@ class PredictionStore:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / PREDICTIONS
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._repair_torn_tail()
+        self._log = JsonlLog(self.path, fsync_every_s=FSYNC_EVERY_S)  # repairs a torn tail first
         self.done = read_predictions(self.path)
-        self._fh = self.path.open("a", encoding="utf-8")
-        self._synced = time.monotonic()
-
-    def _repair_torn_tail(self) -> None:
-        """Cut a last line that was not completely written (no trailing newline)."""
-        if not self.path.exists():
-            return
-        with self.path.open("rb+") as fh:
-            data = fh.read()
-            if data and not data.endswith(b"\n"):
-                fh.truncate(data.rfind(b"\n") + 1)
 
     def is_answered(self, task: str, item_id: str, request_hash: str, epoch: int = 0, rotation: int = 0) -> bool:
         """True when this exact request already has a successful answer (failed ones are retried)."""
@@ -87,29 +174,19 @@ class PredictionStore:
         return previous is not None and previous.error is None and previous.request_hash == request_hash
 
     def append(self, prediction: Prediction) -> None:
-        self._fh.write(json.dumps(prediction.to_json(), ensure_ascii=False) + "\n")
-        self._fh.flush()
-        if time.monotonic() - self._synced >= FSYNC_EVERY_S:
-            self._sync()
+        self._log.append(prediction.to_json())
         self.done[key_of(prediction)] = prediction
-
-    def _sync(self) -> None:
-        os.fsync(self._fh.fileno())
-        self._synced = time.monotonic()
 
     def compact(self, keep: Callable[[Prediction], bool] = lambda p: True) -> None:
         """Rewrite the file with one line per (task, id, epoch, rotation), atomically (old lines of retried items go)."""
-        self._fh.close()
+        self._log.close()
         kept = [p for p in self.done.values() if keep(p)]
         write_atomically(self.path, (json.dumps(p.to_json(), ensure_ascii=False) + "\n" for p in kept))
         self.done = {key_of(p): p for p in kept}
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._log = JsonlLog(self.path, fsync_every_s=FSYNC_EVERY_S)
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.flush()
-            self._sync()
-        self._fh.close()
+        self._log.close()
 
     def __enter__(self) -> PredictionStore:
         return self

@@ -17,6 +17,9 @@ Task = Literal["classification", "nutrition", "vqa"]
 TASKS: tuple[Task, ...] = ("classification", "nutrition", "vqa")
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 LETTERS = "ABCDEFGH"
+# Option labels for a list of any length (custom data may offer more than the benchmark's 8 options).
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+NUTRIENT_UNITS = {"calories": "kcal", "protein": "g", "carbohydrates": "g", "fat": "g"}  # per serving
 
 
 @dataclass(frozen=True)

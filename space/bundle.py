@@ -4,8 +4,9 @@
     hf upload <user>/diningbench build/space . --repo-type space
 
 The Space's root gets app.py, README.md (the Space card), requirements.txt and diningspace/ from
-space/, and beside them the packages the app imports (eval/, metrics/, diningbench.py and the
-embedded sample). app.py finds the code next to itself when bundled.
+space/, and beside them the packages the app imports (eval/, metrics/, synthetic/, construct/ for the
+Review tab, diningbench.py and the embedded sample) and the LICENSE. app.py finds the code next to
+itself when bundled. A listed path that is missing is an error: a bundle without it would fail on the Hub.
 """
 
 from __future__ import annotations
@@ -18,30 +19,32 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SPACE_FILES = ("app.py", "README.md", "requirements.txt", "style.css", "diningspace")
-REPO_PATHS = ("diningbench.py", "diningbench", "synthetic", "eval", "metrics", "LICENSE")
+REPO_PATHS = ("diningbench.py", "diningbench", "synthetic", "eval", "metrics", "construct", "LICENSE")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 
 
-def bundle(out: Path, with_results: bool = False) -> list[str]:
-    """Copy everything into `out` (emptied first); return the top-level names written."""
+def bundle(out: Path, with_results: bool = False, *, root: Path = ROOT) -> list[str]:
+    """Copy everything into `out` (emptied first); return the top-level names written. `root` is the
+    repository the code is taken from."""
     target = out.resolve()
     protected = [ROOT / p for p in (*REPO_PATHS, "space", "tests", ".git")]
     if target == ROOT or target in ROOT.parents or any(target == p or p in target.parents for p in protected):
         raise SystemExit(f"error: --out {out} would overwrite repository files; choose e.g. build/space")
+    sources = [(name, base / name) for base, names in
+               ((HERE, SPACE_FILES), (root, REPO_PATHS + (("results",) if with_results else ()))) for name in names]
+    missing = [name for name, path in sources if not path.exists()]
+    if missing:
+        raise SystemExit(f"error: the Space needs {', '.join(missing)}, which the repository does not have")
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     written = []
-    for base, names in ((HERE, SPACE_FILES), (ROOT, REPO_PATHS + (("results",) if with_results else ()))):
-        for name in names:
-            source = base / name
-            if not source.exists():
-                continue
-            if source.is_dir():
-                shutil.copytree(source, out / name, ignore=IGNORE)
-            else:
-                shutil.copy2(source, out / name)
-            written.append(name)
+    for name, source in sources:
+        if source.is_dir():
+            shutil.copytree(source, out / name, ignore=IGNORE)
+        else:
+            shutil.copy2(source, out / name)
+        written.append(name)
     return written
 
 

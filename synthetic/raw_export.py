@@ -24,10 +24,12 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 from synthetic.dish import Dish, reference_view, user_views
-from synthetic.nutrients import ingredient
+from synthetic.nutrients import Nutrition, ingredient
 from synthetic.recipes import STYLES
 from synthetic.render import render
 from synthetic.sample import menu
+
+NUTRIENT_FIELDS = tuple(f.name for f in dataclasses.fields(Nutrition))  # the nutrition config's order
 
 SIZE = 192  # px: big enough for a model to judge, small enough to render the export in about a second
 MERCHANTS = [("merchant-01", "老街炒饭馆", "chinese", "fried_rice", 8), ("merchant-02", "Green Bowl 沙拉", "western", "salad", 8),
@@ -100,14 +102,14 @@ def write_raw_export(out: str | Path, seed: int = 0) -> dict[str, Any]:
                              "carbohydrates": n.carbohydrates, "fat": n.fat}
             elif defect == "merchant_per_100g":
                 nutrition = {"unit": "per_100g", **{f: round(getattr(n, f) / grams * 100, 2)
-                                                    for f in ("calories", "protein", "carbohydrates", "fat")}}
+                                                    for f in NUTRIENT_FIELDS}}
             elif defect.endswith("merchant_macro_density"):  # grams typed as per-serving for a bigger portion
                 p, c, f = grams * 0.5, grams * 0.6, 2.0
                 nutrition = {"unit": "per_serving", "calories": round(4 * p + 4 * c + 9 * f), "protein": p,
                              "carbohydrates": c, "fat": f}
             elif defect == "merchant_under_reported":  # consistent numbers, 40% of the real dish
                 nutrition = {"unit": "per_serving", **{f: round(getattr(n, f) * 0.4, 1)
-                                                       for f in ("calories", "protein", "carbohydrates", "fat")}}
+                                                       for f in NUTRIENT_FIELDS}}
             ingredients = ["秘制酱汁", "精选食材", "美味可口，回味无穷"] if defect == "vague_ingredients" else None
             dishes.append(_dish_row(d, name, category, nutrition, ingredients))
             truth["dishes"][d.dish_id] = _truth_of(d, name, d.name_zh, d.name_en)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from diningbench import portion_grams
 from eval import api
 from eval.analysis import (
     analyze,
@@ -13,7 +14,6 @@ from eval.analysis import (
     mode_pair_key,
     nutrition_direction,
     portion_bins,
-    portion_grams,
 )
 from eval.report.runs import load_run
 from eval.settings import RunSettings
@@ -54,6 +54,8 @@ def runs(tmp_path_factory):
 def test_pure_pieces_by_hand():
     assert portion_grams("1份，约320克") == 320.0 and portion_grams("about 1.2 kg") == 1200.0
     assert portion_grams("一碗") is None
+    # the 克 of a Chinese portion may run straight into more text; the market 斤 and 两 are 500 g and 50 g
+    assert portion_grams("约450克不含汤") == 450.0 and portion_grams("半斤约1斤") == 500.0 and portion_grams("2两") == 100.0
     assert loops(LOOP) and not loops("这是一碗牛肉面，汤底清澈，面条劲道，配有青菜和卤蛋。" * 2)
     assert difficulty_bin(0.5) == "medium" and difficulty_bin(1.0) == "every run right"
     assert mode_pair_key("vllm:Fam-8B-Instruct") == ("vllm:Fam-8B", "instruct")

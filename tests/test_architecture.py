@@ -1,10 +1,12 @@
-"""The structure ARCHITECTURE.md describes: constants agree across self-contained modules, layers
-point one way, and the settings' one declaration drives the flags, the hash and run.json."""
+"""The structure ARCHITECTURE.md describes: every module has a layer and imports point down them (in
+every import form), there is no import circle, every copy of a constant agrees with its home, and the
+settings' one declaration drives the flags, the hash and run.json."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 from pathlib import Path
 
 import diningbench
@@ -12,43 +14,158 @@ from eval import cli, settings, types
 from eval.settings import IDENTITY_FIELDS, RunSettings
 from metrics.dining_accuracy import dining_accuracy
 from metrics.nutrition_error import nutrition_error
+from tests.tools.imports import edges, imported_names, module_name, product_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_self_contained_copies_of_the_constants_agree():
-    assert diningbench.CONFIGS == types.TASKS
-    assert diningbench.NUTRIENTS == types.NUTRIENTS == nutrition_error.NUTRIENTS
-    assert diningbench.LETTERS == types.LETTERS
+# ---------------------------------------------------------------- layers
+# The rows of ARCHITECTURE.md's table, lowest first: a module imports only from its own layer or a
+# lower one. A folder entry ends with "/"; every other entry is one file, so a new file in eval/
+# has no layer until it is given one here and in ARCHITECTURE.md.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("data contract", ("diningbench.py", "synthetic/")),
+    ("metrics", ("metrics/",)),
+    ("harness contracts", ("eval/__init__.py", "eval/types.py", "eval/settings.py", "eval/specs.py",
+                           "eval/redact.py")),
+    ("harness", ("eval/prompts.py", "eval/images.py", "eval/tasks.py", "eval/backends/", "eval/runner.py",
+                 "eval/store.py", "eval/runinfo.py", "eval/judge.py", "eval/numbers.py", "eval/circular.py",
+                 "eval/scoring.py", "eval/agreement.py", "eval/progress.py", "eval/stats.py")),
+    ("reports", ("eval/report/", "eval/analysis.py")),
+    ("construction", ("construct/",)),
+    ("entry points", ("eval/api.py", "eval/cli.py", "eval/__main__.py", "eval/importer.py", "space/")),
+    ("adapters (beside the entry points)", ("adapters/",)),
+    ("benches", ("bench/",)),
+)
+def layer_of(rel: str) -> int | None:
+    """The index of `rel`'s layer: its own entry first, else the deepest folder entry holding it."""
+    best: tuple[int, int] | None = None
+    for index, (_, entries) in enumerate(LAYERS):
+        for entry in entries:
+            if entry == rel:
+                return index
+            if entry.endswith("/") and rel.startswith(entry) and (best is None or len(entry) > best[1]):
+                best = (index, len(entry))
+    return None if best is None else best[0]
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
+def test_the_import_reader_sees_every_form():
+    source = """
+import eval.cli
+from eval import api
+from eval.types import LETTERS
+from . import store
+from ..report import tables
+
+def later():
+    from construct.review import list_items
+    import importlib
+    importlib.import_module("space.diningspace.catalog")
+    __import__("bench.common")
+"""
+    names = imported_names(source, "eval.backends.fake")
+    assert {"eval.cli", "eval.api", "eval.types", "eval.backends.store", "eval.report.tables",
+            "construct.review", "space.diningspace.catalog", "bench.common"} <= names
+    assert "eval.store" in imported_names("from . import store", "eval", is_package=True)
 
 
-def test_metrics_import_nothing_of_the_harness():
-    for path in (ROOT / "metrics").glob("*/*.py"):
-        if path.name == "app.py":  # the metric's demo app may use the harness's judge adapter
-            continue
-        assert not any(m == "eval" or m.startswith("eval.") for m in _imports(path)), path
+def test_every_module_has_a_layer_and_the_table_names_it():
+    table = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8").split("## ")[0]
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ") and "---" not in line}
+    assert [name for name, _ in LAYERS] == [n for n in rows if n != "layer"], "LAYERS follows ARCHITECTURE.md's rows"
+    for name, entries in LAYERS:
+        for entry in entries:
+            short = entry.removeprefix("eval/")  # the harness row names its files without the folder
+            assert f"`{entry}`" in rows[name] or f"`{short}`" in rows[name], (name, entry)
+    assert [rel for rel in product_files() if layer_of(rel) is None] == []
+    assert layer_of("eval/new_module.py") is None and layer_of("construct/new_stage.py") == 5
 
 
-def test_harness_layers_point_one_way():
-    lower = {"eval/types.py", "eval/settings.py", "eval/prompts.py", "eval/images.py", "eval/tasks.py",
-             "eval/runner.py", "eval/store.py", "eval/runinfo.py", "eval/judge.py", "eval/figures.py",
-             "eval/scoring.py", "eval/stats.py"}
-    for name in lower:
-        imported = _imports(ROOT / name)
-        assert not any(m.startswith(("eval.report", "eval.api", "eval.cli")) for m in imported), name
-    for path in (ROOT / "eval" / "report").glob("*.py"):
-        assert not any(m.startswith(("eval.api", "eval.cli")) for m in _imports(path)), path
+def test_imports_point_down_the_layers():
+    upward = [(rel, target) for rel, targets in edges().items() for target in targets
+              if layer_of(target) > layer_of(rel)]
+    assert upward == []
+
+
+def test_a_metric_folder_imports_nothing_of_ours_and_reads_nothing_outside_itself():
+    for rel, targets in edges().items():
+        if rel.startswith("metrics/"):
+            folder = rel.rpartition("/")[0] + "/"
+            assert all(t.startswith(folder) for t in targets), (rel, targets)
+            for node in ast.walk(ast.parse((ROOT / rel).read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    assert not node.value.startswith(("tests/", "../")) and node.value != "tests", (rel, node.value)
+                if isinstance(node, ast.Subscript) and getattr(node.value, "attr", None) == "parents":
+                    raise AssertionError(f"{rel} reaches outside its folder (Path.parents)")
+
+
+def test_no_product_module_imports_the_tests():
+    for rel in product_files():
+        names = imported_names((ROOT / rel).read_text(encoding="utf-8"), module_name(rel), rel.endswith("__init__.py"))
+        assert not any(n == "tests" or n.startswith("tests.") for n in names), rel
+
+
+def test_the_import_graph_has_no_circle():
+    graph, state, circles = edges(), {}, []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for target in sorted(graph[node]):
+            if state.get(target) == "open":
+                circles.append([*path[path.index(target):], target] if target in path else [node, target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []
+
+
+def test_the_layer_checks_catch_the_edges_that_must_not_come_back(tmp_path):
+    """A copy of three modules with a forbidden edge each: the checks above must see every one."""
+    bad = {"eval/settings.py": "from eval.backends import parse_spec\n",
+           "metrics/judge_accuracy/app.py": "def f():\n    from eval import judge\n",
+           "eval/types.py": "import importlib\nimportlib.import_module('eval.api')\n"}
+    for rel in ("eval/backends/__init__.py", "eval/api.py", "eval/judge.py", "eval/__init__.py",
+                "metrics/judge_accuracy/judge_accuracy.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("", encoding="utf-8")
+    for rel, text in bad.items():
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    graph = edges(tmp_path)
+    assert {(rel, t) for rel, ts in graph.items() for t in ts if layer_of(t) > layer_of(rel)} == {
+        ("eval/settings.py", "eval/backends/__init__.py"), ("eval/types.py", "eval/api.py"),
+        ("metrics/judge_accuracy/app.py", "eval/judge.py"), ("metrics/judge_accuracy/app.py", "eval/__init__.py")}
+
+
+# ---------------------------------------------------------------- constants
+def test_every_copy_of_a_constant_agrees():
+    """One home per constant; the copies that must stay (a module that works copied alone, or the data
+    contract's own folder) are held to it here."""
+    from construct import raw
+    from eval import prompts
+    from metrics.judge_accuracy import judge_accuracy
+    from space.diningspace import catalog, leaderboard, render
+    from synthetic import raw_export, sample
+
+    schema = json.loads(raw.SCHEMA.read_text(encoding="utf-8"))["$defs"]
+    assert diningbench.CONFIGS == types.TASKS == catalog.CONFIGS == tuple(leaderboard.TASK_SHORT)
+    assert diningbench.NUTRIENTS == types.NUTRIENTS == nutrition_error.NUTRIENTS == raw_export.NUTRIENT_FIELDS
+    assert tuple(types.NUTRIENT_UNITS) == types.NUTRIENTS
+    assert diningbench.LETTERS == types.LETTERS == sample.LETTERS and types.ALPHABET.startswith(types.LETTERS)
+    assert diningbench.CUISINES == tuple(sample.CUISINE_WEIGHTS) == tuple(schema["merchant"]["properties"]["cuisine"]["enum"])
+    assert diningbench.VQA_CATEGORIES == tuple(sample.VQA_PAPER) == tuple(sample.VQA_SAMPLE) == tuple(render.VQA_CATEGORY_NAMES)
+    assert raw.NUTRITION_UNITS == tuple(schema["nutrition"]["properties"]["unit"]["enum"])
+    assert diningbench.IMAGE_ROLES == tuple(schema["photo"]["properties"]["role"]["enum"])
+    # The metrics' parsers read the final-answer line the CoT prompts ask for.
+    for marker in prompts.FINAL_MARKER.values():
+        assert dining_accuracy.parse_choice(f"A looks close, B too.\n{marker}C") == "C"
+        assert judge_accuracy.final_answer(f"1. fried\n{marker}Not suitable.") == "Not suitable."
+        assert nutrition_error.parse_nutrition(
+            f'{{"calories": 1}}\n{marker}{{"calories": 500, "protein": 20, "carbohydrates": 50, "fat": 10}}'
+        ) == {"calories": 500.0, "protein": 20.0, "carbohydrates": 50.0, "fat": 10.0}
 
 
 def test_every_default_is_the_settings_one():

@@ -8,8 +8,9 @@ import math
 
 import pytest
 
+from diningbench import chi_square_sf, position_bias, regularized_gamma_q
 from eval import api
-from eval.circular import chi_square_sf, circular_figures, position_bias, regularized_gamma_q
+from eval.circular import circular_figures
 from eval.report.report import build_report
 from eval.report.runs import load_run
 from eval.settings import RunSettings, UsageError

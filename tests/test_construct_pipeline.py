@@ -261,3 +261,27 @@ def test_cuisine_caps_drop_the_dishes_over_the_cap(built, tmp_path):
     chinese = [d for d, v in got.items() if v[0] == "kept" and d.startswith(("merchant-01", "merchant-03"))]
     assert len(chinese) == 2
     assert sum(v == ("dropped", "cuisine_cap") for v in got.values()) == 3
+
+
+def test_a_portion_stated_in_kilograms_is_read_by_the_build(built, tmp_path, monkeypatch_module):
+    from construct import nutrition
+
+    raw, work = tmp_path / "raw", tmp_path / "work"
+    shutil.copytree(built.raw, raw)
+    shutil.copytree(built.work, work)
+    lines = (raw / "dishes.jsonl").read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        row = json.loads(line)
+        if row["dish_id"] == "merchant-02-d0":  # per 100 g; its portion "1份，约357克" written in kilograms
+            assert row["portion"] == "1份，约357克"
+            row["portion"] = "1 serving, about 0.357 kg"
+            lines[i] = json.dumps(row, ensure_ascii=False)
+    (raw / "dishes.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    server, _ = construct_server(built.truth, FILTERS)
+    with server:
+        settings = load_settings(work)
+        settings.base_url = server.base_url
+        nutrition.run(Context(load_raw(raw), work, settings, Models(settings, work)))
+    got = {d["item"]: d for d in Stage(work, "nutrition").decisions()}["merchant-02-d0"]
+    assert (got["verdict"], got["detail"]["source"]) == ("kept", "merchant")
+    assert got["detail"]["values"]["calories"] == pytest.approx(144.87 * 3.57, abs=0.05)

@@ -19,7 +19,7 @@ import construct.raw
 import construct.vqa
 import diningbench
 from construct.fdc import FoodData, cross_check
-from construct.imagehash import dhash, hamming, phash
+from construct.imagehash import dhash, hamming
 from construct.photos import prefilter
 from construct.raw import load_raw
 
@@ -39,9 +39,8 @@ def _photo(seed: int) -> Image.Image:
 def test_hashes_see_a_reupload_as_the_same_photo_and_another_photo_as_different():
     a, b = _photo(1), _photo(2)
     again = Image.open(io.BytesIO(_jpeg(a, 50)))
-    for h in (dhash, phash):
-        assert hamming(h(a), h(again)) <= 6
-        assert hamming(h(a), h(b)) > 16
+    assert hamming(dhash(a), dhash(again)) <= 6
+    assert hamming(dhash(a), dhash(b)) > 16
 
 
 def _jpeg(img: Image.Image, quality: int = 85) -> bytes:

@@ -124,11 +124,12 @@ def test_answer_position_bias_is_a_warning(tmp_path: Path) -> None:
 
 def test_chi_square_matches_textbook_critical_values() -> None:
     # df = 7: the 5% and 0.1% critical values are 14.067 and 24.322.
-    assert diningbench._chi2_sf(14.067, 7) == pytest.approx(0.05, abs=1e-4)
-    assert diningbench._chi2_sf(24.322, 7) == pytest.approx(0.001, abs=1e-5)
-    assert diningbench.position_bias(list("ABCDEFGH") * 2) == (0.0, pytest.approx(1.0))
-    stat, p = diningbench.position_bias(["A"] * 16)  # (16-2)^2/2 + 7 * (0-2)^2/2 = 98 + 14
-    assert stat == pytest.approx(112.0) and p < 1e-15
+    assert diningbench.chi_square_sf(14.067, 7) == pytest.approx(0.05, abs=1e-4)
+    assert diningbench.chi_square_sf(24.322, 7) == pytest.approx(0.001, abs=1e-5)
+    even = diningbench.position_bias(list("ABCDEFGH") * 2, [8] * 16)
+    assert (even["statistic"], even["df"]) == (0.0, 7) and even["p_value"] == pytest.approx(1.0)
+    bias = diningbench.position_bias(["A"] * 16, [8] * 16)  # (16-2)^2/2 + 7 * (0-2)^2/2 = 98 + 14
+    assert bias["statistic"] == pytest.approx(112.0) and bias["p_value"] < 1e-15
 
 
 def test_the_card_must_declare_every_config(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eval import api
-from eval.figures import epoch_agreement
+from eval.numbers import epoch_agreement
 from eval.report.tables import results_table
 from eval.settings import RunSettings
 from tests.helpers_harness import make_release, read_jsonl

@@ -67,23 +67,23 @@ def test_rescoring_a_folder_parses_each_answer_once_more(release, tmp_path, call
 def test_the_report_reuses_the_interval_scoring_computed(release, tmp_path, monkeypatch):
     """A nutrition interval resamples every item n_boot times: the report, reading the same items
     back from scores.jsonl, gets scoring's interval instead of computing it again."""
-    from eval import figures
+    from eval import numbers
 
     computed = []
-    original = figures.cluster_bootstrap_ci
+    original = numbers.cluster_bootstrap_ci
 
     def counting(*args, **kwargs):
         computed.append(args[0])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(figures, "cluster_bootstrap_ci", counting)
-    figures._CI_BY_CONTENT.clear()
+    monkeypatch.setattr(numbers, "cluster_bootstrap_ci", counting)
+    numbers._CI_BY_CONTENT.clear()
     out = tmp_path / "run"
     api.run(RunSettings(task="nutrition", model="baseline:median", dataset=str(release), out=out, n_boot=1000),
             progress=False)
     assert computed == [4]  # once, over the 4 items (the report's breakdowns are smaller slices: too few to resample)
     interval = json.loads((out / "metrics.json").read_text())["nutrition"]["avg_mape_ci95"]
     records = read_jsonl(out / "scores.jsonl")
-    figures._CI_BY_CONTENT.clear()
-    assert list(figures.headline_ci("nutrition", records, n_boot=1000)) == interval  # the same when recomputed
+    numbers._CI_BY_CONTENT.clear()
+    assert list(numbers.headline_ci("nutrition", records, n_boot=1000)) == interval  # the same when recomputed
     assert computed == [4, 4]

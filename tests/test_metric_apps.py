@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 import pytest
 
@@ -111,3 +113,30 @@ def test_judge_headline_hand_computed(apps):
                                   "不符合。\nLard.", ""))
     assert live.startswith("**Judge accuracy: 50.00%** (1 of 2 correct")
     assert "scored: 1 · unscored: 1 · decided by rule: 1 · accuracy on scored items: 100.00%" in live
+
+
+def test_the_judge_app_calls_an_openai_compatible_endpoint_on_its_own(apps, monkeypatch, tmp_path):
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    app = apps["judge_accuracy"]
+    key = "sk-judge-0123456789abcdef"
+    monkeypatch.setenv("HOME", str(tmp_path))  # the verdict cache goes under ~/.cache
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    seen = []
+
+    def oracle(request):
+        seen.append(request)
+        return "GRADE: C" if "Lard and soy." in request.prompt else "GRADE: I"
+
+    with FakeOpenAIServer(oracle) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        result = app.score("What is in the sauce?\nWhat is on top?", "Lard and soy.\nPeanuts.",
+                           "Lard and soy sauce.\nSesame.", "openai:judge-x")
+        server.inject("401", times=10)
+        failed = app.score("What is in the sauce?", "Garlic.", "Ginger.", "openai:judge-x")
+    assert result["verdicts"] == ["C", "I"] and result["accuracy"] == 0.5
+    assert [r.body["model"] for r in seen] == ["judge-x", "judge-x"] and seen[0].temperature == 0
+    assert all(r.headers.get("authorization") == f"Bearer {key}" for r in seen)
+    assert key not in json.dumps(failed)
+    assert app.score("q", "a", "b", "gemini:flash") == {
+        "error": "judge 'gemini:flash': this app calls an OpenAI-compatible endpoint; use openai:MODEL"}

@@ -56,3 +56,9 @@ def test_nutrition_card_states_the_policies():
     assert "Unparsed prediction = predicting 0" in body
     assert "Ground truth 0" in body
     assert "fractions" in body
+
+
+@pytest.mark.parametrize("name", METRICS)
+def test_card_calls_the_tuning_corpus_a_development_set(name):
+    _, body = _header(name)
+    assert "development set" in " ".join(body.split()), name

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eval import api
-from eval.figures import headline, task_figures
+from eval.numbers import headline, task_figures
 from eval.report.tables import results_table
 from space.diningspace.results_view import summary_line
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -72,7 +72,7 @@ def test_real_judge_replies_are_read():
     """Real model_graded_fact replies from inspect_ai's committed logs (tests/corpus/README.md)."""
     got = [parse_verdict(row["text"]) for row in REAL_VERDICT]
     assert len(REAL_VERDICT) >= 60
-    assert sum(g == row["expected"] for g, row in zip(got, REAL_VERDICT, strict=True)) / len(REAL_VERDICT) >= 0.90
+    assert sum(g == row["expected"] for g, row in zip(got, REAL_VERDICT, strict=True)) / len(REAL_VERDICT) >= 0.98  # measured 100%
     assert sum(g not in (None, row["expected"]) for g, row in zip(got, REAL_VERDICT, strict=True)) == 0
 
 

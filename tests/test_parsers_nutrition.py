@@ -129,7 +129,7 @@ def test_real_outputs_are_read_without_guessing():
     got = {id(row): parse_nutrition(row["text"]) for row in REAL_NUTRITION}
     recovered = [row for row in answers if got[id(row)] and _within_one_percent(got[id(row)], row["expected"])]
     wrong = [row["item"] for row in answers if got[id(row)] and not _within_one_percent(got[id(row)], row["expected"])]
-    assert len(recovered) / len(answers) >= 0.90
+    assert len(recovered) / len(answers) >= 0.97  # measured 98.5% (66 of 67, `python -m tests.tools.corpus_report`)
     assert len(wrong) / len(answers) < 0.01, wrong
     assert [row["item"] for row in no_answer if got[id(row)] is not None] == []
 

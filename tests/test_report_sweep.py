@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from helpers_report import cls_item, nut_item, report_args, table_rows, write_run
 
-from eval import figures
+from eval import numbers
 from eval.backends import baseline
 from eval.report import report
 from eval.types import ConfigError
@@ -83,7 +83,7 @@ def test_no_chance_row_without_classification(tmp_path):
 def test_baseline_chance_spec_points_to_the_computed_row():
     with pytest.raises(ConfigError, match="computed, not sampled"):
         baseline.make("chance", dataset_items={})
-    assert figures.chance_accuracy([{"n_options": 8}, {"n_options": 4}]) == 0.1875
+    assert numbers.chance_accuracy([{"n_options": 8}, {"n_options": 4}]) == 0.1875
 
 
 def test_classification_plots_carry_the_chance_line(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import resource
 import pytest
 
 from eval.backends import make_backend, release
-from eval.backends._retry import scrub
+from eval.redact import redact
 from eval.types import BackendError, GenerationConfig, Message, Request
 from tests.fakes.hostile_openai import HostileServer
 
@@ -79,7 +79,7 @@ async def test_a_partly_echoed_key_never_survives_in_the_error(echo):
     assert "KLMN" not in text and "sk-hos" not in text, text
 
 
-def test_scrub_keeps_ordinary_text():
-    assert scrub("HTTP 400: max_tokens is too large: 20000 > 16384", KEY) == \
+def test_redact_keeps_ordinary_text():
+    assert redact("HTTP 400: max_tokens is too large: 20000 > 16384", KEY) == \
         "HTTP 400: max_tokens is too large: 20000 > 16384"
-    assert json.loads(scrub(json.dumps({"k": KEY}), KEY)) == {"k": "***"}
+    assert json.loads(redact(json.dumps({"k": KEY}), KEY)) == {"k": "***"}

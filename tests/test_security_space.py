@@ -25,7 +25,13 @@ from space.diningspace.settings import PUBLIC_ENDPOINTS, SpaceSettings
 from tests.fakes.hostile_openai import HostileServer
 
 KEY = "sk-visitor-0123456789abcdef"
-pytestmark = pytest.mark.skipif(not supports_own_keys("openai"), reason="the openai backend takes no per-call key")
+
+
+def test_every_key_provider_backend_takes_a_per_call_key() -> None:
+    """The tests below rely on it: if a backend's make() stopped taking api_key, they must fail, not skip."""
+    from space.diningspace.settings import KEY_PROVIDERS
+
+    assert KEY_PROVIDERS and all(supports_own_keys(provider) for provider in KEY_PROVIDERS)
 
 
 def _settings(**changes: object) -> SpaceSettings:
@@ -112,8 +118,7 @@ def test_caps_are_the_operators_choice(tmp_path) -> None:
 @pytest.mark.parametrize("provider", ["openai", "gemini"])
 def test_a_visitors_key_goes_to_the_public_endpoint_not_the_operators_server(
         provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not supports_own_keys(provider):
-        pytest.skip(f"the {provider} backend takes no per-call key")
+    assert supports_own_keys(provider), f"the {provider} backend takes no per-call key"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://10.0.0.5:8000/v1")  # the operator's private vLLM
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", "http://10.0.0.5:8001/")
     request = EvalRequest(task="classification", model=OWN_KEY, n_items=1, provider=provider, own_model="m",

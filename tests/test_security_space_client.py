@@ -13,12 +13,11 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 from helpers_space import launched_space
 
-from space.diningspace.evaluation import OWN_KEY, supports_own_keys
+from space.diningspace.evaluation import OWN_KEY
 from tests.fakes.hostile_openai import HostileServer
 
 KEY = "sk-visitor-0123456789abcdef"
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not supports_own_keys("openai"), reason="the openai backend takes no per-call key")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

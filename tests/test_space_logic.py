@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from helpers_space import tiny_dataset
 
+from eval.redact import redact
 from space.diningspace.catalog import ALL, Catalog, CatalogError
 from space.diningspace.evaluation import OWN_KEY, EvalRequest, resolve
-from space.diningspace.guard import GuardError, check_base_url, check_model_name, scrub
+from space.diningspace.guard import REDACTED, GuardError, allowed_base_url, check_model_name
 from space.diningspace.leaderboard import leaderboard_table, local_rows, reported_rows
 from space.diningspace.render import gallery_caption, item_card, plain_fields
 from space.diningspace.settings import SettingsError, SpaceSettings
@@ -86,27 +87,28 @@ def test_card_shows_vqa_in_the_chosen_language_and_nutrition_facts(catalog: Cata
     assert plain_fields({"fat": float("nan"), "n": 3, "xs": [1.5]}) == {"fat": None, "n": 3, "xs": [1.5]}
 
 
-def test_scrub_removes_the_key_in_every_form_it_travels() -> None:
+def test_redact_removes_the_key_in_every_form_it_travels() -> None:
     key = "sk-test+key/123"
     text = f"401 for {key} at https://x/v1?key=sk-test%2Bkey%2F123 or sk-test%2Bkey%2F123"
-    assert key not in scrub(text, [key]) and "sk-test%2Bkey%2F123" not in scrub(text, [key])
-    assert scrub("nothing to hide", ["", None, "ab"]) == "nothing to hide"
+    shown = redact(text, [key], mark=REDACTED)
+    assert key not in shown and "sk-test%2Bkey%2F123" not in shown and shown.count(REDACTED) == 3
+    assert redact("nothing to hide", ["", None, "ab"], mark=REDACTED) == "nothing to hide"
 
 
 def test_base_urls_are_refused_unless_the_host_is_allow_listed() -> None:
-    assert check_base_url("", ["127.0.0.1"]) is None
-    assert check_base_url("http://127.0.0.1:9000/v1", ["127.0.0.1"]) == "http://127.0.0.1:9000/v1"
-    assert check_base_url("https://api.example.com:443/v1", ["api.example.com:443"]) == "https://api.example.com:443/v1"
+    assert allowed_base_url("", ["127.0.0.1"]) is None
+    assert allowed_base_url("http://127.0.0.1:9000/v1", ["127.0.0.1"]) == "http://127.0.0.1:9000/v1"
+    assert allowed_base_url("https://api.example.com:443/v1", ["api.example.com:443"]) == "https://api.example.com:443/v1"
     with pytest.raises(GuardError, match="does not accept custom base URLs"):
-        check_base_url("http://127.0.0.1:9000/v1", [])
+        allowed_base_url("http://127.0.0.1:9000/v1", [])
     with pytest.raises(GuardError, match="host '169.254.169.254' is not allowed"):
-        check_base_url("http://169.254.169.254/latest/meta-data", ["127.0.0.1"])
+        allowed_base_url("http://169.254.169.254/latest/meta-data", ["127.0.0.1"])
     with pytest.raises(GuardError, match="user name or password"):
-        check_base_url("http://u:p@127.0.0.1/v1", ["127.0.0.1"])
+        allowed_base_url("http://u:p@127.0.0.1/v1", ["127.0.0.1"])
     with pytest.raises(GuardError, match="http:// or https://"):
-        check_base_url("file:///etc/passwd", ["127.0.0.1"])
+        allowed_base_url("file:///etc/passwd", ["127.0.0.1"])
     with pytest.raises(GuardError, match="host '127.0.0.1' is not allowed"):
-        check_base_url("http://127.0.0.1:8001/v1", ["127.0.0.1:8000"])
+        allowed_base_url("http://127.0.0.1:8001/v1", ["127.0.0.1:8000"])
     assert check_model_name(" gpt-4o-mini ") == "gpt-4o-mini"
     with pytest.raises(GuardError, match="model name"):
         check_model_name("gpt?x=<script>")
@@ -246,24 +248,3 @@ def test_the_space_card_declares_the_installed_gradio_and_the_app_file() -> None
     assert f"sdk_version: {version('gradio')}\n" in header
     for line in ("title: DiningBench", "sdk: gradio", "app_file: app.py", 'python_version: "3.11"', "license: "):
         assert line in header
-
-
-def test_the_bundle_holds_the_app_and_the_code_it_imports(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from space.bundle import bundle
-
-    out = tmp_path / "space-bundle"
-    names = bundle(out)
-    for name in ("app.py", "README.md", "requirements.txt", "style.css", "diningspace", "eval", "metrics",
-                 "diningbench.py"):
-        assert name in names and (out / name).exists()
-    assert not list(out.rglob("__pycache__"))
-    # In the bundle the code sits next to app.py, which is where app.py looks for it.
-    probe = "import diningspace.settings, eval.backends, diningbench; print(diningbench.__file__)"
-    done = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(out / "diningbench.py")
-    with pytest.raises(SystemExit, match="would overwrite repository files"):
-        bundle(Path(__file__).resolve().parents[1] / "eval")

@@ -1,7 +1,7 @@
 """Backend registry: `backend:model` spec → Backend instance, importing heavy SDKs lazily.
 
 Adding a backend = one module here with a `make(model, **options) -> Backend` function, plus one
-line in `_REGISTRY`.
+line in `eval/specs.py:BACKENDS` (the names live there, below the settings that check them).
 """
 
 from __future__ import annotations
@@ -10,36 +10,12 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from eval.specs import BACKENDS, SpecError, parse_spec
 from eval.types import Backend
 
-_REGISTRY: dict[str, str] = {
-    "openai": "eval.backends.openai_chat",
-    "gemini": "eval.backends.gemini",
-    "baseline": "eval.backends.baseline",
-    "hf": "eval.backends.hf",
-    "vllm": "eval.backends.vllm_offline",
-}
+__all__ = ["SpecError", "make_backend", "parse_spec", "provider_module", "release"]
 
-
-class SpecError(ValueError):
-    """A malformed or unknown `backend:model` spec (one-line message)."""
-
-
-def parse_spec(spec: str) -> tuple[str, str]:
-    """Split `backend:model`; the model part may itself contain ':' or '/'.
-
-    >>> parse_spec("openai:Qwen/Qwen3-VL-8B-Instruct")
-    ('openai', 'Qwen/Qwen3-VL-8B-Instruct')
-    """
-    backend, sep, model = spec.partition(":")
-    if not sep or not backend or not model:
-        raise SpecError(
-            f"model spec {spec!r} is not of the form backend:model "
-            f"(backends: {', '.join(sorted(_REGISTRY))}), e.g. openai:gpt-4o or baseline:zero"
-        )
-    if backend not in _REGISTRY:
-        raise SpecError(f"unknown backend {backend!r} in {spec!r}; choose one of {', '.join(sorted(_REGISTRY))}")
-    return backend, model
+_REGISTRY = BACKENDS
 
 
 async def release(backend: Any) -> None:

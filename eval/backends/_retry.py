@@ -60,7 +60,8 @@ def host_of(base_url: str | None) -> str | None:
     return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
 
 
-def check_base_url(base_url: str | None) -> None:
+def require_http_url(base_url: str | None) -> None:
+    """A --base-url must be an http(s) URL naming a host (the format only; the Space also allow-lists hosts)."""
     if base_url is not None and (urlsplit(base_url).scheme not in ("http", "https") or not host_of(base_url)):
         raise ConfigError(f"--base-url {base_url!r} is not an http(s) URL, e.g. http://localhost:8000/v1")
 
@@ -81,47 +82,3 @@ def resolve_api_key(names: tuple[str, ...], *, base_url: str | None, what: str, 
         return "EMPTY"  # what `vllm serve` and most self-hosted servers accept
     raise ConfigError(f"{what} needs an API key: set {' or '.join(names)} in the environment "
                       "(or point --base-url at a server that needs none)")
-
-
-ECHO_RUN = 8  # this many consecutive key characters in a message are a leak, wherever they stand
-_MASKED_TOKEN_RE = re.compile(r"[^\s\"'<>]*(?:\*{2,}|…|\.{3}|x{4,})[^\s\"'<>]*")
-
-
-def scrub(text: str, secret: str | None) -> str:
-    """Remove a key from a message that may echo request details: the whole key, any run of
-    ECHO_RUN or more of its characters (a server that echoes 28 of 30), and masked forms that keep
-    its prefix or suffix (`sk-abc1****wxyz`, `AIza...Q4`).
-
-    >>> scrub("bad key sk-test-0123456789abcdefXYZ!", "sk-test-0123456789abcdefXYZW")
-    'bad key ***!'
-    >>> scrub("Incorrect API key provided: sk-tes********************XYZW.", "sk-test-0123456789abcdefXYZW")
-    'Incorrect API key provided: ***.'
-    """
-    if not secret or secret == "EMPTY" or not text:
-        return text
-    text = text.replace(secret, "***")
-    if len(secret) >= ECHO_RUN:
-        windows = {secret[i:i + ECHO_RUN] for i in range(len(secret) - ECHO_RUN + 1)}
-        out, i = [], 0
-        while i < len(text):
-            if text[i:i + ECHO_RUN] in windows:
-                end = i + ECHO_RUN
-                while end < len(text) and text[i:end + 1] in secret:
-                    end += 1
-                out.append("***")
-                i = end
-            else:
-                out.append(text[i])
-                i += 1
-        text = "".join(out)
-
-    def masked(match: re.Match[str]) -> str:
-        token = match.group(0).rstrip(".,;:)")
-        tail = match.group(0)[len(token):]
-        head = re.split(r"\*{2,}|…|\.{3}|x{4,}", token)[0]
-        foot = re.split(r"\*{2,}|…|\.{3}|x{4,}", token)[-1]
-        if (len(head) >= 3 and secret.startswith(head)) or (len(foot) >= 4 and secret.endswith(foot)):
-            return "***" + tail
-        return match.group(0)
-
-    return _MASKED_TOKEN_RE.sub(masked, text)

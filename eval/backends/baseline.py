@@ -17,7 +17,7 @@ out, so none of them can see its own answer. What each one does per task:
 
 Chance is not one of them: a backend can only give one letter per item, so a "chance" answerer
 would be `random` again, with a score that wanders around the expectation. The expectation itself is
-computed instead (`eval.figures.chance_accuracy`: the mean over items of 1/number of options, 12.50% with 8
+computed instead (`eval.numbers.chance_accuracy`: the mean over items of 1/number of options, 12.50% with 8
 options) and every report shows it as the `chance` row of Table 2 and a dashed line on the
 classification accuracy plots; `baseline:chance` is refused with a pointer there. `median` can score
 below it (0% on a sample balanced over letters: its most common letter is never the answer).
@@ -35,10 +35,9 @@ from fractions import Fraction
 from typing import Any
 
 from eval.backends.policy import refuse_options
-from eval.types import NUTRIENTS, ConfigError, Request, Response
+from eval.types import ALPHABET, NUTRIENTS, ConfigError, Request, Response
 
 NAMES = ("random", "first", "zero", "median", "category-mean")
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 CHANCE_NOTE = ("chance is computed, not sampled: every report's Table 2 has a `chance` row (the mean of "
                "1/number of options, 12.50% with 8) and the accuracy plots a dashed chance line; "
                "baseline:random samples one letter per item")
@@ -178,7 +177,7 @@ class BaselineBackend:
         if task == "classification":
             n_options = int(request.metadata.get("n_options") or 8)
             if self.name == "random":
-                return rng.choice(LETTERS[:n_options])
+                return rng.choice(ALPHABET[:n_options])
             if self.name == "first":
                 return "A"
             if self.name == "zero":

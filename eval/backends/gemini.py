@@ -14,15 +14,15 @@ import re
 from typing import Any
 
 from eval.backends._retry import (
-    check_base_url,
     host_of,
     is_retryable_status,
     parse_retry_after,
     parse_retry_delay,
+    require_http_url,
     resolve_api_key,
-    scrub,
 )
 from eval.backends.policy import EFFORT_HINT, refuse_options
+from eval.redact import redact
 from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
 
 # Finish reasons: an answer ended normally (STOP) or at the limit (MAX_TOKENS); a few say nothing about the
@@ -117,7 +117,7 @@ class GeminiBackend:
             from google.genai import errors, types
         except ImportError:
             raise ConfigError("the google-genai package is not installed: pip install -r requirements.txt") from None
-        check_base_url(base_url)
+        require_http_url(base_url)
         self.spec = f"gemini:{model}"
         self.model = model
         self.base_url = base_url
@@ -163,7 +163,7 @@ class GeminiBackend:
             if status is not None and 300 <= status < 400:
                 raise BackendError(f"HTTP {status}: the server redirected; not followed", retryable=False,
                                    status=status) from None
-            raise BackendError(f"HTTP {status} from the Gemini API: {_short(scrub(exc.message or '', self._key))}",
+            raise BackendError(f"HTTP {status} from the Gemini API: {_short(redact(exc.message or '', self._key))}",
                                retryable=is_retryable_status(status), status=status,
                                retry_after=retry_after) from None
         except TimeoutError:

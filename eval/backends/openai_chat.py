@@ -26,14 +26,14 @@ import os
 from typing import Any
 
 from eval.backends._retry import (
-    check_base_url,
     host_of,
     is_retryable_status,
     parse_retry_after,
+    require_http_url,
     resolve_api_key,
-    scrub,
 )
 from eval.backends.policy import ChatPolicy, error_message, refuse_options, rough_prompt_tokens
+from eval.redact import redact
 from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -84,7 +84,7 @@ class OpenAIChatBackend:
         # models at a `vllm serve`), else OpenAI. A key may be left out only with --base-url.
         explicit_url = base_url
         base_url = base_url or os.environ.get("OPENAI_BASE_URL", "").strip() or None
-        check_base_url(base_url)
+        require_http_url(base_url)
         self.spec = f"openai:{model}"
         self.model = model
         self.base_url = base_url
@@ -243,11 +243,11 @@ class OpenAIChatBackend:
             raise BackendError("request timed out", retryable=True) from None
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body, DNS, TLS, proxy
             # Scrub before shortening: a cut through the key would leave part of it behind.
-            raise BackendError(f"cannot reach the model server ({_short(scrub(_describe(exc), self._key))})",
+            raise BackendError(f"cannot reach the model server ({_short(redact(_describe(exc), self._key))})",
                                retryable=True) from None
 
     def _http_error(self, status: int, payload: bytes) -> str:
-        message = f"HTTP {status} from the model server: {_short(scrub(error_message(payload), self._key))}"
+        message = f"HTTP {status} from the model server: {_short(redact(error_message(payload), self._key))}"
         if status == 400 and "image" in message[len(f"HTTP {status}"):].lower():
             message += f" ({VLLM_HINT})"
         return message

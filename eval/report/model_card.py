@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from eval.figures import component, headline, headline_ci, score_nutrition_rows
+from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import ReportError, RunData
 from eval.report.tables import as_text, md_table, pct
 from eval.types import NUTRIENTS

@@ -14,7 +14,7 @@ from typing import Any
 
 from eval.agreement import read_agreement, scoring_judge
 from eval.circular import circular_figures, read_rotations
-from eval.figures import (
+from eval.numbers import (
     breakdown,
     chance_accuracy,
     component,
@@ -26,9 +26,9 @@ from eval.figures import (
 )
 from eval.report import model_card
 from eval.report.runs import ReportError, RunData, expand_run_dirs, load_reported, load_run
-from eval.report.sweeps import UNITS, sweep_sections
+from eval.report.sweeps import sweep_sections
 from eval.report.tables import as_text, headline_cell, md_table, pct, with_ci
-from eval.types import NUTRIENTS, TASKS
+from eval.types import NUTRIENT_UNITS, NUTRIENTS, TASKS
 
 SHORT = {"calories": "Cal", "protein": "Prot", "carbohydrates": "Carb", "fat": "Fat"}
 DIMENSION_TITLES = {"cuisine": "cuisine", "category": "menu category", "vqa_category": "VQA category",
@@ -59,7 +59,7 @@ def group_runs(runs: Sequence[RunData]) -> dict[str, dict[str, RunData]]:
 TABLE2_HEADERS = (
     ["Model", "Source", "Cls Acc (%)"]
     + [f"{SHORT[n]} {stat}" for n in NUTRIENTS
-       for stat in (f"MAE ({UNITS[n]})", f"RMSE ({UNITS[n]})", "MAPE (%)")]
+       for stat in (f"MAE ({NUTRIENT_UNITS[n]})", f"RMSE ({NUTRIENT_UNITS[n]})", "MAPE (%)")]
     + ["Avg MAPE (%)", "VQA Acc (%)", "n (cls/nut/vqa)"]
 )
 

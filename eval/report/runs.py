@@ -1,6 +1,6 @@
 """Run folders as reports read them: run.json plus scores.jsonl per task, and the paper's reported rows.
 
-Figures are computed from the loaded items by `eval.figures`, so any slice of a run can be scored
+Figures are computed from the loaded items by `eval.numbers`, so any slice of a run can be scored
 after the fact.
 """
 

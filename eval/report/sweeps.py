@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.figures import (
+from eval.numbers import (
     chance_accuracy,
     component,
     headline,
@@ -22,10 +22,9 @@ from eval.figures import (
 from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report.runs import RunData
 from eval.report.tables import md_table, with_ci
-from eval.types import NUTRIENTS
+from eval.types import NUTRIENT_UNITS, NUTRIENTS, TASKS
 
-SWEEP_TASKS = ("classification", "nutrition", "vqa")
-UNITS = {"calories": "kcal", "protein": "g", "carbohydrates": "g", "fat": "g"}  # per serving
+SWEEP_TASKS = TASKS
 FIGURE = {"classification": ("Classification accuracy", "accuracy (%)"),
           "nutrition": ("Nutrition Average MAPE", "Average MAPE (%)"),
           "vqa": ("VQA accuracy", "accuracy (%)")}
@@ -99,7 +98,7 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
                                             chance=chance)]
         if task == "nutrition":  # the headline beside the legend, then one row per nutrient: MAE | RMSE
             panels.append(None)
-            panels += [Panel(f"{nutrient.capitalize()} {stat.upper()}", f"{stat.upper()} ({UNITS[nutrient]})",
+            panels += [Panel(f"{nutrient.capitalize()} {stat.upper()}", f"{stat.upper()} ({NUTRIENT_UNITS[nutrient]})",
                              lines, lower_is_better=True)
                        for (nutrient, stat), lines in error_lines.items()]
         path = plot_views(Path(plot_dir) / f"views_{task}.png", f"{title} vs number of views", panels)

@@ -1,7 +1,9 @@
 """Gradio demo of the judge_accuracy metric: closed-form rule verdicts, or a configured judge model.
 
 Built with gr.Blocks (evaluate's launch_gradio_widget does not work on current Gradio); importing
-this file builds `demo` without launching it. Judge keys come from the server's environment only.
+this file builds `demo` without launching it. The judge is any OpenAI-compatible chat endpoint,
+called here with the standard library so the Space works copied alone: `OPENAI_BASE_URL` (default
+OpenAI's) and `OPENAI_API_KEY` come from the server's environment only, never from the page.
 The page shows the headline first (`headline`) and the metric's raw keys folded below; the API
 endpoint "score" returns the raw dict.
 """
@@ -9,7 +11,10 @@ endpoint "score" returns the raw dict.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +23,59 @@ import gradio as gr
 
 METRIC = evaluate.load(str(Path(__file__).resolve().parent))
 MODULE = sys.modules[type(METRIC).__module__]
+OPENAI_URL = "https://api.openai.com/v1"
+JUDGE_TIMEOUT_S = 60.0
+JUDGE_MAX_TOKENS = 1024  # a verdict is one line; the limit leaves room for a short reason
+MAX_REPLY_BYTES = 1 << 20  # a judge reply is a few hundred bytes; more is refused unread
+
+
+class EndpointJudge:
+    """`judge(prompt) -> text` over an OpenAI-compatible /chat/completions endpoint, at temperature 0.
+
+    A spec is `openai:MODEL` or a bare model name. The key is the environment's and never appears in
+    an error: any failure is one line naming the HTTP status or the reason.
+    """
+
+    def __init__(self, spec: str, *, base_url: str | None = None, api_key: str | None = None,
+                 timeout: float = JUDGE_TIMEOUT_S) -> None:
+        backend, sep, model = spec.partition(":")
+        if sep and backend != "openai":
+            raise ValueError(f"judge {spec!r}: this app calls an OpenAI-compatible endpoint; use openai:MODEL")
+        self.model = (model if sep else spec).strip()
+        if not self.model:
+            raise ValueError(f"judge {spec!r}: name a model, e.g. openai:gpt-4o")
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL", "").strip() or OPENAI_URL).rstrip("/")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError("OPENAI_BASE_URL must be an http(s) URL")
+        self._key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "").strip()
+        if not self._key and base_url is None and not os.environ.get("OPENAI_BASE_URL"):
+            raise ValueError("a judge needs OPENAI_API_KEY set on the server")
+        self.timeout = timeout
+
+    def __call__(self, prompt: str) -> str:
+        body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": prompt}],
+                           "temperature": 0, "max_tokens": JUDGE_MAX_TOKENS}).encode()
+        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=body, method="POST", headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {self._key or 'EMPTY'}"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - http(s) checked above
+                data = response.read(MAX_REPLY_BYTES + 1)
+        except urllib.error.HTTPError as exc:
+            raise ValueError(f"the judge endpoint answered HTTP {exc.code}") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise ValueError(f"cannot reach the judge endpoint ({type(exc).__name__})") from None
+        if len(data) > MAX_REPLY_BYTES:
+            raise ValueError(f"the judge reply is over {MAX_REPLY_BYTES} bytes; not read")
+        try:
+            text = json.loads(data)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise ValueError("the judge endpoint sent no chat completion") from None
+        if not isinstance(text, str):
+            raise ValueError("the judge endpoint sent an empty answer")
+        return text
+
+    def close(self) -> None:
+        """Nothing is held open between calls."""
 
 
 def _items(text: str) -> list[str]:
@@ -43,20 +101,11 @@ def score(questions: str, references: str, predictions: str, judge_spec: str) ->
         return {"error": f"{len(qs)} questions, {len(refs)} references and {len(preds)} predictions: "
                          "give one of each per item"}
     spec = judge_spec.strip()
-    judge = None
     try:
-        if spec:
-            try:
-                from eval.judge import make_judge  # the harness's backends, in a DiningBench checkout
-            except ImportError:
-                return {"error": "a judge spec needs the DiningBench harness (run this app from a checkout)"}
-            judge = make_judge(spec)
+        judge = EndpointJudge(spec) if spec else None
         return METRIC.compute(predictions=preds, references=refs, questions=qs, judge=judge, judge_model=spec or None)
     except ValueError as exc:
         return {"error": str(exc).splitlines()[0]}
-    finally:
-        if judge is not None:
-            judge.close()
 
 
 def _pct(value: float | None) -> str:
@@ -92,7 +141,7 @@ with gr.Blocks(title="DiningBench judge_accuracy") as demo:
     gr.Markdown(
         "# judge_accuracy\nBinary verdicts on free-text dietary answers. Closed-form answers (comply / "
         "does not comply, 符合/不符合, yes/no, 是/否) are decided by rule; the rest need a judge model "
-        "(a spec such as `openai:gpt-4o`, with its key set on the server). Without a judge those items "
+        "(a spec such as `openai:gpt-4o` on an OpenAI-compatible endpoint, its key set on the server). Without a judge those items "
         "are `unscored`, which counts as not correct in `accuracy`."
     )
     with gr.Row():

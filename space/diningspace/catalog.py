@@ -13,9 +13,10 @@ from typing import Any
 
 from PIL import Image
 
+from eval.types import TASKS as CONFIGS
+
 from .warmup import warm_harness
 
-CONFIGS = ("classification", "nutrition", "vqa")
 IMAGE_COLUMNS = ("images",)
 ALL = "All"  # the filter value that keeps every item
 DISPLAY_SIDE = 1600  # long side of a view as shown: sharp in the gallery, ~8 MB decoded at most

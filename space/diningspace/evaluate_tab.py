@@ -10,6 +10,7 @@ from typing import Any
 
 import gradio as gr
 
+from eval.redact import redact
 from eval.report.tables import as_text
 
 from .catalog import Catalog, CatalogError
@@ -21,7 +22,7 @@ from .evaluation import (
     stream_evaluation,
     supports_own_keys,
 )
-from .guard import GuardError, scrub
+from .guard import REDACTED, GuardError
 from .limits import RequestSlots, VisitorJobs, client_address
 from .results_view import metrics_table, results_table, summary_line, thumbnail_uri
 from .settings import BASELINES, KEY_PROVIDERS, SpaceSettings
@@ -76,9 +77,9 @@ class EvaluateTab:
                         yield self._shown(task, update, thumbs, progress)
         # gr.Error renders its message as HTML: a server's words are escaped to show as text.
         except GuardError as exc:
-            raise gr.Error(as_text(scrub(str(exc), secrets)), print_exception=False) from None
+            raise gr.Error(as_text(redact(str(exc), secrets, mark=REDACTED)), print_exception=False) from None
         except Exception as exc:  # noqa: BLE001 - every failure reaches the visitor as one scrubbed line
-            message = scrub(str(exc) or exc.__class__.__name__, secrets).splitlines()[0]
+            message = redact(str(exc) or exc.__class__.__name__, secrets, mark=REDACTED).splitlines()[0]
             raise gr.Error(f"evaluation failed: {as_text(message)}", print_exception=False) from None
 
     @staticmethod

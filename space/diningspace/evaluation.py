@@ -2,7 +2,7 @@
 
 The Space adds nothing to the pipeline: requests, parsing and retries are the harness's
 (`eval.api.iter_predictions`), per-item scores `eval.scoring.score_prediction`'s and the end figures
-the metrics modules' (with the harness's 95% interval, `eval.figures.task_figures`). The Space picks
+the metrics modules' (with the harness's 95% interval, `eval.numbers.task_figures`). The Space picks
 the backend (offered, or the visitor's own key), caps what one visitor may take, and turns each
 finished sample into a row of the live table. Nothing is written to disk.
 """
@@ -19,7 +19,9 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from .guard import GuardError, check_base_url, check_model_name, scrub
+from eval.redact import redact
+
+from .guard import REDACTED, GuardError, allowed_base_url, check_model_name
 from .limits import RequestSlots, SlotBackend
 from .settings import KEY_PROVIDERS, PUBLIC_ENDPOINTS, SpaceSettings
 from .warmup import warm_harness
@@ -100,7 +102,7 @@ def resolve(request: EvalRequest, settings: SpaceSettings) -> tuple[str, dict[st
     if not supports_own_keys(request.provider):
         raise GuardError(f"{request.provider}: this installation cannot use a visitor's own key")
     spec = f"{request.provider}:{check_model_name(request.own_model)}"
-    base_url = check_base_url(request.base_url, settings.allowed_hosts) or PUBLIC_ENDPOINTS[request.provider]
+    base_url = allowed_base_url(request.base_url, settings.allowed_hosts) or PUBLIC_ENDPOINTS[request.provider]
     return spec, {"api_key": request.api_key.strip(), "base_url": base_url}
 
 
@@ -146,7 +148,7 @@ def final_metrics(task: str, records: list[dict[str, Any]], rows: list[dict[str,
     outcome counts and the merchant-clustered 95% interval added by the harness's one function.
     Each record was scored as its answer came (`score_prediction`): nothing is parsed again."""
     from eval import tasks
-    from eval.figures import score_nutrition_rows, task_figures
+    from eval.numbers import score_nutrition_rows, task_figures
 
     references = [r["reference"] for r in records]
     if task == "classification":
@@ -283,11 +285,11 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
                     backend.stop()  # first: no retry of a cancelled request may go out meanwhile
         metrics = await asyncio.to_thread(final_metrics, request.task, records, rows, request.lang, decided)
         yield EvalUpdate(spec=spec, total=total, results=results,
-                         metrics=json.loads(scrub(json.dumps(metrics, default=str), secrets)))
+                         metrics=json.loads(redact(json.dumps(metrics, default=str), secrets, mark=REDACTED)))
     except GuardError:
         raise
     except Exception as exc:  # noqa: BLE001 - one scrubbed line, whatever failed
-        message = scrub(str(exc) or exc.__class__.__name__, secrets).strip()
+        message = redact(str(exc) or exc.__class__.__name__, secrets, mark=REDACTED).strip()
         raise RuntimeError(message.splitlines()[0] if message else "evaluation failed") from None
     finally:
         if judge is not None:
@@ -297,8 +299,8 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
 def _sample_result(record: dict[str, Any], prediction: Any, secrets: list[str | None], limit: int) -> SampleResult:
     parsed = record.get("parsed")
     if isinstance(parsed, str):
-        parsed = bounded(scrub(parsed, secrets), limit)
-    raw = bounded(scrub(prediction.raw, secrets), limit) if prediction.raw is not None else None
-    error = visitor_error(bounded(scrub(prediction.error, secrets), limit) or "") if prediction.error else None
+        parsed = bounded(redact(parsed, secrets, mark=REDACTED), limit)
+    raw = bounded(redact(prediction.raw, secrets, mark=REDACTED), limit) if prediction.raw is not None else None
+    error = visitor_error(bounded(redact(prediction.error, secrets, mark=REDACTED), limit) or "") if prediction.error else None
     return SampleResult(id=str(record["id"]), raw=raw, parsed=parsed, reference=record.get("reference"),
                         correct=None if error else record.get("correct"), error=error, ape=_mean_ape(record))

@@ -19,20 +19,6 @@ class GuardError(ValueError):
     """Input the Space refuses (one line, safe to show: it never contains a key)."""
 
 
-def scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """Remove every secret (also URL-encoded, as it appears in query strings) from `text`.
-
-    >>> scrub("401: bad key sk-abc123 (url ?key=sk-abc123)", ["sk-abc123"])
-    '401: bad key [redacted] (url ?key=[redacted])'
-    """
-    for secret in secrets:
-        if not secret or len(secret) < 4:  # shorter strings are not keys and would mangle text
-            continue
-        for form in {secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)}:
-            text = text.replace(form, REDACTED)
-    return text
-
-
 def check_model_name(name: str) -> str:
     """A visitor's model name, stripped, or GuardError."""
     name = (name or "").strip()
@@ -41,13 +27,13 @@ def check_model_name(name: str) -> str:
     return name
 
 
-def check_base_url(url: str | None, allowed_hosts: Iterable[str]) -> str | None:
+def allowed_base_url(url: str | None, allowed_hosts: Iterable[str]) -> str | None:
     """The base URL if its host is allow-listed by the operator; None when empty; GuardError otherwise.
 
     An allow-list entry is a host name (`api.example.com`, any port) or `host:port`. With no
     allow-list, no base URL is accepted at all: the Space must not fetch URLs chosen by visitors.
 
-    >>> check_base_url("http://127.0.0.1:8000/v1", ["127.0.0.1:8000"])
+    >>> allowed_base_url("http://127.0.0.1:8000/v1", ["127.0.0.1:8000"])
     'http://127.0.0.1:8000/v1'
     """
     url = (url or "").strip()

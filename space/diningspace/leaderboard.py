@@ -19,11 +19,11 @@ from typing import Any
 
 import pandas as pd
 
-from eval.figures import component, headline, headline_ci, score_nutrition_rows
+from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData
 from eval.report.tables import MISSING
+from eval.types import NUTRIENTS, TASKS
 
-NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 # One short name per task, used in headers, the Items column and the Take-the-test tab alike.
 TASK_SHORT = {"classification": "Cls", "nutrition": "Nutr", "vqa": "VQA"}
 COLUMNS = ["#", "Model", "Data", "Lang", "Status", "Cls acc %", "Cls 95% CI", "Avg MAPE %", "MAPE 95% CI",
@@ -219,7 +219,7 @@ def local_rows(results_dir: Path) -> list[dict[str, Any]]:
         if run.model.startswith(HUMAN_PREFIX):
             continue  # people appear as one row per group (humans_rows), never one by one
         cls, nut, vqa = (metrics.get(t) if isinstance(metrics.get(t), dict) else {}
-                         for t in ("classification", "nutrition", "vqa"))
+                         for t in TASKS)
         rel = folder.relative_to(results_dir).as_posix()
         submission = run.info.get("submission") if isinstance(run.info.get("submission"), dict) else None
         row = _empty_row()
@@ -297,7 +297,7 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
         row = _empty_row()
 
         (cls, cls_ci), (nut, nut_ci), (vqa, vqa_ci) = (_pooled_figure(t, by_task.get(t) or [], n_boot)
-                                                       for t in ("classification", "nutrition", "vqa"))
+                                                       for t in TASKS)
         nutrition = score_nutrition_rows(by_task["nutrition"]) if by_task.get("nutrition") else {}
         n_people = len(people[group])
         row.update({

@@ -9,10 +9,9 @@ import math
 from typing import Any
 
 from eval.report.tables import as_text
+from eval.types import LETTERS, NUTRIENT_UNITS, NUTRIENTS
 
-LETTERS = "ABCDEFGH"
-NUTRIENT_ROWS = (("calories", "Calories", "kcal"), ("protein", "Protein", "g"),
-                 ("carbohydrates", "Carbohydrates", "g"), ("fat", "Fat", "g"))
+NUTRIENT_ROWS = tuple((n, n.capitalize(), NUTRIENT_UNITS[n]) for n in NUTRIENTS)
 VQA_CATEGORY_NAMES = {
     "cuisine_technique": "Cuisine technique",
     "dietary_suggestion": "Dietary suggestion",

@@ -25,9 +25,11 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
+from diningbench import CUISINES
 from eval.report.items import STATUSES, item_detail, run_items, run_summary
 from eval.report.runs import ReportError
 from eval.report.tables import as_text, pct
+from eval.types import TASKS
 
 MAX_PROBLEMS_SHOWN = 5
 # An absolute path (not the path of a URL, which follows `:` or `/`): its folders are hidden.
@@ -37,8 +39,8 @@ ALL = "all"
 NO_RUNS = ("No run folder here yet. A run appears once scored: `python -m eval run --task classification "
            "--model baseline:random --out results/NAME`, then **↻ Refresh list**.")
 COLUMNS = ["task", "id", "status", "cuisine", "parsed", "reference", "score"]
-TASKS = [ALL, "classification", "nutrition", "vqa"]
-CUISINES = [ALL, "chinese", "western", "worldwide", "asian", "japanese", "latin_american", "indian"]
+TASK_CHOICES = [ALL, *TASKS]
+CUISINE_CHOICES = [ALL, *CUISINES]
 # The address keeps the view: each filter's query parameter, in the order of the handlers' inputs.
 QUERY = ("run", "task", "status", "cuisine", "q", "item")
 URL_JS = """(run, task, status, cuisine, q, item) => {
@@ -252,9 +254,9 @@ class RunsView:
         value = {name: str(params.get(name) or "")[:300] for name in QUERY}
         names = list(folder_names(self.root))
         run = value["run"] if value["run"] in names else (names[0] if names else None)
-        task = value["task"] if value["task"] in TASKS else ALL
+        task = value["task"] if value["task"] in TASK_CHOICES else ALL
         status = value["status"] if value["status"] in (ALL, *STATUSES) else ALL
-        cuisine = value["cuisine"] if value["cuisine"] in CUISINES else ALL
+        cuisine = value["cuisine"] if value["cuisine"] in CUISINE_CHOICES else ALL
         return (gr.update(choices=names, value=run), task, status, cuisine, value["q"],
                 *self.refresh(run, task, status, cuisine, value["q"], value["item"] or None))
 
@@ -269,9 +271,9 @@ class RunsView:
             reload = gr.Button("↻ Refresh list", size="sm", scale=1, min_width=120, elem_id="db-runs-reload")
         head = gr.Markdown(elem_id="db-runs-summary", elem_classes="db-note")
         with gr.Row():
-            task = gr.Dropdown(TASKS, value=ALL, label="Task", min_width=140)
+            task = gr.Dropdown(TASK_CHOICES, value=ALL, label="Task", min_width=140)
             status = gr.Dropdown([ALL, *STATUSES], value=ALL, label="Status", min_width=140)
-            cuisine = gr.Dropdown(CUISINES, value=ALL, label="Cuisine", min_width=140)
+            cuisine = gr.Dropdown(CUISINE_CHOICES, value=ALL, label="Cuisine", min_width=140)
             search = gr.Textbox(label="Search answers and prompts", placeholder="text, then Enter", min_width=200,
                                 max_length=200, elem_id="db-runs-search")
         items = gr.Dataframe(headers=COLUMNS, interactive=False, wrap=True, max_height=360,

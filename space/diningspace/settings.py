@@ -172,7 +172,7 @@ class SpaceSettings:
 
     def tasks(self) -> tuple[str, ...]:
         """VQA is scored by a judge model, so it is offered only when the operator configured one."""
-        return ("classification", "nutrition", "vqa") if self.judge else ("classification", "nutrition")
+        return TASKS if self.judge else tuple(t for t in TASKS if t != "vqa")
 
     def model_choices(self, task: str) -> list[str]:
         """Operator models first, then the baselines that make sense for `task`."""

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from eval.types import TASKS
+
 from .guard import GuardError, check_model_name
 
 SUBMISSIONS_FOLDER = "submissions"  # under the results folder, next to humans/
@@ -291,7 +293,7 @@ def _settings_of(info: dict[str, Any]) -> Any:
 
 def _predictions(rows: list[dict[str, Any]]) -> list[Any]:
     from eval.store import key_of
-    from eval.types import TASKS, Prediction
+    from eval.types import Prediction
 
     latest: dict[Any, Any] = {}
     for number, row in enumerate(rows, start=1):
@@ -355,7 +357,7 @@ def _check_hashes(predictions: list[Any], settings: Any, release: Release) -> No
 
 
 def _claimed(task: str, scores: list[dict[str, Any]]) -> float | None:
-    from eval.figures import headline
+    from eval.numbers import headline
 
     rows = [r for r in scores if r.get("task") == task]
     try:
@@ -444,7 +446,7 @@ def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release],
     if settings.model.startswith("human:"):
         raise SubmissionError("refused: people's runs come from the Take the test tab, not from submissions")
     predictions = _predictions(parse_jsonl(files["predictions.jsonl"], "predictions.jsonl"))
-    tasks = [t for t in ("classification", "nutrition", "vqa") if any(p.task == t for p in predictions)]
+    tasks = [t for t in TASKS if any(p.task == t for p in predictions)]
     try:
         release = release_for(tasks)
     except (ValueError, OSError) as exc:
@@ -524,7 +526,7 @@ def self_reported(card_text: str, dataset_id: str | None, repo_id: str) -> dict[
             if not isinstance(dataset, dict) or dataset.get("type") != dataset_id:
                 continue
             task = dataset.get("config")
-            if task not in ("classification", "nutrition", "vqa"):
+            if task not in TASKS:
                 continue
             args = dataset.get("args") if isinstance(dataset.get("args"), dict) else {}
             if args.get("partial"):

@@ -1,4 +1,4 @@
-"""The one place headline figures and their intervals are computed, from scored items.
+"""The one place headline numbers (figures) and their intervals are computed, from scored items.
 
 An item is a scores.jsonl line (see eval/scoring.py). `eval.scoring` writes metrics.json through
 these functions and the reports recompute any slice of a run with them, so the two always agree.

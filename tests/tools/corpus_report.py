@@ -1,7 +1,8 @@
 """How well the three parsers read real model outputs: a per-source table over tests/corpus/real_*.jsonl.
 
-Run from the repository root: `python -m metrics.corpus_report`. Each metric module is loaded by file
-path, as `evaluate.load` would, so the metric folders stay self-contained.
+Run from the repository root: `python -m tests.tools.corpus_report`. It lives with the corpora it reads
+(a metric folder reads nothing outside itself). Each metric module is loaded by file path, as
+`evaluate.load` would, so the metric folders stay self-contained.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus"
 
 
