@@ -44,8 +44,10 @@ CSS = (HERE / "style.css").read_text(encoding="utf-8")
 def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blocks:
     """The whole Space as one Blocks; `catalog` can be injected (tests, other data sources)."""
     catalog = catalog or Catalog(source=settings.dataset)
-    # Index the data and import the harness in the background, so no visitor waits for either.
-    threading.Thread(target=lambda: (warm_harness(), catalog.warm()), name="space-warm", daemon=True).start()
+    # Index the data and import the harness in the background, so no visitor waits for either. Not a
+    # daemon: a process that ends while this thread is still importing extension modules or reading
+    # Parquet aborts in interpreter shutdown ("Fatal Python error ... finalizing"), so exit waits for it.
+    threading.Thread(target=lambda: (warm_harness(), catalog.warm()), name="space-warm", daemon=False).start()
     browse, evaluate, leaderboard = BrowseTab(catalog), EvaluateTab(catalog, settings), LeaderboardTab(settings)
     # No usage telemetry unless the operator opts in with Gradio's own GRADIO_ANALYTICS_ENABLED=True.
     telemetry = os.environ.get("GRADIO_ANALYTICS_ENABLED", "").lower() == "true"

@@ -248,3 +248,30 @@ def test_the_space_card_declares_the_installed_gradio_and_the_app_file() -> None
     assert f"sdk_version: {version('gradio')}\n" in header
     for line in ("title: DiningBench", "sdk: gradio", "app_file: app.py", 'python_version: "3.11"', "license: "):
         assert line in header
+
+
+def test_a_space_process_that_ends_at_once_waits_for_its_warm_up(tmp_path: Path) -> None:
+    """The warm-up thread imports the harness and reads Parquet; a process that ended under it used to
+    abort in interpreter shutdown ("Fatal Python error ... finalizing", exit -6) one start in a few."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "warmed"
+    probe = f"""
+import time
+from pathlib import Path
+import app
+from diningspace.catalog import Catalog
+
+class SlowCatalog(Catalog):
+    def warm(self):
+        time.sleep(1.0)
+        Path({str(marker)!r}).write_text("done")
+
+settings = app.settings_or_exit(app.REPO_ROOT)
+app.build_app(settings, SlowCatalog(source=settings.dataset))
+"""
+    done = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).parents[1] / "space",
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert marker.read_text() == "done"  # the process ended after the warm-up, not in the middle of it

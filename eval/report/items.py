@@ -16,8 +16,8 @@ from typing import Any
 
 import diningbench
 from eval import tasks
-from eval.figures import headline
 from eval.images import ImageError
+from eval.numbers import headline
 from eval.report.runs import ReportError, RunData, load_run
 from eval.scoring import JUDGE_CACHE
 from eval.settings import RunSettings
