@@ -12,7 +12,7 @@ from eval.redact import redact
 from space.diningspace.catalog import ALL, Catalog, CatalogError
 from space.diningspace.evaluation import OWN_KEY, EvalRequest, resolve
 from space.diningspace.guard import REDACTED, GuardError, allowed_base_url, check_model_name
-from space.diningspace.leaderboard import leaderboard_table, local_rows, reported_rows
+from space.diningspace.leaderboard import leaderboard_html, leaderboard_table, local_rows, reported_rows
 from space.diningspace.render import gallery_caption, item_card, plain_fields
 from space.diningspace.settings import SettingsError, SpaceSettings
 
@@ -186,6 +186,8 @@ def test_leaderboard_marks_reported_rows_and_reads_local_runs(tmp_path: Path) ->
     by_mape = leaderboard_table(csv_path, results, "Avg MAPE %")
     assert list(by_mape["Model"])[:2] == ["GPT-4o", "baseline:zero (en)"]  # lower is better for MAPE
     assert by_mape["#"].tolist()[2:] == [None, None]
+    page = leaderboard_html(local_rows(results), "Cls acc %")  # a visitor sees the release's name, not its path
+    assert "title='release'" in page and "/data/release" not in page
 
 
 def test_the_leaderboard_page_fits_phones_and_names_everything_in_full(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from eval.store import PREDICTIONS
 from eval.tasks import parse_output
 from eval.types import NUTRIENTS, Prediction
 
-from .leaderboard import HUMAN_GROUPS, HUMAN_PREFIX
+from .leaderboard import HUMAN_GROUPS, HUMAN_PREFIX, dataset_label
 
 HUMANS_FOLDER = "humans"  # under the results folder; the Leaderboard reads results/*/*/ too
 MAX_NAME = 32
@@ -136,14 +136,6 @@ def automated(sitting: Sitting, min_seconds: float = MIN_SECONDS_PER_ANSWER) -> 
     if median < min_seconds:
         return f"median answer time {median:.1f} s (under {min_seconds:g} s an item)"
     return None
-
-
-def dataset_label(source: str | None) -> str | None:
-    """What a person's run records as its data: a Hub id as it is, a local release by its folder's
-    name only (the operator's own path stays on the operator's machine)."""
-    if source is None or not Path(source).expanduser().is_absolute():
-        return source
-    return Path(source).name
 
 
 def start(task: str, ids: list[str], n: int, *, group: str, name: str, lang: str, seed: int,

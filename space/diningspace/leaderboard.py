@@ -177,10 +177,18 @@ def data_kind(run: RunData) -> str:
     return "full release"
 
 
+def dataset_label(source: str | None) -> str | None:
+    """A run's data as a visitor sees it: a Hub id as it is, a local release by its folder's name only
+    (the operator's own path stays on the operator's machine)."""
+    if source is None or not Path(source).expanduser().is_absolute():
+        return source
+    return Path(source).name
+
+
 def _data_source(run: RunData) -> str:
     dataset = run.info.get("dataset")
     source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
-    return str(source or "embedded synthetic sample")
+    return str(dataset_label(str(source)) if source else "embedded synthetic sample")
 
 
 def run_dirs(results_dir: Path) -> list[Path]:
