@@ -910,8 +910,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("sample", help="regenerate the synthetic release (--raw: a raw merchant export instead)")
     p.add_argument("--raw", action="store_true", help="write a raw merchant export with planted defects, "
                    "the input of `python -m construct run`")
-    p.add_argument("--scale", choices=("sample", "paper"), default="sample",
-                   help="sample: the small embedded release (default); paper: the paper's item counts")
+    p.add_argument("--scale", choices=("sample", "paper"), default=None,
+                   help="sample: the small embedded release (default); paper: the paper's item counts "
+                        "(not with --raw: a raw export's size is --merchants)")
+    p.add_argument("--merchants", type=int, default=None,
+                   help="with --raw: merchants in the export (default 4), the planted defects repeated per 4")
     p.add_argument("--seed", type=int, default=0, help="same seed, byte-identical Parquet (default 0)")
     p.add_argument("--workers", type=int, default=None, help="rendering processes (default: one per CPU)")
     p.add_argument("--out", required=True, help="folder to write")
@@ -934,12 +937,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             print(f"wrote {build(args.records_dir, args.out)}")
         elif args.command == "sample" and args.raw:
-            from synthetic.raw_export import write_raw_export
+            from synthetic.raw_export import MERCHANTS, write_raw_export
 
-            write_raw_export(args.out, seed=args.seed)
-            print(f"wrote raw export {args.out}")
+            if args.scale is not None:
+                raise ValueError("--scale sizes the release, not a raw export: use --raw --merchants N")
+            n = len(MERCHANTS) if args.merchants is None else args.merchants
+            write_raw_export(args.out, seed=args.seed, merchants=n)
+            print(f"wrote raw export {args.out} ({n} merchants)")
         elif args.command == "sample":
-            print(f"wrote {generate(args.out, scale=args.scale, seed=args.seed, workers=args.workers)}")
+            if args.merchants is not None:
+                raise ValueError("--merchants sizes a raw export: add --raw (the release's size is --scale)")
+            print(f"wrote {generate(args.out, scale=args.scale or 'sample', seed=args.seed, workers=args.workers)}")
         elif args.command == "push":
             print(f"pushed: {push(args.release_dir, args.repo_id, private=args.private)}")
         else:

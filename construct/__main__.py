@@ -4,42 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from construct import funnel, pipeline, review, shard
-from construct.work import BuildSettings, load_settings
-
-
-def _caps(text: str) -> dict[str, int]:
-    caps = {}
-    for part in filter(None, text.split(",")):
-        cuisine, _, n = part.partition("=")
-        if not n.isdigit():
-            raise argparse.ArgumentTypeError(f"--cuisine-caps wants cuisine=N[,cuisine=N], got {part!r}")
-        caps[cuisine.strip()] = int(n)
-    return caps
-
-
-def _price(text: str) -> tuple[float, float]:
-    try:
-        a, b = (float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--price-per-mtok wants PROMPT,COMPLETION in USD, got {text!r}") from None
-    return a, b
-
-
-def _ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"--cuisine-ratio wants a number >= 0 (0: off), got {text!r}")
-    return value
-
-
-def _list(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
+from construct.work import BuildSettings, load_settings, settings_from_args
+from eval.settings import add_arguments
+from eval.store import locked
 
 
 def _answered(work: Path) -> int:
@@ -59,34 +30,12 @@ def _dish_review_stop(work: str | Path, command: str) -> bool:
 
 
 def parser() -> argparse.ArgumentParser:
-    d = BuildSettings()
     ap = argparse.ArgumentParser(prog="python -m construct", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="run the stages (resumable) on a raw export")
     p.add_argument("raw", help="raw export folder (merchants.jsonl, dishes.jsonl, photos.jsonl, images)")
     p.add_argument("--out", required=True, help="work folder")
-    p.add_argument("--model", required=True, help="backend:model for generation and the photo checks")
-    p.add_argument("--filter-models", type=_list, default=[], help="SPEC,SPEC: the two filter / audit models")
-    p.add_argument("--base-url", action="append", default=None,
-                   help="URL[,URL...] (or the flag repeated): replicas, e.g. of `vllm serve`, asked in turn")
-    p.add_argument("--embed-model", default=None, metavar="openai:MODEL",
-                   help="an OpenAI-compatible /v1/embeddings model: dedupe also pairs by meaning")
-    p.add_argument("--embed-base-url", default=None, metavar="URL",
-                   help="where --embed-model answers, e.g. a `vllm serve` of an embedding model (default: --base-url)")
-    p.add_argument("--fdc", default=None, help="folder of the FoodData Central CSV download")
-    p.add_argument("--concurrency", type=int, default=d.concurrency)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--timeout", type=float, default=d.timeout)
-    p.add_argument("--min-side", type=int, default=d.min_side, help="px; smaller photos are dropped")
-    p.add_argument("--min-user-photos", type=int, default=d.min_user_photos)
-    p.add_argument("--cuisine-caps", type=_caps, default={}, help="e.g. chinese=2000,western=300")
-    p.add_argument("--cuisine-ratio", type=_ratio, default=d.cuisine_ratio, metavar="R",
-                   help="a cuisine not in --cuisine-caps keeps at most R times the dishes of the largest other "
-                        "(default %(default)s, the paper's Table 3 balance; 0: off)")
-    p.add_argument("--review-exempt", type=_list, default=[], help="tasks released without human review")
-    p.add_argument("--price-per-mtok", type=_price, default=None, help="PROMPT,COMPLETION USD per million tokens")
-    p.add_argument("--shard", default=None, metavar="K/N",
-                   help="only the merchants in shard K of N (stable hash of merchant_id); then `merge` the N folders")
+    add_arguments(p, BuildSettings(), required=("model",))
     p = sub.add_parser("merge", help="union the shards' answers and run every stage once on the whole export")
     p.add_argument("works", nargs="+", help="the work folders of shards 1/N .. N/N")
     p.add_argument("--out", required=True, help="merged work folder")
@@ -116,48 +65,48 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         if args.command == "run":
-            settings = BuildSettings(
-                raw=str(Path(args.raw).resolve()), model=args.model, filter_models=args.filter_models,
-                embed_model=args.embed_model, embed_base_url=args.embed_base_url,
-                base_url=",".join(args.base_url) if args.base_url else None, fdc=str(Path(args.fdc).resolve()) if args.fdc else None,
-                concurrency=args.concurrency, seed=args.seed, timeout=args.timeout, min_side=args.min_side,
-                min_user_photos=args.min_user_photos, cuisine_caps=args.cuisine_caps,
-                cuisine_ratio=args.cuisine_ratio or None,
-                review_exempt=args.review_exempt, price_per_mtok=args.price_per_mtok, shard=args.shard)
-            pipeline.run(args.out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
-            if _dish_review_stop(args.out, "python -m construct run"):
-                return 0
-            md, png = funnel.write(Path(args.out), settings)
+            settings = settings_from_args(args, str(Path(args.raw).resolve()))
+            pipeline.check_servers(settings)  # before the work folder is touched
+            with locked(Path(args.out), "work folder"):
+                start = time.monotonic()
+                pipeline.run(args.out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
+                print(f"stages done in {time.monotonic() - start:.2f} s", flush=True)
+                if _dish_review_stop(args.out, "python -m construct run"):
+                    return 0
+                md, png = funnel.write(Path(args.out), settings)
             print(md.read_text(encoding="utf-8"))
             print(f"wrote {md} and {png}; next: python -m construct review {args.out} --export review.csv")
         elif args.command == "merge":
             out = Path(args.out)
-            settings = shard.merge_calls([Path(w) for w in args.works], out,
-                                         ",".join(args.base_url) if args.base_url else None)
-            before = _answered(out)
-            pipeline.run(out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
-            if _dish_review_stop(out, "python -m construct merge"):
-                return 0
-            md, png = funnel.write(out, settings)
+            with locked(out, "work folder"):
+                settings = shard.merge_calls([Path(w) for w in args.works], out,
+                                             ",".join(args.base_url) if args.base_url else None)
+                before = _answered(out)
+                pipeline.check_servers(settings)
+                pipeline.run(out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
+                if _dish_review_stop(out, "python -m construct merge"):
+                    return 0
+                md, png = funnel.write(out, settings)
             print(md.read_text(encoding="utf-8"))
             print(f"merged {len(args.works)} shard(s) into {out}: {_answered(out) - before} call(s) asked anew "
                   f"(prompts that changed once the whole export was seen); next: python -m construct review {out} ...")
         elif args.command == "review":
-            stage = args.stage or "items"
-            if args.audit is not None and (not args.export_csv or args.stage == "dishes"):
-                raise ValueError("--audit N goes with --export FILE (a sample of the final items)")
-            if args.export_csv:
-                n = review.export_csv(args.work, args.export_csv, stage=stage, audit=args.audit)
-                what = "audit items" if args.audit is not None else "base dishes" if stage == "dishes" else "items"
-                print(f"wrote {n} {what} to {args.export_csv}: fill `decision` with approve or reject, then --import it"
-                      + (" with --reviewer NAME" if args.audit is not None else ""))
-            elif args.approve_all:
-                n = review.approve_all(args.work, stage=stage)
-                print(f'approved {n} pending {"base dish(es)" if stage == "dishes" else "item(s)"} in bulk, '
-                      f'reviewer "bulk": the card will say no person looked at them')
-            else:
-                counts = review.import_csv(args.work, args.import_csv, reviewer=args.reviewer, stage=args.stage)
-                print(", ".join(f"{k} {v}" for k, v in counts.items()))
+            with locked(Path(args.work), "work folder"):  # an export may record an audit sample
+                stage = args.stage or "items"
+                if args.audit is not None and (not args.export_csv or args.stage == "dishes"):
+                    raise ValueError("--audit N goes with --export FILE (a sample of the final items)")
+                if args.export_csv:
+                    n = review.export_csv(args.work, args.export_csv, stage=stage, audit=args.audit)
+                    what = "audit items" if args.audit is not None else "base dishes" if stage == "dishes" else "items"
+                    print(f"wrote {n} {what} to {args.export_csv}: fill `decision` with approve or reject, then --import it"
+                          + (" with --reviewer NAME" if args.audit is not None else ""))
+                elif args.approve_all:
+                    n = review.approve_all(args.work, stage=stage)
+                    print(f'approved {n} pending {"base dish(es)" if stage == "dishes" else "item(s)"} in bulk, '
+                          f'reviewer "bulk": the card will say no person looked at them')
+                else:
+                    counts = review.import_csv(args.work, args.import_csv, reviewer=args.reviewer, stage=args.stage)
+                    print(", ".join(f"{k} {v}" for k, v in counts.items()))
         elif args.command == "release":
             from construct.release import build_release
 
@@ -171,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
             md, png = funnel.write(Path(args.work), load_settings(Path(args.work)))
             print(md.read_text(encoding="utf-8"))
             print(f"wrote {md} and {png}")
+    except pipeline.StageFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     except (ValueError, OSError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

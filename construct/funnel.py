@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from construct.models import stage_usage
+from construct.models import usage_table
 from construct.work import STAGES, BuildSettings, Stage
 from diningbench import CONFIGS
 
@@ -36,24 +36,45 @@ def markdown(work: Path, settings: BuildSettings) -> str:
             reasons = ", ".join(f"{r} {n}" for r, n in cell["reasons"].most_common()) or "-"
             lines.append(f"| {stage} | {task or 'all'} | {cell['kept'] + cell['dropped']} | {cell['kept']} | "
                          f"{cell['dropped']} | {reasons} |")
-    lines += ["", "| stage | model calls | failed | prompt tokens | completion tokens | cost (USD) |",
-              "|---|---:|---:|---:|---:|---:|"]
-    total = [0, 0, 0, 0, 0.0]
-    for stage in STAGES:
-        u = stage_usage(work, stage)
-        if not u["calls"]:
-            continue
-        cost = (u["prompt_tokens"] * settings.price_per_mtok[0] + u["completion_tokens"] * settings.price_per_mtok[1]) / 1e6 \
-            if settings.price_per_mtok else None
-        total = [total[0] + u["calls"], total[1] + u["failed"], total[2] + u["prompt_tokens"],
-                 total[3] + u["completion_tokens"], total[4] + (cost or 0.0)]
-        lines.append(f"| {stage} | {u['calls']} | {u['failed']} | {u['prompt_tokens']:,} | {u['completion_tokens']:,} | "
-                     f"{'n/a' if cost is None else f'{cost:.4f}'} |")
-    lines.append(f"| **all** | {total[0]} | {total[1]} | {total[2]:,} | {total[3]:,} | "
-                 f"{'n/a' if not settings.price_per_mtok else f'{total[4]:.4f}'} |")
+    lines += ["", usage_markdown(work, settings)]
+    return "\n".join(lines) + "\n"
+
+
+def _cost(cell: dict[str, Any], settings: BuildSettings) -> float | None:
+    if not settings.price_per_mtok:
+        return None
+    return (cell["prompt_tokens"] * settings.price_per_mtok[0] + cell["completion_tokens"] * settings.price_per_mtok[1]) / 1e6
+
+
+def usage_markdown(work: Path, settings: BuildSettings) -> str:
+    """Model calls, failures, tokens, cost (when priced) and model time, per stage and per model, then
+    per model alone and in all. Time is the calls' own seconds added up (concurrent calls overlap)."""
+    table = usage_table(work, STAGES)
+    head = "| calls | failed | prompt tokens | completion tokens | cost (USD) | model time (s) |"
+
+    def row(label: str, cell: dict[str, Any]) -> str:
+        cost = _cost(cell, settings)
+        return (f"{label} | {cell['calls']} | {cell['failed']} | {cell['prompt_tokens']:,} | "
+                f"{cell['completion_tokens']:,} | {'n/a' if cost is None else f'{cost:.4f}'} | {cell['seconds']:.1f} |")
+
+    def add(into: dict[str, Any], cell: dict[str, Any]) -> None:
+        for k, v in cell.items():
+            into[k] = into.get(k, 0) + v
+
+    lines = ["| stage | model " + head, "|---|---|---:|---:|---:|---:|---:|---:|"]
+    per_model: dict[str, dict[str, Any]] = {}
+    total: dict[str, Any] = {}
+    for (stage, model), cell in sorted(table.items(), key=lambda kv: (STAGES.index(kv[0][0]), kv[0][1])):
+        lines.append(row(f"| {stage} | `{model}`", cell))
+        add(per_model.setdefault(model, {}), cell)
+        add(total, cell)
+    lines += ["", "| model " + head, "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [row(f"| `{model}`", cell) for model, cell in sorted(per_model.items())]
+    lines.append(row("| **all**", total or {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                            "seconds": 0.0}))
     if not settings.price_per_mtok:
         lines.append("\nCost: pass `--price-per-mtok PROMPT,COMPLETION` (USD per million tokens) to `run`.")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
 def plot(work: Path, path: Path) -> Path:

@@ -3,7 +3,11 @@
 A stage hands over `Ask`s (item, prompt, images); each is sent with `eval.runner.execute` to the
 backend of a `backend:model` spec, and the answer is appended to WORK/<stage>/calls.jsonl under a key
 of (stage, item, model, prompt version, prompt text, image bytes): a rerun asks only what is missing
-or failed, and a changed prompt version asks again. Token counts come from `Response.usage`.
+or failed, and a changed prompt version asks again. An answer cut at `--max-tokens` is cached as cut
+(with the limit) and asked again only under a higher one. Each row records the model spec it went to,
+its usage (`Response.usage`) and its seconds; `usage_table` sums them per stage and model. Requests
+carry their stage as `task`. Each job has its model and base URLs (`BuildSettings.job`: generation,
+photo quality, photo matching).
 
 `--base-url URL1,URL2,...` (replicas of one `vllm serve`) makes one backend per URL behind a
 `RoundRobin` that hands each request to the next replica; the replicas' hosts (never a path, query
@@ -17,8 +21,10 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +32,20 @@ from construct.work import BuildSettings, read_jsonl, write_json
 from eval.backends import make_backend, release
 from eval.backends._retry import host_of
 from eval.images import encode_for_transport
-from eval.runner import RetryPolicy, execute
+from eval.runner import RetryPolicy, built_ahead, execute
 from eval.store import JsonlLog
-from eval.types import DEFAULT_MAX_TOKENS, Backend, GenerationConfig, ImagePart, Message, Request, Response
+from eval.types import Backend, GenerationConfig, ImagePart, Message, Request, Response
 
 MAX_SIDE = 1024  # the harness's transport bound: photos larger than this are shrunk once before sending
 
 
-CHUNK = 256  # asks whose photos are read and encoded at a time: a stage never holds every photo at once
-
+SAME = object()  # `base_url` not given: the build's --base-url
+TRUNCATED = "truncated: the token limit cut the answer"
 
 @dataclass(frozen=True)
 class Ask:
-    """One question to a model. `photos` (a function) reads and encodes the images only when the ask's
-    chunk comes up, and they are let go once it is answered; `images` holds them already encoded."""
+    """One question to a model. `photos` (a function) reads and encodes the images only when a worker is
+    about to send the ask, and they are let go once it is answered; `images` holds them already encoded."""
 
     item: str
     prompt: str
@@ -154,16 +160,20 @@ class Models:
         self.work = work
         self._factory = factory
         self._backends: dict[str, Backend] = {}
+        # stage -> {"asked", "failed", "errors": Counter}: the calls this process made (not the cached ones)
+        self.stats: dict[str, dict[str, Any]] = {}
 
-    def backend(self, spec: str) -> Backend:
-        if spec not in self._backends:
-            urls = base_urls(self.settings.base_url)
-            made = [self._factory(spec, base_url=url, timeout=self.settings.timeout, max_tokens=DEFAULT_MAX_TOKENS,
+    def backend(self, spec: str, base_url: str | None | object = SAME) -> Backend:
+        url_text = self.settings.base_url if base_url is SAME else base_url
+        key = f"{spec} @ {url_text or ''}"
+        if key not in self._backends:
+            urls = base_urls(str(url_text) if url_text else None)
+            made = [self._factory(spec, base_url=url, timeout=self.settings.timeout, max_tokens=self.settings.max_tokens,
                                   seed=self.settings.seed, images_per_prompt=4) for url in urls]
             hosts = [host_of(url) for url in urls]
-            self._backends[spec] = made[0] if len(made) == 1 else RoundRobin(made, hosts)
+            self._backends[key] = made[0] if len(made) == 1 else RoundRobin(made, hosts)
             self._record_hosts(spec, hosts)
-        return self._backends[spec]
+        return self._backends[key]
 
     def _record_hosts(self, spec: str, hosts: list[str | None]) -> None:
         """WORK/hosts.json: {spec: [host:port, ...]} of the replicas each model was asked on (no path, no key)."""
@@ -176,56 +186,96 @@ class Models:
         self.work.mkdir(parents=True, exist_ok=True)
         write_json(path, recorded)
 
-    def ask(self, stage: str, spec: str, version: str, asks: list[Ask]) -> dict[str, Answer]:
-        """Answers by item; cached answers are reused, failed calls are not cached (a rerun retries)."""
+    def ask(self, stage: str, spec: str, version: str, asks: list[Ask], *,
+            base_url: str | None | object = SAME) -> dict[str, Answer]:
+        """Answers by item. Cached answers are reused; an answer the token limit cut is cached as cut and
+        asked again only under a higher limit; failed calls are not cached (a rerun retries them).
+
+        The asks flow through one bounded producer/consumer: a worker takes the next ask as soon as its
+        call returns (no batch waits for its slowest call), and an ask's photos are read and encoded in a
+        build thread just ahead of need, so at most `concurrency` + BUILD_THREADS asks hold image bytes."""
+        url = self.settings.base_url if base_url is SAME else base_url
         path = self.work / stage / "calls.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        cache = {row["key"]: row for row in read_jsonl(path) if row.get("text") is not None}
-        answers: dict[str, Answer] = {}
-        # Chunk by chunk: each chunk's photos are read, hashed, sent concurrently and dropped before the next.
-        for start in range(0, len(asks), CHUNK):
-            pending: dict[str, tuple[str, Ask]] = {}
-            for ask in asks[start:start + CHUNK]:
-                ask = ask.loaded()
-                key = call_key(stage, spec, version, ask)
-                if key in cache:
-                    answers[ask.item] = Answer(ask.item, cache[key]["text"], None, cache[key].get("usage"), cached=True)
-                else:
-                    pending[ask.item] = (key, ask)
-            if pending:
-                answers.update(asyncio.run(self._run(stage, spec, version, pending, path)))
-        return answers
+        limit = self.settings.max_tokens
+        cache = {}
+        for row in read_jsonl(path):
+            if row.get("text") is not None or (row.get("truncated") and (row.get("max_tokens") or 0) >= limit):
+                cache[row["key"]] = row
+        stats = self.stats.setdefault(stage, {"asked": 0, "failed": 0, "errors": Counter()})
+        return asyncio.run(self._run(stage, spec, version, asks, path, cache, str(url) if url else None, stats))
 
-    async def _run(self, stage: str, spec: str, version: str, pending: dict[str, tuple[str, Ask]],
-                   path: Path) -> dict[str, Answer]:
-        backend = self.backend(spec)
-        config = GenerationConfig(temperature=0.0, max_tokens=DEFAULT_MAX_TOKENS, seed=self.settings.seed)
-        requests = [Request(id=item, task="vqa", config=config, request_hash=key,
-                            messages=(Message("user", (*ask.images, ask.prompt)),),
-                            metadata={"stage": stage, "n_images": len(ask.images)})
-                    for item, (key, ask) in pending.items()]
+    def ask_job(self, stage: str, job: str, version: str, asks: list[Ask]) -> dict[str, Answer]:
+        """`ask` the model of one job (`photo_quality`, `photo_match`, `generate`) on that job's base URLs."""
+        spec, url = self.settings.job(job)
+        return self.ask(stage, spec, version, asks, base_url=url)
+
+    async def _run(self, stage: str, spec: str, version: str, asks: list[Ask], path: Path,
+                   cache: dict[str, dict[str, Any]], url: str | None, stats: dict[str, Any]) -> dict[str, Answer]:
+        limit = self.settings.max_tokens
+        config = GenerationConfig(temperature=0.0, max_tokens=limit, seed=self.settings.seed)
         answers: dict[str, Answer] = {}
-        policy = RetryPolicy(max_attempts=4, base_delay=0.5, max_delay=30.0)
+
+        def build(ask: Ask) -> Request | None:  # in a build thread: read, encode, hash; None when cached
+            try:
+                ask = ask.loaded()
+            except (OSError, ValueError) as exc:  # a photo gone or unusable since the filters: this item fails
+                answers[ask.item] = Answer(ask.item, None, f"photo unusable: {' '.join(str(exc).split())[:200]}", None)
+                return None
+            key = call_key(stage, spec, version, ask)
+            row = cache.get(key)
+            if row is not None:
+                error = None if row.get("text") is not None else TRUNCATED
+                answers[ask.item] = Answer(ask.item, row.get("text"), error, row.get("usage"), cached=True)
+                return None
+            return Request(id=ask.item, task=stage, config=config, request_hash=key,  # type: ignore[arg-type]
+                           messages=(Message("user", (*ask.images, ask.prompt)),),
+                           metadata={"stage": stage, "n_images": len(ask.images)})
+
+        async def requests() -> AsyncIterator[Request]:
+            async for request in built_ahead([partial(build, a) for a in asks]):  # type: ignore[misc]
+                if request is not None:
+                    yield request
+
+        if not asks:
+            return answers
+        backend = self.backend(spec, url)
+        policy = RetryPolicy(max_attempts=4, base_delay=0.5, max_delay=30.0, request_timeout=self.settings.timeout)
         try:
             with JsonlLog(path) as log:  # a torn last line is repaired first; a kill loses only the calls in flight
-                async for outcome in execute(backend, requests, concurrency=self.settings.concurrency, policy=policy):
+                async for outcome in execute(backend, requests(), concurrency=self.settings.concurrency, policy=policy):
                     item = outcome.request.id
                     response = outcome.response
-                    text = response.text if response is not None and not response.truncated else None
-                    error = outcome.error or (None if text is not None else "truncated: the token limit cut the answer")
+                    truncated = response is not None and response.truncated
+                    text = response.text if response is not None and not truncated else None
+                    error = outcome.error or (TRUNCATED if truncated else None)
                     usage = response.usage if response is not None else None
                     answers[item] = Answer(item, text, error, usage)
+                    stats["asked"] += 1
+                    if outcome.error:
+                        stats["failed"] += 1
+                        stats["errors"][outcome.error[:120]] += 1
                     log.append({"key": outcome.request.request_hash, "stage": stage, "item": item, "model": spec,
-                                "prompt_version": version, "text": text, "error": error, "usage": usage})
+                                "prompt_version": version, "text": text, "error": error, "truncated": truncated,
+                                "max_tokens": limit, "usage": usage, "seconds": round(outcome.latency_s, 4)})
         finally:
             await release(backend)
         return answers
 
 
-def stage_usage(work: Path, stage: str) -> dict[str, Any]:
-    """Calls and tokens a stage has spent (every call made, cached ones counted once)."""
-    calls = read_jsonl(work / stage / "calls.jsonl")
-    prompt = sum((c.get("usage") or {}).get("prompt_tokens", 0) for c in calls)
-    completion = sum((c.get("usage") or {}).get("completion_tokens", 0) for c in calls)
-    return {"calls": len(calls), "failed": sum(1 for c in calls if c.get("text") is None),
-            "prompt_tokens": prompt, "completion_tokens": completion}
+def usage_table(work: Path, stages: tuple[str, ...]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(stage, model) -> calls, failed, prompt and completion tokens and seconds of model time spent
+    (every call made, cached ones counted once, as recorded in WORK/<stage>/calls.jsonl)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for stage in stages:
+        for c in read_jsonl(work / stage / "calls.jsonl"):
+            cell = out.setdefault((stage, str(c.get("model") or "?")), {
+                "calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0})
+            usage = c.get("usage") or {}
+            cell["calls"] += 1
+            cell["failed"] += c.get("text") is None
+            cell["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+            cell["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+            cell["seconds"] += float(c.get("seconds") or 0.0)
+    return out
+

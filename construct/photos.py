@@ -1,13 +1,16 @@
-"""Stage 1, photo filters: rule prefilters (undecodable, too small, near-duplicate upload), then a VLM
-image-quality check on every photo and a reference-matching check on every user photo.
+"""Stage 1, photo filters: rule prefilters (undecodable, too many pixels, too small, near-duplicate
+upload), then a VLM image-quality check on every photo and a reference-matching check on every user photo.
 
-The paper distils two discriminators (quality, reference matching) from a large model; here any
-backend answers the same two questions. Rules run first so no model sees a photo a rule can reject.
+The paper distils two discriminators (quality, reference matching) from a large model; here each check
+goes to its own model, `--photo-quality-model` and `--photo-match-model` (default `--model`), e.g. a
+small VLM behind `vllm serve`. Rules run first so no model sees a photo a rule can reject; a photo over
+the harness's pixel limit (`eval.images.MAX_PIXELS`) is dropped from its header, never decoded.
 """
 
 from __future__ import annotations
 
 import io
+import warnings
 
 from PIL import Image
 
@@ -15,6 +18,7 @@ from construct.context import Context
 from construct.imagehash import dhash, hamming
 from construct.models import Ask, parse_json_object, photo_part
 from construct.work import Decision, Stage, dropped, inputs_key, kept
+from eval.images import MAX_PIXELS
 
 NAME = "photos"
 PROMPT_VERSION = "photos-v1"
@@ -33,8 +37,13 @@ Reply with one JSON object and nothing else: {{"same_dish": true or false, "reas
 def prefilter(data: bytes, min_side: int) -> tuple[str | None, int | None]:
     """(why the rules reject a photo or None, its dHash). Decoding checks the whole file."""
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with warnings.catch_warnings():  # a bomb warning is our own too_many_pixels below
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+        with img:
             width, height = img.size  # from the header, before any decoding
+            if width * height > MAX_PIXELS:  # the limit the model call would refuse it at
+                return f"too_many_pixels:{width}x{height}", None
             if min(width, height) < min_side:
                 img.load()  # still decoded: a tiny photo can also be broken, and that is the first reason
                 return f"too_small:{width}x{height}", None
@@ -44,22 +53,35 @@ def prefilter(data: bytes, min_side: int) -> tuple[str | None, int | None]:
             img.load()
             return None, dhash(img)
     except Image.DecompressionBombError:
-        return "undecodable:too_many_pixels", None
+        return "too_many_pixels:over Pillow's limit", None
     except Exception as exc:
         return f"undecodable:{type(exc).__name__}", None
 
 
 def run(ctx: Context) -> None:
+    """Rules, then the quality check, then reference matching, then the decisions and items written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
-    inputs = inputs_key(NAME, PROMPT_VERSION, s.model, s.min_side, s.dhash_distance, sorted(ctx.raw.photos))
+    inputs = inputs_key(NAME, PROMPT_VERSION, s.job("photo_quality")[0], s.job("photo_match")[0], s.min_side,
+                        s.dhash_distance, sorted(ctx.raw.photos))
     if stage.is_done(inputs):
         return
     decisions: dict[str, Decision] = {}
-    hashes: dict[str, int] = {}
-    by_dish: dict[str, list[str]] = {}
     # Reference first, then user photos in id order: a duplicate is the later upload.
     order = sorted(ctx.raw.photos.values(), key=lambda p: (p.dish_id, p.role != "reference", p.photo_id))
+    hashes = check_rules(ctx, order, decisions)
+    good, quality_ok = check_quality(ctx, list(hashes), decisions)
+    match_ok = check_matching(ctx, good, hashes, decisions)
+    ordered = [decisions[p.photo_id] for p in order]
+    items = [{"photo_id": d.item, **d.detail} for d in ordered if d.verdict == "kept"]
+    stage.finish(ordered, items, inputs, complete=quality_ok and match_ok)
+
+
+def check_rules(ctx: Context, order: list, decisions: dict[str, Decision]) -> dict[str, int]:
+    """The rule prefilters in `order`: the dHash of every photo that passes; a drop decision for the others."""
+    s = ctx.settings
+    hashes: dict[str, int] = {}
+    by_dish: dict[str, list[str]] = {}
     for photo in order:
         try:
             data = ctx.raw.photo_path(photo.photo_id).read_bytes()
@@ -79,15 +101,17 @@ def run(ctx: Context) -> None:
             continue
         hashes[photo.photo_id] = h
         same_dish.append(photo.photo_id)
+    return hashes
 
-    survivors = list(hashes)
-    # Photos are read and encoded per chunk of asks (`Ask.photos`), never all at once.
-    quality = ctx.models.ask(NAME, s.model, PROMPT_VERSION,
-                             [Ask(pid, QUALITY_PROMPT, photos=lambda pid=pid: (photo_part(
-                                 ctx.raw.photo_path(pid), ctx.raw.photos[pid].role, pid),))
-                              for pid in survivors])
-    complete = True
-    good: list[str] = []
+
+def check_quality(ctx: Context, survivors: list[str], decisions: dict[str, Decision]) -> tuple[list[str], bool]:
+    """Ask `--photo-quality-model` about each photo; (the good ones, whether every call was answered)."""
+    # Photos are read and encoded just before each call (`Ask.photos`), never all at once.
+    quality = ctx.models.ask_job(NAME, "photo_quality", PROMPT_VERSION,
+                                 [Ask(pid, QUALITY_PROMPT, photos=lambda pid=pid: (photo_part(
+                                     ctx.raw.photo_path(pid), ctx.raw.photos[pid].role, pid),))
+                                  for pid in survivors])
+    complete, good = True, []
     for pid in survivors:
         answer = quality[pid]
         verdict = parse_json_object(answer.text)
@@ -99,7 +123,12 @@ def run(ctx: Context) -> None:
             decisions[pid] = dropped(pid, "low_quality", model_reason=str(verdict.get("reason", "")))
         else:
             good.append(pid)
+    return good, complete
 
+
+def check_matching(ctx: Context, good: list[str], hashes: dict[str, int], decisions: dict[str, Decision]) -> bool:
+    """Keep good references; ask `--photo-match-model` whether each good user photo shows its dish's
+    reference. Returns whether every call was answered."""
     references = {ctx.raw.photos[pid].dish_id: pid for pid in good if ctx.raw.photos[pid].role == "reference"}
     asks = []
     for pid in good:
@@ -113,7 +142,8 @@ def run(ctx: Context) -> None:
             prompt = MATCH_PROMPT.format(name=ctx.raw.dishes[photo.dish_id].name)
             asks.append(Ask(pid, prompt, photos=lambda ref=ref, pid=pid: (
                 photo_part(ctx.raw.photo_path(ref), "reference", ref), photo_part(ctx.raw.photo_path(pid), "user", pid))))
-    matches = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
+    matches = ctx.models.ask_job(NAME, "photo_match", PROMPT_VERSION, asks)
+    complete = True
     for ask in asks:
         pid, answer = ask.item, matches[ask.item]
         verdict = parse_json_object(answer.text)
@@ -125,7 +155,4 @@ def run(ctx: Context) -> None:
             decisions[pid] = dropped(pid, "not_matching_reference", model_reason=str(verdict.get("reason", "")))
         else:
             decisions[pid] = kept(pid, dish_id=ctx.raw.photos[pid].dish_id, role="user", dhash=f"{hashes[pid]:016x}")
-
-    ordered = [decisions[p.photo_id] for p in order]
-    items = [{"photo_id": d.item, **d.detail} for d in ordered if d.verdict == "kept"]
-    stage.finish(ordered, items, inputs, complete=complete)
+    return complete

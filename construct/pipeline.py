@@ -12,6 +12,7 @@ from construct.raw import load_raw
 from construct.review import write_decisions, write_dish_decisions
 from construct.shard import parse_shard, restrict
 from construct.work import BuildSettings, save_settings
+from eval.backends._retry import check_reachable
 
 STAGE_RUNNERS: tuple[tuple[str, Callable[[Context], None]], ...] = (
     (photos.NAME, photos.run), (dishes.NAME, dishes.run), (classification.NAME, classification.run),
@@ -37,6 +38,7 @@ def run(work: str | Path, settings: BuildSettings, *, models: Models | None = No
         if on_stage:
             on_stage(name)
         stage(ctx)
+        check_failures(name, ctx.models.stats.get(name))
         if name == dishes.NAME and write_dish_decisions(work):
             return ctx
     write_decisions(work)
@@ -46,3 +48,30 @@ def run(work: str | Path, settings: BuildSettings, *, models: Models | None = No
 def pending_dish_review(work: str | Path) -> int:
     """Base dishes selected but not yet approved or rejected (0 once reviewed, exempt, or in a shard)."""
     return write_dish_decisions(Path(work)) if (Path(work) / dishes.NAME / "items.jsonl").exists() else 0
+
+
+def check_servers(settings: BuildSettings) -> None:
+    """Before any stage spends a call: every base URL is http(s), carries no credential and answers."""
+    for url, flag in settings.base_urls().items():
+        check_reachable(url, flag)
+
+
+class StageFailed(RuntimeError):
+    """Most of a stage's model calls failed: the build stops (a rerun asks the failed calls again)."""
+
+
+def check_failures(stage: str, stats: dict | None, share: float = 0.5) -> None:
+    """Raise StageFailed, with the commonest errors, when more than `share` of the calls a stage made failed.
+
+    >>> check_failures("photos", {"asked": 4, "failed": 2, "errors": {}})
+    >>> check_failures("photos", {"asked": 4, "failed": 3, "errors": {"HTTP 500": 3}})
+    Traceback (most recent call last):
+    ...
+    construct.pipeline.StageFailed: stage photos: 3 of 4 model call(s) failed (HTTP 500 x3); fix the server or model and run the same command again (answered calls are kept)
+    """
+    if not stats or not stats["asked"] or stats["failed"] <= share * stats["asked"]:
+        return
+    top = sorted(stats["errors"].items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    raise StageFailed(f"stage {stage}: {stats['failed']} of {stats['asked']} model call(s) failed ("
+                      + "; ".join(f"{e} x{n}" for e, n in top) + "); fix the server or model and run the same "
+                      "command again (answered calls are kept)")

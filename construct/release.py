@@ -13,6 +13,7 @@ import diningbench
 from construct import funnel
 from construct.raw import RawExport, load_raw
 from construct.review import card_markdown, released_rows
+from construct.vqa import MIX_NAMES
 from construct.work import Stage, load_settings
 
 COMMON = ("id", "dish_id", "merchant_id", "category", "cuisine")
@@ -63,7 +64,22 @@ def card_section(rows: list[dict[str, Any]], work: Path) -> str:
     for c in cuisines:
         lines.append(f"| {c} | " + " | ".join(str(sum(1 for r in rows if r['cuisine'] == c and r['task'] == t))
                                              for t in FIELDS) + " |")
-    lines += ["", "### Funnel", "", funnel.markdown(work, load_settings(work)), rules_markdown(work), card_markdown(work)]
+    settings = load_settings(work)
+    lines += ["", vqa_mix_markdown(rows, settings.vqa_mix)]
+    lines += ["", "### Funnel", "", funnel.markdown(work, settings), rules_markdown(work), card_markdown(work)]
+    return "\n".join(lines)
+
+
+def vqa_mix_markdown(rows: list[dict[str, Any]], target: dict[str, float]) -> str:
+    """The released VQA items per category beside the target mix (`--vqa-mix`): one item per dish."""
+    vqa = [r for r in rows if r["task"] == "vqa"]
+    n = len(vqa) or 1
+    got = Counter(r["vqa_category"] for r in vqa)
+    lines = [f"VQA categories: one item per dish ({len(vqa)} items, {len({r['dish_id'] for r in vqa})} dishes), "
+             "each dish's category drawn to the target mix before generation; filters and review then drop some.",
+             "", "| VQA category | target | released | items |", "|---|---:|---:|---:|"]
+    for key, name in MIX_NAMES.items():
+        lines.append(f"| {name} | {100 * target.get(key, 0.0):.1f}% | {100 * got[name] / n:.1f}% | {got[name]} |")
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ dish at another merchant, and the cuisine caps. A shard therefore applies no cap
 merchants' twins: it keeps a superset of the dishes. The merge re-applies both rules on the union and
 reuses every cached answer whose prompt is unchanged: all photo checks (most of the calls), the
 classification and nutrition calls. What it asks anew are the prompts that depend on the whole export:
-the VQA category each dish gets (taken in turn over all kept dishes) with its audits and translation,
+the VQA category each dish is drawn (quotas over all kept dishes) with its audits and translation,
 and the glossary of a merchant that lost a dish to a cap or a twin (`merge` prints how many; on the
 synthetic export 20 of 178 calls).
 """
@@ -58,7 +58,8 @@ def restrict(raw: RawExport, k: int, n: int) -> RawExport:
 def _identity(settings: BuildSettings) -> dict:
     """The settings every shard of one build shares (not the shard, not where the replicas are)."""
     values = asdict(settings)
-    for key in ("shard", "base_url", "embed_base_url", "concurrency", "timeout"):
+    for key in ("shard", "base_url", "embed_base_url", "photo_quality_base_url", "photo_match_base_url", "concurrency",
+                "timeout"):
         values.pop(key, None)
     return values
 

@@ -3,13 +3,15 @@
 known truth (synthetic/raw_export.py), for demos and tests only. Its answers say nothing about any
 model; the release it helps build is exactly as good as the synthetic export it was told about.
 
-    python diningbench.py sample --raw --out raw/
+    python diningbench.py sample --raw --merchants 40 --out raw/
     python -m construct.standin raw/ --port 8765          # Ctrl-C or SIGTERM stops it
     python -m construct run raw/ --out work/ --base-url http://127.0.0.1:8765/v1 \
         --model openai:standin --filter-models openai:standin-judge-a,openai:standin-judge-b
 
-It only knows the export `python diningbench.py sample --raw [--seed N]` writes: it renders that
-export again from the seed (about two seconds) and refuses a folder whose photos differ. It
+It only knows the exports `python diningbench.py sample --raw [--seed N] [--merchants N]` writes: it
+renders that export again from the seed and its number of merchants (about a second per four) and
+refuses a folder whose photos differ. It answers under any model name (the two filter models only
+tell its audit passes apart), and its answer depends only on the request, never on call order. It
 recognises a photo by the SHA-256 of the bytes it receives (small JPEGs travel as stored) and a dish
 by its id or name, and answers as a careful model would, except where the truth plants a defect that
 only a model can make: an ambiguous or too-easy classification item (found by one of the two filter
@@ -36,6 +38,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
+from synthetic.raw_export import CLASSIFICATION_PLANTS, VQA_PLANTS
+
+__all__ = ["CLASSIFICATION_PLANTS", "VQA_PLANTS", "ConstructOracle", "StandInServer", "synthetic_truth"]
+
 DEFAULT_FILTER_MODELS = ("openai:standin-judge-a", "openai:standin-judge-b")
 BANNER = ("STAND-IN, NOT A MODEL: answers the construct stage prompts from the synthetic generator's known "
           "truth, for demos and tests only")
@@ -53,27 +59,36 @@ ASPECTS = [("份量", "portion size"), ("主料数量", "amount of the main ingr
            ("摆盘", "plating"), ("酱汁用量", "amount of sauce"), ("米饭比例", "share of rice"), ("色泽", "colour"),
            ("装盘容器", "serving vessel"), ("配料种类", "variety of toppings"), ("堆叠高度", "height of the pile"),
            ("切配方式", "cutting style"), ("油量", "amount of oil")]
-# Model-side defects: dish:category -> what the model gets wrong; classification dish -> (filter pass, verdict).
-VQA_PLANTS = {"merchant-01-d0:cuisine_technique": "multiple_questions",
-              "merchant-01-d1:multi_image_analysis": "describes_image",
-              "merchant-02-d0:multi_image_analysis": "duplicate_of:merchant-01-d4:multi_image_analysis",
-              "merchant-04-d0:multi_image_analysis": "audit1:false_premise",
-              "merchant-02-d1:dietary_suggestion": "audit2:trivial"}
-CLASSIFICATION_PLANTS = {"merchant-02-d3": (1, "ambiguous"), "merchant-03-d3": (2, "too_easy")}
-
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
 class ConstructOracle:
+    """The answers. Each depends only on the request (prompt, images, model name), never on what was
+    asked before, so shards, merges, retries and any call order get the same answer to the same prompt."""
+
+    CATEGORIES = ("multi_image_analysis", "cuisine_technique", "dietary_suggestion", "counterfactual_reasoning")
+
     def __init__(self, truth: dict[str, Any], filter_models: tuple[str, str]) -> None:
         self.truth = truth
         self.dishes = truth["dishes"]
         self.filter_models = filter_models
+        plants = truth.get("plants") or {"vqa": VQA_PLANTS, "classification": CLASSIFICATION_PLANTS}
+        self.vqa_plants: dict[str, str] = plants["vqa"]
+        self.cls_plants = {d: tuple(v) for d, v in plants["classification"].items()}
         self.photo_dishes = sorted({p["dish_id"] for p in truth["photos"].values() if p["shows"] == p["dish_id"]})
+        self.aspect_of = {d: i % len(ASPECTS) for i, d in enumerate(self.photo_dishes)}
+        # Every draft the oracle can write, known up front: which dish a question was written for (the
+        # audit's plants) and each Chinese text's English (translation).
         self.en: dict[str, str] = {}
-        self.generated: dict[str, str] = {}  # question -> dish:category
+        self.generated: dict[str, str] = {}  # question -> dish
+        for dish_id in self.photo_dishes:
+            for category in self.CATEGORIES:
+                zh, en = self.texts(dish_id, category)
+                for k in zh:
+                    self.en.setdefault(zh[k], en[k])
+                self.generated.setdefault(zh["question"], dish_id)
         self.calls: list[str] = []  # the task line of every prompt, for tests that count calls
 
     def __call__(self, request: StageRequest) -> str:
@@ -142,7 +157,7 @@ class ConstructOracle:
 
     def cls_filter(self, request: StageRequest) -> dict:
         dish = self.dish_of(request)
-        planted = CLASSIFICATION_PLANTS.get(dish["dish_id"])
+        planted = self.cls_plants.get(dish["dish_id"])
         if planted and planted[0] == self.pass_of(request):
             return {"verdict": planted[1], "reason": "planted"}
         return {"verdict": "pass", "reason": "close look-alikes"}
@@ -162,53 +177,49 @@ class ConstructOracle:
     # -- vqa
     def texts(self, dish_id: str, category: str) -> tuple[dict[str, str], dict[str, str]]:
         d = self.dishes[dish_id]
-        aspect_zh, aspect_en = ASPECTS[self.photo_dishes.index(dish_id) % len(ASPECTS)]
+        aspect_zh, aspect_en = ASPECTS[self.aspect_of[dish_id]]
+        name, name_en = d["standard_name"], d["name_en"]
         if category == "multi_image_analysis":
-            zh = {"question": f"对比商家展示图与顾客实拍图，这份菜在{aspect_zh}上的差异意味着什么？",
+            zh = {"question": f"对比商家展示图与顾客实拍图，这份{name}在{aspect_zh}上的差异意味着什么？",
                   "answer": "实拍的份量比展示图略少，热量随之略低。",
                   "rationale": f"观察两张图的{aspect_zh}，结合标称份量{d['grams']:.0f}克推断差异。"}
-            en = {"question": f"Comparing the merchant photo with the customer photo, what does the difference in {aspect_en} imply?",
+            en = {"question": f"Comparing the merchant photo with the customer photo of the {name_en}, what does the difference in {aspect_en} imply?",
                   "answer": "The real serving is slightly smaller than advertised, so it has slightly fewer calories.",
                   "rationale": f"Compare the {aspect_en} in both photos against the stated {d['grams']:.0f} g portion."}
         elif category == "cuisine_technique":
-            zh = {"question": f"从{aspect_zh}判断，这道菜采用了哪种主要烹饪方式？", "answer": f"{d['technique_zh']}。",
+            zh = {"question": f"从{aspect_zh}判断，这道{name}采用了哪种主要烹饪方式？", "answer": f"{d['technique_zh']}。",
                   "rationale": f"观察{aspect_zh}的特征，对应{d['technique_zh']}。"}
-            en = {"question": f"Judging from the {aspect_en}, which main cooking technique was used?",
+            en = {"question": f"Judging from the {aspect_en}, which main cooking technique was used for the {name_en}?",
                   "answer": f"{d['technique_en']}.", "rationale": f"The {aspect_en} points to {d['technique_en']}."}
         elif category == "dietary_suggestion":
             veg = not ({"meat", "seafood"} & set(d["tags"]))
-            zh = {"question": f"考虑{aspect_zh}，不吃肉和海鲜的素食者能吃这道菜吗？", "answer": "可以。" if veg else "不可以。",
+            zh = {"question": f"考虑{aspect_zh}，不吃肉和海鲜的素食者能吃这道{name}吗？", "answer": "可以。" if veg else "不可以。",
                   "rationale": "可见的蛋白质来源" + ("不是肉类或海鲜。" if veg else "是肉类或海鲜。")}
-            en = {"question": f"Considering the {aspect_en}, can a vegetarian who eats no meat or seafood eat this dish?",
+            en = {"question": f"Considering the {aspect_en}, can a vegetarian who eats no meat or seafood eat the {name_en}?",
                   "answer": "Yes." if veg else "No.",
                   "rationale": "The visible protein is " + ("neither meat nor seafood." if veg else "meat or seafood.")}
         else:
-            zh = {"question": f"如果{aspect_zh}减半，这道菜的口感会怎样变化？", "answer": "口感会更单薄。",
+            zh = {"question": f"如果{aspect_zh}减半，这道{name}的口感会怎样变化？", "answer": "口感会更单薄。",
                   "rationale": f"{aspect_zh}决定了这道菜的层次感。"}
-            en = {"question": f"If the {aspect_en} were halved, how would the dish's mouthfeel change?",
+            en = {"question": f"If the {aspect_en} were halved, how would the mouthfeel of the {name_en} change?",
                   "answer": "It would feel thinner.", "rationale": f"The {aspect_en} carries the dish's layering."}
-        planted = VQA_PLANTS.get(f"{dish_id}:{category}", "")
+        planted = self.vqa_plants.get(dish_id, "")
         if planted == "multiple_questions":
             zh["question"], en["question"] = zh["question"] + "为什么？", en["question"] + " Why?"
         elif planted == "describes_image":
             zh["question"] = "根据图中可以看到的金黄外皮，" + zh["question"]
             en["question"] = "Given the golden crust we can see, " + en["question"][0].lower() + en["question"][1:]
-        elif planted.startswith("duplicate_of:"):
-            zh, en = self.texts(*planted.split(":", 1)[1].split(":"))
+        elif planted.startswith("duplicate_of:"):  # the other dish's draft in the same category
+            zh, en = self.texts(planted.split(":", 1)[1], category)
         return zh, en
 
     def generate(self, request: StageRequest) -> dict:
         category = re.search(r"\((\w+)\)", request.prompt.split("\n", 1)[0]).group(1)
-        dish_id = self.dish_of(request)["dish_id"]
-        zh, en = self.texts(dish_id, category)
-        for k in zh:
-            self.en[zh[k]] = en[k]
-        self.generated.setdefault(zh["question"], f"{dish_id}:{category}")
-        return zh
+        return self.texts(self.dish_of(request)["dish_id"], category)[0]
 
     def audit(self, request: StageRequest) -> dict:
         question = re.search(r"^Question: (.+)$", request.prompt, flags=re.M).group(1)
-        planted = VQA_PLANTS.get(self.generated.get(question, ""), "")
+        planted = self.vqa_plants.get(self.generated.get(question, ""), "")
         if planted.startswith(f"audit{self.pass_of(request)}:"):
             return {"verdict": "reject", "issue_category": planted.split(":", 1)[1]}
         return {"verdict": "pass", "issue_category": None}
@@ -225,16 +236,18 @@ class ConstructOracle:
 
 # -- the synthetic export's truth
 def synthetic_truth(raw: str | Path, seed: int = 0) -> dict[str, Any]:
-    """The truth of the synthetic export in `raw`, rendered again from `seed`; ValueError when the
-    folder's photos are not that export's (the stand-in knows nothing else)."""
+    """The truth of the synthetic export in `raw` (any `--merchants N`), rendered again from `seed`;
+    ValueError when the folder's photos are not that export's (the stand-in knows nothing else)."""
     from synthetic.raw_export import write_raw_export
 
     raw = Path(raw)
-    photos_file = raw / "photos.jsonl"
-    if not photos_file.is_file():
-        raise ValueError(f"{raw} has no photos.jsonl: write one with `python diningbench.py sample --raw --out {raw}`")
+    photos_file, merchants_file = raw / "photos.jsonl", raw / "merchants.jsonl"
+    if not photos_file.is_file() or not merchants_file.is_file():
+        raise ValueError(f"{raw} has no photos.jsonl or merchants.jsonl: write one with "
+                         f"`python diningbench.py sample --raw --out {raw}`")
+    n = sum(1 for line in merchants_file.read_text(encoding="utf-8").splitlines() if line.strip())
     with tempfile.TemporaryDirectory(prefix="standin-") as tmp:
-        truth = write_raw_export(tmp, seed=seed)
+        truth = write_raw_export(tmp, seed=seed, merchants=max(n, 1))
     for line in photos_file.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
@@ -242,8 +255,8 @@ def synthetic_truth(raw: str | Path, seed: int = 0) -> dict[str, Any]:
         path = raw / row["path"]
         if not path.is_file() or _sha(path.read_bytes()) not in truth["photos"]:
             raise ValueError(f"{raw}: photo {row.get('photo_id')} is not one the synthetic generator writes with "
-                             f"--seed {seed}; the stand-in answers only for `python diningbench.py sample --raw "
-                             f"--seed {seed}` (pass the export's --seed)")
+                             f"--seed {seed} --merchants {n}; the stand-in answers only for `python diningbench.py "
+                             f"sample --raw --seed {seed} --merchants N` (pass the export's --seed)")
     return truth
 
 
@@ -277,11 +290,12 @@ class StandInServer(ThreadingHTTPServer):
     """POST /v1/chat/completions answered by the oracle; GET /v1/models lists `standin`. 127.0.0.1 only."""
 
     daemon_threads = True
+    request_queue_size = 256  # a client opening --concurrency connections at once is not refused (default 5)
 
     def __init__(self, port: int = 0) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.oracle: ConstructOracle | None = None  # requests wait in the backlog until it is set and served
-        self.lock = threading.Lock()
+        self.latency = 0.0  # seconds each answer waits, as a remote model would (the benches)
 
     @property
     def base_url(self) -> str:
@@ -292,8 +306,9 @@ class StandInServer(ThreadingHTTPServer):
             return 400, {"error": {"message": "body is not a chat completion request", "code": 400}}
         try:
             request = _parse(body)
-            with self.lock:
-                text = self.oracle(request) if self.oracle else "I cannot help with that."
+            text = self.oracle(request) if self.oracle else "I cannot help with that."
+            if self.latency:
+                time.sleep(self.latency)
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             return 400, {"error": {"message": f"the stand-in cannot answer this request ({type(exc).__name__})",
                                    "code": 400}}
@@ -322,8 +337,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
+            # Listed as `vllm serve` lists a model, with its context, so a client need not probe it with a
+            # first request sent alone (the stand-in answers any model name and has no real limit).
             return self._send(200, {"object": "list", "data": [{"id": "standin", "object": "model", "created": 0,
-                                                                 "owned_by": "diningbench-standin"}]})
+                                                                 "owned_by": "diningbench-standin",
+                                                                 "max_model_len": 131072}]})
         return self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
 
     def do_POST(self) -> None:
@@ -345,6 +363,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0, help="the --seed the export was written with (default 0)")
     ap.add_argument("--filter-models", default=",".join(DEFAULT_FILTER_MODELS),
                     help="the two SPEC,SPEC given to `construct run --filter-models` (default: %(default)s)")
+    ap.add_argument("--latency-ms", type=float, default=0.0,
+                    help="wait this long before each answer, as a remote model would (benches; default 0)")
     ap.add_argument("--serve-for", type=float, default=None, metavar="SECONDS",
                     help="stop by itself after this many seconds (default: until Ctrl-C or SIGTERM)")
     return ap
@@ -368,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             server.oracle = ConstructOracle(synthetic_truth(args.raw, args.seed), filters)  # type: ignore[arg-type]
+            server.latency = max(0.0, args.latency_ms) / 1000
         except (ValueError, OSError, KeyError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

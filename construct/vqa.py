@@ -1,12 +1,15 @@
-"""Stage 5, VQA items: per dish a multi-image "merchant photo vs. customer photo" question and a
-single-image question (cuisine technique, dietary suggestion or counterfactual), answer and rationale
-grounded in the dish's metadata (Tables 8, 9); question rules; near-duplicate questions within a category removed (blocking, then the model judges
-each candidate pair: construct/dedupe.py); two audit
-passes by two models that reject with an issue_category (Table 12).
+"""Stage 5, VQA items: one item per dish, as the paper builds them, its category drawn to a target mix
+(`--vqa-mix`, default the paper's technique 66.2%, dietary 27.2%, multi-image 4.4%, counterfactual
+2.2%): a multi-image "merchant photo vs. customer photo" question only for a dish with two good views,
+else a single-image question; answer and rationale grounded in the dish's metadata (Tables 8, 9);
+question rules; near-duplicate questions within a category removed (blocking, then the model judges
+each candidate pair: construct/dedupe.py); two audit passes by two models that reject with an
+issue_category (Table 12).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -112,12 +115,54 @@ def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> t
             for item, twin in twins.items()}, complete
 
 
-def plan(dish_ids: list[str]) -> list[tuple[str, str]]:
-    """(dish, category) pairs: every dish a multi-image item and one single-image item, categories in turn."""
-    pairs = []
-    for k, did in enumerate(sorted(dish_ids)):
-        pairs += [(did, "multi_image_analysis"), (did, SINGLE[k % len(SINGLE)])]
-    return pairs
+MIX_NAMES = {"technique": "cuisine_technique", "dietary": "dietary_suggestion",
+             "multi_image": "multi_image_analysis", "counterfactual": "counterfactual_reasoning"}
+
+
+def quotas(n: int, mix: dict[str, float]) -> dict[str, int]:
+    """Items per category for n dishes: largest-remainder rounding of n x share (ties: the mix's order).
+
+    >>> quotas(10, {"technique": 0.662, "dietary": 0.272, "multi_image": 0.044, "counterfactual": 0.022})
+    {'technique': 7, 'dietary': 3, 'multi_image': 0, 'counterfactual': 0}
+    >>> quotas(100, {"technique": 0.662, "dietary": 0.272, "multi_image": 0.044, "counterfactual": 0.022})
+    {'technique': 66, 'dietary': 27, 'multi_image': 5, 'counterfactual': 2}
+    """
+    exact = {k: n * v for k, v in mix.items()}
+    out = {k: int(v) for k, v in exact.items()}
+    order = sorted(mix, key=lambda k: (-(exact[k] - out[k]), list(mix).index(k)))
+    for k in order[:n - sum(out.values())]:
+        out[k] += 1
+    return out
+
+
+def plan(views: dict[str, int], mix: dict[str, float], seed: int = 0) -> dict[str, str]:
+    """dish -> its one VQA category. `views` gives each dish's good views (reference + kept user photos).
+
+    The dishes are put in the order of a stable hash of (seed, dish id), the quotas of `quotas` filled in
+    that order: multi-image first, by the first dishes with at least two views (a shortfall goes to the
+    largest single-image category), then the others in the mix's order. It depends only on the set of
+    dishes, so shards merged and one run draw alike.
+
+    Hash order for seed 0 is d, a, c, b; quotas 2 technique, 1 dietary, 1 multi-image:
+
+    >>> plan({"a": 3, "b": 1, "c": 3, "d": 3}, {"technique": 0.5, "dietary": 0.25, "multi_image": 0.25,
+    ...      "counterfactual": 0.0})
+    {'a': 'cuisine_technique', 'b': 'dietary_suggestion', 'c': 'cuisine_technique', 'd': 'multi_image_analysis'}
+    >>> plan({"a": 3, "b": 3, "c": 3, "d": 1}, {"multi_image": 1.0})["d"]  # one view: never multi-image
+    'cuisine_technique'
+    """
+    mix = {**dict.fromkeys(MIX_NAMES, 0.0), **mix}
+    order = sorted(views, key=lambda d: hashlib.sha256(f"{seed}:{d}".encode()).hexdigest())
+    want = quotas(len(order), mix)
+    multi = [d for d in order if views[d] >= 2][:want["multi_image"]]
+    single = [k for k in mix if k != "multi_image"]
+    want[max(single, key=lambda k: (mix[k], -single.index(k)))] += want["multi_image"] - len(multi)
+    out = dict.fromkeys(multi, MIX_NAMES["multi_image"])
+    rest = iter(d for d in order if d not in out)
+    for k in single:
+        for _ in range(want[k]):
+            out[next(rest)] = MIX_NAMES[k]
+    return dict(sorted(out.items()))
 
 
 def run(ctx: Context) -> None:
@@ -126,7 +171,7 @@ def run(ctx: Context) -> None:
     dishes, nutrition = Stage(ctx.work, DISHES), Stage(ctx.work, NUTRITION)
     audits = s.filter_pair()
     inputs = inputs_key(NAME, PROMPT_VERSION, PAIR_VERSION, dishes.items_hash(), nutrition.items_hash(), s.model,
-                         audits, s.embed_model)
+                        audits, s.embed_model, s.vqa_mix, s.seed)
     if stage.is_done(inputs):
         return
     targets = {t["dish_id"]: t for t in dishes.items()}
@@ -135,7 +180,8 @@ def run(ctx: Context) -> None:
     complete = True
     drafts: dict[str, dict] = {}
     asks = []
-    for did, category in plan(list(targets)):
+    views = {did: 1 + len(t["user_photos"]) for did, t in targets.items()}
+    for did, category in plan(views, s.vqa_mix, s.seed).items():
         t, dish = targets[did], ctx.raw.dishes[did]
         item = f"{did}:{category}"
         if category == "multi_image_analysis":

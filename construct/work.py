@@ -7,59 +7,170 @@ marks a finished stage with the key of its inputs (`inputs_key`), so a rerun ski
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
-import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from eval.settings import opt
 from eval.store import read_jsonl, write_atomically
+from eval.types import DEFAULT_MAX_TOKENS
 
 STAGES = ("photos", "dishes", "dish_review", "classification", "nutrition", "vqa", "translate", "review")
 KEPT, DROPPED = "kept", "dropped"
+URL_FIELDS = ("base_url", "photo_quality_base_url", "photo_match_base_url", "embed_base_url")
+
+
+def _list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _caps(text: str) -> dict[str, int]:
+    caps = {}
+    for part in filter(None, text.split(",")):
+        cuisine, _, n = part.partition("=")
+        if not n.isdigit():
+            raise argparse.ArgumentTypeError(f"--cuisine-caps wants cuisine=N[,cuisine=N], got {part!r}")
+        caps[cuisine.strip()] = int(n)
+    return caps
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--cuisine-ratio wants a number >= 0 (0: off), got {text!r}")
+    return value
+
+
+def _price(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--price-per-mtok wants PROMPT,COMPLETION in USD, got {text!r}") from None
+    return a, b
+
+
+VQA_CATEGORIES = ("technique", "dietary", "multi_image", "counterfactual")
+PAPER_VQA_MIX = {"technique": 0.662, "dietary": 0.272, "multi_image": 0.044, "counterfactual": 0.022}
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """`--vqa-mix technique=0.662,...`: a share per VQA category, normalised to sum to 1.
+
+    >>> parse_mix("technique=3,dietary=1")
+    {'technique': 0.75, 'dietary': 0.25, 'multi_image': 0.0, 'counterfactual': 0.0}
+    """
+    shares = dict.fromkeys(VQA_CATEGORIES, 0.0)
+    for part in filter(None, (x.strip() for x in text.split(","))):
+        name, _, value = part.partition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if name.strip() not in shares or share < 0:
+            raise argparse.ArgumentTypeError(f"--vqa-mix wants CATEGORY=SHARE[,...] with categories "
+                                             f"{', '.join(VQA_CATEGORIES)}, got {part!r}")
+        shares[name.strip()] = share
+    total = sum(shares.values())
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"--vqa-mix gives no category a positive share: {text!r}")
+    return {k: v / total for k, v in shares.items()}
 
 
 @dataclass
 class BuildSettings:
-    """Every setting of a build, once: the CLI flags are made from these fields."""
+    """Every setting of a build, once: `python -m construct run`'s flags, defaults and help come from
+    these fields (`eval.settings.add_arguments`, as the harness's RunSettings)."""
 
-    raw: str = ""
-    model: str = ""
-    filter_models: list[str] = field(default_factory=list)  # the two classification / audit passes
-    embed_model: str | None = None  # openai:MODEL of a /v1/embeddings endpoint: more dedupe candidates
-    embed_base_url: str | None = None  # where that endpoint is (default: the first --base-url)
-    base_url: str | None = None
-    fdc: str | None = None  # folder of the FDC CSV download (food.csv, nutrient.csv, food_nutrient.csv)
-    concurrency: int = 8
-    seed: int = 0
-    timeout: float = 120.0
-    min_side: int = 128  # px; smaller photos are dropped before any model sees them
-    dhash_distance: int = 6  # of 64 bits: at or below, two photos of one dish are the same upload
-    min_user_photos: int = 3
-    cuisine_caps: dict[str, int] = field(default_factory=dict)  # cuisine -> most dishes kept
-    cuisine_ratio: float | None = 7.3  # others: at most this times the largest other cuisine (Table 3's balance)
-    atwater_tolerance: float = 0.10
-    fdc_tolerance: float = 0.40  # largest relative kcal gap between an estimate and its FDC sum
-    review_exempt: list[str] = field(default_factory=list)  # tasks released without human approval
-    price_per_mtok: tuple[float, float] | None = None  # (prompt, completion) USD per million tokens
-    shard: str | None = None  # "K/N": only the merchants of shard K (construct/shard.py); None = all
+    raw: str = opt("", "raw export folder", cli=False)
+    model: str = opt("", "backend:model for generation (and the photo checks and filters unless set)")
+    photo_quality_model: str | None = opt(None, "backend:model of the image-quality check (default: --model); "
+                                          "the paper uses a small distilled VLM here", metavar="SPEC")
+    photo_match_model: str | None = opt(None, "backend:model of the reference-matching check (default: --model)",
+                                        metavar="SPEC")
+    filter_models: list[str] = opt([], "SPEC,SPEC: the two filter / audit models", type=_list)
+    embed_model: str | None = opt(None, "an OpenAI-compatible /v1/embeddings model: dedupe also pairs by meaning",
+                                  metavar="openai:MODEL")
+    embed_base_url: str | None = opt(None, "where --embed-model answers, e.g. a `vllm serve` of an embedding model "
+                                           "(default: --base-url)", metavar="URL")
+    base_url: str | None = opt(None, "URL[,URL...] (or the flag repeated): replicas, e.g. of `vllm serve`, "
+                                     "asked in turn", action="append")
+    photo_quality_base_url: str | None = opt(None, "URL[,URL...] of --photo-quality-model (default: --base-url)",
+                                             action="append")
+    photo_match_base_url: str | None = opt(None, "URL[,URL...] of --photo-match-model (default: --base-url)",
+                                           action="append")
+    fdc: str | None = opt(None, "folder of the FoodData Central CSV download")
+    concurrency: int = opt(8, "model calls in flight at once (default 8)")
+    seed: int = opt(0, "seed of the models' sampling and of the item draws (default 0)")
+    timeout: float = opt(120.0, "wall-clock seconds for one attempt of one call (default 120)")
+    max_tokens: int = opt(DEFAULT_MAX_TOKENS, "generation limit per call; an answer cut at it is cached as cut "
+                                              "and asked again only with a higher limit")
+    min_side: int = opt(128, "px; smaller photos are dropped before any model sees them")
+    dhash_distance: int = opt(6, "of 64 bits: at or below, two photos of one dish are the same upload", cli=False)
+    min_user_photos: int = opt(3, "user photos a dish needs after the photo filters")
+    cuisine_caps: dict[str, int] = opt({}, "e.g. chinese=2000,western=300: most dishes kept per cuisine", type=_caps)
+    cuisine_ratio: float | None = opt(7.3, "a cuisine not in --cuisine-caps keeps at most R times the dishes of the "
+                                           "largest other (default 7.3, the paper's Table 3 balance; 0: off)",
+                                      type=_ratio, metavar="R")
+    atwater_tolerance: float = opt(0.10, "largest relative gap of kcal vs 4P+4C+9F", cli=False)
+    fdc_tolerance: float = opt(0.40, "largest relative kcal gap between an estimate and its FDC sum", cli=False)
+    vqa_mix: dict[str, float] = opt(dict(PAPER_VQA_MIX), "target share of each dish's VQA category (the paper's: "
+                                    "technique=0.662,dietary=0.272,multi_image=0.044,counterfactual=0.022)",
+                                    type=parse_mix, metavar="CAT=SHARE,...")
+    review_exempt: list[str] = opt([], "tasks released without human review", type=_list)
+    price_per_mtok: tuple[float, float] | None = opt(None, "PROMPT,COMPLETION USD per million tokens", type=_price)
+    shard: str | None = opt(None, "only the merchants in shard K of N (stable hash of merchant_id); then `merge` "
+                                  "the N folders", metavar="K/N")
 
     def filter_pair(self) -> list[str]:
         """Two filter models; with fewer given, the main model fills in (recorded in config.json)."""
         models = list(self.filter_models) or [self.model]
         return (models + models)[:2] if len(models) < 2 else models[:2]
 
+    def job(self, name: str) -> tuple[str, str | None]:
+        """(model spec, base URLs) of one job: `generate`, `photo_quality` or `photo_match`."""
+        if name == "generate":
+            return self.model, self.base_url
+        spec, url = getattr(self, f"{name}_model"), getattr(self, f"{name}_base_url")
+        return spec or self.model, url or self.base_url
+
+    def base_urls(self) -> dict[str, str]:
+        """Every distinct base URL the build may ask (each comma-separated replica) -> the flag that gave it."""
+        out: dict[str, str] = {}
+        for name in URL_FIELDS:
+            for url in (getattr(self, name) or "").split(","):
+                if url.strip():
+                    out.setdefault(url.strip(), "--" + name.replace("_", "-"))
+        return out
+
+
+def settings_from_args(args: argparse.Namespace, raw: str) -> BuildSettings:
+    """A BuildSettings from `run`'s parsed flags (a repeated URL flag joined with commas)."""
+    values = {f.name: getattr(args, f.name) for f in fields(BuildSettings) if hasattr(args, f.name)}
+    for name in ("base_url", "photo_quality_base_url", "photo_match_base_url"):
+        if isinstance(values.get(name), list):
+            values[name] = ",".join(values[name])
+    if values.get("fdc"):
+        values["fdc"] = str(Path(values["fdc"]).resolve())
+    if "cuisine_ratio" in values:
+        values["cuisine_ratio"] = values["cuisine_ratio"] or None  # 0: off
+    return BuildSettings(**{**values, "raw": raw})
+
 
 def save_settings(work: Path, settings: BuildSettings) -> None:
     """config.json, with any user:password or query (a key someone put in a URL) cut from the base URLs."""
     work.mkdir(parents=True, exist_ok=True)
     values = asdict(settings)
-    for key in ("base_url", "embed_base_url"):
-        if values.get(key):
-            values[key] = ",".join(_public_url(u) for u in str(values[key]).split(",") if u.strip())
+    for name in URL_FIELDS:
+        if values.get(name):
+            values[name] = ",".join(_public_url(u) for u in str(values[name]).split(",") if u.strip())
     write_json(work / "config.json", values)
 
 
@@ -89,13 +200,11 @@ def load_settings(work: Path) -> BuildSettings:
 
 def write_json(path: Path, value: Any) -> None:
     """Write whole or not at all: a run killed mid-write leaves the old file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value, ensure_ascii=False, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomically(path, [json.dumps(value, ensure_ascii=False, indent=1)])
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    """Write whole or not at all (a sibling temp file renamed over `path`)."""
+    """Write whole or not at all (a sibling temp file of this writer's own renamed over `path`)."""
     write_atomically(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 

@@ -10,21 +10,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import fcntl
 import itertools
 import json
-import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from eval import scoring, tasks
 from eval.backends import SpecError, make_backend, release
-from eval.backends._retry import host_of
+from eval.backends._retry import check_reachable, host_of
 from eval.circular import ROTATIONS
 from eval.images import ImageError
 from eval.judge import BackendJudge, JudgeError
@@ -34,11 +31,10 @@ from eval.report.runs import load_run
 from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
 from eval.settings import RunSettings, UsageError
-from eval.store import PREDICTIONS, Key, PredictionStore, key_of, read_predictions
+from eval.store import LOCK, PREDICTIONS, Key, PredictionStore, key_of, locked, read_predictions
 from eval.types import Backend, ConfigError, Prediction, Request
 
 __all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
-LOCK = ".lock"
 RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, ROTATIONS, "report.md")
 # An answer longer than this is parsed from its first and last halves of this size (a model that
 # loops to its limit writes megabytes; its answer, if any, is at one end). Parsing runs in a thread
@@ -247,35 +243,6 @@ def _check_folder(out: Path, info: dict[str, Any], overwrite: bool) -> None:
     if changed:
         raise UsageError(f"{out} holds predictions of a different run (differs in {', '.join(changed)}); "
                          "use another --out or add --overwrite")
-
-
-@contextmanager
-def locked(out: Path) -> Iterator[None]:
-    """One writer per run folder: a second run into the same --out is refused, not interleaved."""
-    out.mkdir(parents=True, exist_ok=True)
-    handle = (out / LOCK).open("a")
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(f"--out {out} is in use by another run; wait for it or choose another --out") from None
-        yield
-    finally:
-        handle.close()  # closing releases the lock; the empty file stays (removing it would race)
-
-
-def check_reachable(url: str | None, flag: str) -> None:
-    """Fail fast, in one line, when --base-url points at nothing (instead of N failed samples)."""
-    if not url:
-        return
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"{flag} {url!r} is not an http(s) URL, e.g. http://localhost:8000/v1")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        socket.create_connection((parts.hostname, port), timeout=5).close()
-    except OSError:
-        raise UsageError(f"cannot reach {parts.hostname}:{port} ({flag}): is the server running?") from None
 
 
 def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | None = None,

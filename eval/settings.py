@@ -37,6 +37,9 @@ def _opt(default: Any, help: str, *, identity: bool = False, engine: bool = Fals
     return field(default=default, metadata=meta)
 
 
+opt = _opt  # for other settings declarations (construct/work.py's BuildSettings)
+
+
 @dataclass
 class RunSettings:
     """Everything that defines a run. `task` is one task or "all"; `images` None = every view."""
@@ -199,15 +202,22 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, skip: Sequence[str] = 
 
     `skip` leaves out fields a command declares itself (sweep's lists of models, views and CoT).
     """
-    for f in dataclasses.fields(RunSettings):
+    add_arguments(parser, DEFAULTS, skip=skip, required=("task", "model"))
+
+
+def add_arguments(parser: argparse.ArgumentParser, defaults: Any, *, skip: Sequence[str] = (),
+                  required: Sequence[str] = ()) -> None:
+    """One flag per `_opt` field of the settings dataclass instance `defaults` (any declaration made
+    with `_opt`, e.g. the construction's BuildSettings), its default taken from that instance."""
+    for f in dataclasses.fields(defaults):
         meta = f.metadata
-        if not meta["cli"] or f.name in skip:
+        if not meta.get("cli", False) or f.name in skip:
             continue
         flag = "--" + f.name.replace("_", "-")
-        default = getattr(DEFAULTS, f.name)
+        default = getattr(defaults, f.name)
         kwargs: dict[str, Any] = dict(meta["argparse"])
         text = meta["help"]
-        if f.name in ("task", "model"):
+        if f.name in required:
             kwargs["required"] = True
         elif f.type in ("bool", "bool | None"):
             kwargs.update(action="store_true", default=default)

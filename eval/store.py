@@ -15,13 +15,18 @@ alone; tests/test_store_jsonl.py holds both to the same behaviour.)
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from eval.settings import UsageError
 from eval.types import TASKS, Prediction
 
 PREDICTIONS = "predictions.jsonl"
@@ -196,11 +201,37 @@ class PredictionStore:
 
 
 def write_atomically(path: Path, lines: Iterable[str]) -> None:
-    """Write to a sibling temp file, fsync, then rename over `path` (never a half-written file)."""
-    tmp = path.with_name(path.name + ".tmp")
+    """Write to a sibling temp file, fsync, then rename over `path` (never a half-written file). The
+    temp file is this writer's own (process and thread), so two writers never write into one."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for line in lines:
             fh.write(line)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+LOCK = ".lock"
+
+
+@contextmanager
+def locked(out: Path, what: str = "--out") -> Iterator[None]:
+    """One writer per folder (a run folder, a construction work folder): a second writer is refused
+    in one line naming the holder (its process id and host, written into the lock file), not interleaved."""
+    out.mkdir(parents=True, exist_ok=True)
+    handle = (out / LOCK).open("a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = " ".join(handle.read(200).split()) or "another process"
+            raise UsageError(f"{what} {out} is in use by {holder}; wait for it or choose another folder") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # closing releases the lock; the file stays (removing it would race)

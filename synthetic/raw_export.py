@@ -7,8 +7,13 @@ Atwater, that is per 100 g, that packs more than 100 g of macros into 100 g or t
 the same dish under two names at two merchants, a menu category too small for 7 distractors, and
 marketing-name and obviously-different items on every menu.
 
+`merchants=N` writes N merchants: the four templates below in turn, merchant i (from 1) a copy of
+template (i-1) mod 4 with its own menu draws, so every block of four carries the same planted defects
+on its own dishes (a partial last block carries those of its merchants).
+
 `write_raw_export` returns the truth (what each photo really shows, each dish's exact recipe, which
-defect sits where) for test fakes to answer from; it is never written into the export itself.
+defect sits where, which model-side defects the stand-in plants: `plants`) for test fakes to answer
+from; it is never written into the export itself.
 """
 
 from __future__ import annotations
@@ -45,6 +50,12 @@ PLAN = {
     "merchant-03-d3": ("too_easy_item", 3), "merchant-03-d7": ("duplicate_of:merchant-01-d1", 3),
     "merchant-04-d0": ("small_menu_category", 3),
 }
+# Model-side defects the stand-in plants, by template dish: what its VQA draft gets wrong (whatever
+# category the dish is drawn), and which classification filter pass flags the dish's item.
+VQA_PLANTS = {"merchant-01-d0": "multiple_questions", "merchant-01-d1": "describes_image",
+              "merchant-02-d0": "duplicate_of:merchant-01-d4", "merchant-04-d0": "audit1:false_premise",
+              "merchant-02-d1": "audit2:trivial"}
+CLASSIFICATION_PLANTS = {"merchant-02-d3": (1, "ambiguous"), "merchant-03-d3": (2, "too_easy")}
 ODD_ITEM = ("冰镇酸梅汤", "Iced Sour Plum Drink", ["乌梅 20克", "山楂 10克", "冰糖 30克", "水 400毫升"], "1杯，约450克")
 
 
@@ -73,30 +84,61 @@ def _truth_of(dish: Dish, name: str, standard: str, name_en: str) -> dict[str, A
                             for k, g in dish.grams.items()]}
 
 
-def write_raw_export(out: str | Path, seed: int = 0) -> dict[str, Any]:
+def in_block(template_id: str, block: int) -> str:
+    """A template id (`merchant-03` or `merchant-03-d7`) in block `block` of four merchants.
+
+    >>> in_block("merchant-03-d7", 0), in_block("merchant-03-d7", 2), in_block("merchant-01", 25)
+    ('merchant-03-d7', 'merchant-11-d7', 'merchant-101')
+    """
+    head, _, tail = template_id.removeprefix("merchant-").partition("-")
+    return f"merchant-{int(head) + len(MERCHANTS) * block:02d}" + (f"-{tail}" if tail else "")
+
+
+def write_raw_export(out: str | Path, seed: int = 0, merchants: int = len(MERCHANTS)) -> dict[str, Any]:
     """Write merchants.jsonl, dishes.jsonl, photos.jsonl and images/ under `out`; return the truth."""
+    if merchants < 1:
+        raise ValueError(f"--merchants wants a positive number, got {merchants}")
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    merchants, dishes, photos = [], [], []
-    truth: dict[str, Any] = {"dishes": {}, "photos": {}, "defects": {}, "names_en": {}}
+    n_merchants = merchants
+    merchants_rows, dishes, photos = [], [], []
+    truth: dict[str, Any] = {"dishes": {}, "photos": {}, "defects": {}, "names_en": {},
+                             "plants": {"vqa": {}, "classification": {}}}
     by_id: dict[str, Dish] = {}
-    for k, (mid, mname, cuisine, style_key, n_menu) in enumerate(MERCHANTS):
+    plan: dict[str, tuple[str, int]] = {}  # dish -> (defect with block ids, user photos)
+    for m in range(n_merchants):
+        block, k = divmod(m, len(MERCHANTS))
+        tmid, mname, cuisine, style_key, n_menu = MERCHANTS[k]
+        mid = in_block(tmid, block)
+        mname = mname if block == 0 else f"{mname} {block + 1}号店"
+        for template, (defect, n_user) in PLAN.items():
+            if template.startswith(tmid + "-"):
+                target = defect.partition(":")[2]
+                plan[in_block(template, block)] = (f"duplicate_of:{in_block(target, block)}" if target else defect, n_user)
+        for template, plant in VQA_PLANTS.items():
+            if template.startswith(tmid + "-"):
+                target = plant.partition(":")[2] if plant.startswith("duplicate_of:") else ""
+                truth["plants"]["vqa"][in_block(template, block)] = (
+                    f"duplicate_of:{in_block(target, block)}" if target else plant)
+        for template, plant in CLASSIFICATION_PLANTS.items():
+            if template.startswith(tmid + "-"):
+                truth["plants"]["classification"][in_block(template, block)] = list(plant)
         style = STYLES[style_key]
-        merchants.append({"merchant_id": mid, "name": mname, "cuisine": cuisine})
+        merchants_rows.append({"merchant_id": mid, "name": mname, "cuisine": cuisine})
         menu_dishes = menu(style, mid, cuisine, 1, rng, k)[:n_menu]
         category = style.category_zh
         for i, d in enumerate(menu_dishes):
             d = dataclasses.replace(d, dish_id=f"{mid}-d{i}")
-            if d.dish_id == "merchant-03-d7":  # the same dish as merchant-01-d1, under another name
-                src = by_id["merchant-01-d1"]
+            if d.dish_id == in_block("merchant-03-d7", block):  # the same dish as merchant-01-d1, another name
+                src = by_id[in_block("merchant-01-d1", block)]
                 d = dataclasses.replace(src, dish_id=d.dish_id, merchant_id=mid, vessel_index=k)
             by_id[d.dish_id] = d
-            name = ("家常" + d.name_zh) if d.dish_id == "merchant-03-d7" else d.name_zh
+            name = ("家常" + d.name_zh) if d.dish_id == in_block("merchant-03-d7", block) else d.name_zh
             nutrition = None
             n = d.nutrition
             grams = sum(d.grams.values())
-            defect = PLAN.get(d.dish_id, ("", 0))[0]
+            defect = plan.get(d.dish_id, ("", 0))[0]
             if defect == "merchant_atwater_gap":  # calories typed as half the macros' energy
                 nutrition = {"unit": "per_serving", "calories": round(n.calories * 0.5), "protein": n.protein,
                              "carbohydrates": n.carbohydrates, "fat": n.fat}
@@ -137,8 +179,12 @@ def write_raw_export(out: str | Path, seed: int = 0) -> dict[str, Any]:
         truth["photos"][hashlib.sha256(data).hexdigest()] = {"photo_id": pid, "dish_id": dish_id, "shows": shows,
                                                              "quality": quality, "defect": defect}
 
-    for dish_id, (defect, n_user) in PLAN.items():
+    for dish_id, (defect, n_user) in plan.items():
         d = by_id[dish_id]
+        block = (int(dish_id.split("-")[1]) - 1) // len(MERCHANTS)
+        wrong = in_block("merchant-02-d5", block)
+        if defect == "wrong_dish_user_photo" and wrong not in by_id:  # a partial block without merchant 2
+            defect = ""
         truth["defects"][dish_id] = defect
         scene = d.scene(detail=0.5)
         views = [reference_view(d)] + user_views(d, n_user, np.random.default_rng(d.seed))
@@ -154,7 +200,7 @@ def write_raw_export(out: str | Path, seed: int = 0) -> dict[str, Any]:
             img = render(scene, view, SIZE, seed=d.seed + k, supersample=1).filter(ImageFilter.GaussianBlur(7))
             add_photo(dish_id, k, "user", _jpeg(img), dish_id, "bad", defect)
         elif defect == "wrong_dish_user_photo":  # a customer's photo of the salad next door
-            other = by_id["merchant-02-d5"]
+            other = by_id[wrong]
             img = render(other.scene(detail=0.5), user_views(other, 1, np.random.default_rng(1))[0], SIZE, seed=5,
                          supersample=1)
             add_photo(dish_id, k, "user", _jpeg(img), other.dish_id, "good", defect)
@@ -164,7 +210,7 @@ def write_raw_export(out: str | Path, seed: int = 0) -> dict[str, Any]:
             add_photo(dish_id, k, "user", _jpeg(images[1].resize((40, 40))), dish_id, "good", "tiny_photo")
             add_photo(dish_id, k + 1, "user", _jpeg(images[2])[:600], dish_id, "good", "cut_off_photo")
 
-    for name, rows in (("merchants", merchants), ("dishes", dishes), ("photos", photos)):
+    for name, rows in (("merchants", merchants_rows), ("dishes", dishes), ("photos", photos)):
         with (out / f"{name}.jsonl").open("w", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")

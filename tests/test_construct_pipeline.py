@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -166,18 +167,29 @@ def test_nutrition_uses_merchant_values_only_when_they_pass_the_gates(built):
 
 def test_vqa_rules_dedupe_and_audits_drop_the_planted_drafts(built):
     got = verdicts(built.work, "vqa")
+    # 10 dishes, the paper's mix: 6.62/2.72/0.44/0.22 by largest remainder -> 7 technique, 3 dietary.
+    drafted = Counter(item.split(":")[1] for item in got)
+    assert drafted == {"cuisine_technique": 7, "dietary_suggestion": 3}
+    assert len({item.split(":")[0] for item in got}) == len(got) == 10  # one item per dish
     assert got["merchant-01-d0:cuisine_technique"] == ("dropped", "multiple_questions")
-    assert got["merchant-01-d1:multi_image_analysis"] == ("dropped", "describes_image")
-    assert got["merchant-02-d0:multi_image_analysis"] == ("dropped", "near_duplicate_question")
-    dup = next(d for d in Stage(built.work, "vqa").decisions() if d["item"] == "merchant-02-d0:multi_image_analysis")
-    assert dup["detail"]["of"] == "merchant-01-d4:multi_image_analysis" and dup["detail"]["model"] == "openai:gen"
-    assert got["merchant-04-d0:multi_image_analysis"] == ("dropped", "false_premise")
-    assert got["merchant-02-d1:dietary_suggestion"] == ("dropped", "trivial")
+    assert got["merchant-01-d1:cuisine_technique"] == ("dropped", "describes_image")
+    assert got["merchant-02-d0:cuisine_technique"] == ("dropped", "near_duplicate_question")
+    dup = next(d for d in Stage(built.work, "vqa").decisions() if d["item"] == "merchant-02-d0:cuisine_technique")
+    assert dup["detail"]["of"] == "merchant-01-d4:cuisine_technique" and dup["detail"]["model"] == "openai:gen"
+    assert got["merchant-01-d4:cuisine_technique"] == ("kept", "ok")
+    assert got["merchant-04-d0:dietary_suggestion"] == ("dropped", "false_premise")
+    assert got["merchant-02-d1:cuisine_technique"] == ("dropped", "trivial")
     assert sum(v[0] == "kept" for v in got.values()) == len(got) - 5
-    categories = {r["vqa_category"] for r in Stage(built.work, "vqa").items()}
-    assert categories == {"cuisine_technique", "dietary_suggestion", "multi_image_analysis", "counterfactual_reasoning"}
-    multi = [r for r in Stage(built.work, "vqa").items() if r["vqa_category"] == "multi_image_analysis"]
-    assert all(r["image_roles"] == ["reference", "user"] for r in multi)
+    technique = [r for r in Stage(built.work, "vqa").items() if r["vqa_category"] == "cuisine_technique"]
+    assert technique and all(r["image_roles"] == ["reference"] for r in technique)
+
+
+def test_the_card_reports_the_realized_vqa_mix_beside_the_target(built):
+    card = (built.release / "README.md").read_text(encoding="utf-8")
+    # 5 released: technique d4, d3 (merchant-02), d3 (merchant-03); dietary merchant-02-d2, merchant-03-d2.
+    assert "| cuisine_technique | 66.2% | 60.0% | 3 |" in card
+    assert "| dietary_suggestion | 27.2% | 40.0% | 2 |" in card
+    assert "| multi_image_analysis | 4.4% | 0.0% | 0 |" in card
 
 
 def test_translation_uses_one_glossary_per_merchant(built):
@@ -198,7 +210,7 @@ def test_release_validates_and_loads_with_option_dish_ids(built):
     assert len(cls) == 7 and len(cls[0]["option_dish_ids"]) == 8
     assert len(diningbench.load("nutrition", built.release)) == 10
     vqa = diningbench.load("vqa", built.release)
-    assert len(vqa) == 15 and vqa[0]["images"][0].size == (192, 192)
+    assert len(vqa) == 5 and vqa[0]["images"][0].size == (192, 192)
     card = (built.release / "README.md").read_text(encoding="utf-8")
     assert "## How this release was built" in card and "near_duplicate_dish 1" in card
 

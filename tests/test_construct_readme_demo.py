@@ -93,6 +93,7 @@ def test_the_stand_in_refuses_an_export_it_does_not_know(tmp_path):
     (tmp_path / "images").mkdir()
     (tmp_path / "images" / "x.jpg").write_bytes(b"not the generator's photo")
     (tmp_path / "photos.jsonl").write_text('{"photo_id": "x", "dish_id": "d", "role": "user", "path": "images/x.jpg"}\n')
+    (tmp_path / "merchants.jsonl").write_text('{"merchant_id": "m", "name": "m", "cuisine": "chinese"}\n')
     done = run_group([sys.executable, "-m", "construct.standin", str(tmp_path), "--port", "0"], tmp_path,
                      offline_env(), timeout=60)
     assert done.returncode == 2 and "error:" in done.stdout and "not one the synthetic generator writes" in done.stdout

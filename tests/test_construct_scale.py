@@ -4,6 +4,7 @@ the same items as one unsharded build."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
@@ -12,6 +13,7 @@ from construct.__main__ import main
 from construct.models import RoundRobin
 from construct.raw import load_raw
 from construct.shard import parse_shard, restrict, shard_of
+from construct.work import Stage
 from synthetic.raw_export import write_raw_export
 from tests.fakes.construct_server import construct_server
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -55,7 +57,7 @@ def test_two_shards_on_two_replicas_merge_into_the_unsharded_release(export, mon
     root, truth = export
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     common = ["--model", "openai:gen", "--filter-models", ",".join(FILTERS), "--cuisine-caps", "chinese=2"]
-    # Two replicas of one model: one oracle behind both (the stand-in remembers the drafts it wrote).
+    # Two replicas of one model: one oracle behind both (its answer depends only on the prompt).
     one, oracle = construct_server(truth, FILTERS)
     two = FakeOpenAIServer(oracle)
     with one, two:
@@ -85,8 +87,8 @@ def test_two_shards_on_two_replicas_merge_into_the_unsharded_release(export, mon
     assert hosts["openai:gen"] == [f"127.0.0.1:{one.port}", f"127.0.0.1:{two.port}"]
     assert "key" not in (root / "shard1" / "hosts.json").read_text(encoding="utf-8")
     assert shard_calls >= whole_calls  # the shards ask a superset (no caps, twins at other merchants unseen)
-    # Asked anew at the merge: only prompts that depend on the whole export (the VQA categories taken in
-    # turn over all kept dishes, a merchant's glossary, a same-dish pair of two merchants in two shards);
+    # Asked anew at the merge: only prompts that depend on the whole export (the VQA category drawn over
+    # all kept dishes, a merchant's glossary, a same-dish pair of two merchants in two shards);
     # every photo, classification, nutrition call is reused.
     def lines(work, stage):
         path = root / work / stage / "calls.jsonl"
@@ -134,9 +136,10 @@ def test_round_robin_sends_each_request_to_the_next_replica():
     assert rr.describe()["replicas"] == ["a:1", "b:1", "c:1"]
 
 
-def test_models_read_photos_chunk_by_chunk_not_all_at_once(tmp_path, monkeypatch):
+def test_models_read_photos_just_ahead_of_need_not_all_at_once(tmp_path):
     import construct.models as models
     from construct.work import BuildSettings
+    from eval.runner import BUILD_THREADS
     from eval.types import Response
 
     loaded: list[str] = []
@@ -152,10 +155,126 @@ def test_models_read_photos_chunk_by_chunk_not_all_at_once(tmp_path, monkeypatch
         def describe(self):
             return {}
 
-    monkeypatch.setattr(models, "CHUNK", 3)
     pool = models.Models(BuildSettings(model="openai:x", concurrency=2), tmp_path, factory=lambda spec, **kw: Fake())
-    asks = [models.Ask(f"i{k}", "p", photos=lambda k=k: (loaded.append(f"i{k}") or ())) for k in range(7)]
+    asks = [models.Ask(f"i{k}", "p", photos=lambda k=k: (loaded.append(f"i{k}") or ())) for k in range(60)]
     answers = pool.ask("photos", "openai:x", "v1", asks)
-    assert sorted(answers) == sorted(a.item for a in asks) and len(loaded) == 7
-    assert max(seen_at_send[:3]) == 3 and max(seen_at_send) == 7  # chunk 1 sent before chunk 2 was read
-    assert all(n <= 3 * (1 + i // 3) for i, n in enumerate(seen_at_send))
+    assert sorted(answers) == sorted(a.item for a in asks) and len(loaded) == 60
+    # When the k-th call goes out, at most the build threads' and the workers' asks beyond it are read.
+    assert all(n <= k + 1 + BUILD_THREADS + 2 for k, n in enumerate(seen_at_send))
+    assert seen_at_send[0] < 60
+
+
+def test_calls_flow_on_while_one_call_is_slow(tmp_path):
+    """The first call answers only after every other call has: with batches it would wait forever."""
+    import asyncio
+
+    import construct.models as models
+    from construct.work import BuildSettings
+    from eval.types import Response
+
+    others_done = 0
+    release_first: asyncio.Event | None = None
+
+    class Fake:
+        spec = "openai:x"
+
+        async def generate(self, request):
+            nonlocal others_done, release_first
+            release_first = release_first or asyncio.Event()
+            if request.id == "i0":
+                await asyncio.wait_for(release_first.wait(), 30)  # a deadlock fails the call, not the suite
+            else:
+                others_done += 1
+                if others_done == 299:
+                    release_first.set()
+            return Response(text="{}", usage=None)
+
+        def describe(self):
+            return {}
+
+    pool = models.Models(BuildSettings(model="openai:x", concurrency=4), tmp_path, factory=lambda spec, **kw: Fake())
+    answers = pool.ask("vqa", "openai:x", "v1", [models.Ask(f"i{k}", f"p{k}") for k in range(300)])
+    assert all(a.error is None for a in answers.values()) and len(answers) == 300
+    assert pool.stats["vqa"] == {"asked": 300, "failed": 0, "errors": {}}
+
+
+def test_a_cut_answer_is_cached_as_cut_and_asked_again_only_with_a_higher_limit(tmp_path):
+    import construct.models as models
+    from construct.work import BuildSettings
+    from eval.types import Response
+
+    sent: list[int] = []
+
+    class Fake:
+        spec = "openai:x"
+
+        async def generate(self, request):
+            sent.append(request.config.max_tokens)
+            limit = request.config.max_tokens
+            return Response(text="{}" if limit > 100 else '{"quest', usage=None,
+                            finish_reason="stop" if limit > 100 else "length")
+
+        def describe(self):
+            return {}
+
+    def ask(limit: int) -> models.Answer:
+        pool = models.Models(BuildSettings(model="openai:x", max_tokens=limit), tmp_path,
+                             factory=lambda spec, **kw: Fake())
+        return pool.ask("vqa", "openai:x", "v1", [models.Ask("i0", "p")])["i0"]
+
+    first = ask(50)
+    assert first.text is None and first.error == models.TRUNCATED and sent == [50]
+    again = ask(50)  # the same limit: the cut answer comes from the cache
+    assert again.cached and again.error == models.TRUNCATED and sent == [50]
+    assert ask(40).cached and sent == [50]  # a lower limit would be cut too
+    higher = ask(200)
+    assert higher.text == "{}" and not higher.cached and sent == [50, 200]
+
+
+def parquet_bytes(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted((folder / "data").rglob("*.parquet"))}
+
+
+@pytest.mark.slow
+def test_two_shards_merged_release_byte_identical_parquet_to_one_run_at_40_merchants(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    truth = write_raw_export(tmp_path / "raw", merchants=40)
+    assert len({d["merchant_id"] for d in truth["dishes"].values()}) == 40
+    # Two servers, each its own oracle: the same prompt gets the same answer wherever it is asked.
+    one, _ = construct_server(truth, FILTERS)
+    two, _ = construct_server(truth, FILTERS)
+    common = ["--model", "openai:gen", "--filter-models", ",".join(FILTERS), "--photo-quality-model", "openai:iqa",
+              "--photo-match-model", "openai:match", "--concurrency", "16"]
+    with one, two:
+        build("run", str(tmp_path / "raw"), "--out", str(tmp_path / "whole"), "--base-url", one.base_url, *common)
+        for k, server in ((1, one), (2, two)):
+            build("run", str(tmp_path / "raw"), "--out", str(tmp_path / f"shard{k}"), "--shard", f"{k}/2",
+                  "--base-url", server.base_url, *common)
+        build("merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"), "--out", str(tmp_path / "merged"),
+              "--base-url", two.base_url)
+        for work in ("whole", "merged"):
+            build("review", str(tmp_path / work), "--approve-all")
+            build("release", str(tmp_path / work), "--out", str(tmp_path / f"release-{work}"))
+    whole, merged = parquet_bytes(tmp_path / "release-whole"), parquet_bytes(tmp_path / "release-merged")
+    assert sorted(whole) == sorted(merged) and len(whole) >= 3
+    assert whole == merged
+    vqa = release_rows(tmp_path / "release-whole")["vqa"]
+    assert len({r["dish_id"] for r in vqa}) == len(vqa) > 0  # at most one item per dish
+    # 62 dishes kept -> 62 x (0.662, 0.272, 0.044, 0.022) = 41.04, 16.86, 2.73, 1.36: floors 41, 16, 2, 1 and
+    # the two largest remainders (dietary .86, multi-image .73) get one more each.
+    drafted = Counter(d["item"].split(":")[1] for d in Stage(tmp_path / "whole", "vqa").decisions())
+    assert drafted == {"cuisine_technique": 41, "dietary_suggestion": 17, "multi_image_analysis": 3,
+                       "counterfactual_reasoning": 1}
+
+
+@pytest.mark.slow
+def test_the_scale_bench_builds_and_reports_against_the_ideal():
+    from bench import construct_scale
+
+    rows = construct_scale.run((4,), latency=0.05, concurrency=8)
+    names = [r["name"] for r in rows]
+    assert names[0] == "construct run stages (4 merchants) vs ideal" and names[-1].startswith("construct run: peak memory")
+    first = rows[0]
+    # 175 calls (the 4-merchant build) x 50 ms / 8 = 1.09 s: the ideal the stages are set against.
+    assert "175 calls at 50 ms" in first["note"] and first["reference"] == pytest.approx(175 * 0.05 / 8)
+    assert first["measured"] >= first["reference"] and 50 < rows[-1]["measured"] < 1000  # MiB

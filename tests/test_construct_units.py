@@ -15,18 +15,22 @@ from PIL import Image, ImageFilter
 import construct.dishes
 import construct.models
 import construct.nutrition
+import construct.pipeline
 import construct.raw
 import construct.vqa
+import construct.work
 import diningbench
 from construct.fdc import FoodData, cross_check
 from construct.imagehash import dhash, hamming
 from construct.photos import prefilter
 from construct.raw import load_raw
+from synthetic import raw_export
 
 FDC = Path(__file__).parents[1] / "data" / "fdc_sr28_sample"
 
 
-@pytest.mark.parametrize("module", [construct.dishes, construct.models, construct.nutrition, construct.raw, construct.vqa])
+@pytest.mark.parametrize("module", [construct.dishes, construct.models, construct.nutrition, construct.pipeline,
+                                    construct.raw, construct.vqa, construct.work, raw_export])
 def test_docstring_examples_hold(module):
     assert doctest.testmod(module).failed == 0
 
@@ -92,6 +96,49 @@ def test_sample_raw_cli_writes_an_export_the_pipeline_reads(tmp_path):
     raw = load_raw(tmp_path / "raw")
     assert len(raw.merchants) == 4 and len(raw.photos) == 60
     assert any(d.nutrition and d.nutrition["unit"] == "per_100g" for d in raw.dishes.values())
+
+
+def test_sample_raw_merchants_scales_the_export_and_its_labelled_defects(tmp_path, capsys):
+    assert diningbench.main(["sample", "--raw", "--merchants", "6", "--out", str(tmp_path / "raw")]) == 0
+    raw = load_raw(tmp_path / "raw")
+    # Merchants 5 and 6 are templates 1 and 2 again: 5 + 5 + 3 + 4 + 4 and 4 + 5 + 6 + 4 photos on top of 60.
+    assert sorted(raw.merchants) == [f"merchant-{i:02d}" for i in range(1, 7)] and len(raw.photos) == 100
+    truth = raw_export.write_raw_export(tmp_path / "again", merchants=6)
+    assert truth["defects"]["merchant-05-d0"] == "blurred_user_photo"
+    assert truth["defects"]["merchant-06-d1"] == "reuploaded_user_photo"
+    assert "merchant-07-d3" not in truth["defects"]  # a partial block: only its merchants' defects
+    assert truth["plants"]["vqa"]["merchant-06-d0"] == "duplicate_of:merchant-05-d4"
+    assert truth["plants"]["classification"]["merchant-06-d3"] == [1, "ambiguous"]
+    assert truth["photos"][__import__("hashlib").sha256(raw.photo_path("merchant-05-d1-p4").read_bytes()).hexdigest()][
+        "shows"] == "merchant-06-d5"  # the wrong-dish photo shows the dish of its own block
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--raw", "--scale", "paper"], "--scale sizes the release, not a raw export: use --raw --merchants N"),
+    (["--merchants", "8"], "--merchants sizes a raw export: add --raw"),
+    (["--raw", "--merchants", "0"], "--merchants wants a positive number, got 0"),
+])
+def test_sample_refuses_a_size_flag_it_would_ignore_in_one_line(tmp_path, capsys, argv, message):
+    assert diningbench.main(["sample", *argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_the_stand_in_answers_from_the_prompt_alone(tmp_path):
+    """A planted audit verdict without the draft ever being generated first, the same from two oracles."""
+    from construct.standin import ConstructOracle
+    from tests.fakes.base import RecordedRequest
+
+    truth = raw_export.write_raw_export(tmp_path / "raw", merchants=8)
+    filters = ("openai:a", "openai:b")
+    one, two = ConstructOracle(truth, filters), ConstructOracle(truth, filters)
+    question = one.texts("merchant-08-d0", "dietary_suggestion")[0]["question"]  # the second block's audit1 false_premise
+    prompt = f"Task: VQA audit.\nQuestion: {question}\nReference answer: x\nRationale: y\n"
+    ask = RecordedRequest(path="/v1/chat/completions", headers={}, body={"model": "a"}, prompt=prompt)
+    assert json.loads(one(ask)) == {"verdict": "reject", "issue_category": "false_premise"}
+    assert two(ask) == one(ask)
+    ask.body = {"model": "b"}  # the second pass, any other model name
+    assert json.loads(one(ask)) == {"verdict": "pass", "issue_category": None}
 
 
 def _sample_release(tmp_path: Path) -> Path:

@@ -87,7 +87,8 @@ def test_no_key_in_anything_written_or_printed(backend, release, tmp_path, capsy
     assert len(list(out.rglob("*"))) >= 5  # predictions, scores, metrics, run.json, report.md, ...
 
 
-def test_a_key_inside_the_base_url_stays_out_of_run_json_and_errors(release, tmp_path, monkeypatch, capsys):
+def test_a_key_inside_the_base_url_is_refused_before_any_request_and_never_echoed(release, tmp_path, monkeypatch,
+                                                                                    capsys):
     secret = KEYS["OPENAI_API_KEY"]
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     with KeyEchoingOpenAIServer() as server:
@@ -95,14 +96,14 @@ def test_a_key_inside_the_base_url_stays_out_of_run_json_and_errors(release, tmp
         url = f"http://user:{secret}@127.0.0.1:{server.port}/v1?api-key={secret}"
         status = cli.main(["run", "--task", "classification", "--model", "openai:fake-vlm", "--base-url", url,
                            "--dataset", str(release), "--out", str(tmp_path / "run"), "--limit", "2"])
-        closed = server.port
+        sent = list(server.requests)
     printed = capsys.readouterr()
-    assert status == 0, printed.err
-    assert leaks(printed.out + printed.err) == [] and file_leaks(tmp_path / "run") == {}
+    assert status == 2 and "put the key in the environment" in printed.err and sent == []
+    assert leaks(printed.out + printed.err) == [] and not (tmp_path / "run").exists()
     proc = run_cli(["run", "--task", "classification", "--model", "openai:fake-vlm", "--base-url",
-                    f"http://user:{secret}@127.0.0.1:{closed}/v1", "--dataset", str(release),
+                    f"http://127.0.0.1:9/v1?access_token={secret}", "--dataset", str(release),
                     "--out", str(tmp_path / "other")], env=cli_env(**KEYS))
-    assert leaks(assert_one_line_error(proc, "--base-url")) == []
+    assert leaks(assert_one_line_error(proc, "--base-url carries a credential in its query (access_token)")) == []
 
 
 def test_space_evaluate_stream_never_shows_the_operator_key(release, monkeypatch):

@@ -4,6 +4,7 @@ huge answers parsed in bounded time. Each mistake is one `error:` line."""
 
 from __future__ import annotations
 
+import os
 import json
 import threading
 import time
@@ -37,7 +38,7 @@ def one_error_line(capsys) -> str:
 def test_a_second_run_into_the_same_folder_is_refused_while_the_first_runs(release, tmp_path, capsys):
     out = tmp_path / "run"
     with api.locked(out):  # the first run holds the folder
-        with pytest.raises(UsageError, match="in use by another run"):
+        with pytest.raises(UsageError, match=f"in use by pid {os.getpid()} on "):
             api.run(baseline(release, out), progress=False)
         argv = ["run", "--task", "classification", "--model", "baseline:first", "--dataset", str(release),
                 "--out", str(out), "--no-progress"]

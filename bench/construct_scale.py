@@ -1,0 +1,130 @@
+"""Construction at scale, against the stand-in with a simulated model latency: the stages of
+`python -m construct run` (its "stages done in" line) beside the ideal (every call's latency spread over `--concurrency`), and the
+build's peak memory at two export sizes (flat: photos are read just ahead of the calls that send them).
+
+    python -m bench.construct_scale                         # 20 and 80 merchants, 200 ms, concurrency 16
+    python -m bench.construct_scale --merchants 8,16 --latency-ms 50
+
+Each size: `python diningbench.py sample --raw --merchants N` writes the export; the stand-in
+(`python -m construct.standin --latency-ms L`) serves it on a free port; `python -m construct run` builds
+it in a fresh process (photo checks on two other model names), timed from start to exit with its peak
+RSS from the kernel (`os.wait4`). Ideal = calls x latency / concurrency. The stages run one after the
+other and each stage's asks wait for its previous phase (quality before matching, generation before the
+audits), so a phase's last wave runs below full concurrency: the "phase-bound" reference adds that
+(ceil(calls per phase / concurrency) x latency summed over phases); the gap to it is the CPU cost of the
+build and of the stand-in (both Python, printed beside it), large on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.common import REPO, machine, result, table, write_json
+
+FILTERS = "openai:standin-judge-a,openai:standin-judge-b"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def build_once(folder: Path, merchants: int, latency: float, concurrency: int) -> dict[str, Any]:
+    raw, work = folder / f"raw{merchants}", folder / f"work{merchants}"
+    subprocess.run([sys.executable, "diningbench.py", "sample", "--raw", "--merchants", str(merchants), "--out",
+                    str(raw)], cwd=REPO, env=_env(), check=True, capture_output=True)
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "construct.standin", str(raw), "--port", str(port),
+                               "--filter-models", FILTERS, "--latency-ms", str(latency * 1000)],
+                              cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = server.stdout.readline() if server.stdout else ""
+        if "serving" not in line:
+            raise RuntimeError(f"the stand-in did not start: {line.strip()}")
+        start = time.perf_counter()
+        build = subprocess.Popen([sys.executable, "-m", "construct", "run", str(raw), "--out", str(work),
+                                  "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "openai:standin",
+                                  "--filter-models", FILTERS, "--photo-quality-model", "openai:standin-iqa",
+                                  "--photo-match-model", "openai:standin-match", "--concurrency", str(concurrency)],
+                                 cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out = build.stdout.read() if build.stdout else ""
+        _, status, usage = os.wait4(build.pid, 0)
+        wall = time.perf_counter() - start
+        stages = float(re.search(r"^stages done in ([0-9.]+) s$", out, flags=re.M).group(1))
+        build.returncode = os.waitstatus_to_exitcode(status)
+        if build.returncode != 0:
+            raise RuntimeError(f"construct run exited {build.returncode}: {build.stderr.read()[-300:]}")
+    finally:
+        server.terminate()
+        _, _, served = os.wait4(server.pid, 0)
+        server.returncode = 0
+    phases: Counter[tuple[str, str, str]] = Counter()
+    for stage_calls in sorted(work.glob("*/calls.jsonl")):
+        for text in stage_calls.read_text(encoding="utf-8").splitlines():
+            row = json.loads(text)
+            phases[(row["stage"], row["model"], row["prompt_version"])] += 1
+    calls = sum(phases.values())
+    return {"merchants": merchants, "calls": calls, "wall": wall, "stages": stages, "ideal": calls * latency / concurrency,
+            "phase_bound": sum(math.ceil(n / concurrency) for n in phases.values()) * latency,
+            "peak_mib": usage.ru_maxrss / 1024, "build_cpu": usage.ru_utime + usage.ru_stime,
+            "server_cpu": served.ru_utime + served.ru_stime, "load": os.getloadavg()[0], "photos": sum(1 for _ in (raw / "images").iterdir())}
+
+
+def run(sizes: tuple[int, ...] = (20, 80), latency: float = 0.2, concurrency: int = 16) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="construct-scale-") as tmp:
+        builds = [build_once(Path(tmp), n, latency, concurrency) for n in sizes]
+    for b in builds:
+        note = (f"{b['merchants']} merchants, {b['photos']} photos, {b['calls']} calls at {latency * 1000:g} ms, "
+                f"concurrency {concurrency}")
+        rows.append(result(f"construct run stages ({b['merchants']} merchants) vs ideal", b["stages"], b["ideal"],
+                           target=1.15, note=note))
+        rows.append(result("  same, vs phase-bound ideal", b["stages"], b["phase_bound"], target=1.15,
+                           note="each phase's last wave below full concurrency"))
+        rows.append(result("  whole process (start-up, funnel plot)", b["wall"], b["ideal"],
+                           note=f"python start-up, imports, funnel.png; CPU s: build {b['build_cpu']:.1f}, "
+                                f"stand-in {b['server_cpu']:.1f}; load {b['load']:.1f} on {os.cpu_count()} cpus"))
+    first, last = builds[0], builds[-1]
+    rows.append(result(f"construct run: peak memory, {last['merchants']} vs {first['merchants']} merchants",
+                       last["peak_mib"], first["peak_mib"], unit="MiB", target=1.25,
+                       note=f"{last['photos']} vs {first['photos']} photos (flat: read just ahead of the calls)"))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.construct_scale", description=__doc__.splitlines()[0])
+    ap.add_argument("--merchants", default="20,80", help="export sizes, comma-separated (default 20,80)")
+    ap.add_argument("--latency-ms", type=float, default=200.0, help="the stand-in's latency per call (default 200)")
+    ap.add_argument("--concurrency", type=int, default=16, help="construct run --concurrency (default 16)")
+    ap.add_argument("--json", type=Path, help="also write the machine and results as JSON")
+    args = ap.parse_args(argv)
+    sizes = tuple(int(x) for x in args.merchants.split(",") if x.strip())
+    info = machine()
+    print(f"machine: {info['cpus']} cpus, load {info['load_1min']}", flush=True)
+    rows = run(sizes, args.latency_ms / 1000, args.concurrency)
+    print(table(rows))
+    write_json(args.json, {"machine": info, "results": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
