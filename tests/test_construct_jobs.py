@@ -73,11 +73,13 @@ def photo_jobs(export):
     env.setenv("OPENAI_API_KEY", "test-key")
     try:
         with main_server, photo_server:
-            rc = main(["run", str(root / "raw"), "--out", str(root / "work"), "--model", "openai:gen",
-                       "--filter-models", ",".join(FILTERS), "--base-url", main_server.base_url,
-                       "--photo-quality-model", "openai:standin-iqa", "--photo-quality-base-url", photo_server.base_url,
-                       "--photo-match-model", "openai:standin-match", "--photo-match-base-url", photo_server.base_url,
-                       "--price-per-mtok", "1,2"])
+            argv = ["run", str(root / "raw"), "--out", str(root / "work"), "--model", "openai:gen",
+                    "--filter-models", ",".join(FILTERS), "--base-url", main_server.base_url,
+                    "--photo-quality-model", "openai:standin-iqa", "--photo-quality-base-url", photo_server.base_url,
+                    "--photo-match-model", "openai:standin-match", "--photo-match-base-url", photo_server.base_url,
+                    "--price-per-mtok", "1,2"]
+            rc = main(argv)  # stops at the base-dish review
+            rc = rc or main(["review", str(root / "work"), "--stage", "dishes", "--approve-all"]) or main(argv)
     finally:
         env.undo()
     return root, rc, main_server.requests, photo_server.requests

@@ -246,12 +246,18 @@ def test_two_shards_merged_release_byte_identical_parquet_to_one_run_at_40_merch
     common = ["--model", "openai:gen", "--filter-models", ",".join(FILTERS), "--photo-quality-model", "openai:iqa",
               "--photo-match-model", "openai:match", "--concurrency", "16"]
     with one, two:
-        build("run", str(tmp_path / "raw"), "--out", str(tmp_path / "whole"), "--base-url", one.base_url, *common)
+        whole = ("run", str(tmp_path / "raw"), "--out", str(tmp_path / "whole"), "--base-url", one.base_url, *common)
+        build(*whole)  # stops at the base-dish review
+        build("review", str(tmp_path / "whole"), "--stage", "dishes", "--approve-all")
+        build(*whole)
         for k, server in ((1, one), (2, two)):
             build("run", str(tmp_path / "raw"), "--out", str(tmp_path / f"shard{k}"), "--shard", f"{k}/2",
                   "--base-url", server.base_url, *common)
-        build("merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"), "--out", str(tmp_path / "merged"),
-              "--base-url", two.base_url)
+        merge = ("merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"), "--out", str(tmp_path / "merged"),
+                 "--base-url", two.base_url)
+        build(*merge)
+        build("review", str(tmp_path / "merged"), "--stage", "dishes", "--approve-all")
+        build(*merge)
         for work in ("whole", "merged"):
             build("review", str(tmp_path / work), "--approve-all")
             build("release", str(tmp_path / work), "--out", str(tmp_path / f"release-{work}"))
@@ -260,11 +266,18 @@ def test_two_shards_merged_release_byte_identical_parquet_to_one_run_at_40_merch
     assert whole == merged
     vqa = release_rows(tmp_path / "release-whole")["vqa"]
     assert len({r["dish_id"] for r in vqa}) == len(vqa) > 0  # at most one item per dish
-    # 62 dishes kept -> 62 x (0.662, 0.272, 0.044, 0.022) = 41.04, 16.86, 2.73, 1.36: floors 41, 16, 2, 1 and
-    # the two largest remainders (dietary .86, multi-image .73) get one more each.
+    # 98 dishes kept -> 98 x (0.662, 0.272, 0.044, 0.022) = 64.88, 26.66, 4.31, 2.16: floors 64, 26, 4, 2 and
+    # the two largest remainders (technique .88, dietary .66) get one more each.
     drafted = Counter(d["item"].split(":")[1] for d in Stage(tmp_path / "whole", "vqa").decisions())
-    assert drafted == {"cuisine_technique": 41, "dietary_suggestion": 17, "multi_image_analysis": 3,
-                       "counterfactual_reasoning": 1}
+    assert drafted == {"cuisine_technique": 65, "dietary_suggestion": 27, "multi_image_analysis": 4,
+                       "counterfactual_reasoning": 2}
+    # Released: every category within 10 points of its target, on the card beside it.
+    released = Counter(r["vqa_category"] for r in vqa)
+    target = {"cuisine_technique": 0.662, "dietary_suggestion": 0.272, "multi_image_analysis": 0.044,
+              "counterfactual_reasoning": 0.022}
+    assert all(abs(released[k] / len(vqa) - share) <= 0.10 for k, share in target.items()), released
+    card = (tmp_path / "release-whole" / "README.md").read_text(encoding="utf-8")
+    assert f"| cuisine_technique | 66.2% | {100 * released['cuisine_technique'] / len(vqa):.1f}% |" in card
 
 
 @pytest.mark.slow
