@@ -7,8 +7,9 @@ build's peak memory at two export sizes (flat: photos are read just ahead of the
 
 Each size: `python diningbench.py sample --raw --merchants N` writes the export; the stand-in
 (`python -m construct.standin --latency-ms L`) serves it on a free port; `python -m construct run` builds
-it in a fresh process (photo checks on two other model names), timed from start to exit with its peak
-RSS from the kernel (`os.wait4`). Ideal = calls x latency / concurrency. The stages run one after the
+it in a fresh process (photo checks on two other model names; it stops at the base-dish review, which
+is approved in bulk, and the same command continues), each run timed with its peak RSS from the
+kernel (`os.wait4`). Ideal = calls x latency / concurrency. The stages run one after the
 other and each stage's asks wait for its previous phase (quality before matching, generation before the
 audits), so a phase's last wave runs below full concurrency: the "phase-bound" reference adds that
 (ceil(calls per phase / concurrency) x latency summed over phases); the gap to it is the CPU cost of the
@@ -48,6 +49,20 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _timed(argv: list[str]) -> tuple[float, float, Any]:
+    """(wall seconds, the run's "stages done in" seconds, its own rusage from the kernel) of one
+    `construct run` process."""
+    start = time.perf_counter()
+    build = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = build.stdout.read() if build.stdout else ""
+    _, status, usage = os.wait4(build.pid, 0)
+    wall = time.perf_counter() - start
+    build.returncode = os.waitstatus_to_exitcode(status)
+    if build.returncode != 0:
+        raise RuntimeError(f"construct run exited {build.returncode}: {out[-300:]}")
+    return wall, float(re.search(r"^stages done in ([0-9.]+) s$", out, flags=re.M).group(1)), usage
+
+
 def build_once(folder: Path, merchants: int, latency: float, concurrency: int) -> dict[str, Any]:
     raw, work = folder / f"raw{merchants}", folder / f"work{merchants}"
     subprocess.run([sys.executable, "diningbench.py", "sample", "--raw", "--merchants", str(merchants), "--out",
@@ -60,19 +75,17 @@ def build_once(folder: Path, merchants: int, latency: float, concurrency: int) -
         line = server.stdout.readline() if server.stdout else ""
         if "serving" not in line:
             raise RuntimeError(f"the stand-in did not start: {line.strip()}")
-        start = time.perf_counter()
-        build = subprocess.Popen([sys.executable, "-m", "construct", "run", str(raw), "--out", str(work),
-                                  "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "openai:standin",
-                                  "--filter-models", FILTERS, "--photo-quality-model", "openai:standin-iqa",
-                                  "--photo-match-model", "openai:standin-match", "--concurrency", str(concurrency)],
-                                 cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out = build.stdout.read() if build.stdout else ""
-        _, status, usage = os.wait4(build.pid, 0)
-        wall = time.perf_counter() - start
-        stages = float(re.search(r"^stages done in ([0-9.]+) s$", out, flags=re.M).group(1))
-        build.returncode = os.waitstatus_to_exitcode(status)
-        if build.returncode != 0:
-            raise RuntimeError(f"construct run exited {build.returncode}: {build.stderr.read()[-300:]}")
+        argv = [sys.executable, "-m", "construct", "run", str(raw), "--out", str(work), "--base-url",
+                f"http://127.0.0.1:{port}/v1", "--model", "openai:standin", "--filter-models", FILTERS,
+                "--photo-quality-model", "openai:standin-iqa", "--photo-match-model", "openai:standin-match",
+                "--concurrency", str(concurrency)]
+        first = _timed(argv)  # stops at the base-dish review
+        subprocess.run([sys.executable, "-m", "construct", "review", str(work), "--stage", "dishes", "--approve-all"],
+                       cwd=REPO, env=_env(), check=True, capture_output=True)
+        second = _timed(argv)  # the same command continues: tasks and translation
+        wall, stages = first[0] + second[0], first[1] + second[1]
+        usage = max(first[2], second[2], key=lambda u: u.ru_maxrss)
+        cpu = sum(u.ru_utime + u.ru_stime for _, _, u in (first, second))
     finally:
         server.terminate()
         _, _, served = os.wait4(server.pid, 0)
@@ -85,7 +98,7 @@ def build_once(folder: Path, merchants: int, latency: float, concurrency: int) -
     calls = sum(phases.values())
     return {"merchants": merchants, "calls": calls, "wall": wall, "stages": stages, "ideal": calls * latency / concurrency,
             "phase_bound": sum(math.ceil(n / concurrency) for n in phases.values()) * latency,
-            "peak_mib": usage.ru_maxrss / 1024, "build_cpu": usage.ru_utime + usage.ru_stime,
+            "peak_mib": usage.ru_maxrss / 1024, "build_cpu": cpu,
             "server_cpu": served.ru_utime + served.ru_stime, "load": os.getloadavg()[0], "photos": sum(1 for _ in (raw / "images").iterdir())}
 
 
