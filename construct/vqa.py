@@ -24,7 +24,6 @@ from diningbench import NUTRIENTS
 NAME = "vqa"
 TASK = "vqa"
 PROMPT_VERSION = "vqa-v1"
-SINGLE = ("cuisine_technique", "dietary_suggestion", "counterfactual_reasoning")
 ISSUES = ("multi_part", "false_premise", "not_visible", "trivial", "verbose_answer", "subjective", "wrong_answer")
 PAIR_VERSION = "same-question-v1"
 PAIR_PROMPT = """Task: same question check.
