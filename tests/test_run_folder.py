@@ -4,8 +4,8 @@ huge answers parsed in bounded time. Each mistake is one `error:` line."""
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
