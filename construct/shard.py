@@ -64,6 +64,11 @@ def _identity(settings: BuildSettings) -> dict:
     return values
 
 
+def _answered_row(row: dict) -> bool:
+    """A call worth carrying over: answered, or cut at its limit (asked again only under a higher one)."""
+    return row.get("text") is not None or bool(row.get("truncated"))
+
+
 def merge_calls(works: list[Path], out: Path, base_url: str | None = None) -> BuildSettings:
     """Check that `works` are the shards 1..N of one build; write `out`'s settings (no shard) and the union
     of their answered calls per stage (answers already in `out` are kept). Returns the merged settings.
@@ -89,11 +94,11 @@ def merge_calls(works: list[Path], out: Path, base_url: str | None = None) -> Bu
     save_settings(out, merged)
     for stage in STAGES:
         target = out / stage / "calls.jsonl"
-        seen = {row["key"] for row in read_jsonl(target) if row.get("text") is not None}
+        seen = {row["key"] for row in read_jsonl(target) if _answered_row(row)}
         rows = []
         for work in works:
             for row in read_jsonl(work / stage / "calls.jsonl"):
-                if row.get("text") is not None and row.get("key") and row["key"] not in seen:
+                if _answered_row(row) and row.get("key") and row["key"] not in seen:
                     seen.add(row["key"])
                     rows.append(row)
         if rows:

@@ -291,3 +291,19 @@ def test_the_scale_bench_builds_and_reports_against_the_ideal():
     # 182 calls (the 4-merchant build, dedupe pair checks included) x 50 ms / 8 = 1.14 s: the ideal.
     assert "182 calls at 50 ms" in first["note"] and first["reference"] == pytest.approx(182 * 0.05 / 8)
     assert first["measured"] >= first["reference"] and 50 < rows[-1]["measured"] < 1000  # MiB
+
+
+def test_merge_carries_answers_and_cut_answers_but_not_failures(tmp_path):
+    from construct.shard import merge_calls
+    from construct.work import BuildSettings, save_settings
+
+    rows = {1: [{"key": "a", "text": "{}"}, {"key": "b", "text": None, "error": "HTTP 500"}],
+            2: [{"key": "c", "text": None, "error": "truncated", "truncated": True, "max_tokens": 64},
+                {"key": "a", "text": "{}"}]}
+    for k in (1, 2):
+        save_settings(tmp_path / f"s{k}", BuildSettings(raw="raw", model="openai:x", shard=f"{k}/2"))
+        (tmp_path / f"s{k}" / "vqa").mkdir()
+        (tmp_path / f"s{k}" / "vqa" / "calls.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[k]))
+    merge_calls([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
+    merged = [json.loads(line) for line in (tmp_path / "merged" / "vqa" / "calls.jsonl").read_text().splitlines()]
+    assert [r["key"] for r in merged] == ["a", "c"]  # a once, the cut c kept, the failed b asked again
