@@ -5,6 +5,7 @@ as markdown (WORK/funnel.md, and in the release card) and a plot in the layout o
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,13 @@ def _cost(cell: dict[str, Any], settings: BuildSettings) -> float | None:
     return (cell["prompt_tokens"] * settings.price_per_mtok[0] + cell["completion_tokens"] * settings.price_per_mtok[1]) / 1e6
 
 
+def _walls(work: Path) -> dict[str, float]:
+    try:
+        return json.loads((work / "stage_seconds.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
 def usage_markdown(work: Path, settings: BuildSettings) -> str:
     """Model calls, failures, tokens, cost (when priced) and model time, per stage and per model, then
     per model alone and in all. Time is the calls' own seconds added up (concurrent calls overlap)."""
@@ -61,7 +69,12 @@ def usage_markdown(work: Path, settings: BuildSettings) -> str:
         for k, v in cell.items():
             into[k] = into.get(k, 0) + v
 
-    lines = ["| stage | model " + head, "|---|---|---:|---:|---:|---:|---:|---:|"]
+    walls = _walls(work)
+    lines = []
+    if walls:
+        lines += ["Wall time per stage (its last run that asked a model): " + ", ".join(
+            f"{stage} {walls[stage]:.1f} s" for stage in STAGES if stage in walls) + ".", ""]
+    lines += ["| stage | model " + head, "|---|---|---:|---:|---:|---:|---:|---:|"]
     per_model: dict[str, dict[str, Any]] = {}
     total: dict[str, Any] = {}
     for (stage, model), cell in sorted(table.items(), key=lambda kv: (STAGES.index(kv[0][0]), kv[0][1])):

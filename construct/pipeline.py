@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from construct.models import Models
 from construct.raw import load_raw
 from construct.review import write_decisions, write_dish_decisions
 from construct.shard import parse_shard, restrict
-from construct.work import BuildSettings, save_settings
+from construct.work import BuildSettings, save_settings, write_json
 from eval.backends._retry import check_reachable
 
 STAGE_RUNNERS: tuple[tuple[str, Callable[[Context], None]], ...] = (
@@ -37,12 +39,31 @@ def run(work: str | Path, settings: BuildSettings, *, models: Models | None = No
     for name, stage in STAGE_RUNNERS:
         if on_stage:
             on_stage(name)
+        start = time.monotonic()
         stage(ctx)
+        record_wall(work, name, time.monotonic() - start, ctx.models.stats.get(name))
         check_failures(name, ctx.models.stats.get(name))
         if name == dishes.NAME and write_dish_decisions(work):
             return ctx
     write_decisions(work)
     return ctx
+
+
+WALL = "stage_seconds.json"
+
+
+def record_wall(work: Path, stage: str, seconds: float, stats: dict | None) -> None:
+    """WORK/stage_seconds.json: the wall time of each stage's last run that asked a model or had no
+    finished record yet (a stage skipped as unchanged keeps the time it took when it ran)."""
+    path = work / WALL
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError):
+        recorded = {}
+    if stage in recorded and not (stats and stats["asked"]):
+        return
+    recorded[stage] = round(seconds, 3)
+    write_json(path, recorded)
 
 
 def pending_dish_review(work: str | Path) -> int:

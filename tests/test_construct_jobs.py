@@ -114,6 +114,9 @@ def test_the_funnel_lists_calls_tokens_cost_and_time_per_stage_and_per_model(pho
     prompt, completion = (int(total[k].strip().replace(",", "")) for k in (4, 5))
     assert prompt > 0 and total[6].strip() == f"{(prompt * 1 + completion * 2) / 1e6:.4f}"  # --price-per-mtok 1,2
     assert float(total[7]) > 0  # model time
+    walls = json.loads((root / "work" / "stage_seconds.json").read_text(encoding="utf-8"))
+    assert {"photos", "dishes", "vqa", "translate"} <= set(walls) and walls["photos"] > 0
+    assert f"photos {walls['photos']:.1f} s" in next(line for line in md.splitlines() if line.startswith("Wall time"))
 
 
 def test_oversized_photos_are_dropped_from_their_header_and_the_build_finishes(photo_jobs):
