@@ -13,6 +13,7 @@ from typing import Any
 from construct.models import usage_table
 from construct.work import STAGES, BuildSettings, Stage
 from diningbench import CONFIGS
+from eval.report.tables import as_text
 
 TASKS = CONFIGS
 
@@ -78,11 +79,11 @@ def usage_markdown(work: Path, settings: BuildSettings) -> str:
     per_model: dict[str, dict[str, Any]] = {}
     total: dict[str, Any] = {}
     for (stage, model), cell in sorted(table.items(), key=lambda kv: (STAGES.index(kv[0][0]), kv[0][1])):
-        lines.append(row(f"| {stage} | `{model}`", cell))
+        lines.append(row(f"| {stage} | {as_text(model)}", cell))
         add(per_model.setdefault(model, {}), cell)
         add(total, cell)
     lines += ["", "| model " + head, "|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [row(f"| `{model}`", cell) for model, cell in sorted(per_model.items())]
+    lines += [row(f"| {as_text(model)}", cell) for model, cell in sorted(per_model.items())]
     lines.append(row("| **all**", total or {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                             "seconds": 0.0}))
     if not settings.price_per_mtok:

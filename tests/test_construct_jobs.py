@@ -105,10 +105,10 @@ def test_the_funnel_lists_calls_tokens_cost_and_time_per_stage_and_per_model(pho
     root, *_ = photo_jobs
     md = (root / "work" / "funnel.md").read_text(encoding="utf-8")
     rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in md.splitlines() if line.startswith("| ")}
-    assert rows[("photos", "`openai:standin-iqa`")].split("|")[3].strip() == "57"
-    assert rows[("photos", "`openai:standin-match`")].split("|")[3].strip() == "39"
-    assert ("vqa", "`openai:gen`") in rows and ("vqa", "`openai:judge-a`") in rows
-    per_model = [line for line in md.splitlines() if line.startswith("| `openai:standin-iqa` |")]
+    assert rows[("photos", "openai:standin-iqa")].split("|")[3].strip() == "57"
+    assert rows[("photos", "openai:standin-match")].split("|")[3].strip() == "39"
+    assert ("vqa", "openai:gen") in rows and ("vqa", "openai:judge-a") in rows
+    per_model = [line for line in md.splitlines() if line.startswith("| openai:standin-iqa |")]
     assert len(per_model) == 1 and per_model[0].split("|")[2].strip() == "57"
     total = next(line for line in md.splitlines() if line.startswith("| **all** |")).split("|")
     prompt, completion = (int(total[k].strip().replace(",", "")) for k in (4, 5))
@@ -213,3 +213,17 @@ def test_a_stage_whose_calls_all_fail_stops_the_build_with_a_summary(export, cap
     assert rc == 3 and "next: review" not in captured.out
     assert captured.err.startswith("error: stage photos: 57 of 57 model call(s) failed (") and "401" in captured.err
     assert not (root / "failing" / "dishes").exists()  # no stage after the failed one ran
+
+
+def test_a_hostile_model_name_is_shown_as_text_in_the_usage_tables(tmp_path):
+    from construct.funnel import usage_markdown
+    from construct.work import BuildSettings
+
+    (tmp_path / "photos").mkdir()
+    row = {"key": "k", "stage": "photos", "model": "openai:x|<script>`\n| fake |", "text": "{}", "seconds": 0.5,
+           "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+    (tmp_path / "photos" / "calls.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    md = usage_markdown(tmp_path, BuildSettings())
+    assert "<script>" not in md and "| fake |" not in md and "`" not in md.split("Cost:")[0]
+    rows = [line for line in md.splitlines() if line.startswith("| photos |")]
+    assert len(rows) == 1 and rows[0].count("|") == 9  # eight cells: the name breaks no column
