@@ -32,7 +32,7 @@ from construct.work import BuildSettings, read_jsonl, write_json
 from eval.backends import make_backend, release
 from eval.backends._retry import host_of
 from eval.images import encode_for_transport
-from eval.runner import RetryPolicy, built_ahead, execute
+from eval.runner import BUILD_THREADS, RetryPolicy, built_ahead, execute
 from eval.store import JsonlLog
 from eval.types import Backend, GenerationConfig, ImagePart, Message, Request, Response
 
@@ -193,7 +193,8 @@ class Models:
 
         The asks flow through one bounded producer/consumer: a worker takes the next ask as soon as its
         call returns (no batch waits for its slowest call), and an ask's photos are read and encoded in a
-        build thread just ahead of need, so at most `concurrency` + BUILD_THREADS asks hold image bytes."""
+        build thread just ahead of need, so at most 2 x `concurrency` (or `concurrency` + BUILD_THREADS)
+        asks hold image bytes."""
         url = self.settings.base_url if base_url is SAME else base_url
         path = self.work / stage / "calls.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -233,7 +234,9 @@ class Models:
                            metadata={"stage": stage, "n_images": len(ask.images)})
 
         async def requests() -> AsyncIterator[Request]:
-            async for request in built_ahead([partial(build, a) for a in asks]):  # type: ignore[misc]
+            # As many builds ahead as calls in flight: a wave of answers finds its next requests ready.
+            ahead = max(BUILD_THREADS, self.settings.concurrency)
+            async for request in built_ahead([partial(build, a) for a in asks], threads=ahead):  # type: ignore[misc]
                 if request is not None:
                     yield request
 
