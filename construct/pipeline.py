@@ -14,7 +14,9 @@ from construct.raw import load_raw
 from construct.review import write_decisions, write_dish_decisions
 from construct.shard import parse_shard, restrict
 from construct.work import BuildSettings, save_settings, write_json
-from eval.backends._retry import check_reachable
+from eval.backends._retry import check_reachable, require_http_url
+from eval.settings import UsageError
+from eval.types import ConfigError
 
 STAGE_RUNNERS: tuple[tuple[str, Callable[[Context], None]], ...] = (
     (photos.NAME, photos.run), (dishes.NAME, dishes.run), (classification.NAME, classification.run),
@@ -72,9 +74,22 @@ def pending_dish_review(work: str | Path) -> int:
 
 
 def check_servers(settings: BuildSettings) -> None:
-    """Before any stage spends a call: every base URL is http(s), carries no credential and answers."""
+    """Before any stage spends a call: every base URL is http(s), carries no credential and answers,
+    a server that is still starting (`vllm serve`, the stand-in) given `--connect-wait` seconds."""
     for url, flag in settings.base_urls().items():
-        check_reachable(url, flag)
+        try:
+            require_http_url(url, flag)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+        deadline = time.monotonic() + settings.connect_wait
+        while True:
+            try:
+                check_reachable(url, flag)
+                break
+            except UsageError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
 
 
 class StageFailed(RuntimeError):

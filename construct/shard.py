@@ -59,7 +59,7 @@ def _identity(settings: BuildSettings) -> dict:
     """The settings every shard of one build shares (not the shard, not where the replicas are)."""
     values = asdict(settings)
     for key in ("shard", "base_url", "embed_base_url", "photo_quality_base_url", "photo_match_base_url", "concurrency",
-                "timeout"):
+                "timeout", "connect_wait"):
         values.pop(key, None)
     return values
 

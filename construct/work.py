@@ -110,6 +110,8 @@ class BuildSettings:
     concurrency: int = opt(8, "model calls in flight at once (default 8)")
     seed: int = opt(0, "seed of the models' sampling and of the item draws (default 0)")
     timeout: float = opt(120.0, "wall-clock seconds for one attempt of one call (default 120)")
+    connect_wait: float = opt(15.0, "seconds to wait for a server that is still starting before the first stage "
+                                    "(default 15)")
     max_tokens: int = opt(DEFAULT_MAX_TOKENS, "generation limit per call; an answer cut at it is cached as cut "
                                               "and asked again only with a higher limit")
     min_side: int = opt(128, "px; smaller photos are dropped before any model sees them")

@@ -197,9 +197,32 @@ def test_an_unreachable_server_stops_the_build_before_any_stage(export, capsys, 
     root, _ = export
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     port = free_port()
-    assert main(_run(root, "unreachable", "--base-url", f"http://127.0.0.1:{port}/v1")) == 2
+    assert main(_run(root, "unreachable", "--base-url", f"http://127.0.0.1:{port}/v1", "--connect-wait", "0")) == 2
     assert f"cannot reach 127.0.0.1:{port}" in one_line(capsys)
     assert not (root / "unreachable" / "photos").exists()
+
+
+def test_a_server_still_starting_is_waited_for_then_the_build_goes_on(export, monkeypatch):
+    """The server binds 1 s after the build starts (as `python -m construct.standin ... &` in a script)."""
+    import threading
+
+    from construct.pipeline import check_servers
+    from construct.work import BuildSettings
+
+    port = free_port()
+    late = socket.socket()
+
+    def bind_late() -> None:
+        late.bind(("127.0.0.1", port))
+        late.listen()
+
+    timer = threading.Timer(1.0, bind_late)
+    timer.start()
+    try:
+        check_servers(BuildSettings(model="openai:x", base_url=f"http://127.0.0.1:{port}/v1", connect_wait=30))
+    finally:
+        timer.join()
+        late.close()
 
 
 def test_a_stage_whose_calls_all_fail_stops_the_build_with_a_summary(export, capsys, monkeypatch):
