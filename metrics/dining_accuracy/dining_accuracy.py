@@ -138,6 +138,11 @@ _EXAMPLE_RE = re.compile(r"(?:例如|比如|e\.g\.|for\s+example)[,，:：]?\s*[
 # TeX around a letter: "\text{B}", "$C$", "\( B \)". Why: math-tuned models box the letter.
 _TEX_LETTER_RE = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\s*\{\s*\(?([A-Z])\)?\s*\}")
 _TEX_MATH_RE = re.compile(r"\$\s*([A-Z])\s*\$|\\\(\s*([A-Z])\s*\\\)")
+# An answer tag ("<answer>B</answer>"), the reply format that reasoning-model prompts ask for. Why: the
+# prose around the tag is working that walks through the other options ("A is false, B is true …"), and
+# the tag is the model's own statement of its answer. A tag holding several letters ("<answer>BC</answer>",
+# a multi-select), or tags that disagree, is no single answer; empty tags (an echoed instruction) are ignored.
+_ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 # A line that concludes ("因此…", "Therefore…"): after an answer and an end token, a conclusion that
 # names another letter means the model changed its mind, and the answer is ambiguous.
 _CONCLUSION_RE = re.compile(r"^\s*(?:因此|所以|故|综上|therefore|thus|so\b)", re.IGNORECASE)
@@ -363,6 +368,10 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
     ('C', 'D', 'C')
     >>> parse_choice("正确的是A，不正确的是B。")  # a rejected option yields to the answer
     'A'
+    >>> parse_choice("<think>A is wrong, so B? Or C.</think>\\nA is false; C is true.\\n\\n<answer>C</answer>")
+    'C'
+    >>> [parse_choice(t) for t in ("<answer>BC</answer>", "<answer>A, C, D</answer>", "<answer>A</answer> <answer>D</answer>")]
+    [None, None, None]
     """
     letters = _letters(len(options) if options is not None else n_options)
     if not isinstance(text, str):
@@ -377,6 +386,10 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
     # are tried, so degenerate output ("<eoa>" * 10**4) stays linear.
     if _answers_sub_questions(text.splitlines()):  # before the closes: each sub-answer may end with "<eoa>"
         return None
+    tagged = [tag.strip() for tag in _ANSWER_TAG_RE.findall(text) if tag.strip()]
+    if tagged:
+        read = {_read(tag, letters, options) for tag in tagged}
+        return read.pop() if len(read) == 1 else None
     for close in itertools.islice(_CLOSER_RE.finditer(text), 4):
         head = _END_TOKEN_RE.sub("\n", text[: close.start()]).strip()
         first = _read(head, letters, options) if head else None
