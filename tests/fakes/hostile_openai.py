@@ -18,8 +18,10 @@ import select
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.base import FakeHTTPServer
 
 
 class HostileServer:
@@ -36,7 +38,7 @@ class HostileServer:
         self.authorizations: list[str] = []
         self.log: list[str] = []  # what happened to each slow request, in order (for failure messages)
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = FakeHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
