@@ -5,7 +5,10 @@ backend of a `backend:model` spec, and the answer is appended to WORK/<stage>/ca
 of (stage, item, model, prompt version, prompt text, image bytes): a rerun asks only what is missing
 or failed, and a changed prompt version asks again. An answer cut at `--max-tokens` is cached as cut
 (with the limit) and asked again only under a higher one. Each row records the model spec it went to,
-its usage (`Response.usage`) and its seconds; `usage_table` sums them per stage and model. Requests
+its usage (`Response.usage`) and its seconds; `usage_table` sums them per stage and model.
+WORK/call_seconds.json holds each stage's wall time spent in its model-call phases (reading and
+encoding photos, the calls, logging the answers) in its last run that asked a model, apart from the
+stage's other work (WORK/stage_seconds.json has the whole stage). Requests
 carry their stage as `task`. Each job has its model and base URLs (`BuildSettings.job`: generation,
 photo quality, photo matching).
 
@@ -21,6 +24,7 @@ import asyncio
 import hashlib
 import json
 import re
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -41,6 +45,7 @@ MAX_SIDE = 1024  # the harness's transport bound: photos larger than this are sh
 
 SAME = object()  # `base_url` not given: the build's --base-url
 TRUNCATED = "truncated: the token limit cut the answer"
+CALL_SECONDS = "call_seconds.json"
 
 @dataclass(frozen=True)
 class Ask:
@@ -162,6 +167,7 @@ class Models:
         self._backends: dict[str, Backend] = {}
         # stage -> {"asked", "failed", "errors": Counter}: the calls this process made (not the cached ones)
         self.stats: dict[str, dict[str, Any]] = {}
+        self.call_seconds: dict[str, float] = {}  # stage -> wall seconds of this process's asks that made calls
 
     def backend(self, spec: str, base_url: str | None | object = SAME) -> Backend:
         url_text = self.settings.base_url if base_url is SAME else base_url
@@ -195,6 +201,7 @@ class Models:
         call returns (no batch waits for its slowest call), and an ask's photos are read and encoded in a
         build thread just ahead of need, so at most 2 x `concurrency` (or `concurrency` + BUILD_THREADS)
         asks hold image bytes."""
+        start = time.monotonic()
         url = self.settings.base_url if base_url is SAME else base_url
         path = self.work / stage / "calls.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,7 +211,23 @@ class Models:
             if row.get("text") is not None or (row.get("truncated") and (row.get("max_tokens") or 0) >= limit):
                 cache[row["key"]] = row
         stats = self.stats.setdefault(stage, {"asked": 0, "failed": 0, "errors": Counter()})
-        return asyncio.run(self._run(stage, spec, version, asks, path, cache, str(url) if url else None, stats))
+        asked = stats["asked"]
+        try:
+            return asyncio.run(self._run(stage, spec, version, asks, path, cache, str(url) if url else None, stats))
+        finally:
+            if stats["asked"] > asked:  # a phase answered from the cache alone is no call phase
+                self.call_seconds[stage] = self.call_seconds.get(stage, 0.0) + time.monotonic() - start
+                self._record_call_seconds(stage, self.call_seconds[stage])
+
+    def _record_call_seconds(self, stage: str, seconds: float) -> None:
+        """WORK/call_seconds.json: {stage: seconds in its model-call phases}, as of this process's run."""
+        path = self.work / CALL_SECONDS
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        except (OSError, ValueError):
+            recorded = {}
+        recorded[stage] = round(seconds, 3)
+        write_json(path, recorded)
 
     def ask_job(self, stage: str, job: str, version: str, asks: list[Ask]) -> dict[str, Answer]:
         """`ask` the model of one job (`photo_quality`, `photo_match`, `generate`) on that job's base URLs."""

@@ -296,6 +296,8 @@ class StandInServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), _Handler)
         self.oracle: ConstructOracle | None = None  # requests wait in the backlog until it is set and served
         self.latency = 0.0  # seconds each answer waits, as a remote model would (the benches)
+        self.answered = 0  # chat completions answered (the calls that really reached it)
+        self._count = threading.Lock()
 
     @property
     def base_url(self) -> str:
@@ -309,6 +311,8 @@ class StandInServer(ThreadingHTTPServer):
             text = self.oracle(request) if self.oracle else "I cannot help with that."
             if self.latency:
                 time.sleep(self.latency)
+            with self._count:
+                self.answered += 1
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             return 400, {"error": {"message": f"the stand-in cannot answer this request ({type(exc).__name__})",
                                    "code": 400}}
@@ -322,6 +326,9 @@ class StandInServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: with Nagle's algorithm on, the body would wait for the
+    # client's delayed ACK of the headers (40 ms on Linux), on every answer.
+    disable_nagle_algorithm = True
     server: StandInServer
 
     def log_message(self, *args: Any) -> None:
@@ -403,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         server.server_close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print("stand-in stopped", flush=True)
+    print(f"stand-in stopped after {server.answered} chat completion(s)", flush=True)
     return 0
 
 
