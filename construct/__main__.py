@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 from construct import funnel, pipeline, review, shard
@@ -36,11 +37,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("raw", help="raw export folder (merchants.jsonl, dishes.jsonl, photos.jsonl, images)")
     p.add_argument("--out", required=True, help="work folder")
     add_arguments(p, BuildSettings(), required=("model",))
-    p = sub.add_parser("merge", help="union the shards' answers and run every stage once on the whole export")
+    what = ("union the shards' answers and run every stage once on the whole export (every setting is the "
+            "shards'; --base-url, where to ask what no shard asked, defaults to the first shard's)")
+    p = sub.add_parser("merge", help=what, description=what)
     p.add_argument("works", nargs="+", help="the work folders of shards 1/N .. N/N")
     p.add_argument("--out", required=True, help="merged work folder")
-    p.add_argument("--base-url", action="append", default=None,
-                   help="where to ask what no shard asked (default: the first shard's)")
+    add_arguments(p, BuildSettings(), skip=[f.name for f in fields(BuildSettings) if f.name not in shard.MERGE_FLAGS])
     p = sub.add_parser("review", help="export items (or base dishes) for review to CSV, or import the decisions")
     p.add_argument("work")
     g = p.add_mutually_exclusive_group(required=True)
@@ -79,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "merge":
             out = Path(args.out)
             with locked(out, "work folder"):
-                settings = shard.merge_calls([Path(w) for w in args.works], out,
-                                             ",".join(args.base_url) if args.base_url else None)
+                settings = shard.merge_calls([Path(w) for w in args.works], out, **shard.merge_flags(args))
                 before = _answered(out)
                 pipeline.check_servers(settings)
                 pipeline.run(out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))

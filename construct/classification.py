@@ -11,7 +11,8 @@ import numpy as np
 
 from construct.context import Context
 from construct.dishes import REVIEWED as DISHES
-from construct.models import Ask, parse_json_object, photo_part
+from construct.models import Answer, Ask, parse_json_object, photo_part
+from construct.raw import Dish
 from construct.work import Decision, Stage, dropped, inputs_key, kept
 from diningbench import LETTERS
 
@@ -67,6 +68,8 @@ def check_selection(answer: dict | None, candidates: set[str]) -> tuple[str | No
 
 
 def run(ctx: Context) -> None:
+    """Menus big enough, then the model's hard-negative selection checked, then the two filter passes,
+    then the answer letters placed and the decisions and items written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     dishes = Stage(ctx.work, DISHES)
@@ -75,20 +78,49 @@ def run(ctx: Context) -> None:
     if stage.is_done(inputs):
         return
     decisions: dict[str, Decision] = {}
-    complete = True
     targets = dishes.items()
-    asks, menus = [], {}
+    menus = check_menus(ctx, targets, decisions)
+    selections = ctx.models.ask(NAME, s.model, PROMPT_VERSION, selection_asks(ctx, targets, menus))
+    drafts, complete = check_selections(targets, menus, selections, s.seed, decisions)
+    for n, spec in enumerate(filters, 1):
+        verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-filter{n}", filter_asks(ctx, drafts))
+        complete = check_filter(drafts, verdicts, n, spec, decisions) and complete
+    items = place_answers(drafts, s.seed, decisions)
+    stage.finish([decisions[d] for d in sorted(decisions)], items, inputs, complete=complete)
+
+
+def check_menus(ctx: Context, targets: list[dict], decisions: dict[str, Decision]) -> dict[str, list[Dish]]:
+    """{dish: the other dishes of its merchant's menu category} for each dish with at least 7 of them
+    (a drop decision for the others)."""
+    menus = {}
     for t in targets:
         menu = [d for d in ctx.raw.menu(t["merchant_id"], t["menu_category"]) if d.dish_id != t["dish_id"]]
         if len(menu) < 7:
             decisions[t["dish_id"]] = dropped(t["dish_id"], "too_few_candidates", TASK, menu_size=len(menu))
+        else:
+            menus[t["dish_id"]] = menu
+    return menus
+
+
+def selection_asks(ctx: Context, targets: list[dict], menus: dict[str, list[Dish]]) -> list[Ask]:
+    """Ask: the hard-negative selection for each dish with a menu."""
+    asks = []
+    for t in targets:
+        if t["dish_id"] not in menus:
             continue
-        menus[t["dish_id"]] = {d.dish_id for d in menu}
-        lines = "\n".join(f"- {d.dish_id}: {d.name}" + (f" ({d.description})" if d.description else "") for d in menu)
+        lines = "\n".join(f"- {d.dish_id}: {d.name}" + (f" ({d.description})" if d.description else "")
+                          for d in menus[t["dish_id"]])
         asks.append(Ask(t["dish_id"], SELECT_PROMPT.format(target=t["name"], category=t["menu_category"],
                                                             candidates=lines)))
-    selections = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
+    return asks
+
+
+def check_selections(targets: list[dict], menus: dict[str, list[Dish]], selections: dict[str, Answer], seed: int,
+                     decisions: dict[str, Decision]) -> tuple[dict[str, dict], bool]:
+    """({dish: its draft item, the 8 options in a seeded order}, whether every call was answered): each
+    selection parsed and checked (`check_selection`); a drop decision for the unusable ones."""
     drafts: dict[str, dict] = {}
+    complete = True
     for t in targets:
         did = t["dish_id"]
         if did not in menus:
@@ -97,49 +129,74 @@ def run(ctx: Context) -> None:
         if answer.error:
             decisions[did], complete = dropped(did, "model_error", TASK, error=answer.error), False
             continue
-        why, names = check_selection(parse_json_object(answer.text), menus[did])
+        why, names = check_selection(parse_json_object(answer.text), {d.dish_id for d in menus[did]})
         if why:
             decisions[did] = dropped(did, why, TASK)
             continue
         picks = [k for k in names if k != "target"]
-        order = _rng(s.seed, did, "draft").permutation(8)
+        order = _rng(seed, did, "draft").permutation(8)
         ids = [did, *picks]
         drafts[did] = {"target": t, "option_dish_ids": [ids[i] for i in order],
                        "options": [names["target"] if ids[i] == did else names[ids[i]] for i in order]}
+    return drafts, complete
 
-    for n, spec in enumerate(filters, 1):
-        asks = []
-        for did, draft in drafts.items():
-            t = draft["target"]
-            shown = [(t["reference"], "reference")] + [(u, "user") for u in t["user_photos"][:3]]
-            letter = LETTERS[draft["option_dish_ids"].index(did)]
-            options = "\n".join(f"{LETTERS[i]}. {name}" for i, name in enumerate(draft["options"]))
-            asks.append(Ask(did, FILTER_PROMPT.format(options=options, letter=letter),
-                            photos=lambda shown=shown: tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in shown)))
-        verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-filter{n}", asks)
-        for did in list(drafts):
-            answer = verdicts[did]
-            verdict = parse_json_object(answer.text) or {}
-            if answer.error:
-                decisions[did], complete = dropped(did, "model_error", TASK, filter_pass=n, error=answer.error), False
-            elif verdict.get("verdict") not in FILTER_VERDICTS:
-                decisions[did] = dropped(did, "model_unparsed", TASK, filter_pass=n)
-            elif verdict["verdict"] != "pass":
-                decisions[did] = dropped(did, verdict["verdict"], TASK, filter_pass=n, filter_model=spec,
-                                         model_reason=str(verdict.get("reason", "")))
-            else:
-                continue
-            del drafts[did]
 
-    # Letters as uniform over A-H as the count allows, shuffled with the seed (validate checks the spread).
+def filter_asks(ctx: Context, drafts: dict[str, dict]) -> list[Ask]:
+    """Ask: one filter question per draft, with the reference and up to 3 user photos."""
+    asks = []
+    for did, draft in drafts.items():
+        t = draft["target"]
+        shown = [(t["reference"], "reference")] + [(u, "user") for u in t["user_photos"][:3]]
+        letter = LETTERS[draft["option_dish_ids"].index(did)]
+        options = "\n".join(f"{LETTERS[i]}. {name}" for i, name in enumerate(draft["options"]))
+        asks.append(Ask(did, FILTER_PROMPT.format(options=options, letter=letter),
+                        photos=lambda shown=shown: tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in shown)))
+    return asks
+
+
+def parse_filter(text: str | None) -> tuple[str | None, str]:
+    """Parse: (the filter's verdict, None unless one of FILTER_VERDICTS; its reason).
+
+    >>> parse_filter('```json\\n{"verdict": "too_easy", "reason": "a drink among noodles"}\\n```')
+    ('too_easy', 'a drink among noodles')
+    >>> parse_filter('{"verdict": "fine"}')
+    (None, '')
+    """
+    answer = parse_json_object(text) or {}
+    verdict = answer.get("verdict")
+    return (verdict if verdict in FILTER_VERDICTS else None), str(answer.get("reason", ""))
+
+
+def check_filter(drafts: dict[str, dict], verdicts: dict[str, Answer], n: int, spec: str,
+                 decisions: dict[str, Decision]) -> bool:
+    """Filter pass n: drop (from `drafts` too) every draft it does not pass; whether every call was answered."""
+    complete = True
+    for did in list(drafts):
+        answer = verdicts[did]
+        verdict, reason = parse_filter(answer.text)
+        if answer.error:
+            decisions[did], complete = dropped(did, "model_error", TASK, filter_pass=n, error=answer.error), False
+        elif verdict is None:
+            decisions[did] = dropped(did, "model_unparsed", TASK, filter_pass=n)
+        elif verdict != "pass":
+            decisions[did] = dropped(did, verdict, TASK, filter_pass=n, filter_model=spec, model_reason=reason)
+        else:
+            continue
+        del drafts[did]
+    return complete
+
+
+def place_answers(drafts: dict[str, dict], seed: int, decisions: dict[str, Decision]) -> list[dict]:
+    """The items, their answer letters as uniform over A-H as the count allows and shuffled with the seed
+    (validate checks the spread); a kept decision for each."""
     positions = np.resize(np.arange(8), len(drafts))
-    _rng(s.seed, "letters").shuffle(positions)
+    _rng(seed, "letters").shuffle(positions)
     items = []
     for (did, draft), pos in zip(sorted(drafts.items()), positions, strict=True):
         t = draft["target"]
         target_name = draft["options"][draft["option_dish_ids"].index(did)]
         others = [(i, n) for i, n in zip(draft["option_dish_ids"], draft["options"], strict=True) if i != did]
-        others = [others[k] for k in _rng(s.seed, did, "order").permutation(7)]
+        others = [others[k] for k in _rng(seed, did, "order").permutation(7)]
         others.insert(int(pos), (did, target_name))
         items.append({"id": f"classification-{did}", "dish_id": did, "merchant_id": t["merchant_id"],
                       "category": t["menu_category"], "cuisine": t["cuisine"],
@@ -147,4 +204,4 @@ def run(ctx: Context) -> None:
                       "options": [n for _, n in others], "option_dish_ids": [i for i, _ in others],
                       "answer": LETTERS[int(pos)]})
         decisions[did] = kept(did, TASK, answer=LETTERS[int(pos)])
-    stage.finish([decisions[d] for d in sorted(decisions)], items, inputs, complete=complete)
+    return items

@@ -76,6 +76,25 @@ def dish_views(dishes: list[Dish]) -> dict[str, list[set[str]]]:
             "name": [char_ngrams(d.name) for d in dishes]}
 
 
+def pair_asks(survivors: list[Dish], pairs: list[tuple[int, int]]) -> list[Ask]:
+    """Ask: one same-dish question per candidate pair, its item "dish_a|dish_b"."""
+    return [Ask(f"{survivors[i].dish_id}|{survivors[j].dish_id}", pair_prompt(survivors[i], survivors[j]))
+            for i, j in pairs]
+
+
+def parse_pair(text: str | None) -> tuple[bool | None, Any]:
+    """Parse: (the model's same_dish verdict, None unless a boolean; its reason as given).
+
+    >>> parse_pair('{"same_dish": true, "reason": "same recipe"}')
+    (True, 'same recipe')
+    >>> parse_pair('{"same_dish": "yes"}')
+    (None, None)
+    """
+    answer = parse_json_object(text) or {}
+    verdict = answer.get("same_dish")
+    return (verdict if isinstance(verdict, bool) else None), answer.get("reason")
+
+
 def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], list[dict[str, Any]], bool]:
     """({dropped dish: the dish it repeats}, every checked pair with its verdict, complete). Candidate
     pairs across merchants come from blocking (construct/dedupe.py); the model judges each one."""
@@ -84,24 +103,19 @@ def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], lis
     found = candidates(dish_views(survivors), vectors=vectors, seed=s.seed, rows=VIEW_ROWS,
                        allowed=lambda i, j: survivors[i].merchant_id != survivors[j].merchant_id)
     pairs = found.pairs()
-    asks = [Ask(f"{survivors[i].dish_id}|{survivors[j].dish_id}", pair_prompt(survivors[i], survivors[j]))
-            for i, j in pairs]
+    asks = pair_asks(survivors, pairs)
     answers = ctx.models.ask(NAME, s.model, PAIR_VERSION, asks) if asks else {}
-    checked, same, complete = [], [], True
+    checked, same = [], []
     for (i, j), ask in zip(pairs, asks, strict=True):
         answer = answers[ask.item]
-        verdict = (parse_json_object(answer.text) or {}).get("same_dish")
-        if answer.error:
-            complete = False
-        row = {"pair": [survivors[i].dish_id, survivors[j].dish_id], "via": found.via[(i, j)], "model": s.model,
-               "same_dish": verdict if isinstance(verdict, bool) else None,
-               "reason": (parse_json_object(answer.text) or {}).get("reason"), "error": answer.error}
-        checked.append(row)
+        verdict, reason = parse_pair(answer.text)
+        checked.append({"pair": [survivors[i].dish_id, survivors[j].dish_id], "via": found.via[(i, j)],
+                        "model": s.model, "same_dish": verdict, "reason": reason, "error": answer.error})
         if verdict is True:
             same.append((survivors[i].dish_id, survivors[j].dish_id))
     merchant = {d.dish_id: d.merchant_id for d in survivors}
     twins = first_of_each([d.dish_id for d in survivors], same, allowed=lambda a, b: merchant[a] != merchant[b])
-    return twins, checked, complete
+    return twins, checked, all(c["error"] is None for c in checked)
 
 
 def cuisine_caps(counts: Counter[str] | dict[str, int], explicit: dict[str, int],
@@ -125,6 +139,8 @@ def cuisine_caps(counts: Counter[str] | dict[str, int], explicit: dict[str, int]
 
 
 def run(ctx: Context) -> None:
+    """The rules, then the same-dish pairs the model judges, then the cuisine caps; decisions, items and
+    the checked pairs written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     photos = Stage(ctx.work, PHOTOS)
@@ -133,15 +149,38 @@ def run(ctx: Context) -> None:
     inputs = inputs_key(NAME, photos.items_hash(), s.min_user_photos, caps, s.cuisine_ratio, s.model, PAIR_VERSION, s.embed_model)
     if stage.is_done(inputs):
         return
+    reference, users = kept_photos(photos.items())
+    decisions: dict[str, Decision] = {}
+    survivors = check_rules(ctx, reference, users, decisions)
+    twins, checked, complete = find_twins(ctx, survivors)
+    check_twins(ctx, survivors, twins, checked, decisions)
+    check_caps(ctx, survivors, users, caps, decisions)
+    ordered = [decisions[d] for d in sorted(decisions)]
+    items = [{"dish_id": d.dish_id, "merchant_id": d.merchant_id, "cuisine": ctx.raw.cuisine_of(d.dish_id),
+              "name": d.name, "menu_category": d.menu_category, "reference": reference[d.dish_id],
+              "user_photos": sorted(users[d.dish_id])}
+             for d in sorted(survivors, key=lambda d: d.dish_id) if decisions[d.dish_id].verdict == "kept"]
+    write_jsonl(stage.dir / "pairs.jsonl", checked)
+    stage.finish(ordered, items, inputs, complete=complete)
+
+
+def kept_photos(photos: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The photo filters' items as ({dish: its reference photo}, {dish: its user photos})."""
     reference: dict[str, str] = {}
     users: dict[str, list[str]] = {}
-    for item in photos.items():
+    for item in photos:
         if item["role"] == "reference":
             reference[item["dish_id"]] = item["photo_id"]
         else:
             users.setdefault(item["dish_id"], []).append(item["photo_id"])
+    return reference, users
+
+
+def check_rules(ctx: Context, reference: dict[str, str], users: dict[str, list[str]],
+                decisions: dict[str, Decision]) -> list[Dish]:
+    """The rules before any model question, dishes in (merchant, id) order: the dishes that pass;
+    a drop decision for the others."""
     raw_refs = {p.dish_id for p in ctx.raw.photos.values() if p.role == "reference"}
-    decisions: dict[str, Decision] = {}
     survivors = []
     for dish in sorted(ctx.raw.dishes.values(), key=lambda d: (d.merchant_id, d.dish_id)):
         n_users = len(users.get(dish.dish_id, []))
@@ -149,7 +188,7 @@ def run(ctx: Context) -> None:
         # A dropped merchant photo comes first: without it no user photo could be matched to the dish.
         if dish.dish_id in raw_refs and dish.dish_id not in reference:
             decisions[dish.dish_id] = dropped(dish.dish_id, "no_good_reference")
-        elif n_users < s.min_user_photos:
+        elif n_users < ctx.settings.min_user_photos:
             decisions[dish.dish_id] = dropped(dish.dish_id, "too_few_user_photos", kept_user_photos=n_users)
         elif dish.dish_id not in reference:
             decisions[dish.dish_id] = dropped(dish.dish_id, "no_reference_photo")
@@ -157,7 +196,12 @@ def run(ctx: Context) -> None:
             decisions[dish.dish_id] = dropped(dish.dish_id, "vague_ingredients", why=why)
         else:
             survivors.append(dish)
-    twins, checked, complete = find_twins(ctx, survivors)
+    return survivors
+
+
+def check_twins(ctx: Context, survivors: list[Dish], twins: dict[str, str], checked: list[dict[str, Any]],
+                decisions: dict[str, Decision]) -> None:
+    """Drop (from `survivors` too) each dish the model found to repeat another, naming the twin and the verdict."""
     verdict_of = {tuple(sorted(c["pair"])): c for c in checked}
     for dish in list(survivors):
         twin = twins.get(dish.dish_id)
@@ -167,7 +211,13 @@ def run(ctx: Context) -> None:
                                               names=[ctx.raw.dishes[twin].name, dish.name], via=pair["via"],
                                               model=pair["model"], model_reason=pair["reason"])
             survivors.remove(dish)
-    # Cuisine caps: the dishes with most user photos stay (more views, better items).
+
+
+def check_caps(ctx: Context, survivors: list[Dish], users: dict[str, list[str]], caps: dict[str, int],
+               decisions: dict[str, Decision]) -> None:
+    """The cuisine caps (none in a shard): the dishes with most user photos stay (more views, better
+    items); a kept or cuisine_cap decision for every survivor."""
+    s = ctx.settings
     limits = {} if s.shard else cuisine_caps(Counter(ctx.raw.cuisine_of(d.dish_id) for d in survivors), caps,
                                              s.cuisine_ratio)
     per_cuisine: Counter[str] = Counter()
@@ -179,10 +229,3 @@ def run(ctx: Context) -> None:
             continue
         per_cuisine[cuisine] += 1
         decisions[dish.dish_id] = kept(dish.dish_id, cuisine=cuisine)
-    ordered = [decisions[d] for d in sorted(decisions)]
-    items = [{"dish_id": d.dish_id, "merchant_id": d.merchant_id, "cuisine": ctx.raw.cuisine_of(d.dish_id),
-              "name": d.name, "menu_category": d.menu_category, "reference": reference[d.dish_id],
-              "user_photos": sorted(users[d.dish_id])}
-             for d in sorted(survivors, key=lambda d: d.dish_id) if decisions[d.dish_id].verdict == "kept"]
-    write_jsonl(stage.dir / "pairs.jsonl", checked)
-    stage.finish(ordered, items, inputs, complete=complete)

@@ -13,7 +13,7 @@ from typing import Any
 from construct.context import Context
 from construct.dishes import REVIEWED as DISHES
 from construct.fdc import FoodData, cross_check
-from construct.models import Ask, parse_json_object, photo_part
+from construct.models import Answer, Ask, parse_json_object, photo_part
 from construct.work import Decision, Stage, dropped, inputs_key, kept
 from diningbench import NUTRIENTS, portion_grams
 
@@ -95,12 +95,14 @@ def _views(ctx: Context, target: dict) -> tuple:
 
 
 def run(ctx: Context) -> None:
+    """The merchant's values through the gates and the plausibility check; a model estimate for the rest
+    through the gates, the FDC cross-check and the plausibility check; the decisions and items written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     dishes = Stage(ctx.work, DISHES)
     checker = s.filter_pair()[0]
     inputs = inputs_key(NAME, PROMPT_VERSION, dishes.items_hash(), s.model, checker, s.fdc, s.atwater_tolerance,
-                         s.fdc_tolerance)
+                        s.fdc_tolerance)
     if stage.is_done(inputs):
         return
     fdc = FoodData(s.fdc) if s.fdc else None
@@ -109,45 +111,11 @@ def run(ctx: Context) -> None:
     values: dict[str, dict[str, float]] = {}
     source: dict[str, str] = {}
     decisions: dict[str, Decision] = {}
-    complete = True
-
-    def plausibility(candidates: dict[str, dict[str, float]], label: str) -> dict[str, str | None]:
-        """dish -> None when plausible, else the reason to reject."""
-        nonlocal complete
-        asks = []
-        for did, v in candidates.items():
-            dish = ctx.raw.dishes[did]
-            asks.append(Ask(did, PLAUSIBILITY_PROMPT.format(name=dish.name, ingredients=_ingredients(dish),
-                                                            portion=dish.portion, values=json.dumps(v)),
-                            _views(ctx, targets[did])))
-        answers = ctx.models.ask(NAME, checker, f"{PROMPT_VERSION}-plausibility", asks)
-        out: dict[str, str | None] = {}
-        for did in candidates:
-            answer, verdict = answers[did], parse_json_object(answers[did].text) or {}
-            if answer.error:
-                complete = False
-                out[did] = "model_error"
-            elif not isinstance(verdict.get("plausible"), bool):
-                out[did] = "model_unparsed"
-            else:
-                out[did] = None if verdict["plausible"] else "implausible"
-                checks[did][f"{label}_plausibility"] = "pass" if verdict["plausible"] else str(verdict.get("reason", "fail"))
-        return out
 
     # 1. Merchant values, when they pass every gate.
-    merchant: dict[str, dict[str, float]] = {}
-    for did in targets:
-        dish = ctx.raw.dishes[did]
-        if not dish.nutrition:
-            continue
-        v, why = per_serving(dish.nutrition, dish.portion)
-        why, found = gate(v, portion_grams(dish.portion), s.atwater_tolerance) if v else (why, {})
-        checks[did]["merchant"] = {"unit": dish.nutrition["unit"], **found}
-        if why:
-            checks[did]["merchant_rejected"] = why
-        else:
-            merchant[did] = v
-    for did, why in plausibility(merchant, "merchant").items():
+    merchant = check_merchant_values(ctx, targets, checks)
+    rejected, complete = check_plausibility(ctx, checker, targets, merchant, "merchant", checks)
+    for did, why in rejected.items():
         if why:
             checks[did]["merchant_rejected"] = why
         else:
@@ -155,29 +123,128 @@ def run(ctx: Context) -> None:
 
     # 2. A model estimate for the rest.
     rest = [did for did in targets if did not in values]
+    estimates = ctx.models.ask(NAME, s.model, PROMPT_VERSION, estimate_asks(ctx, targets, rest))
+    candidates, answered = check_estimates(ctx, rest, estimates, fdc, checks, decisions)
+    rejected, plausible_answered = check_plausibility(ctx, checker, targets, candidates, "estimate", checks)
+    for did, why in rejected.items():
+        if why:
+            decisions[did] = dropped(did, why, TASK, values=candidates[did], checks=checks[did])
+        else:
+            values[did], source[did] = candidates[did], "estimated"
+
+    items = write_items(ctx, targets, values, source, checks, decisions)
+    stage.finish([decisions[d] for d in sorted(decisions)], items, inputs,
+                 complete=complete and answered and plausible_answered)
+
+
+def check_merchant_values(ctx: Context, targets: dict[str, dict], checks: dict[str, dict[str, Any]]
+                          ) -> dict[str, dict[str, float]]:
+    """{dish: the merchant's values per serving} for each dish whose values pass the rule gates; what
+    each gate found goes to `checks`."""
+    merchant: dict[str, dict[str, float]] = {}
+    for did in targets:
+        dish = ctx.raw.dishes[did]
+        if not dish.nutrition:
+            continue
+        v, why = per_serving(dish.nutrition, dish.portion)
+        why, found = gate(v, portion_grams(dish.portion), ctx.settings.atwater_tolerance) if v else (why, {})
+        checks[did]["merchant"] = {"unit": dish.nutrition["unit"], **found}
+        if why:
+            checks[did]["merchant_rejected"] = why
+        else:
+            merchant[did] = v
+    return merchant
+
+
+def parse_plausibility(text: str | None) -> tuple[bool | None, str]:
+    """Parse: (the checker's plausible verdict, None unless a boolean; its reason, "fail" if none).
+
+    >>> parse_plausibility('{"plausible": false, "reason": "fatty pork labelled 1 g fat"}')
+    (False, 'fatty pork labelled 1 g fat')
+    >>> parse_plausibility('{"plausible": "no"}')
+    (None, 'fail')
+    """
+    answer = parse_json_object(text) or {}
+    verdict = answer.get("plausible")
+    return (verdict if isinstance(verdict, bool) else None), str(answer.get("reason", "fail"))
+
+
+def check_plausibility(ctx: Context, checker: str, targets: dict[str, dict], candidates: dict[str, dict[str, float]],
+                       label: str, checks: dict[str, dict[str, Any]]) -> tuple[dict[str, str | None], bool]:
+    """Ask the checker model whether each dish's values fit its photos: ({dish: None when plausible,
+    else the reason to reject}, whether every call was answered)."""
+    asks = []
+    for did, v in candidates.items():
+        dish = ctx.raw.dishes[did]
+        asks.append(Ask(did, PLAUSIBILITY_PROMPT.format(name=dish.name, ingredients=_ingredients(dish),
+                                                        portion=dish.portion, values=json.dumps(v)),
+                        _views(ctx, targets[did])))
+    answers = ctx.models.ask(NAME, checker, f"{PROMPT_VERSION}-plausibility", asks)
+    out: dict[str, str | None] = {}
+    complete = True
+    for did in candidates:
+        answer = answers[did]
+        plausible, reason = parse_plausibility(answer.text)
+        if answer.error:
+            complete = False
+            out[did] = "model_error"
+        elif plausible is None:
+            out[did] = "model_unparsed"
+        else:
+            out[did] = None if plausible else "implausible"
+            checks[did][f"{label}_plausibility"] = "pass" if plausible else reason
+    return out, complete
+
+
+def estimate_asks(ctx: Context, targets: dict[str, dict], rest: list[str]) -> list[Ask]:
+    """Ask: a nutrition estimate from photos, ingredients and portion for each dish in `rest`."""
     asks = []
     for did in rest:
         dish = ctx.raw.dishes[did]
         asks.append(Ask(did, ESTIMATE_PROMPT.format(name=dish.name, ingredients=_ingredients(dish), portion=dish.portion),
                         _views(ctx, targets[did])))
-    estimates = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
+    return asks
+
+
+def parse_estimate(text: str | None) -> tuple[dict[str, float] | None, list[dict[str, Any]]]:
+    """Parse: (the four values as numbers, None unless all are; the ingredient breakdown's entries).
+
+    >>> parse_estimate('{"calories": "520", "protein": 20, "carbohydrates": 60, "fat": 20, '
+    ...                '"ingredients": [{"name": "rice", "grams": 200}, "rice 200 g"]}')
+    ({'calories': 520.0, 'protein': 20.0, 'carbohydrates': 60.0, 'fat': 20.0}, [{'name': 'rice', 'grams': 200}])
+    >>> parse_estimate('{"calories": 520, "protein": "some"}')
+    (None, [])
+    """
+    est = parse_json_object(text)
+    try:
+        values = {n: float(est[n]) for n in NUTRIENTS} if est else None
+    except (TypeError, ValueError, KeyError):
+        values = None
+    breakdown = (est or {}).get("ingredients")
+    return values, [i for i in breakdown if isinstance(i, dict)] if isinstance(breakdown, list) else []
+
+
+def check_estimates(ctx: Context, rest: list[str], estimates: dict[str, Answer], fdc: FoodData | None,
+                    checks: dict[str, dict[str, Any]], decisions: dict[str, Decision]
+                    ) -> tuple[dict[str, dict[str, float]], bool]:
+    """({dish: estimated values} that pass the gates and the FDC cross-check, whether every call was
+    answered); a drop decision for the others."""
+    s = ctx.settings
     candidates: dict[str, dict[str, float]] = {}
+    complete = True
     for did in rest:
-        answer, est = estimates[did], parse_json_object(estimates[did].text)
+        answer = estimates[did]
         if answer.error:
             decisions[did], complete = dropped(did, "model_error", TASK, error=answer.error), False
             continue
-        try:
-            v = {n: float(est[n]) for n in NUTRIENTS} if est else None
-        except (TypeError, ValueError, KeyError):
-            v = None
+        v, breakdown = parse_estimate(answer.text)
         if v is None:
             decisions[did] = dropped(did, "model_unparsed", TASK, checks=checks[did])
             continue
         why, found = gate(v, portion_grams(ctx.raw.dishes[did].portion), s.atwater_tolerance)
         checks[did]["estimate"] = found
         if not why and fdc is not None:
-            result = cross_check(fdc, [i for i in est.get("ingredients") or [] if isinstance(i, dict)], v)
+            result = cross_check(fdc, breakdown, v)
             checks[did]["fdc"] = result
             if result["coverage"] >= FDC_MIN_COVERAGE and result["kcal_gap"] is not None \
                     and result["kcal_gap"] > s.fdc_tolerance:
@@ -188,12 +255,12 @@ def run(ctx: Context) -> None:
             decisions[did] = dropped(did, why, TASK, values=v, checks=checks[did])
         else:
             candidates[did] = v
-    for did, why in plausibility(candidates, "estimate").items():
-        if why:
-            decisions[did] = dropped(did, why, TASK, values=candidates[did], checks=checks[did])
-        else:
-            values[did], source[did] = candidates[did], "estimated"
+    return candidates, complete
 
+
+def write_items(ctx: Context, targets: dict[str, dict], values: dict[str, dict[str, float]], source: dict[str, str],
+                checks: dict[str, dict[str, Any]], decisions: dict[str, Decision]) -> list[dict[str, Any]]:
+    """The items of the dishes with values, in dish order; a kept decision for each."""
     items = []
     for did in sorted(values):
         t, dish = targets[did], ctx.raw.dishes[did]
@@ -203,4 +270,4 @@ def run(ctx: Context) -> None:
                       "photos": [t["reference"], *t["user_photos"]], "dish_name": dish.name,
                       "ingredients": list(dish.ingredients), "portion": dish.portion, **values[did],
                       "nutrition_source": source[did]})
-    stage.finish([decisions[d] for d in sorted(decisions)], items, inputs, complete=complete)
+    return items

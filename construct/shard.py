@@ -17,11 +17,13 @@ synthetic export 20 of 178 calls).
 from __future__ import annotations
 
 import hashlib
+from argparse import Namespace
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from construct.raw import RawExport
-from construct.work import STAGES, BuildSettings, load_settings, read_jsonl, save_settings
+from construct.work import STAGES, BuildSettings, load_settings, read_jsonl, save_settings, settings_from_args
 from eval.store import JsonlLog
 
 
@@ -62,6 +64,17 @@ def _identity(settings: BuildSettings) -> dict:
                 "timeout", "connect_wait"):
         values.pop(key, None)
     return values
+
+
+# The BuildSettings fields `merge` takes as flags (declared once, in BuildSettings); every other
+# setting is the shards' own, which must agree.
+MERGE_FLAGS = ("base_url",)
+
+
+def merge_flags(args: Namespace) -> dict[str, Any]:
+    """`merge_calls`'s keyword arguments from merge's parsed flags, read as `run`'s are."""
+    given = settings_from_args(args, "")
+    return {name: getattr(given, name) for name in MERGE_FLAGS}
 
 
 def _answered_row(row: dict) -> bool:

@@ -9,7 +9,7 @@ import json
 
 from construct.classification import NAME as CLASSIFICATION
 from construct.context import Context
-from construct.models import Ask, parse_json_object
+from construct.models import Answer, Ask, parse_json_object
 from construct.nutrition import NAME as NUTRITION
 from construct.vqa import NAME as VQA
 from construct.work import Decision, Stage, dropped, inputs_key, kept
@@ -30,6 +30,8 @@ FIELDS = ("question", "answer", "rationale")
 
 
 def run(ctx: Context) -> None:
+    """One glossary per merchant asked and parsed; classification and nutrition items named from it; each
+    VQA item's text asked, parsed and checked against it; the decisions, items and glossary written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     sources = {t: Stage(ctx.work, n) for t, n in
@@ -38,6 +40,20 @@ def run(ctx: Context) -> None:
     if stage.is_done(inputs):
         return
     items = {t: st.items() for t, st in sources.items()}
+    asks = glossary_asks(ctx, items)
+    answers = ctx.models.ask(NAME, s.model, PROMPT_VERSION + "-glossary", asks)
+    complete = all(a.error is None for a in answers.values())
+    glossary = {ask.item: parse_glossary(answers[ask.item].text) for ask in asks}
+    decisions: list[Decision] = []
+    out = check_names(items, glossary, decisions)
+    texts = ctx.models.ask(NAME, s.model, PROMPT_VERSION, text_asks(items["vqa"], glossary))
+    out += check_texts(items["vqa"], texts, glossary, decisions)
+    stage.finish(decisions, out, inputs, complete=complete and all(a.error is None for a in texts.values()))
+    (stage.dir / "glossary.json").write_text(json.dumps(glossary, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+def glossary_asks(ctx: Context, items: dict[str, list[dict]]) -> list[Ask]:
+    """Ask: one glossary per merchant, of every dish name its items show (options, dish names, VQA dishes)."""
     names: dict[str, set[str]] = {}
     for row in items["classification"]:
         names.setdefault(row["merchant_id"], set()).update(row["options"])
@@ -45,16 +61,24 @@ def run(ctx: Context) -> None:
         names.setdefault(row["merchant_id"], set()).add(row["dish_name"])
     for row in items["vqa"]:
         names.setdefault(row["merchant_id"], set()).add(ctx.raw.dishes[row["dish_id"]].name)
-    asks = [Ask(m, GLOSSARY_PROMPT.format(names=json.dumps(sorted(n), ensure_ascii=False)))
+    return [Ask(m, GLOSSARY_PROMPT.format(names=json.dumps(sorted(n), ensure_ascii=False)))
             for m, n in sorted(names.items())]
-    answers = ctx.models.ask(NAME, s.model, PROMPT_VERSION + "-glossary", asks)
-    complete = all(a.error is None for a in answers.values())
-    glossary: dict[str, dict[str, str]] = {}
-    for merchant, answer in answers.items():
-        parsed = parse_json_object(answer.text) or {}
-        glossary[merchant] = {k: str(v).strip() for k, v in parsed.items() if isinstance(v, str) and v.strip()}
 
-    decisions: list[Decision] = []
+
+def parse_glossary(text: str | None) -> dict[str, str]:
+    """Parse: {name: English name} of every entry whose English name is non-empty text.
+
+    >>> parse_glossary('{"红烧肉": " Braised Pork Belly ", "鱼香肉丝": "", "宫保鸡丁": 3}')
+    {'红烧肉': 'Braised Pork Belly'}
+    """
+    parsed = parse_json_object(text) or {}
+    return {k: str(v).strip() for k, v in parsed.items() if isinstance(v, str) and v.strip()}
+
+
+def check_names(items: dict[str, list[dict]], glossary: dict[str, dict[str, str]],
+                decisions: list[Decision]) -> list[dict]:
+    """The classification and nutrition items whose every dish name the glossary gives in English (options
+    distinct), with those names; an untranslated decision for the others."""
     out: list[dict] = []
     for row in items["classification"]:
         g = glossary.get(row["merchant_id"], {})
@@ -71,23 +95,47 @@ def run(ctx: Context) -> None:
             continue
         out.append({"task": "nutrition", **row, "dish_name_en": en})
         decisions.append(kept(row["id"], "nutrition"))
+    return out
 
+
+def text_asks(rows: list[dict], glossary: dict[str, dict[str, str]]) -> list[Ask]:
+    """Ask: each VQA item's question, answer and rationale, with the glossary entries they mention."""
     asks = []
-    for row in items["vqa"]:
+    for row in rows:
         g = glossary.get(row["merchant_id"], {})
         texts = {k: row[k] for k in FIELDS}
         used = {zh: en for zh, en in g.items() if any(zh in v for v in texts.values())}
         asks.append(Ask(row["id"], TEXT_PROMPT.format(glossary=json.dumps(used, ensure_ascii=False),
                                                       texts=json.dumps(texts, ensure_ascii=False))))
-    answers = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
-    for row in items["vqa"]:
+    return asks
+
+
+def parse_text(text: str | None) -> dict[str, str] | None:
+    """Parse: the translated question, answer and rationale, or None unless all three are non-empty text.
+
+    >>> parse_text('{"question": "How was it cooked?", "answer": "Braised", "rationale": "Glossy sauce."}')
+    {'question': 'How was it cooked?', 'answer': 'Braised', 'rationale': 'Glossy sauce.'}
+    >>> parse_text('{"question": "How was it cooked?"}') is None
+    True
+    """
+    parsed = parse_json_object(text) or {}
+    if not all(isinstance(parsed.get(k), str) and parsed[k].strip() for k in FIELDS):
+        return None
+    return {k: parsed[k] for k in FIELDS}
+
+
+def check_texts(rows: list[dict], answers: dict[str, Answer], glossary: dict[str, dict[str, str]],
+                decisions: list[Decision]) -> list[dict]:
+    """The VQA items whose translation parses and names every glossary dish as the glossary does, with the
+    English text; a drop decision for the others."""
+    out: list[dict] = []
+    for row in rows:
         answer = answers[row["id"]]
-        parsed = parse_json_object(answer.text) or {}
         if answer.error:
-            complete = False
             decisions.append(dropped(row["id"], "model_error", "vqa", error=answer.error))
             continue
-        if not all(isinstance(parsed.get(k), str) and parsed[k].strip() for k in FIELDS):
+        parsed = parse_text(answer.text)
+        if parsed is None:
             decisions.append(dropped(row["id"], "untranslated", "vqa"))
             continue
         g = glossary.get(row["merchant_id"], {})
@@ -97,5 +145,4 @@ def run(ctx: Context) -> None:
             continue
         out.append({"task": "vqa", **row, **{f"{k}_en": parsed[k].strip() for k in FIELDS}})
         decisions.append(kept(row["id"], "vqa"))
-    stage.finish(decisions, out, inputs, complete=complete)
-    (stage.dir / "glossary.json").write_text(json.dumps(glossary, ensure_ascii=False, indent=1), encoding="utf-8")
+    return out

@@ -12,14 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 
 from construct.context import Context
 from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
 from construct.dishes import REVIEWED as DISHES
-from construct.models import Ask, parse_json_object, photo_part
+from construct.models import Answer, Ask, parse_json_object, photo_part
 from construct.nutrition import NAME as NUTRITION
 from construct.work import Decision, Stage, dropped, inputs_key, kept
 from diningbench import NUTRIENTS
+from eval.types import ImagePart
 
 NAME = "vqa"
 TASK = "vqa"
@@ -165,6 +167,8 @@ def plan(views: dict[str, int], mix: dict[str, float], seed: int = 0) -> dict[st
 
 
 def run(ctx: Context) -> None:
+    """Each dish's category drawn, its draft asked, parsed and held to the question rules; near-duplicate
+    questions dropped; the two audit passes; the decisions and items written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     dishes, nutrition = Stage(ctx.work, DISHES), Stage(ctx.work, NUTRITION)
@@ -176,7 +180,29 @@ def run(ctx: Context) -> None:
     targets = {t["dish_id"]: t for t in dishes.items()}
     labels = {n["dish_id"]: {k: n[k] for k in NUTRIENTS} for n in nutrition.items()}
     decisions: dict[str, Decision] = {}
-    complete = True
+    drafts, asks = draft_asks(ctx, targets, labels)
+    answers = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
+    accepted, complete = check_drafts(drafts, answers, decisions)
+    twins, answered = question_twins(ctx, drafts, accepted)
+    for item, twin in twins.items():
+        decisions[item] = dropped(item, "near_duplicate_question", TASK, question=drafts[item]["question"], **twin)
+        accepted.remove(item)
+    for n, spec in enumerate(audits, 1):
+        verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-audit{n}", audit_asks(ctx, drafts, accepted))
+        complete = check_audit(drafts, accepted, verdicts, n, spec, decisions) and complete
+    items = write_items(drafts, accepted, decisions)
+    stage.finish([decisions[k] for k in sorted(decisions)], items, inputs, complete=complete and answered)
+
+
+def _shown(ctx: Context, photos: list[tuple[str, str]]) -> Callable[[], tuple[ImagePart, ...]]:
+    """The photos of an ask, read and encoded only when it is about to be sent."""
+    return lambda: tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in photos)
+
+
+def draft_asks(ctx: Context, targets: dict[str, dict], labels: dict[str, dict]) -> tuple[dict[str, dict], list[Ask]]:
+    """Ask: ({"dish:category": its draft so far}, one generation ask per dish), the category `plan`
+    draws, the photos the category shows, the dish's metadata (and nutrition label) in the prompt."""
+    s = ctx.settings
     drafts: dict[str, dict] = {}
     asks = []
     views = {did: 1 + len(t["user_photos"]) for did, t in targets.items()}
@@ -195,53 +221,91 @@ def run(ctx: Context) -> None:
         prompt = GENERATE_PROMPT.format(category=category, guidance=GUIDANCE[category],
                                         metadata=json.dumps(metadata, ensure_ascii=False))
         drafts[item] = {"dish": t, "category": category, "photos": photos}
-        asks.append(Ask(item, prompt, photos=lambda photos=photos: tuple(
-            photo_part(ctx.raw.photo_path(p), r, p) for p, r in photos)))
-    answers = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
+        asks.append(Ask(item, prompt, photos=_shown(ctx, photos)))
+    return drafts, asks
+
+
+def parse_draft(text: str | None) -> dict[str, str] | None:
+    """Parse: the draft's question, answer and rationale as written, or None unless all three are text.
+
+    >>> parse_draft('{"question": "这道菜是怎么做的？", "answer": "红烧", "rationale": "色泽红亮……"}')["answer"]
+    '红烧'
+    >>> parse_draft('{"question": "这道菜是怎么做的？", "answer": " "}') is None
+    True
+    """
+    out = parse_json_object(text) or {}
+    if not all(isinstance(out.get(k), str) and out[k].strip() for k in ("question", "answer", "rationale")):
+        return None
+    return {k: out[k] for k in ("question", "answer", "rationale")}
+
+
+def check_drafts(drafts: dict[str, dict], answers: dict[str, Answer],
+                 decisions: dict[str, Decision]) -> tuple[list[str], bool]:
+    """(the drafts whose question keeps the rules, whether every call was answered): each answer parsed
+    into its draft; a drop decision for the others."""
     accepted: list[str] = []
-    for ask in asks:
-        item, answer = ask.item, answers[ask.item]
-        out = parse_json_object(answer.text) or {}
+    complete = True
+    for item in drafts:
+        answer = answers[item]
         if answer.error:
             decisions[item], complete = dropped(item, "model_error", TASK, error=answer.error), False
             continue
-        if not all(isinstance(out.get(k), str) and out[k].strip() for k in ("question", "answer", "rationale")):
+        out = parse_draft(answer.text)
+        if out is None:
             decisions[item] = dropped(item, "model_unparsed", TASK)
             continue
         problem = question_problem(out["question"])
-        drafts[item].update(question=out["question"].strip(), answer=out["answer"].strip(),
-                            rationale=out["rationale"].strip())
+        drafts[item].update({k: v.strip() for k, v in out.items()})
         if problem:
             decisions[item] = dropped(item, problem, TASK, question=out["question"])
         else:
             accepted.append(item)
-    twins, answered = question_twins(ctx, drafts, accepted)
-    complete = complete and answered
-    for item, twin in twins.items():
-        decisions[item] = dropped(item, "near_duplicate_question", TASK, question=drafts[item]["question"], **twin)
+    return accepted, complete
+
+
+def audit_asks(ctx: Context, drafts: dict[str, dict], accepted: list[str]) -> list[Ask]:
+    """Ask: one audit question per accepted draft, with the photos its question was written for."""
+    return [Ask(item, AUDIT_PROMPT.format(question=drafts[item]["question"], answer=drafts[item]["answer"],
+                                          rationale=drafts[item]["rationale"], issues=", ".join(ISSUES)),
+                photos=_shown(ctx, drafts[item]["photos"]))
+            for item in accepted]
+
+
+def parse_audit(text: str | None) -> tuple[str | None, str | None]:
+    """Parse: (the audit's verdict, None unless pass or reject; the issue category, None unless one of ISSUES).
+
+    >>> parse_audit('{"verdict": "reject", "issue_category": "trivial"}')
+    ('reject', 'trivial')
+    >>> parse_audit('{"verdict": "reject", "issue_category": "too hard"}')
+    ('reject', None)
+    """
+    out = parse_json_object(text) or {}
+    verdict, issue = out.get("verdict"), out.get("issue_category")
+    return (verdict if verdict in ("pass", "reject") else None), (issue if issue in ISSUES else None)
+
+
+def check_audit(drafts: dict[str, dict], accepted: list[str], verdicts: dict[str, Answer], n: int, spec: str,
+                decisions: dict[str, Decision]) -> bool:
+    """Audit pass n: drop (from `accepted` too) every item it rejects; whether every call was answered."""
+    complete = True
+    for item in list(accepted):
+        answer = verdicts[item]
+        verdict, issue = parse_audit(answer.text)
+        if answer.error:
+            decisions[item], complete = dropped(item, "model_error", TASK, audit_pass=n, error=answer.error), False
+        elif verdict is None:
+            decisions[item] = dropped(item, "model_unparsed", TASK, audit_pass=n)
+        elif verdict == "reject":
+            decisions[item] = dropped(item, issue or "audit_other", TASK, audit_pass=n, audit_model=spec,
+                                      question=drafts[item]["question"])
+        else:
+            continue
         accepted.remove(item)
+    return complete
 
-    for n, spec in enumerate(audits, 1):
-        asks = [Ask(item, AUDIT_PROMPT.format(question=drafts[item]["question"], answer=drafts[item]["answer"],
-                                              rationale=drafts[item]["rationale"], issues=", ".join(ISSUES)),
-                    photos=lambda shown=drafts[item]["photos"]: tuple(
-                        photo_part(ctx.raw.photo_path(p), r, p) for p, r in shown))
-                for item in accepted]
-        verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-audit{n}", asks)
-        for item in list(accepted):
-            answer, verdict = verdicts[item], parse_json_object(verdicts[item].text) or {}
-            if answer.error:
-                decisions[item], complete = dropped(item, "model_error", TASK, audit_pass=n, error=answer.error), False
-            elif verdict.get("verdict") not in ("pass", "reject"):
-                decisions[item] = dropped(item, "model_unparsed", TASK, audit_pass=n)
-            elif verdict["verdict"] == "reject":
-                issue = verdict.get("issue_category")
-                decisions[item] = dropped(item, issue if issue in ISSUES else "audit_other", TASK, audit_pass=n,
-                                          audit_model=spec, question=drafts[item]["question"])
-            else:
-                continue
-            accepted.remove(item)
 
+def write_items(drafts: dict[str, dict], accepted: list[str], decisions: dict[str, Decision]) -> list[dict]:
+    """The items of the accepted drafts; a kept decision for each."""
     items = []
     for item in accepted:
         d = drafts[item]
@@ -252,4 +316,4 @@ def run(ctx: Context) -> None:
                       "photos": [p for p, _ in d["photos"]], "image_roles": [r for _, r in d["photos"]],
                       "question": d["question"], "answer": d["answer"], "rationale": d["rationale"],
                       "vqa_category": d["category"]})
-    stage.finish([decisions[k] for k in sorted(decisions)], items, inputs, complete=complete)
+    return items

@@ -86,8 +86,9 @@ def parse_mix(text: str) -> dict[str, float]:
 
 @dataclass
 class BuildSettings:
-    """Every setting of a build, once: `python -m construct run`'s flags, defaults and help come from
-    these fields (`eval.settings.add_arguments`, as the harness's RunSettings)."""
+    """Every setting of a build, once: `python -m construct run`'s flags (and `merge`'s, the fields in
+    `construct.shard.MERGE_FLAGS`), defaults and help come from these fields (`eval.settings.add_arguments`,
+    as the harness's RunSettings)."""
 
     raw: str = opt("", "raw export folder", cli=False)
     model: str = opt("", "backend:model for generation (and the photo checks and filters unless set)")

@@ -297,3 +297,28 @@ def test_a_portion_stated_in_kilograms_is_read_by_the_build(built, tmp_path, mon
     got = {d["item"]: d for d in Stage(work, "nutrition").decisions()}["merchant-02-d0"]
     assert (got["verdict"], got["detail"]["source"]) == ("kept", "merchant")
     assert got["detail"]["values"]["calories"] == pytest.approx(144.87 * 3.57, abs=0.05)
+
+
+def test_every_stage_redone_from_the_cached_answers_asks_nothing_and_decides_alike(built, tmp_path, monkeypatch_module):
+    """A work folder whose stages must all run again (no done.json: e.g. one made by an earlier version)
+    is rebuilt from its cached answers alone: every prompt and cache key the stages build is the same,
+    and so is every decision and item."""
+    work = tmp_path / "work"
+    shutil.copytree(built.work, work)
+    for done in work.rglob("done.json"):
+        done.unlink()
+    server, _ = construct_server(built.truth, FILTERS)
+    with server:
+        assert main(["run", str(built.raw), "--out", str(work), "--model", "openai:gen", "--filter-models",
+                     ",".join(FILTERS), "--base-url", server.base_url, "--fdc", str(FDC)]) == 0
+    assert server.requests == []
+    for name in ("photos", "dishes", "dish_review", "classification", "nutrition", "vqa", "translate", "review"):
+        for file in ("decisions.jsonl", "items.jsonl", "pairs.jsonl"):
+            before, after = built.work / name / file, work / name / file
+            assert before.exists() == after.exists(), (name, file)
+            if before.exists():
+                assert after.read_bytes() == before.read_bytes(), (name, file)
+    assert all((work / name / "done.json").exists() for name in ("photos", "classification", "vqa", "translate"))
+    glossary = [(w / "translate" / "glossary.json").read_bytes() for w in (built.work, work)]
+    assert glossary[0] == glossary[1]  # merchants in order, not in the order their answers came
+    assert list(json.loads(glossary[1])) == sorted({r["merchant_id"] for r in Stage(work, "translate").items()})

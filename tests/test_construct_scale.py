@@ -384,3 +384,27 @@ def test_merge_carries_answers_and_cut_answers_but_not_failures(tmp_path):
     merge_calls([tmp_path / "s1", tmp_path / "s2"], tmp_path / "merged")
     merged = [json.loads(line) for line in (tmp_path / "merged" / "vqa" / "calls.jsonl").read_text().splitlines()]
     assert [r["key"] for r in merged] == ["a", "c"]  # a once, the cut c kept, the failed b asked again
+
+
+def test_merge_takes_its_flags_from_the_one_settings_declaration(tmp_path):
+    import argparse
+    from dataclasses import fields
+
+    from construct.__main__ import parser
+    from construct.shard import MERGE_FLAGS, merge_flags
+    from construct.work import BuildSettings
+
+    declared = {f.name: f for f in fields(BuildSettings)}
+    commands = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for command, names in (("merge", MERGE_FLAGS), ("run", [n for n, f in declared.items() if f.metadata["cli"]])):
+        flags = {a.dest: a for a in commands[command]._actions}
+        for name in names:
+            assert flags[name].help == declared[name].metadata["help"], (command, name)
+            assert flags[name].default == getattr(BuildSettings(), name) or flags[name].required, (command, name)
+    merge = {a.dest for a in commands["merge"]._actions} - {"help", "works", "out"}
+    assert merge == set(MERGE_FLAGS) == {"base_url"}
+    # A repeated URL flag reads as `run` reads it: one comma-separated list.
+    args = parser().parse_args(["merge", "a", "b", "--out", "m", "--base-url", "http://h1/v1", "--base-url",
+                                "http://h2/v1"])
+    assert merge_flags(args) == {"base_url": "http://h1/v1,http://h2/v1"}
+    assert merge_flags(parser().parse_args(["merge", "a", "--out", "m"])) == {"base_url": None}

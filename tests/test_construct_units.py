@@ -4,6 +4,7 @@ and the optional option_dish_ids check of `diningbench.validate`."""
 from __future__ import annotations
 
 import doctest
+import importlib
 import io
 import json
 from pathlib import Path
@@ -33,6 +34,12 @@ FDC = Path(__file__).parents[1] / "data" / "fdc_sr28_sample"
                                     construct.raw, construct.vqa, construct.work, raw_export])
 def test_docstring_examples_hold(module):
     assert doctest.testmod(module).failed == 0
+
+
+@pytest.mark.parametrize("name", ["construct.classification", "construct.translate", "construct.shard"])
+def test_the_other_stages_parsers_hold_their_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
 
 
 def _photo(seed: int) -> Image.Image:
