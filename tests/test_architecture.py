@@ -151,7 +151,7 @@ def nutrition_app_units() -> dict[str, str]:
 def test_every_copy_of_a_constant_agrees():
     """One home per constant; the copies that must stay (a module that works copied alone, or the data
     contract's own folder) are held to it here."""
-    from construct import raw
+    from construct import raw, vqa, work
     from eval import prompts
     from metrics.judge_accuracy import judge_accuracy
     from space.diningspace import catalog, leaderboard, render
@@ -166,6 +166,8 @@ def test_every_copy_of_a_constant_agrees():
     assert diningbench.CUISINES == tuple(sample.CUISINE_WEIGHTS) == tuple(schema["merchant"]["properties"]["cuisine"]["enum"])
     assert diningbench.VQA_CATEGORIES == tuple(sample.VQA_PAPER) == tuple(sample.VQA_SAMPLE) == tuple(render.VQA_CATEGORY_NAMES)
     assert raw.NUTRITION_UNITS == tuple(schema["nutrition"]["properties"]["unit"]["enum"])
+    # --vqa-mix's short keys name the release's VQA categories, each once
+    assert tuple(vqa.MIX_NAMES) == work.VQA_MIX_KEYS and sorted(vqa.MIX_NAMES.values()) == sorted(diningbench.VQA_CATEGORIES)
     assert diningbench.IMAGE_ROLES == tuple(schema["photo"]["properties"]["role"]["enum"])
     # The metrics' parsers read the final-answer line the CoT prompts ask for.
     for marker in prompts.FINAL_MARKER.values():
