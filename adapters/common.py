@@ -85,9 +85,11 @@ def score_answer(task: str, row: dict[str, Any], raw: str | None, *, lang: str =
                  judge: Callable[[str], str] | None = None) -> dict[str, Any]:
     """The scores.jsonl record of one answer: correct (classification), ape (nutrition), or the
     VQA verdict (rule first, then `judge(prompt) -> str` when given; unscored without one)."""
-    prediction = Prediction(id=str(row["id"]), task=task, raw=raw, parsed=None, error=None, attempts=1,
-                            latency_s=0.0, usage=None, request_hash="")
     text = tasks.parse_input(raw) if isinstance(raw, str) else raw
+    parsed = tasks.parse_output(task, text, row, lang) if task != "vqa" and isinstance(text, str) else None
+    # score_prediction scores the answer as parsed when it was made: parse it before, not after
+    prediction = Prediction(id=str(row["id"]), task=task, raw=raw, parsed=parsed, error=None, attempts=1,
+                            latency_s=0.0, usage=None, request_hash="")
     if task == "vqa":
         record = scoring.item_record(task, row, prediction, lang=lang)
         verdict, decided_by, _ = judge_items([tasks.question_of(row, lang)], [record["reference"]], [text], judge)[0]
@@ -95,9 +97,7 @@ def score_answer(task: str, row: dict[str, Any], raw: str | None, *, lang: str =
                       decided_by=scoring.DECIDED_BY.get(decided_by),
                       correct=None if verdict is None else verdict == "C")
         return record
-    record = scoring.score_prediction(prediction, row, lang)
-    record["parsed"] = tasks.parse_output(task, text, row, lang) if isinstance(text, str) else None
-    return record
+    return scoring.score_prediction(prediction, row, lang)
 
 
 def headline(task: str, records: Sequence[dict[str, Any]]) -> float | None:

@@ -57,7 +57,8 @@ def _price(text: str) -> tuple[float, float]:
     return a, b
 
 
-VQA_CATEGORIES = ("technique", "dietary", "multi_image", "counterfactual")
+# The keys of --vqa-mix: short names of the release's VQA categories (construct.vqa.MIX_NAMES maps them).
+VQA_MIX_KEYS = ("technique", "dietary", "multi_image", "counterfactual")
 PAPER_VQA_MIX = {"technique": 0.662, "dietary": 0.272, "multi_image": 0.044, "counterfactual": 0.022}
 
 
@@ -67,7 +68,7 @@ def parse_mix(text: str) -> dict[str, float]:
     >>> parse_mix("technique=3,dietary=1")
     {'technique': 0.75, 'dietary': 0.25, 'multi_image': 0.0, 'counterfactual': 0.0}
     """
-    shares = dict.fromkeys(VQA_CATEGORIES, 0.0)
+    shares = dict.fromkeys(VQA_MIX_KEYS, 0.0)
     for part in filter(None, (x.strip() for x in text.split(","))):
         name, _, value = part.partition("=")
         try:
@@ -76,7 +77,7 @@ def parse_mix(text: str) -> dict[str, float]:
             share = -1.0
         if name.strip() not in shares or share < 0:
             raise argparse.ArgumentTypeError(f"--vqa-mix wants CATEGORY=SHARE[,...] with categories "
-                                             f"{', '.join(VQA_CATEGORIES)}, got {part!r}")
+                                             f"{', '.join(VQA_MIX_KEYS)}, got {part!r}")
         shares[name.strip()] = share
     total = sum(shares.values())
     if total <= 0:

@@ -214,6 +214,32 @@ def test_without_a_grader_role_the_model_never_grades_itself(tmp_path: Path) -> 
     assert any(r["verdict"] is None for r in records)
 
 
+@needs_inspect
+def test_the_inspect_cli_grades_vqa_on_a_machine_with_few_cores(tmp_path: Path) -> None:
+    """`inspect eval ...@diningbench_vqa --model-role grader=...` as a user types it, where the loop's
+    default thread pool is small (one core: 5 threads) and inspect scores more samples than that at
+    once: every grader call is made and the figure is the harness's (8 of 16 right by the script)."""
+    script = ("import os, sys; os.cpu_count = lambda: 1; from inspect_ai._cli.main import main; "
+              "sys.argv = ['inspect', *sys.argv[1:]]; main()")
+    with ScriptedServer() as server:
+        env = {**os.environ, "OPENAI_API_KEY": "unused", "OPENAI_BASE_URL": server.base_url}
+        try:
+            done = subprocess.run([sys.executable, "-c", script, "eval", f"{TASK_FILE}@diningbench_vqa",
+                                   "--model", "openai/fake-vlm", "--model-role", "grader=openai/judge",
+                                   "--log-dir", str(tmp_path / "logs"), "--display", "none"],
+                                  cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("inspect eval never finished grading: the VQA scorer's threads waited on the grader forever")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sum("<<<CANDIDATE" in r.prompt for r in server.requests) > 0  # the grader was asked
+    from inspect_ai.log import read_eval_log
+
+    [path] = (tmp_path / "logs").glob("*.eval")
+    log = read_eval_log(str(path))
+    assert log.status == "success"
+    assert log.results.scores[0].metrics["judge_accuracy"].value == EXPECTED["vqa"]
+
+
 @pytest.mark.slow
 @needs_both
 def test_same_answers_give_the_same_numbers_in_the_harness_inspect_and_lmms_eval(tmp_path: Path) -> None:

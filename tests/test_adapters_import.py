@@ -188,3 +188,17 @@ def test_the_lmms_task_functions_ask_what_the_harness_asks(monkeypatch: pytest.M
     monkeypatch.setenv("DININGBENCH_VIEWS", "two")
     with pytest.raises(ValueError, match="DININGBENCH_VIEWS='two'"):
         lmms_utils.doc_to_visual(doc)
+
+
+def test_the_frameworks_per_item_scores_are_the_harness_scores() -> None:
+    """What the inspect and lmms-eval scorers record for an answer (adapters.common.score_answer) is
+    the harness's score of it: a right letter is correct, a nutrition answer 10% over has APE 0.1."""
+    cls = docs("classification")[:6]
+    records = [lmms_utils.classification_process_results(doc, [classification_answer(i, doc)])["dining_accuracy"]
+               for i, doc in enumerate(cls)]
+    assert [r["correct"] for r in records] == [True, False, False, True, False, False]  # by hand: i % 3 == 0
+    assert [r["parsed"] for r in records][:2] == [cls[0]["answer"], "A" if cls[1]["answer"] != "A" else "B"]
+    nutrition = docs("nutrition")[0]
+    over = json.dumps({k: nutrition[k] * 1.1 for k in ("calories", "protein", "carbohydrates", "fat")})
+    record = lmms_utils.nutrition_process_results(nutrition, [over])["avg_mape"]
+    assert record["ape"] == pytest.approx({k: 0.1 for k in ("calories", "protein", "carbohydrates", "fat")})

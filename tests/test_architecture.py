@@ -141,10 +141,17 @@ def test_the_layer_checks_catch_the_edges_that_must_not_come_back(tmp_path):
 
 
 # ---------------------------------------------------------------- constants
+def nutrition_app_units() -> dict[str, str]:
+    """metrics/nutrition_error/app.py's NUTRIENT_UNITS, read without importing gradio."""
+    tree = ast.parse((ROOT / "metrics/nutrition_error/app.py").read_text(encoding="utf-8"))
+    return next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "NUTRIENT_UNITS" for t in n.targets))
+
+
 def test_every_copy_of_a_constant_agrees():
     """One home per constant; the copies that must stay (a module that works copied alone, or the data
     contract's own folder) are held to it here."""
-    from construct import raw
+    from construct import raw, vqa, work
     from eval import prompts
     from metrics.judge_accuracy import judge_accuracy
     from space.diningspace import catalog, leaderboard, render
@@ -154,10 +161,13 @@ def test_every_copy_of_a_constant_agrees():
     assert diningbench.CONFIGS == types.TASKS == catalog.CONFIGS == tuple(leaderboard.TASK_SHORT)
     assert diningbench.NUTRIENTS == types.NUTRIENTS == nutrition_error.NUTRIENTS == raw_export.NUTRIENT_FIELDS
     assert tuple(types.NUTRIENT_UNITS) == types.NUTRIENTS
+    assert nutrition_app_units() == types.NUTRIENT_UNITS
     assert diningbench.LETTERS == types.LETTERS == sample.LETTERS and types.ALPHABET.startswith(types.LETTERS)
     assert diningbench.CUISINES == tuple(sample.CUISINE_WEIGHTS) == tuple(schema["merchant"]["properties"]["cuisine"]["enum"])
     assert diningbench.VQA_CATEGORIES == tuple(sample.VQA_PAPER) == tuple(sample.VQA_SAMPLE) == tuple(render.VQA_CATEGORY_NAMES)
     assert raw.NUTRITION_UNITS == tuple(schema["nutrition"]["properties"]["unit"]["enum"])
+    # --vqa-mix's short keys name the release's VQA categories, each once
+    assert tuple(vqa.MIX_NAMES) == work.VQA_MIX_KEYS and sorted(vqa.MIX_NAMES.values()) == sorted(diningbench.VQA_CATEGORIES)
     assert diningbench.IMAGE_ROLES == tuple(schema["photo"]["properties"]["role"]["enum"])
     # The metrics' parsers read the final-answer line the CoT prompts ask for.
     for marker in prompts.FINAL_MARKER.values():
@@ -166,6 +176,37 @@ def test_every_copy_of_a_constant_agrees():
         assert nutrition_error.parse_nutrition(
             f'{{"calories": 1}}\n{marker}{{"calories": 500, "protein": 20, "carbohydrates": 50, "fat": 10}}'
         ) == {"calories": 500.0, "protein": 20.0, "carbohydrates": 50.0, "fat": 10.0}
+
+
+# Where each shared constant may be written out: its homes, and the copies held to them above (a module
+# that works copied alone). Anywhere else a literal copy is one that came back.
+CONSTANT_HOMES = {
+    "diningbench.py": {"CONFIGS", "CUISINES", "VQA_CATEGORIES", "NUTRIENTS", "IMAGE_ROLES", "LETTERS"},
+    "eval/types.py": {"TASKS", "NUTRIENTS", "LETTERS", "ALPHABET", "NUTRIENT_UNITS"},
+    "eval/prompts.py": {"FINAL_MARKER"},
+    "metrics/nutrition_error/nutrition_error.py": {"NUTRIENTS"},
+    "metrics/nutrition_error/app.py": {"NUTRIENT_UNITS"},
+    "synthetic/sample.py": {"LETTERS"},
+}
+SHARED_CONSTANTS = set().union(*CONSTANT_HOMES.values()) | {"TASK_NAMES"}
+
+
+def literal_constants(source: str) -> set[str]:
+    """Module-level names of SHARED_CONSTANTS assigned a value spelled out in text (not derived)."""
+    found = set()
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        spelled = node.value is not None and any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                                                 for n in ast.walk(node.value)) if targets else False
+        found |= {t.id for t in targets if isinstance(t, ast.Name) and t.id in SHARED_CONSTANTS and spelled}
+    return found
+
+
+def test_no_copy_of_a_shared_constant_comes_back():
+    assert literal_constants('LETTERS = "ABCDEFGH"\nTASKS = CONFIGS\nNUTRIENTS: tuple = ("fat",)') == {"LETTERS", "NUTRIENTS"}
+    copies = {rel: sorted(literal_constants((ROOT / rel).read_text(encoding="utf-8")) - CONSTANT_HOMES.get(rel, set()))
+              for rel in product_files()}
+    assert {rel: names for rel, names in copies.items() if names} == {}
 
 
 def test_every_default_is_the_settings_one():

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import importlib.util
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,10 @@ from eval.prompts import PROMPT_VERSION  # noqa: E402
 from eval.types import ImagePart  # noqa: E402
 
 GRADER_ROLE = "grader"
+# VQA scoring blocks a thread on each grader call while the event loop makes it; those threads must not
+# be the loop's default executor, which the grader's own connection needs (asyncio's getaddrinfo): with
+# as many samples scored at once as that pool has threads, every call would wait for a thread forever.
+_SCORING_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="diningbench-vqa-scoring")
 VIEWS_DIR = Path(os.environ.get("DININGBENCH_VIEWS_CACHE") or Path.home() / ".cache" / "diningbench" / "views")
 
 
@@ -206,8 +212,9 @@ def judge_scorer(language: str = "zh"):  # noqa: ANN201
             future = asyncio.run_coroutine_threadsafe(grader.generate(prompt, config=config), loop)
             return future.result().completion
 
-        record = await asyncio.to_thread(common.score_answer, "vqa", state.metadata["row"], _answer(state),
-                                         lang=language, judge=judge if grader is not None else None)
+        record = await loop.run_in_executor(_SCORING_THREADS, functools.partial(
+            common.score_answer, "vqa", state.metadata["row"], _answer(state), lang=language,
+            judge=judge if grader is not None else None))
         verdict = record.get("verdict")
         return _score(record, state, {"C": 1.0, "I": 0.0}.get(verdict, 0.0))
     return score
