@@ -26,6 +26,7 @@ from eval.store import PREDICTIONS
 from eval.tasks import parse_output
 from eval.types import NUTRIENTS, Prediction
 
+from .hubsync import HubFolder
 from .leaderboard import HUMAN_GROUPS, HUMAN_PREFIX, dataset_label
 
 HUMANS_FOLDER = "humans"  # under the results folder; the Leaderboard reads results/*/*/ too
@@ -169,19 +170,12 @@ class HumanRuns:
         self.hub_repo = hub_repo
         self.dataset = dataset_label(dataset)
         self.judge = judge
-        self._scheduler: Any = None
+        self._hub = HubFolder(self.folder, hub_repo, HUMANS_FOLDER, ["*/run.json", "*/predictions.jsonl"])
         self._lock = threading.Lock()
 
     def scheduler(self) -> Any:
         """The CommitScheduler, made on first use (no network until someone finishes a test)."""
-        if self.hub_repo and self._scheduler is None:
-            from huggingface_hub import CommitScheduler
-
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self._scheduler = CommitScheduler(repo_id=self.hub_repo, repo_type="dataset", folder_path=self.folder,
-                                              path_in_repo=HUMANS_FOLDER, every=5, private=True,
-                                              allow_patterns=["*/run.json", "*/predictions.jsonl"])
-        return self._scheduler
+        return self._hub.scheduler()
 
     def save(self, sitting: Sitting, rows: dict[str, dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
         """Write, score and report the sitting's run folder; returns (folder, the task's figures)."""
@@ -202,8 +196,7 @@ class HumanRuns:
         if scripted:
             info["human"]["automated"] = scripted  # kept, but left out of the humans row
         info.pop("git_commit", None)  # says nothing about a person's answers
-        scheduler = self.scheduler()
-        with self._lock, (scheduler.lock if scheduler is not None else _NoLock()):
+        with self._lock, self._hub.writing():
             run_dir.mkdir(parents=True, exist_ok=True)
             write_run_json(run_dir, info)
             lines = [json.dumps(prediction_of(sitting, a, rows[a["id"]]).to_json(), ensure_ascii=False)
@@ -216,9 +209,3 @@ class HumanRuns:
         return run_dir, metrics.get(sitting.task, {})
 
 
-class _NoLock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

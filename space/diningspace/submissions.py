@@ -37,6 +37,7 @@ from typing import Any
 from eval.types import TASKS
 
 from .guard import GuardError, check_model_name
+from .hubsync import HubFolder
 
 SUBMISSIONS_FOLDER = "submissions"  # under the results folder, next to humans/
 HISTORY = "history"
@@ -622,24 +623,18 @@ class Submissions:
     def __init__(self, results_dir: Path, *, hub_repo: str | None = None) -> None:
         self.folder = Path(results_dir) / SUBMISSIONS_FOLDER
         self.hub_repo = hub_repo
-        self._scheduler: Any = None
+        self._hub = HubFolder(self.folder, hub_repo, SUBMISSIONS_FOLDER,
+                              ["*/*.json", "*/*.jsonl", f"*/{HISTORY}/*/*.json"])
         self._lock = threading.Lock()
 
     def scheduler(self) -> Any:
-        if self.hub_repo and self._scheduler is None:
-            from huggingface_hub import CommitScheduler
-
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self._scheduler = CommitScheduler(repo_id=self.hub_repo, repo_type="dataset", folder_path=self.folder,
-                                              path_in_repo=SUBMISSIONS_FOLDER, every=5, private=True,
-                                              allow_patterns=["*/*.json", "*/*.jsonl", f"*/{HISTORY}/*/*.json"])
-        return self._scheduler
+        return self._hub.scheduler()
 
     def _keep(self, key: str, write: Callable[[Path], None]) -> Path:
         """Write a submission's folder; the one it replaces moves to its history/ first."""
         scheduler = self.scheduler()
         target = self.folder / key
-        with self._lock, (scheduler.lock if scheduler is not None else _NoLock()):
+        with self._lock, self._hub.writing():
             if (target / SUBMISSION_JSON).is_file():
                 try:
                     old = json.loads((target / SUBMISSION_JSON).read_text(encoding="utf-8"))
@@ -694,14 +689,6 @@ class Submissions:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-class _NoLock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def submit(*, zip_path: Path | None, hub_repo: str | None, repo_type: str, store: Submissions,
