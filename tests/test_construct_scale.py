@@ -367,7 +367,10 @@ def test_the_scale_bench_builds_and_reports_against_the_ideal():
     # checks them against the calls.jsonl rows) x 50 ms / 8 = 1.14 s: the ideal.
     assert "182 calls at 50 ms" in first["note"] and first["reference"] == pytest.approx(182 * 0.05 / 8)
     # The call phases take at least the ideal; the stages hold them and their other work besides.
-    assert first["reference"] <= first["measured"] <= stages["measured"] and 50 < rows[-1]["measured"] < 1000  # MiB
+    assert first["reference"] <= first["measured"] <= stages["measured"]
+    # A peak memory was measured (MiB; a Python process with datasets imported is past 50). How high it may
+    # be is the bench's figure against its target, not a bound for a test on a shared machine.
+    assert rows[-1]["measured"] > 50 and rows[-1]["unit"] == "MiB" and rows[-1]["target"] == 1.25
 
 
 def test_merge_carries_answers_and_cut_answers_but_not_failures(tmp_path):
