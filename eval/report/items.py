@@ -8,7 +8,6 @@ score and, for VQA, the judge's own reply from the run's verdict cache.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,10 +165,8 @@ class ItemDetail:
 
 
 def _settings(info: dict[str, Any]) -> RunSettings:
-    saved = info.get("settings") if isinstance(info.get("settings"), dict) else {}
-    names = {f.name for f in dataclasses.fields(RunSettings)}
-    values = {k: v for k, v in saved.items() if k in names and k not in ("out", "judge_cache", "engine_extra")}
-    return RunSettings(**values)
+    saved = info.get("settings")
+    return RunSettings.from_saved(saved if isinstance(saved, dict) else {})
 
 
 def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
