@@ -9,7 +9,10 @@ builds them: `eval.runner.built_ahead`), sent by `eval.runner.execute` through
 the real `openai:` backend, parsed (`eval.api.parse`, `eval.api.to_prediction`) and appended to predictions.jsonl
 (`eval.store.PredictionStore`). Two more rows, for reference: the same loop with a backend that
 only sleeps the latency in-process (no HTTP: the runner's own floor, which includes the rounding
-of N / C up to whole rounds), and the whole `eval.api.run` (dataset load and scoring included).
+of N / C up to whole rounds), the whole `eval.api.run` (dataset load and scoring included), and a
+bare client: the same bodies, built before the clock starts, written with raw asyncio HTTP/1.1 over
+kept-alive connections and the replies read, nothing else. The bare client is what this machine, its
+loopback and the server allow any client; the harness's own share is its time over the bare client's.
 
     python -m bench.concurrency [--requests 1000] [--latency 0.1] [--concurrency 64] [--images 1]
 """
@@ -98,6 +101,63 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
     return answered
 
 
+def request_bodies(rows: list[dict[str, Any]], images: int) -> list[bytes]:
+    """The JSON bodies the `openai:` backend would send for `rows` (its own message and body code)."""
+    import orjson
+
+    from eval import tasks
+    from eval.backends import make_backend
+    from eval.backends.openai_chat import rough_prompt_tokens, to_openai_messages
+    from eval.settings import RunSettings
+
+    settings = RunSettings(task="nutrition", model="openai:bench-vlm", images=images, max_tokens=256)
+    backend = make_backend("openai:bench-vlm", base_url="http://127.0.0.1:1/v1", timeout=60.0)
+    bodies = []
+    for row in rows:
+        request = tasks.build_request("nutrition", row, settings)
+        body, _ = backend.policy.body(backend.model, to_openai_messages(request.messages), request.config,
+                                      rough_prompt_tokens(request.messages), None)
+        bodies.append(orjson.dumps(body))
+    return bodies
+
+
+async def _bare(base_url: str, bodies: list[bytes], concurrency: int) -> int:
+    from urllib.parse import urlsplit
+
+    url = urlsplit(base_url)
+    path = f"{url.path.rstrip('/')}/chat/completions"
+    pending = iter(bodies)
+    answered = 0
+
+    async def worker() -> None:
+        nonlocal answered
+        reader, writer = await asyncio.open_connection(url.hostname, url.port)
+        try:
+            for body in pending:
+                writer.write(f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
+                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                await reader.readexactly(length)
+                answered += head.startswith(b"HTTP/1.1 200")
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(bodies)))))
+    return answered
+
+
+def bare_loop(base_url: str, bodies: list[bytes], *, concurrency: int) -> float:
+    """Seconds for the bare client to send `bodies` (pre-built) at `concurrency` and read every reply."""
+    start = time.perf_counter()
+    answered = asyncio.run(_bare(base_url, bodies, concurrency))
+    seconds = time.perf_counter() - start
+    if answered != len(bodies):
+        raise BenchError(f"the bare client got {answered} answers for {len(bodies)} requests")
+    return seconds
+
+
 def runner_loop(base_url: str, rows: list[dict[str, Any]], out: Path, *, concurrency: int, images: int,
                 client: str = "openai", latency: float = 0.0) -> float:
     """Seconds for the harness's generation loop over `rows` (client: the openai backend, or sleep)."""
@@ -129,6 +189,8 @@ def run(release: Path = PAPER_RELEASE, *, requests: int = 1000, latency: float =
         raise BenchError(f"no release at {release}: build one with `python -m bench.release --out {release}`")
     rows = nutrition_rows(release, requests)
     warm_imports()
+    with placeholder_key():
+        bodies = request_bodies(rows, images)
     ideal = requests * latency / concurrency
     size = f"{requests} requests, {latency * 1000:g} ms latency, concurrency {concurrency}, {images} view(s) each"
     out_rows = []
@@ -139,16 +201,24 @@ def run(release: Path = PAPER_RELEASE, *, requests: int = 1000, latency: float =
                 runner_loop(server.base_url, rows[:concurrency], Path(tmp) / "warm", concurrency=concurrency,
                             images=images)
                 warm = server.stats()
-                runs = [runner_loop(server.base_url, rows, Path(tmp) / f"runner{k}", concurrency=concurrency,
-                                    images=images) for k in range(max(1, repeat))]
+                runs, bare = [], []
+                for k in range(max(1, repeat)):  # interleaved, so both sides see the same machine
+                    runs.append(runner_loop(server.base_url, rows, Path(tmp) / f"runner{k}", concurrency=concurrency,
+                                            images=images))
+                    bare.append(bare_loop(server.base_url, bodies, concurrency=concurrency))
                 seen = server.stats()
-            seen = {**seen, **{k: (seen[k] - warm[k]) // len(runs) for k in ("requests", "images", "bytes")}}
+            seen = {**seen, **{k: (seen[k] - warm[k]) // (2 * len(runs)) for k in ("requests", "images", "bytes")}}
             if seen["requests"] != requests:
                 raise BenchError(f"the server saw {seen['requests']} requests per run, expected {requests}")
             spread = f"; median of {len(runs)} runs, {min(runs):.3f}-{max(runs):.3f} s" if len(runs) > 1 else ""
             out_rows.append(result(f"concurrency, server {label} (runner / ideal N*latency/C)",
                                    statistics.median(runs), ideal, target=TARGET, note=size + spread, server=seen,
                                    runs_s=runs))
+            out_rows.append(result("  bare client, same server and bodies (pre-built; raw asyncio HTTP/1.1)",
+                                   statistics.median(bare), ideal, note="what the machine and server allow any "
+                                   f"client; runs {min(bare):.3f}-{max(bare):.3f} s", runs_s=bare))
+            out_rows.append(result("  runner / bare client (the harness's own share)", statistics.median(runs),
+                                   statistics.median(bare), note="medians of the interleaved runs above"))
         floor = runner_loop("", rows, Path(tmp) / "sleep", concurrency=concurrency, images=images, client="sleep",
                             latency=latency)
         whole_rounds = -(-requests // concurrency) * latency

@@ -56,9 +56,14 @@ def test_overhead_runs_the_harness_and_the_bare_loop_on_the_same_views():
 
 def test_concurrency_sends_every_request_and_never_exceeds_the_limit():
     rows = concurrency.run(SAMPLE, requests=12, latency=0.01, concurrency=4)
-    listed, unlisted, floor, end_to_end = rows
+    listed, bare, share, unlisted, bare_unlisted, share_unlisted, floor, end_to_end = rows
     for row in rows:
         well_formed(row)
+    for client, ratio, runner in ((bare, share, listed), (bare_unlisted, share_unlisted, unlisted)):
+        assert "bare client" in client["name"] and len(client["runs_s"]) == 3
+        assert client["reference"] == listed["reference"] and client["measured"] == sorted(client["runs_s"])[1]
+        assert client["measured"] >= 3 * 0.01  # the bare client waits the same three rounds of latency
+        assert ratio["measured"] == runner["measured"] and ratio["reference"] == client["measured"]
     assert "reports its context" in listed["name"] and "404" in unlisted["name"]
     assert listed["reference"] == unlisted["reference"] == floor["reference"] == pytest.approx(12 * 0.01 / 4)
     assert listed["target"] == unlisted["target"] == 1.05 and floor["target"] is None and end_to_end["target"] is None
