@@ -183,6 +183,25 @@ def encode_for_transport(image: Any, *, max_side: int, role: str, item_id: str, 
     return ImagePart(data=out.getvalue(), mime_type="image/jpeg", role=role)
 
 
+def stored_views(row: dict[str, Any], *, n: int | None, order: str, seed: int,
+                 max_side: int) -> list[ImagePart] | None:
+    """The item's views to send when every one goes out as stored (header reads, no Pillow: cheap
+    enough for the event loop), else None: `views_for_request` then decodes what it must, and
+    names any problem. Each view is checked once, here, not again when it is sent."""
+    images = row.get("images") or []
+    roles = list(row.get("image_roles") or [])
+    if not images or len(roles) != len(images):
+        return None
+    views = []
+    for i in select_views(roles, n, order, seed=seed, item_id=str(row["id"])):
+        image = images[i]
+        data = image.get("bytes") if isinstance(image, dict) else image if isinstance(image, bytes | bytearray) else None
+        if not data or not _sendable(data, max_side):
+            return None
+        views.append(ImagePart(data=bytes(data), mime_type="image/jpeg", role=roles[i]))
+    return views
+
+
 def views_for_request(row: dict[str, Any], *, n: int | None, order: str, seed: int,
                       max_side: int) -> list[ImagePart]:
     """The item's views to send, selected, ordered and encoded."""

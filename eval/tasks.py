@@ -14,9 +14,9 @@ from functools import partial
 from typing import Any
 
 from eval import prompts
-from eval.images import ImageError, ViewHashes, select_views, sent_as_stored, views_for_request
+from eval.images import ImageError, ViewHashes, select_views, stored_views, views_for_request
 from eval.settings import IDENTITY_FIELDS, RunSettings
-from eval.types import NUTRIENTS, GenerationConfig, Message, Request
+from eval.types import NUTRIENTS, GenerationConfig, ImagePart, Message, Request
 from metrics.dining_accuracy.dining_accuracy import parse_choice
 from metrics.judge_accuracy.judge_accuracy import final_answer
 from metrics.nutrition_error.nutrition_error import parse_nutrition
@@ -95,11 +95,12 @@ def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list
 def views_sent_as_stored(row: dict[str, Any], settings: RunSettings) -> bool:
     """True when every view of the row goes out as stored: building its request takes microseconds
     (no Pillow), so it may run on the event loop."""
-    views, roles = row.get("images") or [], row.get("image_roles") or []
-    if not views or len(views) != len(roles):
-        return False  # the builder names the problem, in its turn
-    chosen = select_views(roles, settings.images, settings.image_order, seed=settings.seed, item_id=str(row["id"]))
-    return all(sent_as_stored(views[i], settings.max_image_side) for i in chosen)
+    return _stored(row, settings) is not None
+
+
+def _stored(row: dict[str, Any], settings: RunSettings) -> list[ImagePart] | None:
+    return stored_views(row, n=settings.images, order=settings.image_order, seed=settings.seed,
+                        max_side=settings.max_image_side)
 
 
 # The view hashes of every dataset this process has asked about (bounded).
@@ -107,18 +108,20 @@ VIEW_HASHES = ViewHashes()
 
 
 def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0,
-                  rotation: int = 0, scope: str | None = None) -> Request:
+                  rotation: int = 0, scope: str | None = None, views: list[ImagePart] | None = None) -> Request:
     """Images first (the views, in order), then the task text, in one user turn.
 
     An unusable image is an ImageError naming the task and the item. `metadata` carries what the
     prediction keeps: the views sent, the epoch and the option rotation. `scope` (the dataset's
-    fingerprint) lets each view's hash be computed once and reused (`VIEW_HASHES`).
+    fingerprint) lets each view's hash be computed once and reused (`VIEW_HASHES`). `views`: the
+    row's views as `stored_views` found them, when the caller has checked them already.
     """
     row = rotate_options(row, rotation) if task == "classification" else row
     text = prompt_text(task, row, settings)
     try:
-        views = views_for_request(row, n=settings.images, order=settings.image_order, seed=settings.seed,
-                                  max_side=settings.max_image_side)
+        if views is None:
+            views = views_for_request(row, n=settings.images, order=settings.image_order, seed=settings.seed,
+                                      max_side=settings.max_image_side)
     except ImageError as exc:
         raise ImageError(f"{task}: {exc}") from None
     if scope is None:
@@ -139,8 +142,10 @@ def request_job(task: str, row: dict[str, Any], settings: RunSettings, epoch: in
                 scope: str | None = None) -> Request | Callable[[], Request]:
     """The request itself when its views go out as stored (microseconds); otherwise the call that
     builds it (decode, shrink, re-encode), for a worker thread: what `runner.built_ahead` takes."""
-    build = partial(build_request, task, row, settings, epoch, rotation, scope)
-    return build() if views_sent_as_stored(row, settings) else build
+    views = _stored(row, settings)
+    if views is not None:
+        return build_request(task, row, settings, epoch, rotation, scope, views)
+    return partial(build_request, task, row, settings, epoch, rotation, scope)
 
 
 def reference_of(task: str, row: dict[str, Any], lang: str = "zh") -> Any:
