@@ -182,3 +182,27 @@ def test_a_judge_asked_from_many_threads_builds_one_backend(monkeypatch):
         judge.close()
     assert answers == ["C"] * 8 and built == ["openai:fake-judge"] * 2 and len(server.requests) == 9
     assert backend._session is None  # close() released its connections on the judge's loop
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 57, 4096, 60_001])
+def test_views_travel_as_the_standard_base64_data_uri(size):
+    import base64
+    import os
+
+    data = os.urandom(size)
+    message = Message(role="user", content=(ImagePart(data=data, mime_type="image/jpeg"), "what is this?"))
+    (converted,) = openai_chat.to_openai_messages((message,))
+    url = converted["content"][0]["image_url"]["url"]
+    assert url == "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")
+    assert base64.b64decode(url.split(",", 1)[1], validate=True) == data
+
+
+def test_a_plain_http_server_builds_no_tls_context_and_an_https_one_does(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    assert not openai_chat.OpenAIChatBackend("m", base_url="http://127.0.0.1:8000/v1")._tls
+    assert openai_chat.OpenAIChatBackend("m", base_url="https://example.org/v1")._tls
+    assert openai_chat.OpenAIChatBackend("m")._tls  # OpenAI itself
+    monkeypatch.setenv("HTTP_PROXY", "https://proxy.example.org:3128")
+    assert openai_chat.OpenAIChatBackend("m", base_url="http://10.0.0.5:8000/v1")._tls  # TLS to the proxy
