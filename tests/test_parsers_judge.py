@@ -76,6 +76,24 @@ def test_real_judge_replies_are_read():
     assert sum(g not in (None, row["expected"]) for g, row in zip(got, REAL_VERDICT, strict=True)) == 0
 
 
+REAL_VERDICT_HELDOUT = corpus("real_verdict_heldout")
+
+
+def test_held_out_real_judge_replies_are_read_without_guessing():
+    """Held-out slice, never tuned on: model_graded_qa replies (partial credit: C, P or I) of Claude 3.5/3.7 Sonnet
+    and GPT-4o in tidyverse/vitals' committed logs (tests/corpus/README.md); a `GRADE: P` is no C/I verdict.
+    Measured once, with the rules as they were: 109 of 110 verdicts read (99.1%), none wrong, none of the 41
+    partial-credit replies given a verdict; the miss ends a prose sentence ("... is GRADE: I.")."""
+    answers = [row for row in REAL_VERDICT_HELDOUT if row["expected"] is not None]
+    partial = [row for row in REAL_VERDICT_HELDOUT if row["expected"] is None]
+    got = {id(row): parse_verdict(row["text"]) for row in REAL_VERDICT_HELDOUT}
+    assert len(answers) >= 110 and len(partial) >= 40
+    assert {row["source"].partition(":")[0] for row in REAL_VERDICT_HELDOUT} == {"tidyverse/vitals"}
+    assert sum(got[id(row)] == row["expected"] for row in answers) / len(answers) >= 0.97
+    assert [row["item"] for row in answers if got[id(row)] not in (None, row["expected"])] == []
+    assert [row["item"] for row in partial if got[id(row)] is not None] == []
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("Both name the same allergen.\n\nTherefore, I conclude with GRADE: C.", "C"),
     ("GRADE: C. No reason to downgrade.", "C"),

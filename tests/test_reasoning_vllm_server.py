@@ -13,7 +13,7 @@ import pytest
 
 from eval import api
 from eval.backends import openai_chat, release
-from eval.backends.policy import parse_context_overflow
+from eval.backends.policy import parse_context_overflow, parse_limit_over_context
 from eval.settings import RunSettings, UsageError
 from eval.types import ConfigError, GenerationConfig, Message, Request
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -212,29 +212,46 @@ def test_both_vllm_wordings_of_the_context_refusal_are_read():
     assert parse_context_overflow("injected 400") is None
 
 
-# Each wording of vLLM's context refusal (the message of its 400), with the numbers it gives.
+# Each wording of vLLM's context refusal (the message of its 400), rendered from the f-string in the released
+# wheel (path inside the package, version) with the numbers it gives. Since 0.12 the message is
+# str(VLLMValidationError), which appends "(parameter=..., value=...)" (vllm/exceptions.py).
 VLLM_CONTEXT_REFUSALS = [
-    # entrypoints/openai/serving_engine.py before 0.10
+    # vllm/entrypoints/openai/serving_engine.py, 0.9.2: prompt + limit, and the prompt alone when no limit is sent
     ("This model's maximum context length is 16384 tokens. However, you requested 17000 tokens (616 in the messages, "
      "16384 in the completion). Please reduce the length of the messages or completion.", (16384, 616)),
-    # 0.10+
+    ("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens in the messages, Please "
+     "reduce the length of the messages.", (8192, 9000)),
+    # vllm/entrypoints/openai/serving_engine.py, 0.11.0 (and 0.14.0): the prompt alone, then prompt + limit
+    ("This model's maximum context length is 8192 tokens. However, your request has 8192 input tokens. Please reduce "
+     "the length of the input messages.", (8192, 8192)),
     ("'max_tokens' or 'max_completion_tokens' is too large: 16384. This model's maximum context length is 16384 tokens "
-     "and your request has 616 input tokens (16384 > 16384 - 616). None", (16384, 616)),
-    # renderers/params.py: prompt + requested output over the context
+     "and your request has 616 input tokens (16384 > 16384 - 616).", (16384, 616)),
+    # vllm/entrypoints/openai/engine/serving.py, 0.17.0: the same, as VLLMValidationError
+    ("'max_tokens' or 'max_completion_tokens' is too large: 16384. This model's maximum context length is 16384 tokens "
+     "and your request has 616 input tokens (16384 > 16384 - 616). (parameter=max_tokens, value=16384)", (16384, 616)),
+    # vllm/renderers/params.py, 0.17.0 (_token_len_check)
+    ("You passed 8200 input tokens and requested 64 output tokens. However, the model's context length is only 8192 "
+     "tokens, resulting in a maximum input length of 8128 tokens. Please reduce the length of the input prompt. "
+     "(parameter=input_tokens, value=8200)", (8192, 8200)),
+    # vllm/renderers/params.py, 0.20.0 (_token_len_check; "at least" when the tokenizer stopped at the bound)
     ("This model's maximum context length is 8192 tokens. However, you requested 64 output tokens and your prompt "
      "contains at least 8129 input tokens, for a total of at least 8193 tokens. Please reduce the length of the input "
      "prompt or the number of requested output tokens. (parameter=input_tokens, value=8129)", (8192, 8129)),
-    # 0.33: the prompt alone
+    # vllm/renderers/params.py, 0.33.0 (_token_len_check): the prompt alone
     ("This model's maximum context length is 8192 tokens. However, your prompt contains 9000 input tokens, which "
-     "exceeds this limit even without any output tokens.", (8192, 9000)),
+     "exceeds this limit even without any output tokens. Please reduce the length of the input prompt. "
+     "(parameter=input_tokens, value=9000)", (8192, 9000)),
+    ("This model's maximum context length is 8192 tokens. However, your prompt contains at least 8193 input tokens, "
+     "which exceeds this limit even without any output tokens. Please reduce the length of the input prompt. "
+     "(parameter=input_tokens, value=8193)", (8192, 8193)),
+    # vllm/entrypoints/serve/utils/api_utils.py, 0.33.0 (get_max_tokens; vllm/entrypoints/utils.py in 0.20.0)
     ("Input length (66001) exceeds model's maximum context length (65536).", (65536, 66001)),
-    # renderers/params.py, counted after tokenization
-    ("You passed 8200 input tokens and requested 64 output tokens. However, the model's context length is only 8192 "
-     "tokens, resulting in a maximum input length of 8128 tokens. Please reduce the length of the input prompt.",
-     (8192, 8200)),
-    # v1 engine processor
+    # vllm/v1/engine/processor.py 0.9.2 and 0.11.0, vllm/v1/engine/input_processor.py 0.33.0 (_validate_prompt_len)
     ("The decoder prompt (length 12324) is longer than the maximum model length of 8192. Make sure that "
      "`max_model_len` is no smaller than the number of text tokens.", (8192, 12324)),
+    ("The decoder prompt (length 8192) plus the number of requested output tokens (at least 1) is longer than the "
+     "maximum model length of 8192. Make sure that `max_model_len` is no smaller than the number of text tokens "
+     "(prompt + requested output tokens).", (8192, 8192)),
 ]
 
 
@@ -243,12 +260,49 @@ def test_every_vllm_wording_of_the_context_refusal_is_read(message, numbers):
     assert parse_context_overflow(message) == numbers
 
 
-@pytest.mark.parametrize("message", [
-    # characters, not tokens: no prompt count to fit a limit under
+# Refusals that give no token count of the prompt, rendered the same way.
+VLLM_REFUSALS_WITHOUT_A_PROMPT_COUNT = [
+    # characters, not tokens (vllm/renderers/params.py _text_len_check: 0.17.0, 0.20.0, 0.33.0)
     "You passed 40000 input characters and requested 64 output tokens. However, the model's context length is only "
-    "8192 tokens, resulting in a maximum input length of 8128 tokens (at most 32512 characters).",
-    "max_tokens=20000cannot be greater than max_model_len=max_total_tokens=8192. Please request fewer output tokens.",
+    "8192 tokens, resulting in a maximum input length of 8128 tokens (at most 32512 characters). Please reduce the "
+    "length of the input prompt. (parameter=input_text, value=40000)",
+    "This model's maximum context length is 8192 tokens. However, you requested 64 output tokens and your prompt "
+    "contains 40000 characters (more than 32512 characters, which is the upper bound for 8128 input tokens). Please "
+    "reduce the length of the input prompt or the number of requested output tokens. (parameter=input_text, value=40000)",
+    "This model's maximum context length is 8192 tokens. However, your prompt contains 40000 characters (more than "
+    "32768 characters, which is the upper bound for 8192 input tokens). Please reduce the length of the input prompt. "
+    "(parameter=input_text, value=40000)",
+    # the encoder's cache, not the context (vllm/v1/engine/input_processor.py, 0.33.0)
+    "The encoder prompt (length 12324) is longer than the maximum model length of 8192. Make sure that "
+    "`max_model_len` is no smaller than the number of text tokens.",
+    # a limit above the whole context (vllm/renderers/params.py TokenizeParams, 0.20.0 then 0.33.0)
+    "max_tokens=20000 cannot be greater than max_model_len=max_total_tokens=8192. Please request fewer output "
+    "tokens. (parameter=max_tokens, value=20000)",
+    "max_tokens=20000 cannot be greater than max_model_len=8192. Please request fewer output tokens. "
+    "(parameter=max_tokens, value=20000)",
     "Unsupported parameter: 'max_tokens' is not supported with this model.",
-])
+]
+
+
+@pytest.mark.parametrize("message", VLLM_REFUSALS_WITHOUT_A_PROMPT_COUNT)
 def test_refusals_without_both_numbers_are_not_read_as_context_overflows(message):
     assert parse_context_overflow(message) is None
+
+
+@pytest.mark.parametrize(("message", "context"), [(m, 8192) for m in VLLM_REFUSALS_WITHOUT_A_PROMPT_COUNT[4:6]]
+                         + [(VLLM_REFUSALS_WITHOUT_A_PROMPT_COUNT[0], None), (VLLM_CONTEXT_REFUSALS[0][0], None)])
+def test_a_limit_above_the_whole_context_names_the_context(message, context):
+    assert parse_limit_over_context(message) == context
+
+
+def test_a_proxy_to_vllm_033_that_refuses_the_default_limit_learns_the_context_from_it(release_dir, tmp_path):
+    """vLLM 0.33 refuses a limit above max_model_len (the default 16,384 on an 8,192 context) and names only the
+    context; the policy takes it, and the refused requests are sent again with a limit under it."""
+    with server(max_model_len=8192, report_context=False, context_error="0.33") as fake:
+        out, predictions = run(release_dir, fake, tmp_path / "run")
+    refused = [r for r in fake.requests if r.fault == "refused"]
+    assert 1 <= len(refused) <= 4 and all(r.max_tokens == 16384 for r in refused)
+    assert all(p["error"] is None for p in predictions) and len(predictions) == ITEMS
+    assert all(r.max_tokens is not None and r.max_tokens <= 8192 for r in fake.requests if r.fault is None)
+    policy = json.loads((out / "run.json").read_text())["backend"]["request_policy"]
+    assert policy["server_context"] == 8192 and "limit above its context" in policy["server_context_source"]

@@ -2,8 +2,8 @@
 
 A run asks for `GenerationConfig` (temperature 0, 16,384 tokens, a seed, maybe a reasoning effort);
 servers differ in what they accept. OpenAI's reasoning models refuse `max_tokens` and any temperature
-but their default; a `vllm serve` endpoint refuses prompt + limit beyond its context (before 0.33) or a
-limit beyond it (0.33), so the limit is lowered to the room the prompt leaves. `ChatPolicy` keeps
+but their default; a `vllm serve` endpoint refuses prompt + limit beyond its context (0.20 and before) or a
+limit beyond the whole context (0.33 clamps one that fits it), so the limit is lowered to the room the prompt leaves. `ChatPolicy` keeps
 what one backend instance has learned, so each refusal is answered once for the whole run, and
 `describe()` records what was sent in run.json.
 """
@@ -111,30 +111,44 @@ def parse_refusal(payload: bytes) -> Refusal | None:
 
 # vLLM has worded its context refusal differently in almost every release; what stays is the two numbers.
 # So the refusal is read by meaning: one phrase that gives the context (N) and one that gives the prompt's
-# tokens (M), wherever they stand. The wordings seen in vLLM's source (entrypoints/openai/serving_engine.py,
-# renderers/params.py, v1/engine processor) and tested in tests/test_backend_context_refusals.py:
+# tokens (M), wherever they stand. Every wording below is rendered from the f-strings of the released wheels
+# (path inside the package, version) in tests/test_reasoning_vllm_server.py:
 #   "This model's maximum context length is N tokens. However, you requested T tokens (M in the messages, K in
-#    the completion)."                                                                  (before 0.10)
+#    the completion)."  / "... you requested M tokens in the messages, ..." (no limit)
+#                                               entrypoints/openai/serving_engine.py, 0.9.2
+#   "This model's maximum context length is N tokens. However, your request has M input tokens."   (prompt alone)
 #   "'max_tokens' or 'max_completion_tokens' is too large: K. This model's maximum context length is N tokens
-#    and your request has M input tokens (K > N - M)."                                  (0.10+)
-#   "This model's maximum context length is N tokens. However, you requested K output tokens and your prompt
-#    contains at least M input tokens, for a total of at least T tokens."               (renderers)
-#   "This model's maximum context length is N tokens. However, your prompt contains M input tokens, which exceeds
-#    this limit even without any output tokens."                                        (0.33, prompt alone)
+#    and your request has M input tokens (K > N - M)."
+#                                               entrypoints/openai/serving_engine.py 0.11.0-0.14.0,
+#                                               entrypoints/openai/engine/serving.py 0.17.0
 #   "You passed M input tokens and requested K output tokens. However, the model's context length is only N
-#    tokens, resulting in a maximum input length of N - K tokens."                      (renderers)
-#   "Input length (M) exceeds model's maximum context length (N)."                      (0.33)
-#   "The decoder prompt (length M) is longer than the maximum model length of N."       (v1 processor)
-# A refusal that counts characters ("You passed C input characters ...") gives no token count: it is not read.
+#    tokens, resulting in a maximum input length of N - K tokens."    renderers/params.py, 0.17.0
+#   "This model's maximum context length is N tokens. However, you requested K output tokens and your prompt
+#    contains [at least] M input tokens, for a total of [at least] T tokens."    renderers/params.py, 0.20.0
+#   "This model's maximum context length is N tokens. However, your prompt contains [at least] M input tokens,
+#    which exceeds this limit even without any output tokens."        renderers/params.py, 0.33.0
+#   "Input length (M) exceeds model's maximum context length (N)."    entrypoints/utils.py 0.20.0,
+#                                               entrypoints/serve/utils/api_utils.py 0.33.0 (get_max_tokens)
+#   "The decoder prompt (length M) is longer than the maximum model length of N."  (also "... (length M) plus
+#    the number of requested output tokens (at least 1) is longer ...", 0.33.0)    v1 engine processor
+# Since 0.12 a VLLMValidationError's message ends "(parameter=input_tokens, value=M)"; it changes nothing here.
+# Not read as a context overflow: a refusal that counts characters ("your prompt contains C characters", "You
+# passed C input characters") gives no token count, and the *encoder* prompt's refusal names the encoder cache,
+# not the context. A limit above the whole context ("max_tokens=K cannot be greater than max_model_len=N",
+# renderers/params.py 0.20.0 and 0.33.0) names the context alone: `parse_limit_over_context`.
 _CONTEXT_NUMBER = re.compile(
     r"(?:maximum\s+context\s+length|context\s+length|maximum\s+model\s+length)(?:\s+is)?(?:\s+only)?(?:\s+of)?"
     r"\s*\(?\s*(\d[\d,]*)", re.IGNORECASE)
 _PROMPT_NUMBER = re.compile(
     r"\(\s*(\d[\d,]*)\s+in\s+the\s+messages"
     r"|(?:request|prompt|messages?)\s+(?:has|contains|resulted\s+in)(?:\s+at\s+least)?\s+(\d[\d,]*)\s*(?:input\s+)?tokens"
+    r"|you\s+requested\s+(\d[\d,]*)\s+tokens\s+in\s+the\s+messages"
     r"|you\s+passed\s+(\d[\d,]*)\s+input\s+tokens"
     r"|input\s+length\s*\(\s*(\d[\d,]*)\s*\)"
-    r"|prompt\s*\(\s*length\s+(\d[\d,]*)\s*\)", re.IGNORECASE)
+    r"|(?<!encoder\s)prompt\s*\(\s*length\s+(\d[\d,]*)\s*\)", re.IGNORECASE)
+_LIMIT_OVER_CONTEXT = re.compile(
+    r"max_(?:completion_)?tokens\s*=\s*\d[\d,]*\s*cannot\s+be\s+greater\s+than\s+max_model_len\s*="
+    r"(?:\s*max_total_tokens\s*=)?\s*(\d[\d,]*)", re.IGNORECASE)
 
 
 def _count(text: str) -> int:
@@ -163,6 +177,17 @@ def parse_context_overflow(message: str) -> tuple[int, int] | None:
     if context is None or prompt is None:
         return None
     return _count(context.group(1)), _count(next(g for g in prompt.groups() if g))
+
+
+def parse_limit_over_context(message: str) -> int | None:
+    """The context a server names when it refuses a limit larger than the whole context (vLLM 0.20+).
+
+    >>> parse_limit_over_context("max_tokens=16384 cannot be greater than max_model_len=8192. Please request "
+    ...                          "fewer output tokens. (parameter=max_tokens, value=16384)")
+    8192
+    """
+    match = _LIMIT_OVER_CONTEXT.search(message[:4000])
+    return _count(match.group(1)) if match else None
 
 
 def rough_prompt_tokens(messages: tuple[Message, ...]) -> int:
@@ -237,11 +262,19 @@ class ChatPolicy:
     def _fit(self, requested: int | None, prompt_size: int) -> int | None:
         """The limit to send: the requested one, lowered to the room the prompt leaves in the context.
 
-        The limit is never dropped: without one, vLLM takes the checkpoint's generation_config
-        (`max_new_tokens`, which may be far below what was asked) rather than the room left. vLLM 0.33
-        clamps a limit to the room itself and refuses only one above max_model_len; earlier versions
-        refuse prompt + limit > context, so min(limit, room) is right for both. The prompt is an
-        estimate scaled by what the server counted; a refusal that names the prompt corrects it.
+        What vLLM does with a limit, read in its released wheels:
+        - 0.33.0: `get_max_tokens` (vllm/entrypoints/serve/utils/api_utils.py) generates
+          min(max_model_len - prompt, the request's limit, --override-generation-config's max_new_tokens,
+          the platform's cap), so a limit is clamped to the room left; `TokenizeParams` (vllm/renderers/params.py)
+          refuses only a limit above max_model_len, and a prompt above it. Without a limit the request's place is
+          taken by the checkpoint's generation_config `max_new_tokens` (`ModelConfig.get_diff_sampling_param`,
+          vllm/config/model.py), which may be far below what was asked; only without one is it the room left.
+        - 0.20.0: the same `get_max_tokens` (vllm/entrypoints/utils.py), but renderers/params.py refuses
+          prompt + limit above max_model_len; 0.11.0-0.17.0 refuse it in the serving layer, and 0.11.0's
+          `get_max_tokens` also caps a sent limit at generation_config's `max_new_tokens`.
+        So the limit is never dropped, and min(limit, room) is what 0.33 would generate anyway and what the
+        versions that refuse prompt + limit accept. The prompt is an estimate scaled by what the server counted;
+        a refusal that names the prompt corrects it.
         """
         if requested is None or self.context is None:
             return requested
@@ -293,6 +326,17 @@ class ChatPolicy:
         overflow = parse_context_overflow(message)
         if overflow is not None:
             return self._adapt_context(*overflow, prompt_size=prompt_size, requested=requested)
+        whole_context = parse_limit_over_context(message)
+        if whole_context is not None:  # the context, not the prompt: the next body fits the limit by estimate
+            self.set_context(whole_context, "the server's refusal of a limit above its context")
+            with self._lock:
+                if self.fatal:
+                    return "fail", None
+                if self.context is None or requested is None or requested < self.context:
+                    return "no", None  # it refused something else than the limit this policy sends
+                if not any(a.startswith("context") for a in self.adaptations):
+                    self._note(f"context refusal: prompt + limit kept under the server's {self.context} tokens")
+            return "retry", None
         refusal = parse_refusal(payload)
         if refusal is None:
             return "no", None

@@ -9,8 +9,8 @@ Three behaviours of real services, switched on by constructor arguments:
 - `max_model_len=N`: a `vllm serve` endpoint with an N-token context: GET /v1/models reports
   `max_model_len`, and prompt + max_tokens > N is refused with vLLM's 400 (`context_error` picks the
   wording of vLLM 0.10+ "new" or before "old"). Without a limit it answers within its context.
-  `context_error="0.33"` or `"input_length"` is vLLM 0.33: a limit is clamped to the room left and only a
-  prompt that fills the context is refused, in one of its two wordings.
+  `context_error="0.33"` or `"input_length"` is vLLM 0.33: a limit is clamped to the room left, a limit above the
+  whole context is refused, and a prompt that fills the context is refused in one of its two wordings.
   `report_context=False` leaves `max_model_len` out of the listing (a proxy in front of vLLM);
   `list_models=False` answers GET /v1/models with a 404 (a gateway that only routes completions).
   `reasoning_field` ("reasoning_content" or "reasoning") returns `reasoning_text` beside the answer,
@@ -98,7 +98,13 @@ class FakeOpenAIServer(FakeServer):
                                       "reasoning_effort", "unsupported_parameter")
         limit = request.max_tokens
         if self.max_model_len is not None and self.context_error in CLAMPING_WORDINGS:
-            # vLLM 0.33: only a prompt that fills the context is refused; a limit is clamped to the room left.
+            # vLLM 0.33: a limit above the whole context and a prompt that fills it are refused; a limit that
+            # fits the context is clamped to the room left (vllm/renderers/params.py, TokenizeParams).
+            if limit is not None and limit > self.max_model_len:
+                message = (f"max_tokens={limit} cannot be greater than max_model_len={self.max_model_len}. "
+                           f"Please request fewer output tokens. (parameter=max_tokens, value={limit})")
+                return 400, {"error": {"message": message, "type": "BadRequestError", "param": "max_tokens",
+                                       "code": 400}}
             prompt = self.prompt_tokens(request)
             if prompt >= self.max_model_len:
                 return 400, self._context_error(prompt, 0)
@@ -112,7 +118,8 @@ class FakeOpenAIServer(FakeServer):
         n = self.max_model_len
         if self.context_error in CLAMPING_WORDINGS:
             message = (f"This model's maximum context length is {n} tokens. However, your prompt contains {prompt} "
-                       "input tokens, which exceeds this limit even without any output tokens."
+                       "input tokens, which exceeds this limit even without any output tokens. Please reduce the "
+                       f"length of the input prompt. (parameter=input_tokens, value={prompt})"
                        if self.context_error == "0.33" else
                        f"Input length ({prompt}) exceeds model's maximum context length ({n}).")
             return {"error": {"message": message, "type": "BadRequestError", "param": "input_tokens", "code": 400}}
