@@ -51,8 +51,14 @@ _FINAL_MARKERS = (
     r"final\s+answer", r"final\s+choice", r"final\s+option", r"final\s+verdict",
     r"最终答案", r"最终选择", r"最终选项", r"最终结论", r"最终的?答案", r"综上所述", r"综上",
     r"therefore,?\s+the\s+answer\s+is", r"so\s+the\s+answer\s+is", r"thus,?\s+the\s+answer\s+is",
-    r"\\boxed\s*\{",  # math-tuned models box their final answer: "$\\boxed{C}$"
 )
+# Math-tuned models box their final answer ("$\boxed{C}$", "\boxed{C. 2.618}"); a box is final like the
+# markers above. Why the whole box must be the letter: a box also holds the value worked out ("\boxed{I^2/r_0}",
+# "\boxed{p + q - r}"), whose first letter is no option. A box of several letters ("\boxed{A, C}") is a
+# multi-select: no single answer. One level of inner braces is allowed ("\boxed{\frac{21}{32}}").
+_BOXED_RE = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
+_BOXED_LETTER_RE = re.compile(r"\s*(?:\(([A-Z])\)(?:\s.*)?|([A-Z])(?:\s*[.:：)]\s*.*)?)\s*", re.DOTALL)
+_BOXED_SEVERAL_RE = re.compile(r"\s*\(?[A-Z]\)?(?:\s*(?:[,，、/&]|and)?\s*\(?[A-Z]\)?)+\s*")
 # "正确的是 D" / "不属于…的选项是 D": Chinese prose names the chosen option after 的是 / 选项是; the
 # look-behind keeps "不正确的是 D" (the option the model rejects) from reading as its answer.
 _ANSWER_MARKERS = (
@@ -72,8 +78,9 @@ _NEGATED_MARKERS = (
 )
 # After a marker: closing brackets ("[正确答案]C", "【答案】C"), bold ("**Answer:** C"), verbs and
 # punctuation, then the letter, bracketed, bold or in TeX dollars ("Answer: $C$").
-_GLUE = (r"[\]】」）)]?(?:\s*(?:is|would\s+be|should\s+be|为|是|应为|应该是|:|=|-|—|\*+)\s*)*\s*"
-         r"(?:option\s*|选项\s*)?[\(\[\*【「$]*\s*")
+# TeX's inline-math opener counts as a bracket when a capital letter follows ("the answer is \\( H. 55.92 \\)").
+_GLUE_HEAD = r"[\]】」）)]?(?:\s*(?:is|would\s+be|should\s+be|为|是|应为|应该是|:|=|-|—|\*+)\s*)*\s*"
+_GLUE = (_GLUE_HEAD + r"(?:option\s*|选项\s*)?(?:[\(\[\*【「$]|\\[(\[](?=\s*(?-i:[A-Z])(?![A-Za-z])))*\s*")
 # A letter is a capital not glued to other Latin letters; "I" followed by a lowercase word or an
 # apostrophe is the English pronoun ("Answer: I think ...", "I'm sorry"), not option I; a letter
 # followed by ", B", "、C", "和 C", "and C" or "or C" starts a list of several options (a multi-select or a
@@ -102,8 +109,8 @@ def _gives_several(text: str, letters: str) -> bool:
 
 _NEGATED_RE = re.compile(r"(?<![A-Za-z])(?:" + "|".join(_NEGATED_MARKERS) + r")" + _GLUE + _LETTER
                          + r"(?!\s*(?:[:：]|[.．、]\s*\S))", re.IGNORECASE)
-_FINAL_TEXT_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS + _ANSWER_MARKERS) + r")" + _GLUE.replace(
-    r"[\(\[\*【「$]*\s*", "") + r"(.+)$", re.IGNORECASE)
+_FINAL_TEXT_RE = re.compile(r"(?:" + "|".join(_FINAL_MARKERS + _ANSWER_MARKERS) + r")" + _GLUE_HEAD
+                            + r"(?:option\s*|选项\s*)?(.+)$", re.IGNORECASE)
 # Chinese prose that names one option as right: "选项A正确", "D选项是正确的", "故C项正确", "只有D行为".
 # Why: answers to Chinese exams often conclude this way instead of with a marker.
 _ZH_VERDICT_RE = re.compile(r"(?:选项|只有)\s*([A-Z])(?![A-Za-z])\s*(?:选?项)?\s*(?:是|为)?\s*(?:正确|对的|符合题意)"
@@ -232,11 +239,46 @@ def _read(text: str, letters: str, options: Sequence[str] | None) -> str | None:
     if lone:
         return _in_range(lone.group(1).upper(), letters)
 
-    # A concluding marker ("Final answer: C", "最终答案：C") overrides everything said before it.
-    finals = list(_FINAL_RE.finditer(text))
+    # A concluding marker ("Final answer: C", "最终答案：C", "\boxed{C}") overrides everything said before it.
+    finals = _finals(text)
     if finals:
-        return _in_range(finals[-1].group(1), letters)
+        return _in_range(finals[-1][1], letters)
+    # A box holding one option's value ("The answer is \( \boxed{50} \)" when option B is "50") answers with
+    # that option when the output names no letter. Why a letter outranks it: the letter is the requested
+    # answer, while a boxed value is worked-out maths that can equal an option by chance ("\boxed{2 - \sqrt{2}}"
+    # and then "Answer: $C$").
+    marked = _read_marked(text, letters, options)
+    return marked if marked is not None else _in_range(_boxed_option(text, options), letters)
 
+
+def _finals(text: str) -> list[tuple[int, str | None]]:
+    """Concluding answers in order of position: (offset, letter), the letter None for a box of several letters."""
+    found = [(m.start(), m.group(1)) for m in _FINAL_RE.finditer(text)]
+    for m in _BOXED_RE.finditer(text):
+        one = _BOXED_LETTER_RE.fullmatch(m.group(1))
+        if one:
+            found.append((m.start(), one.group(1) or one.group(2)))
+        elif _BOXED_SEVERAL_RE.fullmatch(m.group(1)):
+            found.append((m.start(), None))
+    return sorted(found, key=lambda hit: hit[0])
+
+
+def _tex_plain(s: str) -> str:
+    """TeX markup dropped from a value, so a boxed "\\frac{21}{32}" equals an option "$\\frac{21}{32}$"."""
+    s = re.sub(r"\\(?:text|textbf|mathrm|mathbf|operatorname)\s*\{([^{}]*)\}", r"\1", s)
+    return re.sub(r"\$|\\[(),;!]|\\left|\\right", "", s)
+
+
+def _boxed_option(text: str, options: Sequence[str] | None) -> str | None:
+    """The letter of the one option whose value the last box holds, when it holds no letter."""
+    boxes = _BOXED_RE.findall(text)
+    if not options or not boxes:
+        return None
+    return _match_option_text(_tex_plain(boxes[-1]), [_tex_plain(str(option)) for option in options])
+
+
+def _read_marked(text: str, letters: str, options: Sequence[str] | None) -> str | None:
+    """The rules of `_read` after the concluding markers: marked answers, then letters shown alone."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     last = lines[-1]
     if _answers_sub_questions(lines) or _gives_several(text, letters):
@@ -372,6 +414,8 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
     'C'
     >>> [parse_choice(t) for t in ("<answer>BC</answer>", "<answer>A, C, D</answer>", "<answer>A</answer> <answer>D</answer>")]
     [None, None, None]
+    >>> parse_choice("The answer is \\\\( \\\\boxed{50} \\\\).", options=["25", "50"]), parse_choice("\\\\boxed{A, C}") is None
+    ('B', True)
     """
     letters = _letters(len(options) if options is not None else n_options)
     if not isinstance(text, str):
