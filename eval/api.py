@@ -78,7 +78,10 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
             fingerprint = diningbench.fingerprint(task, settings.dataset)
         except (ValueError, FileNotFoundError, OSError) as exc:
             source = settings.dataset or "the embedded sample"
-            raise UsageError(f"cannot load {task} from {source}: {' '.join(str(exc).split())[:300]}") from None
+            why = " ".join(str(exc).split())[:500]
+            if not why.startswith(f"cannot load {task!r} from "):  # the loader's own line names both already
+                why = f"cannot load {task} from {source}: {why}"
+            raise UsageError(why) from None
         meta = release.rows
         try:  # a reference that cannot be scored stops the run before any request is sent
             for row in meta:
