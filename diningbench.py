@@ -304,7 +304,7 @@ def _first_unembedded_image(table: pa.Table) -> tuple[str, int] | None:
     return None
 
 
-# Rows whose image cells are read from a datasets.Dataset together (a few MiB at most).
+# Rows whose image cells are read together (a few MiB at most).
 IMAGE_BATCH = 16
 
 
@@ -325,13 +325,14 @@ def read_release(config: str, source: str | os.PathLike | None = None) -> LocalR
 class LocalRelease:
     """One config of a release folder, read from its Parquet files with pyarrow.
 
-    The metadata of every row is read once, when it is opened. `iter_rows` reads the image column one
-    row group at a time, in the order the rows are asked, and keeps only the current group's cells: memory
-    holds the metadata and one row group's images however many rows are asked (rows asked out of file
-    order read a group again only after leaving it). It refuses what `load` refuses, in the same words:
-    no Parquet files, a file whose columns are not the config's (naming the file), an image cell
-    without embedded bytes (found from each row group's statistics up front, or by reading the group's
-    validity bitmaps when they cannot tell; an empty byte string when its row is read).
+    The metadata of every row is read once, when it is opened. `iter_rows` streams the image column of
+    the rows asked, in the order asked, IMAGE_BATCH rows at a time through each row group: memory holds
+    the metadata and a row group's images at most (a Parquet page of them, as the writer cut them),
+    however many rows are asked (rows asked in file order read the column once; a row asked before the
+    batch held reads its group again from the start). It refuses what `load` refuses, in the same words: no Parquet files, a file
+    whose columns are not the config's (naming the file), an image cell without embedded bytes (found
+    from each row group's statistics up front, or by reading the group's images when they cannot tell;
+    an empty byte string, which statistics cannot tell from an image, when its row is read).
     """
 
     def __init__(self, config: str, source: str | os.PathLike) -> None:
@@ -348,7 +349,8 @@ class LocalRelease:
         self._where: list[tuple[int, int, int]] = []  # (file, row group, row within it) of each row
         for path in paths:
             with self._reading(path):
-                parquet = pq.ParquetFile(path)
+                # Read a column chunk a page at a time, not whole: a row group may hold many images.
+                parquet = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
             errors, _ = schema_problems(config, parquet.schema_arrow)
             if errors:
                 raise self._refusal(f"{path.name}: {'; '.join(errors)}")
@@ -367,17 +369,27 @@ class LocalRelease:
 
     def iter_rows(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
         """The rows at `positions`, in that order, each its metadata joined to its image cells."""
-        current, cells = None, None
+        current: tuple[int, int] | None = None
+        batches: Iterator[pa.RecordBatch] = iter(())
+        first, cells = 0, []  # the batch held: its cells (a pyarrow array), from row `first` of the group
         for position in positions:
             file, group, k = self._where[position]
-            if (file, group) != current:
-                cells = None  # let the last group's images go before reading the next
-                path, parquet = self._files[file]
+            path, parquet = self._files[file]
+            if (file, group) != current or k < first:
                 with self._reading(path):
-                    cells = parquet.read_row_group(group, columns=["images"], use_threads=False).column("images")
-                current = (file, group)
+                    batches = parquet.iter_batches(batch_size=IMAGE_BATCH, row_groups=[group], columns=["images"],
+                                                   use_threads=False)
+                current, first, cells = (file, group), 0, []
+            while k >= first + len(cells):
+                first += len(cells)
+                cells = []  # let the batch go before reading the next
+                with self._reading(path):
+                    batch = next(batches, None)
+                if batch is None:
+                    raise self._refusal(f"{path.name}: row group {group} ends before its row {k}")
+                cells = batch.column(0)
             row = self.rows[position]
-            images = cells[k].as_py()
+            images = cells[k - first].as_py()
             for index, image in enumerate(images or []):
                 if not (isinstance(image, dict) and image.get("bytes")):
                     raise self._unembedded(str(row.get("id")), index)
@@ -390,9 +402,10 @@ class LocalRelease:
             if self._no_null_bytes(parquet.metadata.row_group(group)):
                 continue
             with self._reading(path):
-                table = parquet.read_row_group(group, columns=["id", "images"], use_threads=False)
-            if (found := _first_unembedded_image(table)) is not None:
-                return found
+                for batch in parquet.iter_batches(batch_size=IMAGE_BATCH, row_groups=[group], columns=["id", "images"],
+                                                  use_threads=False):
+                    if (found := _first_unembedded_image(pa.Table.from_batches([batch]))) is not None:
+                        return found
         return None
 
     @staticmethod

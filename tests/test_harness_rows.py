@@ -46,8 +46,15 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Counter:
 
     for name in ("read", "read_row_group", "read_row_groups"):
         parquet_reader(name)
-    monkeypatch.setattr(pq.ParquetFile, "iter_batches", None)  # not a way the reader may take unseen
-    monkeypatch.setattr(pq, "read_table", None)
+    original_parquet_batches = pq.ParquetFile.iter_batches
+
+    def parquet_batches(self, *args, columns=None, **kwargs):
+        for batch in original_parquet_batches(self, *args, columns=columns, **kwargs):
+            counts["images" if columns is None or "images" in columns else "metadata"] += batch.num_rows
+            yield batch
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", parquet_batches)
+    monkeypatch.setattr(pq, "read_table", None)  # not a way the reader may take unseen
 
     def kind(dataset) -> str:
         return "images" if "images" in dataset.column_names else "metadata"
