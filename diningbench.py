@@ -328,11 +328,14 @@ class LocalRelease:
     The metadata of every row is read once, when it is opened. `iter_rows` streams the image column of
     the rows asked, in the order asked, IMAGE_BATCH rows at a time through each row group: memory holds
     the metadata and a row group's images at most (a Parquet page of them, as the writer cut them),
-    however many rows are asked (rows asked in file order read the column once; a row asked before the
-    batch held reads its group again from the start). It refuses what `load` refuses, in the same words: no Parquet files, a file
-    whose columns are not the config's (naming the file), an image cell without embedded bytes (found
-    from each row group's statistics up front, or by reading the group's images when they cannot tell;
-    an empty byte string, which statistics cannot tell from an image, when its row is read).
+    however many rows are asked. Rows asked in file order read the column once; a row asked before the
+    batch held reads its group again from the start.
+
+    It refuses what `load` refuses, in the same words: no Parquet files; an image cell without
+    embedded bytes (a null found up front from each row group's statistics, or by reading the group's
+    images when they cannot tell; an empty byte string, which statistics cannot tell from an image,
+    when its row is read). And, naming the file, one whose columns are not the config's (`load` takes
+    the columns it finds).
     """
 
     def __init__(self, config: str, source: str | os.PathLike) -> None:
