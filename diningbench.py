@@ -18,15 +18,16 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
-import tqdm.std
-from datasets import Features, Image, List, Value
+
+if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
+    import datasets
 
 CONFIGS = ("classification", "nutrition", "vqa")
 CUISINES = ("chinese", "western", "worldwide", "asian", "japanese", "latin_american", "indian")
@@ -66,52 +67,86 @@ def _check_config(config: str) -> None:
         raise ValueError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
 
 
+# Each config's columns (SPEC 3.1), declared once without `datasets` so that a release can be read
+# with pyarrow alone: a type name, or a one-item list for a list of that type; IMAGE is an image cell,
+# `{"bytes", "path"}`. `features` and `arrow_schema` are the two readings of this one declaration.
+IMAGE = "image"
+COMMON_COLUMNS: dict[str, Any] = {
+    "id": "string", "dish_id": "string", "merchant_id": "string", "category": "string", "cuisine": "string",
+    "images": [IMAGE], "image_roles": ["string"],
+}
+COLUMNS: dict[str, dict[str, Any]] = {
+    "classification": {"options": ["string"], "options_en": ["string"], "answer": "string"},
+    "nutrition": {
+        "dish_name": "string", "dish_name_en": "string", "ingredients": ["string"], "portion": "string",
+        # float64: per-serving values like 682.4 read back as written (float32 made them 682.4000244)
+        **dict.fromkeys(NUTRIENTS, "float64"),
+        "nutrition_source": "string",
+    },
+    "vqa": {"question": "string", "question_en": "string", "answer": "string", "answer_en": "string",
+            "rationale": "string", "rationale_en": "string", "vqa_category": "string"},
+}
 # Columns a release may add to a config. `option_dish_ids` (classification): the dish_id behind each
 # option, in option order, written by `python -m construct`; every option must come from the target's
 # merchant and menu category (validate checks the ones whose dish appears in the release).
-OPTIONAL_FEATURES = {"classification": {"option_dish_ids": List(Value("string"))}}
+OPTIONAL_COLUMNS: dict[str, dict[str, Any]] = {"classification": {"option_dish_ids": ["string"]}}
 
 
-def features(config: str, *, optional: bool = False) -> Features:
-    """The `datasets.Features` of one config (SPEC 3.1); every release must match these exactly.
-    With `optional`, the config's OPTIONAL_FEATURES are added (a release that carries them)."""
+def columns(config: str, *, optional: bool = False) -> dict[str, Any]:
+    """The declared columns of one config, in order (with `optional`, its OPTIONAL_COLUMNS too)."""
     _check_config(config)
-    common = {
-        "id": Value("string"),
-        "dish_id": Value("string"),
-        "merchant_id": Value("string"),
-        "category": Value("string"),
-        "cuisine": Value("string"),
-        "images": List(Image()),
-        "image_roles": List(Value("string")),
-    }
-    specific: dict[str, Any] = {
-        "classification": {
-            "options": List(Value("string")),
-            "options_en": List(Value("string")),
-            "answer": Value("string"),
-        },
-        "nutrition": {
-            "dish_name": Value("string"),
-            "dish_name_en": Value("string"),
-            "ingredients": List(Value("string")),
-            "portion": Value("string"),
-            # float64: per-serving values like 682.4 read back as written (float32 made them 682.4000244)
-            **{n: Value("float64") for n in NUTRIENTS},
-            "nutrition_source": Value("string"),
-        },
-        "vqa": {
-            "question": Value("string"),
-            "question_en": Value("string"),
-            "answer": Value("string"),
-            "answer_en": Value("string"),
-            "rationale": Value("string"),
-            "rationale_en": Value("string"),
-            "vqa_category": Value("string"),
-        },
-    }[config]
-    extra = OPTIONAL_FEATURES.get(config, {}) if optional else {}
-    return Features({**common, **specific, **extra})
+    extra = OPTIONAL_COLUMNS.get(config, {}) if optional else {}
+    return {**COMMON_COLUMNS, **COLUMNS[config], **extra}
+
+
+def features(config: str, *, optional: bool = False) -> datasets.Features:
+    """The `datasets.Features` of one config (SPEC 3.1); every release must match these exactly.
+    With `optional`, the config's OPTIONAL_COLUMNS are added (a release that carries them)."""
+    from datasets import Features, Image, List, Value
+
+    def feature(kind: Any) -> Any:
+        if isinstance(kind, list):
+            return List(feature(kind[0]))
+        return Image() if kind == IMAGE else Value(kind)
+
+    return Features({name: feature(kind) for name, kind in columns(config, optional=optional).items()})
+
+
+def arrow_schema(config: str, *, optional: bool = False) -> pa.Schema:
+    """The Arrow schema a config's Parquet files carry: `features(config).arrow_schema` without its
+    metadata, known without importing `datasets`."""
+
+    def arrow_type(kind: Any) -> pa.DataType:
+        if isinstance(kind, list):
+            return pa.list_(arrow_type(kind[0]))
+        if kind == IMAGE:
+            return pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+        return {"string": pa.string(), "float64": pa.float64()}[kind]
+
+    return pa.schema([(name, arrow_type(kind)) for name, kind in columns(config, optional=optional).items()])
+
+
+def column_type_ok(name: str, got: pa.DataType, want: pa.DataType) -> bool:
+    """Whether a stored column type reads as the declared one: the same, a large_string for a string,
+    or a float32 nutrient (releases built before float64 stay valid)."""
+    return got == want or (pa.types.is_large_string(got) and pa.types.is_string(want)) or (
+        name in NUTRIENTS and pa.types.is_float32(got))
+
+
+def schema_problems(config: str, schema: pa.Schema) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of a Parquet file's schema against the config's declared columns: a declared
+    column missing or of another type is an error, an undeclared one a warning."""
+    declared, everything = arrow_schema(config), arrow_schema(config, optional=True)
+    names = set(schema.names)
+    errors, warnings = [], []
+    if missing := [n for n in declared.names if n not in names]:
+        errors.append(f"schema mismatch, missing column(s) {', '.join(sorted(missing))}")
+    if extra := sorted(names - set(everything.names)):
+        warnings.append(f"unexpected column(s) {', '.join(extra)}")
+    for name in everything.names:
+        if name in names and not column_type_ok(name, got := schema.field(name).type, want := everything.field(name).type):
+            errors.append(f"column {name} has type {got}, expected {want}")
+    return errors, warnings
 
 
 # Grams per unit a portion text may state its weight in: metric, and the market 斤/两 (500 g / 50 g).
@@ -173,6 +208,8 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
         # datasets would retry the Hub for a long while before saying the same
         raise ValueError(f"cannot load {config!r} from {src}: not a local folder, not in the datasets cache, and the "
                          "Hub is unreachable (offline?); pass a release folder")
+    import datasets
+
     _keep_progress_lock()
     try:
         # Naming the files makes the cache key cover them (path + mtime): with the folder alone, two
@@ -182,7 +219,7 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     except Exception as exc:  # datasets raises many types; the user needs one line naming the source
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"cannot load {config!r} from {src}: {first}") from None
-    if (unembedded := _first_unembedded_image(ds)) is not None:
+    if (unembedded := _first_unembedded_image(ds.data.table)) is not None:
         item, k = unembedded
         raise ValueError(f"cannot load {config!r} from {src}: item {item}: images[{k}] has no embedded bytes, "
                          "only a file path; a release must embed its images")
@@ -200,6 +237,8 @@ def _keep_progress_lock() -> None:
     attribute '_lock'". With a lock on the base class every subclass finds it, and it is only ever
     restored, never deleted.
     """
+    import tqdm.std
+
     tqdm.std.tqdm.get_lock()
 
 
@@ -210,9 +249,11 @@ def _undecoded(ds: datasets.Dataset) -> datasets.Dataset:
     column instead (`cast_column` on a list of images) rewrites every row into a second Arrow cache
     file, and a run then maps both (the first to read it, the second to iterate it).
     """
+    from datasets import Dataset, Features, Image, List
+
     info = ds.info.copy()
     info.features = Features({**ds.features, "images": List(Image(decode=False))})
-    return datasets.Dataset(ds.data, info=info, split=ds.split, fingerprint=ds._fingerprint + "-undecoded")
+    return Dataset(ds.data, info=info, split=ds.split, fingerprint=ds._fingerprint + "-undecoded")
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -240,14 +281,12 @@ def _in_hub_cache(repo_id: str) -> bool:
         return False
 
 
-def _first_unembedded_image(ds: datasets.Dataset) -> tuple[str, int] | None:
-    """(item id, view index) of the first image cell without bytes, or None.
-
-    Reads only the Arrow validity bitmaps, never the image bytes: fast on a paper-size release.
+def _first_unembedded_image(table: pa.Table) -> tuple[str, int] | None:
+    """(item id, view index) of the first image cell of `table` (columns `id` and `images`) without bytes,
+    or None. Reads only the Arrow validity bitmaps and offsets, never the image bytes.
     """
     import pyarrow.compute as pc
 
-    table = ds.data.table
     if "images" not in table.column_names:
         return None
     row_base = 0
@@ -263,6 +302,168 @@ def _first_unembedded_image(ds: datasets.Dataset) -> tuple[str, int] | None:
                 return str(table.column("id")[row_base + parent]), position - first
         row_base += len(chunk)
     return None
+
+
+# Rows whose image cells are read together (a few MiB at most).
+IMAGE_BATCH = 16
+
+
+def read_release(config: str, source: str | os.PathLike | None = None) -> LocalRelease | LoadedRelease:
+    """One config's rows as the harness reads them: `rows`, every row's metadata (all columns but
+    `images`), and `iter_rows(positions)`, those rows whole with their image cells as `{"bytes", "path"}`.
+
+    A release folder (the embedded sample too) is read with pyarrow alone (`LocalRelease`): importing
+    `datasets` costs most of a second of CPU, more than the rest of a run on a fast server. A Hub id
+    goes through `datasets` (`load`), which downloads and caches it.
+    """
+    src = _source(source)
+    if _local(src) is not None:
+        return LocalRelease(config, src)
+    return LoadedRelease(load(config, src, decode_images=False))
+
+
+class LocalRelease:
+    """One config of a release folder, read from its Parquet files with pyarrow.
+
+    The metadata of every row is read once, when it is opened. `iter_rows` streams the image column of
+    the rows asked, in the order asked, IMAGE_BATCH rows at a time through each row group: memory holds
+    the metadata and a row group's images at most (a Parquet page of them, as the writer cut them),
+    however many rows are asked. Rows asked in file order read the column once; a row asked before the
+    batch held reads its group again from the start.
+
+    It refuses what `load` refuses, in the same words: no Parquet files; an image cell without
+    embedded bytes (a null found up front from each row group's statistics, or by reading the group's
+    images when they cannot tell; an empty byte string, which statistics cannot tell from an image,
+    when its row is read). And, naming the file, one whose columns are not the config's (`load` takes
+    the columns it finds).
+    """
+
+    def __init__(self, config: str, source: str | os.PathLike) -> None:
+        _check_config(config)
+        self.config, self.source = config, str(source)
+        folder = _local(self.source)
+        if folder is None:
+            raise ValueError(f"{self.source} is not a release folder")
+        paths = _data_files(folder, config)
+        if not paths:
+            raise ValueError(f"release folder {self.source} has no data/{config}/*.parquet")
+        self._files: list[tuple[Path, pq.ParquetFile]] = []
+        self.rows: list[dict[str, Any]] = []
+        self._where: list[tuple[int, int, int]] = []  # (file, row group, row within it) of each row
+        for path in paths:
+            with self._reading(path):
+                # Read a column chunk a page at a time, not whole: a row group may hold many images.
+                parquet = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
+            errors, _ = schema_problems(config, parquet.schema_arrow)
+            if errors:
+                raise self._refusal(f"{path.name}: {'; '.join(errors)}")
+            names = [name for name in parquet.schema_arrow.names if name != "images"]
+            with self._reading(path):
+                self.rows += parquet.read(columns=names, use_threads=False).to_pylist()
+            for group in range(parquet.num_row_groups):
+                rows_in_group = parquet.metadata.row_group(group).num_rows
+                self._where += [(len(self._files), group, k) for k in range(rows_in_group)]
+            self._files.append((path, parquet))
+            if (unembedded := self._first_unembedded(path, parquet)) is not None:
+                raise self._unembedded(*unembedded)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def iter_rows(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
+        """The rows at `positions`, in that order, each its metadata joined to its image cells."""
+        current: tuple[int, int] | None = None
+        batches: Iterator[pa.RecordBatch] = iter(())
+        first, cells = 0, []  # the batch held: its rows' image cells, from row `first` of the group
+        for position in positions:
+            file, group, k = self._where[position]
+            path, parquet = self._files[file]
+            if (file, group) != current or k < first:
+                with self._reading(path):
+                    batches = parquet.iter_batches(batch_size=IMAGE_BATCH, row_groups=[group], columns=["images"],
+                                                   use_threads=False)
+                current, first, cells = (file, group), 0, []
+            while k >= first + len(cells):
+                first += len(cells)
+                cells = []  # let the batch go before reading the next
+                with self._reading(path):
+                    batch = next(batches, None)
+                if batch is None:
+                    raise self._refusal(f"{path.name}: row group {group} ends before its row {k}")
+                cells = batch.column(0).to_pylist()  # a batch at once: 4x faster than cell by cell
+            row = self.rows[position]
+            images = cells[k - first]
+            for index, image in enumerate(images or []):
+                if not (isinstance(image, dict) and image.get("bytes")):
+                    raise self._unembedded(str(row.get("id")), index)
+            yield {**row, "images": images}
+
+    def _first_unembedded(self, path: Path, parquet: pq.ParquetFile) -> tuple[str, int] | None:
+        """The first image cell with null bytes, reading only the row groups whose statistics do not
+        say there is none (a writer that keeps no statistics makes every group read)."""
+        for group in range(parquet.num_row_groups):
+            if self._no_null_bytes(parquet.metadata.row_group(group)):
+                continue
+            with self._reading(path):
+                for batch in parquet.iter_batches(batch_size=IMAGE_BATCH, row_groups=[group], columns=["id", "images"],
+                                                  use_threads=False):
+                    if (found := _first_unembedded_image(pa.Table.from_batches([batch]))) is not None:
+                        return found
+        return None
+
+    @staticmethod
+    def _no_null_bytes(row_group: pq.RowGroupMetaData) -> bool:
+        for i in range(row_group.num_columns):
+            chunk = row_group.column(i)
+            if chunk.path_in_schema.startswith("images.") and chunk.path_in_schema.endswith(".bytes"):
+                stats = chunk.statistics
+                # An empty image list counts as a null here too: then the group is read to be sure.
+                return stats is not None and stats.has_null_count and stats.null_count == 0
+        return False
+
+    @contextmanager
+    def _reading(self, path: Path) -> Iterator[None]:
+        """Damage in a file (not Parquet, a torn page) is one line naming it, not a pyarrow traceback."""
+        try:
+            yield
+        except (pa.ArrowException, OSError) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise self._refusal(f"{path.name} is not readable Parquet ({type(exc).__name__}: {first})") from None
+
+    def _refusal(self, why: str) -> ValueError:
+        return ValueError(f"cannot load {self.config!r} from {self.source}: {why}")
+
+    def _unembedded(self, item: str, index: int) -> ValueError:
+        return self._refusal(f"item {item}: images[{index}] has no embedded bytes, only a file path; "
+                             "a release must embed its images")
+
+
+class LoadedRelease:
+    """The same two faces over a `datasets.Dataset` loaded with decode_images=False (a Hub id)."""
+
+    def __init__(self, dataset: datasets.Dataset) -> None:
+        self.dataset = dataset  # memory-mapped: nothing read until asked
+        self.rows = dataset.remove_columns([c for c in ("images",) if c in dataset.column_names]).to_list()
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def iter_rows(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
+        """The rows at `positions`, in that order, each its metadata joined to its image cells (the
+        image column read once, IMAGE_BATCH rows at a time)."""
+        positions = list(positions)
+        if not positions:
+            return
+        if "images" not in self.dataset.column_names:
+            yield from (self.rows[i] for i in positions)
+            return
+        images = self.dataset.select_columns(["images"])
+        contiguous = positions == list(range(positions[0], positions[0] + len(positions)))
+        images = images.select(range(positions[0], positions[-1] + 1) if contiguous else positions)
+        order = iter(positions)
+        for batch in images.iter(batch_size=IMAGE_BATCH):
+            for cell in batch["images"]:
+                yield {**self.rows[next(order)], "images": cell}
 
 
 def fingerprint(config: str, source: str | os.PathLike | None = None) -> str:
@@ -302,8 +503,16 @@ def fingerprint(config: str, source: str | os.PathLike | None = None) -> str:
 FINGERPRINTS_KEPT = 256
 
 
+def datasets_cache() -> Path:
+    """The folder `datasets` caches in (`datasets.config.HF_DATASETS_CACHE`), found from the same
+    variables in the same order, without importing `datasets`."""
+    xdg_cache = os.getenv("XDG_CACHE_HOME", "~/.cache")
+    hf_home = os.path.expanduser(os.getenv("HF_HOME", os.path.join(xdg_cache, "huggingface")))
+    return Path(os.getenv("HF_DATASETS_CACHE", os.path.join(hf_home, "datasets")))
+
+
 def _fingerprints_path() -> Path:
-    return Path(datasets.config.HF_DATASETS_CACHE) / "diningbench-fingerprints.json"
+    return datasets_cache() / "diningbench-fingerprints.json"
 
 
 def _read_fingerprints() -> dict[str, Any]:
@@ -388,6 +597,7 @@ def card_info() -> dict[str, str]:
 def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
               optional: Iterable[str] = ()) -> str:
     """The release README.md: YAML header generated from the real counts, body from dataset_card.md."""
+    import datasets
     import yaml
 
     infos = []
@@ -742,7 +952,7 @@ def _validate_config(folder: Path, config: str, report) -> None:
     if not files:
         report("error", "", f"no data/{config}/*.parquet files")
         return
-    expected = features(config)
+    expected = columns(config)
     ids: Counter[str] = Counter()
     letters: list[str] = []
     for path in files:
@@ -751,23 +961,11 @@ def _validate_config(folder: Path, config: str, report) -> None:
         except Exception as exc:
             report("error", "", f"{path.name} is not readable Parquet ({type(exc).__name__})")
             continue
-        names = set(parquet.schema_arrow.names)
-        optional = OPTIONAL_FEATURES.get(config, {})
-        missing, extra = sorted(set(expected) - names), sorted(names - set(expected) - set(optional))
-        for name in sorted(set(optional) & names):
-            if parquet.schema_arrow.field(name).type != features(config, optional=True).arrow_schema.field(name).type:
-                report("error", "", f"{path.name}: column {name} has type {parquet.schema_arrow.field(name).type}, "
-                                    f"expected {features(config, optional=True).arrow_schema.field(name).type}")
-        if missing:
-            report("error", "", f"{path.name}: schema mismatch, missing column(s) {', '.join(missing)}")
-        if extra:
-            report("warning", "", f"{path.name}: unexpected column(s) {', '.join(extra)}")
-        for name in sorted(set(expected) & names):
-            want = expected.arrow_schema.field(name).type
-            got = parquet.schema_arrow.field(name).type
-            if got != want and not (pa.types.is_large_string(got) and pa.types.is_string(want)) and not (
-                    name in NUTRIENTS and pa.types.is_float32(got)):  # releases built before float64 stay valid
-                report("error", "", f"{path.name}: column {name} has type {got}, expected {want}")
+        errors, warnings = schema_problems(config, parquet.schema_arrow)
+        for message in errors:
+            report("error", "", f"{path.name}: {message}")
+        for message in warnings:
+            report("warning", "", f"{path.name}: {message}")
         for group in range(parquet.num_row_groups):
             for row in parquet.read_row_group(group).to_pylist():
                 ids[str(row.get("id"))] += 1
@@ -925,6 +1123,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("summary", help="counts per config, cuisine, category, images per item")
     p.add_argument("source", nargs="?", default=None, help=source_help)
     args = parser.parse_args(argv)
+    import datasets
+
     datasets.disable_progress_bars()  # the CLI prints results; per-split progress bars are noise here
     try:
         if args.command == "validate":

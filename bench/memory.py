@@ -7,7 +7,7 @@ time it took to build the release comes from its build record (see bench.release
 
 Then a whole run's memory (`--run-sizes`, default 1,000 and 4,000 nutrition items): peak RSS of a
 fresh `eval run` process per size, split into heap (RssAnon, sampled) and mapped files (the
-harness's libraries and the Arrow file the rows are read from, stated apart); target: the peak
+harness's libraries and the Parquet files the rows are read from, stated apart); target: the peak
 heap at 4,000 items <= 1.3x the one at 1,000 (bench.scaling).
 
     python -m bench.memory [--dataset /tmp/paper] [--limit N] [--run-sizes 1000,4000]
@@ -118,10 +118,10 @@ def run_rows(release: Path, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
     f, g = found[small], found[large]
     note = "; ".join(f"{size} items: peak RSS {found[size]['peak_rss_mib']:.0f} MiB = heap "
                      f"{found[size]['peak_anon_mib']:.0f} + mapped files {found[size]['peak_file_mib']:.0f} "
-                     f"(Arrow file {found[size]['arrow_mib']:.0f} MiB)" for size in sorted(sizes))
+                     f"(Parquet files {found[size]['parquet_mib']:.0f} MiB)" for size in sorted(sizes))
     return [result(f"run peak heap, {large} / {small} items", g["peak_anon_mib"], f["peak_anon_mib"], unit="MiB",
                    target=RUN_TARGET, note=note, runs={str(k): v for k, v in found.items()}),
-            result(f"  run peak RSS with the mapped Arrow pages, {large} / {small} items", g["peak_rss_mib"],
+            result(f"  run peak RSS with the mapped file pages, {large} / {small} items", g["peak_rss_mib"],
                    f["peak_rss_mib"], unit="MiB",
                    note="the mapped pages grow with the rows read: page cache the kernel may drop")]
 

@@ -5,8 +5,8 @@ Sizes past the release's own rows come from a scaled copy of its nutrition confi
 with fresh ids (`scaled_release`), so 4,000 items are 4,000 distinct rows of real image bytes; the
 largest size asks the 4,000 items in 4 epochs (16,000 requests, every view read again per epoch).
 Each process reports its CPU time (user + system, start-up included), its peak RSS (VmHWM) and, at
-the end, RSS split into heap (RssAnon) and mapped files (RssFile: the Arrow file the rows are read
-from, pages the kernel may drop), beside the size of that Arrow file.
+the end, RSS split into heap (RssAnon) and mapped files (RssFile: the harness's libraries and the
+pages of the Parquet files the rows are read from, which the kernel may drop), beside their size.
 
     python -m bench.scaling [--dataset /tmp/paper] [--sizes 1000,4000,16000] [--images 0]
 """
@@ -115,14 +115,11 @@ def _child_run(release: str, base_url: str, out: str, items: int, epochs: int, i
     api.run(settings, progress=False)
     seconds = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    import diningbench
-
-    arrow = sum(Path(f["filename"]).stat().st_size for f in
-                diningbench.load("nutrition", release, decode_images=False).cache_files) / 2**20
+    parquet = sum(f.stat().st_size for f in (Path(release) / "data" / "nutrition").glob("*.parquet")) / 2**20
     status = _status()
     lines = sum(1 for _ in (Path(out) / "predictions.jsonl").open(encoding="utf-8"))
     return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": status.get("VmHWM"),
-            "end_anon_mib": status.get("RssAnon"), "end_file_mib": status.get("RssFile"), "arrow_mib": arrow,
+            "end_anon_mib": status.get("RssAnon"), "end_file_mib": status.get("RssFile"), "parquet_mib": parquet,
             "predictions": lines}
 
 
@@ -192,8 +189,8 @@ def run(release: Path = PAPER_RELEASE, *, sizes: tuple[int, ...] = (1000, 4000, 
         f = found[size]
         note = (f"{items} items x {epochs} epoch(s), {views}, concurrency 64, zero latency; "
                 f"peak RSS {f['peak_rss_mib']:.0f} MiB = heap (peak {f['peak_anon_mib']:.0f} MiB) + mapped "
-                f"files (peak {f['peak_file_mib']:.0f} MiB: the harness's libraries and the Arrow file, "
-                f"{f['arrow_mib']:.0f} MiB)")
+                f"files (peak {f['peak_file_mib']:.0f} MiB: the harness's libraries and pages of the Parquet "
+                f"files, {f['parquet_mib']:.0f} MiB)")
         rows.append(result(f"{size} requests: wall s (CPU ms per request)", f["seconds"], None, note=note,
                            cpu_ms_per_request=1000 * f["cpu_s"] / size, **f))
         rows.append(result("  CPU per request, whole process", 1000 * f["cpu_s"] / size, None, unit="ms",
@@ -205,7 +202,7 @@ def run(release: Path = PAPER_RELEASE, *, sizes: tuple[int, ...] = (1000, 4000, 
                            unit="", note="1.0 = linear"))
         rows.append(result("  fitted exponent, peak RSS vs requests", exponent(ordered, [found[s]["peak_rss_mib"]
                                                                                       for s in ordered]), None,
-                           unit="", note="0 = flat; the Arrow file's pages are mapped as rows are read"))
+                           unit="", note="0 = flat; the Parquet files' pages are cached as rows are read"))
         rows.append(result("  fitted exponent, peak heap vs requests",
                            exponent(ordered, [found[s]["peak_anon_mib"] for s in ordered]), None, unit="",
                            note="0 = flat: the RSS beyond the mapped files"))

@@ -42,17 +42,13 @@ RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, ROTATIONS, 
 PARSE_INLINE_CHARS = 20_000
 
 
-# Rows whose image bytes are read from the Arrow table together (a few MiB at most).
-IMAGE_BATCH = 16
-
-
 @dataclass
 class _TaskData:
     """One task's dataset, read once: every row's metadata (read up front) and the image bytes of the
     rows to ask (read as they are asked, `iter_rows`)."""
 
     task: str
-    dataset: Any  # datasets.Dataset (images undecoded), memory-mapped: nothing read until asked
+    release: Any  # diningbench.read_release: a release folder through pyarrow, a Hub id through datasets
     rows: list[dict[str, Any]]  # metadata (no images) of every row: references, baselines, scoring
     indices: list[int]  # positions of the rows to ask, in the order asked (dataset order, or as --ids names them)
     fingerprint: str
@@ -64,18 +60,7 @@ class _TaskData:
 
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         """Each row to ask, whole: its metadata joined to its image bytes, the image column read once."""
-        if not self.indices:
-            return
-        if "images" not in self.dataset.column_names:
-            yield from self.selected
-            return
-        images = self.dataset.select_columns(["images"])
-        contiguous = self.indices == list(range(self.indices[0], self.indices[0] + len(self.indices)))
-        images = images.select(range(self.indices[0], self.indices[-1] + 1) if contiguous else self.indices)
-        positions = iter(self.indices)
-        for batch in images.iter(batch_size=IMAGE_BATCH):
-            for cell in batch["images"]:
-                yield {**self.rows[next(positions)], "images": cell}
+        yield from self.release.iter_rows(self.indices)
 
 
 def load_task_data(settings: RunSettings) -> list[_TaskData]:
@@ -89,12 +74,15 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
     data = []
     for task in settings.tasks:
         try:
-            dataset = diningbench.load(task, settings.dataset, decode_images=False)
+            release = diningbench.read_release(task, settings.dataset)
             fingerprint = diningbench.fingerprint(task, settings.dataset)
         except (ValueError, FileNotFoundError, OSError) as exc:
             source = settings.dataset or "the embedded sample"
-            raise UsageError(f"cannot load {task} from {source}: {' '.join(str(exc).split())[:300]}") from None
-        meta = dataset.remove_columns([c for c in ("images",) if c in dataset.column_names]).to_list()
+            why = " ".join(str(exc).split())[:500]
+            if not why.startswith(f"cannot load {task!r} from "):  # the loader's own line names both already
+                why = f"cannot load {task} from {source}: {why}"
+            raise UsageError(why) from None
+        meta = release.rows
         try:  # a reference that cannot be scored stops the run before any request is sent
             for row in meta:
                 tasks.reference_of(task, row, settings.lang)
@@ -107,7 +95,7 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
             found.update(i for i in wanted if i in positions)
         if settings.limit is not None:
             indices = indices[: settings.limit]
-        data.append(_TaskData(task, dataset, meta, indices, fingerprint))
+        data.append(_TaskData(task, release, meta, indices, fingerprint))
     if wanted is not None and (missing := [i for i in wanted if i not in found]):
         raise UsageError(f"--ids: no item with id {', '.join(missing[:5])} in {', '.join(settings.tasks)}")
     return data

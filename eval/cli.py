@@ -266,12 +266,10 @@ USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, Scoring
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        import datasets
-
-        datasets.disable_progress_bars()  # our own progress line is the one that matters
-    except ImportError:
-        pass
+    # Our own progress line is the one that matters. Said through the variable `datasets` reads when
+    # it is imported (a Hub id; a release folder never imports it), as `disable_progress_bars()` would;
+    # a value the user set wins, as it does there.
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:

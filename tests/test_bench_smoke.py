@@ -149,7 +149,7 @@ def test_scaling_runs_a_fresh_process_per_size_and_fits_an_exponent():
     rows = scaling.run(SAMPLE, sizes=(30, 60))
     runs = [r for r in rows if r["name"].endswith("requests: wall s (CPU ms per request)")]
     assert [r["predictions"] for r in runs] == [30, 60]  # 60 items from the sample's 24, cycled with fresh ids
-    assert all(r["cpu_s"] > 0 and r["peak_anon_mib"] > 0 and r["arrow_mib"] > 0 for r in runs)
+    assert all(r["cpu_s"] > 0 and r["peak_anon_mib"] > 0 and r["parquet_mib"] > 0 for r in runs)
     exponents = [r for r in rows if "fitted exponent" in r["name"]]
     assert len(exponents) == 3 and all(math.isfinite(r["measured"]) for r in exponents)
     assert scaling.plan(16000) == (4000, 4) and scaling.plan(1000) == (1000, 1)

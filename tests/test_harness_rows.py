@@ -1,5 +1,6 @@
 """Each dataset row is read once per run (its metadata up front, its image bytes when it is asked),
-each view is hashed once per process, and loading without decoding copies nothing."""
+whether a release folder is read with pyarrow or a Hub id through `datasets`; each view is hashed
+once per process, and loading without decoding copies nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import datasets
 import PIL.Image
+import pyarrow.parquet as pq
 import pytest
 
 import diningbench
@@ -20,13 +22,39 @@ from tests.helpers_harness import make_release, read_jsonl
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_release(tmp_path_factory.mktemp("release"))
+    """The tiny release with one row per Parquet row group (pyarrow reads a whole row group: with one
+    row in each, the rows it reads are the rows asked for)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(diningbench, "ROW_GROUP_SIZE", 1)
+        return make_release(tmp_path_factory.mktemp("release"))
 
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> Counter:
-    """Rows handed out by every public way of reading a datasets.Dataset, by column set."""
+    """Rows handed out by every public way of reading a datasets.Dataset or a Parquet file, by column set."""
     counts: Counter = Counter()
+
+    def parquet_reader(name: str):
+        original = getattr(pq.ParquetFile, name)
+
+        def read(self, *args, columns=None, **kwargs):
+            table = original(self, *args, columns=columns, **kwargs)
+            counts["images" if columns is None or "images" in columns else "metadata"] += table.num_rows
+            return table
+
+        monkeypatch.setattr(pq.ParquetFile, name, read)
+
+    for name in ("read", "read_row_group", "read_row_groups"):
+        parquet_reader(name)
+    original_parquet_batches = pq.ParquetFile.iter_batches
+
+    def parquet_batches(self, *args, columns=None, **kwargs):
+        for batch in original_parquet_batches(self, *args, columns=columns, **kwargs):
+            counts["images" if columns is None or "images" in columns else "metadata"] += batch.num_rows
+            yield batch
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", parquet_batches)
+    monkeypatch.setattr(pq, "read_table", None)  # not a way the reader may take unseen
 
     def kind(dataset) -> str:
         return "images" if "images" in dataset.column_names else "metadata"
@@ -61,9 +89,14 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Counter:
     return counts
 
 
-def test_a_run_reads_each_row_once(release, tmp_path, reads):
+@pytest.mark.parametrize("reader", ["pyarrow", "datasets"])
+def test_a_run_reads_each_row_once(release, tmp_path, reads, monkeypatch, reader):
     """4 nutrition items, 3 asked, twice (epochs): the metadata of the 4 is read once, the image
-    bytes of the 3 once per epoch, and neither scoring nor the report reads the dataset again."""
+    bytes of the 3 once per epoch, and neither scoring nor the report reads the dataset again. A
+    release folder is read with pyarrow; a Hub id through datasets (here the same folder through it)."""
+    if reader == "datasets":
+        monkeypatch.setattr(diningbench, "read_release", lambda config, source: diningbench.LoadedRelease(
+            diningbench.load(config, source, decode_images=False)))
     out = tmp_path / "run"
     api.run(RunSettings(task="nutrition", model="baseline:median", dataset=str(release), out=out, limit=3,
                         epochs=2, n_boot=20), progress=False)
@@ -124,7 +157,7 @@ def test_a_fingerprint_is_hashed_once_until_a_file_changes(tmp_path, monkeypatch
     import os
     import shutil
 
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
     copy = shutil.copytree(diningbench.SAMPLE_DIR, tmp_path / "copy")
     first = diningbench.fingerprint("nutrition", copy)
     opened = []

@@ -1,7 +1,8 @@
 """Hostile releases: a corrupt or zero-byte image, an empty `images` list, roles that do not match
 the images, an answer letter beyond the options, NaN or negative nutrition, missing columns.
 `python diningbench.py validate` names every broken item; `python -m eval run` refuses with one
-line naming the item (or skips it with a named warning and keeps it in the denominator).
+line naming the item (or skips it with a named warning and keeps it in the denominator), or the
+file, for a column missing from it.
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ def test_run_refuses_a_release_with_missing_columns(tmp_path, capsys):
                                          str(release), "--out", str(tmp_path / task), "--no-progress"], capsys)
         lines = [line for line in err.splitlines() if line.strip()]
         assert status == 2 and len(lines) == 1 and "Traceback" not in err, err
-        assert lines[0].startswith("error: ") and column in lines[0] and f"{task} item" in lines[0]
+        (shard,) = (release / "data" / task).glob("*.parquet")
+        assert lines[0] == (f"error: cannot load {task!r} from {release}: {shard.name}: schema mismatch, "
+                            f"missing column(s) {column}")
         assert not (tmp_path / task / "metrics.json").exists()
 
 
