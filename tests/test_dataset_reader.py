@@ -97,9 +97,37 @@ def test_an_image_that_is_only_a_path_is_the_same_refusal(tmp_path: Path) -> Non
     assert len(diningbench.read_release("nutrition", folder)) == 24  # the other configs still read
 
 
-def test_an_empty_byte_string_is_refused_when_its_row_is_read(tmp_path: Path) -> None:
-    """An empty byte string is not a null: row group statistics cannot tell it from an image, so the
-    reader refuses it when it reads the row, in the same words, before the cell leaves it."""
+@pytest.fixture
+def no_kept_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache folder nothing can be written in: the reader streams images from the Parquet files."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setattr(diningbench, "datasets_cache", lambda: blocker / "datasets")
+
+
+def test_an_empty_byte_string_is_refused_before_any_image_leaves(tmp_path: Path) -> None:
+    """An empty byte string is not a null: row group statistics cannot tell it from an image. The
+    first ask for images makes the kept Arrow file, which checks every cell: the release is refused
+    there, in load's words, and nothing is kept."""
+    folder = copy_sample(tmp_path / "release")
+
+    def emptied(rows: list[dict]) -> list[dict]:
+        rows[2]["images"][0] = {"bytes": b"", "path": "/etc/passwd"}
+        return rows
+
+    rewrite(folder, "nutrition", emptied)
+    reader = diningbench.read_release("nutrition", folder)
+    with pytest.raises(ValueError) as refused:
+        list(reader.iter_rows([0]))
+    with pytest.raises(ValueError) as by_load:
+        diningbench.load("nutrition", folder, decode_images=False)
+    assert str(refused.value) == str(by_load.value)
+    with pytest.raises(ValueError):  # refused again on the next run: nothing was kept
+        list(diningbench.read_release("nutrition", folder).iter_rows([0]))
+
+
+def test_without_a_kept_file_an_empty_byte_string_is_refused_when_its_row_is_read(tmp_path: Path,
+                                                                                 no_kept_images) -> None:
     folder = copy_sample(tmp_path / "release")
 
     def emptied(rows: list[dict]) -> list[dict]:
@@ -114,6 +142,26 @@ def test_an_empty_byte_string_is_refused_when_its_row_is_read(tmp_path: Path) ->
     with pytest.raises(ValueError) as by_load:
         diningbench.load("nutrition", folder, decode_images=False)
     assert str(refused.value) == str(by_load.value)
+
+
+def test_the_kept_image_file_is_made_once_mapped_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(diningbench, "datasets_cache", lambda: cache)
+    folder = copy_sample(tmp_path / "release")
+    first = diningbench.read_release("vqa", folder)
+    rows = list(first.iter_rows([3, 4, 0]))
+    (kept,) = (cache / "diningbench-images").glob("*.arrow")
+    made, inode = kept.stat().st_mtime_ns, kept.stat().st_ino
+    again = list(diningbench.read_release("vqa", folder).iter_rows([3, 4, 0]))
+    assert again == rows and kept.stat().st_ino == inode  # mapped again, not written again
+    assert list((cache / "diningbench-images").glob("*.tmp")) == []
+    assert kept.stat().st_mtime_ns >= made
+    monkeypatch.setattr(diningbench, "IMAGE_CACHES_KEPT", 2)
+    for k in range(3):  # three more releases: only the two most recently used files stay
+        other = copy_sample(tmp_path / f"release{k}")
+        list(diningbench.read_release("vqa", other).iter_rows([0]))
+    assert len(list((cache / "diningbench-images").glob("*.arrow"))) == 2
+    assert not kept.exists()
 
 
 @pytest.mark.parametrize("change, why", [
@@ -146,10 +194,16 @@ def test_a_damaged_file_is_one_line_naming_it(tmp_path: Path) -> None:
         diningbench.read_release("vqa", folder)
 
 
-def test_memory_holds_one_row_group_of_images_however_many_rows_are_asked(tmp_path: Path,
+@pytest.mark.parametrize("kept", [True, False], ids=["kept-file", "parquet"])
+def test_memory_holds_one_row_group_of_images_however_many_rows_are_asked(tmp_path: Path, kept: bool,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """120 nutrition items of about 100 KiB of views each (12 MB), in row groups of 5: reading all of
-    them in a shuffled order holds a few groups' worth of images in Arrow memory, never all of them."""
+    them in a shuffled order holds a few groups' worth of images in Arrow memory, never all of them
+    (from the kept file, memory-mapped: none; from the Parquet files: a row group's)."""
+    cache = tmp_path / "cache"
+    if not kept:
+        cache.write_text("")  # no folder can be made under a file
+    monkeypatch.setattr(diningbench, "datasets_cache", lambda: cache / "datasets")
     folder = copy_sample(tmp_path / "release")
     noise = random.Random(3)
 
@@ -175,6 +229,7 @@ def test_memory_holds_one_row_group_of_images_however_many_rows_are_asked(tmp_pa
     group_bytes, all_bytes = 5 * 2 * 50_002, 120 * 2 * 50_002
     assert seen == [f"n{k:03d}" for k in order]
     assert peak < min(6 * group_bytes, all_bytes // 4), f"{peak:,} bytes of Arrow memory for {all_bytes:,} of images"
+    assert kept == (cache / "datasets" / "diningbench-images").is_dir()
 
 
 def test_the_datasets_cache_folder_is_found_as_datasets_finds_it(tmp_path: Path) -> None:
