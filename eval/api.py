@@ -256,7 +256,10 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     with locked(out):
         _check_folder(out, info, settings.overwrite)
         write_run_json(out, info)
-        fresh = _call(_generate(settings, data, backend, out, on_prediction, progress))
+        try:
+            fresh = _call(_generate(settings, data, backend, out, on_prediction, progress))
+        finally:
+            tasks.VIEW_HASHES.save()  # for the next run over the same release (an interrupted one too)
         info["backend"] = backend.describe()  # with what the request policy learnt during the run
         done = read_predictions(out / PREDICTIONS)
         info["counts"] = {d.task: {"predictions": sum(1 for k in done if k[0] == d.task),

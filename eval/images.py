@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
+import os
 import random
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from PIL import Image, UnidentifiedImageError
@@ -217,23 +220,35 @@ def views_for_request(row: dict[str, Any], *, n: int | None, order: str, seed: i
 
 
 class ViewHashes:
-    """sha256 of each view as sent, computed once per process for a (dataset, item, view, size bound)
-    and reused by every epoch, option rotation and sweep cell that sends it again.
+    """sha256 of each view as sent, computed once for a (dataset, item, view, size bound) and reused by
+    every epoch, option rotation and sweep cell that sends it again.
 
     `scope` names the dataset's content (its fingerprint and task), so two releases that share item
-    ids never share a hash; the byte length is checked too. At most `max_entries` hashes are kept
-    (least recently used first out): about 200 bytes each.
+    ids never share a hash; the byte length is checked too. At most `max_entries` hashes are kept in
+    memory (least recently used first out): about 200 bytes each. With a `folder`, the hashes of views
+    sent as stored (the release's own bytes, which its fingerprint covers) are also kept on disk, one
+    file per scope, so the next run over the same release reads them instead of hashing every view
+    again (`save` writes what this process added; the KEPT_SCOPES most recently used files stay).
+    Re-encoded views are hashed by every process: their bytes depend on the Pillow that made them.
     """
 
-    def __init__(self, max_entries: int = 65_536) -> None:
+    KEPT_SCOPES = 32
+
+    def __init__(self, max_entries: int = 65_536, folder: Callable[[], Path] | None = None) -> None:
         self.max_entries = max_entries
         self._hashes: OrderedDict[tuple[str, str, int, int, int], str] = OrderedDict()
         self._lock = threading.Lock()  # rows that re-encode are built in worker threads
         self.computed = 0
+        self._folder = folder
+        self._loaded: set[str] = set()  # scopes whose kept file was read
+        self._added: dict[str, dict[str, str]] = {}  # per scope, what this process hashed, to keep
 
-    def digest(self, scope: str, item_id: str, index: int, max_side: int, data: bytes) -> str:
+    def digest(self, scope: str, item_id: str, index: int, max_side: int, data: bytes, *,
+               stored: bool = False) -> str:
         key = (scope, item_id, index, max_side, len(data))
         with self._lock:
+            if stored and self._folder is not None and scope not in self._loaded:
+                self._load(scope)
             found = self._hashes.get(key)
             if found is not None:
                 self._hashes.move_to_end(key)
@@ -242,6 +257,58 @@ class ViewHashes:
         with self._lock:
             self.computed += 1
             self._hashes[key] = found
+            if stored and self._folder is not None:
+                self._added.setdefault(scope, {})[_kept_key(key)] = found
             while len(self._hashes) > self.max_entries:
                 self._hashes.popitem(last=False)
         return found
+
+    def _path(self, scope: str) -> Path:
+        assert self._folder is not None
+        return self._folder() / f"{hashlib.sha256(scope.encode()).hexdigest()[:32]}.json"
+
+    def _read(self, scope: str) -> dict[str, str]:
+        try:
+            found = json.loads(self._path(scope).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not (isinstance(found, dict) and found.get("scope") == scope and isinstance(found.get("hashes"), dict)):
+            return {}
+        return {k: v for k, v in found["hashes"].items()
+                if isinstance(k, str) and isinstance(v, str) and len(v) == 64}
+
+    def _load(self, scope: str) -> None:
+        self._loaded.add(scope)
+        for kept, digest in list(self._read(scope).items())[: self.max_entries // 2]:
+            item_id, index, max_side, size = kept.rsplit("\t", 3)
+            self._hashes[(scope, item_id, int(index), int(max_side), int(size))] = digest
+
+    def save(self) -> None:
+        """Keep what this process hashed of views sent as stored (best effort: a read-only cache folder
+        only costs the next run the hashing)."""
+        with self._lock:
+            added, self._added = self._added, {}
+        for scope, hashes in added.items():
+            try:
+                path = self._path(scope)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                merged = {**self._read(scope), **hashes}
+                partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+                partial.write_text(json.dumps({"scope": scope, "hashes": merged}), encoding="utf-8")
+                os.replace(partial, path)
+                for stale in sorted(path.parent.glob("*.json"), key=_used, reverse=True)[self.KEPT_SCOPES:]:
+                    stale.unlink(missing_ok=True)
+            except OSError:
+                continue
+
+
+def _kept_key(key: tuple[str, str, int, int, int]) -> str:
+    _, item_id, index, max_side, size = key
+    return f"{item_id}\t{index}\t{max_side}\t{size}"
+
+
+def _used(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0

@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from eval import prompts
@@ -103,8 +104,15 @@ def _stored(row: dict[str, Any], settings: RunSettings) -> list[ImagePart] | Non
                         max_side=settings.max_image_side)
 
 
-# The view hashes of every dataset this process has asked about (bounded).
-VIEW_HASHES = ViewHashes()
+def _kept_view_hashes() -> Path:
+    import diningbench
+
+    return diningbench.datasets_cache() / "diningbench-view-hashes"
+
+
+# The view hashes of every dataset this process has asked about (bounded), those of views sent as
+# stored also kept on disk for the next run over the same release (`eval.api.run` saves them).
+VIEW_HASHES = ViewHashes(folder=_kept_view_hashes)
 
 
 def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0,
@@ -118,6 +126,7 @@ def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: 
     """
     row = rotate_options(row, rotation) if task == "classification" else row
     text = prompt_text(task, row, settings)
+    stored = views is not None  # the release's own bytes, as `stored_views` found them
     try:
         if views is None:
             views = views_for_request(row, n=settings.images, order=settings.image_order, seed=settings.seed,
@@ -129,7 +138,8 @@ def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: 
     else:
         chosen = select_views(row.get("image_roles") or [], settings.images, settings.image_order,
                               seed=settings.seed, item_id=str(row["id"]))
-        hashes = [VIEW_HASHES.digest(f"{scope}:{task}", str(row["id"]), i, settings.max_image_side, v.data)
+        hashes = [VIEW_HASHES.digest(f"{scope}:{task}", str(row["id"]), i, settings.max_image_side, v.data,
+                                     stored=stored)
                   for i, v in zip(chosen, views, strict=True)]
     digest = request_hash(settings, task, text, hashes, epoch, rotation)
     message = Message(role="user", content=(*views, text))

@@ -147,6 +147,47 @@ def test_each_view_is_hashed_once_across_epochs_rotations_and_cells(release, tmp
     assert hashes.computed == 12  # another sweep cell over the same views
 
 
+def test_the_next_run_over_the_same_release_reads_the_kept_view_hashes(release, tmp_path, monkeypatch):
+    kept = tmp_path / "kept"
+    base = dict(task="classification", model="baseline:first", dataset=str(release), n_boot=20, images=2)
+    first = ViewHashes(folder=lambda: kept)
+    monkeypatch.setattr(tasks, "VIEW_HASHES", first)
+    api.run(RunSettings(out=tmp_path / "a", **base), progress=False)
+    assert first.computed == 12 and len(list(kept.glob("*.json"))) == 1
+    second = ViewHashes(folder=lambda: kept)  # a new process
+    monkeypatch.setattr(tasks, "VIEW_HASHES", second)
+    api.run(RunSettings(out=tmp_path / "b", **base), progress=False)
+    assert second.computed == 0
+    hashes_a = [p["request_hash"] for p in read_jsonl(tmp_path / "a" / "predictions.jsonl")]
+    assert hashes_a == [p["request_hash"] for p in read_jsonl(tmp_path / "b" / "predictions.jsonl")]
+    third = ViewHashes(folder=lambda: kept)  # another size bound is another view: hashed again
+    monkeypatch.setattr(tasks, "VIEW_HASHES", third)
+    api.run(RunSettings(out=tmp_path / "c", max_image_side=2048, **base), progress=False)
+    assert third.computed == 12
+
+
+def test_kept_view_hashes_are_only_the_releases_own_bytes_and_a_bad_file_costs_a_rehash(tmp_path):
+    kept = tmp_path / "kept"
+    hashes = ViewHashes(folder=lambda: kept)
+    stored = hashes.digest("fp:nutrition", "n1", 0, 1024, b"jpeg bytes", stored=True)
+    hashes.digest("fp:nutrition", "n2", 0, 1024, b"re-encoded by this Pillow")
+    hashes.save()
+    again = ViewHashes(folder=lambda: kept)
+    assert again.digest("fp:nutrition", "n1", 0, 1024, b"jpeg bytes", stored=True) == stored
+    assert again.digest("fp:nutrition", "n2", 0, 1024, b"re-encoded by this Pillow", stored=True)
+    assert again.computed == 1  # the re-encoded view was never kept
+    (path,) = kept.glob("*.json")
+    path.write_text('{"scope": "fp:nutrition", "hashes": [1, 2', encoding="utf-8")
+    damaged = ViewHashes(folder=lambda: kept)
+    assert damaged.digest("fp:nutrition", "n1", 0, 1024, b"jpeg bytes", stored=True) == stored
+    assert damaged.computed == 1
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    unwritable = ViewHashes(folder=lambda: blocker / "kept")
+    unwritable.digest("fp:nutrition", "n1", 0, 1024, b"jpeg bytes", stored=True)
+    unwritable.save()  # best effort: nothing kept, nothing raised
+
+
 def test_a_cached_hash_gives_the_same_request_hash(release):
     settings = RunSettings(task="nutrition", model="baseline:zero", dataset=str(release), images=3)
     (data,) = api.load_task_data(settings)
