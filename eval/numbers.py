@@ -19,7 +19,7 @@ import numpy as np
 from eval.stats import (
     Statistic,
     can_resample,
-    cluster_bootstrap_ci,
+    cluster_bootstrap_column_means_ci,
     cluster_bootstrap_mean_ci,
     mean_of_column_means,
     paired_bootstrap,
@@ -115,8 +115,7 @@ def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = 1000
     merchants = [str(r.get("merchant_id")) for r in rows]
     if rows and headline(task, rows) is not None and can_resample(len(rows), merchants):
         if task == "nutrition":
-            interval = cluster_bootstrap_ci(len(rows), merchants, _nutrition_statistic(rows),
-                                            n_boot=n_boot, seed=seed)
+            interval = cluster_bootstrap_column_means_ci(_nutrition_ape(rows), merchants, n_boot=n_boot, seed=seed)
         else:
             interval = cluster_bootstrap_mean_ci([float(r.get("correct") is True) for r in rows], merchants,
                                                  n_boot=n_boot, seed=seed)
@@ -142,10 +141,16 @@ def _content_digest(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _nutrition_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:
-    """avg_mape of a resample from the metric's per-item APEs (as scored; never one metric call per resample)."""
+    """avg_mape of a resample, from the items' APEs."""
+    return mean_of_column_means(_nutrition_ape(rows))
+
+
+def _nutrition_ape(rows: Sequence[dict[str, Any]]) -> np.ndarray:
+    """The items x nutrients APE matrix (NaN = not counted) whose mean of column means is avg_mape: the
+    metric's per-item APEs, as scored (never one metric call per resample)."""
     per_item = rows if all(isinstance(r.get("ape"), dict) for r in rows) else score_nutrition_rows(rows)["per_item"]
-    return mean_of_column_means(np.array([[np.nan if item["ape"][c] is None else item["ape"][c] for c in NUTRIENTS]
-                                          for item in per_item]))
+    return np.array([[np.nan if item["ape"][c] is None else item["ape"][c] for c in NUTRIENTS] for item in per_item],
+                    dtype=float).reshape(len(per_item), len(NUTRIENTS))
 
 
 def _correct_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:
@@ -163,7 +168,7 @@ def paired_difference(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Seque
     a_rows, b_rows = [a for a, _ in common], [b for _, b in common]
     if headline(task, a_rows) is None or headline(task, b_rows) is None:
         return None
-    make = _nutrition_statistic if task == "nutrition" else _correct_statistic
+    make = _nutrition_statistic if task == "nutrition" else _correct_statistic  # paired: one call per resample
     diff, interval = paired_bootstrap(len(common), [str(a.get("merchant_id")) for a in a_rows],
                                       make(a_rows), make(b_rows), n_boot=n_boot, seed=seed)
     return {"n": len(common), "diff": diff, "ci95": interval}

@@ -125,6 +125,39 @@ def mean_of_column_means(matrix: np.ndarray) -> Statistic:
     return statistic
 
 
+def cluster_bootstrap_column_means_ci(matrix: np.ndarray, clusters: Sequence[str] | None, *, n_boot: int = 1000,
+                                      seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Interval for `mean_of_column_means(matrix)` (items x columns, NaN = not counted): the same
+    resamples as `cluster_bootstrap_ci` with that statistic and seed, hence the same interval (up to
+    the order of float additions), from per-cluster sums in one matrix product per run instead of
+    one statistic call per resample.
+
+    >>> ape = np.array([[0.1, np.nan], [0.3, 0.5], [0.2, 0.4]])
+    >>> slow = cluster_bootstrap_ci(3, ["a", "b", "b"], mean_of_column_means(ape), n_boot=50)
+    >>> fast = cluster_bootstrap_column_means_ci(ape, ["a", "b", "b"], n_boot=50)
+    >>> bool(np.allclose(slow, fast))
+    True
+    """
+    _check(n_boot, level)
+    values = np.asarray(matrix, dtype=float)
+    if values.ndim != 2:
+        raise ValueError(f"matrix must be items x columns, got shape {values.shape}")
+    index = _ClusterIndex(len(values), clusters)
+    valid = ~np.isnan(values)
+    per_cluster = [(np.bincount(index.codes, weights=np.where(valid[:, c], values[:, c], 0.0),
+                                minlength=index.n_clusters),
+                    np.bincount(index.codes, weights=valid[:, c].astype(float), minlength=index.n_clusters))
+                   for c in range(values.shape[1])]
+    counts = index.counts(index.draws(n_boot, seed)).astype(float)
+    totals = counts @ np.stack([sums for sums, _ in per_cluster], axis=1)  # resamples x columns
+    seen = counts @ np.stack([ns for _, ns in per_cluster], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = totals / seen
+    # A resample where some column has no entry has no figure (NaN), as with the statistic.
+    estimates = np.where((seen > 0).all(axis=1), means.mean(axis=1), np.nan)
+    return _interval(estimates, level)
+
+
 def _mean_estimates(values: np.ndarray, index: _ClusterIndex, drawn: np.ndarray) -> np.ndarray:
     """Resample means of `values` (NaN = not counted) from per-cluster sums, without building indices."""
     valid = np.isfinite(values)

@@ -70,13 +70,13 @@ def test_the_report_reuses_the_interval_scoring_computed(release, tmp_path, monk
     from eval import numbers
 
     computed = []
-    original = numbers.cluster_bootstrap_ci
+    original = numbers.cluster_bootstrap_column_means_ci
 
-    def counting(*args, **kwargs):
-        computed.append(args[0])
-        return original(*args, **kwargs)
+    def counting(matrix, *args, **kwargs):
+        computed.append(len(matrix))
+        return original(matrix, *args, **kwargs)
 
-    monkeypatch.setattr(numbers, "cluster_bootstrap_ci", counting)
+    monkeypatch.setattr(numbers, "cluster_bootstrap_column_means_ci", counting)
     numbers._CI_BY_CONTENT.clear()
     out = tmp_path / "run"
     api.run(RunSettings(task="nutrition", model="baseline:median", dataset=str(release), out=out, n_boot=1000),

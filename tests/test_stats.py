@@ -5,6 +5,7 @@ import time
 import numpy as np
 import pytest
 
+from eval import stats
 from eval.stats import (
     cluster_bootstrap_ci,
     cluster_bootstrap_mean_ci,
@@ -138,3 +139,19 @@ def test_no_interval_is_claimed_from_a_single_merchant(tmp_path):
     everything = run(RunSettings(task="classification", model="baseline:first", out=tmp_path / "all"))
     low, high = json.loads((everything / "metrics.json").read_text())["classification"]["accuracy_ci95"]
     assert low < high
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_the_column_means_interval_equals_the_statistic_resampled_one_by_one(seed):
+    rng = np.random.default_rng(seed)
+    ape = rng.uniform(0, 2, size=(60, 4))
+    ape[rng.random(ape.shape) < 0.15] = np.nan  # excluded APEs
+    ape[:5, 3] = np.nan  # a column that some resamples never see: those have no figure
+    ape[5:, 3] = np.where(rng.random(55) < 0.7, np.nan, ape[5:, 3])
+    merchants = [f"m{k % 9}" for k in range(60)]
+    slow = stats.cluster_bootstrap_ci(60, merchants, stats.mean_of_column_means(ape), n_boot=300, seed=seed)
+    fast = stats.cluster_bootstrap_column_means_ci(ape, merchants, n_boot=300, seed=seed)
+    assert np.isfinite(slow).all() and fast == pytest.approx(slow, rel=1e-12, abs=1e-12)
+    item_level = stats.cluster_bootstrap_ci(60, None, stats.mean_of_column_means(ape), n_boot=300, seed=seed)
+    assert stats.cluster_bootstrap_column_means_ci(ape, None, n_boot=300, seed=seed) == pytest.approx(item_level,
+                                                                                                    rel=1e-12)
