@@ -16,6 +16,7 @@ import math
 import os
 import re
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -449,7 +450,7 @@ class LocalRelease:
         """The image column of every file, batch by batch, into an uncompressed Arrow file (written
         aside, then renamed: a reader never maps half a file)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # one per writer thread too
         try:
             with pa.OSFile(str(partial), "wb") as sink:
                 writer = None
@@ -615,7 +616,7 @@ def _write_fingerprints(known: dict[str, Any]) -> None:
     kept = dict(list(known.items())[-FINGERPRINTS_KEPT:])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # one per writer thread too
         partial.write_text(json.dumps(kept), encoding="utf-8")
         os.replace(partial, path)
     except OSError:

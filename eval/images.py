@@ -293,7 +293,7 @@ class ViewHashes:
                 path = self._path(scope)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 merged = {**self._read(scope), **hashes}
-                partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+                partial = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # one per writer thread too
                 partial.write_text(json.dumps({"scope": scope, "hashes": merged}), encoding="utf-8")
                 os.replace(partial, path)
                 for stale in sorted(path.parent.glob("*.json"), key=_used, reverse=True)[self.KEPT_SCOPES:]:

@@ -274,3 +274,33 @@ print(json.dumps(sorted(sys.modules)))
     assert {"eval.cli", "eval.api", "eval.scoring", "diningbench"} <= modules  # it did run
     assert len((tmp_path / "run" / "predictions.jsonl").read_text(encoding="utf-8").splitlines()) == 6
     assert not {m for m in modules if m.split(".")[0] in ("datasets", "pandas")}
+
+
+def test_threads_that_make_the_kept_image_file_at_once_each_get_whole_rows(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Space runs several evaluations in one process: writers never share a partial file."""
+    import threading
+
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(diningbench, "datasets_cache", lambda: cache)
+    folder = copy_sample(tmp_path / "release")
+    expected = list(diningbench.LoadedRelease(diningbench.load("classification", folder, decode_images=False))
+                    .iter_rows(range(10)))
+    barrier, results, errors = threading.Barrier(4), [], []
+
+    def read() -> None:
+        try:
+            reader = diningbench.read_release("classification", folder)
+            barrier.wait()
+            results.append(list(reader.iter_rows(range(10))))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(results) == 4 and all(rows == expected for rows in results)
+    assert list((cache / "diningbench-images").glob("*.tmp")) == []
+    assert list(diningbench.read_release("classification", folder).iter_rows(range(10))) == expected
