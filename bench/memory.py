@@ -7,7 +7,7 @@ time it took to build the release comes from its build record (see bench.release
 
 Then a whole run's memory (`--run-sizes`, default 1,000 and 4,000 nutrition items): peak RSS of a
 fresh `eval run` process per size, split into heap (RssAnon, sampled) and mapped files (the
-harness's libraries and the Parquet files the rows are read from, stated apart); target: the peak
+harness's libraries and the pages of the release's kept image file, stated apart); target: the peak
 heap at 4,000 items <= 1.3x the one at 1,000 (bench.scaling).
 
     python -m bench.memory [--dataset /tmp/paper] [--limit N] [--run-sizes 1000,4000]
