@@ -118,7 +118,7 @@ def run_rows(release: Path, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
     f, g = found[small], found[large]
     note = "; ".join(f"{size} items: peak RSS {found[size]['peak_rss_mib']:.0f} MiB = heap "
                      f"{found[size]['peak_anon_mib']:.0f} + mapped files {found[size]['peak_file_mib']:.0f} "
-                     f"(Parquet files {found[size]['parquet_mib']:.0f} MiB)" for size in sorted(sizes))
+                     f"(the kept image file {found[size]['kept_images_mib']:.0f} MiB)" for size in sorted(sizes))
     return [result(f"run peak heap, {large} / {small} items", g["peak_anon_mib"], f["peak_anon_mib"], unit="MiB",
                    target=RUN_TARGET, note=note, runs={str(k): v for k, v in found.items()}),
             result(f"  run peak RSS with the mapped file pages, {large} / {small} items", g["peak_rss_mib"],
