@@ -127,6 +127,81 @@ def arrow_schema(config: str, *, optional: bool = False) -> pa.Schema:
     return pa.schema([(name, arrow_type(kind)) for name, kind in columns(config, optional=optional).items()])
 
 
+def _feature_dict(kind: Any) -> dict[str, Any]:
+    """One column's entry in `Features.to_dict()`: what `datasets` writes and reads back."""
+    if isinstance(kind, list):
+        return {"feature": _feature_dict(kind[0]), "_type": "List"}
+    return {"_type": "Image"} if kind == IMAGE else {"dtype": kind, "_type": "Value"}
+
+
+def release_schema(config: str, *, optional: bool = False) -> pa.Schema:
+    """The schema a release's Parquet files are written with: `arrow_schema` plus the `huggingface`
+    metadata `datasets` reads the features back from (the List of Image column decodes as images).
+    The same bytes as `features(config, optional=optional).arrow_schema`, known without `datasets`."""
+    info = {"info": {"features": {name: _feature_dict(kind) for name, kind in columns(config, optional=optional).items()}}}
+    return arrow_schema(config, optional=optional).with_metadata({"huggingface": json.dumps(info)})
+
+
+def encode_row(config: str, row: dict[str, Any], *, optional: bool = False) -> dict[str, Any]:
+    """One row as a release stores it: the declared columns in order (a missing one null, others left
+    out), as `features(config).encode_example(row)` gives it for what writers pass, without `datasets`.
+
+    A text column takes text, or a number written as its text; a float64 column a number (or text that
+    reads as one); a list column a list of those. An image is a `{"bytes", "path"}` dict (kept as given,
+    bytes always: `datasets` drops them when `path` names a file in the working directory, and the
+    release would then hold a path instead of the image) or raw bytes. Anything else (a PIL image, a
+    file path alone) is refused, naming the item and column:
+
+    >>> row = encode_row("nutrition", {"id": "n1", "images": [b"JPEG"], "calories": 682, "portion": 1})
+    >>> row["images"], row["calories"], row["portion"], row["fat"]
+    ([{'bytes': b'JPEG', 'path': None}], 682.0, '1', None)
+    >>> encode_row("vqa", {"id": "v1", "images": ["photo.jpg"]})
+    Traceback (most recent call last):
+    ValueError: vqa item v1: images[0] is a file path, not an image: a release embeds its images ({"bytes": ..., "path": name})
+    """
+    item = row.get("id")
+    return {name: _encode_cell(kind, row.get(name), lambda n=name: f"{config} item {item}: {n}")
+            for name, kind in columns(config, optional=optional).items()}
+
+
+def _encode_cell(kind: Any, value: Any, where: Any) -> Any:
+    """`where()` names the cell in an error (built only then: a row has dozens of cells)."""
+    if value is None:
+        return None
+    if isinstance(kind, list):
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{where()} must be a list, got {type(value).__name__}")
+        return [_encode_cell(kind[0], v, lambda k=k: f"{where()}[{k}]") for k, v in enumerate(value)]
+    if kind == IMAGE:
+        return _encode_image(value, where)
+    if not isinstance(value, str | int | float):
+        raise ValueError(f"{where()} must be {'text' if kind == 'string' else 'a number'}, got {type(value).__name__}")
+    if kind == "string":
+        return str(value)  # as datasets' Value does: 5 -> "5"
+    try:
+        return float(value)  # 682 -> 682.0, "682.4" -> 682.4
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"{where()} must be a number: {exc}") from None
+
+
+def _encode_image(value: Any, where: Any) -> dict[str, Any]:
+    if isinstance(value, bytes | bytearray):
+        return {"bytes": value, "path": None}
+    if isinstance(value, dict):
+        data, path = value.get("bytes"), value.get("path")
+        if data is None and path is None:
+            raise ValueError(f"{where()} has neither bytes nor path")
+        if not isinstance(data, bytes | bytearray | None) or not isinstance(path, str | None):
+            raise ValueError(f"{where()} must be {{\"bytes\": bytes, \"path\": str}}, got bytes of type "
+                             f"{type(data).__name__} and path of type {type(path).__name__}")
+        return {"bytes": data, "path": path}
+    if isinstance(value, str | os.PathLike):
+        raise ValueError(f"{where()} is a file path, not an image: a release embeds its images "
+                         '({"bytes": ..., "path": name})')
+    raise ValueError(f"{where()} is a {type(value).__module__}.{type(value).__name__}, not an image cell: "
+                     'pass its encoded file as {"bytes": ..., "path": name}')
+
+
 def column_type_ok(name: str, got: pa.DataType, want: pa.DataType) -> bool:
     """Whether a stored column type reads as the declared one: the same, a large_string for a string,
     or a float32 nutrient (releases built before float64 stay valid)."""
@@ -632,8 +707,8 @@ class ShardWriter:
 
     def __init__(self, out_dir: Path, config: str, total: int, rows_per_shard: int = 500,
                  optional: bool = False) -> None:
-        self.features = features(config, optional=optional)
-        self.schema = self.features.arrow_schema
+        self.config, self.optional = config, optional
+        self.schema = release_schema(config, optional=optional)
         self.dir = Path(out_dir) / "data" / config
         self.dir.mkdir(parents=True, exist_ok=True)
         for stale in self.dir.glob("*.parquet"):
@@ -644,7 +719,7 @@ class ShardWriter:
         self.num_bytes = 0
 
     def add(self, row: dict[str, Any]) -> None:
-        self.buffer.append(self.features.encode_example(row))
+        self.buffer.append(encode_row(self.config, row, optional=self.optional))
         if len(self.buffer) == ROW_GROUP_SIZE or (self.written + len(self.buffer)) % self.per_shard == 0:
             self._flush()
 
@@ -681,19 +756,27 @@ def card_info() -> dict[str, str]:
     return {"description": DESCRIPTION, "citation": CITATION, "license": LICENSE}
 
 
+def _yaml_feature(kind: Any) -> dict[str, str]:
+    """A column's type as a card's `dataset_info: features:` states it (`dtype: string`, `list: image`)."""
+    if isinstance(kind, list):
+        return {"list": _yaml_feature(kind[0]).popitem()[1]}
+    return {"dtype": "image"} if kind == IMAGE else {"dtype": kind}
+
+
 def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
               optional: Iterable[str] = ()) -> str:
-    """The release README.md: YAML header generated from the real counts, body from dataset_card.md."""
-    import datasets
+    """The release README.md: YAML header generated from the real counts, body from dataset_card.md.
+
+    Each config's `dataset_info` is what `datasets.DatasetInfo(...)._to_yaml_dict()` writes (features,
+    config_name, splits, dataset_size), plus `card_info()`."""
     import yaml
 
-    infos = []
-    for config in CONFIGS:
-        split = datasets.SplitDict()
-        split.add(datasets.SplitInfo(name=SPLIT, num_bytes=num_bytes.get(config, 0), num_examples=counts.get(config, 0)))
-        info = datasets.DatasetInfo(features=features(config, optional=config in set(optional)), splits=split, config_name=config,
-                                    dataset_size=num_bytes.get(config, 0))
-        infos.append({**info._to_yaml_dict(), **card_info()})
+    infos = [{"features": [{"name": name, **_yaml_feature(kind)}
+                           for name, kind in columns(config, optional=config in set(optional)).items()],
+              "config_name": config,
+              "splits": [{"name": SPLIT, "num_bytes": num_bytes.get(config, 0), "num_examples": counts.get(config, 0)}],
+              "dataset_size": num_bytes.get(config, 0), **card_info()}
+             for config in CONFIGS]
     header = {
         "pretty_name": "DiningBench",
         "license": LICENSE,
@@ -764,12 +847,12 @@ def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[st
     with path.open(encoding="utf-8") as fh:
         total = sum(1 for line in fh if line.strip())
 
-    feats = features(config)
+    declared = columns(config)
 
     def rows() -> Iterator[dict[str, Any]]:
         for lineno, record in iter_jsonl_objects(path):
             item = record.get("id", f"line {lineno}")
-            missing = sorted(set(features(config)) - set(record))
+            missing = sorted(set(declared) - set(record))
             if missing:
                 raise ValueError(f"{config} item {item}: missing field(s) {', '.join(missing)}")
             images = []
@@ -778,13 +861,8 @@ def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[st
                 if not image_path.is_file():
                     raise ValueError(f"{config} item {item}: image file {rel} not found")
                 images.append({"bytes": image_path.read_bytes(), "path": Path(rel).name})
-            row = {**record, "images": images}
-            try:  # a wrong type surfaces here, with the item named, not later in a batch of 100
-                pa.Table.from_pylist([feats.encode_example(row)], schema=feats.arrow_schema)
-            except (TypeError, ValueError, pa.ArrowException) as exc:
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                raise ValueError(f"{config} item {item}: {first}") from None
-            yield row
+            # A wrongly typed field is refused by the writer's encode_row, naming the item.
+            yield {**record, "images": images}
 
     return total, rows()
 
@@ -1210,9 +1288,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("summary", help="counts per config, cuisine, category, images per item")
     p.add_argument("source", nargs="?", default=None, help=source_help)
     args = parser.parse_args(argv)
-    import datasets
+    if args.command == "summary":  # the one command that loads through datasets (build and sample never import it)
+        import datasets
 
-    datasets.disable_progress_bars()  # the CLI prints results; per-split progress bars are noise here
+        datasets.disable_progress_bars()  # the CLI prints results; per-split progress bars are noise here
     try:
         if args.command == "validate":
             problems = validate(args.source)

@@ -322,3 +322,17 @@ def test_every_stage_redone_from_the_cached_answers_asks_nothing_and_decides_ali
     glossary = [(w / "translate" / "glossary.json").read_bytes() for w in (built.work, work)]
     assert glossary[0] == glossary[1]  # merchants in order, not in the order their answers came
     assert list(json.loads(glossary[1])) == sorted({r["merchant_id"] for r in Stage(work, "translate").items()})
+
+
+def test_release_rows_are_stored_as_datasets_would_store_them(built):
+    """The release stage writes without `datasets`: each row it hands the writer is stored as
+    `datasets`' own encoder would store it (classification with option_dish_ids)."""
+    from construct.release import release_row
+
+    raw, rows = load_raw(load_settings(built.work).raw), released_rows(built.work)
+    assert {r["task"] for r in rows} == set(diningbench.CONFIGS)
+    for item in rows:
+        row, optional = release_row(raw, item), item["task"] == "classification"
+        assert all(isinstance(image["bytes"], bytes) for image in row["images"])
+        ours = diningbench.encode_row(item["task"], row, optional=optional)
+        assert ours == diningbench.features(item["task"], optional=optional).encode_example(row)
