@@ -70,7 +70,8 @@ def _check_config(config: str) -> None:
 
 # Each config's columns (SPEC 3.1), declared once without `datasets` so that a release can be read
 # with pyarrow alone: a type name, or a one-item list for a list of that type; IMAGE is an image cell,
-# `{"bytes", "path"}`. `features` and `arrow_schema` are the two readings of this one declaration.
+# `{"bytes", "path"}`. `features`, `arrow_schema` and `release_schema` (with the metadata `datasets`
+# reads back) are its readings; `encode_row` stores a row by it and `card_text` states it.
 IMAGE = "image"
 COMMON_COLUMNS: dict[str, Any] = {
     "id": "string", "dish_id": "string", "merchant_id": "string", "category": "string", "cuisine": "string",
