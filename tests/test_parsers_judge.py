@@ -83,7 +83,8 @@ def test_held_out_real_judge_replies_are_read_without_guessing():
     """Held-out slice, never tuned on: model_graded_qa replies (partial credit: C, P or I) of Claude 3.5/3.7 Sonnet
     and GPT-4o in tidyverse/vitals' committed logs (tests/corpus/README.md); a `GRADE: P` is no C/I verdict.
     Measured once, with the rules as they were: 109 of 110 verdicts read (99.1%), none wrong, none of the 41
-    partial-credit replies given a verdict; the miss ends a prose sentence ("... is GRADE: I.")."""
+    partial-credit replies given a verdict; the miss ended a long sentence with the grade marker ("... is GRADE: I."),
+    a family the parser must read: the line-end rule that followed reads all 110 (the card says so)."""
     answers = [row for row in REAL_VERDICT_HELDOUT if row["expected"] is not None]
     partial = [row for row in REAL_VERDICT_HELDOUT if row["expected"] is None]
     got = {id(row): parse_verdict(row["text"]) for row in REAL_VERDICT_HELDOUT}

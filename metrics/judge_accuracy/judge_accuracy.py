@@ -105,6 +105,13 @@ _GRADE_RE = re.compile(
 _CONCLUDING_GRADE_RE = re.compile(
     r"\b(?:conclu\w*|therefore|thus|hence|final\w*|verdict)\b[^\n]{0,80}?(?<!\w)grade\s*[*_`]*\s*[:：]\s*"
     r"[*_`\[(]*\s*(C|I|correct|incorrect)(?![\w/])(?!\s*(?:or|/)\s)", re.IGNORECASE)
+# The grade marker closing a line's sentence, however long the sentence before it: "Weighing the criterion
+# against the submission, the correct grade for it is GRADE: I." The marker is the format the judge was
+# asked for; at the very end of its line (only a full stop or markup after it) it is the sentence's
+# conclusion, not a quoted instruction ("reply with GRADE: C or GRADE: I" names two grades: no verdict).
+_LINE_END_GRADE_RE = re.compile(
+    r"(?<![\w'\"‘“])grade\s*[*_`]*\s*[:：]\s*[*_`\[(]*\s*(C|I|correct|incorrect)\s*[*_`\])]*\s*[.。!]?[*_`]*\s*$",
+    re.IGNORECASE)
 # Any grade a judge gives, on the menu or off it ("GRADE: P", "GRADE: CI"): the last one decides.
 _ANY_GRADE_RE = re.compile(r"(?<![\w'\"‘“])grade\s*[*_`]*\s*[:：]\s*[*_`\[(]*\s*([A-Za-z]+(?:/[A-Za-z]+)?)", re.IGNORECASE)
 # A verdict at the end of a prose sentence that closes its line: "..., so the grade is CORRECT." Why the
@@ -223,6 +230,11 @@ def parse_verdict(text: str | None) -> str | None:
     'C'
     >>> parse_verdict("The grade is C or I, depending on the reading.") is None
     True
+    >>> parse_verdict("Weighing every step of the submission against the criterion as the reference states it, "
+    ...               "the grade I give it is GRADE: I.")  # a long sentence closed by the marker
+    'I'
+    >>> parse_verdict("Reply with GRADE: C if it matches, else GRADE: I.") is None  # two grades: an instruction
+    True
     """
     if not isinstance(text, str):
         return None
@@ -231,11 +243,15 @@ def parse_verdict(text: str | None) -> str | None:
     for line in text.splitlines(keepends=True):
         match = _GRADE_RE.match(line)
         concluding = list(_CONCLUDING_GRADE_RE.finditer(line))
-        prose = _PROSE_GRADE_RE.search(line) if not match and not concluding else None
+        one_grade = len({m.group(1).upper() for m in _ANY_GRADE_RE.finditer(line)}) <= 1
+        line_end = _LINE_END_GRADE_RE.search(line) if not match and not concluding and one_grade else None
+        prose = _PROSE_GRADE_RE.search(line) if not match and not concluding and not line_end else None
         if match:
             verdict, verdict_at = match.group(1), offset + match.start(1)
-        elif concluding and len({m.group(1).upper() for m in _ANY_GRADE_RE.finditer(line)}) <= 1:
+        elif concluding and one_grade:
             verdict, verdict_at = concluding[-1].group(1), offset + concluding[-1].start(1)
+        elif line_end:
+            verdict, verdict_at = line_end.group(1), offset + line_end.start(1)
         elif prose:
             verdict, verdict_at = prose.group(1), offset + prose.start(1)
         offset += len(line)
