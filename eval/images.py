@@ -35,13 +35,18 @@ class ImageError(ValueError):
     """An item whose image cannot be used (one-line message naming the item)."""
 
 
+def embedded(image: Any) -> bytes | bytearray | None:
+    """The bytes an image cell embeds (`{"bytes", "path"}` or raw bytes); None when it has none."""
+    return image.get("bytes") if isinstance(image, dict) else image if isinstance(image, bytes | bytearray) else None
+
+
 def stored_bytes(image: Any, *, item_id: str, index: int) -> bytes:
     """The image's own bytes as the release embeds them.
 
     A cell `{"bytes": None, "path": "/etc/passwd"}` would make the harness read any local file and
     send it to a model server (or show it in the Space): a path is never opened.
     """
-    data = image.get("bytes") if isinstance(image, dict) else image if isinstance(image, bytes | bytearray) else None
+    data = embedded(image)
     if not data:
         if isinstance(image, dict) and image.get("path"):
             raise ImageError(f"item {item_id}: image {index} has no embedded bytes, only a file path; "
@@ -166,7 +171,7 @@ def sent_as_stored(image: Any, max_side: int) -> bool:
     """True when `encode_for_transport` sends these stored bytes unchanged (a colour JPEG within
     the bound): a header read, cheap enough for the event loop. False for anything that needs
     Pillow, or a file read (an image stored by path)."""
-    data = image.get("bytes") if isinstance(image, dict) else image if isinstance(image, bytes | bytearray) else None
+    data = embedded(image)
     return bool(data) and _sendable(data, max_side)
 
 
@@ -198,7 +203,7 @@ def stored_views(row: dict[str, Any], *, n: int | None, order: str, seed: int,
     views = []
     for i in select_views(roles, n, order, seed=seed, item_id=str(row["id"])):
         image = images[i]
-        data = image.get("bytes") if isinstance(image, dict) else image if isinstance(image, bytes | bytearray) else None
+        data = embedded(image)
         if not data or not _sendable(data, max_side):
             return None
         views.append(ImagePart(data=bytes(data), mime_type="image/jpeg", role=roles[i]))
