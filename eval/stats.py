@@ -143,29 +143,26 @@ def cluster_bootstrap_column_means_ci(matrix: np.ndarray, clusters: Sequence[str
     if values.ndim != 2:
         raise ValueError(f"matrix must be items x columns, got shape {values.shape}")
     index = _ClusterIndex(len(values), clusters)
-    valid = ~np.isnan(values)
-    per_cluster = [(np.bincount(index.codes, weights=np.where(valid[:, c], values[:, c], 0.0),
-                                minlength=index.n_clusters),
-                    np.bincount(index.codes, weights=valid[:, c].astype(float), minlength=index.n_clusters))
-                   for c in range(values.shape[1])]
     counts = index.counts(index.draws(n_boot, seed)).astype(float)
-    totals = counts @ np.stack([sums for sums, _ in per_cluster], axis=1)  # resamples x columns
-    seen = counts @ np.stack([ns for _, ns in per_cluster], axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = totals / seen
+    valid = ~np.isnan(values)
+    means = np.column_stack([_resampled_means(values[:, c], valid[:, c], index, counts)
+                             for c in range(values.shape[1])])  # resamples x columns
     # A resample where some column has no entry has no figure (NaN), as with the statistic.
-    estimates = np.where((seen > 0).all(axis=1), means.mean(axis=1), np.nan)
-    return _interval(estimates, level)
+    return _interval(means.mean(axis=1), level)
+
+
+def _resampled_means(values: np.ndarray, valid: np.ndarray, index: _ClusterIndex, counts: np.ndarray) -> np.ndarray:
+    """Each resample's mean of the `valid` values (`counts`: how often each cluster was drawn), from
+    per-cluster sums, without building indices; NaN where a resample holds no valid value."""
+    sums = np.bincount(index.codes, weights=np.where(valid, values, 0.0), minlength=index.n_clusters)
+    ns = np.bincount(index.codes, weights=valid.astype(float), minlength=index.n_clusters)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (counts @ sums) / (counts @ ns)
 
 
 def _mean_estimates(values: np.ndarray, index: _ClusterIndex, drawn: np.ndarray) -> np.ndarray:
     """Resample means of `values` (NaN = not counted) from per-cluster sums, without building indices."""
-    valid = np.isfinite(values)
-    sums = np.bincount(index.codes, weights=np.where(valid, values, 0.0), minlength=index.n_clusters)
-    ns = np.bincount(index.codes, weights=valid.astype(float), minlength=index.n_clusters)
-    counts = index.counts(drawn).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (counts @ sums) / (counts @ ns)
+    return _resampled_means(values, np.isfinite(values), index, index.counts(drawn).astype(float))
 
 
 def cluster_bootstrap_mean_ci(values: Sequence[float] | np.ndarray, clusters: Sequence[str] | None, *,
