@@ -105,10 +105,8 @@ def no_kept_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(diningbench, "datasets_cache", lambda: blocker / "datasets")
 
 
-def test_an_empty_byte_string_is_refused_before_any_image_leaves(tmp_path: Path) -> None:
-    """An empty byte string is not a null: row group statistics cannot tell it from an image. The
-    first ask for images makes the kept Arrow file, which checks every cell: the release is refused
-    there, in load's words, and nothing is kept."""
+def release_with_an_empty_image(tmp_path: Path) -> Path:
+    """The sample with nutrition item 3's first view an empty byte string (and a path, never to be read)."""
     folder = copy_sample(tmp_path / "release")
 
     def emptied(rows: list[dict]) -> list[dict]:
@@ -116,6 +114,14 @@ def test_an_empty_byte_string_is_refused_before_any_image_leaves(tmp_path: Path)
         return rows
 
     rewrite(folder, "nutrition", emptied)
+    return folder
+
+
+def test_an_empty_byte_string_is_refused_before_any_image_leaves(tmp_path: Path) -> None:
+    """An empty byte string is not a null: row group statistics cannot tell it from an image. The
+    first ask for images makes the kept Arrow file, which checks every cell: the release is refused
+    there, in load's words, and nothing is kept."""
+    folder = release_with_an_empty_image(tmp_path)
     reader = diningbench.read_release("nutrition", folder)
     with pytest.raises(ValueError) as refused:
         list(reader.iter_rows([0]))
@@ -128,13 +134,7 @@ def test_an_empty_byte_string_is_refused_before_any_image_leaves(tmp_path: Path)
 
 def test_without_a_kept_file_an_empty_byte_string_is_refused_when_its_row_is_read(tmp_path: Path,
                                                                                  no_kept_images) -> None:
-    folder = copy_sample(tmp_path / "release")
-
-    def emptied(rows: list[dict]) -> list[dict]:
-        rows[2]["images"][0] = {"bytes": b"", "path": "/etc/passwd"}
-        return rows
-
-    rewrite(folder, "nutrition", emptied)
+    folder = release_with_an_empty_image(tmp_path)
     reader = diningbench.read_release("nutrition", folder)
     assert [r["id"] for r in reader.iter_rows([0, 1])] == ["nutrition-00001", "nutrition-00002"]
     with pytest.raises(ValueError) as refused:
