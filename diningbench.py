@@ -495,7 +495,7 @@ class LocalRelease:
             row = self.rows[position]
             images = cells[position - first]
             for index, image in enumerate(images or []):
-                if not (isinstance(image, dict) and image.get("bytes")):  # made before the file was checked
+                if not (isinstance(image, dict) and image.get("bytes")):  # checked when the file was made; it lives outside the release
                     raise self._unembedded(str(row.get("id")), index)
             yield {**row, "images": images}
 
