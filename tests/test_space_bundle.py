@@ -112,8 +112,13 @@ def test_a_missing_path_is_an_error_not_a_thinner_space(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"needs diningbench, synthetic, metrics, construct, LICENSE"):
         bundle(tmp_path / "out", root=partial)
     assert not (tmp_path / "out").exists()
+    # The repository without results/ (a checkout where `make demo` ran has one): linked, not copied.
+    no_results = tmp_path / "no-results"
+    no_results.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in ("results", ".git"):
+            (no_results / entry.name).symlink_to(entry)
     with pytest.raises(SystemExit, match="results"):
-        bundle(tmp_path / "out", with_results=True, root=ROOT) if not (ROOT / "results").exists() else \
-            pytest.skip("this checkout has results/")
+        bundle(tmp_path / "out", with_results=True, root=no_results)
     with pytest.raises(SystemExit, match="would overwrite repository files"):
         bundle(ROOT / "eval")
