@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data contract", ("diningbench.py", "synthetic/")),
     ("metrics", ("metrics/",)),
     ("harness contracts", ("eval/__init__.py", "eval/types.py", "eval/settings.py", "eval/specs.py",
-                           "eval/redact.py")),
+                           "eval/redact.py", "eval/process.py")),
     ("harness", ("eval/prompts.py", "eval/images.py", "eval/tasks.py", "eval/backends/", "eval/runner.py",
                  "eval/store.py", "eval/runinfo.py", "eval/judge.py", "eval/numbers.py", "eval/circular.py",
                  "eval/scoring.py", "eval/agreement.py", "eval/progress.py", "eval/stats.py")),

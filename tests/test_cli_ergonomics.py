@@ -1,6 +1,7 @@
 """What a newcomer types first: --version, --help with examples, and help for every flag and positional."""
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -76,3 +77,30 @@ def test_every_positional_of_diningbench_has_help(monkeypatch):
         diningbench.main(["--help"])
     positionals = [a for a in seen if not a.option_strings and a.dest != "help"]
     assert len(positionals) >= 5 and all(a.help for a in positionals), [a.dest for a in positionals if not a.help]
+
+
+# ---------------------------------------------------------------- the CLI process
+_THREADS_AFTER_NUMPY = """
+import os, sys
+from eval.process import load_numpy_single_threaded
+load_numpy_single_threaded()
+import numpy
+print(len(os.listdir("/proc/self/task")), os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads through Linux's /proc")
+@pytest.mark.parametrize("chosen", [None, "2"])
+def test_the_cli_loads_numpy_with_one_openblas_thread_and_keeps_the_users_choice(chosen: str | None) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    if chosen is not None:
+        env["OPENBLAS_NUM_THREADS"] = chosen
+    done = subprocess.run([sys.executable, "-c", _THREADS_AFTER_NUMPY], cwd=ROOT, env=env, capture_output=True,
+                          text=True, check=True)
+    threads, variable = done.stdout.split()
+    if chosen is None:
+        assert threads == "1"  # no OpenBLAS thread beside the main one (each would spin after numpy loads)
+        assert variable == "None"  # put back: torch, loaded later for an `hf:` model, reads the user's environment
+    else:
+        assert variable == chosen
+        assert int(threads) == min(int(chosen), os.cpu_count() or 1)
