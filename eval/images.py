@@ -18,11 +18,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-from PIL import Image, UnidentifiedImageError
+from typing import TYPE_CHECKING, Any
 
 from eval.types import ImagePart
+
+if TYPE_CHECKING:  # Pillow is imported where an image is decoded: a run whose views all go as stored never needs it
+    from PIL import Image
 
 JPEG_QUALITY = 90
 # The most pixels one image may have. A 875 KB PNG can declare 30000x30000 (900 MP, 2.7 GB once
@@ -57,6 +58,8 @@ def stored_bytes(image: Any, *, item_id: str, index: int) -> bytes:
 
 def open_checked(data: bytes, *, item_id: str, index: int) -> Image.Image:
     """The image opened lazily (header only), refused before decoding when it has too many pixels."""
+    from PIL import Image, UnidentifiedImageError
+
     try:
         img = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError:  # Pillow's own, far higher, limit: not an OSError
@@ -75,6 +78,8 @@ def open_checked(data: bytes, *, item_id: str, index: int) -> Image.Image:
 def decode_bounded(data: bytes, *, item_id: str, index: int, max_side: int) -> Image.Image:
     """An RGB picture no larger than `max_side`: pixel count checked first, JPEGs decoded at
     reduced scale (draft), so memory stays near the output size, not the stored one."""
+    from PIL import Image, UnidentifiedImageError
+
     try:
         with open_checked(data, item_id=item_id, index=index) as img:
             img.draft("RGB", (max_side, max_side))

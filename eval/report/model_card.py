@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import ReportError, RunData
 from eval.report.tables import as_text, md_table, pct
@@ -45,6 +43,8 @@ class DatasetRef:
 
 def _card_header(folder: Path) -> tuple[dict[str, Any], str]:
     """A local release's README.md: its YAML header and its body ({} and "" when unreadable)."""
+    import yaml  # here, not at import: `eval run` never writes a model card
+
     try:
         text = (folder / "README.md").read_text(encoding="utf-8")
         _, head, body = text.split("---\n", 2)
@@ -211,6 +211,8 @@ def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, all
     meta = metadata(runs, hub_id=hub_id, allow_partial=allow_partial)
     if fmt == "json":
         return json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
+    import yaml
+
     block = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     if fmt == "yaml":
         return block
