@@ -31,7 +31,7 @@ from eval.report.runs import load_run
 from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
 from eval.settings import RunSettings, UsageError
-from eval.store import LOCK, PREDICTIONS, Key, PredictionStore, key_of, locked, read_predictions
+from eval.store import LOCK, PREDICTIONS, Key, PredictionStore, key_of, locked
 from eval.types import Backend, ConfigError, Prediction, Request
 
 __all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
@@ -257,11 +257,10 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
         _check_folder(out, info, settings.overwrite)
         write_run_json(out, info)
         try:
-            fresh = _call(_generate(settings, data, backend, out, on_prediction, progress))
+            fresh, done = _call(_generate(settings, data, backend, out, on_prediction, progress))
         finally:
             tasks.VIEW_HASHES.save()  # for the next run over the same release (an interrupted one too)
         info["backend"] = backend.describe()  # with what the request policy learnt during the run
-        done = read_predictions(out / PREDICTIONS)
         info["counts"] = {d.task: {"predictions": sum(1 for k in done if k[0] == d.task),
                                    "failed": sum(1 for k, p in done.items() if k[0] == d.task and p.error),
                                    "truncated": sum(1 for k, p in done.items() if k[0] == d.task and p.truncated)}
@@ -269,7 +268,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
         write_run_json(out, info)
         scoring.score_run(out, judge=settings.judge, judge_base_url=settings.judge_base_url,
                           n_boot=settings.n_boot, rows={d.task: d.rows for d in data},
-                          judge_cache=settings.judge_cache, fresh=fresh)
+                          judge_cache=settings.judge_cache, fresh=fresh, predictions=done)
         write_run_report(out)
     return out
 
@@ -289,9 +288,11 @@ async def check_backend(backend: Backend) -> None:
 
 
 async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backend, out: Path,
-                    on_prediction: Callable[[Prediction], None] | None, show_progress: bool) -> set[Key]:
+                    on_prediction: Callable[[Prediction], None] | None, show_progress: bool
+                    ) -> tuple[set[Key], dict[Key, Prediction]]:
     """Ask what is not answered yet; return the keys of the predictions parsed here (scoring reuses
-    their parsed answers instead of parsing them again)."""
+    their parsed answers instead of parsing them again) and every prediction of the folder, as
+    predictions.jsonl now holds them (scoring reads them from here, not from the file again)."""
     fresh: set[Key] = set()
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
     asked = {(d.task, str(r["id"]), e, rotation) for e in range(settings.epochs) for d in data
@@ -328,7 +329,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
         with store.path.open(encoding="utf-8") as lines:
             if len(store.done) != sum(1 for _ in lines):
                 store.compact()  # an item re-asked, or a malformed line skipped: one line per sample
-    return fresh
+        return fresh, store.done
 
 
 def _call(coro: Any) -> Any:

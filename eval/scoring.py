@@ -48,7 +48,7 @@ from eval import circular, numbers, tasks
 from eval.images import select_views
 from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
-from eval.store import PREDICTIONS, Key, key_of, read_predictions, write_atomically
+from eval.store import PREDICTIONS, Key, json_text, key_of, read_predictions, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS, TASKS, Prediction
 from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
 from metrics.judge_accuracy.judge_accuracy import (
@@ -206,12 +206,14 @@ def _views_sent(row: dict[str, Any], settings: dict[str, Any]) -> int:
 
 def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | None = None,
               n_boot: int = N_BOOT, rows: dict[str, Sequence[dict[str, Any]]] | None = None,
-              judge_cache: Path | None = None, fresh: Collection[Key] = ()) -> dict[str, Any]:
+              judge_cache: Path | None = None, fresh: Collection[Key] = (),
+              predictions: dict[Key, Prediction] | None = None) -> dict[str, Any]:
     """Score a run folder's predictions.jsonl; write scores.jsonl and metrics.json; return the metrics.
 
     `rows` (each task's item metadata) saves loading the dataset again when the caller has it;
     `judge_cache` (default: the run folder's judge_cache/) may be shared by several runs; `fresh`
-    holds the keys of predictions this process parsed as they came (their `parsed` is used as is).
+    holds the keys of predictions this process parsed as they came (their `parsed` is used as is);
+    `predictions`, the folder's predictions as `read_predictions` gives them, when the caller holds them.
     """
     run_dir = Path(run_dir)
     info = read_run_json(run_dir)
@@ -224,7 +226,8 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
         if info["judge"].get("base_url_host") and judge_base_url is None:
             raise ScoringError(f"the run was judged through a server at {info['judge']['base_url_host']}: "
                                "pass --judge-base-url again (URLs are not stored)")
-    predictions = read_predictions(run_dir / PREDICTIONS)
+    if predictions is None:
+        predictions = read_predictions(run_dir / PREDICTIONS)
     judge_fn = BackendJudge(judge, judge_base_url, timeout=float(settings.get("timeout") or 120.0),
                             max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS)) if judge else None
     metrics: dict[str, Any] = {}
@@ -272,10 +275,10 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
     finally:
         if judge_fn is not None:
             judge_fn.close()
-    write_atomically(run_dir / SCORES, (json.dumps(r, ensure_ascii=False) + "\n" for r in all_records))
+    write_atomically(run_dir / SCORES, (json_text(r) + "\n" for r in all_records))
     if rotated_records:
         write_atomically(run_dir / circular.ROTATIONS,
-                         (json.dumps(r, ensure_ascii=False) + "\n" for r in rotated_records))
+                         (json_text(r) + "\n" for r in rotated_records))
     else:
         (run_dir / circular.ROTATIONS).unlink(missing_ok=True)
     write_atomically(run_dir / METRICS, [json.dumps(metrics, indent=2, ensure_ascii=False) + "\n"])

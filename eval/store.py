@@ -26,8 +26,31 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from eval.settings import UsageError
 from eval.types import TASKS, Prediction
+
+
+def json_text(row: Any) -> str:
+    """`row` as one line of JSON text, what `json.dumps(row, ensure_ascii=False)` says, written by
+    orjson (about 8x faster; no spaces after separators; a non-finite float becomes null, where
+    `json.dumps` writes the non-JSON `NaN`), or by `json.dumps` for what orjson refuses (integers
+    past 64 bits, lone surrogates, types it does not know)."""
+    try:
+        return orjson.dumps(row).decode()
+    except TypeError:
+        return json.dumps(row, ensure_ascii=False)
+
+
+def json_line(text: str | bytes) -> Any:
+    """One JSON line, as `json.loads` reads it: orjson's parser (about 4x faster) for what it accepts,
+    `json.loads` for the rest (NaN/Infinity, integers past 64 bits, lone surrogates), so either
+    gives the same values and the same errors."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 PREDICTIONS = "predictions.jsonl"
 FSYNC_EVERY_S = 1.0  # measured: an fsync per line cost 5 ms, i.e. 8 s of a 1,650-item run
@@ -103,7 +126,7 @@ class JsonlLog:
         self._synced = time.monotonic()
 
     def append(self, row: dict[str, Any]) -> None:
-        self._fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self._fh.write(json_text(row) + "\n")
         self._fh.flush()
         if self._fsync_every_s is not None and time.monotonic() - self._synced >= self._fsync_every_s:
             self._sync()
@@ -153,7 +176,7 @@ def read_predictions(path: Path, problems: list[str] | None = None) -> dict[Key,
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
             try:
-                row = json.loads(raw)
+                row = json_line(raw)
                 if not _valid(row):
                     raise ValueError
                 prediction = Prediction.from_json(row)
@@ -186,7 +209,7 @@ class PredictionStore:
         """Rewrite the file with one line per (task, id, epoch, rotation), atomically (old lines of retried items go)."""
         self._log.close()
         kept = [p for p in self.done.values() if keep(p)]
-        write_atomically(self.path, (json.dumps(p.to_json(), ensure_ascii=False) + "\n" for p in kept))
+        write_atomically(self.path, (json_text(p.to_json()) + "\n" for p in kept))
         self.done = {key_of(p): p for p in kept}
         self._log = JsonlLog(self.path, fsync_every_s=FSYNC_EVERY_S)
 

@@ -23,7 +23,7 @@ def test_a_torn_last_line_then_an_append_keeps_every_complete_record(tmp_path: P
     with JsonlLog(path) as log:
         log.append({"n": 4})
     assert read_jsonl(path) == [{"n": 1}, {"n": 2}, {"n": 4}]
-    assert path.read_text(encoding="utf-8") == '{"n": 1}\n{"n": 2}\n{"n": 4}\n'
+    assert path.read_text(encoding="utf-8") == '{"n": 1}\n{"n": 2}\n{"n":4}\n'  # appended compact, as orjson writes
 
 
 def test_a_complete_last_record_that_lost_only_its_newline_is_kept(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eval.store import json_line
+
 REPORTED_CSV = Path(__file__).resolve().parents[1] / "data" / "table2_reported.csv"
 
 
@@ -78,7 +80,7 @@ def _read_jsonl(path: Path, problems: list[str] | None = None) -> list[dict[str,
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json_line(line)
             problem = _line_problem(row)
         except json.JSONDecodeError as exc:
             problem = f"is not valid JSON ({exc.msg})"
