@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from construct.models import Ask, Models
 from construct.work import BuildSettings
-from eval.store import JsonlLog, read_jsonl, repair_torn_tail
+from eval.store import JsonlLog, json_line, json_text, read_jsonl, repair_torn_tail
 from eval.types import Request, Response
 from metrics.judge_accuracy.judge_accuracy import VerdictCache
 
@@ -81,3 +83,15 @@ def test_the_judge_verdict_cache_copy_keeps_the_same_rule(tmp_path: Path) -> Non
     again = VerdictCache(tmp_path, "m")
     assert again.get("p1")["verdict"] == "C" and again.get("p2")["verdict"] == "I"
     assert [r["verdict"] for r in read_jsonl(path) if "verdict" in r] == ["C", "I"]
+
+
+def test_json_lines_read_and_write_what_json_does_where_orjson_refuses() -> None:
+    # orjson refuses these; the standard library's reading and writing of them is kept
+    assert json_line('{"n": NaN}')["n"] != json_line('{"n": NaN}')["n"]  # NaN, as json.loads reads it
+    assert json_line('{"n": 123456789012345678901234567890}') == {"n": 1.2345678901234568e29}  # orjson's float
+    assert json_line(b'{"a": "\\ud83d\\ude00"}') == {"a": "\U0001F600"}
+    assert json_text({"n": 10**30}) == '{"n": 1000000000000000000000000000000}'
+    assert json_text({1: "key that is not text"}) == '{"1": "key that is not text"}'
+    with pytest.raises(json.JSONDecodeError):
+        json_line('{"n": 1')
+    assert json_line(json_text({"t": "中文 \u2028", "x": 0.1, "k": None})) == {"t": "中文 \u2028", "x": 0.1, "k": None}
