@@ -50,7 +50,6 @@ from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
 from eval.store import PREDICTIONS, Key, json_text, key_of, read_predictions, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS, TASKS, Prediction
-from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
 from metrics.judge_accuracy.judge_accuracy import (
     final_answer,
     injection_suspected,
@@ -58,6 +57,9 @@ from metrics.judge_accuracy.judge_accuracy import (
     score_verdicts,
 )
 from metrics.nutrition_error.nutrition_error import score_parsed_nutrition
+
+# metrics.dining_accuracy is imported where choices are scored: its patterns take 20 ms to compile,
+# which a nutrition or VQA run never needs.
 
 SCORES = "scores.jsonl"
 METRICS = "metrics.json"
@@ -100,6 +102,8 @@ def score_prediction(prediction: Prediction, row: dict[str, Any], lang: str = "z
     Its answer was parsed when it was made (`prediction.parsed`), so it is not parsed again."""
     record = item_record(prediction.task, row, prediction, lang=lang)
     if prediction.task == "classification":
+        from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
+
         result = score_parsed_choices([record["parsed"]], [record["reference"]], options=[tasks.options_of(row, lang)])
         record["correct"] = bool(result["correct"][0])
     elif prediction.task == "nutrition":
@@ -129,6 +133,8 @@ def score_rotations(predictions: Sequence[Prediction], by_id: dict[str, dict[str
     records = [{**item_record("classification", row, p, lang=lang), "rotation": p.rotation,
                 "n_options": len(row["options"])} for row, p in zip(rows, predictions, strict=True)]
     parsed = parsed_answers("classification", predictions, rows, lang, fresh)
+    from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
+
     result = score_parsed_choices(parsed, [r["reference"] for r in records],
                                   options=[tasks.options_of(r, lang) for r in rows])
     for record, correct, parsed in zip(records, result["correct"], result["parsed"], strict=True):
@@ -141,6 +147,8 @@ def score_rotations(predictions: Sequence[Prediction], by_id: dict[str, dict[str
 def score_classification(records: list[dict[str, Any]], parsed: list[str | None],
                          options: list[list[str]], n_boot: int = N_BOOT) -> dict[str, Any]:
     """Each record's `correct` from its parsed letter (None = unparsed or failed) and the task's figures."""
+    from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
+
     result = score_parsed_choices(parsed, [r["reference"] for r in records], options=options)
     for record, correct, parsed in zip(records, result["correct"], result["parsed"], strict=True):
         record["correct"], record["parsed"] = bool(correct), parsed

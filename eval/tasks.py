@@ -18,7 +18,6 @@ from eval import prompts
 from eval.images import ImageError, ViewHashes, select_views, stored_views, views_for_request
 from eval.settings import IDENTITY_FIELDS, RunSettings
 from eval.types import NUTRIENTS, GenerationConfig, ImagePart, Message, Request
-from metrics.dining_accuracy.dining_accuracy import parse_choice
 from metrics.judge_accuracy.judge_accuracy import final_answer
 from metrics.nutrition_error.nutrition_error import parse_nutrition
 
@@ -212,6 +211,9 @@ def parse_output(task: str, text: str, row: dict[str, Any], lang: str = "zh") ->
     """The task's parsed answer, with the metrics modules' own parsers (never a second copy)."""
     text = parse_input(text)
     if task == "classification":
+        # Imported here: its patterns take 20 ms to compile, which other tasks never need.
+        from metrics.dining_accuracy.dining_accuracy import parse_choice
+
         options = options_of(row, lang)
         return parse_choice(text, n_options=len(options), options=options)
     if task == "nutrition":

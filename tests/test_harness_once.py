@@ -35,7 +35,6 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Counter:
     choice = counted("parse_choice", dining_accuracy.parse_choice)
     nutrition = counted("parse_nutrition", nutrition_error.parse_nutrition)
     monkeypatch.setattr(dining_accuracy, "parse_choice", choice)
-    monkeypatch.setattr(tasks, "parse_choice", choice)
     monkeypatch.setattr(nutrition_error, "parse_nutrition", nutrition)
     monkeypatch.setattr(tasks, "parse_nutrition", nutrition)
     monkeypatch.setattr(nutrition_error, "score_item", counted("score_item", nutrition_error.score_item))
