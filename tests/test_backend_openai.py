@@ -197,6 +197,42 @@ def test_views_travel_as_the_standard_base64_data_uri(size):
     assert base64.b64decode(url.split(",", 1)[1], validate=True) == data
 
 
+_TEXTS = ["what is this?", "热量是多少？\u2028 \"quoted\" \\ back\tslash \x00 \x1f", "", "🍜 emoji and \ud7ff"]
+
+
+@pytest.mark.parametrize("layout", [(0,), (1,), (3,), (2, 0, 1), (5, 2)])
+def test_a_body_with_deferred_views_is_byte_for_byte_the_body_with_their_uris(layout):
+    import os
+
+    import orjson
+
+    messages = tuple(Message(role=("system", "user", "assistant")[k % 3],
+                             content=(*(ImagePart(data=os.urandom(1000 * (j + 1) + k), mime_type=mime)
+                                        for j, mime in enumerate((["image/jpeg", "image/png", 'image/x"odd'] * 3)[:n])),
+                                      _TEXTS[k % len(_TEXTS)]))
+                     for k, n in enumerate(layout))
+    views: list[ImagePart] = []
+    deferred = openai_chat.to_openai_messages(messages, deferred=views)
+    body = {"model": "m", "messages": deferred, "temperature": 0.0, "max_tokens": 7}
+    expected = orjson.dumps({**body, "messages": openai_chat.to_openai_messages(messages)})
+    assert len(views) == sum(layout)
+    assert openai_chat.body_bytes(body, views) == expected
+
+
+def test_a_text_that_holds_a_view_mark_cannot_move_an_image():
+    import orjson
+
+    forged = openai_chat._view_mark(0)  # a text cannot know the mark; if one did, the slow path is taken
+    view = ImagePart(data=b"\xff\xd8 not really a jpeg", mime_type="image/jpeg")
+    messages = (Message(role="user", content=(forged, view, forged + " and again")),)
+    views: list[ImagePart] = []
+    body = {"model": "m", "messages": openai_chat.to_openai_messages(messages, deferred=views)}
+    sent = openai_chat.body_bytes(body, views)
+    assert sent == orjson.dumps({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": forged}, {"type": "image_url", "image_url": {"url": openai_chat._data_uri(view)}},
+        {"type": "text", "text": forged + " and again"}]}]})
+
+
 def test_a_plain_http_server_builds_no_tls_context_and_an_https_one_does(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):

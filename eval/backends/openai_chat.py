@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 from typing import Any
 
+import orjson
 import pybase64
 
 from eval.backends._retry import (
@@ -47,12 +49,14 @@ VLLM_HINT = ("if this is a `vllm serve` endpoint, start it with --limit-mm-per-p
              "(N >= the images sent) and a pixel cap (--mm-processor-kwargs '{\"max_pixels\": ...}')")
 
 
-def to_openai_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+def to_openai_messages(messages: tuple[Message, ...], *, deferred: list[ImagePart] | None = None
+                       ) -> list[dict[str, Any]]:
     """Our Messages -> OpenAI chat messages, text and images in order.
 
     The one converter for every server or engine that reads the OpenAI chat format (`openai:`,
     and `vllm:` through `LLM.chat`). A text-only message stays a plain string, which every chat
-    template reads; images travel as data-URI `image_url` parts.
+    template reads; images travel as data-URI `image_url` parts. With `deferred`, each image's URL
+    is a mark and the image is appended there, for `body_bytes` to write its data URI in place.
     """
     converted = []
     for message in messages:
@@ -62,13 +66,57 @@ def to_openai_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []
         for part in message.content:
             if isinstance(part, ImagePart):
-                # pybase64 (SIMD) encodes a view about 40x faster than the standard library, same text
-                url = f"data:{part.mime_type};base64,{pybase64.b64encode_as_string(part.data)}"
+                if deferred is not None:
+                    url = _view_mark(len(deferred))
+                    deferred.append(part)
+                else:
+                    url = _data_uri(part)
                 parts.append({"type": "image_url", "image_url": {"url": url}})
             elif part:
                 parts.append({"type": "text", "text": part})
         converted.append({"role": message.role, "content": parts})
     return converted
+
+
+def _data_uri(part: ImagePart) -> str:
+    # pybase64 (SIMD) encodes a view about 40x faster than the standard library, same text
+    return f"data:{part.mime_type};base64,{pybase64.b64encode_as_string(part.data)}"
+
+
+# Marks a deferred view's place in a body until it is serialized. Random per process, so no text
+# a release or a model gives can know it; `body_bytes` still checks each mark is found once.
+_MARK = secrets.token_hex(12)
+
+
+def _view_mark(k: int) -> str:
+    return f"\x00{_MARK}:{k}\x00"
+
+
+def body_bytes(body: dict[str, Any], deferred: list[ImagePart]) -> bytes:
+    """The JSON of `body`, its deferred views' data URIs written where their marks are: the same bytes
+    as `orjson.dumps` of the body with the URIs in it, without orjson scanning and copying the base64
+    text (for five 20 KB views about 8x faster: 15 against 125 microseconds)."""
+    raw = orjson.dumps(body)
+    if not deferred:
+        return raw
+    pieces, rest = [], raw
+    for k, part in enumerate(deferred):
+        mark = orjson.dumps(_view_mark(k))
+        before, found, rest = rest.partition(mark)
+        if not found or mark in before or mark in rest:  # never, short of a text that holds the mark
+            return orjson.dumps(_with_uris(body, deferred))
+        pieces += [before, orjson.dumps(f"data:{part.mime_type};base64,")[:-1], pybase64.b64encode(part.data), b'"']
+    pieces.append(rest)
+    return b"".join(pieces)
+
+
+def _with_uris(body: dict[str, Any], deferred: list[ImagePart]) -> dict[str, Any]:
+    """`body` with the deferred views' data URIs in its image parts, in order (the slow path of `body_bytes`)."""
+    views = iter(deferred)
+    messages = [{**m, "content": [{**p, "image_url": {"url": _data_uri(next(views))}} if p.get("type") == "image_url"
+                                  else p for p in m["content"]]} if isinstance(m.get("content"), list) else m
+                for m in body["messages"]]
+    return {**body, "messages": messages}
 
 
 class OpenAIChatBackend:
@@ -210,12 +258,13 @@ class OpenAIChatBackend:
     async def _generate(self, request: Request) -> Response:
         if self.policy.fatal:
             raise BackendError(self.policy.fatal, retryable=False)
-        messages = to_openai_messages(request.messages)
+        views: list[ImagePart] = []
+        messages = to_openai_messages(request.messages, deferred=views)
         prompt_size = rough_prompt_tokens(request.messages)
         limit: int | None = None
         for _ in range(6):  # each pass adapts one refused field; a model refuses at most a few
             body, version = self.policy.body(self.model, messages, request.config, prompt_size, limit)
-            status, headers, payload = await self._post(body)
+            status, headers, payload = await self._post(body_bytes(body, views))
             if status != 400:
                 break
             verdict, detail = self.policy.adapt(payload, version, prompt_size, request.config.max_tokens)
@@ -232,12 +281,12 @@ class OpenAIChatBackend:
                                status=status, retry_after=parse_retry_after(headers))
         return self._response(payload, prompt_size)
 
-    async def _post(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
+    async def _post(self, body: bytes) -> tuple[int, Any, bytes]:
         aiohttp = self._aiohttp
         try:
             # Never follow a redirect: a 307 would re-send the request (images, key) to wherever the
             # server points, and no chat API redirects a completion.
-            async with self._client().post(self._url, data=self._orjson.dumps(body), headers=self._headers,
+            async with self._client().post(self._url, data=body, headers=self._headers,
                                            proxy=self._proxy, allow_redirects=False) as reply:
                 if 300 <= reply.status < 400:
                     raise BackendError(f"HTTP {reply.status}: the server redirected (to "
