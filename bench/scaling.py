@@ -107,10 +107,10 @@ def child(release: str, base_url: str, out: str, items: int, epochs: int, images
 
 def _child_run(release: str, base_url: str, out: str, items: int, epochs: int, images: int | None) -> dict[str, Any]:
     start = time.perf_counter()
-    from eval.process import load_numpy_single_threaded
+    from eval.process import cli_imports
 
-    load_numpy_single_threaded()  # as `python -m eval` does before anything else
-    from eval import api
+    with cli_imports():  # as `python -m eval` does
+        from eval import api
 
     settings = api.RunSettings(task="nutrition", model="openai:bench-vlm", base_url=base_url, dataset=release,
                                limit=items, epochs=epochs, images=images, concurrency=64, out=Path(out),

@@ -2,10 +2,9 @@
 
 import sys
 
-from eval.process import load_numpy_single_threaded
+from eval.process import cli_imports
 
-load_numpy_single_threaded()
-
-from eval.cli import main  # noqa: E402  (after numpy is loaded as above)
+with cli_imports():  # numpy with one OpenBLAS thread; the imports' objects kept out of the collector's way
+    from eval.cli import main
 
 sys.exit(main())

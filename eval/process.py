@@ -1,17 +1,24 @@
-"""What a `python -m eval` process sets up before anything imports numpy.
+"""What a `python -m eval` process sets up while it imports the harness.
 
-numpy's OpenBLAS starts a thread per core when it loads, and each one busy-waits for a while
-(OpenBLAS's thread timeout) before it sleeps, again after every call it shares out: on this
-harness's workload that is CPU burnt for nothing, about 60 ms per run on 2 cores and more on
-larger machines. The harness's own linear algebra is a few matrix-vector products for intervals,
-so the CLI loads numpy with one OpenBLAS thread. The setting is the process's own: a user's
-`OPENBLAS_NUM_THREADS` is kept, and the variable is put back once numpy has loaded, so libraries
-loaded later (torch for an `hf:` model) read the user's environment, not ours.
+- numpy's OpenBLAS starts a thread per core when it loads, and each one busy-waits for a while
+  (OpenBLAS's thread timeout) before it sleeps, again after every call it shares out: on this
+  harness's workload that is CPU burnt for nothing, about 0.1 s per run on 2 cores and more on
+  larger machines. The harness's own linear algebra is a few matrix-vector products for intervals,
+  so the CLI loads numpy with one OpenBLAS thread. A user's `OPENBLAS_NUM_THREADS` is kept, and the
+  variable is put back once numpy has loaded, so libraries loaded later (torch for an `hf:` model)
+  read the user's environment, not ours.
+- The imports allocate a few hundred thousand objects that live as long as the process. Python's
+  cyclic collector would walk them again and again while they are made, and at every full
+  collection after; it is paused during the imports and what they made is then frozen
+  (`gc.freeze`), out of its reach.
 """
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def load_numpy_single_threaded() -> None:
@@ -23,3 +30,17 @@ def load_numpy_single_threaded() -> None:
         import numpy  # noqa: F401
     finally:
         del os.environ["OPENBLAS_NUM_THREADS"]
+
+
+@contextmanager
+def cli_imports() -> Iterator[None]:
+    """Around a CLI's imports: numpy loaded as above, the collector paused, then what was made frozen."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        load_numpy_single_threaded()
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
