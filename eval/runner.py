@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -60,6 +61,17 @@ def error_text(error: BaseException) -> str:
     return " ".join(text.split())[:300] or type(error).__name__
 
 
+if sys.version_info >= (3, 11):
+    async def _within(call: Awaitable[Any], seconds: float) -> Any:
+        """`call`'s result, or TimeoutError after `seconds`. Run in the calling task, not in a task of its own
+        as `asyncio.wait_for` runs it before Python 3.12: no task to create, and no two trips through
+        the event loop's queue (the start, then the wake-up) behind every other request's callbacks."""
+        async with asyncio.timeout(seconds):
+            return await call
+else:  # Python 3.10: no asyncio.timeout
+    _within = asyncio.wait_for
+
+
 async def call_with_retries(backend: Backend, request: Request, policy: RetryPolicy,
                             on_retry: Callable[[], None] | None = None) -> Outcome:
     """One request to completion: retry retryable errors, fail at once on the others."""
@@ -69,8 +81,7 @@ async def call_with_retries(backend: Backend, request: Request, policy: RetryPol
         attempt += 1
         try:
             call = backend.generate(request)
-            response = await (asyncio.wait_for(call, policy.request_timeout) if policy.request_timeout
-                              else call)
+            response = await (_within(call, policy.request_timeout) if policy.request_timeout else call)
             if not isinstance(response, Response):
                 raise BackendError(f"backend returned {type(response).__name__}, not a Response", retryable=False)
             return Outcome(request, response, None, attempt, time.monotonic() - start)

@@ -252,6 +252,48 @@ async def test_retryable_errors_retry_and_others_fail_at_once():
     assert outcomes["3"].attempts == 3 and outcomes["3"].response is None and "busy" in outcomes["3"].error
 
 
+class HangingBackend:
+    """Never answers request "slow" (until cancelled); answers the others at once."""
+
+    spec = "test:hanging"
+
+    def __init__(self) -> None:
+        self.cancelled = 0
+
+    async def generate(self, req: Request) -> Response:
+        if req.id == "slow":
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        return Response(text="A")
+
+    def describe(self) -> dict:
+        return {}
+
+
+async def test_a_request_past_its_timeout_is_cancelled_retried_and_failed_alone():
+    backend = HangingBackend()
+    policy = RetryPolicy(max_attempts=2, base_delay=0.01, request_timeout=0.05)
+    outcomes = {o.request.id: o for o in await collect(backend, [request("slow"), request(1)], policy=policy)}
+    assert outcomes["slow"].error == "timed out after 0.05 s" and outcomes["slow"].attempts == 2
+    assert backend.cancelled == 2  # each attempt's call was stopped, not left running
+    assert outcomes["1"].error is None
+
+
+async def test_a_run_stopped_while_a_request_waits_is_cancelled_not_timed_out():
+    from eval.runner import call_with_retries
+
+    backend = HangingBackend()
+    call = asyncio.ensure_future(call_with_retries(backend, request("slow"), RetryPolicy(request_timeout=30)))
+    await asyncio.sleep(0.01)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert backend.cancelled == 1
+
+
 class BatchBackend:
     """A local engine: answers whole batches; the first time it sees id 2, that item is retryable."""
 
