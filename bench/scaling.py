@@ -4,7 +4,8 @@ of one fresh process per size (start-up included), against a zero-latency local 
 Sizes past the release's own rows come from a scaled copy of its nutrition config: its rows cycled
 with fresh ids (`scaled_release`), so 4,000 items are 4,000 distinct rows of real image bytes; the
 largest size asks the 4,000 items in 4 epochs (16,000 requests, every view read again per epoch).
-Each process reports its CPU time (user + system, start-up included), its peak RSS (VmHWM) and, at
+Each size runs in `--repeat` fresh processes (default 3, the sizes interleaved), and each figure is
+the median of them. Each process reports its CPU time (user + system, start-up included), its peak RSS (VmHWM) and, at
 the end, RSS split into heap (RssAnon) and mapped files (RssFile: the harness's libraries and the
 pages of the Parquet files the rows are read from, which the kernel may drop), beside their size.
 
@@ -19,6 +20,7 @@ import json
 import math
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -166,10 +168,12 @@ def plan(size: int) -> tuple[int, int]:
     return size // epochs, epochs
 
 
-def processes(release: Path, sizes: tuple[int, ...], images: int | None = None) -> dict[int | str, dict[str, Any]]:
-    """One fresh process per size, after a first run over every item of the largest size (it makes what
-    a release's first run makes once: the kept Arrow file of its images, its views' hashes, the
-    modules' bytecode), reported apart as "first"; what each cost, by size."""
+def processes(release: Path, sizes: tuple[int, ...], images: int | None = None,
+              repeat: int = 3) -> dict[int | str, dict[str, Any]]:
+    """Fresh processes per size, `repeat` rounds over the sizes, after a first run over every item of the
+    largest size (it makes what a release's first run makes once: the kept Arrow file of its images,
+    its views' hashes, the modules' bytecode), reported apart as "first"; what each cost, by size: the
+    median of the rounds, figure by figure, with every round's CPU in `cpu_s_runs`."""
     release = Path(release).resolve()
     if not (release / "data" / "nutrition").is_dir():
         raise BenchError(f"no release at {release}: build one with `python -m bench.release --out {release}`")
@@ -181,16 +185,21 @@ def processes(release: Path, sizes: tuple[int, ...], images: int | None = None) 
     with BenchServer(latency=0.0) as server, tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
         found["first"] = measure(scaled, server.base_url, Path(tmp) / "first", items=largest_items, epochs=1,
                                  images=images, cache=Path(tmp) / "cache")
-        for size in sizes:
-            items, epochs = plan(size)
-            found[size] = measure(scaled, server.base_url, Path(tmp) / f"run{size}", items=items, epochs=epochs,
-                                  images=images, cache=Path(tmp) / "cache")
+        rounds: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
+        for _ in range(max(1, repeat)):  # interleaved: every size sees the same machine
+            for size in sizes:
+                items, epochs = plan(size)
+                rounds[size].append(measure(scaled, server.base_url, Path(tmp) / f"run{size}", items=items,
+                                            epochs=epochs, images=images, cache=Path(tmp) / "cache"))
+    for size, runs in rounds.items():
+        found[size] = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+        found[size]["cpu_s_runs"] = [run["cpu_s"] for run in runs]
     return found
 
 
 def run(release: Path = PAPER_RELEASE, *, sizes: tuple[int, ...] = (1000, 4000, 16000),
-        images: int | None = None) -> list[dict[str, Any]]:
-    found = processes(release, sizes, images)
+        images: int | None = None, repeat: int = 3) -> list[dict[str, Any]]:
+    found = processes(release, sizes, images, repeat)
     rows = []
     views = "all views" if not images else f"{images} view(s)"
     for size in sizes:
@@ -203,8 +212,10 @@ def run(release: Path = PAPER_RELEASE, *, sizes: tuple[int, ...] = (1000, 4000, 
                 f"are {f['parquet_mib']:.0f} MiB)")
         rows.append(result(f"{size} requests: wall s (CPU ms per request)", f["seconds"], None, note=note,
                            cpu_ms_per_request=1000 * f["cpu_s"] / size, **f))
+        spread = ", ".join(f"{1000 * cpu / size:.3f}" for cpu in f["cpu_s_runs"])
         rows.append(result("  CPU per request, whole process", 1000 * f["cpu_s"] / size, None, unit="ms",
-                           note="user + system CPU of the run's process, start-up included"))
+                           note=f"user + system CPU of the run's process, start-up included; median of "
+                                f"{len(f['cpu_s_runs'])} processes ({spread} ms)"))
     first = found["first"]
     rows.append(result(f"  first run over the release ({first['predictions']} requests), CPU per request",
                        1000 * first["cpu_s"] / first["predictions"], None, unit="ms",
@@ -229,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, default=PAPER_RELEASE, help="release folder (default /tmp/paper)")
     parser.add_argument("--sizes", default="1000,4000,16000", help="requests per run, comma-separated")
     parser.add_argument("--images", type=int, default=0, help="views per request (default 0 = all)")
+    parser.add_argument("--repeat", type=int, default=3, help="processes per size; medians are reported (default 3)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--epochs", type=int, default=1, help=argparse.SUPPRESS)
@@ -240,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
                                args.images or None)))
         return 0
     sizes = tuple(int(s) for s in args.sizes.split(","))
-    return report_on_release(parser, args, lambda: run(args.dataset, sizes=sizes, images=args.images or None))
+    return report_on_release(parser, args, lambda: run(args.dataset, sizes=sizes, images=args.images or None,
+                                                       repeat=args.repeat))
 
 
 if __name__ == "__main__":

@@ -146,9 +146,10 @@ def test_construct_bench_times_the_prefilter_and_the_model_calls_side_by_side(tm
 def test_scaling_runs_a_fresh_process_per_size_and_fits_an_exponent():
     from bench import scaling
 
-    rows = scaling.run(SAMPLE, sizes=(30, 60))
+    rows = scaling.run(SAMPLE, sizes=(30, 60), repeat=2)
     runs = [r for r in rows if r["name"].endswith("requests: wall s (CPU ms per request)")]
     assert [r["predictions"] for r in runs] == [30, 60]  # 60 items from the sample's 24, cycled with fresh ids
+    assert all(len(r["cpu_s_runs"]) == 2 and min(r["cpu_s_runs"]) <= r["cpu_s"] <= max(r["cpu_s_runs"]) for r in runs)
     assert all(r["cpu_s"] > 0 and r["peak_anon_mib"] > 0 and r["parquet_mib"] > 0 for r in runs)
     exponents = [r for r in rows if "fitted exponent" in r["name"]]
     assert len(exponents) == 3 and all(math.isfinite(r["measured"]) for r in exponents)
