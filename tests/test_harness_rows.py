@@ -181,6 +181,10 @@ def test_kept_view_hashes_are_only_the_releases_own_bytes_and_a_bad_file_costs_a
     damaged = ViewHashes(folder=lambda: kept)
     assert damaged.digest("fp:nutrition", "n1", 0, 1024, b"jpeg bytes", stored=True) == stored
     assert damaged.computed == 1
+    path.write_text('{"scope": "fp:nutrition", "hashes": {"n1\\t0\\t1024\\t10": 5}}', encoding="utf-8")
+    wrong_value = ViewHashes(folder=lambda: kept)  # an entry that is not a sha256 is never used
+    assert wrong_value.digest("fp:nutrition", "n1", 0, 1024, b"jpeg bytes", stored=True) == stored
+    assert wrong_value.computed == 1
     blocker = tmp_path / "a file"
     blocker.write_text("")
     unwritable = ViewHashes(folder=lambda: blocker / "kept")
