@@ -73,8 +73,44 @@ class SleepingBackend:
         return {"backend": "bench-sleep"}
 
 
+class Timeline:
+    """Wraps a backend and records, per request, the worker (task) that sent it and when its call began
+    and ended: where a run's time over the ideal goes (`Timeline.summary`)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend, self.calls = backend, []  # (worker, start, end)
+
+    async def generate(self, request: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await self.backend.generate(request)
+        finally:
+            self.calls.append((id(asyncio.current_task()), start, time.perf_counter()))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    def summary(self, latency: float) -> dict[str, float]:
+        """Seconds: the spread of the workers' first sends; each call's time over the latency (median,
+        p90); a worker's wait between one answer and its next send (median); the slowest worker's
+        start, its calls' time over the latency and its waits, summed."""
+        by_worker: dict[int, list[tuple[float, float]]] = {}
+        for worker, start, end in sorted(self.calls, key=lambda c: c[1]):
+            by_worker.setdefault(worker, []).append((start, end))
+        t0 = min(start for _, start, _ in self.calls)
+        over = sorted(end - start - latency for _, start, end in self.calls)
+        waits = sorted(calls[k + 1][0] - calls[k][1] for calls in by_worker.values() for k in range(len(calls) - 1))
+        slowest = max(by_worker.values(), key=lambda calls: calls[-1][1])
+        return {"first_sends_spread_s": max(calls[0][0] for calls in by_worker.values()) - t0,
+                "over_latency_median_s": statistics.median(over), "over_latency_p90_s": over[int(0.9 * len(over))],
+                "wait_median_s": statistics.median(waits) if waits else 0.0,
+                "slowest_start_s": slowest[0][0] - t0,
+                "slowest_over_latency_s": sum(end - start - latency for start, end in slowest),
+                "slowest_waits_s": sum(slowest[k + 1][0] - slowest[k][1] for k in range(len(slowest) - 1))}
+
+
 async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concurrency: int, images: int,
-                    client: str, latency: float) -> int:
+                    client: str, latency: float, timeline: list[Timeline] | None = None) -> int:
     from eval import api, tasks
     from eval.backends import make_backend, release
     from eval.runner import RetryPolicy, built_ahead, execute
@@ -86,6 +122,9 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
         backend = SleepingBackend(latency)
     else:
         backend = make_backend("openai:bench-vlm", base_url=base_url, timeout=60.0)
+    if timeline is not None:
+        backend = Timeline(backend)
+        timeline.append(backend)
     settings = RunSettings(task="nutrition", model="openai:bench-vlm", images=images, max_tokens=256)
     by_id = {str(r["id"]): r for r in rows}
 
@@ -97,7 +136,7 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
             prediction = api.to_prediction(outcome, await api.parse(outcome, by_id[outcome.request.id], "zh"))
             store.append(prediction)
             answered += prediction.error is None
-    await release(backend)
+    await release(backend.backend if isinstance(backend, Timeline) else backend)
     return answered
 
 
@@ -159,10 +198,11 @@ def bare_loop(base_url: str, bodies: list[bytes], *, concurrency: int) -> float:
 
 
 def runner_loop(base_url: str, rows: list[dict[str, Any]], out: Path, *, concurrency: int, images: int,
-                client: str = "openai", latency: float = 0.0) -> float:
-    """Seconds for the harness's generation loop over `rows` (client: the openai backend, or sleep)."""
+                client: str = "openai", latency: float = 0.0, timeline: list[Timeline] | None = None) -> float:
+    """Seconds for the harness's generation loop over `rows` (client: the openai backend, or sleep);
+    with `timeline`, the backend is wrapped in a `Timeline`, appended there."""
     start = time.perf_counter()
-    answered = asyncio.run(_generate(base_url, rows, out, concurrency, images, client, latency))
+    answered = asyncio.run(_generate(base_url, rows, out, concurrency, images, client, latency, timeline))
     seconds = time.perf_counter() - start
     if answered != len(rows):
         raise BenchError(f"only {answered} of {len(rows)} requests were answered")
@@ -219,6 +259,21 @@ def run(release: Path = PAPER_RELEASE, *, requests: int = 1000, latency: float =
                                    f"client; runs {min(bare):.3f}-{max(bare):.3f} s", runs_s=bare))
             out_rows.append(result("  runner / bare client (the harness's own share)", statistics.median(runs),
                                    statistics.median(bare), note="medians of the interleaved runs above"))
+            with BenchServer(latency=latency, models_listed=listed) as server:
+                recorded: list[Timeline] = []  # one more run, each call's start and end recorded
+                seconds = runner_loop(server.base_url, rows, Path(tmp) / "timeline", concurrency=concurrency,
+                                      images=images, timeline=recorded)
+            t = recorded[0].summary(latency)
+            out_rows.append(result("  where the time over the 16 whole rounds goes (one more run)", seconds,
+                                   ideal, note=(
+                                       f"the {concurrency} first sends spread over {t['first_sends_spread_s'] * 1e3:.1f} ms "
+                                       f"(each opens a connection); a call takes the latency + "
+                                       f"{t['over_latency_median_s'] * 1e3:.2f} ms (median; p90 "
+                                       f"{t['over_latency_p90_s'] * 1e3:.2f} ms); a worker waits "
+                                       f"{t['wait_median_s'] * 1e3:.2f} ms between an answer and its next send; the "
+                                       f"slowest worker started at {t['slowest_start_s'] * 1e3:.1f} ms, its calls took "
+                                       f"{t['slowest_over_latency_s'] * 1e3:.1f} ms over the latency and its waits "
+                                       f"{t['slowest_waits_s'] * 1e3:.1f} ms"), timeline=t))
         floor = runner_loop("", rows, Path(tmp) / "sleep", concurrency=concurrency, images=images, client="sleep",
                             latency=latency)
         whole_rounds = -(-requests // concurrency) * latency

@@ -56,9 +56,14 @@ def test_overhead_runs_the_harness_and_the_bare_loop_on_the_same_views():
 
 def test_concurrency_sends_every_request_and_never_exceeds_the_limit():
     rows = concurrency.run(SAMPLE, requests=12, latency=0.01, concurrency=4)
-    listed, bare, share, unlisted, bare_unlisted, share_unlisted, floor, end_to_end = rows
+    listed, bare, share, timeline, unlisted, bare_unlisted, share_unlisted, timeline_unlisted, floor, end_to_end = rows
     for row in rows:
         well_formed(row)
+    for row in (timeline, timeline_unlisted):  # one more run, each call's start and end recorded
+        t = row["timeline"]
+        assert "where the time" in row["name"] and "4 first sends spread over" in row["note"]
+        assert 0 <= t["first_sends_spread_s"] <= row["measured"] and t["over_latency_median_s"] > -0.01
+        assert t["over_latency_p90_s"] >= t["over_latency_median_s"] and t["wait_median_s"] >= 0
     for client, ratio, runner in ((bare, share, listed), (bare_unlisted, share_unlisted, unlisted)):
         assert "bare client" in client["name"] and len(client["runs_s"]) == 3
         assert client["reference"] == listed["reference"] and client["measured"] == sorted(client["runs_s"])[1]
