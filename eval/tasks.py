@@ -163,26 +163,29 @@ def reference_of(task: str, row: dict[str, Any], lang: str = "zh") -> Any:
     An unusable reference (a letter beyond the options, a missing or non-finite nutrient, an empty
     answer) is a ValueError naming the item: a bad row must stop a run, never be scored as if fine.
     """
-    where = f"{task} item {row.get('id')}"
-    hint = "check the release with `python diningbench.py validate SOURCE`"
     if task == "classification":
         answer, n = row.get("answer"), len(row.get("options") or [])
         if not (isinstance(answer, str) and len(answer) == 1 and "A" <= answer < chr(ord("A") + n)):
-            raise ValueError(f"{where}: answer {answer!r} is not the letter of one of its {n} options; {hint}")
+            raise ValueError(f"{task} item {row.get('id')}: answer {answer!r} is not the letter of one of its "
+                             f"{n} options; {_VALIDATE_HINT}")
         return answer
     if task == "nutrition":
         values = {k: row.get(k) for k in NUTRIENTS}
         bad = [f"{k}={v}" for k, v in values.items()
                if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0)]
         if bad:
-            raise ValueError(f"{where}: nutrition must be finite and >= 0 ({', '.join(bad)}); {hint}")
+            raise ValueError(f"{task} item {row.get('id')}: nutrition must be finite and >= 0 ({', '.join(bad)}); "
+                             f"{_VALIDATE_HINT}")
         return {k: float(v) for k, v in values.items()}
     if task == "vqa":
         answer = row.get("answer_en") if lang == "en" and row.get("answer_en") else row.get("answer")
         if not answer:
-            raise ValueError(f"{where}: the reference answer is empty; {hint}")
+            raise ValueError(f"{task} item {row.get('id')}: the reference answer is empty; {_VALIDATE_HINT}")
         return answer
     raise ValueError(f"unknown task {task!r}")
+
+
+_VALIDATE_HINT = "check the release with `python diningbench.py validate SOURCE`"
 
 
 def question_of(row: dict[str, Any], lang: str = "zh") -> str:

@@ -147,3 +147,18 @@ def test_a_huge_answer_is_parsed_from_its_ends_in_bounded_time():
     assert tasks.parse_output("classification", "最终答案：C\n" + "。" * 6_000_000, row) == "C"
     assert tasks.parse_output("classification", "好" * 6_000_000 + "\n最终答案：D", row) == "D"
     assert time.monotonic() - start < 10.0
+
+
+def test_run_json_records_each_installed_packages_version_as_its_metadata_says():
+    from importlib import metadata
+
+    from eval.runinfo import PACKAGES, package_versions
+
+    versions = package_versions()
+    for name in PACKAGES:
+        try:
+            expected = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            expected = None
+        assert versions[name] == expected, name
+    assert versions["numpy"] is not None and versions["python"].count(".") == 2
