@@ -7,9 +7,9 @@
   so the CLI loads numpy with one OpenBLAS thread. A user's `OPENBLAS_NUM_THREADS` is kept, and the
   variable is put back once numpy has loaded, so libraries loaded later (torch for an `hf:` model)
   read the user's environment, not ours.
-- The imports allocate a few hundred thousand objects that live as long as the process. Python's
-  cyclic collector would walk them again and again while they are made, and at every full
-  collection after; it is paused during the imports and what they made is then frozen
+- The imports make about 60,000 objects that Python's cyclic collector tracks, and they live as long
+  as the process. The collector would walk them again and again while they are made, and at every
+  full collection after; it is paused during the imports and what they made is then frozen
   (`gc.freeze`), out of its reach. A run then allocates a few dicts per request, almost none of
   them in cycles, so the collector runs every 20,000 allocations instead of Python's 700 (and its
   older generations as rarely, in proportion): about 5% of a run's CPU on this workload.
