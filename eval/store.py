@@ -54,6 +54,7 @@ def json_line(text: str | bytes) -> Any:
     except orjson.JSONDecodeError:
         return json.loads(text)
 
+
 PREDICTIONS = "predictions.jsonl"
 FSYNC_EVERY_S = 1.0  # measured: an fsync per line cost 5 ms, i.e. 8 s of a 1,650-item run
 # (task, id, epoch, rotation): ids are unique per task, not across tasks; lines written before
