@@ -1079,7 +1079,8 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
     for key in ("dish_id", "merchant_id", "category"):
         if not row.get(key):
             report("error", item, f"{key} is empty")
-    if config == "classification":
+    columns = COLUMNS[config]
+    if "options" in columns:  # classification: lettered options
         for key in ("options", "options_en"):
             opts = row.get(key) or []
             if len(opts) != 8 or len(set(opts)) != 8 or not all(opts):
@@ -1087,7 +1088,7 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
         answer, n = row.get("answer"), len(row.get("options") or [])
         if not (isinstance(answer, str) and len(answer) == 1 and answer in LETTERS[:n]):
             report("error", item, f"answer {answer!r} is not a letter of an existing option (A-{LETTERS[max(n, 1) - 1]})")
-    elif config == "nutrition":
+    elif NUTRIENTS[0] in columns:  # nutrition: per-serving values
         values = {n: row.get(n) for n in NUTRIENTS}
         bad = [f"{n}={v}" for n, v in values.items() if not _finite_nonneg(v)]
         absurd = [] if bad else _nutrition_problems(values)
@@ -1136,7 +1137,7 @@ def _validate_config(folder: Path, config: str, report) -> None:
             for row in parquet.read_row_group(group).to_pylist():
                 ids[str(row.get("id"))] += 1
                 _check_row(config, {k: row.get(k) for k in expected}, report)
-                if config == "classification" and isinstance(row.get("answer"), str):
+                if "options" in COLUMNS[config] and isinstance(row.get("answer"), str):
                     letters.append(row["answer"])
     for item, count in sorted(ids.items()):
         if count > 1:
@@ -1248,7 +1249,7 @@ def summary(source: str | os.PathLike | None = None) -> str:
         n_images = [len(r) for r in ds["image_roles"]]
         lines.append(f"{config}: {len(ds)} items, {sum(n_images)} images "
                      f"({sum(n_images) / max(len(ds), 1):.2f} per item, min {min(n_images, default=0)}, max {max(n_images, default=0)})")
-        for key in ("cuisine", "category") + (("vqa_category",) if config == "vqa" else ()):
+        for key in ("cuisine", "category") + (("vqa_category",) if "vqa_category" in COLUMNS[config] else ()):
             counts = Counter(ds[key])
             lines.append(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
     return "\n".join(lines)

@@ -1,7 +1,7 @@
 """What the framework adapters share: DiningBench items exactly as the harness asks them, and their scores.
 
 The inspect_ai and lmms-eval tasks take every item from here: the prompt (`eval.prompts` through
-`eval.tasks.build_request`), the views (`eval.images`, the same bytes `python -m eval run` sends),
+`eval.requests.build_request`), the views (`eval.images`, the same bytes `python -m eval run` sends),
 the reference, and the per-item score (`eval.scoring.score_prediction`, i.e. the metric modules'
 parsers and scorers). Headline figures come from the harness's own `headline`, as in metrics.json.
 """
@@ -19,9 +19,9 @@ if str(ROOT) not in sys.path:  # a framework loads the task file by path, from a
     sys.path.insert(0, str(ROOT))
 
 from eval import numbers as _numbers  # noqa: E402  (headline figures and intervals)
-from eval import scoring, tasks  # noqa: E402
+from eval import requests, scoring, tasks  # noqa: E402
 from eval.settings import LANGS, RunSettings  # noqa: E402
-from eval.types import DEFAULT_MAX_TOKENS, TASKS, ImagePart, Prediction  # noqa: E402
+from eval.types import DEFAULT_MAX_TOKENS, ImagePart, Prediction  # noqa: E402
 from metrics.judge_accuracy.judge_accuracy import judge_items  # noqa: E402
 
 TEMPERATURE = 0.0  # the paper's protocol: greedy decoding with 16,384 tokens
@@ -44,8 +44,8 @@ class Item:
 def settings_for(task: str, *, lang: str = "zh", views: int | None = None, cot: bool = False,
                  dataset: str | None = None) -> RunSettings:
     """The harness settings behind an adapter task's parameters (a bad one is a one-line ValueError)."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if not tasks.is_task(task):
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(tasks.names())}")
     if lang not in LANGS:
         raise ValueError(f"language {lang!r}: choose one of {', '.join(LANGS)}")
     if views is not None and (isinstance(views, bool) or not isinstance(views, int) or views < 1):
@@ -66,15 +66,15 @@ def fingerprint(task: str, dataset: str | None) -> str:
 
 def items(task: str, *, lang: str = "zh", views: int | None = None, cot: bool = False,
           dataset: str | None = None, limit: int | None = None) -> Iterator[Item]:
-    """The task's items in dataset order, each built by `eval.tasks.build_request`."""
+    """The task's items in dataset order, each built by `eval.requests.build_request`."""
     import diningbench
 
     settings = settings_for(task, lang=lang, views=views, cot=cot, dataset=dataset)
-    rows = diningbench.load(task, settings.dataset, decode_images=False)
+    rows = diningbench.load(tasks.get(task).source_config, settings.dataset, decode_images=False)
     if limit is not None:
         rows = rows.select(range(min(limit, len(rows))))
     for row in rows:
-        request = tasks.build_request(task, row, settings)
+        request = requests.build_request(task, row, settings)
         meta = {k: v for k, v in row.items() if k != "images"}
         message = request.messages[0]
         yield Item(task=task, id=str(row["id"]), prompt=message.text, views=message.images,
@@ -86,13 +86,14 @@ def score_answer(task: str, row: dict[str, Any], raw: str | None, *, lang: str =
     """The scores.jsonl record of one answer: correct (classification), ape (nutrition), or the
     VQA verdict (rule first, then `judge(prompt) -> str` when given; unscored without one)."""
     text = tasks.parse_input(raw) if isinstance(raw, str) else raw
-    parsed = tasks.parse_output(task, text, row, lang) if task != "vqa" and isinstance(text, str) else None
+    spec = tasks.get(task)
+    parsed = tasks.parse_output(task, text, row, lang) if not spec.judged and isinstance(text, str) else None
     # score_prediction scores the answer as parsed when it was made: parse it before, not after
     prediction = Prediction(id=str(row["id"]), task=task, raw=raw, parsed=parsed, error=None, attempts=1,
                             latency_s=0.0, usage=None, request_hash="")
-    if task == "vqa":
+    if spec.judged:
         record = scoring.item_record(task, row, prediction, lang=lang)
-        verdict, decided_by, _ = judge_items([tasks.question_of(row, lang)], [record["reference"]], [text], judge)[0]
+        verdict, decided_by, _ = judge_items([spec.question(row, lang) or ""], [record["reference"]], [text], judge)[0]
         record.update(parsed=tasks.parse_output(task, text or "", row, lang), verdict=verdict,
                       decided_by=scoring.DECIDED_BY.get(decided_by),
                       correct=None if verdict is None else verdict == "C")

@@ -4,7 +4,7 @@ that reports its context (GET /v1/models with `max_model_len`, as `vllm serve`) 
 does not (a 404 there: no request may wait for another to learn what the server accepts).
 
 The measured path is the harness's own generation loop: requests built from the release's
-nutrition rows (`eval.tasks.build_request`, one view each, a few rows ahead as `eval.api.run`
+nutrition rows (`eval.requests.build_request`, one view each, a few rows ahead as `eval.api.run`
 builds them: `eval.runner.built_ahead`), sent by `eval.runner.execute` through
 the real `openai:` backend, parsed (`eval.api.parse`, `eval.api.to_prediction`) and appended to predictions.jsonl
 (`eval.store.PredictionStore`). Two more rows, for reference: the same loop with a backend that
@@ -111,8 +111,9 @@ class Timeline:
 
 async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concurrency: int, images: int,
                     client: str, latency: float, timeline: list[Timeline] | None = None) -> int:
-    from eval import api, tasks
+    from eval import api
     from eval.backends import make_backend, release
+    from eval.requests import request_job
     from eval.runner import RetryPolicy, built_ahead, execute
     from eval.settings import RunSettings
     from eval.store import PredictionStore
@@ -129,7 +130,7 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
     by_id = {str(r["id"]): r for r in rows}
 
     # As api.run builds them, a few rows ahead; any that must re-encode views in worker threads.
-    requests = built_ahead(tasks.request_job("nutrition", row, settings) for row in rows)
+    requests = built_ahead(request_job("nutrition", row, settings) for row in rows)
     answered = 0
     with PredictionStore(out) as store:
         async for outcome in execute(backend, requests, concurrency=concurrency, policy=RetryPolicy(max_attempts=1)):
@@ -144,16 +145,16 @@ def request_bodies(rows: list[dict[str, Any]], images: int) -> list[bytes]:
     """The JSON bodies the `openai:` backend would send for `rows` (its own message and body code)."""
     import orjson
 
-    from eval import tasks
     from eval.backends import make_backend
     from eval.backends.openai_chat import rough_prompt_tokens, to_openai_messages
+    from eval.requests import build_request
     from eval.settings import RunSettings
 
     settings = RunSettings(task="nutrition", model="openai:bench-vlm", images=images, max_tokens=256)
     backend = make_backend("openai:bench-vlm", base_url="http://127.0.0.1:1/v1", timeout=60.0)
     bodies = []
     for row in rows:
-        request = tasks.build_request("nutrition", row, settings)
+        request = build_request("nutrition", row, settings)
         body, _ = backend.policy.body(backend.model, to_openai_messages(request.messages), request.config,
                                       rough_prompt_tokens(request.messages), None)
         bodies.append(orjson.dumps(body))

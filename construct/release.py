@@ -14,6 +14,7 @@ from construct import funnel
 from construct.raw import RawExport, load_raw
 from construct.review import card_markdown, released_rows
 from construct.vqa import MIX_NAMES
+from construct.vqa import TASK as VQA
 from construct.work import Stage, load_settings
 
 COMMON = ("id", "dish_id", "merchant_id", "category", "cuisine")
@@ -72,7 +73,7 @@ def card_section(rows: list[dict[str, Any]], work: Path) -> str:
 
 def vqa_mix_markdown(rows: list[dict[str, Any]], target: dict[str, float]) -> str:
     """The released VQA items per category beside the target mix (`--vqa-mix`): one item per dish."""
-    vqa = [r for r in rows if r["task"] == "vqa"]
+    vqa = [r for r in rows if r["task"] == VQA]
     n = len(vqa) or 1
     got = Counter(r["vqa_category"] for r in vqa)
     lines = [f"VQA categories: one item per dish ({len(vqa)} items, {len({r['dish_id'] for r in vqa})} dishes), "

@@ -34,6 +34,7 @@ from construct.dishes import REVIEWED
 from construct.raw import load_raw
 from construct.translate import NAME as TRANSLATE
 from construct.work import Stage, dropped, kept, load_settings, read_jsonl, write_jsonl
+from eval import tasks
 
 NAME = "review"
 DECISIONS = ("approve", "reject")
@@ -61,10 +62,11 @@ class ReviewItem:
 
 
 def _summary(row: dict[str, Any]) -> str:
-    if row["task"] == "classification":
+    answer_format = tasks.answer_format(row["task"])
+    if answer_format == "letter":
         opts = "; ".join(f"{'ABCDEFGH'[i]}. {o} / {e}" for i, (o, e) in enumerate(zip(row["options"], row["options_en"], strict=True)))
         return f"answer {row['answer']} | {opts}"
-    if row["task"] == "nutrition":
+    if answer_format == "nutrients":
         return (f"{row['dish_name']} / {row['dish_name_en']} | {row['calories']:.0f} kcal, P {row['protein']:.1f} g, "
                 f"C {row['carbohydrates']:.1f} g, F {row['fat']:.1f} g ({row['nutrition_source']}) | {row['portion']}")
     return f"[{row['vqa_category']}] Q: {row['question']} | A: {row['answer']} | Q_en: {row['question_en']} | A_en: {row['answer_en']}"

@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from eval import tasks
 from eval.backends._retry import host_of
 from eval.judge import JudgeError, make_judge
 from eval.runinfo import read_run_json
 from eval.scoring import JUDGE_CACHE, METRICS, ScoringError, load_rows
 from eval.stats import can_resample, cluster_bootstrap_ci
 from eval.store import PREDICTIONS, read_predictions
-from eval.tasks import question_of, reference_of
 from eval.types import DEFAULT_MAX_TOKENS
 from metrics.judge_accuracy.judge_accuracy import (
     Judge,
@@ -119,18 +119,20 @@ def vqa_answers(run_dir: Path) -> list[Item]:
         raise ScoringError(f"{run_dir} is not a run folder (needs run.json and {PREDICTIONS})")
     settings = info.get("settings") or {}
     lang = settings.get("lang") or "zh"
-    predictions = [p for p in read_predictions(run_dir / PREDICTIONS).values() if p.task == "vqa"]
+    predictions = [p for p in read_predictions(run_dir / PREDICTIONS).values() if tasks.is_judged(p.task)]
     if not predictions:
         raise ScoringError(f"{run_dir} has no VQA answers to judge")
-    rows = load_rows("vqa", settings.get("dataset"))
+    task = tasks.get(predictions[0].task)
+    predictions = [p for p in predictions if p.task == task.name]
+    rows = load_rows(task.name, settings.get("dataset"))
     order = {item_id: n for n, item_id in enumerate(rows)}
     items = []
     for p in sorted(predictions, key=lambda p: (p.epoch, order.get(p.id, len(order)))):
         if p.id not in rows:
-            raise ScoringError(f"vqa: a prediction for id {p.id} is not in the dataset; was the run made on "
+            raise ScoringError(f"{task.name}: a prediction for id {p.id} is not in the dataset; was the run made on "
                                "another --dataset?")
         row = rows[p.id]
-        question, reference = question_of(row, lang), reference_of("vqa", row, lang)
+        question, reference = task.question(row, lang) or "", task.reference(row, lang)
         raw = p.raw if p.error is None else None
         items.append(Item(p.id, p.epoch, str(row.get("merchant_id")), question, reference, raw,
                           rule_verdict(question, reference, final_answer(raw) or None)))

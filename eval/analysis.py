@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from diningbench import portion_grams
+from eval import tasks
 from eval.numbers import headline, paired_difference
 from eval.report.plots import DPI, MAX_WIDTH_IN, STYLE, series_style
 from eval.report.runs import RunData, load_run
 from eval.report.tables import as_text, md_table, pct
 from eval.scoring import ScoringError, load_rows
 from eval.store import PREDICTIONS, read_predictions
-from eval.types import LETTERS, NUTRIENTS, TASKS
+from eval.types import LETTERS, NUTRIENTS
 
 ANALYSIS_MD = "analysis.md"
 TOP = 10
@@ -130,7 +131,7 @@ def item_difficulty(runs: Sequence[RunData], task: str) -> dict[str, float]:
 
 
 def difficulty_section(runs: Sequence[RunData]) -> tuple[str, dict[str, dict[str, float]]]:
-    shares = {task: item_difficulty(runs, task) for task in ("classification", "vqa")}
+    shares = {t.name: item_difficulty(runs, t.name) for t in tasks.all_tasks() if t.measure == "correct"}
     rows = []
     for task, by_item in shares.items():
         if not by_item:
@@ -152,7 +153,7 @@ def distractor_section(runs: Sequence[RunData], options: dict[str, list[str]]) -
     chosen: Counter[str] = Counter()
     confused: Counter[tuple[str, str]] = Counter()
     for run in runs:
-        for row in _first_epoch(run.scores.get("classification", [])):
+        for row in _first_epoch(_rows_where(run, "has_options")):
             pick, answer = row.get("parsed"), row.get("reference")
             texts = options.get(str(row["id"]))
             if row.get("correct") or not isinstance(pick, str) or not texts or pick == answer:
@@ -210,6 +211,19 @@ def portion_bins(rows: Sequence[dict[str, Any]], portions: dict[str, str | None]
     return "reference calories (portion text gives no grams)", groups
 
 
+def _rows_where(run: RunData, flag: str) -> list[dict[str, Any]]:
+    """The scored items of the run's tasks that have `flag` (a `Task` attribute) set."""
+    return [r for t in tasks.all_tasks() if getattr(t, flag) for r in run.scores.get(t.name, [])]
+
+
+def _ape_task_rows(run: RunData) -> tuple[str, list[dict[str, Any]]]:
+    """The first task of the run measured by percentage errors (nutrition), and its items."""
+    for t in tasks.all_tasks():
+        if t.measure == "ape" and run.scores.get(t.name):
+            return t.name, run.scores[t.name]
+    return "", []
+
+
 def _signed(value: float | int | None) -> str:
     return "–" if value is None else f"{100 * value:+.1f}"
 
@@ -217,7 +231,8 @@ def _signed(value: float | int | None) -> str:
 def nutrition_section(runs: Sequence[RunData], portions: dict[str, str | None]) -> str:
     lines, portion_rows, measure = [], [], ""
     for run in runs:
-        rows = _first_epoch(run.scores.get("nutrition", []))
+        task, rows = _ape_task_rows(run)
+        rows = _first_epoch(rows)
         if not rows:
             continue
         direction = nutrition_direction(rows)
@@ -229,7 +244,7 @@ def nutrition_section(runs: Sequence[RunData], portions: dict[str, str | None]) 
                 errors = [abs(e["calories"]) for e in map(signed_errors, subset) if "calories" in e]
                 portion_rows.append([run.label, label, str(len(subset)),
                                      pct(statistics.median(errors)) if errors else "–",
-                                     pct(headline("nutrition", subset))])
+                                     pct(headline(task, subset))])
     if not lines:
         return ""
     return (md_table(["Model", *(f"{n}: over / under (%) / median signed error (%)" for n in NUTRIENTS)], lines)
@@ -243,7 +258,7 @@ def output_section(runs: Sequence[RunData]) -> str:
     rows = []
     for run in runs:
         predictions = read_predictions(run.path / PREDICTIONS) if (run.path / PREDICTIONS).exists() else {}
-        for task in TASKS:
+        for task in tasks.names():
             mine = [p for p in predictions.values() if p.task == task and not p.rotation]
             if not mine:
                 continue
@@ -311,8 +326,8 @@ def _plots(out: Path, shares: dict[str, dict[str, float]], runs: Sequence[RunDat
             fig.savefig(out / "analysis_difficulty.png", dpi=DPI)
             plt.close(fig)
             written.append("analysis_difficulty.png")
-        nutrition = [(run.label, nutrition_direction(_first_epoch(run.scores["nutrition"])))
-                     for run in runs if run.scores.get("nutrition")]
+        nutrition = [(run.label, nutrition_direction(_first_epoch(_ape_task_rows(run)[1])))
+                     for run in runs if _ape_task_rows(run)[1]]
         if nutrition:
             fig, ax = plt.subplots(figsize=(MAX_WIDTH_IN * 0.7, 3.2))
             width = 0.8 / len(nutrition)
@@ -340,12 +355,12 @@ def _dataset_fields(runs: Sequence[RunData]) -> tuple[dict[str, list[str]], dict
     for run in runs:
         source, lang = run.setting("dataset"), run.setting("lang") or "zh"
         try:
-            if "classification" in run.scores and not options:
-                for item, row in load_rows("classification", source).items():
-                    options[item] = list(row.get("options_en") or []) if lang == "en" and row.get("options_en") \
-                        else list(row.get("options") or [])
-            if "nutrition" in run.scores and not portions:
-                portions = {item: row.get("portion") for item, row in load_rows("nutrition", source).items()}
+            for task in (t for t in tasks.all_tasks() if t.name in run.scores):
+                if task.has_options and not options:
+                    for item, row in load_rows(task.name, source).items():
+                        options[item] = tasks.options_of(row, lang) if row.get("options") else []
+                if task.measure == "ape" and not portions:
+                    portions = {item: row.get("portion") for item, row in load_rows(task.name, source).items()}
         except ScoringError:
             continue  # a run made on a release not at hand: its items still count, without text
     return options, portions

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval import scoring, tasks
+from eval import requests, scoring, tasks
 from eval.backends import SpecError, make_backend, release
 from eval.backends._retry import check_reachable, host_of
 from eval.circular import ROTATIONS
@@ -74,12 +74,13 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
     data = []
     for task in settings.tasks:
         try:
-            release = diningbench.read_release(task, settings.dataset)
-            fingerprint = diningbench.fingerprint(task, settings.dataset)
+            config = tasks.get(task).source_config
+            release = diningbench.read_release(config, settings.dataset)
+            fingerprint = diningbench.fingerprint(config, settings.dataset)
         except (ValueError, FileNotFoundError, OSError) as exc:
             source = settings.dataset or "the embedded sample"
             why = " ".join(str(exc).split())[:500]
-            if not why.startswith(f"cannot load {task!r} from "):  # the loader's own line names both already
+            if not why.startswith(f"cannot load {config!r} from "):  # the loader's own line names both already
                 why = f"cannot load {task} from {source}: {why}"
             raise UsageError(why) from None
         meta = release.rows
@@ -122,7 +123,8 @@ def check_judge(settings: RunSettings) -> None:
 
 def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[dict[str, Any]]]:
     """What `baseline:` backends may see: each item's id, groups and reference answer."""
-    return {d.task: [{"id": str(r["id"]), "group": r.get("category"), "vqa_category": r.get("vqa_category"),
+    return {d.task: [{"id": str(r["id"]), "group": r.get("category"),
+                      **{name: r.get(name) for name in tasks.get(d.task).item_fields},
                       "reference": tasks.reference_of(d.task, r, lang)} for r in d.rows] for d in data}
 
 
@@ -171,7 +173,7 @@ async def parse(outcome: Outcome, row: dict[str, Any], lang: str) -> Any:
     if outcome.response is None:
         return None
     if rotation := outcome.request.metadata.get("rotation", 0):
-        row = tasks.rotate_options(row, rotation)
+        row = tasks.get(outcome.request.task).rotate(row, rotation)
     text = outcome.response.text
     if len(text) <= PARSE_INLINE_CHARS:
         return tasks.parse_output(outcome.request.task, text, row, lang)
@@ -189,9 +191,9 @@ async def _requests(data: list[_TaskData], settings: RunSettings,
     """Requests in dataset order (epoch by epoch, each item's option rotations together under
     `--circular`), a few rows ahead; any that must re-encode views are built in worker threads
     (`runner.built_ahead`), so a large photo never stalls requests in flight."""
-    jobs = (tasks.request_job(d.task, row, settings, epoch, rotation, d.fingerprint)
+    jobs = (requests.request_job(d.task, row, settings, epoch, rotation, d.fingerprint)
             for epoch in range(settings.epochs) for d in data for row in d.iter_rows()
-            for rotation in tasks.rotations(d.task, row, settings))
+            for rotation in requests.rotations(d.task, row, settings))
     try:
         async for request in built_ahead(jobs):
             if skip is None or not skip(request):
@@ -259,7 +261,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
         try:
             fresh, done = _call(_generate(settings, data, backend, out, on_prediction, progress))
         finally:
-            tasks.VIEW_HASHES.save()  # for the next run over the same release (an interrupted one too)
+            requests.VIEW_HASHES.save()  # for the next run over the same release (an interrupted one too)
         info["backend"] = backend.describe()  # with what the request policy learnt during the run
         info["counts"] = {d.task: {"predictions": sum(1 for k in done if k[0] == d.task),
                                    "failed": sum(1 for k, p in done.items() if k[0] == d.task and p.error),
@@ -296,7 +298,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
     fresh: set[Key] = set()
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
     asked = {(d.task, str(r["id"]), e, rotation) for e in range(settings.epochs) for d in data
-             for r in d.selected for rotation in tasks.rotations(d.task, r, settings)}
+             for r in d.selected for rotation in requests.rotations(d.task, r, settings)}
     total = len(asked)
     with PredictionStore(out) as store:
         # Failed samples of this selection are asked again; drop their old lines first.

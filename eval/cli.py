@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval import analysis, api
+from eval import analysis, api, tasks
 from eval.agreement import agreement_of_specs, parse_judge_spec
 from eval.judge import JudgeError
 from eval.report import report
 from eval.report.runs import ReportError
-from eval.report.sweeps import SWEEP_TASKS
 from eval.report.tables import pct, results_table, with_ci
 from eval.scoring import ScoringError
 from eval.settings import LANGS, UsageError, add_run_arguments, settings_from_args
@@ -112,7 +111,7 @@ def _lang_list(text: str) -> list[str]:
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", action="append", required=True, metavar="SPEC",
                         help="backend:model; repeat for one line per model")
-    parser.add_argument("--task", required=True, choices=SWEEP_TASKS)
+    parser.add_argument("--task", required=True, choices=tasks.names())
     parser.add_argument("--images", type=_int_list, default=[1, 2, 3, 4], metavar="N,N,...",
                         help="view counts to sweep (default 1,2,3,4)")
     parser.add_argument("--cot", choices=("off", "on", "both"), default="off",
@@ -125,8 +124,9 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    if args.task == "vqa" and not args.judge:
-        raise UsageError("sweep --task vqa needs --judge SPEC (e.g. --judge openai:gpt-4o): VQA is scored by a judge")
+    if tasks.get(args.task).judged and not args.judge:
+        raise UsageError(f"sweep --task {args.task} needs --judge SPEC (e.g. --judge openai:gpt-4o): "
+                         f"{tasks.get(args.task).title} is scored by a judge")
     base = settings_from_args(args, model=args.model[0], lang=args.lang[0], cot=False, images=None, out=None,
                               n_boot=args.n_boot, judge_cache=args.out / "judge_cache")
     cells = api.sweep_cells(base, models=args.model, langs=args.lang,
@@ -140,7 +140,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from space.diningspace import runs_tab  # gradio is imported only by the command that serves a page
+    from eval.report import viewer as runs_tab  # gradio is imported only by the command that serves a page
 
     if not runs_tab.run_folders(args.dir):
         raise UsageError(f"{args.dir}: no run folder (scores.jsonl) there; score a run first")

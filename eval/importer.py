@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval import scoring, tasks
+from eval import requests, scoring, tasks
 from eval.backends._retry import host_of
 from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, read_run_json, write_run_json
@@ -274,7 +274,7 @@ def _checked_predictions(result: Result, settings: RunSettings) -> list[Predicti
         if row is None:
             raise ImportRefused(f"{where}: item {answer.id} is not in the {result.task} release "
                                 f"({settings.dataset or 'embedded sample'})")
-        request = tasks.build_request(result.task, row, settings, answer.epoch)
+        request = requests.build_request(result.task, row, settings, answer.epoch)
         ours = request.messages[0].text
         if answer.prompt != ours:
             raise ImportRefused(f"{where}: item {answer.id}: the prompt differs from DiningBench's "

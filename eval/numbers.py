@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from eval import tasks
 from eval.stats import (
     Statistic,
     can_resample,
@@ -90,7 +91,7 @@ def headline(task: str, rows: Sequence[dict[str, Any]]) -> float | None:
     """
     if rows and not any_answered(rows):
         return None
-    if task == "nutrition":
+    if tasks.get(task).measure == "ape":
         value = score_nutrition_rows(rows).get("avg_mape")
         return None if value is None else float(value)
     return accuracy(rows)
@@ -108,14 +109,15 @@ def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = 1000
         return _CI_MEMO[key][1]
     # A nutrition interval costs O(items x resamples): the same items read back from scores.jsonl
     # (the report, right after scoring) get the interval scoring computed, by their content.
-    content = (task, _content_digest(rows), n_boot, seed) if task == "nutrition" else None
+    by_ape = tasks.get(task).measure == "ape"
+    content = (task, _content_digest(rows), n_boot, seed) if by_ape else None
     if content is not None and content in _CI_BY_CONTENT:
         _CI_MEMO[key] = (rows, _CI_BY_CONTENT[content])
         return _CI_BY_CONTENT[content]
     interval: tuple[float, float] | None = None
     merchants = [str(r.get("merchant_id")) for r in rows]
     if rows and headline(task, rows) is not None and can_resample(len(rows), merchants):
-        if task == "nutrition":
+        if by_ape:
             interval = cluster_bootstrap_column_means_ci(_nutrition_ape(rows), merchants, n_boot=n_boot, seed=seed)
         else:
             interval = cluster_bootstrap_mean_ci([float(r.get("correct") is True) for r in rows], merchants,
@@ -173,7 +175,7 @@ def paired_difference(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Seque
     a_rows, b_rows = [a for a, _ in common], [b for _, b in common]
     if headline(task, a_rows) is None or headline(task, b_rows) is None:
         return None
-    make = _nutrition_statistic if task == "nutrition" else _correct_statistic  # paired: one call per resample
+    make = _nutrition_statistic if tasks.get(task).measure == "ape" else _correct_statistic  # one call per resample
     diff, interval = paired_bootstrap(len(common), [str(a.get("merchant_id")) for a in a_rows],
                                       make(a_rows), make(b_rows), n_boot=n_boot, seed=seed)
     return {"n": len(common), "diff": diff, "ci95": interval}
@@ -245,9 +247,10 @@ def epoch_agreement(task: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]
     epochs = {int(r.get("epoch") or 0) for r in rows}
     if len(epochs) < 2:
         return None
+    spec = tasks.get(task)
     answers: dict[str, list[Any]] = {}
     for row in rows:
-        answer = row.get("verdict") if task == "vqa" else row.get("parsed")
+        answer = spec.agreement_answer(row)
         answers.setdefault(str(row["id"]), []).append(repr(answer) if answer is not None else None)
     complete = [a for a in answers.values() if len(a) == len(epochs)]
     agree = sum(a[0] is not None and len(set(a)) == 1 for a in complete)
@@ -268,7 +271,7 @@ def task_figures(task: str, rows: Sequence[dict[str, Any]], metric_result: dict[
     figures.update(outcome_counts(rows))
     figures["tokens"] = token_totals(rows)
     interval = headline_ci(task, rows, n_boot=n_boot)
-    key = "avg_mape_ci95" if task == "nutrition" else "accuracy_ci95"
+    key = f"{tasks.get(task).figure}_ci95"
     figures[key] = None if interval is None else [float(interval[0]), float(interval[1])]
     if rows and not any_answered(rows):  # no headline: the table shows "–" with the failed count
         figures[key.removesuffix("_ci95")] = None

@@ -1,6 +1,7 @@
 """The task prompts (the paper's protocol, Figures 6-8 and Table 5), in zh (default) and en.
 
-Each task has a direct prompt and a chain-of-thought variant (`cot=True`); `task_prompt` picks one.
+Each task has a direct prompt and a chain-of-thought variant (`cot=True`); each task object (`eval.tasks`)
+picks its own.
 Prompts are versioned: any change to a template below must bump PROMPT_VERSION, which goes into
 every request hash (so a changed prompt is a new run, never mixed with old answers) and run.json.
 """
@@ -105,22 +106,3 @@ def vqa_prompt(question: str, lang: str, *, cot: bool = False) -> str:
         return _COT_VQA[lang].format(question=question, steps=_STEPS[lang])
     return _VQA[lang].format(question=question)
 
-
-def task_prompt(task: str, lang: str, *, cot: bool = False, options: Sequence[str] | None = None,
-                question: str | None = None) -> str:
-    """The prompt for one task: `options` for classification, `question` for vqa.
-
-    >>> task_prompt("classification", "en", cot=True, options=["noodles", "rice"]).splitlines()[-1][:31]
-    'The last line must be "Final an'
-    """
-    if task == "classification":
-        if options is None:
-            raise ValueError("classification needs its options")
-        return classification_prompt(options, lang, cot=cot)
-    if task == "nutrition":
-        return nutrition_prompt(lang, cot=cot)
-    if task == "vqa":
-        if question is None:
-            raise ValueError("vqa needs its question")
-        return vqa_prompt(question, lang, cot=cot)
-    raise ValueError(f"unknown task {task!r}")

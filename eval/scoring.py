@@ -48,23 +48,20 @@ from eval import circular, numbers, tasks
 from eval.images import select_views
 from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
+from eval.settings import RunSettings
 from eval.store import PREDICTIONS, Key, json_text, key_of, read_predictions, write_atomically
-from eval.types import DEFAULT_MAX_TOKENS, TASKS, Prediction
+from eval.types import DEFAULT_MAX_TOKENS, Prediction
 from metrics.judge_accuracy.judge_accuracy import (
     final_answer,
     injection_suspected,
     judge_items,
     score_verdicts,
 )
-from metrics.nutrition_error.nutrition_error import score_parsed_nutrition
-
-# metrics.dining_accuracy is imported where choices are scored: its patterns take 20 ms to compile,
-# which a nutrition or VQA run never needs.
 
 SCORES = "scores.jsonl"
 METRICS = "metrics.json"
 JUDGE_CACHE = "judge_cache"
-N_BOOT = 1000
+N_BOOT = RunSettings.n_boot
 # judge_items' provenance -> scores.jsonl's decided_by: a cached verdict was a judge's; a missing
 # answer ("I") and an unscored item were decided by nobody.
 DECIDED_BY = {"rule": "rule", "judge": "judge", "cache": "judge"}
@@ -81,34 +78,32 @@ class ScoringError(ValueError):
 def item_record(task: str, row: dict[str, Any], prediction: Prediction, *, lang: str,
                 n_images: int | None = None) -> dict[str, Any]:
     """The scores.jsonl line of one item before task scoring fills correct/ape/verdict."""
+    spec = tasks.get(task)
     failed = prediction.error is not None
-    return {
+    record = {
         "id": str(row["id"]), "task": task, "epoch": prediction.epoch, "merchant_id": row.get("merchant_id"),
         "cuisine": row.get("cuisine"), "category": row.get("category"),
-        "vqa_category": row.get("vqa_category") if task == "vqa" else None,
-        "nutrition_source": row.get("nutrition_source") if task == "nutrition" else None,
+        "vqa_category": None, "nutrition_source": None,
         "n_images": prediction.n_images if n_images is None else n_images,
-        "n_options": len(row.get("options") or []) if task == "classification" else None,
+        "n_options": spec.n_options(row),
         "parsed": None if failed else prediction.parsed, "error": prediction.error,
         "truncated": prediction.truncated, "finish_reason": prediction.finish_reason, "usage": prediction.usage,
-        "reference": tasks.reference_of(task, row, lang),
+        "reference": spec.reference(row, lang),
         "correct": None, "ape": None, "abs_error": None, "verdict": None, "decided_by": None,
     }
+    record.update({name: row.get(name) for name in spec.item_fields})
+    return record
 
 
 def score_prediction(prediction: Prediction, row: dict[str, Any], lang: str = "zh") -> dict[str, Any]:
-    """One live prediction scored on its own (the Space): a scores.jsonl-like dict; VQA stays unscored.
+    """One live prediction scored on its own (the Space): a scores.jsonl-like dict; a judged task's item
+    stays unscored.
 
     Its answer was parsed when it was made (`prediction.parsed`), so it is not parsed again."""
     record = item_record(prediction.task, row, prediction, lang=lang)
-    if prediction.task == "classification":
-        from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
-
-        result = score_parsed_choices([record["parsed"]], [record["reference"]], options=[tasks.options_of(row, lang)])
-        record["correct"] = bool(result["correct"][0])
-    elif prediction.task == "nutrition":
-        item = score_parsed_nutrition([record["parsed"]], [record["reference"]])["per_item"][0]
-        record["ape"], record["abs_error"] = item["ape"], item["abs_error"]
+    spec = tasks.get(prediction.task)
+    if not spec.judged:
+        spec.score([record], [record["parsed"]], [row], lang)
     return record
 
 
@@ -124,49 +119,30 @@ def parsed_answers(task: str, predictions: Sequence[Prediction], rows: Sequence[
 
 
 # ---------------------------------------------------------------- per task
-def score_rotations(predictions: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
+def score_rotations(task: str, predictions: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
                     plain: list[dict[str, Any]], lang: str, n_boot: int = N_BOOT, fresh: Collection[Key] = ()
                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """`--circular`: the rotated answers scored against the letter their rotation moved the answer to
-    (rotations.jsonl lines), and the circular figures of the classification entry."""
-    rows = [tasks.rotate_options(by_id[p.id], p.rotation) for p in predictions]
-    records = [{**item_record("classification", row, p, lang=lang), "rotation": p.rotation,
-                "n_options": len(row["options"])} for row, p in zip(rows, predictions, strict=True)]
-    parsed = parsed_answers("classification", predictions, rows, lang, fresh)
-    from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
-
-    result = score_parsed_choices(parsed, [r["reference"] for r in records],
-                                  options=[tasks.options_of(r, lang) for r in rows])
-    for record, correct, parsed in zip(records, result["correct"], result["parsed"], strict=True):
-        record["correct"], record["parsed"] = bool(correct), parsed
+    (rotations.jsonl lines), and the circular figures of the task's entry."""
+    spec = tasks.get(task)
+    rows = [spec.rotate(by_id[p.id], p.rotation) for p in predictions]
+    records = [{**item_record(task, row, p, lang=lang), "rotation": p.rotation} for row, p in zip(rows, predictions, strict=True)]
+    spec.score(records, parsed_answers(task, predictions, rows, lang, fresh), rows, lang)
     found = circular.circular_figures(plain, records, n_boot=n_boot) or {}
     headline = {k: found.pop(k, None) for k in ("circular_accuracy", "circular_accuracy_ci95")}
     return records, {**headline, "circular": found}
 
 
-def score_classification(records: list[dict[str, Any]], parsed: list[str | None],
-                         options: list[list[str]], n_boot: int = N_BOOT) -> dict[str, Any]:
-    """Each record's `correct` from its parsed letter (None = unparsed or failed) and the task's figures."""
-    from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
-
-    result = score_parsed_choices(parsed, [r["reference"] for r in records], options=options)
-    for record, correct, parsed in zip(records, result["correct"], result["parsed"], strict=True):
-        record["correct"], record["parsed"] = bool(correct), parsed
-    return numbers.task_figures("classification", records, result, n_boot=n_boot)
+def score_task(task: str, records: list[dict[str, Any]], parsed: list[Any], rows: Sequence[dict[str, Any]],
+               lang: str, n_boot: int = N_BOOT) -> dict[str, Any]:
+    """Each record's score from its parsed answer (None = unparsed or failed) and the task's figures."""
+    result = tasks.get(task).score(records, parsed, rows, lang)
+    return numbers.task_figures(task, records, result, n_boot=n_boot)
 
 
-def score_nutrition_task(records: list[dict[str, Any]], parsed: list[dict[str, float] | None],
-                         n_boot: int = N_BOOT) -> dict[str, Any]:
-    """Each record's APEs from its parsed values (None = unparsed or failed) and the task's figures."""
-    result = score_parsed_nutrition(parsed, [r["reference"] for r in records])
-    for record, item in zip(records, result["per_item"], strict=True):
-        record["parsed"], record["ape"], record["abs_error"] = item["parsed"], item["ape"], item["abs_error"]
-    return numbers.task_figures("nutrition", records, result, n_boot=n_boot)
-
-
-def score_vqa(records: list[dict[str, Any]], raws: list[str | None], questions: list[str],
-              judge: Callable[[str], str] | None, judge_model: str | None, cache_dir: Path,
-              concurrency: int = 4, n_boot: int = N_BOOT) -> dict[str, Any]:
+def score_judged(task: str, records: list[dict[str, Any]], raws: list[str | None], questions: list[str],
+                 judge: Callable[[str], str] | None, judge_model: str | None, cache_dir: Path,
+                 concurrency: int = RunSettings.concurrency, n_boot: int = N_BOOT) -> dict[str, Any]:
     """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I").
 
     The judge reads the raw answers through the metric's own `final_answer`, exactly as the
@@ -185,7 +161,7 @@ def score_vqa(records: list[dict[str, Any]], raws: list[str | None], questions: 
         record["correct"] = None if verdict is None else verdict == "C"
         record["injection_suspected"] = injection_suspected(final_answer(raw))
     result = score_verdicts(verdicts, decided)
-    metrics = numbers.task_figures("vqa", records, result, n_boot=n_boot)
+    metrics = numbers.task_figures(task, records, result, n_boot=n_boot)
     metrics.update(scored=True, judge=judge_model, judge_errors=sum(d == "judge_error" for d in decided),
                    injection_suspected=sum(r["injection_suspected"] for r in records))
     return metrics
@@ -197,7 +173,7 @@ def load_rows(task: str, source: str | None) -> dict[str, dict[str, Any]]:
     import diningbench
 
     try:
-        dataset = diningbench.load(task, source, decode_images=False)
+        dataset = diningbench.load(tasks.get(task).source_config, source, decode_images=False)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise ScoringError(f"cannot load {task} references from {source or 'the embedded sample'}: "
                            f"{' '.join(str(exc).split())[:300]}") from None
@@ -208,7 +184,7 @@ def load_rows(task: str, source: str | None) -> dict[str, dict[str, Any]]:
 def _views_sent(row: dict[str, Any], settings: dict[str, Any]) -> int:
     """Views a prediction line written before `n_images` was kept had: recomputed from its settings."""
     return len(select_views(row.get("image_roles") or [], settings.get("images"),
-                            settings.get("image_order") or "reference-first",
+                            settings.get("image_order") or RunSettings.image_order,
                             seed=int(settings.get("seed") or 0), item_id=str(row["id"])))
 
 
@@ -236,18 +212,18 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                                "pass --judge-base-url again (URLs are not stored)")
     if predictions is None:
         predictions = read_predictions(run_dir / PREDICTIONS)
-    judge_fn = BackendJudge(judge, judge_base_url, timeout=float(settings.get("timeout") or 120.0),
+    judge_fn = BackendJudge(judge, judge_base_url, timeout=float(settings.get("timeout") or RunSettings.timeout),
                             max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS)) if judge else None
     metrics: dict[str, Any] = {}
     all_records: list[dict[str, Any]] = []
     rotated_records: list[dict[str, Any]] = []
     try:
-        if judge_fn is not None and any(p.task == "vqa" for p in predictions.values()):
+        if judge_fn is not None and any(tasks.get(p.task).judged for p in predictions.values() if tasks.is_task(p.task)):
             try:
                 judge_fn.check()  # a missing key fails here, before anything is written
             except JudgeError as exc:
                 raise ScoringError(str(exc)) from None
-        for task in TASKS:
+        for task in tasks.names():
             mine = [p for p in predictions.values() if p.task == task]
             if not mine:
                 continue
@@ -264,21 +240,20 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
             records = [item_record(task, by_id[p.id], p, lang=lang,
                                    n_images=None if p.n_images is not None else _views_sent(by_id[p.id], settings))
                        for p in mine]
-            if task == "classification":
-                parsed = parsed_answers(task, mine, [by_id[p.id] for p in mine], lang, fresh)
-                metrics[task] = score_classification(
-                    records, parsed, [tasks.options_of(by_id[p.id], lang) for p in mine], n_boot)
-                rotated_records, found = (score_rotations(rotated, by_id, records, lang, n_boot, fresh) if rotated
-                                          else ([], {}))
-                metrics[task].update(found)
-            elif task == "nutrition":
-                parsed = parsed_answers(task, mine, [by_id[p.id] for p in mine], lang, fresh)
-                metrics[task] = score_nutrition_task(records, parsed, n_boot)
-            else:
+            spec = tasks.get(task)
+            if spec.judged:
                 raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in mine]
-                metrics[task] = score_vqa(records, raws, [tasks.question_of(by_id[p.id], lang) for p in mine],
-                                          judge_fn, judge, Path(judge_cache or run_dir / JUDGE_CACHE),
-                                          concurrency=int(settings.get("concurrency") or 4), n_boot=n_boot)
+                metrics[task] = score_judged(task, records, raws, [spec.question(by_id[p.id], lang) or "" for p in mine],
+                                             judge_fn, judge, Path(judge_cache or run_dir / JUDGE_CACHE),
+                                             concurrency=int(settings.get("concurrency") or RunSettings.concurrency),
+                                             n_boot=n_boot)
+            else:
+                item_rows = [by_id[p.id] for p in mine]
+                metrics[task] = score_task(task, records, parsed_answers(task, mine, item_rows, lang, fresh), item_rows,
+                                           lang, n_boot)
+                if rotated:
+                    rotated_records, found = score_rotations(task, rotated, by_id, records, lang, n_boot, fresh)
+                    metrics[task].update(found)
             all_records.extend(records)
     finally:
         if judge_fn is not None:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eval import tasks as task_registry
 from eval.specs import SpecError, parse_spec
-from eval.types import DEFAULT_MAX_TOKENS, TASKS
+from eval.types import DEFAULT_MAX_TOKENS
 
 IMAGE_ORDERS = ("reference-first", "user-first", "random")
 LANGS = ("zh", "en")
@@ -44,7 +45,7 @@ opt = _opt  # for other settings declarations (construct/work.py's BuildSettings
 class RunSettings:
     """Everything that defines a run. `task` is one task or "all"; `images` None = every view."""
 
-    task: str = _opt("all", "task to evaluate, or all three", choices=(*TASKS, "all"))
+    task: str = _opt("all", "task to evaluate, or all three", choices=(*task_registry.names(), "all"))
     model: str = _opt("", "backend:model, e.g. openai:gpt-4o, gemini:gemini-2.5-flash, "
                           "vllm:Qwen/Qwen3-VL-8B-Instruct, hf:PATH, baseline:category-mean",
                       identity=True, metavar="SPEC")
@@ -104,7 +105,7 @@ class RunSettings:
 
     @property
     def tasks(self) -> tuple[str, ...]:
-        return tuple(TASKS) if self.task == "all" else (self.task,)
+        return task_registry.names() if self.task == "all" else (self.task,)
 
     @property
     def engine_options(self) -> dict[str, Any]:
@@ -115,8 +116,8 @@ class RunSettings:
 
     def validate(self) -> None:
         """Raise UsageError (one line, naming the argument) for settings that cannot run."""
-        if self.task != "all" and self.task not in TASKS:
-            raise UsageError(f"unknown --task {self.task!r}; choose one of {', '.join((*TASKS, 'all'))}")
+        if self.task != "all" and not task_registry.is_task(self.task):
+            raise UsageError(f"unknown --task {self.task!r}; choose one of {', '.join((*task_registry.names(), 'all'))}")
         if self.images is not None and self.images < 1:
             raise UsageError(f"--images must be at least 1 (got {self.images}); omit it to send every view")
         if self.image_order not in IMAGE_ORDERS:
@@ -126,8 +127,9 @@ class RunSettings:
         for name in ("concurrency", "max_tokens", "max_image_side", "batch_size", "max_attempts", "epochs"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
-        if self.circular and "classification" not in self.tasks:
-            raise UsageError("--circular rotates classification options; use it with --task classification or all")
+        if self.circular and not any(task_registry.get(t).has_options for t in self.tasks):
+            with_options = [t.name for t in task_registry.all_tasks() if t.has_options]
+            raise UsageError(f"--circular rotates lettered options; use it with --task {' or '.join(with_options)} or all")
         if self.limit is not None and self.limit < 1:
             raise UsageError(f"--limit must be at least 1 (got {self.limit})")
         if self.timeout <= 0:

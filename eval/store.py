@@ -28,8 +28,9 @@ from typing import Any
 
 import orjson
 
+from eval import tasks
 from eval.settings import UsageError
-from eval.types import TASKS, Prediction
+from eval.types import Prediction
 
 
 def json_text(row: Any) -> str:
@@ -60,7 +61,6 @@ FSYNC_EVERY_S = 1.0  # measured: an fsync per line cost 5 ms, i.e. 8 s of a 1,65
 # (task, id, epoch, rotation): ids are unique per task, not across tasks; lines written before
 # `rotation` existed read back as rotation 0, the options as stored.
 Key = tuple[str, str, int, int]
-TASK_NAMES = frozenset(TASKS)
 
 
 # ---------------------------------------------------------------- append-only JSON lines
@@ -164,7 +164,7 @@ def key_of(prediction: Prediction) -> Key:
 def _valid(row: Any) -> bool:
     """A line someone else's tool (or a torn write) left is skipped, never a traceback: the fields
     the harness relies on must have their types."""
-    return (isinstance(row, dict) and row.get("task") in TASK_NAMES and isinstance(row.get("id"), str)
+    return (isinstance(row, dict) and tasks.is_task(row.get("task")) and isinstance(row.get("id"), str)
             and isinstance(row.get("request_hash"), str) and isinstance(row.get("error"), str | None)
             and isinstance(row.get("raw"), str | None) and isinstance(row.get("epoch", 0), int) and isinstance(row.get("rotation", 0), int))
 

@@ -27,18 +27,21 @@ from diningspace.evaluate_tab import EvaluateTab  # noqa: E402
 from diningspace.human_tab import HumanTab  # noqa: E402
 from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
 from diningspace.review_tab import ReviewAccess, ReviewTab  # noqa: E402
-from diningspace.runs_tab import build as build_runs_tab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
 from diningspace.submissions import restore_results  # noqa: E402
 from diningspace.submit_tab import SubmitTab  # noqa: E402
 from diningspace.warmup import warm_harness  # noqa: E402
+
+from eval.report import viewer  # noqa: E402
+from eval.report.viewer import build as build_runs_tab  # noqa: E402
 
 INTRO = ("**DiningBench** tests how well vision-language models understand food: telling near-identical "
          "dishes apart, estimating their nutrition, and reasoning about diets, from several photos of one dish.")
 SYNTHETIC_BANNER = ("<div class='db-banner'>You are looking at the <b>synthetic sample</b>: dishes rendered "
                     "from recipes by a seeded generator, in the real schema. It is for trying things out; "
                     "its numbers say nothing about the real benchmark.</div>")
-CSS = (HERE / "style.css").read_text(encoding="utf-8")
+# The Space's own rules, then the run viewer's (its Runs tab).
+CSS = (HERE / "style.css").read_text(encoding="utf-8") + viewer.STYLE.read_text(encoding="utf-8")
 
 
 def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blocks:

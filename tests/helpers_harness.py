@@ -19,8 +19,9 @@ from typing import Any
 from PIL import Image
 
 import diningbench
-from eval import tasks
+from eval import requests
 from eval.settings import RunSettings
+from eval.types import NUTRIENTS
 from tests.fakes.base import RecordedRequest, answer_key
 
 CLASSIFICATION_ANSWERS = ["A", "B", "A", "C", "A", "D"]
@@ -103,7 +104,7 @@ def correct_answer(task: str, row: dict[str, Any]) -> str:
     if task == "classification":
         return row["answer"]
     if task == "nutrition":
-        return json.dumps({k: row[k] for k in tasks.NUTRIENTS})
+        return json.dumps({k: row[k] for k in NUTRIENTS})
     return row["answer"]
 
 
@@ -115,11 +116,11 @@ def model_oracle(release: Path, settings: RunSettings, *, wrong: Iterable[str] =
     wrong, overrides = set(wrong), overrides or {}
     for task in diningbench.CONFIGS:
         for row in diningbench.load(task, str(release), decode_images=False):
-            request = tasks.build_request(task, row, settings)
+            request = requests.build_request(task, row, settings)
             images = [p.data for p in request.messages[0].images]
             answer = correct_answer(task, row)
             if row["id"] in wrong:
-                answer = {"classification": "H", "nutrition": json.dumps(dict.fromkeys(tasks.NUTRIENTS, 1.0)),
+                answer = {"classification": "H", "nutrition": json.dumps(dict.fromkeys(NUTRIENTS, 1.0)),
                           "vqa": "WRONG ANSWER"}[task]
             known[answer_key(request.messages[0].text, images)] = overrides.get(row["id"], answer)
 
@@ -135,7 +136,7 @@ def item_of(request: RecordedRequest, release: Path, settings: RunSettings) -> s
     """Which item id a recorded request was about (for per-item assertions)."""
     for task in diningbench.CONFIGS:
         for row in diningbench.load(task, str(release), decode_images=False):
-            built = tasks.build_request(task, row, settings)
+            built = requests.build_request(task, row, settings)
             if answer_key(built.messages[0].text, [p.data for p in built.messages[0].images]) == request.key:
                 return row["id"]
     return None

@@ -37,8 +37,8 @@ from PIL import Image  # noqa: E402
 import diningbench  # noqa: E402
 from eval import api  # noqa: E402
 from eval.importer import import_run  # noqa: E402
+from eval.requests import build_request  # noqa: E402
 from eval.settings import RunSettings  # noqa: E402
-from eval.tasks import build_request  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 from tests.helpers_harness import CLASSIFICATION_ANSWERS, make_release  # noqa: E402
 

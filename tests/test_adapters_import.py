@@ -15,7 +15,7 @@ import pytest
 
 import diningbench
 from adapters.lmms_eval import utils as lmms_utils
-from eval import tasks
+from eval import requests
 from eval.cli import main as cli_main
 from eval.importer import ImportRefused, import_run
 from eval.report.runs import load_run
@@ -175,7 +175,7 @@ def test_the_lmms_task_functions_ask_what_the_harness_asks(monkeypatch: pytest.M
 
     doc = docs("classification")[0]
     settings = RunSettings(task="classification", model="x")
-    request = tasks.build_request("classification", doc, settings)
+    request = requests.build_request("classification", doc, settings)
     assert lmms_utils.classification_doc_to_text(doc) == request.messages[0].text
     visuals = lmms_utils.doc_to_visual(doc)
     assert len(visuals) == len(doc["images"]) == request.metadata["n_images"]
@@ -184,7 +184,7 @@ def test_the_lmms_task_functions_ask_what_the_harness_asks(monkeypatch: pytest.M
     monkeypatch.setenv("DININGBENCH_COT", "1")
     assert len(lmms_utils.doc_to_visual(doc)) == 2
     en = RunSettings(task="classification", model="x", lang="en", cot=True, images=2)
-    assert lmms_utils.classification_doc_to_text(doc) == tasks.build_request("classification", doc, en).messages[0].text
+    assert lmms_utils.classification_doc_to_text(doc) == requests.build_request("classification", doc, en).messages[0].text
     monkeypatch.setenv("DININGBENCH_VIEWS", "two")
     with pytest.raises(ValueError, match="DININGBENCH_VIEWS='two'"):
         lmms_utils.doc_to_visual(doc)

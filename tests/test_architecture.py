@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import diningbench
-from eval import cli, settings, types
+from eval import cli, settings, tasks, types
 from eval.settings import IDENTITY_FIELDS, RunSettings
 from metrics.dining_accuracy import dining_accuracy
 from metrics.nutrition_error import nutrition_error
@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # lower one. A folder entry ends with "/"; every other entry is one file, so a new file in eval/
 # has no layer until it is given one here and in ARCHITECTURE.md.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("data contract", ("diningbench.py", "synthetic/")),
+    ("data contract", ("diningbench.py", "synthetic/", "data/")),
     ("metrics", ("metrics/",)),
     ("harness contracts", ("eval/__init__.py", "eval/types.py", "eval/settings.py", "eval/specs.py",
-                           "eval/redact.py", "eval/process.py")),
-    ("harness", ("eval/prompts.py", "eval/images.py", "eval/tasks.py", "eval/backends/", "eval/runner.py",
+                           "eval/redact.py", "eval/process.py", "eval/prompts.py", "eval/tasks/")),
+    ("harness", ("eval/images.py", "eval/requests.py", "eval/backends/", "eval/runner.py",
                  "eval/store.py", "eval/runinfo.py", "eval/judge.py", "eval/numbers.py", "eval/circular.py",
                  "eval/scoring.py", "eval/agreement.py", "eval/progress.py", "eval/stats.py")),
     ("reports", ("eval/report/", "eval/analysis.py")),
@@ -236,4 +236,4 @@ def test_the_readme_shows_every_prompt_as_sent():
                          ("vqa", {"question": "{question}"})):
         for lang in ("zh", "en"):
             for cot in (False, True):
-                assert prompts.task_prompt(task, lang, cot=cot, **kwargs) in readme, (task, lang, cot)
+                assert tasks.task_prompt(task, lang, cot=cot, **kwargs) in readme, (task, lang, cot)

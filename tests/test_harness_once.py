@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from eval import api, tasks
+from eval import api
 from eval.api import RunSettings
+from eval.tasks import nutrition as task_nutrition
 from metrics.dining_accuracy import dining_accuracy
 from metrics.nutrition_error import nutrition_error
 from tests.helpers_harness import CLASSIFICATION_ANSWERS, make_release, read_jsonl
@@ -36,7 +37,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Counter:
     nutrition = counted("parse_nutrition", nutrition_error.parse_nutrition)
     monkeypatch.setattr(dining_accuracy, "parse_choice", choice)
     monkeypatch.setattr(nutrition_error, "parse_nutrition", nutrition)
-    monkeypatch.setattr(tasks, "parse_nutrition", nutrition)
+    monkeypatch.setattr(task_nutrition, "parse_nutrition", nutrition)
     monkeypatch.setattr(nutrition_error, "score_item", counted("score_item", nutrition_error.score_item))
     return counts
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import diningbench
-from eval import api, tasks
+from eval import api, requests
 from eval.api import RunSettings
 from eval.images import ViewHashes
 from tests.helpers_harness import make_release, read_jsonl
@@ -137,7 +137,7 @@ def test_rows_handed_to_requests_are_whole_and_in_order(release):
 
 def test_each_view_is_hashed_once_across_epochs_rotations_and_cells(release, tmp_path, monkeypatch):
     hashes = ViewHashes()
-    monkeypatch.setattr(tasks, "VIEW_HASHES", hashes)
+    monkeypatch.setattr(requests, "VIEW_HASHES", hashes)
     base = dict(model="baseline:first", dataset=str(release), n_boot=20, images=2)
     api.run(RunSettings(task="classification", out=tmp_path / "a", epochs=2, circular=True, **base), progress=False)
     # 6 items x 2 views, asked 2 epochs x 8 rotations each: 12 views hashed.
@@ -151,17 +151,17 @@ def test_the_next_run_over_the_same_release_reads_the_kept_view_hashes(release, 
     kept = tmp_path / "kept"
     base = dict(task="classification", model="baseline:first", dataset=str(release), n_boot=20, images=2)
     first = ViewHashes(folder=lambda: kept)
-    monkeypatch.setattr(tasks, "VIEW_HASHES", first)
+    monkeypatch.setattr(requests, "VIEW_HASHES", first)
     api.run(RunSettings(out=tmp_path / "a", **base), progress=False)
     assert first.computed == 12 and len(list(kept.glob("*.json"))) == 1
     second = ViewHashes(folder=lambda: kept)  # a new process
-    monkeypatch.setattr(tasks, "VIEW_HASHES", second)
+    monkeypatch.setattr(requests, "VIEW_HASHES", second)
     api.run(RunSettings(out=tmp_path / "b", **base), progress=False)
     assert second.computed == 0
     hashes_a = [p["request_hash"] for p in read_jsonl(tmp_path / "a" / "predictions.jsonl")]
     assert hashes_a == [p["request_hash"] for p in read_jsonl(tmp_path / "b" / "predictions.jsonl")]
     third = ViewHashes(folder=lambda: kept)  # another size bound is another view: hashed again
-    monkeypatch.setattr(tasks, "VIEW_HASHES", third)
+    monkeypatch.setattr(requests, "VIEW_HASHES", third)
     api.run(RunSettings(out=tmp_path / "c", max_image_side=2048, **base), progress=False)
     assert third.computed == 12
 
@@ -196,9 +196,9 @@ def test_a_cached_hash_gives_the_same_request_hash(release):
     settings = RunSettings(task="nutrition", model="baseline:zero", dataset=str(release), images=3)
     (data,) = api.load_task_data(settings)
     for row in data.iter_rows():
-        plain = tasks.build_request("nutrition", row, settings, 1)
-        cached = tasks.build_request("nutrition", row, settings, 1, scope=data.fingerprint)
-        again = tasks.build_request("nutrition", row, settings, 1, scope=data.fingerprint)
+        plain = requests.build_request("nutrition", row, settings, 1)
+        cached = requests.build_request("nutrition", row, settings, 1, scope=data.fingerprint)
+        again = requests.build_request("nutrition", row, settings, 1, scope=data.fingerprint)
         assert plain.request_hash == cached.request_hash == again.request_hash
 
 

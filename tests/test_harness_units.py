@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from eval import prompts, tasks
+from eval import prompts, requests, tasks
 from eval.backends._retry import host_of, parse_retry_after, parse_retry_delay
 from eval.images import ImageError, encode_for_transport, jpeg_frame, select_views
 from eval.progress import Progress
@@ -37,26 +37,26 @@ def test_classification_prompt_lists_letters_and_demands_one_letter():
 def test_cot_prompts_put_three_steps_first_and_never_forbid_the_reasoning():
     for task, kwargs in (("classification", {"options": ["a", "b", "c"]}), ("nutrition", {}),
                          ("vqa", {"question": "Is it vegan?"})):
-        text = prompts.task_prompt(task, "en", cot=True, **kwargs)
+        text = tasks.task_prompt(task, "en", cot=True, **kwargs)
         assert text.index("Visual observation") < text.index("Ingredient breakdown") < text.index("Comprehensive answer")
         assert "without any description" not in text and "only one JSON object" not in text.lower()
-        assert prompts.task_prompt(task, "en", cot=False, **kwargs) != text
+        assert tasks.task_prompt(task, "en", cot=False, **kwargs) != text
 
 
 def test_request_has_views_then_text_and_a_stable_hash():
     row = classification_rows()[0]
     settings = RunSettings(model="openai:m", images=2)
-    request = tasks.build_request("classification", row, settings)
+    request = requests.build_request("classification", row, settings)
     message = request.messages[0]
     assert [p.role for p in message.images] == ["reference", "user"]  # reference-first
     assert isinstance(message.content[-1], str) and request.config == GenerationConfig(0.0, 16384, 0)  # the paper's budget
     assert request.metadata == {"n_images": 2, "epoch": 0, "rotation": 0}  # what the prediction keeps
-    assert tasks.build_request("classification", row, settings).request_hash == request.request_hash
+    assert requests.build_request("classification", row, settings).request_hash == request.request_hash
     for change in ({"lang": "en"}, {"cot": True}, {"images": 1}, {"max_tokens": 9}, {"seed": 1},
                    {"reasoning_effort": "high"}, {"thinking_budget": 512},
                    {"model": "openai:other"}):
         changed = RunSettings(**{**settings.__dict__, **change})
-        assert tasks.build_request("classification", row, changed).request_hash != request.request_hash, change
+        assert requests.build_request("classification", row, changed).request_hash != request.request_hash, change
 
 
 def test_final_answer_for_vqa():
@@ -112,11 +112,11 @@ def test_a_row_is_cheap_to_build_only_when_every_view_it_sends_goes_out_as_store
     small, large = {"bytes": jpeg((1, 1, 1), (64, 48))}, {"bytes": jpeg((1, 1, 1), (300, 200))}
     row = {"id": "r", "images": [large, small], "image_roles": ["user", "reference"]}
     first_only = RunSettings(model="m", images=1, max_image_side=128)  # reference-first: the small one
-    assert tasks.views_sent_as_stored(row, first_only)
-    assert not tasks.views_sent_as_stored(row, RunSettings(model="m", images=2, max_image_side=128))
-    assert tasks.views_sent_as_stored(row, RunSettings(model="m", images=2, max_image_side=300))
-    assert not tasks.views_sent_as_stored({**row, "image_roles": ["user"]}, first_only)  # the builder will say why
-    assert not tasks.views_sent_as_stored({**row, "images": []}, first_only)
+    assert requests.views_sent_as_stored(row, first_only)
+    assert not requests.views_sent_as_stored(row, RunSettings(model="m", images=2, max_image_side=128))
+    assert requests.views_sent_as_stored(row, RunSettings(model="m", images=2, max_image_side=300))
+    assert not requests.views_sent_as_stored({**row, "image_roles": ["user"]}, first_only)  # the builder will say why
+    assert not requests.views_sent_as_stored({**row, "images": []}, first_only)
 
 
 def test_undecodable_and_empty_images_name_the_item():

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from eval import prompts
+from eval import prompts, tasks
 from metrics.dining_accuracy.dining_accuracy import parse_choice
 from metrics.judge_accuracy.judge_accuracy import final_answer
 from metrics.nutrition_error.nutrition_error import parse_nutrition
@@ -16,7 +16,7 @@ OPTIONS = ["宫保鸡丁", "鱼香肉丝", "麻婆豆腐"]
 
 
 def all_cot_prompts() -> list[tuple[str, str, str]]:
-    return [(task, lang, prompts.task_prompt(task, lang, cot=True, options=OPTIONS, question="这道菜辣吗？"))
+    return [(task, lang, tasks.task_prompt(task, lang, cot=True, options=OPTIONS, question="这道菜辣吗？"))
             for task in ("classification", "nutrition", "vqa") for lang in ("zh", "en")]
 
 
@@ -58,6 +58,6 @@ def test_direct_prompts_are_the_papers_and_the_version_moved():
         "请仔细观察图片中的菜品，从以下选项中选出图片中菜品的正确名称。\nA. 宫保鸡丁\nB. 鱼香肉丝\nC. 麻婆豆腐\n"
         "你的回答只能是一个大写英文字母（A、B、C之一），不要输出任何描述、解释或选项字母以外的内容。")
     assert prompts.nutrition_prompt("en").startswith("Estimate the nutrition of one serving")
-    assert prompts.task_prompt("vqa", "en", question="Spicy?") == prompts.vqa_prompt("Spicy?", "en")
+    assert tasks.task_prompt("vqa", "en", question="Spicy?") == prompts.vqa_prompt("Spicy?", "en")
     with pytest.raises(ValueError):
-        prompts.task_prompt("classification", "en", cot=True)
+        tasks.task_prompt("classification", "en", cot=True)

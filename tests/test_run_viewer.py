@@ -50,7 +50,7 @@ def test_one_item_whole_with_the_exact_prompt_sent(run_dir):
 
 def test_the_viewer_app_builds_and_a_bad_folder_is_one_line(run_dir, tmp_path, capsys):
     gr = pytest.importorskip("gradio")
-    from space.diningspace import runs_tab
+    from eval.report import viewer as runs_tab
 
     assert isinstance(runs_tab.app(run_dir.parent), gr.Blocks)
     rows, keys = runs_tab.table(str(run_dir), "classification", "wrong", "all")
@@ -73,7 +73,7 @@ def test_the_run_summary_counts_each_outcome(run_dir):
     assert found["tasks"]["nutrition"]["counts"] == {"scored": 4}
     assert sum(found["tasks"]["vqa"]["counts"].values()) == 3
     pytest.importorskip("gradio")  # the Space's module needs it
-    from space.diningspace import runs_tab
+    from eval.report import viewer as runs_tab
 
     line = runs_tab.summary(str(run_dir))
     assert "classification: 6 items, accuracy 66.67% (4 correct, 1 wrong, 1 unparsed)" in line
@@ -91,7 +91,7 @@ def test_search_finds_items_by_raw_answer_and_by_prompt(run_dir):
 
 def test_a_click_on_a_row_opens_its_item_and_previous_next_step_through_the_list(run_dir):
     gr = pytest.importorskip("gradio")
-    from space.diningspace import runs_tab
+    from eval.report import viewer as runs_tab
 
     view = runs_tab.RunsView(run_dir.parent)
     head, rows, keys, current, where, *_ = view.refresh("run", "classification", "all", "all")
@@ -117,7 +117,7 @@ def test_a_link_opens_the_same_view_and_new_runs_appear_on_reload(run_dir, tmp_p
     import shutil
     import types
 
-    from space.diningspace import runs_tab
+    from eval.report import viewer as runs_tab
 
     root = tmp_path / "results"
     shutil.copytree(run_dir, root / "sweep" / "a")
@@ -138,7 +138,7 @@ def test_a_link_opens_the_same_view_and_new_runs_appear_on_reload(run_dir, tmp_p
 
 def test_the_judges_reply_shows_only_on_an_item_the_judge_decided(run_dir):
     pytest.importorskip("gradio")
-    from space.diningspace import runs_tab
+    from eval.report import viewer as runs_tab
 
     view = runs_tab.RunsView(run_dir.parent)
     decided = {r["id"]: r.get("decided_by") for r in run_items(run_dir, task="vqa")}

@@ -118,7 +118,7 @@ def test_a_malformed_line_is_left_out_and_named_while_the_rest_is_shown(results:
 
 def test_the_runs_tab_shows_server_text_as_text_bad_lines_by_name_and_no_absolute_path(results: Path) -> None:
     gr = pytest.importorskip("gradio")
-    from space.diningspace import runs_tab
+    from eval.report import viewer as runs_tab
 
     view = runs_tab.RunsView(results)
     assert list(runs_tab.folder_names(results)) == ["openai-x"]  # relative to the results folder
@@ -144,7 +144,7 @@ def test_the_runs_tab_shows_server_text_as_text_bad_lines_by_name_and_no_absolut
 
 def test_no_usable_scores_is_a_line_on_the_page_not_an_error(results: Path) -> None:
     pytest.importorskip("gradio")
-    from space.diningspace import runs_tab
+    from eval.report import viewer as runs_tab
 
     (results / "openai-x" / "scores.jsonl").write_text("not json\n")
     head, rows, keys, current, *shown = runs_tab.RunsView(results).refresh("openai-x", "all", "all", "all")
@@ -153,7 +153,7 @@ def test_no_usable_scores_is_a_line_on_the_page_not_an_error(results: Path) -> N
 
 
 def test_hide_paths_keeps_urls_and_relative_names() -> None:
-    from space.diningspace.runs_tab import hide_paths
+    from eval.report.viewer import hide_paths
 
     assert hide_paths("cannot load /home/op/data/release: C:\\Users\\op\\x.json at https://h/a/b") == (
         "cannot load …/release: …/x.json at https://h/a/b")

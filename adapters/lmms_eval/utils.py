@@ -125,7 +125,7 @@ def _process(task: str, metric: str, doc: dict[str, Any], results: list[Any]) ->
     raw = results[0] if results else None
     raw = raw if isinstance(raw, str) else getattr(raw, "text", None)
     row = {k: v for k, v in doc.items() if k != "images"}
-    judge = _judge() if task == "vqa" else None
+    judge = _judge() if tasks.get(task).judged else None
     try:
         record = common.score_answer(task, row, raw, lang=options()["lang"], judge=judge)
     finally:

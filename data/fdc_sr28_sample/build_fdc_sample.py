@@ -15,7 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TABLE = HERE.parents[1] / "synthetic" / "usda_per100g.csv"
-NUTRIENTS = [("1008", "Energy", "KCAL", "208"), ("1003", "Protein", "G", "203"),
+FDC_NUTRIENTS = [("1008", "Energy", "KCAL", "208"), ("1003", "Protein", "G", "203"),
              ("1004", "Total lipid (fat)", "G", "204"), ("1005", "Carbohydrate, by difference", "G", "205")]
 # The shipped table names four foods as FoodData Central does today; SR28 spells them thus.
 SR28_NAMES = {"Chicken breast, skinless, boneless, meat only, raw":
@@ -53,7 +53,7 @@ def main(folder: Path) -> None:
     with (HERE / "nutrient.csv").open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh, quoting=csv.QUOTE_ALL)
         w.writerow(["id", "name", "unit_name", "nutrient_nbr", "rank"])
-        for nid, name, unit, nbr in NUTRIENTS:
+        for nid, name, unit, nbr in FDC_NUTRIENTS:
             w.writerow([nid, name, unit, nbr, ""])
     with (HERE / "food_nutrient.csv").open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh, quoting=csv.QUOTE_ALL)
@@ -61,7 +61,7 @@ def main(folder: Path) -> None:
                     "footnote", "min_year_acquired"])
         n = 0
         for fdc, desc in picked:
-            for nid, _, _, nbr in NUTRIENTS:
+            for nid, _, _, nbr in FDC_NUTRIENTS:
                 amount = values[foods[desc]].get(nbr)
                 if amount is not None:
                     n += 1

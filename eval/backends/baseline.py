@@ -34,8 +34,9 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from eval import tasks
 from eval.backends.policy import refuse_options
-from eval.types import ALPHABET, NUTRIENTS, ConfigError, Request, Response
+from eval.types import ALPHABET, ConfigError, Request, Response
 
 NAMES = ("random", "first", "zero", "median", "category-mean")
 CHANCE_NOTE = ("chance is computed, not sampled: every report's Table 2 has a `chance` row (the mean of "
@@ -174,7 +175,10 @@ class BaselineBackend:
     def answer(self, request: Request) -> str:
         task, item_id, seed = request.task, request.id, request.config.seed
         rng = random.Random(f"{self.name}:{seed}:{task}:{item_id}")
-        if task == "classification":
+        if not tasks.is_task(task):
+            raise ConfigError(f"baseline:{self.name} does not know task {task!r}")
+        spec = tasks.get(task)
+        if spec.answer_format == "letter":
             n_options = int(request.metadata.get("n_options") or 8)
             if self.name == "random":
                 return rng.choice(ALPHABET[:n_options])
@@ -184,9 +188,10 @@ class BaselineBackend:
                 return ""
             group = "group" if self.name == "category-mean" else None
             return str(self._pool(task, item_id, same=group).most_common(item_id) or "")
-        if task == "nutrition":
+        if spec.answer_format == "nutrients":
+            parts = spec.components
             if self.name == "zero":
-                facts = dict.fromkeys(NUTRIENTS, 0.0)
+                facts = dict.fromkeys(parts, 0.0)
             elif self.name in ("random", "first"):
                 pool = self._pool(task, item_id)
                 index = rng.randrange(pool.others(item_id)) if self.name == "random" else 0
@@ -195,18 +200,18 @@ class BaselineBackend:
                 group = "group" if self.name == "category-mean" else None
                 pool = self._pool(task, item_id, same=group)
                 if self.name == "median":
-                    facts = {k: pool.median(k, item_id) for k in NUTRIENTS}
+                    facts = {k: pool.median(k, item_id) for k in parts}
                 else:
-                    facts = {k: pool.mean(k, item_id) for k in NUTRIENTS}
-            return json.dumps({k: round(float(facts[k]), 2) for k in NUTRIENTS})
-        if task == "vqa":
+                    facts = {k: pool.mean(k, item_id) for k in parts}
+            return json.dumps({k: round(float(facts[k]), 2) for k in parts})
+        if spec.answer_format == "text":
             if self.name == "zero":
                 return ABSTAIN.get(self.lang, ABSTAIN["en"])
             if self.name in ("random", "first"):
                 pool = self._pool(task, item_id)
                 index = rng.randrange(pool.others(item_id)) if self.name == "random" else 0
                 return str(pool.other(index, item_id)["reference"])
-            group = "vqa_category" if self.name == "category-mean" else None
+            group = (spec.slice_field or "group") if self.name == "category-mean" else None
             return str(self._pool(task, item_id, same=group).most_common(item_id))
         raise ConfigError(f"baseline:{self.name} does not know task {task!r}")
 

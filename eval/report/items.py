@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import diningbench
-from eval import tasks
+from eval import requests, tasks
 from eval.images import ImageError
 from eval.numbers import headline
 from eval.report.runs import ReportError, RunData, load_run
@@ -44,7 +44,7 @@ def status_of(row: dict[str, Any]) -> str:
         return "truncated"
     if row.get("parsed") is None:
         return "unparsed"
-    if row.get("task") == "nutrition":
+    if tasks.is_task(row.get("task")) and tasks.get(row["task"]).measure == "ape":
         return "scored"
     if row.get("correct") is None:
         return "unscored"
@@ -109,7 +109,7 @@ def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, s
     for task, rows in run.scores.items():
         wanted = {str(r["id"]) for r in rows}
         try:
-            dataset = diningbench.load(task, settings.dataset, decode_images=False)
+            dataset = diningbench.load(tasks.get(task).source_config, settings.dataset, decode_images=False)
         except (ValueError, OSError) as exc:
             if problems is not None:
                 problems.append(f"prompts not searched: cannot load {task} ({str(exc)[:120]})")
@@ -195,7 +195,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
         detail.note = "the item is not in the dataset the run names; its prompt and views cannot be shown"
         return detail
     try:
-        request = tasks.build_request(task, full, settings, epoch)
+        request = requests.build_request(task, full, settings, epoch)
     except (ImageError, ValueError, TypeError) as exc:
         detail.note = f"cannot rebuild the request: {exc}"
         return detail
@@ -206,8 +206,8 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
         detail.note = ("rebuilt from run.json's settings, but it does not hash to the request the prediction kept "
                        "(the prompts or the data changed since the run)")
     judge = run.info["judge"].get("spec") if isinstance(run.info.get("judge"), dict) else None
-    if task == "vqa" and judge and detail.raw is not None:
-        question = tasks.question_of(full, settings.lang)
+    if tasks.get(task).judged and judge and detail.raw is not None:
+        question = tasks.get(task).question(full, settings.lang) or ""
         hit = VerdictCache(run_dir / JUDGE_CACHE, judge).get(build_judge_prompt(question, detail.reference, detail.raw))
         detail.judge_reply = hit.get("raw") if hit else None
     return detail
@@ -216,7 +216,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
 def _row_with_images(task: str, item_id: str, source: str | None) -> dict[str, Any] | None:
     """The item's dataset row with its stored image bytes, or None when the dataset lacks it."""
     try:
-        dataset = diningbench.load(task, source, decode_images=False)
+        dataset = diningbench.load(tasks.get(task).source_config, source, decode_images=False)
     except (ValueError, OSError) as exc:
         raise ReportError(f"cannot load {task} from {source or 'the embedded sample'}: {exc}") from None
     ids = [str(i) for i in dataset["id"]]

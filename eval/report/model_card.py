@@ -17,16 +17,12 @@ from typing import Any
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import ReportError, RunData
 from eval.report.tables import as_text, md_table, pct
-from eval.types import NUTRIENTS
+from eval.tasks import all_tasks
+from eval.tasks import get as get_task
 
 DATASET_NAME = "DiningBench"
 SYNTHETIC = "synthetic"  # dataset type of the embedded sample and of any `diningbench.py sample` release
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-TASK_TYPES = {  # Hub task type and a readable name for each config
-    "classification": ("image-classification", "Fine-grained dish classification"),
-    "nutrition": ("image-text-to-text", "Nutrition estimation"),
-    "vqa": ("visual-question-answering", "Dietary VQA"),
-}
 FORMATS = ("card", "yaml", "json")
 
 
@@ -115,11 +111,12 @@ def _metrics(task: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     value = headline(task, rows)
     if value is None:
         return []
-    if task != "nutrition":
+    spec = get_task(task)
+    if spec.measure != "ape":
         return [{"type": "accuracy", "name": "Accuracy (%)", "value": round(100 * value, 2)}]
     figures = score_nutrition_rows(rows)
     out = [{"type": "avg_mape", "name": "Average MAPE (%)", "value": round(100 * value, 2)}]
-    for nutrient in NUTRIENTS:
+    for nutrient in spec.components:
         mape = component(figures, nutrient, "mape")
         if mape is not None:
             out.append({"type": f"{nutrient}_mape", "name": f"{nutrient.capitalize()} MAPE (%)",
@@ -155,7 +152,8 @@ def model_index(runs: Sequence[RunData], *, hub_id: str | None = None,
     name = _one_model(runs)
     results = []
     for run, ref in zip(runs, checked_refs(runs, hub_id=hub_id, allow_partial=allow_partial), strict=True):
-        for task, (task_type, task_name) in TASK_TYPES.items():
+        for spec in all_tasks():
+            task, task_type, task_name = spec.name, spec.hub_type, spec.hub_name or spec.title
             metrics = _metrics(task, run.scores[task]) if task in run.scores else []
             if not metrics:
                 continue
@@ -189,14 +187,15 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
     for run in runs:
         settings = _settings(run)
         setting = f"{settings['lang']}, {settings['images']} views, {'CoT' if settings['cot'] else 'no CoT'}"
-        for task in TASK_TYPES:
+        for spec in all_tasks():
+            task = spec.name
             if task not in run.scores:
                 continue
             items = run.scores[task]
             value = headline(task, items)
             interval = headline_ci(task, items, n_boot=n_boot)
-            figure = "Average MAPE (%, lower is better)" if task == "nutrition" else "Accuracy (%)"
-            rows.append([run.model, TASK_TYPES[task][1], setting, figure,
+            figure = "Average MAPE (%, lower is better)" if spec.lower_is_better else "Accuracy (%)"
+            rows.append([run.model, spec.hub_name or spec.title, setting, figure,
                          "not scored" if value is None else pct(value),
                          "–" if interval is None else f"[{pct(interval[0])}, {pct(interval[1])}]",
                          str(len(items))])

@@ -28,17 +28,14 @@ from eval.report import model_card
 from eval.report.runs import ReportError, RunData, expand_run_dirs, load_reported, load_run
 from eval.report.sweeps import sweep_sections
 from eval.report.tables import as_text, headline_cell, md_table, pct, with_ci
-from eval.types import NUTRIENT_UNITS, NUTRIENTS, TASKS
+from eval.tasks import Task, all_tasks
+from eval.tasks import get as get_task
+from eval.tasks import names as task_names
+from eval.types import NUTRIENT_UNITS
 
 SHORT = {"calories": "Cal", "protein": "Prot", "carbohydrates": "Carb", "fat": "Fat"}
 DIMENSION_TITLES = {"cuisine": "cuisine", "category": "menu category", "vqa_category": "VQA category",
                     "nutrition_source": "nutrition source", "n_images": "images sent"}
-# Which item fields each task is broken down by; every task also by cuisine, category, image count.
-DIMENSIONS = {
-    "classification": ("cuisine", "category", "n_images"),
-    "nutrition": ("cuisine", "category", "nutrition_source", "n_images"),
-    "vqa": ("cuisine", "category", "vqa_category", "n_images"),
-}
 SMALL_CELL = 10  # cells with fewer items are flagged: their figure is mostly noise
 MAX_BREAKDOWN_ROWS = 25  # menu categories can run into the hundreds; show the largest
 MAX_BREAKDOWN_RUNS = 6  # more columns than this stop being readable
@@ -56,56 +53,77 @@ def group_runs(runs: Sequence[RunData]) -> dict[str, dict[str, RunData]]:
     return table
 
 
-TABLE2_HEADERS = (
-    ["Model", "Source", "Cls Acc (%)"]
-    + [f"{SHORT[n]} {stat}" for n in NUTRIENTS
-       for stat in (f"MAE ({NUTRIENT_UNITS[n]})", f"RMSE ({NUTRIENT_UNITS[n]})", "MAPE (%)")]
-    + ["Avg MAPE (%)", "VQA Acc (%)", "n (cls/nut/vqa)"]
-)
+def task_headers(task: Task) -> list[str]:
+    """A task's columns in the Table 2 layout: its accuracy, or each component's MAE, RMSE and MAPE and
+    then the average MAPE."""
+    if task.measure != "ape":
+        return [f"{task.short} Acc (%)"]
+    return [f"{SHORT.get(n, n)} {stat}" for n in task.components
+            for stat in (f"MAE ({NUTRIENT_UNITS.get(n, '')})", f"RMSE ({NUTRIENT_UNITS.get(n, '')})", "MAPE (%)")
+            ] + ["Avg MAPE (%)"]
+
+
+def table2_headers() -> list[str]:
+    shown = list(all_tasks())
+    return (["Model", "Source"] + [h for task in shown for h in task_headers(task)]
+            + [f"n ({'/'.join(t.short[:3].lower() for t in shown)})"])
+
+
+def _task_cells(task: Task, run: RunData | None, n_boot: int) -> list[str]:
+    if task.measure != "ape":
+        return [_headline_cell(task.name, run, n_boot)]
+    figs = score_nutrition_rows(run.scores[task.name]) if run else {}
+    cells = []
+    for part in task.components:
+        mae, rmse, mape = (component(figs, part, s) for s in ("mae", "rmse", "mape"))
+        cells += ["–" if mae is None else f"{mae:.2f}", "–" if rmse is None else f"{rmse:.2f}", pct(mape)]
+    return [*cells, _headline_cell(task.name, run, n_boot)]
+
+
+def _reported_cells(task: Task, row: dict[str, Any]) -> list[str]:
+    """The paper's figures for a task (its accuracy, or each component's MAPE and the average)."""
+    if task.measure != "ape":
+        return [_reported(row.get(f"{task.name}_acc"))]
+    return [c for part in task.components for c in ("–", "–", _reported(row.get(f"{part}_mape")))] + [
+        _reported(row.get("avg_mape"))]
 
 
 def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = 1000) -> str:
     """The paper's Table 2 layout: measured runs, then baselines, then the paper's reported rows."""
     grouped = group_runs(runs)
     measured, baselines = [], []
-    for label, tasks in grouped.items():
+    for label, by_task in grouped.items():
         cells = [label]
-        any_run = next(iter(tasks.values()))
+        any_run = next(iter(by_task.values()))
         cells.append("baseline (no skill)" if any_run.is_baseline
-                     else "measured (" + ", ".join(sorted({r.path.name for r in tasks.values()})) + ")")
-        cls = tasks.get("classification")
-        cells.append(_headline_cell("classification", cls, n_boot))
-        nut = tasks.get("nutrition")
-        figs = score_nutrition_rows(nut.scores["nutrition"]) if nut else {}
-        for nutrient in NUTRIENTS:
-            mae, rmse, mape = (component(figs, nutrient, s) for s in ("mae", "rmse", "mape"))
-            cells += ["–" if mae is None else f"{mae:.2f}", "–" if rmse is None else f"{rmse:.2f}", pct(mape)]
-        cells.append(_headline_cell("nutrition", nut, n_boot))
-        cells.append(_headline_cell("vqa", tasks.get("vqa"), n_boot))
-        cells.append("/".join(str(len(tasks[t].scores[t])) if t in tasks else "–" for t in TASKS))
+                     else "measured (" + ", ".join(sorted({r.path.name for r in by_task.values()})) + ")")
+        for task in all_tasks():
+            cells += _task_cells(task, by_task.get(task.name), n_boot)
+        cells.append("/".join(str(len(by_task[t].scores[t])) if t in by_task else "–" for t in task_names()))
         (baselines if any_run.is_baseline else measured).append(cells)
     rows = measured + baselines + _chance_rows(runs)
     langs = sorted({str(r.setting("lang") or "zh") for r in runs}) or ["zh"]
     if reported:
         for row in load_reported(langs):
             label = row["model"] + (f" ({row['lang']})" if row["lang"] != "zh" else "")
-            cells = [label, "reported (paper)", _reported(row["classification_acc"])]
-            for nutrient in NUTRIENTS:
-                cells += ["–", "–", _reported(row[f"{nutrient}_mape"])]
-            cells += [_reported(row["avg_mape"]), _reported(row["vqa_acc"]), "–"]
-            rows.append(cells)
-    return md_table(TABLE2_HEADERS, rows)
+            cells = [label, "reported (paper)"] + [c for task in all_tasks() for c in _reported_cells(task, row)]
+            rows.append([*cells, "–"])
+    return md_table(table2_headers(), rows)
 
 
 def _chance_rows(runs: Sequence[RunData]) -> list[list[str]]:
-    """The `chance` row: classification accuracy of a uniform guess over each item's options, computed
-    exactly (no interval: nothing is sampled); nutrition and VQA have no chance level."""
-    items = {str(r["id"]): r for run in runs for r in run.scores.get("classification", [])}
-    value = chance_accuracy(list(items.values()))
-    if value is None:
+    """The `chance` row: accuracy of a uniform guess over each item's options (tasks with options),
+    computed exactly (no interval: nothing is sampled); other tasks have no chance level."""
+    cells, counts, any_value = [], [], False
+    for task in all_tasks():
+        items = {str(r["id"]): r for run in runs for r in run.scores.get(task.name, [])} if task.has_options else {}
+        value = chance_accuracy(list(items.values()))
+        any_value = any_value or value is not None
+        cells += [pct(value) if value is not None else "–"] + ["–"] * (len(task_headers(task)) - 1)
+        counts.append(str(len(items)) if value is not None else "–")
+    if not any_value:
         return []
-    return [["chance", "computed (mean of 1/options)", pct(value), *["–"] * (3 * len(NUTRIENTS) + 2),
-             f"{len(items)}/–/–"]]
+    return [["chance", "computed (mean of 1/options)", *cells, "/".join(counts)]]
 
 
 def _reported(value: float | None) -> str:
@@ -121,7 +139,7 @@ def _headline_cell(task: str, run: RunData | None, n_boot: int) -> str:
     if value is None and rows and failed == len(rows):
         return headline_cell(None, None, failed=failed, n=len(rows))
     if value is None:
-        return "not scored" if task == "vqa" else "–"
+        return "not scored" if get_task(task).judged else "–"
     return with_ci(value, headline_ci(task, rows, n_boot=n_boot))
 
 
@@ -132,7 +150,7 @@ def comparison(runs: Sequence[RunData], *, against_first: bool = False, n_boot: 
         ([(grouped[0], grouped[1])] if len(grouped) == 2 else [])
     lines = []
     for (label_a, tasks_a), (label_b, tasks_b) in pairs:
-        for task in TASKS:
+        for task in task_names():
             if task not in tasks_a or task not in tasks_b:
                 continue
             result = paired_difference(task, tasks_a[task].scores[task], tasks_b[task].scores[task],
@@ -140,13 +158,13 @@ def comparison(runs: Sequence[RunData], *, against_first: bool = False, n_boot: 
             if result is None:
                 continue
             low, high = result["ci95"]
-            better_when_lower = task == "nutrition"
+            spec = get_task(task)
             if low > 0 or high < 0:
-                a_ahead = (result["diff"] < 0) == better_when_lower
+                a_ahead = (result["diff"] < 0) == spec.lower_is_better
                 verdict = f"{'A' if a_ahead else 'B'} better"
             else:
                 verdict = "no clear difference (interval contains 0)"
-            metric = "Avg MAPE" if task == "nutrition" else "accuracy"
+            metric = "Avg MAPE" if spec.lower_is_better else "accuracy"
             lines.append([task, metric, label_a, label_b, str(result["n"]),
                           f"{100 * result['diff']:+.2f}", f"[{100 * low:+.2f}, {100 * high:+.2f}]", verdict])
     if not lines:
@@ -158,26 +176,27 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
     """Per task and dimension: headline per group for every run, each cell with its item count."""
     grouped = group_runs(runs)
     sections = []
-    for task in TASKS:
-        columns = [(label, tasks[task]) for label, tasks in grouped.items() if task in tasks]
+    for spec in all_tasks():
+        task = spec.name
+        columns = [(label, by_task[task]) for label, by_task in grouped.items() if task in by_task]
         if not columns:
             continue
-        if task == "vqa" and all(r.get("correct") is None for _, run in columns for r in run.scores[task]):
-            sections.append("vqa: breakdowns appear once VQA is scored with a judge.")
+        if spec.judged and all(r.get("correct") is None for _, run in columns for r in run.scores[task]):
+            sections.append(f"{task}: breakdowns appear once {spec.title} is scored with a judge.")
             continue
         if len(columns) > MAX_BREAKDOWN_RUNS:
             sections.append(f"{task}: breakdowns shown for the first {MAX_BREAKDOWN_RUNS} of {len(columns)} "
                             "runs; report fewer folders at a time to see the others.")
             columns = columns[:MAX_BREAKDOWN_RUNS]
-        figure = "Avg MAPE (%), lower is better" if task == "nutrition" else "accuracy (%)"
-        for dimension in DIMENSIONS[task]:
+        figure = "Avg MAPE (%), lower is better" if spec.lower_is_better else "accuracy (%)"
+        for dimension in spec.breakdowns:
             # Rows are the union of every run's cells (runs may differ in views sent or categories),
             # largest first; each run's cell shows its own n, and `–` only where it has no item.
             groups = breakdown([r for _, run in columns for r in run.scores[task]], dimension)
             shown, hidden = groups[:MAX_BREAKDOWN_ROWS], groups[MAX_BREAKDOWN_ROWS:]
             per_run = [dict(breakdown(run.scores[task], dimension)) for _, run in columns]
             rows = [[value, *(_cell(task, cells.get(value, [])) for cells in per_run)] for value, _ in shown]
-            name = DIMENSION_TITLES[dimension]
+            name = DIMENSION_TITLES.get(dimension, dimension)
             note = f"\n\n{len(hidden)} smaller groups not shown." if hidden else ""
             sections.append(f"### {task} by {name}: {figure}\n\n"
                             f"{md_table([name, *(lbl for lbl, _ in columns)], rows)}{note}")
@@ -200,7 +219,8 @@ def circular_section(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
     whether answers lean to a letter position (chi-square against an even spread)."""
     rows = []
     for run in runs:
-        found = circular_figures(run.scores.get("classification", []), read_rotations(run.path), n_boot=n_boot)
+        plain = [r for task in all_tasks() if task.has_options for r in run.scores.get(task.name, [])]
+        found = circular_figures(plain, read_rotations(run.path), n_boot=n_boot)
         if not found or not found.get("items"):
             continue
         bias = found.get("position_bias") or {}
@@ -264,7 +284,7 @@ def vqa_judge_lines(runs: Sequence[RunData]) -> list[str]:
     judge agrees when `python -m eval judge-agreement` has been run on the folder."""
     lines = []
     for run in runs:
-        rows = run.scores.get("vqa", [])
+        rows = _judged_rows([run])
         if not rows or all(r.get("verdict") is None for r in rows):
             continue
         judge = scoring_judge(run.path)
@@ -310,13 +330,13 @@ def outcome_table(runs: Sequence[RunData]) -> str:
     """Per run and task, the answers that did not count: unparsed (or unscored, for VQA), truncated
     by the token limit, failed generations; empty when every answer counted."""
     rows, truncated = [], 0
-    for label, tasks in group_runs(runs).items():
-        for task in TASKS:
-            if task not in tasks:
+    for label, by_task in group_runs(runs).items():
+        for task in task_names():
+            if task not in by_task:
                 continue
-            items = tasks[task].scores[task]
+            items = by_task[task].scores[task]
             counts = outcome_counts(items)
-            if task == "vqa":
+            if get_task(task).judged:
                 missing = sum(r.get("correct") is None for r in items)
             else:
                 missing = sum(r.get("parsed") is None and r.get("error") is None for r in items)
@@ -346,7 +366,7 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
     outcomes = outcome_table(runs)
     if outcomes:
         parts += ["## Answers that did not count", outcomes]
-    vqa = [r for run in runs for r in run.scores.get("vqa", [])]
+    vqa = _judged_rows(runs)
     unscored = sum(r.get("correct") is None for r in vqa)
     if unscored:
         how = "`python -m eval score DIR --judge openai:MODEL` (add `--judge-base-url URL` for a local server)"
@@ -373,6 +393,11 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
     if details:
         parts += ["## Breakdowns", details]
     return "\n\n".join(parts) + "\n"
+
+
+def _judged_rows(runs: Sequence[RunData]) -> list[dict[str, Any]]:
+    """The items of every judged task (VQA) in these runs."""
+    return [r for run in runs for task in all_tasks() if task.judged for r in run.scores.get(task.name, [])]
 
 
 def write_run_report(run_dir: Path) -> None:

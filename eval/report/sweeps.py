@@ -22,12 +22,17 @@ from eval.numbers import (
 from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report.runs import RunData
 from eval.report.tables import md_table, with_ci
-from eval.types import NUTRIENT_UNITS, NUTRIENTS, TASKS
+from eval.tasks import Task
+from eval.tasks import get as get_task
+from eval.tasks import names as task_names
+from eval.types import NUTRIENT_UNITS
 
-SWEEP_TASKS = TASKS
-FIGURE = {"classification": ("Classification accuracy", "accuracy (%)"),
-          "nutrition": ("Nutrition Average MAPE", "Average MAPE (%)"),
-          "vqa": ("VQA accuracy", "accuracy (%)")}
+
+def figure(task: Task) -> tuple[str, str]:
+    """A plot's title and y label for the task's headline."""
+    if task.measure == "ape":
+        return f"{task.title} Average MAPE", "Average MAPE (%)"
+    return f"{task.title} accuracy", "accuracy (%)"
 
 
 def _series(run: RunData, *, without: str) -> str:
@@ -66,11 +71,12 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
     if not series:
         return ""
     counts = sorted({n for cells in series.values() for n in cells})
-    title, ylabel = FIGURE[task]
+    spec = get_task(task)
+    title, ylabel = figure(spec)
     headline_lines: dict[str, list[Point]] = {}
     # Figure 4 shows MAE and RMSE of every nutrient: (nutrient, stat) -> series
     error_lines: dict[tuple[str, str], dict[str, list[Point]]] = {
-        (nutrient, stat): {} for nutrient in NUTRIENTS for stat in ("mae", "rmse")}
+        (nutrient, stat): {} for nutrient in spec.components for stat in ("mae", "rmse")}
     rows = []
     for label, cells in sorted(series.items()):
         row = [label]
@@ -84,7 +90,7 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
             point = _ci_point(n, task, items, n_boot)
             if point is not None:
                 headline_lines.setdefault(label, []).append(point)
-            if task == "nutrition":
+            if spec.components:
                 figures = score_nutrition_rows(items)
                 for (nutrient, stat), lines in error_lines.items():
                     value = component(figures, nutrient, stat)
@@ -94,9 +100,9 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
     text = f"### {title} by number of views\n\n" + md_table(["model", *(_views(n) for n in counts)], rows)
     if plot_dir is not None and headline_lines:
         chance = _chance_percent(task, [run for cells in series.values() for run in cells.values()])
-        panels: list[Panel | None] = [Panel(title, ylabel, headline_lines, lower_is_better=task == "nutrition",
+        panels: list[Panel | None] = [Panel(title, ylabel, headline_lines, lower_is_better=spec.lower_is_better,
                                             chance=chance)]
-        if task == "nutrition":  # the headline beside the legend, then one row per nutrient: MAE | RMSE
+        if spec.components:  # the headline beside the legend, then one row per nutrient: MAE | RMSE
             panels.append(None)
             panels += [Panel(f"{nutrient.capitalize()} {stat.upper()}", f"{stat.upper()} ({NUTRIENT_UNITS[nutrient]})",
                              lines, lower_is_better=True)
@@ -115,7 +121,8 @@ def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boo
     pairs = {label: pair for label, pair in pairs.items() if len(pair) == 2}
     if not pairs:
         return ""
-    title, ylabel = FIGURE[task]
+    spec = get_task(task)
+    title, ylabel = figure(spec)
     rows, bars = [], []
     for label, plain, cot in _cot_slices(task, pairs):
         diff = paired_difference(task, cot, plain, n_boot=n_boot)
@@ -126,13 +133,13 @@ def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boo
         without, with_cot = _ci_point(0, task, plain, n_boot), _ci_point(1, task, cot, n_boot)
         if without is not None and with_cot is not None:
             bars.append(CotBar(label, without, with_cot))
-    if task == "vqa":
-        title += " by VQA category"
+    if spec.slice_field:
+        title += f" by {spec.slice_title}"
     text = f"### {title} with and without chain of thought\n\n" + md_table(
         ["model", "without CoT (%)", "with CoT (%)", "CoT − without (pp, paired 95% CI)"], rows)
     if plot_dir is not None and bars:
         path = plot_cot(Path(plot_dir) / f"cot_{task}.png", f"{title}: without vs with CoT", ylabel, bars,
-                        lower_is_better=task == "nutrition",
+                        lower_is_better=spec.lower_is_better,
                         chance=_chance_percent(task, [run for pair in pairs.values() for run in pair.values()]))
         text += f"\n\n![{title} with and without CoT]({_link(path, plot_dir)})"
     return text
@@ -144,18 +151,19 @@ def _cot_slices(task: str, pairs: dict[str, dict[bool, RunData]]
     slices = []
     for label, pair in sorted(pairs.items()):
         plain, cot = pair[False].scores[task], pair[True].scores[task]
-        if task != "vqa":
+        field = get_task(task).slice_field
+        if field is None:
             slices.append((label, plain, cot))
             continue
-        for category in sorted({str(r.get("vqa_category")) for r in plain + cot}):
-            slices.append((f"{label} · {category}", [r for r in plain if str(r.get("vqa_category")) == category],
-                           [r for r in cot if str(r.get("vqa_category")) == category]))
+        for category in sorted({str(r.get(field)) for r in plain + cot}):
+            slices.append((f"{label} · {category}", [r for r in plain if str(r.get(field)) == category],
+                           [r for r in cot if str(r.get(field)) == category]))
     return slices
 
 
 def _chance_percent(task: str, runs: Sequence[RunData]) -> float | None:
     """The chance line of a classification accuracy plot (percent); other tasks have none."""
-    if task != "classification":
+    if not get_task(task).has_options:
         return None
     items = {str(r["id"]): r for run in runs for r in run.scores.get(task, [])}
     value = chance_accuracy(list(items.values()))
@@ -168,6 +176,6 @@ def _link(path: Path, plot_dir: Path) -> str:
 
 def sweep_sections(runs: Sequence[RunData], *, plot_dir: Path | None = None, n_boot: int = 1000) -> str:
     """The sweep tables (and PNGs in `plot_dir`) for whatever the runs vary: views and/or CoT."""
-    parts = [section for task in SWEEP_TASKS for section in (
+    parts = [section for task in task_names() for section in (
         views_section(runs, task, plot_dir, n_boot), cot_section(runs, task, plot_dir, n_boot)) if section]
     return "## Sweeps\n\n" + "\n\n".join(parts) if parts else ""

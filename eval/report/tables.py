@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from eval.types import NUTRIENTS, TASKS
+from eval.tasks import all_tasks
 
 MISSING = "–"
 
@@ -94,7 +94,8 @@ def results_table(metrics: dict[str, Any]) -> str:
     did not count as answered, and token totals; notes on what to do about them follow."""
     rows, notes = [], []
     tokens: dict[str, int] = {}
-    for task in TASKS:
+    for spec in all_tasks():
+        task = spec.name
         m = metrics.get(task)
         if m is None:
             continue
@@ -102,24 +103,19 @@ def results_table(metrics: dict[str, Any]) -> str:
             tokens[key] = tokens.get(key, 0) + int(value or 0)
         failed, truncated = m.get("generation_failures", 0), m.get("truncated", 0)
         token_cell = _tokens(m.get("tokens"))
-        if task == "classification":
-            rows.append(["classification", str(m["n"]), "accuracy",
-                         headline_cell(m["accuracy"], m.get("accuracy_ci95"), failed=failed, n=m["n"]),
-                         str(m["parse_failures"]), str(truncated), str(failed), token_cell])
-        elif task == "nutrition":
-            rows.append(["nutrition", str(m["n"]), "Average MAPE",
-                         headline_cell(m["avg_mape"], m.get("avg_mape_ci95"), failed=failed, n=m["n"]),
-                         str(m["parse_failures"]), str(truncated), str(failed), token_cell])
-            parts = ", ".join(f"{c} {pct(m.get(f'{c}_mape'))}" for c in NUTRIENTS)
-            notes.append(f"nutrition MAPE per component (%): {parts}")
-        elif not m.get("scored"):
-            rows.append(["vqa", str(m["n"]), "not scored (no judge)", MISSING, MISSING, str(truncated), str(failed),
+        figure = spec.figure
+        if spec.judged and not m.get("scored"):
+            rows.append([task, str(m["n"]), "not scored (no judge)", MISSING, MISSING, str(truncated), str(failed),
                          token_cell])
             notes.append(m["note"])
         else:
-            rows.append(["vqa", str(m["n"]), "accuracy",
-                         headline_cell(m["accuracy"], m.get("accuracy_ci95"), failed=failed, n=m["n"]),
-                         f"{m.get('unscored', 0)} unscored", str(truncated), str(failed), token_cell])
+            rows.append([task, str(m["n"]), spec.figure_name,
+                         headline_cell(m[figure], m.get(f"{figure}_ci95"), failed=failed, n=m["n"]),
+                         f"{m.get('unscored', 0)} unscored" if spec.judged else str(m["parse_failures"]),
+                         str(truncated), str(failed), token_cell])
+        if spec.components:
+            parts = ", ".join(f"{c} {pct(m.get(f'{c}_mape'))}" for c in spec.components)
+            notes.append(f"{task} MAPE per component (%): {parts}")
         if m.get("injection_suspected"):
             notes.append(f"{task}: {m['injection_suspected']} answers carried text aimed at the judge (a GRADE line "
                          "or an instruction); the judge saw them fenced as data, with verdict tokens neutralized")

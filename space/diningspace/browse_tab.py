@@ -6,6 +6,7 @@ from typing import Any
 
 import gradio as gr
 
+from eval import tasks
 from eval.report.tables import as_text
 
 from .catalog import ALL, CONFIGS, Catalog, CatalogError
@@ -17,6 +18,11 @@ NO_ITEM = '<div class="db-empty">No item matches these filters.</div>'
 def _filter_update(catalog: Catalog, config: str, field: str, visible: bool = True) -> dict[str, Any]:
     values = catalog.facets(config, field) if visible else []
     return gr.update(choices=[ALL, *values], value=ALL, visible=visible)
+
+
+def _has_vqa_category(config: str) -> bool:
+    """Whether the config's items are sliced by VQA category (the filter is shown for it alone)."""
+    return tasks.is_task(config) and tasks.get(config).slice_field == "vqa_category"
 
 
 class BrowseTab:
@@ -57,27 +63,27 @@ class BrowseTab:
             raise gr.Error(as_text(str(exc))) from None
         first = ids[0] if ids else None
         return (_filter_update(self.catalog, config, "cuisine"), _filter_update(self.catalog, config, "category"),
-                _filter_update(self.catalog, config, "vqa_category", visible=config == "vqa"),
+                _filter_update(self.catalog, config, "vqa_category", visible=_has_vqa_category(config)),
                 gr.update(choices=ids, value=first), *self.show(config, first, ids, lang, show_answer))
 
     def on_filter(self, config: str, cuisine: str, category: str, vqa_category: str, lang: str,
                   show_answer: bool) -> tuple[Any, ...]:
         ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
-                                      vqa_category=vqa_category if config == "vqa" else ALL)
+                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL)
         first = ids[0] if ids else None
         return (gr.update(choices=ids, value=first), *self.show(config, first, ids, lang, show_answer))
 
     def on_item(self, config: str, cuisine: str, category: str, vqa_category: str, item_id: str | None,
                 lang: str, show_answer: bool) -> tuple[Any, ...]:
         ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
-                                      vqa_category=vqa_category if config == "vqa" else ALL)
+                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL)
         return self.show(config, item_id, ids, lang, show_answer)
 
     def step(self, delta: int, config: str, cuisine: str, category: str, vqa_category: str,
              item_id: str | None, lang: str, show_answer: bool) -> tuple[Any, ...]:
         """The previous/next item among the filtered ones, wrapping around at either end."""
         ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
-                                      vqa_category=vqa_category if config == "vqa" else ALL)
+                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL)
         if not ids:
             return (gr.update(value=None), *self.show(config, None, ids, lang, show_answer))
         current = ids.index(item_id) if item_id in ids else -delta
@@ -88,7 +94,7 @@ class BrowseTab:
     def build(self) -> None:
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=240, elem_classes="db-sidebar"):
-                config = gr.Radio(list(CONFIGS), value="classification", label="Config")
+                config = gr.Radio(list(CONFIGS), value=CONFIGS[0], label="Config")
                 cuisine = gr.Dropdown([ALL], value=ALL, label="Cuisine")
                 category = gr.Dropdown([ALL], value=ALL, label="Menu category")
                 vqa_category = gr.Dropdown([ALL], value=ALL, label="VQA category", visible=False)

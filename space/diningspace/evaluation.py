@@ -150,18 +150,15 @@ def final_metrics(task: str, records: list[dict[str, Any]], rows: list[dict[str,
     from eval import tasks
     from eval.numbers import score_nutrition_rows, task_figures
 
-    references = [r["reference"] for r in records]
-    if task == "classification":
-        from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
-
-        result = score_parsed_choices([r["parsed"] for r in records], references,
-                                      options=[tasks.options_of(row, lang) for row in rows])
-    elif task == "nutrition":
-        result = score_nutrition_rows(records)
-    else:
+    spec = tasks.get(task)
+    if spec.judged:
         from metrics.judge_accuracy.judge_accuracy import score_verdicts
 
         result = score_verdicts([r["verdict"] for r in records], decided)
+    elif spec.measure == "ape":
+        result = score_nutrition_rows(records)
+    else:
+        result = spec.score([dict(r) for r in records], [r["parsed"] for r in records], rows, lang)
     return task_figures(task, records, result)
 
 
@@ -242,6 +239,7 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
     judge: _VqaJudge | None = None
     try:
         await asyncio.to_thread(warm_harness)  # waits for the start-up imports if they still run
+        from eval import tasks
         from eval.api import iter_predictions
         from eval.scoring import DECIDED_BY, score_prediction
         from eval.settings import RunSettings
@@ -252,7 +250,7 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
                                    timeout=REQUEST_TIMEOUT)
         run_settings.validate()
         backend = await asyncio.to_thread(make_backend_for, spec, options, slots)  # SDK imports off the loop
-        if request.task == "vqa" and settings.judge:
+        if tasks.get(request.task).judged and settings.judge:
             judge = _VqaJudge(settings.judge, slots)
         total = min(int(request.n_items), available) if available else int(request.n_items)
         yield EvalUpdate(spec=spec, total=total, results=[])
@@ -269,9 +267,7 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
                     record = score_prediction(prediction, row, request.lang)
                     raw = prediction.raw if prediction.error is None else None
                     if judge is not None:
-                        from eval import tasks
-
-                        verdict, decided_by = await judge.verdict(tasks.question_of(row, request.lang),
+                        verdict, decided_by = await judge.verdict(tasks.get(request.task).question(row, request.lang) or "",
                                                                   record["reference"], raw)
                         record.update(verdict=verdict, decided_by=DECIDED_BY.get(decided_by),
                                       correct=None if verdict is None else verdict == "C")

@@ -23,7 +23,7 @@ from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, write_run_json
 from eval.scoring import score_run
 from eval.store import PREDICTIONS
-from eval.tasks import parse_output
+from eval.tasks import answer_format, is_judged, parse_output
 from eval.types import NUTRIENTS, Prediction
 
 from .hubsync import HubFolder
@@ -66,12 +66,12 @@ def answer_text(task: str, value: Any) -> str:
     >>> answer_text("nutrition", [520, 21.5, 60, 14])
     '{"calories": 520.0, "protein": 21.5, "carbohydrates": 60.0, "fat": 14.0}'
     """
-    if task == "classification":
+    if answer_format(task) == "letter":
         letter = str(value or "").strip().upper()
         if len(letter) != 1 or not letter.isalpha():
             raise HumanError("pick one letter")
         return letter
-    if task == "nutrition":
+    if answer_format(task) == "nutrients":
         numbers = list(value or [])[:len(NUTRIENTS) + 1]
         try:
             floats = [float(v) for v in numbers]  # None is a TypeError
@@ -203,7 +203,7 @@ class HumanRuns:
                      for a in sitting.answers]
             (run_dir / PREDICTIONS).write_text("\n".join(lines) + "\n", encoding="utf-8")
             answered = [rows[a["id"]] for a in sitting.answers]
-            metrics = score_run(run_dir, judge=self.judge if sitting.task == "vqa" else None,
+            metrics = score_run(run_dir, judge=self.judge if is_judged(sitting.task) else None,
                                 rows={sitting.task: answered})
             write_run_report(run_dir)
         return run_dir, metrics.get(sitting.task, {})

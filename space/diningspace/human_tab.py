@@ -11,11 +11,12 @@ from typing import Any
 
 import gradio as gr
 
+from eval import tasks
 from eval.report.runs import ReportError, load_run
 from eval.report.tables import as_text
 from eval.scoring import score_prediction
 from eval.settings import RunSettings
-from eval.tasks import prompt_text
+from eval.tasks import answer_format, is_judged, prompt_text
 
 from .catalog import Catalog, CatalogError
 from .guard import GuardError
@@ -35,9 +36,6 @@ INTRO = ("Answer the same items a model gets, the same way: a letter for classif
          "for nutrition, a short text for VQA. The reference appears after you submit each answer. "
          "Your answers become a `human:` run scored with the same metrics as the models.")
 MAX_TEST_ITEMS = 20
-# Each task as the person is asked it (the Task choice and the heading above each item).
-TASK_QUESTIONS = {"classification": "Which dish is this?", "nutrition": "Estimate the nutrition",
-                  "vqa": "Answer a question about the dish"}
 SHOWN_COUNT = 17  # the outputs of a question: state, panels, views, prompt, answer boxes, buttons
 
 
@@ -82,17 +80,17 @@ class HumanTab:
         row = self.catalog.row(sitting.task, item_id)
         views = self.catalog.images(sitting.task, item_id)
         text = prompt_text(sitting.task, row, RunSettings(model=sitting.spec, lang=sitting.lang))
-        where = (f"**{TASK_QUESTIONS[sitting.task]}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
+        where = (f"**{tasks.get(sitting.task).human_question}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
                  " · tap a photo to see it larger")
         n_options = len(row.get("options") or [])
         sitting.shown_at = self.clock()
         return (sitting.to_state(), gr.update(visible=False), gr.update(visible=True), where,
                 [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)],
                 f"<div class='db-prompt'>{as_text(text, lines=True)}</div>",
-                gr.update(visible=sitting.task == "classification", choices=list(LETTERS[:n_options or 8]),
+                gr.update(visible=answer_format(sitting.task) == "letter", choices=list(LETTERS[:n_options or 8]),
                           value=None),
-                gr.update(visible=sitting.task == "nutrition"),
-                gr.update(visible=sitting.task == "vqa", value=""),
+                gr.update(visible=answer_format(sitting.task) == "nutrients"),
+                gr.update(visible=answer_format(sitting.task) == "text", value=""),
                 *(gr.update(value=None) for _ in range(4)),
                 gr.update(visible=True), gr.update(visible=False), "", gr.update(visible=False))
 
@@ -102,7 +100,7 @@ class HumanTab:
         if sitting is None or sitting.current is None:
             raise gr.Error("start the test first", print_exception=False)
         item_id = sitting.current
-        value = {"classification": letter, "nutrition": [kcal, protein, carbs, fat]}.get(sitting.task, text)
+        value = {"letter": letter, "nutrients": [kcal, protein, carbs, fat]}.get(answer_format(sitting.task), text)
         try:
             raw = answer_text(sitting.task, value)
         except HumanError as exc:
@@ -139,7 +137,7 @@ class HumanTab:
             return tuple(gr.skip() for _ in range(5))
         rows = {a["id"]: self.catalog.row(sitting.task, a["id"]) for a in sitting.answers}
         try:
-            if sitting.task == "vqa" and self.runs.judge:
+            if is_judged(sitting.task) and self.runs.judge:
                 # The judge's calls are model requests like the Evaluate tab's: one Space-wide slot,
                 # one judge call at a time inside it (the run's concurrency is 1).
                 async with self.slots.slot():
@@ -178,7 +176,7 @@ class HumanTab:
         with gr.Column(visible=True, elem_id="db-human-setup") as setup:
             with gr.Row(equal_height=False):
                 with gr.Column(min_width=260):
-                    task = gr.Radio([(TASK_QUESTIONS[t], t) for t in s.tasks()], value=s.tasks()[0],
+                    task = gr.Radio([(tasks.get(t).human_question, t) for t in s.tasks()], value=s.tasks()[0],
                                     label="What you will do", elem_id="db-human-task")
                     n_items = gr.Slider(1, min(MAX_TEST_ITEMS, s.max_items), value=min(5, s.max_items), step=1,
                                         label="Items", elem_id="db-human-n")

@@ -19,16 +19,41 @@ from typing import Any
 
 import pandas as pd
 
+from eval import tasks
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData
 from eval.report.tables import MISSING
-from eval.types import NUTRIENTS, TASKS
+from eval.tasks import Task
 
 # One short name per task, used in headers, the Items column and the Take-the-test tab alike.
-TASK_SHORT = {"classification": "Cls", "nutrition": "Nutr", "vqa": "VQA"}
-COLUMNS = ["#", "Model", "Data", "Lang", "Status", "Cls acc %", "Cls 95% CI", "Avg MAPE %", "MAPE 95% CI",
-           "kcal MAPE %", "Prot MAPE %", "Carb MAPE %", "Fat MAPE %", "VQA acc %", "VQA 95% CI", "Items",
-           "Weights", "Size (B)", "Group", "Run", "Source"]
+TASK_SHORT = {t.name: t.short for t in tasks.all_tasks()}
+# The short name of each component of a task measured by percentage errors (its MAPE column).
+COMPONENT_SHORT = {"calories": "kcal", "protein": "Prot", "carbohydrates": "Carb", "fat": "Fat"}
+
+
+def headline_column(task: Task) -> str:
+    """The column of a task's headline: `Cls acc %`, or `Avg MAPE %` for a task measured by errors."""
+    return "Avg MAPE %" if task.measure == "ape" else f"{task.short} acc %"
+
+
+def interval_column(task: Task) -> str:
+    return "MAPE 95% CI" if task.measure == "ape" else f"{task.short} 95% CI"
+
+
+def component_columns(task: Task) -> dict[str, str]:
+    """Component -> its MAPE column (tasks measured by percentage errors; none otherwise)."""
+    return {c: f"{COMPONENT_SHORT.get(c, c)} MAPE %" for c in task.components}
+
+
+def task_columns(task: Task) -> tuple[str, ...]:
+    """The figure columns a task fills (its headline first); a row without any has no figure for it."""
+    return (headline_column(task), *component_columns(task).values())
+
+
+COLUMNS = ["#", "Model", "Data", "Lang", "Status",
+           *(c for t in tasks.all_tasks() for c in (headline_column(t), interval_column(t),
+                                                   *component_columns(t).values())),
+           "Items", "Weights", "Size (B)", "Group", "Run", "Source"]
 # What each header means, shown on hover (the `title` attribute) where the header is abbreviated.
 TITLES = {
     "#": "Rank by the chosen metric within the row's group; groups that are not comparable are not ranked",
@@ -51,11 +76,11 @@ TITLES = {
     "Source": "Where the row comes from: the paper, a run folder under results/, or people who took the test",
 }
 # The interval column of each headline metric (shown with it as `24.45 [20.10, 28.80]`).
-INTERVALS = {"Cls acc %": "Cls 95% CI", "Avg MAPE %": "MAPE 95% CI", "VQA acc %": "VQA 95% CI"}
-# Metrics one may rank by, and whether higher is better.
-RANKABLE = {"Cls acc %": True, "Avg MAPE %": False, "VQA acc %": True, "kcal MAPE %": False,
-            "Prot MAPE %": False, "Carb MAPE %": False, "Fat MAPE %": False}
-DEFAULT_RANK = "Cls acc %"
+INTERVALS = {headline_column(t): interval_column(t) for t in tasks.all_tasks()}
+# Metrics one may rank by, and whether higher is better (headlines first, then components).
+RANKABLE = {**{headline_column(t): not t.lower_is_better for t in tasks.all_tasks()},
+            **{c: False for t in tasks.all_tasks() for c in component_columns(t).values()}}
+DEFAULT_RANK = headline_column(next(tasks.all_tasks()))
 REPORTED = "reported (paper)"
 HUMAN_GROUPS = ("layperson", "cook", "dietitian")
 HUMAN_PREFIX = "human:"
@@ -98,15 +123,13 @@ def reported_rows(csv_path: Path | None) -> list[dict[str, Any]]:
     with csv_path.open(newline="", encoding="utf-8") as fh:
         for rec in csv.DictReader(fh):
             row = _empty_row()
+            for task in tasks.all_tasks():
+                key = "avg_mape" if task.measure == "ape" else f"{task.name}_acc"
+                row[headline_column(task)] = _reported_number(rec.get(key) or "")
+                for part, column in component_columns(task).items():
+                    row[column] = _reported_number(rec.get(f"{part}_mape") or "")
             row.update({
                 "Model": rec.get("model", ""), "Data": "paper", "Source": REPORTED, "Lang": rec.get("lang", ""),
-                "Cls acc %": _reported_number(rec.get("classification_acc", "")),
-                "Avg MAPE %": _reported_number(rec.get("avg_mape", "")),
-                "kcal MAPE %": _reported_number(rec.get("calories_mape", "")),
-                "Prot MAPE %": _reported_number(rec.get("protein_mape", "")),
-                "Carb MAPE %": _reported_number(rec.get("carbohydrates_mape", "")),
-                "Fat MAPE %": _reported_number(rec.get("fat_mape", "")),
-                "VQA acc %": _reported_number(rec.get("vqa_acc", "")),
                 "Items": f"full benchmark ({rec.get('type', '')} model)",
                 "Status": REPORTED, "Weights": _weights_of_type(rec.get("type", "")),
                 "Size (B)": model_size(rec.get("model", "")), "_spec": rec.get("model", ""),
@@ -226,23 +249,22 @@ def local_rows(results_dir: Path) -> list[dict[str, Any]]:
         metrics, run = read
         if run.model.startswith(HUMAN_PREFIX):
             continue  # people appear as one row per group (humans_rows), never one by one
-        cls, nut, vqa = (metrics.get(t) if isinstance(metrics.get(t), dict) else {}
-                         for t in TASKS)
         rel = folder.relative_to(results_dir).as_posix()
         submission = run.info.get("submission") if isinstance(run.info.get("submission"), dict) else None
         row = _empty_row()
+        counts = {}
+        for task in tasks.all_tasks():
+            entry = metrics.get(task.name) if isinstance(metrics.get(task.name), dict) else {}
+            row[headline_column(task)] = _percent(entry.get(task.figure))
+            row[interval_column(task)] = _interval(entry.get(f"{task.figure}_ci95"))
+            for part, column in component_columns(task).items():
+                row[column] = _percent(_component_mape(entry, part))
+            counts[task.name] = entry.get("n")
         row.update({
             "Model": run.label, "Data": data_kind(run),
             "Source": f"submitted: {str(submission.get('source'))[:80]}" if submission else f"local run: {rel}",
             "Lang": str(run.setting("lang") or ""),
-            "Cls acc %": _percent(cls.get("accuracy")), "Cls 95% CI": _interval(cls.get("accuracy_ci95")),
-            "Avg MAPE %": _percent(nut.get("avg_mape")), "MAPE 95% CI": _interval(nut.get("avg_mape_ci95")),
-            "kcal MAPE %": _percent(_component_mape(nut, "calories")),
-            "Prot MAPE %": _percent(_component_mape(nut, "protein")),
-            "Carb MAPE %": _percent(_component_mape(nut, "carbohydrates")),
-            "Fat MAPE %": _percent(_component_mape(nut, "fat")),
-            "VQA acc %": _percent(vqa.get("accuracy")), "VQA 95% CI": _interval(vqa.get("accuracy_ci95")),
-            "Items": _items({t: m.get("n") for t, m in (("classification", cls), ("nutrition", nut), ("vqa", vqa))}),
+            "Items": _items(counts),
             "_data_source": _data_source(run),
             "Status": _status(run), "Weights": weights_of(run), "Size (B)": model_size(run.model),
             "Run": rel if (folder / "scores.jsonl").is_file() else None, "_spec": run.model,
@@ -296,7 +318,7 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
         kinds.setdefault(group, set()).add(data_kind(read[1]))
         for item in _scored_items(folder):
             task = item.get("task")
-            if task in TASK_SHORT:
+            if tasks.is_task(task):
                 clustered = {**item, "merchant_id": f"{person}|{item.get('merchant_id')}"}
                 pooled.setdefault(group, {}).setdefault(task, []).append(clustered)
     rows = []
@@ -304,23 +326,21 @@ def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]
         by_task = pooled[group]
         row = _empty_row()
 
-        (cls, cls_ci), (nut, nut_ci), (vqa, vqa_ci) = (_pooled_figure(t, by_task.get(t) or [], n_boot)
-                                                       for t in TASKS)
-        nutrition = score_nutrition_rows(by_task["nutrition"]) if by_task.get("nutrition") else {}
+        for task in tasks.all_tasks():
+            row[headline_column(task)], row[interval_column(task)] = _pooled_figure(
+                task.name, by_task.get(task.name) or [], n_boot)
+            figures = score_nutrition_rows(by_task[task.name]) if task.components and by_task.get(task.name) else {}
+            for part, column in component_columns(task).items():
+                row[column] = _percent(component(figures, part, "mape")) if figures else None
         n_people = len(people[group])
         row.update({
             "Model": f"humans ({group})", "Data": "synthetic" if "synthetic" in kinds[group] else "partial",
             "Lang": "",
             "Source": f"Take the test: {n_people} {'person' if n_people == 1 else 'people'}"
                       + (f"; {excluded[group]} scripted sittings left out" if excluded.get(group) else ""),
-            "Cls acc %": cls, "Cls 95% CI": cls_ci, "Avg MAPE %": nut, "MAPE 95% CI": nut_ci,
-            "VQA acc %": vqa, "VQA 95% CI": vqa_ci,
             "Items": _items({t: len(v) for t, v in by_task.items()}),
             "Status": "people", "_spec": f"{HUMAN_PREFIX}{group}",
         })
-        for nutrient, column in zip(NUTRIENTS, ("kcal MAPE %", "Prot MAPE %", "Carb MAPE %", "Fat MAPE %"),
-                                    strict=True):
-            row[column] = _percent(component(nutrition, nutrient, "mape")) if nutrition else None
         rows.append(row)
     return rows
 
@@ -443,8 +463,7 @@ def leaderboard_table(csv_path: Path | None, results_dir: Path, metric: str = DE
 # ---------------------------------------------------------------- search and filters
 ANY = "any"
 SIZES = {"≤ 10B": (0.0, 10.0), "10–40B": (10.0, 40.0), "> 40B": (40.0, math.inf)}
-TASK_COLUMNS = {"classification": ("Cls acc %",), "vqa": ("VQA acc %",),
-                "nutrition": ("Avg MAPE %", "kcal MAPE %", "Prot MAPE %", "Carb MAPE %", "Fat MAPE %")}
+TASK_COLUMNS = {t.name: task_columns(t) for t in tasks.all_tasks()}
 
 
 def filter_rows(rows: Sequence[dict[str, Any]], *, search: str = "", kinds: Sequence[str] | None = None,
@@ -489,7 +508,7 @@ def _cell_text(row: dict[str, Any], column: str) -> str:
 # The page merges each interval into its metric's cell, and shows the group as a heading row.
 SHOWN = [c for c in COLUMNS if c not in INTERVALS.values() and c not in ("Group", "Run")]
 OPTIONAL = [c for c in SHOWN if c not in ("#", "Model")]  # what the column picker offers
-DEFAULT_SHOWN = ["Data", "Lang", "Status", "Cls acc %", "Avg MAPE %", "VQA acc %", "Items"]
+DEFAULT_SHOWN = ["Data", "Lang", "Status", *INTERVALS, "Items"]
 
 
 def run_link(rel: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
+from eval import tasks
+
 from .leaderboard import (
     ANY,
     COLUMNS,
@@ -61,7 +63,7 @@ class LeaderboardTab:
                                      elem_id="db-board-kinds")
             with gr.Row():
                 lang = gr.Dropdown([ANY, "zh", "en"], value=ANY, label="Prompt language", min_width=120)
-                task = gr.Dropdown([ANY, "classification", "nutrition", "vqa"], value=ANY, label="Task",
+                task = gr.Dropdown([ANY, *tasks.names()], value=ANY, label="Task",
                                    info="Rows with a figure for it", min_width=140, elem_id="db-board-task")
                 weights = gr.Dropdown([ANY, "open", "closed"], value=ANY, label="Weights", min_width=120)
                 size = gr.Dropdown([ANY, *SIZES, "unknown"], value=ANY, label="Model size", min_width=120)

@@ -13,12 +13,12 @@ from typing import Any
 
 from eval.report.runs import ReportError, load_run
 from eval.report.tables import as_text
-from eval.tasks import options_of
+from eval.report.viewer import run_folders
+from eval.tasks import answer_format, options_of
 from eval.types import NUTRIENTS
 
 from .human import HUMANS_FOLDER
 from .leaderboard import HUMAN_PREFIX
-from .runs_tab import run_folders
 
 MAX_RUNS_READ = 50  # the newest run folders read for a recap: its cost stays bounded however many there are
 MAX_MODELS_SHOWN = 4  # per item; the rest are counted
@@ -56,14 +56,14 @@ def option_name(row: dict[str, Any], letter: Any, lang: str) -> str:
 def feedback(task: str, raw: str, record: dict[str, Any], row: dict[str, Any], lang: str) -> tuple[str, str]:
     """What a person is told right after answering: (css class of the verdict, sentences as HTML
     in which only the verdict's words carry that class)."""
-    if task == "classification":
+    if answer_format(task) == "letter":
         chosen, answer = record.get("parsed"), row.get("answer")
         you = f"You chose <b>{as_text(raw)}</b> ({as_text(option_name(row, chosen, lang))})."
         if record.get("correct"):
             return "db-good", f"{you} <span class='db-good'>That is the dish</span>: well done."
         return "db-bad", (f"{you} <span class='db-bad'>Not this time</span>: the dish is <b>{as_text(answer)}</b> "
                           f"({as_text(option_name(row, answer, lang))}).")
-    if task == "nutrition":
+    if answer_format(task) == "nutrients":
         parsed = record.get("parsed") if isinstance(record.get("parsed"), dict) else {}
         reference = {k: row.get(k) for k in NUTRIENTS}
         apes = record.get("ape") if isinstance(record.get("ape"), dict) else {}
@@ -86,7 +86,7 @@ def _outcome(task: str, row: dict[str, Any]) -> tuple[str, str]:
         return "db-bad", "failed"
     if row.get("parsed") is None:
         return "db-bad", "no answer read"
-    if task == "nutrition":
+    if answer_format(task) == "nutrients":
         apes = [v for v in (row.get("ape") or {}).values() if isinstance(v, int | float) and math.isfinite(v)]
         return "db-neutral", f"{sum(apes) / len(apes) * 100:.0f}% off on average" if apes else "not scored"
     if row.get("correct") is None:
@@ -98,19 +98,19 @@ def _answer(task: str, row: dict[str, Any], item: dict[str, Any], lang: str) -> 
     parsed = row.get("parsed")
     if parsed is None:
         return "—"
-    if task == "classification":
+    if answer_format(task) == "letter":
         name = option_name(item, parsed, lang)
         return f"{parsed} ({name})" if name else str(parsed)
-    if task == "nutrition":
+    if answer_format(task) == "nutrients":
         return nutrients_sentence(parsed)
     text = " ".join(str(parsed).split())
     return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _reference(task: str, item: dict[str, Any], lang: str) -> str:
-    if task == "classification":
+    if answer_format(task) == "letter":
         return f"{item.get('answer')} ({option_name(item, item.get('answer'), lang)})"
-    if task == "nutrition":
+    if answer_format(task) == "nutrients":
         return nutrients_sentence({k: item.get(k) for k in NUTRIENTS})
     answer = item.get("answer_en") if lang == "en" and item.get("answer_en") else item.get("answer")
     return " ".join(str(answer or "").split())
@@ -140,7 +140,7 @@ def model_answers(results_dir: Path, task: str, ids: list[str], *, exclude: Path
 
 
 def _score_words(task: str, rows: list[dict[str, Any]]) -> str:
-    if task == "nutrition":
+    if answer_format(task) == "nutrients":
         apes = [v for r in rows for v in (r.get("ape") or {}).values() if isinstance(v, int | float) and math.isfinite(v)]
         return f"{sum(apes) / len(apes) * 100:.0f}% off on average" if apes else "no estimate scored"
     right = sum(r.get("correct") is True for r in rows)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from eval import tasks
 from eval.report.tables import as_text
 from eval.types import LETTERS, NUTRIENT_UNITS, NUTRIENTS
 
@@ -82,9 +83,10 @@ def _vqa(row: dict[str, Any], lang: str) -> str:
 def item_card(config: str, row: dict[str, Any], *, n_images: int, lang: str = "zh",
               show_answer: bool = False) -> str:
     """The HTML card for one item of `config` (classification / nutrition / vqa)."""
-    if config == "classification":
+    answer_format = tasks.get(config).answer_format if tasks.is_task(config) else "text"
+    if answer_format == "letter":
         body = _classification(row, lang, show_answer)
-    elif config == "nutrition":
+    elif answer_format == "nutrients":
         body = _nutrition(row, lang)
     else:
         body = _vqa(row, lang)

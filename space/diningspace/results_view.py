@@ -54,11 +54,18 @@ def _short(value: Any, limit: int = 220) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _by_errors(task: str) -> bool:
+    """Whether the task is measured by percentage errors (nutrition) rather than right or wrong."""
+    from eval import tasks
+
+    return tasks.is_task(task) and tasks.get(task).measure == "ape"
+
+
 def _verdict(task: str, result: SampleResult) -> tuple[str, str]:
     """(css class, label) of the outcome cell."""
     if result.error:
         return "db-bad", "failed"
-    if task == "nutrition":
+    if _by_errors(task):
         if result.parsed is None:
             return "db-bad", "unparsed"
         return ("db-neutral", "—") if result.ape is None else ("db-neutral", f"APE {result.ape * 100:.1f}%")
@@ -89,7 +96,7 @@ def results_table(task: str, results: list[SampleResult], thumbs: dict[str, str]
 def _headline(task: str, metrics: dict[str, Any]) -> tuple[str, str]:
     """(name, `24.45 [20.10, 28.80]`): the run's headline in the CLI's style, percent without the sign."""
     counts = {"failed": int(metrics.get("generation_failures") or 0), "n": int(metrics.get("n") or 0)}
-    if task == "nutrition":
+    if _by_errors(task):
         return "Average MAPE (%)", headline_cell(metrics.get("avg_mape"), metrics.get("avg_mape_ci95"), **counts)
     return "accuracy (%)", headline_cell(metrics.get("accuracy"), metrics.get("accuracy_ci95"), **counts)
 
@@ -110,7 +117,7 @@ def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
     """The end figures as a small table (not JSON): per nutrient MAPE, median APE and MAE for nutrition."""
     if not metrics:
         return ""
-    if task != "nutrition":
+    if not _by_errors(task):
         name, value = _headline(task, metrics)
         rows = [(name, value), ("items", str(metrics.get("n", MISSING))),
                 ("unparsed", str(metrics.get("parse_failures") or 0))]

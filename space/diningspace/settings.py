@@ -10,13 +10,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eval import tasks as task_registry
 from eval.backends.baseline import NAMES as BASELINE_NAMES
-from eval.types import TASKS
 
 # Reference baselines need no key, so every one is offered for every task (each answers every task;
 # what it does per task is in eval/backends/baseline.py). VQA is offered only with a judge.
 BASELINES: dict[str, tuple[str, ...]] = {task: tuple(f"baseline:{name}" for name in BASELINE_NAMES)
-                                         for task in TASKS}
+                                         for task in task_registry.names()}
 # Providers a visitor may use with a key of their own (the key is used for one request only), and
 # where such a key goes unless the operator allow-lists another host. Always passed explicitly: a
 # backend left to its defaults would read the operator's OPENAI_BASE_URL / GOOGLE_GEMINI_BASE_URL.
@@ -172,7 +172,7 @@ class SpaceSettings:
 
     def tasks(self) -> tuple[str, ...]:
         """VQA is scored by a judge model, so it is offered only when the operator configured one."""
-        return TASKS if self.judge else tuple(t for t in TASKS if t != "vqa")
+        return tuple(t.name for t in task_registry.all_tasks() if self.judge or not t.judged)
 
     def model_choices(self, task: str) -> list[str]:
         """Operator models first, then the baselines that make sense for `task`."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from eval.tasks import figure_of, is_judged
 from eval.types import TASKS
 
 from .guard import GuardError, check_model_name
@@ -338,7 +339,7 @@ def _check_release(info: dict[str, Any], tasks: list[str], release: Release) -> 
 def _check_hashes(predictions: list[Any], settings: Any, release: Release) -> None:
     """Every request hash must be the one this release's prompt and views give with the run's settings."""
     from eval.images import ImageError
-    from eval.tasks import build_request
+    from eval.requests import build_request
 
     unknown = sorted({f"{p.task}/{p.id}" for p in predictions if p.id not in release.rows[p.task]})
     if unknown:
@@ -369,12 +370,12 @@ def _claimed(task: str, scores: list[dict[str, Any]]) -> float | None:
 
 def _claimed_metrics(task: str, metrics: Any) -> float | None:
     entry = metrics.get(task) if isinstance(metrics, dict) else None
-    value = entry.get("avg_mape" if task == "nutrition" else "accuracy") if isinstance(entry, dict) else None
+    value = entry.get(figure_of(task)) if isinstance(entry, dict) else None
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _item_outcome(row: dict[str, Any]) -> Any:
-    if row.get("task") == "nutrition":
+    if figure_of(row.get("task")) == "avg_mape":
         ape = row.get("ape")
         return tuple(sorted((k, None if v is None else round(float(v), 6)) for k, v in ape.items())) \
             if isinstance(ape, dict) else None
@@ -484,7 +485,7 @@ def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release],
     checks = []
     for task in tasks:
         ids = {p.id for p in predictions if p.task == task and not p.epoch and not p.rotation}
-        verified = not (task == "vqa" and not metrics.get("vqa", {}).get("scored", False))
+        verified = not (is_judged(task) and not metrics.get(task, {}).get("scored", False))
         rescored_task = [r for r in rescored if r["task"] == task]
         checks.append(TaskCheck(
             task=task, items=len(ids), release_items=len(release.rows[task]),
@@ -538,9 +539,9 @@ def self_reported(card_text: str, dataset_id: str | None, repo_id: str) -> dict[
                 if not isinstance(metric, dict) or not isinstance(metric.get("value"), int | float):
                     continue
                 kind, value = metric.get("type"), float(metric["value"]) / 100
-                if kind == "accuracy" and task != "nutrition":
+                if kind == "accuracy" and figure_of(task) == "accuracy":
                     figures.setdefault(task, {})["accuracy"] = value
-                elif task == "nutrition" and isinstance(kind, str) and kind.endswith("mape"):
+                elif figure_of(task) == "avg_mape" and isinstance(kind, str) and kind.endswith("mape"):
                     figures.setdefault(task, {})[kind] = value
     if not figures:
         raise SubmissionError(f"{repo_id}: no run folder, and no model-index result with dataset.type "
@@ -753,8 +754,8 @@ def rescore_restored(folder: Path, *, judge: str | None) -> int:
             continue
         try:
             info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-            vqa = "vqa" in (info.get("tasks") or [])
-            score_run(run_dir, judge=judge if vqa else None)
+            judged = any(is_judged(t) for t in (info.get("tasks") or []) if isinstance(t, str))
+            score_run(run_dir, judge=judge if judged else None)
             write_run_report(run_dir)
             scored += 1
         except (ScoringError, OSError, ValueError):

@@ -8,12 +8,21 @@ from typing import Any
 
 import gradio as gr
 
+from eval import tasks
+
 from .guard import GuardError
+from .leaderboard import headline_column
 from .limits import HourlyQuota, VisitorJobs, client_address
 from .settings import SpaceSettings
 from .submissions import Caps, Releases, SubmissionError, Submissions, submit
 
-FIGURE = {"classification": "Cls acc %", "nutrition": "Avg MAPE % (lower is better)", "vqa": "VQA acc %"}
+
+def _figure(task: str) -> str:
+    """The leaderboard column a task's figure goes to, and which way is better when lower is."""
+    spec = tasks.get(task)
+    return headline_column(spec) + (" (lower is better)" if spec.lower_is_better else "")
+
+
 INTRO = ("Submit a run folder that `python -m eval run` wrote (`run.json`, `predictions.jsonl`, and the "
          "`scores.jsonl` / `metrics.json` you claim), zipped, or the id of a public Hub repo holding one. "
          "This Space believes none of your figures: it checks that the run was made on its release (dataset "
@@ -45,7 +54,7 @@ def report_markdown(record: dict[str, Any]) -> str:
             check = f"**mismatch** ({task['differing_items']} item(s) differ)" if task["differing_items"] else "**mismatch**"
         else:
             check = "match"
-        lines.append(f"| {FIGURE[task['task']]} | {task['items']} / {task['release_items']} | "
+        lines.append(f"| {_figure(task['task'])} | {task['items']} / {task['release_items']} | "
                      f"{_pct(claimed)} | {_pct(task['rescored'])} | {check} |")
     lines += ["", *[f"- {html.escape(note)}" for note in record.get("notes") or []]]
     return "\n".join(lines)

@@ -8,24 +8,30 @@ importlib.import_module / __import__ with a constant string.
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("diningbench.py", "synthetic", "metrics", "eval", "construct", "space", "bench", "adapters")
-SKIP_DIRS = {"__pycache__"}
+# Not the product: the tests, what the Makefile and the demos make (virtual environments, results, a
+# demo's work folders), and caches. Every other Python file in the tree is the product's, wherever it
+# sits: a new top-level package is read (and must be given a layer) as soon as it exists.
+NOT_PRODUCT = {"tests", "results", "raw", "work", "my_release", "node_modules", "build", "dist"}
+SKIP_DIRS = {"__pycache__", "site-packages"}
+
+
+def _skipped_dir(name: str, depth: int) -> bool:
+    return (name in SKIP_DIRS or name.startswith(".") or (depth == 0 and (name in NOT_PRODUCT or name.startswith("venv"))))
 
 
 def product_files(root: Path = ROOT) -> list[str]:
-    """Every Python file of the product, as a path relative to the root."""
+    """Every Python file of the product, as a path relative to the root (the whole tree is walked)."""
     found = []
-    for top in PRODUCT:
-        path = root / top
-        if path.is_file():
-            found.append(top)
-        elif path.is_dir():
-            found += [p.relative_to(root).as_posix() for p in sorted(path.rglob("*.py"))
-                      if not SKIP_DIRS & set(p.relative_to(root).parts)]
-    return found
+    for folder, dirs, files in os.walk(root):
+        rel = Path(folder).relative_to(root)
+        depth = len(rel.parts)
+        dirs[:] = sorted(d for d in dirs if not _skipped_dir(d, depth))
+        found += [(rel / f).as_posix() for f in files if f.endswith(".py")]
+    return sorted(found)
 
 
 def module_name(rel: str) -> str:

@@ -1,5 +1,7 @@
-"""The Runs tab (and `python -m eval view DIR`): a run's summary, its items with filters and a
-search, and one item whole; a click on a row opens it, Previous / Next step through the list.
+"""The run viewer: `python -m eval view DIR`, and the Space's Runs tab. A run's summary, its items
+with filters and a search, and one item whole; a click on a row opens it, Previous / Next step
+through the list. It sits with the reports, below both the CLI and the Space, which import it;
+gradio is imported by whoever imports this module (the CLI only for `eval view`).
 
 The list of run folders is read again on every page load and on Refresh (folder names only, no
 file is parsed). The run, the filters, the search and the open item are kept in the page's
@@ -29,7 +31,8 @@ from diningbench import CUISINES
 from eval.report.items import STATUSES, item_detail, run_items, run_summary
 from eval.report.runs import ReportError
 from eval.report.tables import as_text, pct
-from eval.types import TASKS
+from eval.tasks import figure_of
+from eval.tasks import names as task_names
 
 MAX_PROBLEMS_SHOWN = 5
 # An absolute path (not the path of a URL, which follows `:` or `/`): its folders are hidden.
@@ -39,7 +42,7 @@ ALL = "all"
 NO_RUNS = ("No run folder here yet. A run appears once scored: `python -m eval run --task classification "
            "--model baseline:random --out results/NAME`, then **↻ Refresh list**.")
 COLUMNS = ["task", "id", "status", "cuisine", "parsed", "reference", "score"]
-TASK_CHOICES = [ALL, *TASKS]
+TASK_CHOICES = [ALL, *task_names()]
 CUISINE_CHOICES = [ALL, *CUISINES]
 # The address keeps the view: each filter's query parameter, in the order of the handlers' inputs.
 QUERY = ("run", "task", "status", "cuisine", "q", "item")
@@ -68,7 +71,7 @@ def _short(value: Any, width: int = 60) -> str:
 
 
 def _score(row: dict[str, Any]) -> str:
-    if row.get("task") == "nutrition" and isinstance(row.get("ape"), dict):
+    if figure_of(row.get("task")) == "avg_mape" and isinstance(row.get("ape"), dict):
         values = [v for v in row["ape"].values() if isinstance(v, int | float)]
         return f"mean APE {pct(sum(values) / len(values))}%" if values else "–"
     if row.get("verdict"):
@@ -128,7 +131,7 @@ def summary(run_dir: str | None, root: Path | None = None, problems: list[str] |
     lines = [f"**{as_text(found['model'])}**" + (f" · {settings}" if settings else "")]
     for task, figures in found["tasks"].items():
         value = figures["headline"]
-        figure = ("Average MAPE " if task == "nutrition" else "accuracy ") + (f"{pct(value)}%" if value is not None
+        figure = ("Average MAPE " if figure_of(task) == "avg_mape" else "accuracy ") + (f"{pct(value)}%" if value is not None
                                                                               else "–")
         counts = ", ".join(f"{n} {name}" for name, n in figures["counts"].items())
         lines.append(f"{as_text(task)}: {figures['n']} items, {figure} ({as_text(counts)})")
@@ -318,11 +321,11 @@ def build(results_dir: Path) -> tuple[Any, list[Any], list[Any]]:
     return RunsView(results_dir).build()
 
 
-STYLE = Path(__file__).resolve().parents[1] / "style.css"  # the Space's, beside diningspace/ (bundled too)
+STYLE = Path(__file__).with_name("viewer.css")  # the viewer's own rules; the Space adds them to its own
 
 
 def launch_options() -> dict[str, Any]:
-    """What `eval view` passes to launch(): the Space's CSS (views two by two on a phone, whole)."""
+    """What `eval view` passes to launch(): the viewer's CSS (views two by two on a phone, whole)."""
     return {"css": STYLE.read_text(encoding="utf-8")} if STYLE.is_file() else {}
 
 
