@@ -63,9 +63,19 @@ SAMPLE_DIR = ROOT / "diningbench"
 CARD = ROOT / "dataset_card.md"
 
 
+class DatasetError(ValueError):
+    """A release, a records folder or a source that cannot be used as given (one line, naming the item,
+    the file or the argument): the CLIs print it without a traceback."""
+
+
+# What the system refuses about a file the user named (missing, not allowed, a folder, a full disk): one
+# line too. Any other error is a bug and keeps its traceback.
+ENVIRONMENT_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
 def _check_config(config: str) -> None:
     if config not in CONFIGS:
-        raise ValueError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
+        raise DatasetError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
 
 
 # Each config's columns (SPEC 3.1), declared once without `datasets` so that a release can be read
@@ -171,18 +181,18 @@ def _encode_cell(kind: Any, value: Any, where: Any) -> Any:
         return None
     if isinstance(kind, list):
         if not isinstance(value, list | tuple):
-            raise ValueError(f"{where()} must be a list, got {type(value).__name__}")
+            raise DatasetError(f"{where()} must be a list, got {type(value).__name__}")
         return [_encode_cell(kind[0], v, lambda k=k: f"{where()}[{k}]") for k, v in enumerate(value)]
     if kind == IMAGE:
         return _encode_image(value, where)
     if not isinstance(value, str | int | float):
-        raise ValueError(f"{where()} must be {'text' if kind == 'string' else 'a number'}, got {type(value).__name__}")
+        raise DatasetError(f"{where()} must be {'text' if kind == 'string' else 'a number'}, got {type(value).__name__}")
     if kind == "string":
         return str(value)  # as datasets' Value does: 5 -> "5"
     try:
         return float(value)  # 682 -> 682.0, "682.4" -> 682.4
     except (ValueError, OverflowError) as exc:
-        raise ValueError(f"{where()} must be a number: {exc}") from None
+        raise DatasetError(f"{where()} must be a number: {exc}") from None
 
 
 def _encode_image(value: Any, where: Any) -> dict[str, Any]:
@@ -191,15 +201,15 @@ def _encode_image(value: Any, where: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         data, path = value.get("bytes"), value.get("path")
         if data is None and path is None:
-            raise ValueError(f"{where()} has neither bytes nor path")
+            raise DatasetError(f"{where()} has neither bytes nor path")
         if not isinstance(data, bytes | bytearray | None) or not isinstance(path, str | None):
-            raise ValueError(f"{where()} must be {{\"bytes\": bytes, \"path\": str}}, got bytes of type "
+            raise DatasetError(f"{where()} must be {{\"bytes\": bytes, \"path\": str}}, got bytes of type "
                              f"{type(data).__name__} and path of type {type(path).__name__}")
         return {"bytes": data, "path": path}
     if isinstance(value, str | os.PathLike):
-        raise ValueError(f"{where()} is a file path, not an image: a release embeds its images "
+        raise DatasetError(f"{where()} is a file path, not an image: a release embeds its images "
                          '({"bytes": ..., "path": name})')
-    raise ValueError(f"{where()} is a {type(value).__module__}.{type(value).__name__}, not an image cell: "
+    raise DatasetError(f"{where()} is a {type(value).__module__}.{type(value).__name__}, not an image cell: "
                      'pass its encoded file as {"bytes": ..., "path": name}')
 
 
@@ -278,12 +288,12 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     src = _source(source)
     folder = _local(src)
     if folder is not None and not _data_files(folder, config):
-        raise ValueError(f"release folder {src} has no data/{config}/*.parquet")
+        raise DatasetError(f"release folder {src} has no data/{config}/*.parquet")
     if folder is None and src.count("/") != 1:
-        raise ValueError(f"dataset source {src!r} is neither a release folder nor a Hub id (owner/name)")
+        raise DatasetError(f"dataset source {src!r} is neither a release folder nor a Hub id (owner/name)")
     if folder is None and not hub_reachable() and not _in_hub_cache(src):
         # datasets would retry the Hub for a long while before saying the same
-        raise ValueError(f"cannot load {config!r} from {src}: not a local folder, not in the datasets cache, and the "
+        raise DatasetError(f"cannot load {config!r} from {src}: not a local folder, not in the datasets cache, and the "
                          "Hub is unreachable (offline?); pass a release folder")
     import datasets
 
@@ -295,10 +305,10 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
         ds = datasets.load_dataset(str(folder or src), config, split=SPLIT, **files)
     except Exception as exc:  # datasets raises many types; the user needs one line naming the source
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"cannot load {config!r} from {src}: {first}") from None
+        raise DatasetError(f"cannot load {config!r} from {src}: {first}") from None
     if (unembedded := _first_unembedded_image(ds.data.table)) is not None:
         item, k = unembedded
-        raise ValueError(f"cannot load {config!r} from {src}: item {item}: images[{k}] has no embedded bytes, "
+        raise DatasetError(f"cannot load {config!r} from {src}: item {item}: images[{k}] has no embedded bytes, "
                          "only a file path; a release must embed its images")
     if not decode_images:
         ds = _undecoded(ds)
@@ -424,10 +434,10 @@ class LocalRelease:
         self.config, self.source = config, str(source)
         folder = _local(self.source)
         if folder is None:
-            raise ValueError(f"{self.source} is not a release folder")
+            raise DatasetError(f"{self.source} is not a release folder")
         paths = _data_files(folder, config)
         if not paths:
-            raise ValueError(f"release folder {self.source} has no data/{config}/*.parquet")
+            raise DatasetError(f"release folder {self.source} has no data/{config}/*.parquet")
         self._files: list[tuple[Path, pq.ParquetFile]] = []
         self._mapped: pa.ChunkedArray | None = None  # the image column, memory-mapped once asked
         self.rows: list[dict[str, Any]] = []
@@ -577,10 +587,10 @@ class LocalRelease:
             first = (str(exc).strip().splitlines() or [""])[0]
             raise self._refusal(f"{path.name} is not readable Parquet ({type(exc).__name__}: {first})") from None
 
-    def _refusal(self, why: str) -> ValueError:
-        return ValueError(f"cannot load {self.config!r} from {self.source}: {why}")
+    def _refusal(self, why: str) -> DatasetError:
+        return DatasetError(f"cannot load {self.config!r} from {self.source}: {why}")
 
-    def _unembedded(self, item: str, index: int) -> ValueError:
+    def _unembedded(self, item: str, index: int) -> DatasetError:
         return self._refusal(f"item {item}: images[{index}] has no embedded bytes, only a file path; "
                              "a release must embed its images")
 
@@ -640,11 +650,11 @@ def fingerprint(config: str, source: str | os.PathLike | None = None) -> str:
         try:
             sha = HfApi().dataset_info(src).sha
         except Exception as exc:
-            raise ValueError(f"cannot fingerprint Hub dataset {src}: {type(exc).__name__}") from None
+            raise DatasetError(f"cannot fingerprint Hub dataset {src}: {type(exc).__name__}") from None
         return f"hub:{src}@{sha}"
     files = _data_files(folder, config)
     if not files:
-        raise ValueError(f"release folder {src} has no data/{config}/*.parquet")
+        raise DatasetError(f"release folder {src} has no data/{config}/*.parquet")
     # Hashing a paper-size config reads hundreds of MiB: the result is kept per set of files
     # (path, size, modification time, inode), so it is read again only when a file changes.
     stats = [(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino) for path in files for st in [path.stat()]]
@@ -829,22 +839,22 @@ def iter_jsonl_objects(path: Path, name: str | None = None) -> Iterator[tuple[in
             try:
                 line = raw_line.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise ValueError(f"{name} line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+                raise DatasetError(f"{name} line {lineno}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{name} line {lineno}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+                raise DatasetError(f"{name} line {lineno}: invalid JSON ({exc.msg}, column {exc.colno})") from None
             if not isinstance(row, dict):
-                raise ValueError(f"{name} line {lineno}: not a JSON object")
+                raise DatasetError(f"{name} line {lineno}: not a JSON object")
             yield lineno, row
 
 
 def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[str, Any]]]:
     path = records_dir / f"{config}.jsonl"
     if not path.exists():
-        raise ValueError(f"records folder {records_dir} has no {config}.jsonl")
+        raise DatasetError(f"records folder {records_dir} has no {config}.jsonl")
     with path.open(encoding="utf-8") as fh:
         total = sum(1 for line in fh if line.strip())
 
@@ -855,12 +865,12 @@ def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[st
             item = record.get("id", f"line {lineno}")
             missing = sorted(set(declared) - set(record))
             if missing:
-                raise ValueError(f"{config} item {item}: missing field(s) {', '.join(missing)}")
+                raise DatasetError(f"{config} item {item}: missing field(s) {', '.join(missing)}")
             images = []
             for rel in record["images"] if isinstance(record["images"], list) else []:
                 image_path = (records_dir / str(rel)).resolve()
                 if not image_path.is_file():
-                    raise ValueError(f"{config} item {item}: image file {rel} not found")
+                    raise DatasetError(f"{config} item {item}: image file {rel} not found")
                 images.append({"bytes": image_path.read_bytes(), "path": Path(rel).name})
             # A wrongly typed field is refused by the writer's encode_row, naming the item.
             yield {**record, "images": images}
@@ -872,7 +882,7 @@ def build(records_dir: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
     """Records (`<config>.jsonl` + image files referenced by relative path) -> release folder."""
     src = Path(records_dir)
     if not src.is_dir():
-        raise ValueError(f"records folder {src} does not exist")
+        raise DatasetError(f"records folder {src} does not exist")
     return write_release(out_dir, {c: _read_records(src, c) for c in CONFIGS})
 
 
@@ -897,10 +907,10 @@ def push(release_dir: str | os.PathLike, repo_id: str, *, private: bool = False,
     folder = Path(release_dir)
     problems = [p for p in validate(folder) if p.level == "error"]
     if problems:
-        raise ValueError(f"refusing to push {folder}: {len(problems)} validation error(s), first: {problems[0]}")
+        raise DatasetError(f"refusing to push {folder}: {len(problems)} validation error(s), first: {problems[0]}")
     token = os.environ.get("HF_TOKEN")
     if not token:
-        raise ValueError("set HF_TOKEN to a Hugging Face write token to push")
+        raise DatasetError("set HF_TOKEN to a Hugging Face write token to push")
     api = HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT"), token=token)
     operations = [CommitOperationAdd(path_in_repo=str(p.relative_to(folder)), path_or_fileobj=str(p))
                   for p in sorted(folder.rglob("*")) if p.is_file() and (p.name == "README.md" or p.suffix == ".parquet")]
@@ -909,7 +919,7 @@ def push(release_dir: str | os.PathLike, repo_id: str, *, private: bool = False,
         info = api.create_commit(repo_id, operations, commit_message=message, repo_type="dataset")
     except Exception as exc:  # HTTP and Hub errors: one line; they never echo the token
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].replace(token, "***")
-        raise ValueError(f"push to {repo_id} failed: {first}") from None
+        raise DatasetError(f"push to {repo_id} failed: {first}") from None
     return str(info.commit_url)
 
 
@@ -1308,22 +1318,24 @@ def main(argv: list[str] | None = None) -> int:
             from synthetic.raw_export import MERCHANTS, write_raw_export
 
             if args.scale is not None:
-                raise ValueError("--scale sizes the release, not a raw export: use --raw --merchants N")
+                raise DatasetError("--scale sizes the release, not a raw export: use --raw --merchants N")
             n = len(MERCHANTS) if args.merchants is None else args.merchants
+            if n < 1:
+                raise DatasetError(f"--merchants wants a positive number, got {n}")
             write_raw_export(args.out, seed=args.seed, merchants=n)
             print(f"wrote raw export {args.out} ({n} merchants)")
         elif args.command == "sample":
             if args.merchants is not None:
-                raise ValueError("--merchants sizes a raw export: add --raw (the release's size is --scale)")
+                raise DatasetError("--merchants sizes a raw export: add --raw (the release's size is --scale)")
             print(f"wrote {generate(args.out, scale=args.scale or 'sample', seed=args.seed, workers=args.workers)}")
         elif args.command == "push":
             print(f"pushed: {push(args.release_dir, args.repo_id, private=args.private)}")
         else:
             print(summary(args.source))
-    except (ValueError, OSError, KeyError) as exc:
+    except (DatasetError, *ENVIRONMENT_ERRORS) as exc:  # a mistake or a refused file: one line
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return 0
+    return 0  # anything else is a bug: its traceback, exit 1
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from eval import numbers as _numbers  # noqa: E402  (headline figures and interv
 from eval import requests, scoring, tasks  # noqa: E402
 from eval.settings import LANGS, RunSettings  # noqa: E402
 from eval.types import DEFAULT_MAX_TOKENS, ImagePart, Prediction  # noqa: E402
-from metrics.judge_accuracy.judge_accuracy import judge_items  # noqa: E402
+from metrics.judge_accuracy.core import judge_items  # noqa: E402
 
 TEMPERATURE = 0.0  # the paper's protocol: greedy decoding with 16,384 tokens
 MAX_TOKENS = DEFAULT_MAX_TOKENS

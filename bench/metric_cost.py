@@ -78,8 +78,8 @@ def _timed(fn: Any) -> tuple[float, Any]:
 def run(n_nutrition: int = 1650, n_classification: int = 2884) -> list[dict[str, Any]]:
     import evaluate
 
-    from metrics.dining_accuracy.dining_accuracy import score_choices
-    from metrics.nutrition_error.nutrition_error import score_nutrition
+    from metrics.dining_accuracy.core import score_choices
+    from metrics.nutrition_error.core import score_nutrition
 
     rows = []
     preds, refs = nutrition_set(n_nutrition)

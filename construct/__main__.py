@@ -9,9 +9,11 @@ from dataclasses import fields
 from pathlib import Path
 
 from construct import funnel, pipeline, review, shard
+from construct.errors import BuildError
 from construct.work import BuildSettings, load_settings, settings_from_args
 from eval.settings import add_arguments
 from eval.store import locked
+from eval.types import is_user_error
 
 
 def _answered(work: Path) -> int:
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             with locked(Path(args.work), "work folder"):  # an export may record an audit sample
                 stage = args.stage or "items"
                 if args.audit is not None and (not args.export_csv or args.stage == "dishes"):
-                    raise ValueError("--audit N goes with --export FILE (a sample of the final items)")
+                    raise BuildError("--audit N goes with --export FILE (a sample of the final items)")
                 if args.export_csv:
                     n = review.export_csv(args.work, args.export_csv, stage=stage, audit=args.audit)
                     what = "audit items" if args.audit is not None else "base dishes" if stage == "dishes" else "items"
@@ -124,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     except pipeline.StageFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
-    except (ValueError, OSError, KeyError) as exc:
+    except Exception as exc:
+        if not is_user_error(exc):
+            raise  # a bug of ours: its traceback, exit 1
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from construct.errors import BuildError
+
 PERMUTATIONS = 64
 BANDS, ROWS = 16, 4  # BANDS * ROWS == PERMUTATIONS
 MIN_ESTIMATE = 0.4  # a candidate's signatures agree on at least this share (estimated Jaccard)
@@ -204,7 +206,7 @@ def embed(spec: str, texts: list[str], *, base_url: str | None, timeout: float, 
 
     backend, _, model = spec.partition(":")
     if backend != "openai" or not model:
-        raise ValueError(f"--embed-model wants openai:MODEL (an OpenAI-compatible /v1/embeddings), got {spec!r}")
+        raise BuildError(f"--embed-model wants openai:MODEL (an OpenAI-compatible /v1/embeddings), got {spec!r}")
     url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/") + "/embeddings"
     headers = {"content-type": "application/json"}
     if os.environ.get("OPENAI_API_KEY"):
@@ -219,8 +221,8 @@ def embed(spec: str, texts: list[str], *, base_url: str | None, timeout: float, 
             data = sorted(payload["data"], key=lambda d: d["index"])
             rows += [d["embedding"] for d in data]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"--embed-model {spec}: the embeddings endpoint failed ({type(exc).__name__})") from None
+            raise BuildError(f"--embed-model {spec}: the embeddings endpoint failed ({type(exc).__name__})") from None
     vectors = np.asarray(rows, dtype=np.float64)
     if vectors.shape != (len(texts), vectors.shape[1] if vectors.ndim == 2 else -1):
-        raise ValueError(f"--embed-model {spec}: got {len(rows)} vectors for {len(texts)} texts")
+        raise BuildError(f"--embed-model {spec}: got {len(rows)} vectors for {len(texts)} texts")
     return vectors

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from construct.errors import BuildError
+
 NUTRIENT_NUMBERS = {"208": "calories", "203": "protein", "205": "carbohydrates", "204": "fat"}
 MIN_MATCH = 0.5  # word overlap below which no FDC food is taken for an ingredient
 
@@ -34,7 +36,7 @@ class FoodData:
         folder = Path(folder)
         for name in ("food.csv", "nutrient.csv", "food_nutrient.csv"):
             if not (folder / name).is_file():
-                raise ValueError(f"--fdc {folder}: {name} is missing (expected the FoodData Central CSV download)")
+                raise BuildError(f"--fdc {folder}: {name} is missing (expected the FoodData Central CSV download)")
         with (folder / "nutrient.csv").open(encoding="utf-8-sig", newline="") as fh:
             wanted = {row["id"]: NUTRIENT_NUMBERS[row["nutrient_nbr"].split(".")[0]] for row in csv.DictReader(fh)
                       if row.get("nutrient_nbr", "").split(".")[0] in NUTRIENT_NUMBERS

@@ -34,7 +34,7 @@ from typing import Any
 
 from construct.work import BuildSettings, read_jsonl, write_json
 from eval.backends import make_backend, release
-from eval.backends._retry import host_of
+from eval.endpoints import host_of
 from eval.images import encode_for_transport
 from eval.runner import BUILD_THREADS, RetryPolicy, built_ahead, execute
 from eval.store import JsonlLog

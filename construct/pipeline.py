@@ -9,12 +9,13 @@ from pathlib import Path
 
 from construct import classification, dishes, nutrition, photos, translate, vqa
 from construct.context import Context
+from construct.errors import BuildError
 from construct.models import Models
 from construct.raw import load_raw
 from construct.review import write_decisions, write_dish_decisions
 from construct.shard import parse_shard, restrict
 from construct.work import BuildSettings, save_settings, write_json
-from eval.backends._retry import check_reachable, require_http_url
+from eval.endpoints import check_reachable, require_http_url
 from eval.settings import UsageError
 from eval.types import ConfigError
 
@@ -31,7 +32,7 @@ def run(work: str | Path, settings: BuildSettings, *, models: Models | None = No
     (`pending_dish_review` says how many); the same run, once they are reviewed, continues."""
     work = Path(work)
     if not settings.model:
-        raise ValueError("--model is required (backend:model, e.g. openai:gpt-4o or gemini:gemini-2.5-pro)")
+        raise BuildError("--model is required (backend:model, e.g. openai:gpt-4o or gemini:gemini-2.5-pro)")
     raw = load_raw(settings.raw)
     shard = parse_shard(settings.shard)
     if shard:

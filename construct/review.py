@@ -31,6 +31,7 @@ from typing import Any
 
 from construct.dishes import NAME as DISHES
 from construct.dishes import REVIEWED
+from construct.errors import BuildError
 from construct.raw import load_raw
 from construct.translate import NAME as TRANSLATE
 from construct.work import Stage, dropped, kept, load_settings, read_jsonl, write_jsonl
@@ -74,7 +75,7 @@ def _summary(row: dict[str, Any]) -> str:
 
 def _log_path(work: Path, stage: str) -> Path:
     if stage not in PASSES:
-        raise ValueError(f"review stage must be one of {', '.join(PASSES)}, got {stage!r}")
+        raise BuildError(f"review stage must be one of {', '.join(PASSES)}, got {stage!r}")
     return work / (REVIEWED if stage == "dishes" else NAME) / ("audit.jsonl" if stage == "audit" else "log.jsonl")
 
 
@@ -128,7 +129,7 @@ def get_item(work: str | Path, item_id: str, stage: str = "items") -> ReviewItem
     for item in list_items(work, stage=stage):
         if item.item_id == item_id:
             return item
-    raise KeyError(f"no item {item_id!r} awaits review in {work}")
+    raise BuildError(f"no item {item_id!r} awaits review in {work}")
 
 
 def _append(work: Path, stage: str, entries: list[dict[str, Any]]) -> None:
@@ -156,10 +157,10 @@ def record_decision(work: str | Path, item_id: str, decision: str, note: str = "
                     stage: str = "items") -> None:
     """Record approve / reject for one item (appended; a later decision replaces an earlier one)."""
     if decision not in DECISIONS:
-        raise ValueError(f"decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
+        raise BuildError(f"decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
     work = Path(work)
     if item_id not in {r["id"] for r in _rows(work, stage)}:
-        raise KeyError(f"no item {item_id!r} awaits review in {work}")
+        raise BuildError(f"no item {item_id!r} awaits review in {work}")
     _append(work, stage, [_entry(item_id, decision, note, reviewer)])
 
 
@@ -167,7 +168,7 @@ def approve_all(work: str | Path, note: str = "approved in bulk", stage: str = "
     """Approve every item still pending (decided items keep their decision), reviewer "bulk", each with
     `note`, so that the log and the card say no person looked at them. Returns how many were approved."""
     if stage == "audit":
-        raise ValueError("an audit cannot be approved in bulk: it is a second person's check")
+        raise BuildError("an audit cannot be approved in bulk: it is a second person's check")
     work = Path(work)
     decided = _log(work, stage)
     pending = [r["id"] for r in _rows(work, stage) if r["id"] not in decided]
@@ -199,7 +200,7 @@ def audit_sample(work: str | Path, n: int, seed: int | None = None) -> list[str]
     decided, as the paper's external audit drew 70 per task (exempt and pending items are not audited)."""
     work = Path(work)
     if n < 1:
-        raise ValueError(f"--audit wants a positive number of items per task, got {n}")
+        raise BuildError(f"--audit wants a positive number of items per task, got {n}")
     decided = _log(work, "items")
     rng = random.Random(load_settings(work).seed if seed is None else seed)
     rows = _rows(work)
@@ -256,25 +257,25 @@ def import_csv(work: str | Path, path: str | Path, reviewer: str = "", stage: st
     for line, row in _records(path):
         row_kind = row.get("pass") or stage or "items"
         if row_kind not in PASSES:
-            raise ValueError(f"{path} line {line}: pass {row_kind!r} is not one of {', '.join(PASSES)}")
+            raise BuildError(f"{path} line {line}: pass {row_kind!r} is not one of {', '.join(PASSES)}")
         if stage is not None and row_kind != stage and not (stage == "items" and row_kind == "audit"):
-            raise ValueError(f"{path} line {line}: a row of the {row_kind} pass in a {stage} import")
+            raise BuildError(f"{path} line {line}: a row of the {row_kind} pass in a {stage} import")
         if kind is not None and row_kind != kind:
-            raise ValueError(f"{path} line {line}: a row of the {row_kind} pass among rows of the {kind} pass")
+            raise BuildError(f"{path} line {line}: a row of the {row_kind} pass among rows of the {kind} pass")
         kind = row_kind
         if kind == "audit" and not reviewer:
-            raise ValueError(f"{path} line {line}: an audit import needs --reviewer NAME (the second reviewer)")
+            raise BuildError(f"{path} line {line}: an audit import needs --reviewer NAME (the second reviewer)")
         decision = (row.get("decision") or "").strip().lower()
         if not decision:
             counts["pending"] += 1
             continue
         if decision not in DECISIONS:
-            raise ValueError(f"{path} line {line}: decision {decision!r} is not approve or reject")
+            raise BuildError(f"{path} line {line}: decision {decision!r} is not approve or reject")
         if kind not in known:
             known[kind] = {r["id"] for r in _rows(work, kind)}
         item = row.get("item_id") or ""
         if item not in known[kind]:
-            raise ValueError(f"{path} line {line}: item {item!r} is not in {work}")
+            raise BuildError(f"{path} line {line}: item {item!r} is not in {work}")
         entries.append(_entry(item, decision, (row.get("note") or "").strip(), reviewer))
         counts[decision] += 1
     if entries:

@@ -22,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from construct.errors import BuildError
 from construct.raw import RawExport
 from construct.work import STAGES, BuildSettings, load_settings, read_jsonl, save_settings, settings_from_args
 from eval.store import JsonlLog
@@ -39,7 +40,7 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
         return None
     k, sep, n = text.partition("/")
     if not sep or not k.strip().isdigit() or not n.strip().isdigit() or not 1 <= int(k) <= int(n):
-        raise ValueError(f"--shard wants K/N with 1 <= K <= N (e.g. 1/4), got {text!r}")
+        raise BuildError(f"--shard wants K/N with 1 <= K <= N (e.g. 1/4), got {text!r}")
     return int(k), int(n)
 
 
@@ -87,20 +88,20 @@ def merge_calls(works: list[Path], out: Path, base_url: str | None = None) -> Bu
     of their answered calls per stage (answers already in `out` are kept). Returns the merged settings.
     Review comes after the merge: a shard's review log is not carried over."""
     if not works:
-        raise ValueError("merge needs the work folders of the shards")
+        raise BuildError("merge needs the work folders of the shards")
     settings = [load_settings(w) for w in works]
     first = settings[0]
     for work, s in zip(works, settings, strict=True):
         if _identity(s) != _identity(first):
-            raise ValueError(f"{work} is not a shard of the same build as {works[0]} (raw export, models or settings differ)")
+            raise BuildError(f"{work} is not a shard of the same build as {works[0]} (raw export, models or settings differ)")
     shards = [parse_shard(s.shard) for s in settings]
     if any(s is not None for s in shards):
         if any(s is None for s in shards) or len({n for _, n in shards}) != 1:
-            raise ValueError("merge wants the shards K/N of one N, each run with --shard")
+            raise BuildError("merge wants the shards K/N of one N, each run with --shard")
         n = shards[0][1]
         missing = sorted(set(range(1, n + 1)) - {k for k, _ in shards})
         if missing:
-            raise ValueError(f"merge: shard(s) {', '.join(f'{k}/{n}' for k in missing)} missing")
+            raise BuildError(f"merge: shard(s) {', '.join(f'{k}/{n}' for k in missing)} missing")
     merged = BuildSettings(**{**asdict(first), "shard": None, "base_url": base_url or first.base_url})
     if merged.price_per_mtok:
         merged.price_per_mtok = tuple(merged.price_per_mtok)

@@ -38,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
+from construct.errors import BuildError
 from synthetic.raw_export import CLASSIFICATION_PLANTS, VQA_PLANTS
 
 __all__ = ["CLASSIFICATION_PLANTS", "VQA_PLANTS", "ConstructOracle", "StandInServer", "synthetic_truth"]
@@ -243,7 +244,7 @@ def synthetic_truth(raw: str | Path, seed: int = 0) -> dict[str, Any]:
     raw = Path(raw)
     photos_file, merchants_file = raw / "photos.jsonl", raw / "merchants.jsonl"
     if not photos_file.is_file() or not merchants_file.is_file():
-        raise ValueError(f"{raw} has no photos.jsonl or merchants.jsonl: write one with "
+        raise BuildError(f"{raw} has no photos.jsonl or merchants.jsonl: write one with "
                          f"`python diningbench.py sample --raw --out {raw}`")
     n = sum(1 for line in merchants_file.read_text(encoding="utf-8").splitlines() if line.strip())
     with tempfile.TemporaryDirectory(prefix="standin-") as tmp:
@@ -254,7 +255,7 @@ def synthetic_truth(raw: str | Path, seed: int = 0) -> dict[str, Any]:
         row = json.loads(line)
         path = raw / row["path"]
         if not path.is_file() or _sha(path.read_bytes()) not in truth["photos"]:
-            raise ValueError(f"{raw}: photo {row.get('photo_id')} is not one the synthetic generator writes with "
+            raise BuildError(f"{raw}: photo {row.get('photo_id')} is not one the synthetic generator writes with "
                              f"--seed {seed} --merchants {n}; the stand-in answers only for `python diningbench.py "
                              f"sample --raw --seed {seed} --merchants N` (pass the export's --seed)")
     return truth

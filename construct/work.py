@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from construct.errors import BuildError
 from eval.settings import opt
 from eval.store import read_jsonl, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS
@@ -195,7 +196,7 @@ def _public_url(url: str) -> str:
 def load_settings(work: Path) -> BuildSettings:
     path = work / "config.json"
     if not path.exists():
-        raise ValueError(f"{work} is not a construction work folder (no config.json); run `python -m construct run` first")
+        raise BuildError(f"{work} is not a construction work folder (no config.json); run `python -m construct run` first")
     values = json.loads(path.read_text(encoding="utf-8"))
     if values.get("price_per_mtok"):
         values["price_per_mtok"] = tuple(values["price_per_mtok"])

@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 
 from eval import tasks
-from eval.backends._retry import host_of
+from eval.endpoints import host_of
 from eval.judge import JudgeError, make_judge
 from eval.runinfo import read_run_json
 from eval.scoring import JUDGE_CACHE, METRICS, ScoringError, load_rows
 from eval.stats import can_resample, cluster_bootstrap_ci
 from eval.store import PREDICTIONS, read_predictions
 from eval.types import DEFAULT_MAX_TOKENS
-from metrics.judge_accuracy.judge_accuracy import (
+from metrics.judge_accuracy.core import (
     Judge,
     VerdictCache,
     build_judge_prompt,

@@ -21,8 +21,8 @@ from typing import Any
 
 from eval import requests, scoring, tasks
 from eval.backends import SpecError, make_backend, release
-from eval.backends._retry import check_reachable, host_of
 from eval.circular import ROTATIONS
+from eval.endpoints import check_reachable, host_of
 from eval.images import ImageError
 from eval.judge import BackendJudge, JudgeError
 from eval.progress import Progress

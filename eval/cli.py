@@ -16,13 +16,10 @@ from typing import Any
 
 from eval import analysis, api, tasks
 from eval.agreement import agreement_of_specs, parse_judge_spec
-from eval.judge import JudgeError
 from eval.report import report
-from eval.report.runs import ReportError
 from eval.report.tables import pct, results_table, with_ci
-from eval.scoring import ScoringError
 from eval.settings import LANGS, UsageError, add_run_arguments, settings_from_args
-from eval.types import ConfigError
+from eval.types import is_user_error
 
 EXIT_USAGE = 2
 
@@ -259,10 +256,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-USER_ERRORS: tuple[type[BaseException], ...] = (UsageError, ConfigError, ScoringError, JudgeError, ReportError,
-                                                  ValueError, OSError, ImportError)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -275,7 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: finished samples are saved; rerun the same command to resume", file=sys.stderr)
         return 130
-    except USER_ERRORS as exc:
+    except Exception as exc:
+        if not is_user_error(exc):
+            raise  # a bug of ours: its traceback, exit 1
         message = " ".join(str(exc).split()) or type(exc).__name__
         if isinstance(exc, OSError) and exc.strerror:  # a full disk, a read-only folder: say which file
             message = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from eval.types import ImagePart
+from eval.types import ImagePart, UserError
 
 if TYPE_CHECKING:  # Pillow is imported where an image is decoded: a run whose views all go as stored never needs it
     from PIL import Image
@@ -33,7 +33,7 @@ JPEG_QUALITY = 90
 MAX_PIXELS = 40_000_000
 
 
-class ImageError(ValueError):
+class ImageError(UserError):
     """An item whose image cannot be used (one-line message naming the item)."""
 
 

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from eval import requests, scoring, tasks
-from eval.backends._retry import host_of
+from eval.endpoints import host_of
 from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, read_run_json, write_run_json
 from eval.settings import RunSettings, UsageError
 from eval.store import PredictionStore
-from eval.types import TASKS, Prediction
+from eval.types import TASKS, Prediction, UserError
 
 FRAMEWORKS = ("inspect", "lmms-eval")
 TASK_PREFIX = "diningbench_"
@@ -32,7 +32,7 @@ INSTALL_HINT = "pip install -r adapters/requirements.txt"
 _PRIVATE = ("url", "key", "token", "secret", "password")
 
 
-class ImportRefused(ValueError):
+class ImportRefused(UserError):
     """A result that cannot become a DiningBench run (one line, naming the file or the item)."""
 
 

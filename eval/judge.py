@@ -12,10 +12,10 @@ from typing import Any
 from eval.backends import SpecError, make_backend, release
 from eval.runner import RetryPolicy, call_with_retries
 from eval.settings import DEFAULTS
-from eval.types import ConfigError, GenerationConfig, Message, Request
+from eval.types import ConfigError, GenerationConfig, Message, Request, UserError
 
 
-class JudgeError(ValueError):
+class JudgeError(UserError):
     """The judge cannot be built (bad spec, missing key) or a call failed after its retries."""
 
 

@@ -27,7 +27,7 @@ from eval.stats import (
     paired_bootstrap,
 )
 from eval.types import NUTRIENTS
-from metrics.nutrition_error.nutrition_error import nutrition_figures, score_nutrition
+from metrics.nutrition_error.core import nutrition_figures, score_nutrition
 
 
 # ---------------------------------------------------------------- figures

@@ -50,8 +50,8 @@ from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
 from eval.settings import RunSettings
 from eval.store import PREDICTIONS, Key, json_text, key_of, read_predictions, write_atomically
-from eval.types import DEFAULT_MAX_TOKENS, Prediction
-from metrics.judge_accuracy.judge_accuracy import (
+from eval.types import DEFAULT_MAX_TOKENS, Prediction, UserError
+from metrics.judge_accuracy.core import (
     final_answer,
     injection_suspected,
     judge_items,
@@ -70,7 +70,7 @@ NO_JUDGE_NOTE = ("VQA is not scored: no judge configured. Re-score with a judge,
                  "`--judge openai:MODEL --judge-base-url http://localhost:8000/v1` for a local server.")
 
 
-class ScoringError(ValueError):
+class ScoringError(UserError):
     """A run folder that cannot be scored (one-line message)."""
 
 

@@ -18,14 +18,14 @@ from typing import Any
 
 from eval import tasks as task_registry
 from eval.specs import SpecError, parse_spec
-from eval.types import DEFAULT_MAX_TOKENS
+from eval.types import DEFAULT_MAX_TOKENS, UserError
 
 IMAGE_ORDERS = ("reference-first", "user-first", "random")
 LANGS = ("zh", "en")
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 
 
-class UsageError(ValueError):
+class UsageError(UserError):
     """A user mistake (bad flag, unknown task, unreachable server...): printed as one `error:` line."""
 
 

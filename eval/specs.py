@@ -6,6 +6,8 @@ importing the backend registry (`eval/backends/__init__.py`), which loads a back
 
 from __future__ import annotations
 
+from eval.types import UserError
+
 BACKENDS: dict[str, str] = {
     "openai": "eval.backends.openai_chat",
     "gemini": "eval.backends.gemini",
@@ -15,7 +17,7 @@ BACKENDS: dict[str, str] = {
 }
 
 
-class SpecError(ValueError):
+class SpecError(UserError):
     """A malformed or unknown `backend:model` spec (one-line message)."""
 
 

@@ -7,6 +7,8 @@ the runner writes a `Prediction` per sample to predictions.jsonl, and scoring re
 from __future__ import annotations
 
 import dataclasses
+import errno
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -103,7 +105,30 @@ class Response:
         return self.finish_reason == "length"
 
 
-class ConfigError(ValueError):
+class UserError(ValueError):
+    """A mistake the user must fix, found where it is detected (a bad flag, a missing key, a release or
+    run folder that cannot be used): the CLI prints its one line as `error: ...`, exit 2, no traceback.
+    Anything that is not a UserError (or a file the system refused) is a bug of ours: a traceback, exit 1.
+    Every such error of the harness derives from it."""
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """Whether a CLI shows `exc` as one `error:` line: our UserError (or the data contract's
+    DatasetError), or a file the system refused (missing, not allowed, a folder, a full or read-only
+    disk). Everything else is a bug of ours and keeps its traceback."""
+    if isinstance(exc, UserError):
+        return True
+    dataset = sys.modules.get("diningbench")  # only a loaded data contract can have raised its error
+    if dataset is not None and isinstance(exc, dataset.DatasetError):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_ERRNOS
+
+
+_ENVIRONMENT_ERRNOS = {errno.ENOENT, errno.EEXIST, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR,
+                       errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.ENAMETOOLONG, errno.EADDRINUSE}
+
+
+class ConfigError(UserError):
     """A setup problem the user must fix (missing package or key, bad option): a one-line message
     that says what to install or set. The CLI prints it as `error: ...` without a traceback."""
 

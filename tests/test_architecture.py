@@ -12,8 +12,8 @@ from pathlib import Path
 import diningbench
 from eval import cli, settings, tasks, types
 from eval.settings import IDENTITY_FIELDS, RunSettings
-from metrics.dining_accuracy import dining_accuracy
-from metrics.nutrition_error import nutrition_error
+from metrics.dining_accuracy import core as dining_accuracy
+from metrics.nutrition_error import core as nutrition_error
 from tests.tools.imports import edges, imported_names, module_name, product_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metrics", ("metrics/",)),
     ("harness contracts", ("eval/__init__.py", "eval/types.py", "eval/settings.py", "eval/specs.py",
                            "eval/redact.py", "eval/process.py", "eval/prompts.py", "eval/tasks/")),
-    ("harness", ("eval/images.py", "eval/requests.py", "eval/backends/", "eval/runner.py",
+    ("harness", ("eval/images.py", "eval/requests.py", "eval/endpoints.py", "eval/backends/", "eval/runner.py",
                  "eval/store.py", "eval/runinfo.py", "eval/judge.py", "eval/numbers.py", "eval/circular.py",
                  "eval/scoring.py", "eval/agreement.py", "eval/progress.py", "eval/stats.py")),
     ("reports", ("eval/report/", "eval/analysis.py")),
@@ -153,7 +153,7 @@ def test_every_copy_of_a_constant_agrees():
     contract's own folder) are held to it here."""
     from construct import raw, vqa, work
     from eval import prompts
-    from metrics.judge_accuracy import judge_accuracy
+    from metrics.judge_accuracy import core as judge_accuracy
     from space.diningspace import catalog, leaderboard, render
     from synthetic import raw_export, sample
 
@@ -184,7 +184,7 @@ CONSTANT_HOMES = {
     "diningbench.py": {"CONFIGS", "CUISINES", "VQA_CATEGORIES", "NUTRIENTS", "IMAGE_ROLES", "LETTERS"},
     "eval/types.py": {"TASKS", "NUTRIENTS", "LETTERS", "ALPHABET", "NUTRIENT_UNITS"},
     "eval/prompts.py": {"FINAL_MARKER"},
-    "metrics/nutrition_error/nutrition_error.py": {"NUTRIENTS"},
+    "metrics/nutrition_error/core.py": {"NUTRIENTS"},
     "metrics/nutrition_error/app.py": {"NUTRIENT_UNITS"},
     "synthetic/sample.py": {"LETTERS"},
 }

@@ -12,8 +12,8 @@ import pytest
 from eval import api
 from eval.api import RunSettings
 from eval.tasks import nutrition as task_nutrition
-from metrics.dining_accuracy import dining_accuracy
-from metrics.nutrition_error import nutrition_error
+from metrics.dining_accuracy import core as dining_accuracy
+from metrics.nutrition_error import core as nutrition_error
 from tests.helpers_harness import CLASSIFICATION_ANSWERS, make_release, read_jsonl
 
 

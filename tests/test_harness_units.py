@@ -14,14 +14,15 @@ import pytest
 from PIL import Image
 
 from eval import prompts, requests, tasks
-from eval.backends._retry import host_of, parse_retry_after, parse_retry_delay
+from eval.backends._retry import parse_retry_after, parse_retry_delay
+from eval.endpoints import host_of
 from eval.images import ImageError, encode_for_transport, jpeg_frame, select_views
 from eval.progress import Progress
 from eval.runner import RetryPolicy, built_ahead, execute
 from eval.settings import RunSettings
 from eval.store import PredictionStore, read_predictions
 from eval.types import BackendError, GenerationConfig, Message, Prediction, Request, Response
-from metrics.judge_accuracy.judge_accuracy import final_answer
+from metrics.judge_accuracy.core import final_answer
 from tests.helpers_harness import classification_rows, jpeg, png
 
 # ---------------------------------------------------------------- prompts and requests

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from metrics.judge_accuracy.judge_accuracy import (
+from metrics.judge_accuracy.core import (
     build_judge_prompt,
     injection_suspected,
     judge_items,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from metrics.dining_accuracy import dining_accuracy
-from metrics.dining_accuracy.dining_accuracy import score_choices
+from metrics.dining_accuracy.core import score_choices
 from tests.helpers_metrics import ROOT, load_app, load_metric, run_doctests
 
 PREDICTIONS = [
@@ -85,4 +84,6 @@ def test_app_builds_and_scores():
 
 def test_class_docstring_example_runs_from_the_repo_root(monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert run_doctests(dining_accuracy, "DiningAccuracy") >= 2
+    from metrics.dining_accuracy import dining_accuracy as module
+
+    assert run_doctests(module, "DiningAccuracy") >= 2

@@ -14,8 +14,7 @@ import gradio as gr
 import pytest
 
 from eval.judge import make_judge
-from metrics.judge_accuracy import judge_accuracy
-from metrics.judge_accuracy.judge_accuracy import (
+from metrics.judge_accuracy.core import (
     JUDGE_PROMPT_VERSION,
     VerdictCache,
     judge_items,
@@ -232,9 +231,9 @@ def test_app_builds_and_decides_by_rule():
 
 
 def test_a_spec_string_judge_is_a_one_line_error_pointing_at_make_judge(tmp_path):
-    # The module alone (as on the Hub): `eval` is not importable, a spec-string judge cannot work.
+    # The metric folder alone (as on the Hub): `eval` is not importable, a spec-string judge cannot work.
     script = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import judge_accuracy\n"
+        "import sys; sys.path.insert(0, sys.argv[1]); import core as judge_accuracy\n"
         "try:\n"
         "    judge_accuracy.judge_items(['Q?'], ['Sesame.'], ['Peanut.'], 'openai:gpt-4o')\n"
         "except ValueError as exc:\n"
@@ -251,7 +250,9 @@ def test_a_spec_string_judge_is_a_one_line_error_pointing_at_make_judge(tmp_path
 
 def test_class_docstring_example_runs_from_the_repo_root(monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert run_doctests(judge_accuracy, "JudgeAccuracy") == 4
+    from metrics.judge_accuracy import judge_accuracy as module
+
+    assert run_doctests(module, "JudgeAccuracy") == 4
 
 
 def test_a_cache_line_cut_short_by_a_killed_run_is_skipped(tmp_path):

@@ -7,8 +7,7 @@ import math
 import gradio as gr
 import pytest
 
-from metrics.nutrition_error import nutrition_error
-from metrics.nutrition_error.nutrition_error import NUTRIENTS, score_nutrition
+from metrics.nutrition_error.core import NUTRIENTS, score_nutrition
 from tests.helpers_metrics import ROOT, load_app, load_metric, run_doctests
 
 REFERENCES = [
@@ -152,4 +151,6 @@ def test_app_builds_and_scores():
 
 def test_class_docstring_example_runs_from_the_repo_root(monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert run_doctests(nutrition_error, "NutritionError") >= 2
+    from metrics.nutrition_error import nutrition_error as module
+
+    assert run_doctests(module, "NutritionError") >= 2

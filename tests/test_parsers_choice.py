@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metrics.dining_accuracy import dining_accuracy
-from metrics.dining_accuracy.dining_accuracy import parse_choice
+from metrics.dining_accuracy import core as dining_accuracy
+from metrics.dining_accuracy.core import parse_choice
 from tests.helpers_metrics import corpus, run_doctests
 
 CHOICE_CORPUS = corpus("choice")

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metrics.judge_accuracy import judge_accuracy
-from metrics.judge_accuracy.judge_accuracy import (
+from metrics.judge_accuracy import core as judge_accuracy
+from metrics.judge_accuracy.core import (
     JUDGE_PROMPT,
     JUDGE_PROMPT_VERSION,
     build_judge_prompt,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metrics.nutrition_error import nutrition_error
-from metrics.nutrition_error.nutrition_error import NUTRIENTS, nutrition_from_mapping, parse_nutrition
+from metrics.nutrition_error import core as nutrition_error
+from metrics.nutrition_error.core import NUTRIENTS, nutrition_from_mapping, parse_nutrition
 from tests.helpers_metrics import corpus, run_doctests
 
 NUTRITION_CORPUS = corpus("nutrition")

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from eval import prompts, tasks
-from metrics.dining_accuracy.dining_accuracy import parse_choice
-from metrics.judge_accuracy.judge_accuracy import final_answer
-from metrics.nutrition_error.nutrition_error import parse_nutrition
+from metrics.dining_accuracy.core import parse_choice
+from metrics.judge_accuracy.core import final_answer
+from metrics.nutrition_error.core import parse_nutrition
 
 OPTIONS = ["宫保鸡丁", "鱼香肉丝", "麻婆豆腐"]
 

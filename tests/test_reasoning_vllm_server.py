@@ -197,7 +197,7 @@ def test_inline_think_blocks_stay_in_the_raw_text_for_the_parsers():
 
     with server(oracle=lambda r: "<think>A? no, B.</think>B") as fake:
         response = asyncio.run(ask(openai_chat.make(MODEL, base_url=fake.base_url)))
-    from metrics.dining_accuracy.dining_accuracy import parse_choice
+    from metrics.dining_accuracy.core import parse_choice
 
     assert response.text == "<think>A? no, B.</think>B" and parse_choice(response.text) == "B"
 

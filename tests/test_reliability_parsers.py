@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metrics.dining_accuracy.dining_accuracy import parse_choice
-from metrics.judge_accuracy.judge_accuracy import final_answer, parse_verdict, rule_verdict
-from metrics.nutrition_error.nutrition_error import parse_nutrition
+from metrics.dining_accuracy.core import parse_choice
+from metrics.judge_accuracy.core import final_answer, parse_verdict, rule_verdict
+from metrics.nutrition_error.core import parse_nutrition
 
 OPTIONS = [f"红烧肉 {i}" for i in range(8)]
 PARSERS = {

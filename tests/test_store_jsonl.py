@@ -12,7 +12,7 @@ from construct.models import Ask, Models
 from construct.work import BuildSettings
 from eval.store import JsonlLog, json_line, json_text, read_jsonl, repair_torn_tail
 from eval.types import Request, Response
-from metrics.judge_accuracy.judge_accuracy import VerdictCache
+from metrics.judge_accuracy.core import VerdictCache
 
 
 def _torn(path: Path, tail: str) -> None:

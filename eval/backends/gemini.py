@@ -13,15 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from eval.backends._retry import (
-    host_of,
-    is_retryable_status,
-    parse_retry_after,
-    parse_retry_delay,
-    require_http_url,
-    resolve_api_key,
-)
+from eval.backends._retry import is_retryable_status, parse_retry_after, parse_retry_delay
 from eval.backends.policy import EFFORT_HINT, refuse_options
+from eval.endpoints import host_of, require_http_url, resolve_api_key
 from eval.redact import redact
 from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
 

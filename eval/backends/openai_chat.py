@@ -28,14 +28,9 @@ from typing import Any
 import orjson
 import pybase64
 
-from eval.backends._retry import (
-    host_of,
-    is_retryable_status,
-    parse_retry_after,
-    require_http_url,
-    resolve_api_key,
-)
+from eval.backends._retry import is_retryable_status, parse_retry_after
 from eval.backends.policy import ChatPolicy, error_message, refuse_options, rough_prompt_tokens
+from eval.endpoints import host_of, require_http_url, resolve_api_key
 from eval.redact import redact
 from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
 

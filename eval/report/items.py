@@ -22,7 +22,7 @@ from eval.scoring import JUDGE_CACHE
 from eval.settings import RunSettings
 from eval.store import PREDICTIONS, read_predictions
 from eval.types import ImagePart
-from metrics.judge_accuracy.judge_accuracy import VerdictCache, build_judge_prompt
+from metrics.judge_accuracy.core import VerdictCache, build_judge_prompt
 
 STATUSES = ("correct", "wrong", "unparsed", "truncated", "failed", "unscored", "scored")
 MAX_SEARCH = 200  # characters of a search; a longer one is cut

@@ -31,7 +31,7 @@ from eval.report.tables import as_text, headline_cell, md_table, pct, with_ci
 from eval.tasks import Task, all_tasks
 from eval.tasks import get as get_task
 from eval.tasks import names as task_names
-from eval.types import NUTRIENT_UNITS
+from eval.types import NUTRIENT_UNITS, is_user_error
 
 SHORT = {"calories": "Cal", "protein": "Prot", "carbohydrates": "Carb", "fat": "Fat"}
 DIMENSION_TITLES = {"cuisine": "cuisine", "category": "menu category", "vqa_category": "VQA category",
@@ -446,7 +446,9 @@ def main(args: argparse.Namespace) -> int:
                 plot_dir = Path(args.dirs[0])
             text = build_report(runs, compare=args.compare, reported=not args.no_reported,
                                 n_boot=args.n_boot, plot_dir=plot_dir)
-    except (ReportError, OSError) as exc:
+    except Exception as exc:
+        if not is_user_error(exc):
+            raise  # a bug of ours: its traceback, exit 1
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.out is not None:

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from eval.store import json_line
+from eval.types import UserError
 
 REPORTED_CSV = Path(__file__).resolve().parents[1] / "data" / "table2_reported.csv"
 
 
-class ReportError(ValueError):
+class ReportError(UserError):
     """A bad input (missing file, malformed line): printed as one `error:` line."""
 
 

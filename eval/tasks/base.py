@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
+from eval.types import UserError
+
 Measure = Literal["correct", "ape"]
 AnswerFormat = Literal["letter", "nutrients", "text"]
 
@@ -24,7 +26,7 @@ MAX_PARSED_CHARS = 200_000
 VALIDATE_HINT = "check the release with `python diningbench.py validate SOURCE`"
 
 
-class UnknownTask(ValueError):
+class UnknownTask(UserError):
     """A task name no module registered (one line, naming the known ones)."""
 
 

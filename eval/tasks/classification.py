@@ -64,14 +64,14 @@ class Classification(Task):
 
     def parse(self, text: str, row: Mapping[str, Any], lang: str = "zh") -> Any:
         # Imported here: its patterns take 20 ms to compile, which other tasks never need.
-        from metrics.dining_accuracy.dining_accuracy import parse_choice
+        from metrics.dining_accuracy.core import parse_choice
 
         options = options_of(row, lang)
         return parse_choice(text, n_options=len(options), options=options)
 
     def score(self, records: list[dict[str, Any]], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
               lang: str) -> dict[str, Any]:
-        from metrics.dining_accuracy.dining_accuracy import score_parsed_choices
+        from metrics.dining_accuracy.core import score_parsed_choices
 
         result = score_parsed_choices(list(parsed), [r["reference"] for r in records],
                                       options=[options_of(row, lang) for row in rows])

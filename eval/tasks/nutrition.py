@@ -9,7 +9,7 @@ from typing import Any
 from eval import prompts
 from eval.tasks.base import VALIDATE_HINT, Task, register
 from eval.types import NUTRIENTS
-from metrics.nutrition_error.nutrition_error import parse_nutrition, score_parsed_nutrition
+from metrics.nutrition_error.core import parse_nutrition, score_parsed_nutrition
 
 
 class Nutrition(Task):

@@ -7,7 +7,7 @@ from typing import Any
 
 from eval import prompts
 from eval.tasks.base import VALIDATE_HINT, Task, register
-from metrics.judge_accuracy.judge_accuracy import final_answer
+from metrics.judge_accuracy.core import final_answer
 
 
 def question_of(row: Mapping[str, Any], lang: str = "zh") -> str:

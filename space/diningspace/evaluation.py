@@ -152,7 +152,7 @@ def final_metrics(task: str, records: list[dict[str, Any]], rows: list[dict[str,
 
     spec = tasks.get(task)
     if spec.judged:
-        from metrics.judge_accuracy.judge_accuracy import score_verdicts
+        from metrics.judge_accuracy.core import score_verdicts
 
         result = score_verdicts([r["verdict"] for r in records], decided)
     elif spec.measure == "ape":
@@ -172,7 +172,7 @@ class _VqaJudge:
         self.judge = make_judge(spec, timeout=REQUEST_TIMEOUT, max_attempts=MAX_ATTEMPTS)
 
     async def verdict(self, question: str, reference: str, raw: str | None) -> tuple[str | None, str]:
-        from metrics.judge_accuracy.judge_accuracy import judge_items
+        from metrics.judge_accuracy.core import judge_items
 
         async with self.slots.slot():  # a judge call is a model request like any other
             [(verdict, decided_by, _)] = await asyncio.to_thread(judge_items, [question], [reference], [raw],

@@ -118,13 +118,14 @@ class ReviewTab:
         return self._show(item_id, stage)
 
     def _show(self, item_id: str | None, stage: str = "items") -> tuple[Any, str, str]:
+        from construct.errors import BuildError
         from construct.review import get_item
 
         if not item_id:
             return [], '<div class="db-empty">No item matches.</div>', ""
         try:
             item = get_item(self.work, item_id, stage=stage)
-        except KeyError as exc:
+        except BuildError as exc:
             raise gr.Error(as_text(str(exc).strip("'\"")), print_exception=False) from None
         views = [(image, f"{role} · view {i + 1}") for i, (path, role) in enumerate(item.photos)
                  if (image := _photo(path)) is not None]
@@ -171,7 +172,7 @@ class ReviewTab:
             raise gr.Error("pick an item first", print_exception=False)
         try:
             record_decision(self.work, item_id, decision, check_note(note), reviewer=who, stage=stage)
-        except (KeyError, ValueError) as exc:  # GuardError is a ValueError
+        except ValueError as exc:  # the review's BuildError and GuardError are ValueErrors
             raise gr.Error(as_text(str(exc).strip("'\"")), print_exception=False) from None
         ids = self.ids(task, status, stage)
         # Move on to the next item of the list (a pending list loses the one just decided).
