@@ -20,11 +20,13 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
-$(VENV_ADAPTERS)/.installed: requirements.txt requirements-dev.txt adapters/requirements.txt
+$(VENV_ADAPTERS)/.installed: requirements.txt requirements-dev.txt adapters/requirements.txt pyproject.toml
 	test -x $(PYA) || $(PYTHON) -m venv $(VENV_ADAPTERS)
 	$(PYA) -m pip install -q --upgrade pip
-	$(PYA) -m pip install -q -r requirements-dev.txt -r adapters/requirements.txt
+	$(PYA) -m pip install -q -r requirements-dev.txt -r adapters/requirements.txt setuptools wheel
 	$(PYA) -m pip uninstall -q -y torchvision  # lmms-eval pulls it; the index's build breaks beside torch 2.13.0
+	# inspect and lmms-eval load the task files by path: the checkout must be importable from anywhere
+	$(PYA) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 demo: $(VENV)/.runtime

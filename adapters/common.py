@@ -8,22 +8,18 @@ parsers and scorers). Headline figures come from the harness's own `headline`, a
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval import numbers as _numbers  # headline figures and intervals
+from eval import requests, scoring, tasks
+from eval.settings import LANGS, RunSettings
+from eval.types import DEFAULT_MAX_TOKENS, ImagePart, Prediction
+from metrics.judge_accuracy.core import judge_items
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # a framework loads the task file by path, from anywhere
-    sys.path.insert(0, str(ROOT))
-
-from eval import numbers as _numbers  # noqa: E402  (headline figures and intervals)
-from eval import requests, scoring, tasks  # noqa: E402
-from eval.settings import LANGS, RunSettings  # noqa: E402
-from eval.types import DEFAULT_MAX_TOKENS, ImagePart, Prediction  # noqa: E402
-from metrics.judge_accuracy.core import judge_items  # noqa: E402
-
 TEMPERATURE = 0.0  # the paper's protocol: greedy decoding with 16,384 tokens
 MAX_TOKENS = DEFAULT_MAX_TOKENS
 ADAPTER_MODEL = "adapter"  # the model field of the settings that build prompts (not part of any prompt)

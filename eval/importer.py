@@ -71,7 +71,7 @@ def _public(settings: dict[str, Any]) -> dict[str, Any]:
 def _adapter_settings(meta: Any, where: str) -> dict[str, Any]:
     if not isinstance(meta, dict) or meta.get("task") not in TASKS:
         raise ImportRefused(f"{where}: not made by the DiningBench adapter tasks (no DiningBench settings recorded); "
-                            "run adapters/inspect_ai/diningbench.py or the adapters/lmms_eval tasks")
+                            "run adapters/inspect_ai/diningbench_tasks.py or the adapters/lmms_eval tasks")
     lang = meta.get("lang") or "zh"
     images = meta.get("images")
     if lang not in ("zh", "en") or not (images is None or (isinstance(images, int) and images >= 1)):

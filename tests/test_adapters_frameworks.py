@@ -55,7 +55,7 @@ needs_inspect = pytest.mark.skipif(not HAVE_INSPECT, reason="inspect_ai is not i
 needs_both = pytest.mark.skipif(not (HAVE_INSPECT and HAVE_LMMS), reason="inspect_ai and lmms-eval are not "
                                 "installed (pip install -r adapters/requirements.txt)")
 BIN = Path(sys.executable).parent
-TASK_FILE = ROOT / "adapters" / "inspect_ai" / "diningbench.py"
+TASK_FILE = ROOT / "adapters" / "inspect_ai" / "diningbench_tasks.py"
 VQA_WRONG = "看不出来，无法判断。"
 
 

@@ -4,7 +4,8 @@
         --model openai --model_args model_version=MODEL,base_url=http://localhost:8000/v1 --log_samples --output_path logs/
     python -m eval import logs/ --from lmms-eval --out results/NAME      # then `python -m eval report`
 
-Run from the repository root: the YAMLs point lmms-eval's `datasets` loader at the embedded sample
+Run from the repository root, with the checkout importable (`pip install -e .` in the environment that
+has lmms-eval, as `make test` does for .venv-adapters): the YAMLs point lmms-eval's `datasets` loader at the embedded sample
 (`diningbench/`). `DININGBENCH_SOURCE` (a release folder or Hub id) swaps in another release;
 `DININGBENCH_LANG` (zh, en), `DININGBENCH_VIEWS` (first N views) and `DININGBENCH_COT` (1) choose the
 prompt, as `--lang`, `--images` and `--cot` do for `python -m eval run`.
@@ -15,18 +16,12 @@ from __future__ import annotations
 import functools
 import io
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-from adapters import common  # noqa: E402
-from eval import tasks  # noqa: E402
-from eval.images import select_views, views_for_request  # noqa: E402
-from eval.prompts import PROMPT_VERSION  # noqa: E402
+from adapters import common
+from eval import tasks
+from eval.images import select_views, views_for_request
+from eval.prompts import PROMPT_VERSION
 
 
 def options() -> dict[str, Any]:

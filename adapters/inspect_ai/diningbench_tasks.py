@@ -1,8 +1,8 @@
 """DiningBench as inspect_ai tasks, scored by DiningBench's own metric modules.
 
-    inspect eval adapters/inspect_ai/diningbench.py@diningbench_classification --model openai/gpt-4o
-    inspect eval adapters/inspect_ai/diningbench.py@diningbench_nutrition -T language=en -T views=2 -T cot=true
-    inspect eval adapters/inspect_ai/diningbench.py@diningbench_vqa --model-role grader=openai/gpt-4o
+    inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_classification --model openai/gpt-4o
+    inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_nutrition -T language=en -T views=2 -T cot=true
+    inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_vqa --model-role grader=openai/gpt-4o
     python -m eval import logs/ --from inspect --out results/NAME     # then `python -m eval report`
 
 Each sample is the item exactly as `python -m eval run` asks it (eval/prompts.py's prompt, the same
@@ -14,6 +14,9 @@ VQA answers are graded by the model bound to the `grader` role with DiningBench'
 closed-form answers are decided by the metric's rule first; with no grader, the rest stay unscored.
 The views are kept as files named by their hash in ~/.cache/diningbench/views (or
 $DININGBENCH_VIEWS_CACHE), so that a sample holds a path rather than the image itself.
+
+inspect loads this file by its path: the checkout must be importable (`pip install -e .` in the
+environment that has inspect_ai, as `make test` does for .venv-adapters).
 """
 
 from __future__ import annotations
@@ -22,33 +25,20 @@ import asyncio
 import base64
 import functools
 import hashlib
-import importlib.util
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-if getattr(sys.modules.get("diningbench"), "__file__", None) != str(_ROOT / "diningbench.py"):
-    # This file shares its name with the dataset module; whichever of the two a loader registered
-    # under `diningbench`, the harness must import the dataset module.
-    _spec = importlib.util.spec_from_file_location("diningbench", _ROOT / "diningbench.py")
-    _module = importlib.util.module_from_spec(_spec)
-    sys.modules["diningbench"] = _module
-    _spec.loader.exec_module(_module)
+from inspect_ai import Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import ChatMessageUser, ContentImage, ContentText, GenerateConfig, Model, get_model
+from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
+from inspect_ai.solver import TaskState, generate
 
-from inspect_ai import Task, task  # noqa: E402
-from inspect_ai.dataset import MemoryDataset, Sample  # noqa: E402
-from inspect_ai.model import ChatMessageUser, ContentImage, ContentText, GenerateConfig, Model, get_model  # noqa: E402
-from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer  # noqa: E402
-from inspect_ai.solver import TaskState, generate  # noqa: E402
-
-from adapters import common  # noqa: E402
-from eval.prompts import PROMPT_VERSION  # noqa: E402
-from eval.types import ImagePart  # noqa: E402
+from adapters import common
+from eval.prompts import PROMPT_VERSION
+from eval.types import ImagePart
 
 GRADER_ROLE = "grader"
 # VQA scoring blocks a thread on each grader call while the event loop makes it; those threads must not
