@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from construct.errors import BuildError
+from diningbench import iter_jsonl_objects
 from synthetic.raw_export import CLASSIFICATION_PLANTS, VQA_PLANTS
 
 __all__ = ["CLASSIFICATION_PLANTS", "VQA_PLANTS", "ConstructOracle", "StandInServer", "synthetic_truth"]
@@ -249,11 +250,8 @@ def synthetic_truth(raw: str | Path, seed: int = 0) -> dict[str, Any]:
     n = sum(1 for line in merchants_file.read_text(encoding="utf-8").splitlines() if line.strip())
     with tempfile.TemporaryDirectory(prefix="standin-") as tmp:
         truth = write_raw_export(tmp, seed=seed, merchants=max(n, 1))
-    for line in photos_file.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        path = raw / row["path"]
+    for _, row in iter_jsonl_objects(photos_file, error=BuildError):
+        path = raw / str(row.get("path"))
         if not path.is_file() or _sha(path.read_bytes()) not in truth["photos"]:
             raise BuildError(f"{raw}: photo {row.get('photo_id')} is not one the synthetic generator writes with "
                              f"--seed {seed} --merchants {n}; the stand-in answers only for `python diningbench.py "

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import tasks
 from eval.endpoints import host_of
 from eval.judge import JudgeError, make_judge
@@ -177,14 +178,8 @@ def judge_verdicts(items: Sequence[Item], judge: Judge, judge_model: str, cache_
 def read_human_labels(path: Path) -> dict[str, str]:
     """A JSONL file of `{"id": ..., "verdict": "C" | "I"}`; a bad line is an error naming it."""
     labels = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            raise ScoringError(f"{path}: line {number} is not JSON") from None
-        if not isinstance(row, dict) or not isinstance(row.get("id"), str | int) or row.get("verdict") not in ("C", "I"):
+    for number, row in iter_jsonl_objects(Path(path), str(path), error=ScoringError, max_depth=MAX_JSON_DEPTH):
+        if not isinstance(row.get("id"), str | int) or row.get("verdict") not in ("C", "I"):
             raise ScoringError(f'{path}: line {number} must be {{"id": ..., "verdict": "C" or "I"}}')
         labels[str(row["id"])] = row["verdict"]
     return labels

@@ -8,12 +8,11 @@ rotations.jsonl (the same fields plus `rotation` and `n_options`), so every read
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from diningbench import position_bias
+from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, position_bias
 from eval.stats import can_resample, cluster_bootstrap_mean_ci
 
 ROTATIONS = "rotations.jsonl"
@@ -61,12 +60,4 @@ def read_rotations(run_dir: Path | str) -> list[dict[str, Any]]:
     path = Path(run_dir) / ROTATIONS
     if not path.is_file():
         return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and "id" in row:
-            rows.append(row)
-    return rows
+    return [row for _, row in iter_jsonl_objects(path, policy="skip", max_depth=MAX_JSON_DEPTH) if "id" in row]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import requests, scoring, tasks
 from eval.endpoints import host_of
 from eval.report.report import write_run_report
@@ -169,17 +170,7 @@ def _lmms_files(path: Path) -> list[Path]:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                raise ImportRefused(f"{path}:{number}: not a JSON line") from None
-            if not isinstance(row, dict):
-                raise ImportRefused(f"{path}:{number}: not a JSON object")
-            yield number, row
+    return iter_jsonl_objects(path, str(path), error=ImportRefused, max_depth=MAX_JSON_DEPTH)
 
 
 def _lmms_config(samples: Path) -> dict[str, Any]:

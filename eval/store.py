@@ -1,4 +1,5 @@
-"""Append-only JSON-lines files (`JsonlLog`, `iter_jsonl`), and predictions.jsonl on top of them:
+"""Append-only JSON-lines files (`JsonlLog`; read with the data contract's one reader,
+`diningbench.iter_jsonl_objects`), and predictions.jsonl on top of them:
 crash-safe storage of per-sample results, and resume.
 
 `JsonlLog` is the one append-only store: the harness's predictions, construction's model-call cache
@@ -28,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import tasks
 from eval.settings import UsageError
 from eval.types import Prediction
@@ -97,23 +99,12 @@ def repair_torn_tail(path: Path) -> None:
             fh.write(b"\n")
 
 
-def iter_jsonl(path: Path) -> Iterator[Any]:
-    """The parsed lines of a JSON-lines file; a line that does not parse (a torn tail, a hand edit) is skipped."""
-    if not path.exists():
-        return
-    with path.open("rb") as fh:
-        for raw in fh:
-            if not raw.strip():
-                continue
-            try:
-                yield json.loads(raw)
-            except ValueError:
-                continue
-
-
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file, in order (other or unreadable lines skipped)."""
-    return [row for row in iter_jsonl(path) if isinstance(row, dict)]
+    """The JSON objects of a JSON-lines file the project wrote, in order; a line that does not read as
+    one (a torn tail, a hand edit) is skipped. A missing file holds none."""
+    if not path.exists():
+        return []
+    return [row for _, row in iter_jsonl_objects(path, policy="skip", loads=json_line)]
 
 
 class JsonlLog:
@@ -176,18 +167,17 @@ def read_predictions(path: Path, problems: list[str] | None = None) -> dict[Key,
     latest: dict[Key, Prediction] = {}
     if not path.exists():
         return latest
-    with path.open("rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            try:
-                row = json_line(raw)
-                if not _valid(row):
-                    raise ValueError
-                prediction = Prediction.from_json(row)
-            except (ValueError, TypeError, RecursionError):
-                if problems is not None and raw.strip():
-                    problems.append(f"{path.name}:{number}: not a prediction line (bad JSON or field types); skipped")
-                continue
-            latest[key_of(prediction)] = prediction
+    for number, row in iter_jsonl_objects(path, policy="skip", problems=problems, loads=json_line,
+                                          max_depth=MAX_JSON_DEPTH):
+        try:
+            if not _valid(row):
+                raise ValueError
+            prediction = Prediction.from_json(row)
+        except (ValueError, TypeError):
+            if problems is not None:
+                problems.append(f"{path.name}:{number}: not a prediction line (its fields' types); skipped")
+            continue
+        latest[key_of(prediction)] = prediction
     return latest
 
 

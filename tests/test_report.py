@@ -154,7 +154,7 @@ def test_malformed_scores_line_names_the_file_and_line(tmp_path, capsys):
     with (folder / "scores.jsonl").open("a") as handle:
         handle.write("{not json\n")
     assert report.main(report_args(str(folder))) == 2
-    assert "scores.jsonl: line 3 is not valid JSON" in capsys.readouterr().err
+    assert "scores.jsonl line 3: invalid JSON" in capsys.readouterr().err
 
 
 def test_nutrition_columns_come_from_the_metric(tmp_path):

@@ -102,18 +102,18 @@ def results(tmp_path: Path) -> Path:
 
 def test_a_malformed_line_is_left_out_and_named_while_the_rest_is_shown(results: Path) -> None:
     folder = results / "openai-x"
-    with pytest.raises(ReportError, match="line 2 is not valid JSON"):  # the CLI: one line, as before
+    with pytest.raises(ReportError, match="scores.jsonl line 2: invalid JSON"):  # the CLI: one line, as before
         load_run(folder)
     problems: list[str] = []
     assert [r["id"] for r in run_items(folder, problems=problems)] == ["c1", "c2"]
-    assert problems == ["scores.jsonl:2: is not valid JSON (Expecting ',' delimiter)",
+    assert problems == ["scores.jsonl:2: invalid JSON (Expecting ',' delimiter, column 1)",
                         "scores.jsonl:3: has `epoch` 'x', not a whole number",
                         "scores.jsonl:4: has an `id` or `task` that is not text"]
     problems = []
     found = item_detail(folder, "classification", "c2", problems=problems)
     assert found.error == SERVER_ERROR and found.raw is None
-    assert "predictions.jsonl:1: not a prediction line (bad JSON or field types); skipped" in problems
-    assert "predictions.jsonl:2: not a prediction line (bad JSON or field types); skipped" in problems
+    assert "predictions.jsonl:1: not a prediction line (its fields' types); skipped" in problems
+    assert "predictions.jsonl:2: invalid JSON (Expecting value, column 1)" in problems
 
 
 def test_the_runs_tab_shows_server_text_as_text_bad_lines_by_name_and_no_absolute_path(results: Path) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval.store import json_line
 from eval.types import UserError
 
@@ -77,19 +78,14 @@ def _read_jsonl(path: Path, problems: list[str] | None = None) -> list[dict[str,
     """The lines of a scores.jsonl; a bad line is a ReportError naming it, or, with `problems`, a
     `scores.jsonl:N: why` entry there and the line left out (viewers show what they can)."""
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json_line(line)
-            problem = _line_problem(row)
-        except json.JSONDecodeError as exc:
-            problem = f"is not valid JSON ({exc.msg})"
-        except RecursionError:
-            problem = "is nested too deeply"
+    strict = problems is None
+    for number, row in iter_jsonl_objects(path, str(path) if strict else path.name, loads=json_line,
+                                          policy="strict" if strict else "skip", problems=problems,
+                                          error=ReportError, max_depth=MAX_JSON_DEPTH):
+        problem = _line_problem(row)
         if problem is not None:
-            if problems is None:
-                raise ReportError(f"{path}: line {number} {problem}")
+            if strict:
+                raise ReportError(f"{path} line {number}: {problem}")
             problems.append(f"{path.name}:{number}: {problem}")
             continue
         rows.append(row)

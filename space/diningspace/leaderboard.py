@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import tasks
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData
@@ -274,15 +275,10 @@ def local_rows(results_dir: Path) -> list[dict[str, Any]]:
 
 
 def _scored_items(folder: Path) -> list[dict[str, Any]]:
-    path = folder / "scores.jsonl"
-    items = []
     try:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                items.append(json.loads(line))
-    except (OSError, ValueError):
+        return [row for _, row in iter_jsonl_objects(folder / "scores.jsonl", policy="skip", max_depth=MAX_JSON_DEPTH)]
+    except OSError:
         return []
-    return [item for item in items if isinstance(item, dict)]
 
 
 def _pooled_figure(task: str, items: list[dict[str, Any]], n_boot: int) -> tuple[float | None, str | None]:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, json_depth_within
 from eval.tasks import figure_of, is_judged
 from eval.types import TASKS
 
@@ -44,7 +45,6 @@ SUBMISSIONS_FOLDER = "submissions"  # under the results folder, next to humans/
 HISTORY = "history"
 SUBMISSION_JSON = "submission.json"
 RUN_FILES = ("run.json", "predictions.jsonl", "scores.jsonl", "metrics.json")
-MAX_JSON_DEPTH = 32
 MAX_LINE_BYTES = 1 << 20  # one predictions/scores line
 MAX_RAW_CHARS = 200_000  # one raw answer
 RATIO_FLOOR = 1 << 20  # the ratio cap applies to members that unpack to more than this
@@ -147,17 +147,6 @@ def open_zip(path: Path, caps: Caps) -> dict[str, bytes]:
 
 
 # ---------------------------------------------------------------- bounded JSON
-def _depth_ok(value: Any, limit: int) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return False
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return True
-
-
 def parse_json(data: bytes | str, name: str) -> Any:
     """JSON of a visitor's file: SubmissionError when malformed or nested deeper than MAX_JSON_DEPTH."""
     try:
@@ -166,23 +155,14 @@ def parse_json(data: bytes | str, name: str) -> Any:
         raise SubmissionError(f"{name}: nested deeper than {MAX_JSON_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise SubmissionError(f"{name}: not valid JSON ({str(exc).splitlines()[0][:80]})") from None
-    if not _depth_ok(value, MAX_JSON_DEPTH):
+    if not json_depth_within(value, MAX_JSON_DEPTH):
         raise SubmissionError(f"{name}: nested deeper than {MAX_JSON_DEPTH} levels")
     return value
 
 
 def parse_jsonl(data: bytes, name: str) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        if len(line) > MAX_LINE_BYTES:
-            raise SubmissionError(f"{name} line {number}: longer than {_mb(MAX_LINE_BYTES)}")
-        row = parse_json(line, f"{name} line {number}")
-        if not isinstance(row, dict):
-            raise SubmissionError(f"{name} line {number}: not a JSON object")
-        rows.append(row)
-    return rows
+    return [row for _, row in iter_jsonl_objects(data, name, error=SubmissionError, max_line_bytes=MAX_LINE_BYTES,
+                                                 max_depth=MAX_JSON_DEPTH)]
 
 
 # ---------------------------------------------------------------- the release this Space serves
@@ -481,7 +461,7 @@ def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release],
         metrics = score_run(run_dir, judge=judge, rows=meta, judge_cache=judge_cache)
     except ScoringError as exc:
         raise SubmissionError(f"re-scoring failed: {exc}") from None
-    rescored = [json.loads(line) for line in (run_dir / SCORES).read_text(encoding="utf-8").splitlines() if line]
+    rescored = [row for _, row in iter_jsonl_objects(run_dir / SCORES)]  # written just now by score_run
     checks = []
     for task in tasks:
         ids = {p.id for p in predictions if p.task == task and not p.epoch and not p.rotation}
@@ -517,7 +497,7 @@ def self_reported(card_text: str, dataset_id: str | None, repo_id: str) -> dict[
         header = yaml.safe_load(card_text.split("---", 2)[1])
     except (yaml.YAMLError, IndexError):
         raise SubmissionError(f"{repo_id}: the model card's metadata is not valid YAML") from None
-    if not _depth_ok(header, MAX_JSON_DEPTH):
+    if not json_depth_within(header, MAX_JSON_DEPTH):
         raise SubmissionError(f"{repo_id}: the model card's metadata is nested too deeply")
     index = header.get("model-index") if isinstance(header, dict) else None
     figures: dict[str, dict[str, Any]] = {}
