@@ -28,6 +28,7 @@ from eval.endpoints import host_of
 from eval.judge import JudgeError, make_judge
 from eval.runinfo import read_run_json
 from eval.scoring import JUDGE_CACHE, METRICS, ScoringError, load_rows
+from eval.settings import N_BOOT, RunSettings
 from eval.stats import can_resample, cluster_bootstrap_ci
 from eval.store import PREDICTIONS, read_predictions
 from eval.types import DEFAULT_MAX_TOKENS
@@ -69,7 +70,7 @@ def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float | None:
 
 
 def compare(a: Sequence[str | None], b: Sequence[str | None], merchants: Sequence[str], *,
-            n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+            n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:
     """Agreement and kappa of two raters on the items both gave a verdict, with 95% intervals
     resampling merchants (NaN resamples, where kappa is undefined, are left out)."""
     kept = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x is not None and y is not None]
@@ -141,7 +142,7 @@ def vqa_answers(run_dir: Path) -> list[Item]:
 
 
 def judge_verdicts(items: Sequence[Item], judge: Judge, judge_model: str, cache_dir: Path, *,
-                   concurrency: int = 4) -> tuple[list[str | None], list[str | None]]:
+                   concurrency: int = RunSettings.concurrency) -> tuple[list[str | None], list[str | None]]:
     """(verdicts as the accuracy uses them, the judge's own verdicts) per item.
 
     The first come from the metric's `judge_items` (rule, then cache, then judge); the judge's own
@@ -187,8 +188,8 @@ def read_human_labels(path: Path) -> dict[str, str]:
 
 # ---------------------------------------------------------------- the whole comparison
 def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
-                    human_labels: Mapping[str, str] | None = None, judge_all: bool = False, n_boot: int = 1000,
-                    concurrency: int = 4, cache_dir: Path | None = None) -> dict[str, Any]:
+                    human_labels: Mapping[str, str] | None = None, judge_all: bool = False, n_boot: int = N_BOOT,
+                    concurrency: int = RunSettings.concurrency, cache_dir: Path | None = None) -> dict[str, Any]:
     """Re-judge a run's VQA answers with every judge (name -> callable) and compare; the result is
     what `judge_agreement.json` holds (written by `write_agreement`)."""
     run_dir = Path(run_dir)
@@ -247,7 +248,7 @@ def parse_judge_spec(text: str) -> tuple[str, str | None]:
 
 
 def agreement_of_specs(run_dir: Path | str, specs: Sequence[str], *, human_labels: Path | None = None,
-                       judge_all: bool = False, n_boot: int = 1000, base_url: str | None = None
+                       judge_all: bool = False, n_boot: int = N_BOOT, base_url: str | None = None
                        ) -> dict[str, Any]:
     """`judge_agreement` with judges built from specs (`SPEC` or `SPEC@BASE_URL`; `base_url` for the
     others); writes judge_agreement.json and returns its content. Only a server's host is recorded."""
@@ -260,13 +261,13 @@ def agreement_of_specs(run_dir: Path | str, specs: Sequence[str], *, human_label
     judges = {}
     try:
         for spec, url in parsed:
-            judge = make_judge(spec, url or base_url, timeout=float(settings.get("timeout") or 120.0),
+            judge = make_judge(spec, url or base_url, timeout=float(settings.get("timeout") or RunSettings.timeout),
                                max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS))
             judges[spec] = judge
             judge.check()
         labels = read_human_labels(human_labels) if human_labels is not None else None
         result = judge_agreement(run_dir, judges, human_labels=labels, judge_all=judge_all, n_boot=n_boot,
-                                 concurrency=int(settings.get("concurrency") or 4))
+                                 concurrency=int(settings.get("concurrency") or RunSettings.concurrency))
     except JudgeError as exc:
         raise ScoringError(str(exc)) from None
     finally:

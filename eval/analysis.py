@@ -22,6 +22,7 @@ from eval.report.plots import DPI, MAX_WIDTH_IN, STYLE, series_style
 from eval.report.runs import RunData, load_run
 from eval.report.tables import as_text, md_table, pct
 from eval.scoring import ScoringError, load_rows
+from eval.settings import N_BOOT
 from eval.store import PREDICTIONS, read_predictions
 from eval.types import LETTERS, NUTRIENTS
 
@@ -272,7 +273,7 @@ def output_section(runs: Sequence[RunData]) -> str:
             + "\n\nLooping: the last characters of the answer are one phrase repeated over most of its tail.")
 
 
-def mode_pairs_section(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
+def mode_pairs_section(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
     """Thinking minus instruct, per task, for runs whose models differ only by that marker."""
     by_family: dict[tuple[str, str], dict[str, RunData]] = {}
     for run in runs:
@@ -366,7 +367,7 @@ def _dataset_fields(runs: Sequence[RunData]) -> tuple[dict[str, list[str]], dict
     return options, portions
 
 
-def analyze(dirs: Sequence[Path | str], *, out: Path | None = None, n_boot: int = 1000) -> str:
+def analyze(dirs: Sequence[Path | str], *, out: Path | None = None, n_boot: int = N_BOOT) -> str:
     """The markdown analysis of these run folders; with `out`, also analysis.md and PNG plots there."""
     runs = [load_run(path) for path in dirs]
     options, portions = _dataset_fields(runs)

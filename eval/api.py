@@ -30,7 +30,7 @@ from eval.report.report import build_report, write_run_report
 from eval.report.runs import load_run
 from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
-from eval.settings import RunSettings, UsageError
+from eval.settings import N_BOOT, RunSettings, UsageError
 from eval.store import LOCK, PREDICTIONS, Key, PredictionStore, key_of, locked
 from eval.types import Backend, ConfigError, Prediction, Request
 
@@ -345,7 +345,7 @@ def _call(coro: Any) -> Any:
 
 
 def score(run_dir: Path | str, judge: str | None = None, judge_base_url: str | None = None, *,
-          n_boot: int = 1000) -> dict[str, Any]:
+          n_boot: int = N_BOOT) -> dict[str, Any]:
     """Re-score the saved predictions of a run folder and rewrite its report; return metrics.json's content.
 
     The judge, when given, replaces the one recorded in run.json; cached verdicts are reused.
@@ -415,7 +415,7 @@ def run_sweep(cells: Sequence[RunSettings], out: Path, *, progress: bool = True,
     (out / "sweep.json").write_text(json.dumps({"cells": [c.to_json() for c in cells]}, indent=2,
                                                ensure_ascii=False) + "\n", encoding="utf-8")
     text = build_report([load_run(path) for path in run_dirs], reported=False,
-                        n_boot=cells[0].n_boot if cells else 1000, plot_dir=out)
+                        n_boot=cells[0].n_boot if cells else N_BOOT, plot_dir=out)
     (out / "report.md").write_text(text, encoding="utf-8")
     return text
 

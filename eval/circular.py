@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, position_bias
+from eval.settings import N_BOOT
 from eval.stats import can_resample, cluster_bootstrap_mean_ci
 
 ROTATIONS = "rotations.jsonl"
@@ -20,7 +21,7 @@ ROTATIONS = "rotations.jsonl"
 
 # ---------------------------------------------------------------- figures of a circular run
 def circular_figures(plain: Sequence[dict[str, Any]], rotated: Sequence[dict[str, Any]], *,
-                     n_boot: int = 1000, seed: int = 0) -> dict[str, Any] | None:
+                     n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any] | None:
     """metrics.json's circular figures from rotation 0 (scores.jsonl lines) and the other rotations.
 
     An item (per epoch) counts when all its rotations were scored; it is correct when every one is.

@@ -18,7 +18,7 @@ from eval import analysis, api, tasks
 from eval.agreement import agreement_of_specs, parse_judge_spec
 from eval.report import report
 from eval.report.tables import pct, results_table, with_ci
-from eval.settings import LANGS, UsageError, add_run_arguments, settings_from_args
+from eval.settings import LANGS, N_BOOT, UsageError, add_run_arguments, settings_from_args
 from eval.types import is_user_error
 
 EXIT_USAGE = 2
@@ -116,7 +116,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lang", type=_lang_list, default=["zh"], metavar="zh,en",
                         help="prompt languages (default zh)")
     parser.add_argument("--out", type=Path, required=True, help="sweep folder: one run folder per cell")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    parser.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})")
     add_run_arguments(parser, skip=("task", "model", "images", "cot", "lang", "out", "ids", "overwrite"))
 
 
@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help='JSONL of {"id": ..., "verdict": "C" or "I"}: one more rater')
     agree.add_argument("--judge-all", action="store_true",
                        help="compare the judges' own verdicts on every answer, also those the rule decides")
-    agree.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    agree.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})")
     agree.set_defaults(handler=cmd_judge_agreement)
     analyze = sub.add_parser("analyze", help="error analysis across run folders: difficulty, distractors, "
                                              "nutrition error direction, truncation and loops, thinking vs instruct")

@@ -22,7 +22,7 @@ from eval import requests, scoring, tasks
 from eval.endpoints import host_of
 from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, read_run_json, write_run_json
-from eval.settings import RunSettings, UsageError
+from eval.settings import N_BOOT, RunSettings, UsageError
 from eval.store import PredictionStore
 from eval.types import TASKS, Prediction, UserError
 
@@ -286,7 +286,7 @@ def _checked_predictions(result: Result, settings: RunSettings) -> list[Predicti
 
 
 def import_run(source: Path | str, framework: str, out: Path | str, *, dataset: str | None = None,
-               judge: str | None = None, judge_base_url: str | None = None, n_boot: int = 1000) -> Path:
+               judge: str | None = None, judge_base_url: str | None = None, n_boot: int = N_BOOT) -> Path:
     """Turn an inspect log or lmms-eval samples file (or a folder of them) into a scored run folder."""
     import diningbench
     from eval import api

@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 
 from eval import tasks
+from eval.settings import N_BOOT
 from eval.stats import (
     Statistic,
     can_resample,
@@ -97,7 +98,7 @@ def headline(task: str, rows: Sequence[dict[str, Any]]) -> float | None:
     return accuracy(rows)
 
 
-def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = 1000,
+def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = N_BOOT,
                 seed: int = 0) -> tuple[float, float] | None:
     """95% interval for `headline`, resampling merchants (the items' `merchant_id`).
 
@@ -166,7 +167,7 @@ def _correct_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:
 
 
 def paired_difference(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], *,
-                      n_boot: int = 1000, seed: int = 0) -> dict[str, Any] | None:
+                      n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any] | None:
     """Headline of run A minus run B on the items both scored, with a paired cluster-bootstrap interval."""
     by_id = {r["id"]: r for r in rows_b}
     common = [(a, by_id[a["id"]]) for a in rows_a if a["id"] in by_id]
@@ -259,7 +260,7 @@ def epoch_agreement(task: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]
 
 
 def task_figures(task: str, rows: Sequence[dict[str, Any]], metric_result: dict[str, Any], *,
-                 n_boot: int = 1000) -> dict[str, Any]:
+                 n_boot: int = N_BOOT) -> dict[str, Any]:
     """A task's metrics.json entry: the metric's own figures, the outcome counts, token totals and
     the headline's 95% merchant-clustered interval (`accuracy_ci95` or `avg_mape_ci95`).
 

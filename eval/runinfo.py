@@ -81,8 +81,11 @@ def write_run_json(run_dir: Path, info: dict[str, Any]) -> None:
 
 def build_run_json(*, settings: dict[str, Any], tasks: list[str], backend: dict[str, Any],
                    dataset_source: str | None, fingerprints: dict[str, str], judge: dict[str, Any] | None,
-                   counts: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The run.json content. `settings` must already be free of secrets (they come from flags only)."""
+                   counts: dict[str, Any] | None = None, packages: dict[str, Any] | None = None,
+                   commit: str | None | bool = True) -> dict[str, Any]:
+    """The run.json content, whoever writes it (a run, an import, the Space keeping a submission).
+    `settings` must already be free of secrets (they come from flags only). `packages` and `commit`
+    default to this process's; a kept submission passes the submitter's (`commit` None: unknown)."""
     public = {k: v for k, v in settings.items() if k not in ("engine_extra", "base_url", "judge_base_url")}
     public["engine_extra"] = {k: v for k, v in (settings.get("engine_extra") or {}).items()
                               if "key" not in k.lower() and "token" not in k.lower()}
@@ -96,8 +99,8 @@ def build_run_json(*, settings: dict[str, Any], tasks: list[str], backend: dict[
         "prompt_version": PROMPT_VERSION,
         "dataset": {"source": dataset_source or "embedded sample", "fingerprints": fingerprints},
         "identity": identity(settings, fingerprints),
-        "packages": package_versions(),
-        "git_commit": git_commit(),
+        "packages": package_versions() if packages is None else packages,
+        "git_commit": git_commit() if commit is True else commit or None,
         "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "counts": counts or {},
     }

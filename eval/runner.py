@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from eval.settings import RunSettings
 from eval.types import Backend, BackendError, Request, Response
 
 
@@ -240,7 +241,7 @@ async def _batched(backend: Any, requests: _Source, batch_size: int, policy: Ret
             await asyncio.sleep(policy.delay(attempt, None))
 
 
-async def execute(backend: Backend, requests: Iterable[Request] | AsyncIterable[Request], *, concurrency: int = 8,
+async def execute(backend: Backend, requests: Iterable[Request] | AsyncIterable[Request], *, concurrency: int = RunSettings.concurrency,
                   batch_size: int = 8, policy: RetryPolicy | None = None,
                   on_retry: Callable[[], None] | None = None) -> AsyncIterator[Outcome]:
     """Yield one Outcome per request, in completion order.

@@ -48,7 +48,7 @@ from eval import circular, numbers, tasks
 from eval.images import select_views
 from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
-from eval.settings import RunSettings
+from eval.settings import N_BOOT, RunSettings
 from eval.store import PREDICTIONS, Key, json_text, key_of, read_predictions, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS, Prediction, UserError
 from metrics.judge_accuracy.core import (
@@ -61,7 +61,6 @@ from metrics.judge_accuracy.core import (
 SCORES = "scores.jsonl"
 METRICS = "metrics.json"
 JUDGE_CACHE = "judge_cache"
-N_BOOT = RunSettings.n_boot
 # judge_items' provenance -> scores.jsonl's decided_by: a cached verdict was a judge's; a missing
 # answer ("I") and an unscored item were decided by nobody.
 DECIDED_BY = {"rule": "rule", "judge": "judge", "cache": "judge"}

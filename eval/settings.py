@@ -23,6 +23,7 @@ from eval.types import DEFAULT_MAX_TOKENS, UserError
 IMAGE_ORDERS = ("reference-first", "user-first", "random")
 LANGS = ("zh", "en")
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+N_BOOT = 1000  # bootstrap resamples of every 95% interval: RunSettings.n_boot, each report's and command's default
 
 
 class UsageError(UserError):
@@ -98,7 +99,7 @@ class RunSettings:
     max_model_len: int | None = _opt(None, "vllm: context length (default 16384)", engine=True)
     # Programmatic only: not flags.
     retry_base_delay: float = _opt(1.0, "seconds before the first retry without Retry-After", cli=False)
-    n_boot: int = _opt(1000, "bootstrap resamples for the 95% intervals in metrics.json", cli=False)
+    n_boot: int = _opt(N_BOOT, "bootstrap resamples for the 95% intervals in metrics.json", cli=False)
     judge_cache: Path | None = _opt(None, "verdict cache folder (default: the run folder's judge_cache/); a "
                                           "sweep shares one, so an answer is judged once", cli=False)
     engine_extra: dict[str, Any] = _opt({}, "further backend options (tests, the Space)", cli=False)

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from eval.settings import N_BOOT
+
 Statistic = Callable[[np.ndarray], float]
 
 
@@ -83,7 +85,7 @@ def can_resample(n_items: int, clusters: Sequence[str] | None) -> bool:
 
 
 def cluster_bootstrap_ci(n_items: int, clusters: Sequence[str] | None, statistic: Statistic, *,
-                         n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+                         n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Percentile interval of `statistic(indices)` over cluster resamples.
 
     `statistic` receives the item indices of one resample (cluster members concatenated, repeats
@@ -125,7 +127,7 @@ def mean_of_column_means(matrix: np.ndarray) -> Statistic:
     return statistic
 
 
-def cluster_bootstrap_column_means_ci(matrix: np.ndarray, clusters: Sequence[str] | None, *, n_boot: int = 1000,
+def cluster_bootstrap_column_means_ci(matrix: np.ndarray, clusters: Sequence[str] | None, *, n_boot: int = N_BOOT,
                                       seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Interval for `mean_of_column_means(matrix)` (items x columns, NaN = not counted): the same
     resamples as `cluster_bootstrap_ci` with that statistic and seed, hence the same interval (up to
@@ -166,7 +168,7 @@ def _mean_estimates(values: np.ndarray, index: _ClusterIndex, drawn: np.ndarray)
 
 
 def cluster_bootstrap_mean_ci(values: Sequence[float] | np.ndarray, clusters: Sequence[str] | None, *,
-                              n_boot: int = 1000, seed: int = 0,
+                              n_boot: int = N_BOOT, seed: int = 0,
                               level: float = 0.95) -> tuple[float, float]:
     """Interval for the mean of per-item `values` (NaN = item not counted, e.g. an excluded APE).
 
@@ -180,7 +182,7 @@ def cluster_bootstrap_mean_ci(values: Sequence[float] | np.ndarray, clusters: Se
 
 
 def paired_bootstrap(n_items: int, clusters: Sequence[str] | None, statistic_a: Statistic,
-                     statistic_b: Statistic, *, n_boot: int = 1000, seed: int = 0,
+                     statistic_b: Statistic, *, n_boot: int = N_BOOT, seed: int = 0,
                      level: float = 0.95) -> tuple[float, tuple[float, float]]:
     """Difference `statistic_a - statistic_b` on the same items, with a paired cluster-bootstrap interval.
 

@@ -22,6 +22,7 @@ from adapters import common
 from eval import tasks
 from eval.images import select_views, views_for_request
 from eval.prompts import PROMPT_VERSION
+from eval.settings import RunSettings
 
 
 def options() -> dict[str, Any]:
@@ -128,7 +129,7 @@ def _process(task: str, metric: str, doc: dict[str, Any], results: list[Any]) ->
             judge.close()
     settings = options()
     record.update(prompt=_text(task, doc), raw=raw, n_images=len(select_views(
-        doc.get("image_roles") or [], settings["views"], "reference-first", seed=0, item_id=str(doc["id"]))))
+        doc.get("image_roles") or [], settings["views"], RunSettings.image_order, seed=0, item_id=str(doc["id"]))))
     record["diningbench"] = {"task": task, "lang": settings["lang"], "images": settings["views"], "cot": settings["cot"],
                              "dataset": settings["dataset"], "fingerprint": _fingerprint(task, settings["dataset"]),
                              "prompt_version": PROMPT_VERSION}

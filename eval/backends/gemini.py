@@ -17,6 +17,7 @@ from eval.backends._retry import is_retryable_status, parse_retry_after, parse_r
 from eval.backends.policy import EFFORT_HINT, refuse_options
 from eval.endpoints import host_of, require_http_url, resolve_api_key
 from eval.redact import redact
+from eval.settings import RunSettings
 from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
 
 # Finish reasons: an answer ended normally (STOP) or at the limit (MAX_TOKENS); a few say nothing about the
@@ -103,7 +104,7 @@ def _name(value: Any) -> str | None:
 class GeminiBackend:
     """generateContent at temperature 0 with max_output_tokens, seed and the thinking configuration."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, timeout: float = 120.0,
+    def __init__(self, model: str, *, base_url: str | None = None, timeout: float = RunSettings.timeout,
                  api_key: str | None = None, max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  thinking_budget: int | None = None, reasoning_effort: str | None = None) -> None:
         try:
@@ -221,7 +222,7 @@ def _short(text: str) -> str:
     return " ".join(str(text).split())[:200]
 
 
-def make(model: str, *, base_url: str | None = None, timeout: float = 120.0, api_key: str | None = None,
+def make(model: str, *, base_url: str | None = None, timeout: float = RunSettings.timeout, api_key: str | None = None,
          max_tokens: int | None = DEFAULT_MAX_TOKENS, thinking_budget: int | None = None,
          reasoning_effort: str | None = None, **_: Any) -> GeminiBackend:
     """`api_key` overrides the environment for this instance only; it is never recorded.

@@ -32,6 +32,7 @@ from eval.backends._retry import is_retryable_status, parse_retry_after
 from eval.backends.policy import ChatPolicy, error_message, refuse_options, rough_prompt_tokens
 from eval.endpoints import host_of, require_http_url, resolve_api_key
 from eval.redact import redact
+from eval.settings import RunSettings
 from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -117,7 +118,7 @@ def _with_uris(body: dict[str, Any], deferred: list[ImagePart]) -> dict[str, Any
 class OpenAIChatBackend:
     """POST {base_url}/chat/completions with what the request policy says (temperature 0, a limit, seed)."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, timeout: float = 120.0,
+    def __init__(self, model: str, *, base_url: str | None = None, timeout: float = RunSettings.timeout,
                  api_key: str | None = None, reasoning_effort: str | None = None,
                  max_tokens: int | None = DEFAULT_MAX_TOKENS, max_tokens_explicit: bool | None = None) -> None:
         try:
@@ -406,7 +407,7 @@ def _short(text: str) -> str:
     return " ".join(str(text).split())[:200]
 
 
-def make(model: str, *, base_url: str | None = None, timeout: float = 120.0, api_key: str | None = None,
+def make(model: str, *, base_url: str | None = None, timeout: float = RunSettings.timeout, api_key: str | None = None,
          reasoning_effort: str | None = None, thinking_budget: int | None = None,
          max_tokens: int | None = DEFAULT_MAX_TOKENS, max_tokens_explicit: bool | None = None,
          **_: Any) -> OpenAIChatBackend:

@@ -17,6 +17,7 @@ from typing import Any
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import ReportError, RunData
 from eval.report.tables import as_text, md_table, pct
+from eval.settings import N_BOOT
 from eval.tasks import all_tasks
 from eval.tasks import get as get_task
 
@@ -181,7 +182,7 @@ def metadata(runs: Sequence[RunData], *, hub_id: str | None = None, allow_partia
     return out
 
 
-def results_table(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
+def results_table(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
     """Markdown table for a model card body: headline figures with 95% merchant-clustered intervals."""
     rows = []
     for run in runs:
@@ -203,7 +204,7 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
 
 
 def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, allow_partial: bool = False,
-                      fmt: str = "card", n_boot: int = 1000) -> str:
+                      fmt: str = "card", n_boot: int = N_BOOT) -> str:
     """`card`: a whole README.md (YAML metadata block, then the body); `yaml`/`json`: the metadata only."""
     if fmt not in FORMATS:
         raise ReportError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")

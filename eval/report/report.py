@@ -28,6 +28,7 @@ from eval.report import model_card
 from eval.report.runs import ReportError, RunData, expand_run_dirs, load_reported, load_run
 from eval.report.sweeps import sweep_sections
 from eval.report.tables import as_text, headline_cell, md_table, pct, with_ci
+from eval.settings import N_BOOT
 from eval.tasks import Task, all_tasks
 from eval.tasks import get as get_task
 from eval.tasks import names as task_names
@@ -88,7 +89,7 @@ def _reported_cells(task: Task, row: dict[str, Any]) -> list[str]:
         _reported(row.get("avg_mape"))]
 
 
-def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = 1000) -> str:
+def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = N_BOOT) -> str:
     """The paper's Table 2 layout: measured runs, then baselines, then the paper's reported rows."""
     grouped = group_runs(runs)
     measured, baselines = [], []
@@ -143,7 +144,7 @@ def _headline_cell(task: str, run: RunData | None, n_boot: int) -> str:
     return with_ci(value, headline_ci(task, rows, n_boot=n_boot))
 
 
-def comparison(runs: Sequence[RunData], *, against_first: bool = False, n_boot: int = 1000) -> str:
+def comparison(runs: Sequence[RunData], *, against_first: bool = False, n_boot: int = N_BOOT) -> str:
     """Paired differences (A − B, percentage points) on shared items, with 95% cluster-bootstrap CIs."""
     grouped = list(group_runs(runs).items())
     pairs = [(grouped[0], other) for other in grouped[1:]] if against_first else \
@@ -214,7 +215,7 @@ def _cell(task: str, subset: Sequence[dict[str, Any]]) -> str:
 
 
 # ---------------------------------------------------------------- robustness and judge reliability
-def circular_section(runs: Sequence[RunData], *, n_boot: int = 1000) -> str:
+def circular_section(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
     """`run --circular`: accuracy as stored against accuracy under every option rotation, and
     whether answers lean to a letter position (chi-square against an even spread)."""
     rows = []
@@ -354,7 +355,7 @@ def outcome_table(runs: Sequence[RunData]) -> str:
 
 
 def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bool = True,
-                 n_boot: int = 1000, plot_dir: Path | None = None) -> str:
+                 n_boot: int = N_BOOT, plot_dir: Path | None = None) -> str:
     """The whole markdown report for these runs."""
     parts = ["# DiningBench results", dataset_note(runs), "## Results (Table 2 layout)", table2(
         runs, reported=reported, n_boot=n_boot),
@@ -427,7 +428,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-reported", action="store_true", help="leave out the paper's reported rows")
     parser.add_argument("--plot-dir", type=Path,
                         help="where sweep plots go (default: beside --out, or inside a single sweep folder)")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    parser.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from eval.numbers import (
 from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report.runs import RunData
 from eval.report.tables import md_table, with_ci
+from eval.settings import N_BOOT
 from eval.tasks import Task
 from eval.tasks import get as get_task
 from eval.tasks import names as task_names
@@ -174,7 +175,7 @@ def _link(path: Path, plot_dir: Path) -> str:
     return path.relative_to(plot_dir).as_posix()
 
 
-def sweep_sections(runs: Sequence[RunData], *, plot_dir: Path | None = None, n_boot: int = 1000) -> str:
+def sweep_sections(runs: Sequence[RunData], *, plot_dir: Path | None = None, n_boot: int = N_BOOT) -> str:
     """The sweep tables (and PNGs in `plot_dir`) for whatever the runs vary: views and/or CoT."""
     parts = [section for task in task_names() for section in (
         views_section(runs, task, plot_dir, n_boot), cot_section(runs, task, plot_dir, n_boot)) if section]

@@ -30,12 +30,13 @@ class Nutrition(Task):
 
     def reference(self, row: Mapping[str, Any], lang: str = "zh") -> Any:
         values = {k: row.get(k) for k in NUTRIENTS}
-        bad = [f"{k}={v}" for k, v in values.items()
-               if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0)]
-        if bad:
+        usable = {k: float(v) for k, v in values.items()
+                  if isinstance(v, int | float) and math.isfinite(v) and v >= 0}
+        if len(usable) < len(values):
+            bad = [f"{k}={v}" for k, v in values.items() if k not in usable]
             raise ValueError(f"{self.name} item {row.get('id')}: nutrition must be finite and >= 0 "
                              f"({', '.join(bad)}); {VALIDATE_HINT}")
-        return {k: float(v) for k, v in values.items()}
+        return usable
 
     def parse(self, text: str, row: Mapping[str, Any], lang: str = "zh") -> Any:
         return parse_nutrition(text)

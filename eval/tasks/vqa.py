@@ -11,7 +11,7 @@ from metrics.judge_accuracy.core import final_answer
 
 
 def question_of(row: Mapping[str, Any], lang: str = "zh") -> str:
-    return row.get("question_en") if lang == "en" and row.get("question_en") else row["question"]
+    return str(row["question_en"] if lang == "en" and row.get("question_en") else row["question"])
 
 
 class Vqa(Task):

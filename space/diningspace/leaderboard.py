@@ -24,6 +24,7 @@ from eval import tasks
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData
 from eval.report.tables import MISSING
+from eval.settings import N_BOOT
 from eval.tasks import Task
 
 # One short name per task, used in headers, the Items column and the Take-the-test tab alike.
@@ -287,7 +288,7 @@ def _pooled_figure(task: str, items: list[dict[str, Any]], n_boot: int) -> tuple
     return _percent(value), _interval(interval)
 
 
-def humans_rows(results_dir: Path, *, n_boot: int = 1000) -> list[dict[str, Any]]:
+def humans_rows(results_dir: Path, *, n_boot: int = N_BOOT) -> list[dict[str, Any]]:
     """One row per group of people (layperson / cook / dietitian) who took the test.
 
     Every person's scored items of a group are pooled. The interval is a cluster bootstrap whose

@@ -416,7 +416,7 @@ def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release],
            judge: str | None, judge_cache: Path | None, source: str) -> tuple[Verification, Path]:
     """Check and re-score a run folder's files in `work`; the re-scored run folder is `work`/run."""
     from eval.report.runs import RunData
-    from eval.runinfo import write_run_json
+    from eval.runinfo import build_run_json, write_run_json
     from eval.scoring import SCORES, ScoringError, score_run
     from eval.settings import IDENTITY_FIELDS
     from eval.store import PREDICTIONS
@@ -445,13 +445,11 @@ def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release],
     identity = {name: getattr(settings, name) for name in IDENTITY_FIELDS}
     public = {**settings.to_json(), "out": None, "judge": judge, "judge_cache": None, "engine_extra": {},
               "dataset": release.source, "concurrency": min(settings.concurrency, 4)}
-    kept = {"model": settings.model, "tasks": tasks, "settings": public,
-            "backend": _flat(info.get("backend")),
-            "judge": None, "prompt_version": info["prompt_version"],
-            "dataset": {"source": release.source or "embedded sample", "fingerprints": release.fingerprints},
-            "identity": {**identity, "prompt_version": info["prompt_version"], "dataset": release.fingerprints},
-            "packages": _flat(info.get("packages")),
-            "git_commit": str(info.get("git_commit"))[:60] if info.get("git_commit") else None}
+    # The one run.json builder; the prompt version is this Space's, which _check_release required.
+    kept = build_run_json(settings=public, tasks=tasks, backend=_flat(info.get("backend")) or {},
+                          dataset_source=release.source, fingerprints=release.fingerprints, judge=None,
+                          packages=_flat(info.get("packages")) or {},
+                          commit=str(info.get("git_commit"))[:60] if info.get("git_commit") else None)
     write_run_json(run_dir, kept)
     with (run_dir / PREDICTIONS).open("w", encoding="utf-8") as fh:
         for p in predictions:
