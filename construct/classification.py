@@ -13,7 +13,7 @@ from construct.context import Context
 from construct.dishes import REVIEWED as DISHES
 from construct.models import Answer, Ask, parse_json_object, photo_part
 from construct.raw import Dish
-from construct.work import Decision, Stage, dropped, inputs_key, kept
+from construct.work import MODEL_ERROR, MODEL_UNPARSED, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import LETTERS
 
 NAME = "classification"
@@ -51,7 +51,7 @@ def _rng(seed: int, *parts: str) -> np.random.Generator:
 def check_selection(answer: dict | None, candidates: set[str]) -> tuple[str | None, dict]:
     """(why the selection is unusable or None, {dish_id: standard name} of target and the 7 picks)."""
     if not answer or not isinstance(answer.get("selected"), list) or not isinstance(answer.get("candidates"), list):
-        return "model_unparsed", {}
+        return MODEL_UNPARSED, {}
     target_name = str(answer.get("target_standard_name") or "").strip()
     names = {str(c.get("dish_id")): str(c.get("standard_name") or "").strip()
              for c in answer["candidates"] if isinstance(c, dict)}
@@ -126,8 +126,8 @@ def check_selections(targets: list[dict], menus: dict[str, list[Dish]], selectio
         if did not in menus:
             continue
         answer = selections[did]
-        if answer.error:
-            decisions[did], complete = dropped(did, "model_error", TASK, error=answer.error), False
+        if failed := triage(did, answer.error, True, TASK):  # an unreadable selection is check_selection's
+            decisions[did], complete = failed, False
             continue
         why, names = check_selection(parse_json_object(answer.text), {d.dish_id for d in menus[did]})
         if why:
@@ -174,10 +174,9 @@ def check_filter(drafts: dict[str, dict], verdicts: dict[str, Answer], n: int, s
     for did in list(drafts):
         answer = verdicts[did]
         verdict, reason = parse_filter(answer.text)
-        if answer.error:
-            decisions[did], complete = dropped(did, "model_error", TASK, filter_pass=n, error=answer.error), False
-        elif verdict is None:
-            decisions[did] = dropped(did, "model_unparsed", TASK, filter_pass=n)
+        if failed := triage(did, answer.error, verdict, TASK, filter_pass=n):
+            decisions[did] = failed
+            complete = complete and failed.reason != MODEL_ERROR
         elif verdict != "pass":
             decisions[did] = dropped(did, verdict, TASK, filter_pass=n, filter_model=spec, model_reason=reason)
         else:

@@ -14,7 +14,7 @@ from construct.context import Context
 from construct.dishes import REVIEWED as DISHES
 from construct.fdc import FoodData, cross_check
 from construct.models import Answer, Ask, parse_json_object, photo_part
-from construct.work import Decision, Stage, dropped, inputs_key, kept
+from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import NUTRIENTS, portion_grams
 
 NAME = "nutrition"
@@ -185,11 +185,9 @@ def check_plausibility(ctx: Context, checker: str, targets: dict[str, dict], can
     for did in candidates:
         answer = answers[did]
         plausible, reason = parse_plausibility(answer.text)
-        if answer.error:
-            complete = False
-            out[did] = "model_error"
-        elif plausible is None:
-            out[did] = "model_unparsed"
+        if failed := triage(did, answer.error, plausible):
+            complete = complete and failed.reason != MODEL_ERROR
+            out[did] = failed.reason
         else:
             out[did] = None if plausible else "implausible"
             checks[did][f"{label}_plausibility"] = "pass" if plausible else reason
@@ -234,12 +232,10 @@ def check_estimates(ctx: Context, rest: list[str], estimates: dict[str, Answer],
     complete = True
     for did in rest:
         answer = estimates[did]
-        if answer.error:
-            decisions[did], complete = dropped(did, "model_error", TASK, error=answer.error), False
-            continue
-        v, breakdown = parse_estimate(answer.text)
-        if v is None:
-            decisions[did] = dropped(did, "model_unparsed", TASK, checks=checks[did])
+        v, breakdown = parse_estimate(answer.text) if not answer.error else (None, None)
+        if failed := triage(did, answer.error, v, TASK, checks=checks[did]):
+            decisions[did] = failed
+            complete = complete and failed.reason != MODEL_ERROR
             continue
         why, found = gate(v, portion_grams(ctx.raw.dishes[did].portion), s.atwater_tolerance)
         checks[did]["estimate"] = found

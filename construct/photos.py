@@ -17,7 +17,7 @@ from PIL import Image
 from construct.context import Context
 from construct.imagehash import dhash, hamming
 from construct.models import Ask, parse_json_object, photo_part
-from construct.work import Decision, Stage, dropped, inputs_key, kept
+from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from eval.images import MAX_PIXELS
 
 NAME = "photos"
@@ -115,11 +115,11 @@ def check_quality(ctx: Context, survivors: list[str], decisions: dict[str, Decis
     for pid in survivors:
         answer = quality[pid]
         verdict = parse_json_object(answer.text)
-        if answer.error:
-            decisions[pid], complete = dropped(pid, "model_error", error=answer.error), False
-        elif not verdict or verdict.get("quality") not in ("good", "bad"):
-            decisions[pid] = dropped(pid, "model_unparsed", check="quality")
-        elif verdict["quality"] == "bad":
+        grade = verdict.get("quality") if verdict and verdict.get("quality") in ("good", "bad") else None
+        if failed := triage(pid, answer.error, grade, check="quality"):
+            decisions[pid] = failed
+            complete = complete and failed.reason != MODEL_ERROR
+        elif grade == "bad":
             decisions[pid] = dropped(pid, "low_quality", model_reason=str(verdict.get("reason", "")))
         else:
             good.append(pid)
@@ -147,11 +147,11 @@ def check_matching(ctx: Context, good: list[str], hashes: dict[str, int], decisi
     for ask in asks:
         pid, answer = ask.item, matches[ask.item]
         verdict = parse_json_object(answer.text)
-        if answer.error:
-            decisions[pid], complete = dropped(pid, "model_error", error=answer.error), False
-        elif not verdict or not isinstance(verdict.get("same_dish"), bool):
-            decisions[pid] = dropped(pid, "model_unparsed", check="reference_matching")
-        elif not verdict["same_dish"]:
+        same = verdict.get("same_dish") if verdict and isinstance(verdict.get("same_dish"), bool) else None
+        if failed := triage(pid, answer.error, same, check="reference_matching"):
+            decisions[pid] = failed
+            complete = complete and failed.reason != MODEL_ERROR
+        elif not same:
             decisions[pid] = dropped(pid, "not_matching_reference", model_reason=str(verdict.get("reason", "")))
         else:
             decisions[pid] = kept(pid, dish_id=ctx.raw.photos[pid].dish_id, role="user", dhash=f"{hashes[pid]:016x}")

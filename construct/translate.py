@@ -12,7 +12,7 @@ from construct.context import Context
 from construct.models import Answer, Ask, parse_json_object
 from construct.nutrition import NAME as NUTRITION
 from construct.vqa import NAME as VQA
-from construct.work import Decision, Stage, dropped, inputs_key, kept
+from construct.work import Decision, Stage, dropped, inputs_key, kept, triage
 
 NAME = "translate"
 PROMPT_VERSION = "translate-v1"
@@ -131,8 +131,8 @@ def check_texts(rows: list[dict], answers: dict[str, Answer], glossary: dict[str
     out: list[dict] = []
     for row in rows:
         answer = answers[row["id"]]
-        if answer.error:
-            decisions.append(dropped(row["id"], "model_error", "vqa", error=answer.error))
+        if failed := triage(row["id"], answer.error, True, "vqa"):  # unreadable text is "untranslated", below
+            decisions.append(failed)
             continue
         parsed = parse_text(answer.text)
         if parsed is None:

@@ -19,7 +19,7 @@ from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
 from construct.dishes import REVIEWED as DISHES
 from construct.models import Answer, Ask, parse_json_object, photo_part
 from construct.nutrition import NAME as NUTRITION
-from construct.work import Decision, Stage, dropped, inputs_key, kept
+from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import NUTRIENTS
 from eval.types import ImagePart
 
@@ -247,13 +247,12 @@ def check_drafts(drafts: dict[str, dict], answers: dict[str, Answer],
     complete = True
     for item in drafts:
         answer = answers[item]
-        if answer.error:
-            decisions[item], complete = dropped(item, "model_error", TASK, error=answer.error), False
+        out = parse_draft(answer.text) if not answer.error else None
+        if failed := triage(item, answer.error, out, TASK):
+            decisions[item] = failed
+            complete = complete and failed.reason != MODEL_ERROR
             continue
-        out = parse_draft(answer.text)
-        if out is None:
-            decisions[item] = dropped(item, "model_unparsed", TASK)
-            continue
+        assert out is not None
         problem = question_problem(out["question"])
         drafts[item].update({k: v.strip() for k, v in out.items()})
         if problem:
@@ -291,10 +290,9 @@ def check_audit(drafts: dict[str, dict], accepted: list[str], verdicts: dict[str
     for item in list(accepted):
         answer = verdicts[item]
         verdict, issue = parse_audit(answer.text)
-        if answer.error:
-            decisions[item], complete = dropped(item, "model_error", TASK, audit_pass=n, error=answer.error), False
-        elif verdict is None:
-            decisions[item] = dropped(item, "model_unparsed", TASK, audit_pass=n)
+        if failed := triage(item, answer.error, verdict, TASK, audit_pass=n):
+            decisions[item] = failed
+            complete = complete and failed.reason != MODEL_ERROR
         elif verdict == "reject":
             decisions[item] = dropped(item, issue or "audit_other", TASK, audit_pass=n, audit_model=spec,
                                       question=drafts[item]["question"])

@@ -237,6 +237,24 @@ def dropped(item: str, reason: str, task: str | None = None, **detail: Any) -> D
     return Decision(item, DROPPED, reason, task, detail)
 
 
+MODEL_ERROR, MODEL_UNPARSED = "model_error", "model_unparsed"
+
+
+def triage(item: str, error: str | None, parsed: Any, task: str | None = None, **detail: Any) -> Decision | None:
+    """The one model-answer triage of every stage: a call that failed is `model_error` (the stage is then
+    incomplete: the call is asked again on the next run), an answer whose text did not parse (`parsed` is
+    None) is `model_unparsed`; None when the answer parsed and the stage's own check decides.
+
+    >>> triage("d1", "HTTP 503", None).reason, triage("d1", None, None).reason, triage("d1", None, {"a": 1})
+    ('model_error', 'model_unparsed', None)
+    """
+    if error:
+        return dropped(item, MODEL_ERROR, task, **detail, error=error)
+    if parsed is None:
+        return dropped(item, MODEL_UNPARSED, task, **detail)
+    return None
+
+
 class Stage:
     """The files of one stage in the work folder."""
 
