@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from eval import cli as eval_cli
 from eval.store import locked
 from synthetic.raw_export import write_raw_export
 from tests.fakes.construct_server import construct_server
+from tests.helpers_memory import peak_growth_mb
 
 FILTERS = ("openai:judge-a", "openai:judge-b")
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,16 +130,17 @@ def test_checking_oversized_photos_never_decodes_them(export):
     """Peak memory of the prefilter on both photos, in a fresh process: a decode of the PNG alone
     would take 432 MB (12000 x 12000 x 3)."""
     root, _ = export
-    script = ("import resource, sys\nfrom construct.photos import prefilter\n"
-              "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-              "reasons = [prefilter(open(p, 'rb').read(), 128)[0] for p in sys.argv[1:]]\n"
-              "print(reasons, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)")
-    done = subprocess.run([sys.executable, "-c", script, str(root / "raw" / "images" / "big-144mpx.png"),
-                           str(root / "raw" / "images" / "big-49mpx.jpg")], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=True)
-    reasons, grown_mb = done.stdout.rsplit(" ", 1)
-    assert reasons == "['too_many_pixels:12000x12000', 'too_many_pixels:7000x7000']"
-    assert int(grown_mb) < 40, done.stdout
+    paths = [str(root / "raw" / "images" / "big-144mpx.png"), str(root / "raw" / "images" / "big-49mpx.jpg")]
+    grown_mb = peak_growth_mb(
+        f"""
+        from construct.photos import prefilter
+        paths = {paths!r}
+        """,
+        """
+        reasons = [prefilter(open(p, 'rb').read(), 128)[0] for p in paths]
+        assert reasons == ['too_many_pixels:12000x12000', 'too_many_pixels:7000x7000'], reasons
+        """)
+    assert grown_mb < 40, grown_mb
 
 
 def test_the_pixel_limit_is_the_harness_one(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import resource
 
 import pytest
 
@@ -13,6 +12,7 @@ from eval.backends import make_backend, release
 from eval.redact import redact
 from eval.types import BackendError, GenerationConfig, Message, Request
 from tests.fakes.hostile_openai import HostileServer
+from tests.helpers_memory import peak_growth_mb
 
 KEY = "sk-hostile-0123456789abcdefghijKLMN"
 
@@ -51,13 +51,40 @@ async def test_gemini_client_follows_no_redirect_and_keeps_its_key_home(status):
 
 async def test_an_endless_body_is_cut_at_the_limit_in_bounded_memory(monkeypatch):
     monkeypatch.setattr("eval.backends.openai_chat.MAX_RESPONSE_BYTES", 2 * 1024 * 1024)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with HostileServer("endless") as server:
         error = await asyncio.wait_for(ask("openai:fake-vlm", server.url), 20)
         sent = server.sent_bytes
     assert not error.retryable and "limit" in str(error)
     assert sent < 64 * 1024 * 1024  # the client hung up soon after the limit
-    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+
+
+def test_an_endless_body_costs_bounded_memory_in_a_fresh_process():
+    """The same client in a fresh interpreter, at the real limit: its peak memory grows by far less than
+    what the server sends (this process's peak, raised by earlier tests, would hide any growth)."""
+    grown_mb = peak_growth_mb(
+        """
+        import asyncio
+        from eval.backends import make_backend, release
+        from eval.types import BackendError
+        from tests.fakes.hostile_openai import HostileServer
+        from tests.test_security_clients import KEY, request
+        """,
+        """
+        async def main():
+            with HostileServer("endless") as server:
+                backend = make_backend("openai:fake-vlm", base_url=server.url, timeout=10.0, api_key=KEY)
+                try:
+                    await backend.generate(request())
+                except BackendError as exc:
+                    assert "limit" in str(exc), exc
+                else:
+                    raise SystemExit("an endless body was accepted")
+                finally:
+                    await release(backend)
+                return server.sent_bytes
+        sent = asyncio.run(asyncio.wait_for(main(), 60))
+        print("sent MB", sent / 2**20)
+        """)
     assert grown_mb < 200, grown_mb
 
 
