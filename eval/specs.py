@@ -8,13 +8,9 @@ from __future__ import annotations
 
 from eval.types import UserError
 
-BACKENDS: dict[str, str] = {
-    "openai": "eval.backends.openai_chat",
-    "gemini": "eval.backends.gemini",
-    "baseline": "eval.backends.baseline",
-    "hf": "eval.backends.hf",
-    "vllm": "eval.backends.vllm_offline",
-}
+# The backends' names, which a spec's `backend:` part must be; the module of each is named in
+# eval/backends/__init__.py (MODULES), which loads it: the names live here, below the settings that check them.
+BACKENDS: tuple[str, ...] = ("openai", "gemini", "baseline", "hf", "vllm")
 
 
 class SpecError(UserError):

@@ -1,7 +1,9 @@
 """Backend registry: `backend:model` spec → Backend instance, importing heavy SDKs lazily.
 
-Adding a backend = one module here with a `make(model, **options) -> Backend` function, plus one
-line in `eval/specs.py:BACKENDS` (the names live there, below the settings that check them).
+Adding a backend = one module here with a `make(model, **options) -> Backend` function, its line in
+MODULES below, and its name in `eval/specs.py:BACKENDS` (the names live there, below the settings that
+check them; tests/test_architecture.py holds the two lists to each other and reads MODULES' strings as
+this package's imports, so the layer check sees the modules it loads by name).
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from eval.types import Backend
 
 __all__ = ["SpecError", "make_backend", "parse_spec", "provider_module", "release"]
 
-_REGISTRY = BACKENDS
+MODULES: dict[str, str] = {
+    "openai": "eval.backends.openai_chat",
+    "gemini": "eval.backends.gemini",
+    "baseline": "eval.backends.baseline",
+    "hf": "eval.backends.hf",
+    "vllm": "eval.backends.vllm_offline",
+}
+_REGISTRY = MODULES
 
 
 async def release(backend: Any) -> None:
@@ -30,7 +39,7 @@ async def release(backend: Any) -> None:
 
 def provider_module(name: str) -> ModuleType:
     """The module that implements backend `name` (imported now), e.g. to inspect what its make() takes."""
-    if name not in _REGISTRY:
+    if name not in BACKENDS:
         raise SpecError(f"unknown backend {name!r}; choose one of {', '.join(sorted(_REGISTRY))}")
     return importlib.import_module(_REGISTRY[name])
 

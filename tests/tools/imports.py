@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,8 +63,21 @@ def imported_names(source: str, module: str, is_package: bool = False) -> set[st
     return {n for n in names if n}
 
 
-def edges(root: Path = ROOT) -> dict[str, set[str]]:
-    """file -> the files of ours it imports (a dotted name resolves to its longest module prefix)."""
+def named_modules(source: str) -> set[str]:
+    """Dotted names written as whole string constants (`"eval.backends.gemini"`): a module loaded by a
+    name held in a variable (importlib.import_module(MODULES[name])). `edges` counts those that name a
+    module of ours as imports of the file that holds them."""
+    return {node.value for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and _DOTTED.fullmatch(node.value)}
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+
+
+def edges(root: Path = ROOT, *, by_name: bool = True) -> dict[str, set[str]]:
+    """file -> the files of ours it imports (a dotted name resolves to its longest module prefix); with
+    `by_name`, also the modules it names whole in a string (loaded by name: what it may import)."""
     files = product_files(root)
     by_module = {module_name(rel): rel for rel in files}
     # The Space runs with space/ on sys.path (app.py puts it there): `diningspace.x` is space/diningspace/x.py.
@@ -72,7 +86,10 @@ def edges(root: Path = ROOT) -> dict[str, set[str]]:
     for rel in files:
         module = module_name(rel)
         targets = set()
-        for name in imported_names((root / rel).read_text(encoding="utf-8"), module, rel.endswith("__init__.py")):
+        source = (root / rel).read_text(encoding="utf-8")
+        if by_name:
+            targets |= {by_module[name] for name in named_modules(source) if name in by_module and name != module}
+        for name in imported_names(source, module, rel.endswith("__init__.py")):
             while name and name not in by_module:
                 name = name.rpartition(".")[0]
             if name and name != module:
@@ -82,8 +99,9 @@ def edges(root: Path = ROOT) -> dict[str, set[str]]:
 
 
 def closure(start: str, root: Path = ROOT) -> set[str]:
-    """`start` and every file of ours it imports, directly or not."""
-    graph, seen, todo = edges(root), set(), [start]
+    """`start` and every file of ours it imports, directly or not (modules loaded by name are not
+    followed: a caller names the ones it loads, as the Space's bundle test names its backends)."""
+    graph, seen, todo = edges(root, by_name=False), set(), [start]
     while todo:
         rel = todo.pop()
         if rel not in seen:
