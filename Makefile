@@ -34,6 +34,7 @@ demo: $(VENV)/.runtime
 
 test: $(VENV)/.dev $(VENV_ADAPTERS)/.installed
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 	DININGBENCH_REQUIRE_ADAPTERS=1 $(PYA) -m pytest -q tests/test_adapters_frameworks.py
 

@@ -18,11 +18,11 @@ import re
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -470,7 +470,7 @@ class LocalRelease:
             return
         current: tuple[int, int] | None = None
         batches: Iterator[pa.RecordBatch] = iter(())
-        first, cells = 0, []  # the batch held: its rows' image cells, from row `first` of the group
+        first, cells = 0, cast(list[Any], [])  # the batch held: its rows' image cells, from row `first` of the group
         for position in positions:
             file, group, k = self._where[position]
             path, parquet = self._files[file]
@@ -495,7 +495,7 @@ class LocalRelease:
             yield {**row, "images": images}
 
     def _iter_mapped(self, column: pa.ChunkedArray, positions: list[int]) -> Iterator[dict[str, Any]]:
-        first, cells = 0, []  # the image cells of rows first, first + 1, ...
+        first, cells = 0, cast(list[Any], [])  # the image cells of rows first, first + 1, ...
         for j, position in enumerate(positions):
             if not first <= position < first + len(cells):
                 run = 1  # the rows asked next in file order come along (IMAGE_BATCH at most)
@@ -726,7 +726,9 @@ class ShardWriter:
             stale.unlink()
         self.total, self.per_shard = total, rows_per_shard
         self.n_shards = max(1, math.ceil(total / rows_per_shard))
-        self.written, self.buffer, self.writer = 0, [], None
+        self.written = 0
+        self.buffer: list[dict[str, Any]] = []
+        self.writer: pq.ParquetWriter | None = None
         self.num_bytes = 0
 
     def add(self, row: dict[str, Any]) -> None:
@@ -743,11 +745,12 @@ class ShardWriter:
             self.writer = pq.ParquetWriter(path, self.schema)
         table = pa.Table.from_pylist(self.buffer, schema=self.schema)
         self.num_bytes += table.nbytes
-        self.writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+        writer = self.writer
+        writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
         self.written += len(self.buffer)
         self.buffer = []
         if self.written % self.per_shard == 0:
-            self.writer.close()
+            writer.close()
             self.writer = None
 
     def close(self) -> None:
@@ -807,7 +810,7 @@ def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=120) + "---\n\n" + body
 
 
-def write_release(out_dir: str | os.PathLike, rows: dict[str, tuple[int, Iterable[dict[str, Any]]]],
+def write_release(out_dir: str | os.PathLike, rows: Mapping[str, tuple[int, Iterable[dict[str, Any]]]],
                   note: str = "", optional: Iterable[str] = ()) -> Path:
     """Write a release folder from `{config: (row count, row iterator)}`; returns the folder.
     Configs named in `optional` carry their OPTIONAL_FEATURES columns."""
@@ -880,7 +883,8 @@ def iter_jsonl_objects(source: Path | bytes, name: str | None = None, *, policy:
             except RecursionError:
                 why = "nested too deeply"
             except ValueError as exc:  # json.JSONDecodeError, orjson.JSONDecodeError
-                where = f", column {exc.colno}" if isinstance(getattr(exc, "colno", None), int) else ""
+                column = getattr(exc, "colno", None)
+                where = f", column {column}" if isinstance(column, int) else ""
                 why = f"invalid JSON ({getattr(exc, 'msg', None) or str(exc).splitlines()[0][:80]}{where})"
             else:
                 if not isinstance(row, dict):
@@ -1151,8 +1155,9 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
         if not (isinstance(answer, str) and len(answer) == 1 and answer in LETTERS[:n]):
             report("error", item, f"answer {answer!r} is not a letter of an existing option (A-{LETTERS[max(n, 1) - 1]})")
     elif NUTRIENTS[0] in columns:  # nutrition: per-serving values
-        values = {n: row.get(n) for n in NUTRIENTS}
-        bad = [f"{n}={v}" for n, v in values.items() if not _finite_nonneg(v)]
+        found = {n: row.get(n) for n in NUTRIENTS}
+        bad = [f"{n}={v}" for n, v in found.items() if not _finite_nonneg(v)]
+        values = {n: float(v) for n, v in found.items() if isinstance(v, int | float)}
         absurd = [] if bad else _nutrition_problems(values)
         if bad:
             report("error", item, f"nutrition must be finite and >= 0: {', '.join(bad)}")
@@ -1205,9 +1210,9 @@ def _validate_config(folder: Path, config: str, report) -> None:
         if count > 1:
             report("error", item, f"duplicate id ({count} rows)")
     if len(letters) >= 16:
-        bias = position_bias(letters, [len(LETTERS)] * len(letters))
-        stat, p = bias["statistic"], bias["p_value"]
-        if p < 0.001:
+        bias = position_bias(letters, [len(LETTERS)] * len(letters)) or {}
+        stat, p = bias.get("statistic"), bias.get("p_value")
+        if p is not None and p < 0.001:
             counts = ", ".join(f"{k}={v}" for k, v in sorted(Counter(letters).items()))
             report("warning", "", f"answer letters far from uniform over A-H (chi2={stat:.1f}, p={p:.1e}; {counts})")
 

@@ -6,6 +6,7 @@ that drop ambiguous and too-easy items (Table 10), then answer letters balanced 
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from construct.models import Answer, Ask, parse_json_object, photo_part
 from construct.raw import Dish
 from construct.work import MODEL_ERROR, MODEL_UNPARSED, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import LETTERS
+from eval.types import ImagePart
 
 NAME = "classification"
 TASK = "classification"
@@ -150,7 +152,7 @@ def filter_asks(ctx: Context, drafts: dict[str, dict]) -> list[Ask]:
         letter = LETTERS[draft["option_dish_ids"].index(did)]
         options = "\n".join(f"{LETTERS[i]}. {name}" for i, name in enumerate(draft["options"]))
         asks.append(Ask(did, FILTER_PROMPT.format(options=options, letter=letter),
-                        photos=lambda shown=shown: tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in shown)))
+                        photos=partial(_shown_photos, ctx, tuple(shown))))
     return asks
 
 
@@ -167,6 +169,11 @@ def parse_filter(text: str | None) -> tuple[str | None, str]:
     return (verdict if verdict in FILTER_VERDICTS else None), str(answer.get("reason", ""))
 
 
+def _shown_photos(ctx: Context, shown: tuple[tuple[str, str], ...]) -> tuple[ImagePart, ...]:
+    """The photos a filter pass shows, as (photo id, role), read and encoded when the ask is sent."""
+    return tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in shown)
+
+
 def check_filter(drafts: dict[str, dict], verdicts: dict[str, Answer], n: int, spec: str,
                  decisions: dict[str, Decision]) -> bool:
     """Filter pass n: drop (from `drafts` too) every draft it does not pass; whether every call was answered."""
@@ -178,7 +185,7 @@ def check_filter(drafts: dict[str, dict], verdicts: dict[str, Answer], n: int, s
             decisions[did] = failed
             complete = complete and failed.reason != MODEL_ERROR
         elif verdict != "pass":
-            decisions[did] = dropped(did, verdict, TASK, filter_pass=n, filter_model=spec, model_reason=reason)
+            decisions[did] = dropped(did, str(verdict), TASK, filter_pass=n, filter_model=spec, model_reason=reason)
         else:
             continue
         del drafts[did]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,7 +144,7 @@ class Candidates:
         return sorted(self.via)
 
 
-def candidates(views: dict[str, Sequence[Iterable[str]]], *, vectors: np.ndarray | None = None,
+def candidates(views: Mapping[str, Sequence[Iterable[str]]], *, vectors: np.ndarray | None = None,
                allowed: Callable[[int, int], bool] | None = None, seed: int = 0,
                rows: dict[str, int] | None = None) -> Candidates:
     """Candidate pairs from each named view of token sets (and from `vectors` when given); `allowed`

@@ -44,7 +44,7 @@ class FoodData:
         values: dict[str, dict[str, float]] = {}
         with (folder / "food_nutrient.csv").open(encoding="utf-8-sig", newline="") as fh:
             for row in csv.DictReader(fh):  # streamed: the full download is over a gigabyte
-                name = wanted.get(row["nutrient_id"])
+                name = wanted.get(row["nutrient_id"]) or ""
                 if name and row.get("amount"):
                     values.setdefault(row["fdc_id"], {})[name] = float(row["amount"])
         self.foods: list[Food] = []

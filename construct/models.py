@@ -128,7 +128,7 @@ def base_urls(value: str | None) -> list[str | None]:
     >>> base_urls(None)
     [None]
     """
-    urls = [u.strip() for u in (value or "").split(",") if u.strip()]
+    urls: list[str | None] = [u.strip() for u in (value or "").split(",") if u.strip()]
     return urls or [None]
 
 
@@ -252,7 +252,7 @@ class Models:
                 error = None if row.get("text") is not None else TRUNCATED
                 answers[ask.item] = Answer(ask.item, row.get("text"), error, row.get("usage"), cached=True)
                 return None
-            return Request(id=ask.item, task=stage, config=config, request_hash=key,  # type: ignore[arg-type]
+            return Request(id=ask.item, task=stage, config=config, request_hash=key,
                            messages=(Message("user", (*ask.images, ask.prompt)),),
                            metadata={"stage": stage, "n_images": len(ask.images)})
 

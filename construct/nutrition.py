@@ -146,10 +146,10 @@ def check_merchant_values(ctx: Context, targets: dict[str, dict], checks: dict[s
         dish = ctx.raw.dishes[did]
         if not dish.nutrition:
             continue
-        v, why = per_serving(dish.nutrition, dish.portion)
-        why, found = gate(v, portion_grams(dish.portion), ctx.settings.atwater_tolerance) if v else (why, {})
+        v, first_why = per_serving(dish.nutrition, dish.portion)
+        why, found = gate(v, portion_grams(dish.portion), ctx.settings.atwater_tolerance) if v else (first_why, {})
         checks[did]["merchant"] = {"unit": dish.nutrition["unit"], **found}
-        if why:
+        if why or v is None:
             checks[did]["merchant_rejected"] = why
         else:
             merchant[did] = v
@@ -232,11 +232,12 @@ def check_estimates(ctx: Context, rest: list[str], estimates: dict[str, Answer],
     complete = True
     for did in rest:
         answer = estimates[did]
-        v, breakdown = parse_estimate(answer.text) if not answer.error else (None, None)
+        v, breakdown = parse_estimate(answer.text) if not answer.error else (None, [])
         if failed := triage(did, answer.error, v, TASK, checks=checks[did]):
             decisions[did] = failed
             complete = complete and failed.reason != MODEL_ERROR
             continue
+        assert v is not None  # triage decided every answer that did not parse
         why, found = gate(v, portion_grams(ctx.raw.dishes[did].portion), s.atwater_tolerance)
         checks[did]["estimate"] = found
         if not why and fdc is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import warnings
+from functools import partial
 
 from PIL import Image
 
@@ -19,6 +20,7 @@ from construct.imagehash import dhash, hamming
 from construct.models import Ask, parse_json_object, photo_part
 from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from eval.images import MAX_PIXELS
+from eval.types import ImagePart
 
 NAME = "photos"
 PROMPT_VERSION = "photos-v1"
@@ -89,7 +91,8 @@ def check_rules(ctx: Context, order: list, decisions: dict[str, Decision]) -> di
             decisions[photo.photo_id] = dropped(photo.photo_id, "undecodable", detail=f"unreadable ({type(exc).__name__})")
             continue
         why, h = prefilter(data, s.min_side)
-        if why:
+        if why or h is None:
+            why = why or "undecodable"
             reason, _, detail = why.partition(":")
             decisions[photo.photo_id] = dropped(photo.photo_id, reason, detail=detail)
             continue
@@ -104,13 +107,21 @@ def check_rules(ctx: Context, order: list, decisions: dict[str, Decision]) -> di
     return hashes
 
 
+def _own_photo(ctx: Context, pid: str) -> tuple[ImagePart, ...]:
+    """The photo, read and encoded when its ask is about to be sent."""
+    return (photo_part(ctx.raw.photo_path(pid), ctx.raw.photos[pid].role, pid),)
+
+
+def _photo_pair(ctx: Context, ref: str, pid: str) -> tuple[ImagePart, ...]:
+    """The dish's reference photo, then the user's photo, read and encoded when the ask is sent."""
+    return (photo_part(ctx.raw.photo_path(ref), "reference", ref), photo_part(ctx.raw.photo_path(pid), "user", pid))
+
+
 def check_quality(ctx: Context, survivors: list[str], decisions: dict[str, Decision]) -> tuple[list[str], bool]:
     """Ask `--photo-quality-model` about each photo; (the good ones, whether every call was answered)."""
     # Photos are read and encoded just before each call (`Ask.photos`), never all at once.
     quality = ctx.models.ask_job(NAME, "photo_quality", PROMPT_VERSION,
-                                 [Ask(pid, QUALITY_PROMPT, photos=lambda pid=pid: (photo_part(
-                                     ctx.raw.photo_path(pid), ctx.raw.photos[pid].role, pid),))
-                                  for pid in survivors])
+                                 [Ask(pid, QUALITY_PROMPT, photos=partial(_own_photo, ctx, pid)) for pid in survivors])
     complete, good = True, []
     for pid in survivors:
         answer = quality[pid]
@@ -120,7 +131,7 @@ def check_quality(ctx: Context, survivors: list[str], decisions: dict[str, Decis
             decisions[pid] = failed
             complete = complete and failed.reason != MODEL_ERROR
         elif grade == "bad":
-            decisions[pid] = dropped(pid, "low_quality", model_reason=str(verdict.get("reason", "")))
+            decisions[pid] = dropped(pid, "low_quality", model_reason=str((verdict or {}).get("reason", "")))
         else:
             good.append(pid)
     return good, complete
@@ -140,8 +151,7 @@ def check_matching(ctx: Context, good: list[str], hashes: dict[str, int], decisi
         else:
             ref = references[photo.dish_id]
             prompt = MATCH_PROMPT.format(name=ctx.raw.dishes[photo.dish_id].name)
-            asks.append(Ask(pid, prompt, photos=lambda ref=ref, pid=pid: (
-                photo_part(ctx.raw.photo_path(ref), "reference", ref), photo_part(ctx.raw.photo_path(pid), "user", pid))))
+            asks.append(Ask(pid, prompt, photos=partial(_photo_pair, ctx, ref, pid)))
     matches = ctx.models.ask_job(NAME, "photo_match", PROMPT_VERSION, asks)
     complete = True
     for ask in asks:
@@ -152,7 +162,7 @@ def check_matching(ctx: Context, good: list[str], hashes: dict[str, int], decisi
             decisions[pid] = failed
             complete = complete and failed.reason != MODEL_ERROR
         elif not same:
-            decisions[pid] = dropped(pid, "not_matching_reference", model_reason=str(verdict.get("reason", "")))
+            decisions[pid] = dropped(pid, "not_matching_reference", model_reason=str((verdict or {}).get("reason", "")))
         else:
             decisions[pid] = kept(pid, dish_id=ctx.raw.photos[pid].dish_id, role="user", dhash=f"{hashes[pid]:016x}")
     return complete

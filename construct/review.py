@@ -339,7 +339,7 @@ def released_rows(work: str | Path) -> list[dict[str, Any]]:
     """The translated items that review lets through."""
     write_decisions(work)
     ok = {d["item"] for d in Stage(Path(work), NAME).decisions() if d["verdict"] == "kept"}
-    return [r for r in _rows(work) if r["id"] in ok]
+    return [r for r in _rows(Path(work)) if r["id"] in ok]
 
 
 def summary(work: str | Path) -> dict[str, Any]:
@@ -353,18 +353,18 @@ def summary(work: str | Path) -> dict[str, Any]:
     for stage in ("dishes", "items"):
         log = _log(work, stage)
         rows = _rows(work, stage)
-        cell = {"total": len(rows), "by_person": 0, "bulk": 0, "exempt": 0, "pending": 0, "reviewers": set()}
+        counts = {"total": len(rows), "by_person": 0, "bulk": 0, "exempt": 0, "pending": 0}
+        reviewers: set[str] = set()
         for row in rows:
             entry = log.get(row["id"])
             if entry is None:
-                cell["exempt" if (row["task"] in exempt or (stage == "dishes" and "dishes" in exempt)) else "pending"] += 1
+                counts["exempt" if (row["task"] in exempt or (stage == "dishes" and "dishes" in exempt)) else "pending"] += 1
             elif entry.get("reviewer") == BULK:
-                cell["bulk"] += 1
+                counts["bulk"] += 1
             else:
-                cell["by_person"] += 1
-                cell["reviewers"].add(entry.get("reviewer") or "unnamed")
-        cell["reviewers"] = sorted(cell["reviewers"])
-        out[stage] = cell
+                counts["by_person"] += 1
+                reviewers.add(entry.get("reviewer") or "unnamed")
+        out[stage] = {**counts, "reviewers": sorted(reviewers)}
     first, audit = _log(work, "items"), _log(work, "audit")
     both = sorted(i for i in audit if i in first)
     a, b = [first[i]["decision"] for i in both], [audit[i]["decision"] for i in both]

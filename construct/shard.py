@@ -94,9 +94,10 @@ def merge_calls(works: list[Path], out: Path, base_url: str | None = None) -> Bu
     for work, s in zip(works, settings, strict=True):
         if _identity(s) != _identity(first):
             raise BuildError(f"{work} is not a shard of the same build as {works[0]} (raw export, models or settings differ)")
-    shards = [parse_shard(s.shard) for s in settings]
-    if any(s is not None for s in shards):
-        if any(s is None for s in shards) or len({n for _, n in shards}) != 1:
+    found = [parse_shard(s.shard) for s in settings]
+    if any(s is not None for s in found):
+        shards = [s for s in found if s is not None]
+        if len(shards) < len(found) or len({n for _, n in shards}) != 1:
             raise BuildError("merge wants the shards K/N of one N, each run with --shard")
         n = shards[0][1]
         missing = sorted(set(range(1, n + 1)) - {k for k, _ in shards})
@@ -104,7 +105,7 @@ def merge_calls(works: list[Path], out: Path, base_url: str | None = None) -> Bu
             raise BuildError(f"merge: shard(s) {', '.join(f'{k}/{n}' for k in missing)} missing")
     merged = BuildSettings(**{**asdict(first), "shard": None, "base_url": base_url or first.base_url})
     if merged.price_per_mtok:
-        merged.price_per_mtok = tuple(merged.price_per_mtok)
+        merged.price_per_mtok = (float(merged.price_per_mtok[0]), float(merged.price_per_mtok[1]))
     save_settings(out, merged)
     for stage in STAGES:
         target = out / stage / "calls.jsonl"

@@ -49,6 +49,14 @@ BANNER = ("STAND-IN, NOT A MODEL: answers the construct stage prompts from the s
           "truth, for demos and tests only")
 
 
+
+def _found(pattern: str, text: str) -> str:
+    """The first group of `pattern` in a prompt the stand-in was built for (a prompt without it is a bug)."""
+    match = re.search(pattern, text, flags=re.M)
+    if match is None:
+        raise ValueError(f"the stand-in cannot read this prompt (no {pattern!r})")
+    return match.group(1)
+
 class StageRequest(Protocol):
     """What the oracle reads from a request: the prompt text, the image bytes and the JSON body."""
 
@@ -142,7 +150,7 @@ class ConstructOracle:
     # -- classification
     def selection(self, request: StageRequest) -> dict:
         ids = re.findall(r"^- (\S+): ", request.prompt, flags=re.M)
-        target_name = re.search(r"^Target dish: (.+)$", request.prompt, flags=re.M).group(1)
+        target_name = _found(r"^Target dish: (.+)$", request.prompt)
         merchant = self.dishes[ids[0]]["merchant_id"]
         target = next(d for d in self.dishes.values() if d["merchant_id"] == merchant and d["name"] == target_name)
         rows, pool, names = [], [], set()
@@ -171,7 +179,7 @@ class ConstructOracle:
 
     def plausible(self, request: StageRequest) -> dict:
         dish = self.dish_of(request)
-        values = json.loads(re.search(r"^Labelled nutrition for one serving: (.+)$", request.prompt, flags=re.M).group(1))
+        values = json.loads(_found(r"^Labelled nutrition for one serving: (.+)$", request.prompt))
         real = dish["nutrition"]["calories"]
         ok = abs(values["calories"] - real) <= 0.25 * real
         return {"plausible": ok, "reason": "fits the dish" if ok else "far too low for this amount of food"}
@@ -216,11 +224,11 @@ class ConstructOracle:
         return zh, en
 
     def generate(self, request: StageRequest) -> dict:
-        category = re.search(r"\((\w+)\)", request.prompt.split("\n", 1)[0]).group(1)
+        category = _found(r"\((\w+)\)", request.prompt.split("\n", 1)[0])
         return self.texts(self.dish_of(request)["dish_id"], category)[0]
 
     def audit(self, request: StageRequest) -> dict:
-        question = re.search(r"^Question: (.+)$", request.prompt, flags=re.M).group(1)
+        question = _found(r"^Question: (.+)$", request.prompt)
         planted = self.vqa_plants.get(self.generated.get(question, ""), "")
         if planted.startswith(f"audit{self.pass_of(request)}:"):
             return {"verdict": "reject", "issue_category": planted.split(":", 1)[1]}
@@ -393,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     try:
         try:
-            server.oracle = ConstructOracle(synthetic_truth(args.raw, args.seed), filters)  # type: ignore[arg-type]
+            server.oracle = ConstructOracle(synthetic_truth(args.raw, args.seed), filters)
             server.latency = max(0.0, args.latency_ms) / 1000
         except (ValueError, OSError, KeyError) as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -89,11 +89,11 @@ def check_names(items: dict[str, list[dict]], glossary: dict[str, dict[str, str]
         out.append({"task": "classification", **row, "options_en": en})
         decisions.append(kept(row["id"], "classification"))
     for row in items["nutrition"]:
-        en = glossary.get(row["merchant_id"], {}).get(row["dish_name"])
-        if not en:
+        name_en = glossary.get(row["merchant_id"], {}).get(row["dish_name"])
+        if not name_en:
             decisions.append(dropped(row["id"], "untranslated", "nutrition"))
             continue
-        out.append({"task": "nutrition", **row, "dish_name_en": en})
+        out.append({"task": "nutrition", **row, "dish_name_en": name_en})
         decisions.append(kept(row["id"], "nutrition"))
     return out
 

@@ -13,7 +13,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from diningbench import portion_grams
 from eval import tasks
@@ -308,7 +308,7 @@ def _plots(out: Path, shares: dict[str, dict[str, float]], runs: Sequence[RunDat
     import matplotlib.pyplot as plt
 
     written = []
-    with plt.rc_context(STYLE):
+    with plt.rc_context(cast(Any, STYLE)):  # matplotlib types its keys as literals
         tasks_with = [(t, s) for t, s in shares.items() if s]
         if tasks_with:
             fig, ax = plt.subplots(figsize=(MAX_WIDTH_IN * 0.7, 3.2))

@@ -178,7 +178,7 @@ def sent_as_stored(image: Any, max_side: int) -> bool:
     the bound): a header read, cheap enough for the event loop. False for anything that needs
     Pillow, or a file read (an image stored by path)."""
     data = embedded(image)
-    return bool(data) and _sendable(data, max_side)
+    return data is not None and bool(data) and _sendable(bytes(data), max_side)
 
 
 def encode_for_transport(image: Any, *, max_side: int, role: str, item_id: str, index: int) -> ImagePart:
@@ -210,7 +210,7 @@ def stored_views(row: dict[str, Any], *, n: int | None, order: str, seed: int,
     for i in select_views(roles, n, order, seed=seed, item_id=str(row["id"])):
         image = images[i]
         data = embedded(image)
-        if not data or not _sendable(data, max_side):
+        if not data or not _sendable(bytes(data), max_side):
             return None
         views.append(ImagePart(data=bytes(data), mime_type="image/jpeg", role=roles[i]))
     return views

@@ -151,7 +151,7 @@ def read_inspect(path: Path) -> list[Result]:
                 id=str(sample.id), epoch=int(sample.epoch) - 1, raw=None if error else output.completion,
                 prompt=_last_text(sample.input), error=error, n_views=_image_count(sample.input),
                 finish_reason={"max_tokens": "length", "model_length": "length", "content_filter": "content_filter"}
-                .get(stop, "stop" if stop else None), usage=_usage(sample.model_usage)))
+                .get(str(stop), "stop" if stop else None), usage=_usage(sample.model_usage)))
         results.append(result)
     if not results:
         raise ImportRefused(f"{path}: no inspect log of a DiningBench task (diningbench_classification, "
@@ -208,11 +208,14 @@ def read_lmms(path: Path) -> list[Result]:
                 result = Result(task=meta["task"], source=samples, model=str(model), lang=meta["lang"],
                                 images=meta["images"], cot=meta["cot"], dataset=meta["dataset"],
                                 fingerprint=meta["fingerprint"], framework=framework)
-            raw = row.get("filtered_resps")
-            raw = raw[0] if isinstance(raw, list) and raw else raw
+            found = row.get("filtered_resps")
+            found = found[0] if isinstance(found, list) and found else found
+            raw = found if isinstance(found, str) or found is None else json.dumps(found, ensure_ascii=False)
             failed = isinstance(raw, str) and raw.startswith("[LMMS_EVAL_REQUEST_FAILED")
             counts = (row.get("token_counts") or [{}])[0] or {}
-            usage = {"prompt_tokens": counts.get("input_tokens"), "completion_tokens": counts.get("output_tokens")} \
+            usage = {name: int(counts[key]) for name, key in (("prompt_tokens", "input_tokens"),
+                                                              ("completion_tokens", "output_tokens"))
+                     if isinstance(counts.get(key), int | float) and not isinstance(counts.get(key), bool)} \
                 if counts else None
             result.answers.append(Answer(id=str(record.get("id")), epoch=0, raw=None if failed else raw,
                                          prompt=row.get("input") if isinstance(row.get("input"), str)

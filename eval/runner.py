@@ -14,7 +14,7 @@ import random
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -161,7 +161,7 @@ class _Source:
 
 
 async def _concurrent(backend: Backend, requests: _Source, concurrency: int, policy: RetryPolicy,
-                      on_retry: Callable[[], None] | None) -> AsyncIterator[Outcome]:
+                      on_retry: Callable[[], None] | None) -> AsyncGenerator[Outcome, None]:
     results: asyncio.Queue[Any] = asyncio.Queue()
 
     async def worker() -> None:
@@ -202,14 +202,14 @@ async def _concurrent(backend: Backend, requests: _Source, concurrency: int, pol
 
 
 async def _chunk(requests: _Source, size: int) -> list[Request]:
-    chunk = []
+    chunk: list[Request] = []
     while len(chunk) < size and (request := await requests.next()) is not None:
         chunk.append(request)
     return chunk
 
 
 async def _batched(backend: Any, requests: _Source, batch_size: int, policy: RetryPolicy,
-                   on_retry: Callable[[], None] | None) -> AsyncIterator[Outcome]:
+                   on_retry: Callable[[], None] | None) -> AsyncGenerator[Outcome, None]:
     """Local engines: `generate_batch` in a worker thread so the event loop (and progress) stays live."""
     while chunk := await _chunk(requests, batch_size):
         pending = chunk
@@ -243,7 +243,7 @@ async def _batched(backend: Any, requests: _Source, batch_size: int, policy: Ret
 
 async def execute(backend: Backend, requests: Iterable[Request] | AsyncIterable[Request], *, concurrency: int = RunSettings.concurrency,
                   batch_size: int = 8, policy: RetryPolicy | None = None,
-                  on_retry: Callable[[], None] | None = None) -> AsyncIterator[Outcome]:
+                  on_retry: Callable[[], None] | None = None) -> AsyncGenerator[Outcome, None]:
     """Yield one Outcome per request, in completion order.
 
     Backends with `generate_batch` (local engines) get chunks of `batch_size`; the others get

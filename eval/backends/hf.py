@@ -159,8 +159,8 @@ class HFBackend:
         opts = self.options
         if opts.max_pixels is None and opts.min_pixels is None:
             return
-        image_processor = getattr(self.processor, "image_processor", None)
-        size = getattr(image_processor, "size", None)
+        image_processor: Any = getattr(self.processor, "image_processor", None)
+        size: Any = getattr(image_processor, "size", None)
         # transformers 5 keeps `size` as a SizeDict dataclass, older releases as a plain dict.
         fields = dict(size) if isinstance(size, dict) else {
             k: v for k, v in getattr(size, "__dict__", {}).items() if v is not None}

@@ -54,7 +54,7 @@ def to_openai_messages(messages: tuple[Message, ...], *, deferred: list[ImagePar
     template reads; images travel as data-URI `image_url` parts. With `deferred`, each image's URL
     is a mark and the image is appended there, for `body_bytes` to write its data URI in place.
     """
-    converted = []
+    converted: list[dict[str, Any]] = []
     for message in messages:
         if not message.images:
             converted.append({"role": message.role, "content": message.text})

@@ -132,7 +132,8 @@ def run_summary(run_dir: Path | str, problems: list[str] | None = None) -> dict[
     failed / unscored. `wrong` counts only answers parsed and judged wrong, so the counts add up
     to the items (with `scored` for nutrition)."""
     run = load_run(run_dir, problems)
-    settings = run.info.get("settings") if isinstance(run.info.get("settings"), dict) else {}
+    found = run.info.get("settings")
+    settings: dict[str, Any] = found if isinstance(found, dict) else {}
     shown = {k: settings.get(k) for k in SUMMARY_SETTINGS if settings.get(k) not in (None, "", False)}
     out: dict[str, Any] = {"model": run.model, "settings": shown, "tasks": {}}
     for task, rows in run.scores.items():

@@ -15,7 +15,7 @@ from typing import Any
 
 # text.parse_math off: labels are model names and categories from run folders, drawn as the
 # characters they are (a name with `$\x$` would otherwise be parsed as math, and fail the report).
-STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+STYLE: dict[str, Any] = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
          "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False,
          "text.parse_math": False}
 DPI = 150
@@ -25,7 +25,7 @@ MAX_WIDTH_IN = 8.0  # 1,200 px at DPI
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#e7969c")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p", "d", "8")
-CHANCE_STYLE = {"color": "0.35", "linestyle": "--", "linewidth": 1.3}
+CHANCE_STYLE: dict[str, Any] = {"color": "0.35", "linestyle": "--", "linewidth": 1.3}
 
 
 def series_style(number: int) -> tuple[str, str]:
@@ -98,9 +98,11 @@ def plot_views(path: Path, title: str, panels: Sequence[Panel | None], *, column
                 xs, ys = [p.x + shift for p in points], [p.y for p in points]
                 color, marker = styles[label]
                 ax.plot(xs, ys, marker=marker, markersize=6, linewidth=1.8, color=color)
-                if all(p.low is not None and p.high is not None for p in points):
+                lows, highs = [p.low for p in points], [p.high for p in points]
+                if all(v is not None for v in (*lows, *highs)):
                     banded = True
-                    ax.errorbar(xs, ys, yerr=[[p.y - p.low for p in points], [p.high - p.y for p in points]],
+                    ax.errorbar(xs, ys, yerr=[[p.y - float(v or 0) for p, v in zip(points, lows, strict=True)],
+                                              [float(v or 0) - p.y for p, v in zip(points, highs, strict=True)]],
                                 fmt="none", ecolor=color, elinewidth=1.0, capsize=2.5, alpha=0.7)
             if panel.chance is not None:
                 ax.axhline(panel.chance, **CHANCE_STYLE)

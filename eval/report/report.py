@@ -92,7 +92,8 @@ def _reported_cells(task: Task, row: dict[str, Any]) -> list[str]:
 def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = N_BOOT) -> str:
     """The paper's Table 2 layout: measured runs, then baselines, then the paper's reported rows."""
     grouped = group_runs(runs)
-    measured, baselines = [], []
+    measured: list[list[str]] = []
+    baselines: list[list[str]] = []
     for label, by_task in grouped.items():
         cells = [label]
         any_run = next(iter(by_task.values()))

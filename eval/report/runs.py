@@ -84,7 +84,7 @@ def _read_jsonl(path: Path, problems: list[str] | None = None) -> list[dict[str,
                                           error=ReportError, max_depth=MAX_JSON_DEPTH):
         problem = _line_problem(row)
         if problem is not None:
-            if strict:
+            if problems is None:
                 raise ReportError(f"{path} line {number}: {problem}")
             problems.append(f"{path.name}:{number}: {problem}")
             continue

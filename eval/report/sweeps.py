@@ -82,11 +82,11 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
     for label, cells in sorted(series.items()):
         row = [label]
         for n in counts:
-            run = cells.get(n)
-            if run is None:
+            cell = cells.get(n)
+            if cell is None:
                 row.append("–")
                 continue
-            items = run.scores[task]
+            items = cell.scores[task]
             row.append(with_ci(headline(task, items), headline_ci(task, items, n_boot=n_boot)))
             point = _ci_point(n, task, items, n_boot)
             if point is not None:

@@ -218,7 +218,8 @@ class RunsView:
     def refresh(self, name: str | None, task: str, status: str, cuisine: str, search: str = "",
                 key: str | None = None) -> tuple[Any, ...]:
         """Summary, list and the open item (`key` when it is listed, else the first) in one event."""
-        run_dir, problems = self.listed(name), []
+        run_dir = self.listed(name)
+        problems: list[str] = []
         try:
             rows, keys = table(run_dir, task, status, cuisine, problems, search)
         except ReportError as exc:  # no usable scores.jsonl at all: say so, keep the page
@@ -231,6 +232,7 @@ class RunsView:
     def open_row(self, name: str | None, keys: list[str], event: gr.SelectData) -> tuple[Any, ...]:
         """A click on a table row opens that item (the row's own task and id, whatever the sorting)."""
         row = event.row_value if isinstance(getattr(event, "row_value", None), list) else None
+        key: str | None
         if row and len(row) >= 2:
             key = f"{row[0]}/{row[1]}"
         else:
