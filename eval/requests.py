@@ -59,9 +59,9 @@ def _stored(row: dict[str, Any], settings: RunSettings) -> list[ImagePart] | Non
 
 
 def _kept_view_hashes() -> Path:
-    import diningbench
+    from dataset import load  # where the datasets cache folder is decided (tests move it)
 
-    return diningbench.datasets_cache() / "diningbench-view-hashes"
+    return load.datasets_cache() / "diningbench-view-hashes"
 
 
 # The view hashes of every dataset this process has asked about (bounded), those of views sent as

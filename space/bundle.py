@@ -5,7 +5,7 @@
 
 The Space's root gets app.py, README.md (the Space card), requirements.txt and diningspace/ from
 space/, and beside them the packages the app imports (eval/, metrics/, synthetic/, construct/ for the
-Review tab, diningbench.py and the embedded sample) and the LICENSE. app.py finds the code next to
+Review tab, diningbench.py with dataset/ and the embedded sample) and the LICENSE. app.py finds the code next to
 itself when bundled. A listed path that is missing is an error: a bundle without it would fail on the Hub.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SPACE_FILES = ("app.py", "README.md", "requirements.txt", "style.css", "diningspace")
-REPO_PATHS = ("diningbench.py", "diningbench", "synthetic", "eval", "metrics", "construct", "LICENSE")
+REPO_PATHS = ("diningbench.py", "dataset", "diningbench", "synthetic", "eval", "metrics", "construct", "LICENSE")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 
 

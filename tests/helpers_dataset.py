@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import diningbench
+from dataset import build as dataset_build
 
 
 def copy_sample(dest: Path) -> Path:
@@ -31,7 +32,7 @@ def rewrite(folder: Path, config: str, mutate: Callable[[list[dict[str, Any]]], 
     (path,) = sorted((folder / "data" / config).glob("*.parquet"))
     rows = mutate(pq.read_table(path).to_pylist())
     table = pa.Table.from_pylist(rows, schema=schema or diningbench.features(config).arrow_schema)
-    pq.write_table(table, path, row_group_size=diningbench.ROW_GROUP_SIZE)
+    pq.write_table(table, path, row_group_size=dataset_build.ROW_GROUP_SIZE)  # as the release writer
 
 
 def write_records(dest: Path, per_config: int = 3) -> dict[str, list[dict[str, Any]]]:

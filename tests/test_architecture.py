@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # lower one. A folder entry ends with "/"; every other entry is one file, so a new file in eval/
 # has no layer until it is given one here and in ARCHITECTURE.md.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("data contract", ("diningbench.py", "synthetic/", "data/")),
+    ("data contract", ("diningbench.py", "dataset/", "synthetic/", "data/")),
     ("metrics", ("metrics/",)),
     ("harness contracts", ("eval/__init__.py", "eval/types.py", "eval/settings.py", "eval/specs.py",
                            "eval/redact.py", "eval/process.py", "eval/prompts.py", "eval/tasks/")),
@@ -181,7 +181,7 @@ def test_every_copy_of_a_constant_agrees():
 # Where each shared constant may be written out: its homes, and the copies held to them above (a module
 # that works copied alone). Anywhere else a literal copy is one that came back.
 CONSTANT_HOMES = {
-    "diningbench.py": {"CONFIGS", "CUISINES", "VQA_CATEGORIES", "NUTRIENTS", "IMAGE_ROLES", "LETTERS"},
+    "dataset/schema.py": {"CONFIGS", "CUISINES", "VQA_CATEGORIES", "NUTRIENTS", "IMAGE_ROLES", "LETTERS"},
     "eval/types.py": {"TASKS", "NUTRIENTS", "LETTERS", "ALPHABET", "NUTRIENT_UNITS"},
     "eval/prompts.py": {"FINAL_MARKER"},
     "metrics/nutrition_error/core.py": {"NUTRIENTS"},
@@ -347,3 +347,29 @@ def test_each_injected_violation_is_caught(tmp_path):
                 and task_name_comparisons((tmp_path / rel).read_text(encoding="utf-8"))]
     assert compared == ["space/diningspace/render.py"]
     assert [rel for rel in files if layer_of(rel) is None] == ["plugins/extra.py"]
+
+
+def test_the_data_contracts_docstring_examples_hold():
+    import doctest
+    import importlib
+
+    ran = 0
+    for name in ("dataset.schema", "dataset.jsonl", "dataset.load", "dataset.stats", "dataset.validate",
+                 "dataset.build"):
+        result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, name
+        ran += result.attempted
+    assert ran >= 10
+
+
+def test_diningbench_py_is_the_entry_point_over_the_package():
+    """diningbench.py stays small and gives every public name of dataset/ (the API people import)."""
+    import importlib
+
+    assert len((ROOT / "diningbench.py").read_text(encoding="utf-8").splitlines()) <= 300
+    for name in ("schema", "jsonl", "load", "stats", "validate", "build"):
+        module = importlib.import_module(f"dataset.{name}")
+        public = {n for n, v in vars(module).items() if not n.startswith("_")
+                  and getattr(v, "__module__", module.__name__) == module.__name__ and n.isidentifier()
+                  and (callable(v) or n.isupper()) and n != "TYPE_CHECKING"}
+        assert public <= set(diningbench.__all__) | set(dir(diningbench)), (name, public - set(dir(diningbench)))

@@ -16,6 +16,8 @@ import pyarrow as pa
 import pytest
 
 import diningbench
+from dataset import build as dataset_build
+from dataset import load as dataset_load
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers_dataset import copy_sample, rewrite
 
@@ -102,7 +104,7 @@ def no_kept_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cache folder nothing can be written in: the reader streams images from the Parquet files."""
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
-    monkeypatch.setattr(diningbench, "datasets_cache", lambda: blocker / "datasets")
+    monkeypatch.setattr(dataset_load, "datasets_cache", lambda: blocker / "datasets")
 
 
 def release_with_an_empty_image(tmp_path: Path) -> Path:
@@ -146,7 +148,7 @@ def test_without_a_kept_file_an_empty_byte_string_is_refused_when_its_row_is_rea
 
 def test_the_kept_image_file_is_made_once_mapped_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "cache"
-    monkeypatch.setattr(diningbench, "datasets_cache", lambda: cache)
+    monkeypatch.setattr(dataset_load, "datasets_cache", lambda: cache)
     folder = copy_sample(tmp_path / "release")
     first = diningbench.read_release("vqa", folder)
     rows = list(first.iter_rows([3, 4, 0]))
@@ -156,7 +158,7 @@ def test_the_kept_image_file_is_made_once_mapped_and_bounded(tmp_path: Path, mon
     assert again == rows and kept.stat().st_ino == inode  # mapped again, not written again
     assert list((cache / "diningbench-images").glob("*.tmp")) == []
     assert kept.stat().st_mtime_ns >= made
-    monkeypatch.setattr(diningbench, "IMAGE_CACHES_KEPT", 2)
+    monkeypatch.setattr(dataset_load, "IMAGE_CACHES_KEPT", 2)
     for k in range(3):  # three more releases: only the two most recently used files stay
         other = copy_sample(tmp_path / f"release{k}")
         list(diningbench.read_release("vqa", other).iter_rows([0]))
@@ -203,7 +205,7 @@ def test_memory_holds_one_row_group_of_images_however_many_rows_are_asked(tmp_pa
     cache = tmp_path / "cache"
     if not kept:
         cache.write_text("")  # no folder can be made under a file
-    monkeypatch.setattr(diningbench, "datasets_cache", lambda: cache / "datasets")
+    monkeypatch.setattr(dataset_load, "datasets_cache", lambda: cache / "datasets")
     folder = copy_sample(tmp_path / "release")
     noise = random.Random(3)
 
@@ -216,7 +218,7 @@ def test_memory_holds_one_row_group_of_images_however_many_rows_are_asked(tmp_pa
             out.append(row)
         return out
 
-    monkeypatch.setattr(diningbench, "ROW_GROUP_SIZE", 5)
+    monkeypatch.setattr(dataset_build, "ROW_GROUP_SIZE", 5)
     rewrite(folder, "nutrition", many)
     reader = diningbench.read_release("nutrition", folder)
     order = list(range(len(reader)))
@@ -282,7 +284,7 @@ def test_threads_that_make_the_kept_image_file_at_once_each_get_whole_rows(tmp_p
     import threading
 
     cache = tmp_path / "cache"
-    monkeypatch.setattr(diningbench, "datasets_cache", lambda: cache)
+    monkeypatch.setattr(dataset_load, "datasets_cache", lambda: cache)
     folder = copy_sample(tmp_path / "release")
     expected = list(diningbench.LoadedRelease(diningbench.load("classification", folder, decode_images=False))
                     .iter_rows(range(10)))

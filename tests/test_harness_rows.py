@@ -14,6 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import diningbench
+from dataset import build as dataset_build
+from dataset import load as dataset_load
 from eval import api, requests
 from eval.api import RunSettings
 from eval.images import ViewHashes
@@ -25,7 +27,7 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny release with one row per Parquet row group (pyarrow reads a whole row group: with one
     row in each, the rows it reads are the rows asked for)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(diningbench, "ROW_GROUP_SIZE", 1)
+        patch.setattr(dataset_build, "ROW_GROUP_SIZE", 1)
         return make_release(tmp_path_factory.mktemp("release"))
 
 
@@ -110,7 +112,7 @@ def test_a_run_reads_each_row_once(release, tmp_path, reads, monkeypatch, reader
     """4 nutrition items, 3 asked, twice (epochs): the metadata of the 4 is read once, the image
     bytes of the 3 once per epoch, and neither scoring nor the report reads the dataset again. A
     release folder is read with pyarrow; a Hub id through datasets (here the same folder through it)."""
-    monkeypatch.setattr(diningbench, "datasets_cache", lambda: tmp_path / "cache")
+    monkeypatch.setattr(dataset_load, "datasets_cache", lambda: tmp_path / "cache")
     if reader == "datasets":
         monkeypatch.setattr(diningbench, "read_release", lambda config, source: diningbench.LoadedRelease(
             diningbench.load(config, source, decode_images=False)))

@@ -91,7 +91,7 @@ def test_every_library_the_space_imports_is_in_its_requirements() -> None:
     requirements = (ROOT / "space" / "requirements.txt").read_text(encoding="utf-8")
     listed = {re.split(r"[<>=!~\[ ]", line.strip())[0].replace("_", "-").lower()
               for line in requirements.splitlines() if line.strip() and not line.startswith("#")}
-    ours = {"app", "diningspace", "eval", "construct", "metrics", "synthetic", "diningbench", "space"}
+    ours = {"app", "diningspace", "eval", "construct", "metrics", "synthetic", "diningbench", "dataset", "space"}
     needed = set()
     for rel in set().union(*(closure(start) for start in ("space/app.py", *SPACE_BACKENDS))):
         for node in ast.walk(ast.parse((ROOT / rel).read_text(encoding="utf-8"))):
@@ -109,7 +109,7 @@ def test_a_missing_path_is_an_error_not_a_thinner_space(tmp_path: Path) -> None:
     partial.mkdir()
     (partial / "diningbench.py").write_text("", encoding="utf-8")
     (partial / "eval").mkdir()
-    with pytest.raises(SystemExit, match=r"needs diningbench, synthetic, metrics, construct, LICENSE"):
+    with pytest.raises(SystemExit, match=r"needs dataset, diningbench, synthetic, metrics, construct, LICENSE"):
         bundle(tmp_path / "out", root=partial)
     assert not (tmp_path / "out").exists()
     # The repository without results/ (a checkout where `make demo` ran has one): linked, not copied.

@@ -1,0 +1,89 @@
+"""The one JSON-lines reader of the project, with a policy (strict or skip-and-name) and bounds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
+    pass
+from dataset.schema import DatasetError
+
+JsonlPolicy = Literal["strict", "skip"]
+# How deep a JSON value read from a file someone else wrote may nest (the project's own lines nest 3 deep).
+MAX_JSON_DEPTH = 32
+
+
+def json_depth_within(value: Any, limit: int) -> bool:
+    """Whether `value` nests dicts and lists at most `limit` levels deep (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return False
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return True
+
+
+def iter_jsonl_objects(source: Path | bytes, name: str | None = None, *, policy: JsonlPolicy = "strict",
+                       problems: list[str] | None = None, error: Callable[[str], Exception] | None = None,
+                       loads: Callable[[bytes], Any] = json.loads, max_line_bytes: int | None = None,
+                       max_depth: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    r"""(line number, object) for each non-blank line of a JSON-lines file (a path, read line by line: a
+    10k-row file is never one string in memory; or its bytes). The one JSON-lines reader of the project.
+
+    A line that is not UTF-8, not JSON, not an object, longer than `max_line_bytes` or nested deeper
+    than `max_depth` is, by `policy`:
+    - "strict": an error naming the file (`name`, default its file name) and the line: `error(text)`
+      (default DatasetError), raised at the first such line;
+    - "skip": left out, and named in `problems` (`name:N: why`) when a list is given.
+    `loads` parses one line's bytes (a caller may pass a faster parser with the same results).
+
+    >>> list(iter_jsonl_objects(b'{"a": 1}\n\n[2]\n{"b": 2}\n', "x.jsonl", policy="skip", problems=(seen := [])))
+    [(1, {'a': 1}), (4, {'b': 2})]
+    >>> seen
+    ['x.jsonl:3: not a JSON object']
+    """
+    name = name or (source.name if isinstance(source, Path) else "the file")
+    make_error = error or DatasetError
+    for lineno, raw_line in _numbered_lines(source):
+        if not raw_line.strip():
+            continue
+        why = None
+        row: Any = None
+        if max_line_bytes is not None and len(raw_line) > max_line_bytes:
+            why = f"longer than {max_line_bytes} bytes"
+        else:
+            try:
+                raw_line.decode("utf-8")
+                row = loads(raw_line)
+            except UnicodeDecodeError as exc:
+                why = f"not UTF-8 ({exc.reason} at byte {exc.start})"
+            except RecursionError:
+                why = "nested too deeply"
+            except ValueError as exc:  # json.JSONDecodeError, orjson.JSONDecodeError
+                column = getattr(exc, "colno", None)
+                where = f", column {column}" if isinstance(column, int) else ""
+                why = f"invalid JSON ({getattr(exc, 'msg', None) or str(exc).splitlines()[0][:80]}{where})"
+            else:
+                if not isinstance(row, dict):
+                    why = "not a JSON object"
+                elif max_depth is not None and not json_depth_within(row, max_depth):
+                    why = f"nested deeper than {max_depth} levels"
+        if why is None:
+            yield lineno, row
+        elif policy == "strict":
+            raise make_error(f"{name} line {lineno}: {why}")
+        elif problems is not None:
+            problems.append(f"{name}:{lineno}: {why}")
+
+
+def _numbered_lines(source: Path | bytes) -> Iterator[tuple[int, bytes]]:
+    if isinstance(source, bytes | bytearray | memoryview):
+        yield from enumerate(bytes(source).split(b"\n"), 1)
+        return
+    with Path(source).open("rb") as fh:
+        yield from enumerate(fh, 1)
