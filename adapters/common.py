@@ -50,6 +50,11 @@ def settings_for(task: str, *, lang: str = "zh", views: int | None = None, cot: 
                        dataset=str(dataset) if dataset else None)
 
 
+def task_spec(task: str) -> tasks.Task:
+    """The registered task object (what differs by task: its measure, whether a judge decides)."""
+    return tasks.get(task)
+
+
 def source_name(dataset: str | None) -> str:
     return str(dataset) if dataset else "embedded sample"
 

@@ -53,7 +53,7 @@ def test_flags_explain_themselves(command, flag, words):
 def test_diningbench_help_prints_the_whole_description_and_every_positional_has_help():
     text = subprocess.run([sys.executable, "diningbench.py", "--help"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout
-    assert "this module is its Python face" in text  # the last line of the module docstring
+    assert "Parquet + a README with `configs:`" in text  # the last line of the module docstring
     parser_help = {}
     for command in ("validate", "build", "sample", "push", "summary"):
         parser_help[command] = subprocess.run([sys.executable, "diningbench.py", command, "--help"], cwd=ROOT,

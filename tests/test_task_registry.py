@@ -148,3 +148,9 @@ def test_add_a_task_in_architecture_is_one_module(recognise):
     section = text.split("- **A task**", 1)[1].split("\n- **", 1)[0]
     assert "eval/tasks/" in section and "register" in section
     assert Path(ROOT / "eval/tasks/base.py").is_file()
+
+
+def test_the_lmms_eval_yamls_list_each_tasks_adapter_metric():
+    for task in ("classification", "nutrition", "vqa"):
+        text = (ROOT / "adapters" / "lmms_eval" / f"diningbench_{task}.yaml").read_text(encoding="utf-8")
+        assert re.findall(r"^\s*- metric: (\w+)", text, flags=re.M) == [tasks.get(task).adapter_metric], task

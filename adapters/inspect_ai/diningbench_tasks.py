@@ -72,16 +72,21 @@ def _sample(item: common.Item) -> Sample:
                   target=target, metadata={"row": item.row, "prompt": item.prompt, "n_images": len(item.views)})
 
 
+def _scorer_for(name: str) -> Any:
+    """The task's scorer, by what the task object says: judged, by percentage errors, or right/wrong."""
+    spec = common.task_spec(name)
+    return judge_scorer if spec.judged else nutrition_scorer if spec.measure == "ape" else choice_scorer
+
+
 def _task(name: str, language: str, views: int | None, cot: bool, dataset: str | None) -> Task:
     views = None if views in (None, "", "all") else int(views)
     cot = cot if isinstance(cot, bool) else str(cot).strip().lower() in ("1", "true", "yes", "on")
     found = common.items(name, lang=language, views=views, cot=cot, dataset=dataset)
     samples = [_sample(item) for item in found]
-    scorers = {"classification": choice_scorer, "nutrition": nutrition_scorer, "vqa": judge_scorer}
     return Task(
         dataset=MemoryDataset(samples, name=f"diningbench_{name}", location=common.source_name(dataset)),
         solver=generate(),
-        scorer=scorers[name](language),
+        scorer=_scorer_for(name)(language),
         config=GenerateConfig(temperature=common.TEMPERATURE, max_tokens=common.MAX_TOKENS),
         metadata={"diningbench": {"task": name, "lang": language, "images": views, "cot": cot,
                                   "dataset": dataset, "fingerprint": common.fingerprint(name, dataset),

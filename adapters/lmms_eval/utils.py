@@ -117,7 +117,8 @@ def _judge():  # noqa: ANN202 - a judge(prompt) -> str callable, or None
     return make_judge(spec, os.environ.get("DININGBENCH_JUDGE_BASE_URL") or None)
 
 
-def _process(task: str, metric: str, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+def _process(task: str, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    """The scored record of one answer, under the metric name the task's YAML lists (its `adapter_metric`)."""
     raw = results[0] if results else None
     raw = raw if isinstance(raw, str) else getattr(raw, "text", None)
     row = {k: v for k, v in doc.items() if k != "images"}
@@ -133,7 +134,7 @@ def _process(task: str, metric: str, doc: dict[str, Any], results: list[Any]) ->
     record["diningbench"] = {"task": task, "lang": settings["lang"], "images": settings["views"], "cot": settings["cot"],
                              "dataset": settings["dataset"], "fingerprint": _fingerprint(task, settings["dataset"]),
                              "prompt_version": PROMPT_VERSION}
-    return {metric: record}
+    return {tasks.get(task).adapter_metric: record}
 
 
 @functools.lru_cache(maxsize=8)
@@ -142,15 +143,15 @@ def _fingerprint(task: str, dataset: str | None) -> str:
 
 
 def classification_process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    return _process("classification", "dining_accuracy", doc, results)
+    return _process("classification", doc, results)
 
 
 def nutrition_process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    return _process("nutrition", "avg_mape", doc, results)
+    return _process("nutrition", doc, results)
 
 
 def vqa_process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    return _process("vqa", "judge_accuracy", doc, results)
+    return _process("vqa", doc, results)
 
 
 def _aggregate(task: str, records: list[dict[str, Any]]) -> float:

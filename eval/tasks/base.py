@@ -66,7 +66,7 @@ class Task:
     breakdowns: ClassVar[tuple[str, ...]] = ("cuisine", "category", "n_images")  # report dimensions
     slice_field: ClassVar[str | None] = None  # reports slice paired comparisons by this field too
     slice_title: ClassVar[str] = ""  # that field's name in headings
-    inspect_scorer: ClassVar[str] = "choice"  # the adapters' metric name (lmms-eval, inspect_ai)
+    adapter_metric: ClassVar[str] = "accuracy"  # the metric name the lmms-eval adapter's YAML lists
 
     # ------------------------------------------------------------ what the headline is
     @property

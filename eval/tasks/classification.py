@@ -47,7 +47,7 @@ class Classification(Task):
     has_options = True
     answer_format = "letter"
     human_question = "Which dish is this?"
-    inspect_scorer = "dining_accuracy"
+    adapter_metric = "dining_accuracy"
 
     def prompt(self, row: Mapping[str, Any], *, lang: str, cot: bool) -> str:
         return prompts.classification_prompt(options_of(row, lang), lang, cot=cot)

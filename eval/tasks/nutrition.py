@@ -23,7 +23,7 @@ class Nutrition(Task):
     human_question = "Estimate the nutrition"
     item_fields = ("nutrition_source",)
     breakdowns = ("cuisine", "category", "nutrition_source", "n_images")
-    inspect_scorer = "avg_mape"
+    adapter_metric = "avg_mape"
 
     def prompt(self, row: Mapping[str, Any], *, lang: str, cot: bool) -> str:
         return prompts.nutrition_prompt(lang, cot=cot)

@@ -25,7 +25,7 @@ class Vqa(Task):
     breakdowns = ("cuisine", "category", "vqa_category", "n_images")
     slice_field = "vqa_category"
     slice_title = "VQA category"
-    inspect_scorer = "judge_accuracy"
+    adapter_metric = "judge_accuracy"
 
     def prompt(self, row: Mapping[str, Any], *, lang: str, cot: bool) -> str:
         return prompts.vqa_prompt(question_of(row, lang), lang, cot=cot)
