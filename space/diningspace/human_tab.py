@@ -195,7 +195,7 @@ class HumanTab:
             # Two by two on a phone, a row of four on a wide screen; a tap opens a view full size.
             gallery = gr.Gallery(label="Photos of the dish", show_label=False, columns=4, height="auto",
                                  object_fit="contain", fit_columns=False, preview=False, allow_preview=True,
-                                 elem_id="db-human-gallery")
+                                 elem_id="db-human-gallery")  # eval/report/viewer.css lays it out
             prompt = gr.HTML(elem_id="db-human-prompt")
             letter = gr.Radio(list(LETTERS), label="Your answer", elem_id="db-human-letter")
             with gr.Row(visible=False, elem_id="db-human-numbers") as numbers:
