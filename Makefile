@@ -5,6 +5,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # The inspect_ai and lmms-eval adapters' tests run in their own environment: those frameworks pin
 # versions (click, datasets, huggingface_hub) that the main install must not be held to.
+# inspect and lmms-eval load the task files by path: the checkout is installed there (pip install -e .), so
+# the harness imports from anywhere.
 VENV_ADAPTERS ?= .venv-adapters
 PYA := $(VENV_ADAPTERS)/bin/python
 
@@ -25,7 +27,6 @@ $(VENV_ADAPTERS)/.installed: requirements.txt requirements-dev.txt adapters/requ
 	$(PYA) -m pip install -q --upgrade pip
 	$(PYA) -m pip install -q -r requirements-dev.txt -r adapters/requirements.txt setuptools wheel
 	$(PYA) -m pip uninstall -q -y torchvision  # lmms-eval pulls it; the index's build breaks beside torch 2.13.0
-	# inspect and lmms-eval load the task files by path: the checkout must be importable from anywhere
 	$(PYA) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
