@@ -57,8 +57,7 @@ def iter_jsonl_objects(source: Path | bytes, name: str | None = None, *, policy:
         if max_line_bytes is not None and len(raw_line) > max_line_bytes:
             why = f"longer than {max_line_bytes} bytes"
         else:
-            try:
-                raw_line.decode("utf-8")
+            try:  # the parser decodes the bytes once (json.loads: UnicodeDecodeError; orjson: its own error)
                 row = loads(raw_line)
             except UnicodeDecodeError as exc:
                 why = f"not UTF-8 ({exc.reason} at byte {exc.start})"

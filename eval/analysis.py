@@ -154,7 +154,7 @@ def distractor_section(runs: Sequence[RunData], options: dict[str, list[str]]) -
     chosen: Counter[str] = Counter()
     confused: Counter[tuple[str, str]] = Counter()
     for run in runs:
-        for row in _first_epoch(_rows_where(run, "has_options")):
+        for row in _first_epoch([r for t in tasks.all_tasks() if t.has_options for r in run.scores.get(t.name, [])]):
             pick, answer = row.get("parsed"), row.get("reference")
             texts = options.get(str(row["id"]))
             if row.get("correct") or not isinstance(pick, str) or not texts or pick == answer:
@@ -210,11 +210,6 @@ def portion_bins(rows: Sequence[dict[str, Any]], portions: dict[str, str | None]
         label = f"{low}–{high} kcal" if high != float("inf") else f"≥{low} kcal"
         groups.append((label, [r for r in rows if low <= float((r.get("reference") or {}).get("calories", -1)) < high]))
     return "reference calories (portion text gives no grams)", groups
-
-
-def _rows_where(run: RunData, flag: str) -> list[dict[str, Any]]:
-    """The scored items of the run's tasks that have `flag` (a `Task` attribute) set."""
-    return [r for t in tasks.all_tasks() if getattr(t, flag) for r in run.scores.get(t.name, [])]
 
 
 def _ape_task_rows(run: RunData) -> tuple[str, list[dict[str, Any]]]:

@@ -118,8 +118,8 @@ def is_user_error(exc: BaseException) -> bool:
     disk). Everything else is a bug of ours and keeps its traceback."""
     if isinstance(exc, UserError):
         return True
-    dataset = sys.modules.get("diningbench")  # only a loaded data contract can have raised its error
-    if dataset is not None and isinstance(exc, dataset.DatasetError):
+    schema = sys.modules.get("dataset.schema")  # only a loaded data contract can have raised its error
+    if schema is not None and isinstance(exc, schema.DatasetError):
         return True
     return isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_ERRNOS
 
