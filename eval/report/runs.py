@@ -117,6 +117,14 @@ def load_run(path: Path | str, problems: list[str] | None = None) -> RunData:
     return run
 
 
+def run_folders(root: Path) -> list[Path]:
+    """`root` itself when it is a run folder, else the run folders below it (sweep cells too)."""
+    root = Path(root)
+    if (root / "scores.jsonl").is_file():
+        return [root]
+    return sorted({p.parent for p in root.glob("*/scores.jsonl")} | {p.parent for p in root.glob("*/*/scores.jsonl")})
+
+
 def expand_run_dirs(paths: Sequence[Path | str]) -> list[Path]:
     """Run folders named directly, plus the cell folders of any sweep folder (holding run folders)."""
     found: list[Path] = []

@@ -29,7 +29,7 @@ from PIL import Image
 
 from diningbench import CUISINES
 from eval.report.items import STATUSES, item_detail, run_items, run_summary
-from eval.report.runs import ReportError
+from eval.report.runs import ReportError, run_folders
 from eval.report.tables import as_text, pct
 from eval.tasks import figure_of
 from eval.tasks import names as task_names
@@ -54,14 +54,6 @@ URL_JS = """(run, task, status, cuisine, q, item) => {
   }
   window.history.replaceState(window.history.state, "", url);
 }"""
-
-
-def run_folders(root: Path) -> list[Path]:
-    """`root` itself when it is a run folder, else the run folders below it (sweep cells too)."""
-    root = Path(root)
-    if (root / "scores.jsonl").is_file():
-        return [root]
-    return sorted({p.parent for p in root.glob("*/scores.jsonl")} | {p.parent for p in root.glob("*/*/scores.jsonl")})
 
 
 def _short(value: Any, width: int = 60) -> str:

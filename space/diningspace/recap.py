@@ -11,9 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from eval.report.runs import ReportError, load_run
+from eval.report.runs import ReportError, load_run, run_folders
 from eval.report.tables import as_text
-from eval.report.viewer import run_folders
 from eval.tasks import answer_format, options_of
 from eval.types import NUTRIENTS
 
