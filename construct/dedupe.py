@@ -166,10 +166,12 @@ def candidates(views: Mapping[str, Sequence[Iterable[str]]], *, vectors: np.ndar
 def first_of_each(order: Sequence[str], same: Iterable[tuple[str, str]],
                   allowed: Callable[[str, str], bool] | None = None) -> dict[str, str]:
     """{dropped record: the record it repeats}. Records are taken in `order`; a record is dropped when a
-    confirmed twin (or the record that twin repeats) was taken before it and `allowed` accepts the two.
+    confirmed twin of its own was taken before it and `allowed` accepts the two. No chaining: a record
+    confirmed the same as a dropped one only (never compared with the one kept) stays, since "a is b"
+    and "b is c" do not make "a is c", and every drop names a pair the model judged.
 
     >>> first_of_each(["a", "b", "c", "d"], [("b", "a"), ("c", "b"), ("d", "x")])
-    {'b': 'a', 'c': 'a'}
+    {'b': 'a'}
     """
     twins: dict[str, list[str]] = {}
     for x, y in same:
@@ -179,7 +181,7 @@ def first_of_each(order: Sequence[str], same: Iterable[tuple[str, str]],
     taken: set[str] = set()
     dropped: dict[str, str] = {}
     for record in order:
-        seen = sorted({dropped.get(t, t) for t in twins.get(record, ()) if t in rank and rank[t] < rank[record]},
+        seen = sorted({t for t in twins.get(record, ()) if t in rank and rank[t] < rank[record]},
                       key=rank.__getitem__)
         twin = next((t for t in seen if t in taken and (allowed is None or allowed(t, record))), None)
         if twin is not None:

@@ -64,8 +64,11 @@ def test_allowed_keeps_only_cross_merchant_pairs():
     assert found.pairs() == [(0, 2), (1, 2)]
 
 
-def test_first_of_each_follows_chains_and_respects_allowed():
-    assert first_of_each(["a", "b", "c"], [("a", "b"), ("b", "c")]) == {"b": "a", "c": "a"}
+def test_first_of_each_never_chains_and_respects_allowed():
+    # "a is b" and "b is c" do not make "a is c": c was never judged against a, so it stays.
+    assert first_of_each(["a", "b", "c"], [("a", "b"), ("b", "c")]) == {"b": "a"}
+    # c confirmed against a kept dish as well as a dropped one: dropped as the kept one's twin.
+    assert first_of_each(["a", "b", "c"], [("a", "b"), ("b", "c"), ("a", "c")]) == {"b": "a", "c": "a"}
     merchant = {"a": "m1", "b": "m1", "c": "m2"}
     assert first_of_each(["a", "b", "c"], [("a", "b"), ("a", "c")],
                          allowed=lambda x, y: merchant[x] != merchant[y]) == {"c": "a"}
