@@ -11,7 +11,7 @@ Each size: `python diningbench.py sample --raw --merchants N` writes the export;
 it in a fresh process (photo checks on two other model names; it stops at the base-dish review, which
 is approved in bulk, and the same command continues), each run timed with its peak RSS from the
 kernel (`os.wait4`). Calls = the chat completions the stand-in says it answered (checked against the
-rows of the work folder's calls.jsonl files). Ideal = calls x latency / concurrency. Measured against
+rows of the work folder's call logs). Ideal = calls x latency / concurrency. Measured against
 it: the call phases (WORK/call_seconds.json: each `Models.ask` that made calls, from reading the cache
 through the photos, the calls and the logged answers); the stages' other work (dedupe blocking, writing
 items and decisions) and the whole process (Python start-up, imports, funnel.md/png) are printed beside
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, machine, result, table, write_json
+from construct.callstore import rows as call_rows
 
 FILTERS = "openai:standin-judge-a,openai:standin-judge-b"
 
@@ -115,9 +116,8 @@ def build_once(folder: Path, merchants: int, latency: float, concurrency: int) -
         server.returncode = 0
     answered = re.search(r"stand-in stopped after (\d+) chat completion", said)
     phases: Counter[tuple[str, str, str]] = Counter()
-    for stage_calls in sorted(work.glob("*/calls.jsonl")):
-        for text in stage_calls.read_text(encoding="utf-8").splitlines():
-            row = json.loads(text)
+    for stage_dir in sorted(p for p in work.iterdir() if p.is_dir()):
+        for row in call_rows(stage_dir):  # calls.jsonl, and each Ray actor's log under calls.d/
             phases[(row["stage"], row["model"], row["prompt_version"])] += 1
     calls = int(answered.group(1)) if answered else -1
     if calls != sum(phases.values()):

@@ -1,25 +1,21 @@
-"""`python -m construct {run,merge,review,release,report}`: build a release from a raw merchant export."""
+"""`python -m construct {run,review,release,report}`: build a release from a raw merchant export."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from dataclasses import fields
 from pathlib import Path
 
-from construct import funnel, pipeline, review, shard
+from construct import funnel, pipeline, review
 from construct.errors import BuildError
 from construct.work import BuildSettings, load_settings, settings_from_args
 from eval.settings import add_arguments
 from eval.store import locked
 from eval.types import is_user_error
 
-
-def _answered(work: Path) -> int:
-    from construct.work import STAGES, read_jsonl
-
-    return sum(len(read_jsonl(work / stage / "calls.jsonl")) for stage in STAGES)
+RETIRED_MERGE = ("`merge` is retired: build the whole export in one run, on as many machines as you have, with "
+                 "`python -m construct run RAW --out WORK --engine ray --ray-address ADDR` (README: Building at scale)")
 
 
 def _dish_review_stop(work: str | Path, command: str) -> bool:
@@ -39,12 +35,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("raw", help="raw export folder (merchants.jsonl, dishes.jsonl, photos.jsonl, images)")
     p.add_argument("--out", required=True, help="work folder")
     add_arguments(p, BuildSettings(), required=("model",))
-    what = ("union the shards' answers and run every stage once on the whole export (every setting is the "
-            "shards'; --base-url, where to ask what no shard asked, defaults to the first shard's)")
-    p = sub.add_parser("merge", help=what, description=what)
-    p.add_argument("works", nargs="+", help="the work folders of shards 1/N .. N/N")
-    p.add_argument("--out", required=True, help="merged work folder")
-    add_arguments(p, BuildSettings(), skip=[f.name for f in fields(BuildSettings) if f.name not in shard.MERGE_FLAGS])
+    p = sub.add_parser("merge", help="retired: use run --engine ray", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
     p = sub.add_parser("review", help="export items (or base dishes) for review to CSV, or import the decisions")
     p.add_argument("work")
     g = p.add_mutually_exclusive_group(required=True)
@@ -81,18 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             print(md.read_text(encoding="utf-8"))
             print(f"wrote {md} and {png}; next: python -m construct review {args.out} --export review.csv")
         elif args.command == "merge":
-            out = Path(args.out)
-            with locked(out, "work folder"):
-                settings = shard.merge_calls([Path(w) for w in args.works], out, **shard.merge_flags(args))
-                before = _answered(out)
-                pipeline.check_servers(settings)
-                pipeline.run(out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
-                if _dish_review_stop(out, "python -m construct merge"):
-                    return 0
-                md, png = funnel.write(out, settings)
-            print(md.read_text(encoding="utf-8"))
-            print(f"merged {len(args.works)} shard(s) into {out}: {_answered(out) - before} call(s) asked anew "
-                  f"(prompts that changed once the whole export was seen); next: python -m construct review {out} ...")
+            raise BuildError(RETIRED_MERGE)
         elif args.command == "review":
             with locked(Path(args.work), "work folder"):  # an export may record an audit sample
                 stage = args.stage or "items"

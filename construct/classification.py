@@ -6,17 +6,15 @@ that drop ambiguous and too-easy items (Table 10), then answer letters balanced 
 from __future__ import annotations
 
 import hashlib
-from functools import partial
 
 import numpy as np
 
 from construct.context import Context
 from construct.dishes import REVIEWED as DISHES
-from construct.models import Answer, Ask, parse_json_object, photo_part
+from construct.models import Answer, Ask, parse_json_object
 from construct.raw import Dish
 from construct.work import MODEL_ERROR, MODEL_UNPARSED, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import LETTERS
-from eval.types import ImagePart
 
 NAME = "classification"
 TASK = "classification"
@@ -152,7 +150,7 @@ def filter_asks(ctx: Context, drafts: dict[str, dict]) -> list[Ask]:
         letter = LETTERS[draft["option_dish_ids"].index(did)]
         options = "\n".join(f"{LETTERS[i]}. {name}" for i, name in enumerate(draft["options"]))
         asks.append(Ask(did, FILTER_PROMPT.format(options=options, letter=letter),
-                        photos=partial(_shown_photos, ctx, tuple(shown))))
+                        photos=ctx.raw.photo_refs(shown)))
     return asks
 
 
@@ -167,11 +165,6 @@ def parse_filter(text: str | None) -> tuple[str | None, str]:
     answer = parse_json_object(text) or {}
     verdict = answer.get("verdict")
     return (verdict if verdict in FILTER_VERDICTS else None), str(answer.get("reason", ""))
-
-
-def _shown_photos(ctx: Context, shown: tuple[tuple[str, str], ...]) -> tuple[ImagePart, ...]:
-    """The photos a filter pass shows, as (photo id, role), read and encoded when the ask is sent."""
-    return tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in shown)
 
 
 def check_filter(drafts: dict[str, dict], verdicts: dict[str, Answer], n: int, spec: str,

@@ -11,23 +11,21 @@ verdict, and a dropped dish's decision names its twin, the pair's verdict and re
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from construct.context import Context
 from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
 from construct.models import Ask, parse_json_object
 from construct.photos import NAME as PHOTOS
+from construct.photos import RULED_OUT
 from construct.raw import Dish
-from construct.work import Decision, Stage, dropped, inputs_key, kept, write_jsonl
+from construct.rules import MARKETING, QUANTITY, free_dish_rule, ingredient_name, is_detailed  # noqa: F401
+from construct.work import Decision, Stage, dropped, inputs_key, kept, read_jsonl, write_jsonl
 
 NAME = "dishes"
 REVIEWED = "dish_review"  # the dishes a person approved (construct/review.py): what the task stages read
-# Words of menu marketing, not of a recipe: an entry made of these names no ingredient.
-MARKETING = ("秘制", "精选", "美味", "可口", "独家", "招牌", "优质", "特色", "匠心", "好吃", "鲜香",
-             "delicious", "secret", "signature", "special", "premium", "tasty", "homemade", "chef's")
-QUANTITY = re.compile(r"\d+(?:\.\d+)?\s*(?:克|g|kg|毫升|ml|个|片|只|份|勺)?", re.I)
 PAIR_VERSION = "same-dish-v1"
 # Names share words far more often than recipes share ingredients ("beef" on every menu): the name view
 # pairs only names alike at Jaccard ~0.75 and up; ingredient lists pair from ~0.5 (construct/dedupe.py).
@@ -39,27 +37,6 @@ merely two dishes of one kind?
 Dish A ({a_id}): {a}
 Dish B ({b_id}): {b}
 Reply with one JSON object and nothing else: {{"same_dish": true or false, "reason": "..."}}"""
-
-
-def ingredient_name(entry: str) -> str:
-    """'虾仁 80克' -> '虾仁'; 'shrimp 80 g' -> 'shrimp'."""
-    return " ".join(QUANTITY.sub(" ", entry).split()).lower()
-
-
-def is_detailed(ingredients: tuple[str, ...] | list[str]) -> tuple[bool, str]:
-    """A detailed list enumerates components: >= 3 entries, at most a third of them marketing words or prose.
-
-    >>> is_detailed(["米饭 270克", "鸡蛋 52克", "虾仁 80克"])
-    (True, '')
-    >>> is_detailed(["秘制酱汁", "精选食材，美味可口"])
-    (False, '2 entries')
-    """
-    if len(ingredients) < 3:
-        return False, f"{len(ingredients)} entries"
-    vague = [e for e in ingredients if any(w in e.lower() for w in MARKETING) or len(ingredient_name(e)) > 24]
-    if len(vague) * 3 > len(ingredients):
-        return False, f"{len(vague)} of {len(ingredients)} entries are marketing text"
-    return True, ""
 
 
 def pair_prompt(a: Dish, b: Dish) -> str:
@@ -144,14 +121,14 @@ def run(ctx: Context) -> None:
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     photos = Stage(ctx.work, PHOTOS)
-    # A shard caps nothing: the caps rank dishes across the whole export, so the merge applies them.
-    caps = {} if s.shard else s.cuisine_caps
-    inputs = inputs_key(NAME, photos.items_hash(), s.min_user_photos, caps, s.cuisine_ratio, s.model, PAIR_VERSION, s.embed_model)
+    caps = s.cuisine_caps
+    inputs = inputs_key(NAME, photos.items_hash(), photos.file_hash(RULED_OUT), s.min_user_photos, caps, s.cuisine_ratio,
+                        s.model, PAIR_VERSION, s.embed_model)
     if stage.is_done(inputs):
         return
-    reference, users = kept_photos(photos.items())
+    reference, users = kept_photos(photos.iter_items())
     decisions: dict[str, Decision] = {}
-    survivors = check_rules(ctx, reference, users, decisions)
+    survivors = check_rules(ctx, reference, users, ruled_out(photos), decisions)
     twins, checked, complete = find_twins(ctx, survivors)
     check_twins(ctx, survivors, twins, checked, decisions)
     check_caps(ctx, survivors, users, caps, decisions)
@@ -164,7 +141,7 @@ def run(ctx: Context) -> None:
     stage.finish(ordered, items, inputs, complete=complete)
 
 
-def kept_photos(photos: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, list[str]]]:
+def kept_photos(photos: Iterable[dict[str, Any]]) -> tuple[dict[str, str], dict[str, list[str]]]:
     """The photo filters' items as ({dish: its reference photo}, {dish: its user photos})."""
     reference: dict[str, str] = {}
     users: dict[str, list[str]] = {}
@@ -176,24 +153,35 @@ def kept_photos(photos: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str,
     return reference, users
 
 
+def ruled_out(photos: Stage) -> dict[str, dict[str, Any]]:
+    """{dish: {"reason", ...}} of the dishes the photo stage ruled out by a free rule (no call was made
+    for their photos)."""
+    path = photos.dir / RULED_OUT
+    return {row["dish_id"]: row for row in read_jsonl(path)} if path.exists() else {}
+
+
 def check_rules(ctx: Context, reference: dict[str, str], users: dict[str, list[str]],
-                decisions: dict[str, Decision]) -> list[Dish]:
-    """The rules before any model question, dishes in (merchant, id) order: the dishes that pass;
-    a drop decision for the others."""
-    raw_refs = {p.dish_id for p in ctx.raw.photos.values() if p.role == "reference"}
+                out: dict[str, dict[str, Any]], decisions: dict[str, Decision]) -> list[Dish]:
+    """The rules before any model question, dishes in (merchant, id) order: the dishes that pass; a drop
+    decision for the others. A dish the photo stage ruled out keeps its reason; the others meet the same
+    free rules (`construct.rules.free_dish_rule`) with the photos the checks kept."""
+    raw_refs = ctx.raw.photos.dishes_with("reference")
     survivors = []
     for dish in sorted(ctx.raw.dishes.values(), key=lambda d: (d.merchant_id, d.dish_id)):
         n_users = len(users.get(dish.dish_id, []))
-        detailed, why = is_detailed(dish.ingredients)
-        # A dropped merchant photo comes first: without it no user photo could be matched to the dish.
-        if dish.dish_id in raw_refs and dish.dish_id not in reference:
-            decisions[dish.dish_id] = dropped(dish.dish_id, "no_good_reference")
-        elif n_users < ctx.settings.min_user_photos:
-            decisions[dish.dish_id] = dropped(dish.dish_id, "too_few_user_photos", kept_user_photos=n_users)
-        elif dish.dish_id not in reference:
-            decisions[dish.dish_id] = dropped(dish.dish_id, "no_reference_photo")
-        elif not detailed:
-            decisions[dish.dish_id] = dropped(dish.dish_id, "vague_ingredients", why=why)
+        if dish.dish_id in out:
+            row = out[dish.dish_id]
+            decisions[dish.dish_id] = dropped(dish.dish_id, row["reason"],
+                                              **{k: v for k, v in row.items() if k not in ("dish_id", "reason")})
+            continue
+        why = free_dish_rule(dish.dish_id in raw_refs, dish.dish_id in reference, n_users, dish.ingredients,
+                             ctx.settings.min_user_photos)
+        if why == "too_few_user_photos":
+            decisions[dish.dish_id] = dropped(dish.dish_id, why, kept_user_photos=n_users)
+        elif why == "vague_ingredients":
+            decisions[dish.dish_id] = dropped(dish.dish_id, why, why=is_detailed(dish.ingredients)[1])
+        elif why:
+            decisions[dish.dish_id] = dropped(dish.dish_id, why)
         else:
             survivors.append(dish)
     return survivors
@@ -215,11 +203,10 @@ def check_twins(ctx: Context, survivors: list[Dish], twins: dict[str, str], chec
 
 def check_caps(ctx: Context, survivors: list[Dish], users: dict[str, list[str]], caps: dict[str, int],
                decisions: dict[str, Decision]) -> None:
-    """The cuisine caps (none in a shard): the dishes with most user photos stay (more views, better
-    items); a kept or cuisine_cap decision for every survivor."""
+    """The cuisine caps: the dishes with most user photos stay (more views, better items); a kept or
+    cuisine_cap decision for every survivor."""
     s = ctx.settings
-    limits = {} if s.shard else cuisine_caps(Counter(ctx.raw.cuisine_of(d.dish_id) for d in survivors), caps,
-                                             s.cuisine_ratio)
+    limits = cuisine_caps(Counter(ctx.raw.cuisine_of(d.dish_id) for d in survivors), caps, s.cuisine_ratio)
     per_cuisine: Counter[str] = Counter()
     for dish in sorted(survivors, key=lambda d: (-len(users[d.dish_id]), d.dish_id)):
         cuisine = ctx.raw.cuisine_of(dish.dish_id)

@@ -1,8 +1,9 @@
 """Model calls of the construction stages, through the harness backends, cached on disk.
 
-A stage hands over `Ask`s (item, prompt, images); each is sent with `eval.runner.execute` to the
-backend of a `backend:model` spec, and the answer is appended to WORK/<stage>/calls.jsonl under a key
-of (stage, item, model, prompt version, prompt text, image bytes): a rerun asks only what is missing
+A stage hands over `Ask`s (item, prompt, photo files); each is sent with `eval.runner.execute` to the
+backend of a `backend:model` spec, and the answer is appended to the stage's call log (WORK/<stage>/
+calls.jsonl; a Ray actor's own file under calls.d/: construct/callstore.py, looked up by key, never
+loaded whole) under a key of (stage, item, model, prompt version, prompt text, image bytes): a rerun asks only what is missing
 or failed, and a changed prompt version asks again. An answer cut at `--max-tokens` is cached as cut
 (with the limit) and asked again only under a higher one. Each row records the model spec it went to,
 its usage (`Response.usage`) and its seconds; `usage_table` sums them per stage and model.
@@ -24,15 +25,17 @@ import asyncio
 import hashlib
 import json
 import re
+import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from construct.work import BuildSettings, read_jsonl, write_json
+from construct.callstore import LOG, CallStore, rows
+from construct.work import BuildSettings, write_json
 from eval.backends import make_backend, release
 from eval.endpoints import host_of
 from eval.images import encode_for_transport
@@ -47,18 +50,34 @@ SAME = object()  # `base_url` not given: the build's --base-url
 TRUNCATED = "truncated: the token limit cut the answer"
 CALL_SECONDS = "call_seconds.json"
 
+PhotoRef = tuple[str, str, str]  # (file path, role, photo id)
+
+
 @dataclass(frozen=True)
 class Ask:
-    """One question to a model. `photos` (a function) reads and encodes the images only when a worker is
-    about to send the ask, and they are let go once it is answered; `images` holds them already encoded."""
+    """One question to a model. `photos` names the photo files; they are read and encoded only when a
+    worker is about to send the ask, and let go once it is answered; `images` holds them already encoded.
+    An ask with only `photos` is plain data: it travels to a Ray actor as a row (`to_row`)."""
 
     item: str
     prompt: str
     images: tuple[ImagePart, ...] = ()
-    photos: Callable[[], tuple[ImagePart, ...]] | None = None
+    photos: tuple[PhotoRef, ...] = ()
 
     def loaded(self) -> Ask:
-        return Ask(self.item, self.prompt, self.photos()) if self.photos is not None else self
+        if not self.photos:
+            return self
+        return Ask(self.item, self.prompt, tuple(photo_part(Path(path), role, pid) for path, role, pid in self.photos))
+
+    def to_row(self) -> dict[str, Any]:
+        if self.images:
+            raise ValueError(f"ask {self.item}: encoded images do not travel; name the photo files instead")
+        return {"item": self.item, "prompt": self.prompt, "photos": [list(ref) for ref in self.photos]}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Ask:
+        return cls(str(row["item"]), str(row["prompt"]),
+                   photos=tuple((str(p), str(r), str(i)) for p, r, i in (row.get("photos") or ())))
 
 
 @dataclass
@@ -67,7 +86,7 @@ class Answer:
     text: str | None
     error: str | None
     usage: dict[str, int] | None
-    cached: bool = False
+    cached: bool = False  # no call was made for it (answered from the store, or its photo was unusable)
 
 
 def photo_part(path: Path, role: str, item: str = "", index: int = 0) -> ImagePart:
@@ -156,15 +175,99 @@ class RoundRobin:
             await release(backend)
 
 
+@dataclass(frozen=True)
+class Phase:
+    """What every call of one call phase shares: the stage, the model, the prompt version and the limits."""
+
+    stage: str
+    spec: str
+    version: str
+    max_tokens: int
+    seed: int
+    concurrency: int
+    timeout: float
+
+    def config(self) -> GenerationConfig:
+        return GenerationConfig(temperature=0.0, max_tokens=self.max_tokens, seed=self.seed)
+
+
+def new_stats() -> dict[str, Any]:
+    return {"asked": 0, "failed": 0, "errors": Counter()}
+
+
+def count(stats: dict[str, Any], answer: Answer) -> None:
+    """A call made (not a cached answer): counted, and its error when it failed."""
+    if answer.cached:
+        return
+    stats["asked"] += 1
+    if answer.error and answer.error != TRUNCATED:
+        stats["failed"] += 1
+        stats["errors"][answer.error[:120]] += 1
+
+
+async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store: CallStore, log: JsonlLog,
+                      on_answer: Callable[[Answer], None]) -> None:
+    """Answer each ask from the store, or by a call whose row is appended to `log`; `on_answer` gets each
+    answer (in completion order). The one call loop of both engines: the driver's (local engine) and
+    each Ray actor's.
+
+    The asks flow through one bounded producer/consumer: a worker takes the next ask as soon as its call
+    returns (no batch waits for its slowest call), and an ask's photos are read and encoded in a build
+    thread just ahead of need, so at most 2 x `concurrency` (or `concurrency` + BUILD_THREADS) asks hold
+    image bytes; `asks` itself is read as lazily."""
+    config = phase.config()
+    lock = threading.Lock()  # one store connection, shared by the build threads
+
+    def build(ask: Ask) -> Request | Answer:  # in a build thread: read, encode, hash; an Answer when no call is due
+        try:
+            ask = ask.loaded()
+        except (OSError, ValueError) as exc:  # a photo gone or unusable since the filters: this item fails
+            return Answer(ask.item, None, f"photo unusable: {' '.join(str(exc).split())[:200]}", None, cached=True)
+        key = call_key(phase.stage, phase.spec, phase.version, ask)
+        with lock:
+            row = store.lookup(key, phase.max_tokens)
+        if row is not None:
+            error = None if row.get("text") is not None else TRUNCATED
+            return Answer(ask.item, row.get("text"), error, row.get("usage"), cached=True)
+        return Request(id=ask.item, task=phase.stage, config=config, request_hash=key,
+                       messages=(Message("user", (*ask.images, ask.prompt)),),
+                       metadata={"stage": phase.stage, "n_images": len(ask.images)})
+
+    async def requests() -> AsyncIterator[Request]:
+        # As many builds ahead as calls in flight: a wave of answers finds its next requests ready.
+        # Every `on_answer` runs on the event loop's thread, never in a build thread.
+        ahead = max(BUILD_THREADS, phase.concurrency)
+        async for built in built_ahead((partial(build, a) for a in asks), threads=ahead):  # type: ignore[misc]
+            if isinstance(built, Answer):
+                on_answer(built)
+            else:
+                yield built
+
+    policy = RetryPolicy(max_attempts=4, base_delay=0.5, max_delay=30.0, request_timeout=phase.timeout)
+    async for outcome in execute(backend, requests(), concurrency=phase.concurrency, policy=policy):
+        item = outcome.request.id
+        response = outcome.response
+        truncated = response is not None and response.truncated
+        text = response.text if response is not None and not truncated else None
+        error = outcome.error or (TRUNCATED if truncated else None)
+        usage = response.usage if response is not None else None
+        log.append({"key": outcome.request.request_hash, "stage": phase.stage, "item": item, "model": phase.spec,
+                    "prompt_version": phase.version, "text": text, "error": error, "truncated": truncated,
+                    "max_tokens": phase.max_tokens, "usage": usage, "seconds": round(outcome.latency_s, 4)})
+        on_answer(Answer(item, text, error, usage))
+
+
 class Models:
-    """The backends of one build, made once per spec, and the per-stage call caches."""
+    """The backends of one build, made once per spec, the per-stage call stores, and the engine that runs
+    the calls (`construct.engine`: in this process, or on Ray actors)."""
 
     def __init__(self, settings: BuildSettings, work: Path,
-                 factory: Callable[..., Backend] = make_backend) -> None:
+                 factory: Callable[..., Backend] = make_backend, engine: Any = None) -> None:
         self.settings = settings
         self.work = work
         self._factory = factory
         self._backends: dict[str, Backend] = {}
+        self.engine = engine
         # stage -> {"asked", "failed", "errors": Counter}: the calls this process made (not the cached ones)
         self.stats: dict[str, dict[str, Any]] = {}
         self.call_seconds: dict[str, float] = {}  # stage -> wall seconds of this process's asks that made calls
@@ -174,11 +277,8 @@ class Models:
         key = f"{spec} @ {url_text or ''}"
         if key not in self._backends:
             urls = base_urls(str(url_text) if url_text else None)
-            made = [self._factory(spec, base_url=url, timeout=self.settings.timeout, max_tokens=self.settings.max_tokens,
-                                  seed=self.settings.seed, images_per_prompt=4) for url in urls]
-            hosts = [host_of(url) for url in urls]
-            self._backends[key] = made[0] if len(made) == 1 else RoundRobin(made, hosts)
-            self._record_hosts(spec, hosts)
+            self._backends[key] = make_pool(self._factory, spec, urls, self.settings)
+            self._record_hosts(spec, [host_of(url) for url in urls])
         return self._backends[key]
 
     def _record_hosts(self, spec: str, hosts: list[str | None]) -> None:
@@ -192,32 +292,59 @@ class Models:
         self.work.mkdir(parents=True, exist_ok=True)
         write_json(path, recorded)
 
+    def phase(self, stage: str, spec: str, version: str) -> Phase:
+        s = self.settings
+        return Phase(stage, spec, version, s.max_tokens, s.seed, s.concurrency, s.timeout)
+
     def ask(self, stage: str, spec: str, version: str, asks: list[Ask], *,
             base_url: str | None | object = SAME) -> dict[str, Answer]:
-        """Answers by item. Cached answers are reused; an answer the token limit cut is cached as cut and
-        asked again only under a higher limit; failed calls are not cached (a rerun retries them).
+        """Answers by item (`ask_each`, collected)."""
+        answers: dict[str, Answer] = {}
+        self.ask_each(stage, spec, version, asks, lambda a: answers.__setitem__(a.item, a), base_url=base_url)
+        return answers
 
-        The asks flow through one bounded producer/consumer: a worker takes the next ask as soon as its
-        call returns (no batch waits for its slowest call), and an ask's photos are read and encoded in a
-        build thread just ahead of need, so at most 2 x `concurrency` (or `concurrency` + BUILD_THREADS)
-        asks hold image bytes."""
+    def ask_each(self, stage: str, spec: str, version: str, asks: Iterable[Ask], on_answer: Callable[[Answer], None],
+                 *, base_url: str | None | object = SAME) -> None:
+        """Give each ask's answer to `on_answer`, in completion order: cached answers are reused; an answer
+        the token limit cut is cached as cut and asked again only under a higher limit; failed calls are
+        not cached (a rerun retries them). `asks` may be a generator: it is read as the calls go, so a
+        phase over millions of photos holds only the asks in flight."""
         start = time.monotonic()
         url = self.settings.base_url if base_url is SAME else base_url
-        path = self.work / stage / "calls.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        limit = self.settings.max_tokens
-        cache = {}
-        for row in read_jsonl(path):
-            if row.get("text") is not None or (row.get("truncated") and (row.get("max_tokens") or 0) >= limit):
-                cache[row["key"]] = row
-        stats = self.stats.setdefault(stage, {"asked": 0, "failed": 0, "errors": Counter()})
+        stats = self.stats.setdefault(stage, new_stats())
         asked = stats["asked"]
+        phase = self.phase(stage, spec, version)
+
+        def counted(answer: Answer) -> None:
+            count(stats, answer)
+            on_answer(answer)
+
+        store = CallStore(self.work / stage)
         try:
-            return asyncio.run(self._run(stage, spec, version, asks, path, cache, str(url) if url else None, stats))
+            remote = getattr(self.engine, "answer", None)  # the Ray engine's actors; the local engine has none
+            if remote is not None:
+                self._record_hosts(spec, [host_of(u) for u in base_urls(str(url) if url else None)])
+                remote(phase, str(url) if url else None, asks, self.work, counted)
+            else:
+                asyncio.run(self._local(phase, str(url) if url else None, asks, store, counted))
         finally:
+            store.close()
             if stats["asked"] > asked:  # a phase answered from the cache alone is no call phase
                 self.call_seconds[stage] = self.call_seconds.get(stage, 0.0) + time.monotonic() - start
                 self._record_call_seconds(stage, self.call_seconds[stage])
+
+    async def _local(self, phase: Phase, url: str | None, asks: Iterable[Ask], store: CallStore,
+                     on_answer: Callable[[Answer], None]) -> None:
+        pending = iter(asks)
+        first = next(pending, None)
+        if first is None:
+            return
+        backend = self.backend(phase.spec, url)  # made only when there is something to ask
+        try:
+            with JsonlLog(self.work / phase.stage / LOG) as log:  # a torn tail repaired; a kill loses only calls in flight
+                await answer_asks(backend, _chain(first, pending), phase, store, log, on_answer)
+        finally:
+            await release(backend)
 
     def _record_call_seconds(self, stage: str, seconds: float) -> None:
         """WORK/call_seconds.json: {stage: seconds in its model-call phases}, as of this process's run."""
@@ -234,67 +361,31 @@ class Models:
         spec, url = self.settings.job(job)
         return self.ask(stage, spec, version, asks, base_url=url)
 
-    async def _run(self, stage: str, spec: str, version: str, asks: list[Ask], path: Path,
-                   cache: dict[str, dict[str, Any]], url: str | None, stats: dict[str, Any]) -> dict[str, Answer]:
-        limit = self.settings.max_tokens
-        config = GenerationConfig(temperature=0.0, max_tokens=limit, seed=self.settings.seed)
-        answers: dict[str, Answer] = {}
 
-        def build(ask: Ask) -> Request | None:  # in a build thread: read, encode, hash; None when cached
-            try:
-                ask = ask.loaded()
-            except (OSError, ValueError) as exc:  # a photo gone or unusable since the filters: this item fails
-                answers[ask.item] = Answer(ask.item, None, f"photo unusable: {' '.join(str(exc).split())[:200]}", None)
-                return None
-            key = call_key(stage, spec, version, ask)
-            row = cache.get(key)
-            if row is not None:
-                error = None if row.get("text") is not None else TRUNCATED
-                answers[ask.item] = Answer(ask.item, row.get("text"), error, row.get("usage"), cached=True)
-                return None
-            return Request(id=ask.item, task=stage, config=config, request_hash=key,
-                           messages=(Message("user", (*ask.images, ask.prompt)),),
-                           metadata={"stage": stage, "n_images": len(ask.images)})
+def _chain(first: Ask, rest: Iterable[Ask]) -> Iterator[Ask]:
+    yield first
+    yield from rest
 
-        async def requests() -> AsyncIterator[Request]:
-            # As many builds ahead as calls in flight: a wave of answers finds its next requests ready.
-            ahead = max(BUILD_THREADS, self.settings.concurrency)
-            async for request in built_ahead([partial(build, a) for a in asks], threads=ahead):  # type: ignore[misc]
-                if request is not None:
-                    yield request
 
-        if not asks:
-            return answers
-        backend = self.backend(spec, url)
-        policy = RetryPolicy(max_attempts=4, base_delay=0.5, max_delay=30.0, request_timeout=self.settings.timeout)
-        try:
-            with JsonlLog(path) as log:  # a torn last line is repaired first; a kill loses only the calls in flight
-                async for outcome in execute(backend, requests(), concurrency=self.settings.concurrency, policy=policy):
-                    item = outcome.request.id
-                    response = outcome.response
-                    truncated = response is not None and response.truncated
-                    text = response.text if response is not None and not truncated else None
-                    error = outcome.error or (TRUNCATED if truncated else None)
-                    usage = response.usage if response is not None else None
-                    answers[item] = Answer(item, text, error, usage)
-                    stats["asked"] += 1
-                    if outcome.error:
-                        stats["failed"] += 1
-                        stats["errors"][outcome.error[:120]] += 1
-                    log.append({"key": outcome.request.request_hash, "stage": stage, "item": item, "model": spec,
-                                "prompt_version": version, "text": text, "error": error, "truncated": truncated,
-                                "max_tokens": limit, "usage": usage, "seconds": round(outcome.latency_s, 4)})
-        finally:
-            await release(backend)
-        return answers
+def make_pool(factory: Callable[..., Backend], spec: str, urls: list[str | None], settings: BuildSettings,
+              start: int = 0) -> Backend:
+    """One backend per replica URL, behind a `RoundRobin` when there are several (its first request to
+    replica `start`: Ray actors start at different replicas)."""
+    made = [factory(spec, base_url=url, timeout=settings.timeout, max_tokens=settings.max_tokens,
+                    seed=settings.seed, images_per_prompt=4) for url in urls]
+    if len(made) == 1:
+        return made[0]
+    pool = RoundRobin(made, [host_of(url) for url in urls])
+    pool._next = start % len(made)
+    return pool
 
 
 def usage_table(work: Path, stages: tuple[str, ...]) -> dict[tuple[str, str], dict[str, Any]]:
     """(stage, model) -> calls, failed, prompt and completion tokens and seconds of model time spent
-    (every call made, cached ones counted once, as recorded in WORK/<stage>/calls.jsonl)."""
+    (every call made, cached ones counted once, as recorded in the stage's call logs)."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for stage in stages:
-        for c in read_jsonl(work / stage / "calls.jsonl"):
+        for c in rows(work / stage):
             cell = out.setdefault((stage, str(c.get("model") or "?")), {
                 "calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0})
             usage = c.get("usage") or {}

@@ -13,7 +13,7 @@ from typing import Any
 from construct.context import Context
 from construct.dishes import REVIEWED as DISHES
 from construct.fdc import FoodData, cross_check
-from construct.models import Answer, Ask, parse_json_object, photo_part
+from construct.models import Answer, Ask, parse_json_object
 from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import NUTRIENTS, portion_grams
 
@@ -89,9 +89,9 @@ def _ingredients(dish) -> str:
     return "、".join(dish.ingredients)
 
 
-def _views(ctx: Context, target: dict) -> tuple:
-    return tuple(photo_part(ctx.raw.photo_path(p), role, p) for p, role in
-                 [(target["reference"], "reference")] + [(u, "user") for u in target["user_photos"][:3]])
+def _views(ctx: Context, target: dict) -> tuple[tuple[str, str, str], ...]:
+    """The reference and up to 3 user photos, named for an `Ask` (read and encoded when it is sent)."""
+    return ctx.raw.photo_refs([(target["reference"], "reference")] + [(u, "user") for u in target["user_photos"][:3]])
 
 
 def run(ctx: Context) -> None:
@@ -178,7 +178,7 @@ def check_plausibility(ctx: Context, checker: str, targets: dict[str, dict], can
         dish = ctx.raw.dishes[did]
         asks.append(Ask(did, PLAUSIBILITY_PROMPT.format(name=dish.name, ingredients=_ingredients(dish),
                                                         portion=dish.portion, values=json.dumps(v)),
-                        _views(ctx, targets[did])))
+                        photos=_views(ctx, targets[did])))
     answers = ctx.models.ask(NAME, checker, f"{PROMPT_VERSION}-plausibility", asks)
     out: dict[str, str | None] = {}
     complete = True
@@ -200,7 +200,7 @@ def estimate_asks(ctx: Context, targets: dict[str, dict], rest: list[str]) -> li
     for did in rest:
         dish = ctx.raw.dishes[did]
         asks.append(Ask(did, ESTIMATE_PROMPT.format(name=dish.name, ingredients=_ingredients(dish), portion=dish.portion),
-                        _views(ctx, targets[did])))
+                        photos=_views(ctx, targets[did])))
     return asks
 
 

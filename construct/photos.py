@@ -4,26 +4,43 @@ upload), then a VLM image-quality check on every photo and a reference-matching 
 The paper distils two discriminators (quality, reference matching) from a large model; here each check
 goes to its own model, `--photo-quality-model` and `--photo-match-model` (default `--model`), e.g. a
 small VLM behind `vllm serve`. Rules run first so no model sees a photo a rule can reject; a photo over
-the harness's pixel limit (`eval.images.MAX_PIXELS`) is dropped from its header, never decoded.
+the harness's pixel limit (`eval.images.MAX_PIXELS`) is dropped from its header, never decoded. The free
+dish rules (construct/rules.py) run before any call too: a dish with no reference photo, a vague
+ingredient list, a rejected reference or too few user photos left costs no call for any of its photos
+(each is dropped `dish_ruled_out`, the dish's reason in WORK/photos/ruled_out.jsonl).
+
+Built for exports of millions of photos: the photos live in WORK/photos/state.sqlite (copied in dish
+order from the export's index), each pass reads them a page at a time and writes its verdicts back, so
+memory holds a page and a dish, never the export. The prefilter (the CPU of a build) runs on the engine
+(a process per core, or Ray tasks); the calls on the engine's call loop. A rerun after a kill keeps
+every prefilter result and recorded answer (and the call logs answer the rest without a paid call).
 """
 
 from __future__ import annotations
 
 import io
+import json
+import sqlite3
 import warnings
-from functools import partial
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 from PIL import Image
 
 from construct.context import Context
 from construct.imagehash import dhash, hamming
-from construct.models import Ask, parse_json_object, photo_part
-from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
+from construct.models import Answer, Ask, parse_json_object
+from construct.rules import free_dish_rule
+from construct.work import Decision, Stage, dropped, inputs_key, kept, triage, write_jsonl
 from eval.images import MAX_PIXELS
-from eval.types import ImagePart
 
 NAME = "photos"
 PROMPT_VERSION = "photos-v1"
+RULED_OUT = "ruled_out.jsonl"  # the dishes a free rule ruled out: {"dish_id", "reason", ...}
+STATE = "state.sqlite"
+PAGE = 1000
 QUALITY_PROMPT = """Task: photo quality check.
 You screen photos uploaded to a restaurant platform for a food benchmark. Keep a photo only if it is a
 clear, well-exposed photo whose main subject is one dish of food: not blurred or out of focus, not too
@@ -60,109 +77,255 @@ def prefilter(data: bytes, min_side: int) -> tuple[str | None, int | None]:
         return f"undecodable:{type(exc).__name__}", None
 
 
+class PhotoState:
+    """WORK/photos/state.sqlite: one row per photo in dish order (`seq`), its prefilter result (`pre`: NULL
+    not yet run, "" passed, else "reason:detail"), its rule verdict for this run (`rule`: NULL still in,
+    else a JSON reason), and the parsed-or-not model answers per check. Kept across runs with the same
+    inputs (a kill loses no prefilter result); made anew when they change."""
+
+    def __init__(self, path: Path, inputs: str, ctx: Context) -> None:
+        fresh = True
+        if path.exists():
+            db = sqlite3.connect(path)
+            try:
+                fresh = db.execute("SELECT value FROM meta WHERE key = 'inputs'").fetchone() != (inputs,)
+            except sqlite3.DatabaseError:
+                pass
+            db.close()
+            if fresh:
+                path.unlink()
+        self.db = sqlite3.connect(path)
+        self.db.executescript(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+            "CREATE TABLE IF NOT EXISTS photo (seq INTEGER PRIMARY KEY, photo_id TEXT NOT NULL UNIQUE, "
+            " dish_id TEXT NOT NULL, role TEXT NOT NULL, path TEXT NOT NULL, pre TEXT, dhash TEXT, rule TEXT);"
+            "CREATE INDEX IF NOT EXISTS photo_dish ON photo (dish_id, seq);"
+            "CREATE TABLE IF NOT EXISTS answer (photo_id TEXT NOT NULL, kind TEXT NOT NULL, text TEXT, error TEXT, "
+            " PRIMARY KEY (photo_id, kind)) WITHOUT ROWID;"
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);")
+        if fresh:
+            with self.db:
+                rows = ((seq, pid, dish, role, path_) for seq, (pid, dish, role, path_) in enumerate(ctx.raw.photos.ordered()))
+                self.db.executemany("INSERT INTO photo (seq, photo_id, dish_id, role, path) VALUES (?, ?, ?, ?, ?)", rows)
+                self.db.execute("INSERT INTO meta VALUES ('inputs', ?)", (inputs,))
+
+    def pages(self, sql: str, *args: Any) -> Iterator[tuple[Any, ...]]:
+        """The rows of `SELECT seq, ... WHERE ... AND seq > ? ORDER BY seq LIMIT ?` a page at a time:
+        no cursor stays open while the caller writes."""
+        last = -1
+        while rows := self.db.execute(sql, (*args, last, PAGE)).fetchall():
+            yield from rows
+            last = rows[-1][0]
+
+    def answer(self, pid: str, kind: str) -> tuple[str | None, str | None] | None:
+        row = self.db.execute("SELECT text, error FROM answer WHERE photo_id = ? AND kind = ?", (pid, kind)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def close(self) -> None:
+        self.db.close()
+
+
 def run(ctx: Context) -> None:
     """Rules, then the quality check, then reference matching, then the decisions and items written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     inputs = inputs_key(NAME, PROMPT_VERSION, s.job("photo_quality")[0], s.job("photo_match")[0], s.min_side,
-                        s.dhash_distance, sorted(ctx.raw.photos))
+                        s.dhash_distance, s.min_user_photos, ctx.raw.fingerprint)
     if stage.is_done(inputs):
         return
-    decisions: dict[str, Decision] = {}
-    # Reference first, then user photos in id order: a duplicate is the later upload.
-    order = sorted(ctx.raw.photos.values(), key=lambda p: (p.dish_id, p.role != "reference", p.photo_id))
-    hashes = check_rules(ctx, order, decisions)
-    good, quality_ok = check_quality(ctx, list(hashes), decisions)
-    match_ok = check_matching(ctx, good, hashes, decisions)
-    ordered = [decisions[p.photo_id] for p in order]
-    items = [{"photo_id": d.item, **d.detail} for d in ordered if d.verdict == "kept"]
-    stage.finish(ordered, items, inputs, complete=quality_ok and match_ok)
+    state = PhotoState(stage.dir / STATE, inputs, ctx)
+    try:
+        check_rules(ctx, state)
+        quality_ok = check_quality(ctx, state)
+        dishes = dish_verdicts(ctx, state)
+        match_ok = check_matching(ctx, state, dishes)
+        write_jsonl(stage.dir / RULED_OUT, ruled_out_rows(ctx, state, dishes))
+        stage.finish(decided(ctx, state, dishes),
+                     ({"photo_id": d.item, **d.detail} for d in decided(ctx, state, dishes) if d.verdict == "kept"),
+                     inputs, complete=quality_ok and match_ok)
+    finally:
+        state.close()
 
 
-def check_rules(ctx: Context, order: list, decisions: dict[str, Decision]) -> dict[str, int]:
-    """The rule prefilters in `order`: the dHash of every photo that passes; a drop decision for the others."""
+def check_rules(ctx: Context, state: PhotoState) -> None:
+    """The rule prefilter of every photo not yet prefiltered (on the engine: its CPU is the build's), then,
+    dish by dish, near-duplicate uploads and the free dish rules: a `rule` verdict for each photo."""
     s = ctx.settings
-    hashes: dict[str, int] = {}
-    by_dish: dict[str, list[str]] = {}
-    for photo in order:
-        try:
-            data = ctx.raw.photo_path(photo.photo_id).read_bytes()
-        except OSError as exc:
-            decisions[photo.photo_id] = dropped(photo.photo_id, "undecodable", detail=f"unreadable ({type(exc).__name__})")
+    todo = state.db.execute("SELECT COUNT(*) FROM photo WHERE pre IS NULL").fetchone()[0]
+    if todo:
+        rows = ((seq, str(ctx.raw.root / path)) for seq, path in
+                state.pages("SELECT seq, path FROM photo WHERE pre IS NULL AND seq > ? ORDER BY seq LIMIT ?"))
+        for n, (seq, why, h) in enumerate(ctx.engine.prefilter(rows, s.min_side, total=todo), 1):
+            state.db.execute("UPDATE photo SET pre = ?, dhash = ? WHERE seq = ?",
+                             (why or "", f"{h:016x}" if h is not None else None, seq))
+            if n % PAGE == 0:
+                state.db.commit()
+        state.db.commit()
+    group: list[tuple[int, str, str, str, str | None]] = []
+    for row in state.pages("SELECT seq, photo_id, dish_id, role, pre, dhash FROM photo WHERE seq > ? ORDER BY seq LIMIT ?"):
+        if group and row[2] != group[0][2]:
+            _rule_dish(ctx, state, group)
+            group = []
+        group.append(row)
+    if group:
+        _rule_dish(ctx, state, group)
+    state.db.commit()
+
+
+def _rule_dish(ctx: Context, state: PhotoState, group: list[tuple[Any, ...]]) -> None:
+    """One dish's photos (reference first, then user photos by id): rule verdicts, and the dish's free rules."""
+    s = ctx.settings
+    verdicts: dict[int, dict[str, Any] | None] = {}
+    kept_hashes: list[tuple[str, int]] = []
+    for seq, pid, _, _, pre, dhash_hex in group:
+        if pre:
+            reason, _, detail = pre.partition(":")
+            verdicts[seq] = {"reason": reason, "detail": detail}
             continue
-        why, h = prefilter(data, s.min_side)
-        if why or h is None:
-            why = why or "undecodable"
-            reason, _, detail = why.partition(":")
-            decisions[photo.photo_id] = dropped(photo.photo_id, reason, detail=detail)
-            continue
-        same_dish = by_dish.setdefault(photo.dish_id, [])  # per dish: linear in the export, not quadratic
-        twin = next((pid for pid in same_dish if hamming(hashes[pid], h) <= s.dhash_distance), None)
+        h = int(dhash_hex, 16)
+        twin = next(((other, hamming(oh, h)) for other, oh in kept_hashes if hamming(oh, h) <= s.dhash_distance), None)
         if twin is not None:
-            decisions[photo.photo_id] = dropped(photo.photo_id, "near_duplicate", of=twin,
-                                                distance=hamming(hashes[twin], h))
+            verdicts[seq] = {"reason": "near_duplicate", "of": twin[0], "distance": twin[1]}
             continue
-        hashes[photo.photo_id] = h
-        same_dish.append(photo.photo_id)
-    return hashes
+        verdicts[seq] = None
+        kept_hashes.append((pid, h))
+    dish = ctx.raw.dishes[group[0][2]]
+    has_reference = group[0][3] == "reference"
+    reference_ok = has_reference and verdicts[group[0][0]] is None
+    users = sum(1 for seq, _, _, role, _, _ in group if role == "user" and verdicts[seq] is None)
+    why = free_dish_rule(has_reference, reference_ok, users, dish.ingredients, s.min_user_photos)
+    if why:
+        for seq in verdicts:
+            if verdicts[seq] is None:
+                verdicts[seq] = {"reason": "dish_ruled_out", "dish_rule": why}
+    state.db.executemany("UPDATE photo SET rule = ? WHERE seq = ?",
+                         [(json.dumps(v, ensure_ascii=False) if v else None, seq) for seq, v in verdicts.items()])
 
 
-def _own_photo(ctx: Context, pid: str) -> tuple[ImagePart, ...]:
-    """The photo, read and encoded when its ask is about to be sent."""
-    return (photo_part(ctx.raw.photo_path(pid), ctx.raw.photos[pid].role, pid),)
+def _record(state: PhotoState, kind: str) -> Any:
+    """An `on_answer` that records each answer of one check (committed every page of answers)."""
+    n = [0]
+
+    def on_answer(answer: Answer) -> None:
+        state.db.execute("INSERT OR REPLACE INTO answer VALUES (?, ?, ?, ?)", (answer.item, kind, answer.text, answer.error))
+        n[0] += 1
+        if n[0] % 200 == 0:
+            state.db.commit()
+    return on_answer
 
 
-def _photo_pair(ctx: Context, ref: str, pid: str) -> tuple[ImagePart, ...]:
-    """The dish's reference photo, then the user's photo, read and encoded when the ask is sent."""
-    return (photo_part(ctx.raw.photo_path(ref), "reference", ref), photo_part(ctx.raw.photo_path(pid), "user", pid))
+def quality_of(answer: tuple[str | None, str | None] | None) -> tuple[str | None, dict[str, Any] | None]:
+    """("good" | "bad" | None when unparsed, the parsed verdict) of a recorded quality answer."""
+    verdict = parse_json_object(answer[0]) if answer else None
+    grade = verdict.get("quality") if verdict and verdict.get("quality") in ("good", "bad") else None
+    return grade, verdict
 
 
-def check_quality(ctx: Context, survivors: list[str], decisions: dict[str, Decision]) -> tuple[list[str], bool]:
-    """Ask `--photo-quality-model` about each photo; (the good ones, whether every call was answered)."""
-    # Photos are read and encoded just before each call (`Ask.photos`), never all at once.
-    quality = ctx.models.ask_job(NAME, "photo_quality", PROMPT_VERSION,
-                                 [Ask(pid, QUALITY_PROMPT, photos=partial(_own_photo, ctx, pid)) for pid in survivors])
-    complete, good = True, []
-    for pid in survivors:
-        answer = quality[pid]
-        verdict = parse_json_object(answer.text)
-        grade = verdict.get("quality") if verdict and verdict.get("quality") in ("good", "bad") else None
-        if failed := triage(pid, answer.error, grade, check="quality"):
-            decisions[pid] = failed
-            complete = complete and failed.reason != MODEL_ERROR
+def check_quality(ctx: Context, state: PhotoState) -> bool:
+    """Ask `--photo-quality-model` about each photo still in and not answered yet; whether every call of
+    the check (this run's and recorded ones) was answered."""
+    asks = (Ask(pid, QUALITY_PROMPT, photos=((str(ctx.raw.root / path), role, pid),)) for _, pid, role, path in state.pages(
+        "SELECT p.seq, p.photo_id, p.role, p.path FROM photo p LEFT JOIN answer a ON a.photo_id = p.photo_id AND "
+        "a.kind = 'quality' WHERE p.rule IS NULL AND (a.photo_id IS NULL OR a.error IS NOT NULL) AND p.seq > ? "
+        "ORDER BY p.seq LIMIT ?"))
+    spec, url = ctx.settings.job("photo_quality")
+    ctx.models.ask_each(NAME, spec, PROMPT_VERSION, asks, _record(state, "quality"), base_url=url)
+    state.db.commit()
+    return _all_answered(state, "quality")
+
+
+def _all_answered(state: PhotoState, kind: str) -> bool:
+    return state.db.execute("SELECT COUNT(*) FROM answer WHERE kind = ? AND error IS NOT NULL AND error NOT LIKE "
+                            "'truncated:%'", (kind,)).fetchone()[0] == 0
+
+
+def dish_verdicts(ctx: Context, state: PhotoState) -> dict[str, tuple[str | None, int]]:
+    """{dish: (its reference photo when the quality check kept it, its user photos the check kept)} of
+    the dishes with photos still in: what reference matching needs (a map the size of the menu)."""
+    reference: dict[str, str] = {}
+    users: Counter[str] = Counter()
+    for _, pid, dish, role, text, error in state.pages(
+            "SELECT p.seq, p.photo_id, p.dish_id, p.role, a.text, a.error FROM photo p JOIN answer a ON "
+            "a.photo_id = p.photo_id AND a.kind = 'quality' WHERE p.rule IS NULL AND p.seq > ? ORDER BY p.seq LIMIT ?"):
+        if error is None and quality_of((text, error))[0] == "good":
+            if role == "reference":
+                reference[dish] = pid
+            else:
+                users[dish] += 1
+    return {d: (reference.get(d), users[d]) for d in set(reference) | set(users)}
+
+
+def _match_due(ctx: Context, dishes: dict[str, tuple[str | None, int]], dish: str) -> bool:
+    """Reference matching is worth a call for this dish's good user photos: its reference passed the
+    quality check and enough of its user photos did (else the dish is out whatever matching says)."""
+    ref, users = dishes.get(dish, (None, 0))
+    return ref is not None and users >= ctx.settings.min_user_photos
+
+
+def check_matching(ctx: Context, state: PhotoState, dishes: dict[str, tuple[str | None, int]]) -> bool:
+    """Ask `--photo-match-model` whether each good user photo shows its dish's reference (only for dishes
+    that can still pass); whether every call of the check was answered."""
+    def asks() -> Iterator[Ask]:
+        for _, pid, dish, path, text, error in state.pages(
+                "SELECT p.seq, p.photo_id, p.dish_id, p.path, q.text, q.error FROM photo p JOIN answer q ON "
+                "q.photo_id = p.photo_id AND q.kind = 'quality' LEFT JOIN answer m ON m.photo_id = p.photo_id AND "
+                "m.kind = 'match' WHERE p.rule IS NULL AND p.role = 'user' AND (m.photo_id IS NULL OR m.error IS NOT "
+                "NULL) AND p.seq > ? ORDER BY p.seq LIMIT ?"):
+            if error is None and quality_of((text, error))[0] == "good" and _match_due(ctx, dishes, dish):
+                ref = dishes[dish][0]
+                assert ref is not None
+                ref_path = state.db.execute("SELECT path FROM photo WHERE photo_id = ?", (ref,)).fetchone()[0]
+                yield Ask(pid, MATCH_PROMPT.format(name=ctx.raw.dishes[dish].name),
+                          photos=((str(ctx.raw.root / ref_path), "reference", ref), (str(ctx.raw.root / path), "user", pid)))
+
+    spec, url = ctx.settings.job("photo_match")
+    ctx.models.ask_each(NAME, spec, PROMPT_VERSION, asks(), _record(state, "match"), base_url=url)
+    state.db.commit()
+    return _all_answered(state, "match")
+
+
+def decided(ctx: Context, state: PhotoState,
+            dishes: dict[str, tuple[str | None, int]]) -> Iterator[Decision]:
+    """The decision of every photo, in dish order, from the recorded rules and answers."""
+    for _, pid, dish, role, rule, dhash_hex in state.pages(
+            "SELECT seq, photo_id, dish_id, role, rule, dhash FROM photo WHERE seq > ? ORDER BY seq LIMIT ?"):
+        if rule is not None:
+            verdict = json.loads(rule)
+            yield dropped(pid, verdict.pop("reason"), **verdict)
+            continue
+        quality = state.answer(pid, "quality")
+        grade, parsed = quality_of(quality) if quality and quality[1] is None else (None, None)
+        if failed := triage(pid, quality[1] if quality else "not asked", grade, check="quality"):
+            yield failed
         elif grade == "bad":
-            decisions[pid] = dropped(pid, "low_quality", model_reason=str((verdict or {}).get("reason", "")))
+            yield dropped(pid, "low_quality", model_reason=str((parsed or {}).get("reason", "")))
+        elif role == "reference":
+            yield kept(pid, dish_id=dish, role="reference", dhash=dhash_hex)
+        elif dishes.get(dish, (None, 0))[0] is None:
+            yield dropped(pid, "no_reference", dish_id=dish)
+        elif not _match_due(ctx, dishes, dish):
+            yield dropped(pid, "dish_ruled_out", dish_rule="too_few_user_photos")
         else:
-            good.append(pid)
-    return good, complete
+            match = state.answer(pid, "match")
+            verdict = parse_json_object(match[0]) if match and match[1] is None else None
+            same = verdict.get("same_dish") if verdict and isinstance(verdict.get("same_dish"), bool) else None
+            if failed := triage(pid, match[1] if match else "not asked", same, check="reference_matching"):
+                yield failed
+            elif not same:
+                yield dropped(pid, "not_matching_reference", model_reason=str((verdict or {}).get("reason", "")))
+            else:
+                yield kept(pid, dish_id=dish, role="user", dhash=dhash_hex)
 
 
-def check_matching(ctx: Context, good: list[str], hashes: dict[str, int], decisions: dict[str, Decision]) -> bool:
-    """Keep good references; ask `--photo-match-model` whether each good user photo shows its dish's
-    reference. Returns whether every call was answered."""
-    references = {ctx.raw.photos[pid].dish_id: pid for pid in good if ctx.raw.photos[pid].role == "reference"}
-    asks = []
-    for pid in good:
-        photo = ctx.raw.photos[pid]
-        if photo.role == "reference":
-            decisions[pid] = kept(pid, dish_id=photo.dish_id, role="reference", dhash=f"{hashes[pid]:016x}")
-        elif photo.dish_id not in references:
-            decisions[pid] = dropped(pid, "no_reference", dish_id=photo.dish_id)
-        else:
-            ref = references[photo.dish_id]
-            prompt = MATCH_PROMPT.format(name=ctx.raw.dishes[photo.dish_id].name)
-            asks.append(Ask(pid, prompt, photos=partial(_photo_pair, ctx, ref, pid)))
-    matches = ctx.models.ask_job(NAME, "photo_match", PROMPT_VERSION, asks)
-    complete = True
-    for ask in asks:
-        pid, answer = ask.item, matches[ask.item]
-        verdict = parse_json_object(answer.text)
-        same = verdict.get("same_dish") if verdict and isinstance(verdict.get("same_dish"), bool) else None
-        if failed := triage(pid, answer.error, same, check="reference_matching"):
-            decisions[pid] = failed
-            complete = complete and failed.reason != MODEL_ERROR
-        elif not same:
-            decisions[pid] = dropped(pid, "not_matching_reference", model_reason=str((verdict or {}).get("reason", "")))
-        else:
-            decisions[pid] = kept(pid, dish_id=ctx.raw.photos[pid].dish_id, role="user", dhash=f"{hashes[pid]:016x}")
-    return complete
+def ruled_out_rows(ctx: Context, state: PhotoState, dishes: dict[str, tuple[str | None, int]]) -> list[dict[str, Any]]:
+    """One row per dish a free rule ruled out, by dish id: before any call (the reason its photos carry as
+    `dish_rule`), or between the two checks (its reference kept, too few user photos through the quality
+    check: reference matching was not asked)."""
+    out = {}
+    for dish, rule in state.db.execute("SELECT DISTINCT dish_id, rule FROM photo WHERE rule LIKE '%dish_ruled_out%'"):
+        out[dish] = {"dish_id": dish, "reason": json.loads(rule)["dish_rule"], "before": "photo_checks"}
+    for dish, (ref, users) in dishes.items():
+        if ref is not None and users < ctx.settings.min_user_photos:
+            out[dish] = {"dish_id": dish, "reason": "too_few_user_photos", "before": "reference_matching",
+                         "kept_user_photos": users}
+    return [out[d] for d in sorted(out)]

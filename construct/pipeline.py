@@ -9,11 +9,11 @@ from pathlib import Path
 
 from construct import classification, dishes, nutrition, photos, translate, vqa
 from construct.context import Context
+from construct.engine import make_engine
 from construct.errors import BuildError
 from construct.models import Models
-from construct.raw import load_raw
+from construct.raw import EXPORT_INDEX, load_raw
 from construct.review import write_decisions, write_dish_decisions
-from construct.shard import parse_shard, restrict
 from construct.work import BuildSettings, save_settings, write_json
 from eval.endpoints import check_reachable, require_http_url
 from eval.settings import UsageError
@@ -33,23 +33,26 @@ def run(work: str | Path, settings: BuildSettings, *, models: Models | None = No
     work = Path(work)
     if not settings.model:
         raise BuildError("--model is required (backend:model, e.g. openai:gpt-4o or gemini:gemini-2.5-pro)")
-    raw = load_raw(settings.raw)
-    shard = parse_shard(settings.shard)
-    if shard:
-        raw = restrict(raw, *shard)
+    work.mkdir(parents=True, exist_ok=True)
+    raw = load_raw(settings.raw, index=work / EXPORT_INDEX)
     save_settings(work, settings)
-    ctx = Context(raw, work, settings, models or Models(settings, work))
-    for name, stage in STAGE_RUNNERS:
-        if on_stage:
-            on_stage(name)
-        start = time.monotonic()
-        stage(ctx)
-        record_wall(work, name, time.monotonic() - start, ctx.models.stats.get(name))
-        check_failures(name, ctx.models.stats.get(name))
-        if name == dishes.NAME and write_dish_decisions(work):
-            return ctx
-    write_decisions(work)
-    return ctx
+    engine = make_engine(settings, work)
+    try:
+        ctx = Context(raw, work, settings, models or Models(settings, work, engine=engine), engine)
+        for name, stage in STAGE_RUNNERS:
+            if on_stage:
+                on_stage(name)
+            start = time.monotonic()
+            stage(ctx)
+            record_wall(work, name, time.monotonic() - start, ctx.models.stats.get(name))
+            check_failures(name, ctx.models.stats.get(name))
+            if name == dishes.NAME and write_dish_decisions(work):
+                return ctx
+        write_decisions(work)
+        return ctx
+    finally:
+        engine.close()
+        raw.close()
 
 
 WALL = "stage_seconds.json"

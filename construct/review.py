@@ -306,8 +306,7 @@ def write_decisions(work: str | Path) -> None:
 
 def write_dish_decisions(work: str | Path) -> int:
     """WORK/dish_review/: decisions on the selected dishes and, as items, the approved ones (what the task
-    stages read). A shard passes every dish on (the review happens on the merged folder); "dishes" in
-    `review_exempt` passes them unreviewed. Returns how many dishes still await review."""
+    stages read). "dishes" in `review_exempt` passes them unreviewed. Returns how many dishes still await review."""
     work = Path(work)
     settings = load_settings(work)
     log = _log(work, "dishes")
@@ -316,9 +315,7 @@ def write_dish_decisions(work: str | Path) -> int:
         did = row["dish_id"]
         entry = log.get(did, {})
         by = {"reviewer": entry.get("reviewer", ""), "note": entry.get("note", "")}
-        if settings.shard:
-            decisions.append(kept(did, review="at_merge"))
-        elif entry.get("decision") == "approve":
+        if entry.get("decision") == "approve":
             decisions.append(kept(did, **by))
         elif entry.get("decision") == "reject":
             decisions.append(dropped(did, "rejected_in_review", **by))

@@ -12,16 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
 
 from construct.context import Context
 from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
 from construct.dishes import REVIEWED as DISHES
-from construct.models import Answer, Ask, parse_json_object, photo_part
+from construct.models import Answer, Ask, parse_json_object
 from construct.nutrition import NAME as NUTRITION
 from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import NUTRIENTS
-from eval.types import ImagePart
 
 NAME = "vqa"
 TASK = "vqa"
@@ -194,9 +192,9 @@ def run(ctx: Context) -> None:
     stage.finish([decisions[k] for k in sorted(decisions)], items, inputs, complete=complete and answered)
 
 
-def _shown(ctx: Context, photos: list[tuple[str, str]]) -> Callable[[], tuple[ImagePart, ...]]:
-    """The photos of an ask, read and encoded only when it is about to be sent."""
-    return lambda: tuple(photo_part(ctx.raw.photo_path(p), r, p) for p, r in photos)
+def _shown(ctx: Context, photos: list[tuple[str, str]]) -> tuple[tuple[str, str, str], ...]:
+    """The photos of an ask, named (read and encoded only when it is about to be sent)."""
+    return ctx.raw.photo_refs(photos)
 
 
 def draft_asks(ctx: Context, targets: dict[str, dict], labels: dict[str, dict]) -> tuple[dict[str, dict], list[Ask]]:

@@ -10,15 +10,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from construct.errors import BuildError
+from dataset.jsonl import iter_jsonl_objects
 from eval.settings import opt
-from eval.store import read_jsonl, write_atomically
+from eval.store import json_line, read_jsonl, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS
 
 STAGES = ("photos", "dishes", "dish_review", "classification", "nutrition", "vqa", "translate", "review")
@@ -88,9 +89,8 @@ def parse_mix(text: str) -> dict[str, float]:
 
 @dataclass
 class BuildSettings:
-    """Every setting of a build, once: `python -m construct run`'s flags (and `merge`'s, the fields in
-    `construct.shard.MERGE_FLAGS`), defaults and help come from these fields (`eval.settings.add_arguments`,
-    as the harness's RunSettings)."""
+    """Every setting of a build, once: `python -m construct run`'s flags, defaults and help come from these
+    fields (`eval.settings.add_arguments`, as the harness's RunSettings)."""
 
     raw: str = opt("", "raw export folder", cli=False)
     model: str = opt("", "backend:model for generation (and the photo checks and filters unless set)")
@@ -131,8 +131,11 @@ class BuildSettings:
                                     type=parse_mix, metavar="CAT=SHARE,...")
     review_exempt: list[str] = opt([], "tasks released without human review", type=_list)
     price_per_mtok: tuple[float, float] | None = opt(None, "PROMPT,COMPLETION USD per million tokens", type=_price)
-    shard: str | None = opt(None, "only the merchants in shard K of N (stable hash of merchant_id); then `merge` "
-                                  "the N folders", metavar="K/N")
+    engine: str = opt("local", "where the per-photo and per-call work runs: local (this process, a prefilter "
+                               "process per core) or ray (Ray Data: requirements-ray.txt)", choices=("local", "ray"))
+    ray_address: str | None = opt(None, "with --engine ray: the cluster to join (ray://HOST:10001 or auto); default: "
+                                        "start a local Ray on this machine's cores for the build", metavar="ADDR")
+    ray_actors: int = opt(2, "with --engine ray: call actors per phase, sharing --concurrency (default 2)")
 
     def filter_pair(self) -> list[str]:
         """Two filter models; with fewer given, the main model fills in (recorded in config.json)."""
@@ -198,6 +201,8 @@ def load_settings(work: Path) -> BuildSettings:
     if not path.exists():
         raise BuildError(f"{work} is not a construction work folder (no config.json); run `python -m construct run` first")
     values = json.loads(path.read_text(encoding="utf-8"))
+    known = {f.name for f in fields(BuildSettings)}
+    values = {k: v for k, v in values.items() if k in known}  # a retired setting (e.g. `shard`) is ignored
     if values.get("price_per_mtok"):
         values["price_per_mtok"] = tuple(values["price_per_mtok"])
     return BuildSettings(**values)
@@ -267,7 +272,7 @@ class Stage:
         path = self.dir / "done.json"
         return path.exists() and json.loads(path.read_text(encoding="utf-8")).get("inputs") == inputs
 
-    def finish(self, decisions: list[Decision], items: list[dict[str, Any]], inputs: str, *, complete: bool) -> None:
+    def finish(self, decisions: Iterable[Decision], items: Iterable[dict[str, Any]], inputs: str, *, complete: bool) -> None:
         """Write the verdicts and items; mark done only when no model call failed (a rerun retries those)."""
         write_jsonl(self.dir / "decisions.jsonl", (asdict(d) for d in decisions))
         write_jsonl(self.dir / "items.jsonl", items)
@@ -283,7 +288,24 @@ class Stage:
     def items(self) -> list[dict[str, Any]]:
         return read_jsonl(self.dir / "items.jsonl")
 
+    def iter_items(self) -> Iterator[dict[str, Any]]:
+        """The items one at a time (the photo stage's run to millions)."""
+        path = self.dir / "items.jsonl"
+        if path.exists():
+            for _, row in iter_jsonl_objects(path, policy="skip", loads=json_line):
+                yield row
+
     def items_hash(self) -> str:
         """What the next stage depends on: this stage's items."""
-        path = self.dir / "items.jsonl"
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else "none"
+        return self.file_hash("items.jsonl")
+
+    def file_hash(self, name: str) -> str:
+        """A hash of one of this stage's files, read in chunks ("none" when it does not exist)."""
+        path = self.dir / name
+        if not path.exists():
+            return "none"
+        digest = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+        return digest.hexdigest()[:16]

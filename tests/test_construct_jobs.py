@@ -90,10 +90,14 @@ def test_photo_checks_go_only_to_the_photo_models(photo_jobs):
     first_line = [r.prompt.split("\n", 1)[0] for r in photo_requests]
     models = [r.body["model"] for r in photo_requests]
     # 60 photos + 2 oversized: the rules drop 5 (a re-upload, a thumbnail, a cut-off file, the two big
-    # ones), 57 quality checks; 2 are blurred, the blurred reference leaves 3 user photos without one,
-    # 13 good references: 57 - 2 - 3 - 13 = 39 reference-matching checks.
+    # ones), 57 left; two dishes fail a free rule before any call (a vague ingredient list: 4 photos; two
+    # user photos left: 3 photos): 50 quality checks. 2 are blurred, the blurred reference leaves 3 user
+    # photos without one, 11 good references: 50 - 2 - 3 - 11 = 34 reference-matching checks.
     assert sorted(zip(first_line, models, strict=True)) == sorted(
-        [(PHOTO_TASKS[0], "standin-iqa")] * 57 + [(PHOTO_TASKS[1], "standin-match")] * 39)
+        [(PHOTO_TASKS[0], "standin-iqa")] * 50 + [(PHOTO_TASKS[1], "standin-match")] * 34)
+    ruled = [json.loads(line) for line in (root / "work" / "photos" / "ruled_out.jsonl").read_text().splitlines()]
+    assert [(r["dish_id"], r["reason"]) for r in ruled] == [("merchant-01-d2", "too_few_user_photos"),
+                                                           ("merchant-01-d3", "vague_ingredients")]
     assert main_requests and not any(r.prompt.startswith(PHOTO_TASKS) for r in main_requests)
     calls = [json.loads(line) for line in (root / "work" / "photos" / "calls.jsonl").read_text().splitlines()]
     assert sorted({c["model"] for c in calls}) == ["openai:standin-iqa", "openai:standin-match"]
@@ -104,11 +108,11 @@ def test_the_funnel_lists_calls_tokens_cost_and_time_per_stage_and_per_model(pho
     root, *_ = photo_jobs
     md = (root / "work" / "funnel.md").read_text(encoding="utf-8")
     rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in md.splitlines() if line.startswith("| ")}
-    assert rows[("photos", "openai:standin-iqa")].split("|")[3].strip() == "57"
-    assert rows[("photos", "openai:standin-match")].split("|")[3].strip() == "39"
+    assert rows[("photos", "openai:standin-iqa")].split("|")[3].strip() == "50"
+    assert rows[("photos", "openai:standin-match")].split("|")[3].strip() == "34"
     assert ("vqa", "openai:gen") in rows and ("vqa", "openai:judge-a") in rows
     per_model = [line for line in md.splitlines() if line.startswith("| openai:standin-iqa |")]
-    assert len(per_model) == 1 and per_model[0].split("|")[2].strip() == "57"
+    assert len(per_model) == 1 and per_model[0].split("|")[2].strip() == "50"
     total = next(line for line in md.splitlines() if line.startswith("| **all** |")).split("|")
     prompt, completion = (int(total[k].strip().replace(",", "")) for k in (4, 5))
     assert prompt > 0 and total[6].strip() == f"{(prompt * 1 + completion * 2) / 1e6:.4f}"  # --price-per-mtok 1,2
@@ -234,7 +238,7 @@ def test_a_stage_whose_calls_all_fail_stops_the_build_with_a_summary(export, cap
         rc = main(_run(root, "failing", "--base-url", server.base_url))
     captured = capsys.readouterr()
     assert rc == 3 and "next: review" not in captured.out
-    assert captured.err.startswith("error: stage photos: 57 of 57 model call(s) failed (") and "401" in captured.err
+    assert captured.err.startswith("error: stage photos: 50 of 50 model call(s) failed (") and "401" in captured.err
     assert not (root / "failing" / "dishes").exists()  # no stage after the failed one ran
 
 

@@ -99,7 +99,14 @@ def test_each_planted_photo_defect_is_dropped_by_the_photo_filters(built):
     got = verdicts(built.work, "photos")
     assert {p: got[p] for p in PHOTO_DEFECTS} == {p: ("dropped", r) for p, r in PHOTO_DEFECTS.items()}
     sound = [p for p in got if p not in PHOTO_DEFECTS]
-    assert sound and all(got[p] == ("kept", "ok") for p in sound)
+    # A sound photo of a dish that fails a free rule (too few user photos, a vague ingredient list) is
+    # never sent to a model: dropped as its dish is ruled out, the dish's reason beside it.
+    ruled = {p for p in sound if p.startswith(("merchant-01-d2-", "merchant-01-d3-"))}
+    assert ruled and all(got[p] == ("dropped", "dish_ruled_out") for p in ruled)
+    assert all(got[p] == ("kept", "ok") for p in set(sound) - ruled)
+    calls = (built.work / "photos" / "calls.jsonl").read_text(encoding="utf-8")
+    asked = {json.loads(line)["item"] for line in calls.splitlines()}
+    assert asked and not asked & ruled
 
 
 def test_dish_selection_drops_thin_vague_duplicate_and_badly_photographed_dishes(built):

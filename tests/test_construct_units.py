@@ -36,7 +36,7 @@ def test_docstring_examples_hold(module):
     assert doctest.testmod(module).failed == 0
 
 
-@pytest.mark.parametrize("name", ["construct.classification", "construct.translate", "construct.shard"])
+@pytest.mark.parametrize("name", ["construct.classification", "construct.translate", "construct.rules"])
 def test_the_other_stages_parsers_hold_their_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0

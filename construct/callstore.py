@@ -1,0 +1,134 @@
+"""The answered model calls of one stage, on disk and looked up by key, never loaded whole.
+
+A stage's answers are appended, one JSON line per call, to WORK/<stage>/calls.jsonl (the local engine,
+one writer) and to WORK/<stage>/calls.d/<writer>.jsonl (each Ray actor its own file: no two processes
+ever append to one file). Which answer a call key has is kept in WORK/<stage>/calls.index.sqlite:
+key -> (log file, byte offset) of the best row (an answer; else the cut answer with the highest token
+limit), and per log file how far it has been indexed. `catch_up` indexes what the logs gained since
+(after a kill, a torn last line is repaired first), reading only the new bytes; `lookup` reads one
+line. A build of 32M calls thus needs a few bytes of memory per lookup, not ~1.9 KB per row.
+
+The logs stay the record (`rows` reads every row, for the usage table and the benches); the index can
+be deleted at any time and is rebuilt from them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from eval.store import read_jsonl, repair_torn_tail
+
+LOG = "calls.jsonl"
+ACTOR_LOGS = "calls.d"
+INDEX = "calls.index.sqlite"
+BATCH = 5000  # rows indexed per transaction
+
+
+def logs(stage_dir: Path) -> list[Path]:
+    """Every call log of a stage: calls.jsonl first, then the actors' files by name."""
+    found = [stage_dir / LOG] if (stage_dir / LOG).exists() else []
+    if (stage_dir / ACTOR_LOGS).is_dir():
+        found += sorted((stage_dir / ACTOR_LOGS).glob("*.jsonl"))
+    return found
+
+
+def rows(stage_dir: Path) -> Iterator[dict[str, Any]]:
+    """Every logged call row of a stage, log by log (one log in memory at a time)."""
+    for path in logs(stage_dir):
+        yield from read_jsonl(path)
+
+
+def _usable(row: dict[str, Any]) -> bool:
+    return row.get("text") is not None or bool(row.get("truncated"))
+
+
+class CallStore:
+    """The key index over one stage's call logs. The writer of the index is the driver, between a
+    stage's call phases (`catch_up`); readers (the driver, Ray actors on the same file system) open it
+    read-only with `readonly=True`."""
+
+    def __init__(self, stage_dir: Path, *, readonly: bool = False) -> None:
+        self.dir = Path(stage_dir)
+        path = self.dir / INDEX
+        if readonly:
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False) if path.exists() \
+                else None
+        else:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path, check_same_thread=False)
+            self.db.executescript(
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, log TEXT NOT NULL, offset INTEGER NOT NULL,"
+                " answered INTEGER NOT NULL, max_tokens INTEGER NOT NULL) WITHOUT ROWID;"
+                "CREATE TABLE IF NOT EXISTS logs (name TEXT PRIMARY KEY, indexed INTEGER NOT NULL);")
+            self.catch_up()
+
+    def catch_up(self) -> int:
+        """Index the rows every log gained since the last catch-up; returns how many were read."""
+        assert self.db is not None
+        done = dict(self.db.execute("SELECT name, indexed FROM logs"))
+        read = 0
+        for path in logs(self.dir):
+            name = path.relative_to(self.dir).as_posix()
+            repair_torn_tail(path)
+            start = done.get(name, 0)
+            if path.stat().st_size < start:  # rewritten by hand: index it again from the top
+                start = 0
+            with path.open("rb") as fh:
+                fh.seek(start)
+                offset, batch = start, []
+                for line in fh:
+                    here, offset = offset, offset + len(line)
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(row, dict) and isinstance(row.get("key"), str) and _usable(row):
+                        batch.append((row["key"], name, here, int(row.get("text") is not None),
+                                      int(row.get("max_tokens") or 0)))
+                    read += 1
+                    if len(batch) >= BATCH:
+                        self._index(batch, name, offset)
+                        batch = []
+                self._index(batch, name, offset)
+        return read
+
+    def _index(self, batch: list[tuple[str, str, int, int, int]], name: str, offset: int) -> None:
+        """One transaction: the rows (an answer replaces a cut one; a cut one a lower limit's), and how far
+        the log is indexed, so that a kill between two transactions re-reads at most one batch."""
+        assert self.db is not None
+        with self.db:
+            self.db.executemany(
+                "INSERT INTO calls VALUES (?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET log=excluded.log, "
+                "offset=excluded.offset, answered=excluded.answered, max_tokens=excluded.max_tokens "
+                "WHERE calls.answered = 0 AND (excluded.answered = 1 OR excluded.max_tokens > calls.max_tokens)",
+                batch)
+            self.db.execute("INSERT INTO logs VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET indexed=excluded.indexed",
+                            (name, offset))
+
+    def lookup(self, key: str, max_tokens: int) -> dict[str, Any] | None:
+        """The cached row of a call key that is worth reusing: an answer, or an answer cut at a limit at
+        least `max_tokens` (asked again only under a higher one); None when the call must be made."""
+        if self.db is None:
+            return None
+        found = self.db.execute("SELECT log, offset, answered, max_tokens FROM calls WHERE key = ?", (key,)).fetchone()
+        if found is None or (not found[2] and found[3] < max_tokens):
+            return None
+        with (self.dir / found[0]).open("rb") as fh:
+            fh.seek(found[1])
+            row = json.loads(fh.readline())
+        return row if isinstance(row, dict) else None
+
+    def __len__(self) -> int:
+        if self.db is None:
+            return 0
+        return int(self.db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None

@@ -1,0 +1,234 @@
+"""`--engine ray`: the build's per-photo and per-call work on Ray Data (requirements-ray.txt).
+
+- The rule prefilter: the photo rows go to JSON-lines chunk files in the work folder, read as a Ray
+  dataset, and `map_batches` runs the prefilter as tasks (one CPU each) on every node.
+- Each call phase: its asks (item, prompt, photo files: never photo bytes) go to chunk files, read as a
+  dataset; an actor pool (`--ray-actors`, a quarter CPU each: the calls wait on the network, and a whole
+  CPU each would starve the read tasks on a small machine) answers them. Each actor holds one client per
+  `--base-url` replica (round-robin, each actor starting at another replica), keeps `--concurrency` /
+  actors calls in flight with the same call loop as the local engine (construct/models.py), reads
+  and encodes photos just ahead of its calls, looks cached answers up in the stage's call index
+  (read-only) and appends what it asks to its own log, WORK/<stage>/calls.d/<actor>.jsonl, one flushed
+  line per answer: a killed driver or actor loses only the calls in flight. Ray restarts a killed actor
+  and retries its batch.
+- The driver streams the answers back (`iter_batches`) and decides, as the local engine does.
+
+The work folder and the export must be on a file system every node mounts (a single machine, NFS, a
+FUSE mount of a bucket): the actors read photos and write their logs there.
+
+Started without `--ray-address`, the engine starts a local Ray (all cores) and a watchdog process that
+stops it when the driver dies, however it dies (kill -9 included): no Ray process outlives the build.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from construct.errors import BuildError
+from construct.models import Answer, Ask, Phase, answer_asks, base_urls, make_pool
+from construct.work import BuildSettings
+
+INSTALL = "--engine ray needs Ray: pip install -r requirements-ray.txt (ray[data]==2.60.0)"
+ASKS_PER_FILE = 2000
+PHOTOS_PER_FILE = 512
+
+
+def _ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise BuildError(INSTALL) from None
+    return ray
+
+
+def write_chunks(folder: Path, rows: Iterable[dict[str, Any]], per_file: int) -> int:
+    """Rows as JSON-lines files of `per_file` rows in `folder` (emptied first); returns how many rows."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    n, fh = 0, None
+    try:
+        for row in rows:
+            if n % per_file == 0:
+                if fh:
+                    fh.close()
+                fh = (folder / f"part-{n // per_file:06d}.jsonl").open("w", encoding="utf-8")
+            assert fh is not None
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
+    finally:
+        if fh:
+            fh.close()
+    return n
+
+
+def _prefilter_batch(batch: dict[str, Any], min_side: int) -> dict[str, list[Any]]:
+    from construct.engine import prefilter_chunk
+
+    done = prefilter_chunk([(int(s), str(p)) for s, p in zip(batch["seq"], batch["path"], strict=True)], min_side)
+    return {"seq": [s for s, _, _ in done], "why": [w or "" for _, w, _ in done],
+            "dhash": [f"{h:016x}" if h is not None else "" for _, _, h in done]}
+
+
+class CallActor:
+    """One Ray actor of a call phase: a client per replica, its own call log, the shared call loop."""
+
+    def __init__(self, phase: dict[str, Any], urls: list[str | None], settings: dict[str, Any], work: str,
+                 concurrency: int) -> None:
+        from construct.callstore import ACTOR_LOGS, CallStore
+        from eval.backends import make_backend
+        from eval.store import JsonlLog
+
+        self.phase = Phase(**{**phase, "concurrency": concurrency})
+        self.loop = asyncio.new_event_loop()
+        settings_ = BuildSettings(**settings)
+        start = int(uuid.uuid4().int % max(1, len(urls)))
+        self.backend = make_pool(make_backend, self.phase.spec, urls, settings_, start=start)
+        stage_dir = Path(work) / self.phase.stage
+        self.store = CallStore(stage_dir, readonly=True)
+        self.log = JsonlLog(stage_dir / ACTOR_LOGS / f"{uuid.uuid4().hex}.jsonl")
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        asks = [Ask.from_row({"item": i, "prompt": p, "photos": json.loads(ph)})
+                for i, p, ph in zip(batch["item"], batch["prompt"], batch["photos"], strict=True)]
+        answers: list[Answer] = []
+        self.loop.run_until_complete(answer_asks(self.backend, asks, self.phase, self.store, self.log, answers.append))
+        return {"item": [a.item for a in answers], "text": [a.text for a in answers],
+                "error": [a.error for a in answers], "cached": [a.cached for a in answers],
+                "usage": [json.dumps(a.usage) if a.usage is not None else "" for a in answers]}
+
+    def __del__(self) -> None:
+        try:
+            self.log.close()
+            self.store.close()
+        except Exception:
+            pass
+
+
+class RayEngine:
+    """The stages' per-photo and per-call work on Ray Data (see the module's docstring)."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None, settings: BuildSettings, work: Path) -> None:
+        ray = _ray()
+        self.ray = ray
+        self.settings = settings
+        self.work = Path(work)
+        self.actors = max(1, settings.ray_actors)
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        if not ray.is_initialized():
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster listens on 127.0.0.1 only
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                         _node_ip_address="127.0.0.1")
+                self.watchdog = _start_watchdog(ray)
+        from ray.data import DataContext
+
+        context = DataContext.get_current()
+        context.enable_progress_bars = False
+        context.print_on_execution_start = False
+
+    def prefilter(self, rows: Iterable[tuple[int, str]], min_side: int, *, total: int | None = None
+                  ) -> Iterator[tuple[int, str | None, int | None]]:
+        folder = self.work / ".engine" / "prefilter"
+        if not write_chunks(folder, ({"seq": s, "path": p} for s, p in rows), PHOTOS_PER_FILE):
+            return
+        ds = self.ray.data.read_json(str(folder), file_extensions=["jsonl"])
+        out = ds.map_batches(_prefilter_batch, fn_kwargs={"min_side": min_side}, batch_size=64, num_cpus=1,
+                             batch_format="numpy")
+        for batch in out.iter_batches(batch_size=None, batch_format="numpy"):
+            for seq, why, h in zip(batch["seq"], batch["why"], batch["dhash"], strict=True):
+                yield int(seq), (str(why) or None), (int(str(h), 16) if str(h) else None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def answer(self, phase: Phase, url: str | None, asks: Iterable[Ask], work: Path,
+               on_answer: Callable[[Answer], None]) -> None:
+        folder = work / ".engine" / f"asks-{phase.stage}"
+        rows = ({"item": a.item, "prompt": a.prompt, "photos": json.dumps(a.to_row()["photos"])} for a in asks)
+        n = write_chunks(folder, rows, ASKS_PER_FILE)
+        if not n:
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+        per_actor = max(1, math.ceil(phase.concurrency / self.actors))
+        actors = max(1, min(self.actors, math.ceil(n / per_actor)))
+        ds = self.ray.data.read_json(str(folder), file_extensions=["jsonl"])
+        out = ds.map_batches(
+            CallActor, batch_format="numpy", batch_size=4 * per_actor, num_cpus=0.25,
+            compute=self.ray.data.ActorPoolStrategy(size=actors),
+            fn_constructor_kwargs={"phase": asdict(phase), "urls": base_urls(url), "settings": asdict(self.settings),
+                                   "work": str(work), "concurrency": per_actor},
+            max_restarts=-1, max_task_retries=-1)
+        for batch in out.iter_batches(batch_size=None, batch_format="numpy"):
+            for item, text, error, cached, usage in zip(batch["item"], batch["text"], batch["error"], batch["cached"],
+                                                        batch["usage"], strict=True):
+                on_answer(Answer(str(item), None if text is None else str(text), None if error is None else str(error),
+                                 json.loads(usage) if usage else None, cached=bool(cached)))
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def close(self) -> None:
+        if self.ray.is_initialized():
+            self.ray.shutdown()
+        if self.watchdog is not None:
+            self.watchdog.stdin.close()  # type: ignore[union-attr]  # the watchdog sweeps up and exits
+            self.watchdog.wait(timeout=30)
+            self.watchdog = None
+
+
+def _start_watchdog(ray: Any) -> subprocess.Popen[bytes]:
+    """A process, in a session of its own, that waits for this driver to end (the end of a pipe only the
+    driver holds), then kills every process of the local Ray it started that is still alive."""
+    node = ray.get_runtime_context().get_node_id()
+    session = ray._private.worker.global_worker.node.get_session_dir_path()
+    return subprocess.Popen([sys.executable, "-m", "construct.ray_engine", "--watch", node, session],
+                            stdin=subprocess.PIPE, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def ray_processes(node: str, session: str) -> list[int]:
+    """The processes of one local Ray: its node id in their environment or its session folder in their
+    command line (Linux /proc; elsewhere none are found)."""
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"RAY_NODE_ID={node}".encode() in environ.split(b"\0") or session.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def watch(node: str, session: str) -> None:
+    sys.stdin.buffer.read()  # EOF: the driver closed the pipe, or died
+    deadline = time.monotonic() + 10  # a clean ray.shutdown() may still be stopping its processes
+    while ray_processes(node, session) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in ray_processes(node, session):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--watch"]:
+    watch(sys.argv[2], sys.argv[3])
