@@ -9,8 +9,12 @@ PY := $(VENV)/bin/python
 # the harness imports from anywhere.
 VENV_ADAPTERS ?= .venv-adapters
 PYA := $(VENV_ADAPTERS)/bin/python
+# `construct run --engine ray` is optional: Ray Data (requirements-ray.txt) goes into its own environment,
+# where tests/test_construct_ray.py runs on a local Ray (the main suite skips those tests but one).
+VENV_RAY ?= .venv-ray
+PYR := $(VENV_RAY)/bin/python
 
-.PHONY: demo test test-adapters lint sample bench bench-peers space
+.PHONY: demo test test-adapters test-ray lint sample bench bench-peers space
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,14 +34,24 @@ $(VENV_ADAPTERS)/.installed: requirements.txt requirements-dev.txt adapters/requ
 	$(PYA) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
+$(VENV_RAY)/.installed: requirements.txt requirements-ray.txt
+	test -x $(PYR) || $(PYTHON) -m venv $(VENV_RAY)
+	$(PYR) -m pip install -q --upgrade pip
+	$(PYR) -m pip install -q -r requirements.txt -r requirements-ray.txt "pytest>=8" "pytest-asyncio>=0.23"
+	touch $@
+
 demo: $(VENV)/.runtime
 	$(PY) -m eval run --task all --model baseline:category-mean --out results/demo-baseline-category-mean
 
-test: $(VENV)/.dev $(VENV_ADAPTERS)/.installed
+test: $(VENV)/.dev $(VENV_ADAPTERS)/.installed $(VENV_RAY)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q
 	DININGBENCH_REQUIRE_ADAPTERS=1 $(PYA) -m pytest -q tests/test_adapters_frameworks.py
+	DININGBENCH_REQUIRE_RAY=1 $(PYR) -m pytest -q tests/test_construct_ray.py
+
+test-ray: $(VENV_RAY)/.installed
+	DININGBENCH_REQUIRE_RAY=1 $(PYR) -m pytest -q tests/test_construct_ray.py
 
 test-adapters: $(VENV_ADAPTERS)/.installed
 	DININGBENCH_REQUIRE_ADAPTERS=1 $(PYA) -m pytest -q tests/test_adapters_frameworks.py

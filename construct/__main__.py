@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from construct import funnel, pipeline, review
+from construct.engine import check_available
 from construct.errors import BuildError
 from construct.work import BuildSettings, load_settings, settings_from_args
 from eval.settings import add_arguments
@@ -62,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             settings = settings_from_args(args, str(Path(args.raw).resolve()))
-            pipeline.check_servers(settings)  # before the work folder is touched
+            check_available(settings)  # before the work folder is touched: Ray installed when asked for
+            pipeline.check_servers(settings)
             with locked(Path(args.out), "work folder"):
                 start = time.monotonic()
                 pipeline.run(args.out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from construct.context import Context
 from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
-from construct.models import Ask, parse_json_object
+from construct.models import Answer, Ask, parse_json_object
 from construct.photos import NAME as PHOTOS
 from construct.photos import RULED_OUT
 from construct.raw import Dish
@@ -53,10 +53,10 @@ def dish_views(dishes: list[Dish]) -> dict[str, list[set[str]]]:
             "name": [char_ngrams(d.name) for d in dishes]}
 
 
-def pair_asks(survivors: list[Dish], pairs: list[tuple[int, int]]) -> list[Ask]:
-    """Ask: one same-dish question per candidate pair, its item "dish_a|dish_b"."""
-    return [Ask(f"{survivors[i].dish_id}|{survivors[j].dish_id}", pair_prompt(survivors[i], survivors[j]))
-            for i, j in pairs]
+def pair_asks(survivors: list[Dish], pairs: list[tuple[int, int]]) -> Iterator[Ask]:
+    """Ask: one same-dish question per candidate pair, its item "dish_a|dish_b" (made as the calls go)."""
+    for i, j in pairs:
+        yield Ask(f"{survivors[i].dish_id}|{survivors[j].dish_id}", pair_prompt(survivors[i], survivors[j]))
 
 
 def parse_pair(text: str | None) -> tuple[bool | None, Any]:
@@ -72,27 +72,36 @@ def parse_pair(text: str | None) -> tuple[bool | None, Any]:
     return (verdict if isinstance(verdict, bool) else None), answer.get("reason")
 
 
-def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], list[dict[str, Any]], bool]:
-    """({dropped dish: the dish it repeats}, every checked pair with its verdict, complete). Candidate
-    pairs across merchants come from blocking (construct/dedupe.py); the model judges each one."""
+def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, Any]],
+                                                         Iterator[dict[str, Any]], bool]:
+    """({dropped dish: the dish it repeats}, the confirmed pairs' rows, every checked pair's row (made as
+    WORK/dishes/pairs.jsonl is written), complete). Candidate pairs across merchants come from blocking
+    (construct/dedupe.py); the model judges each one. Each answer is kept as its verdict and reason only:
+    the pairs run to tens of thousands at a few thousand dishes."""
     s = ctx.settings
     vectors = embed_texts(s, [f"{d.name}: {', '.join(ingredient_name(i) for i in d.ingredients)}" for d in survivors])
     found = candidates(dish_views(survivors), vectors=vectors, seed=s.seed, rows=VIEW_ROWS,
                        allowed=lambda i, j: survivors[i].merchant_id != survivors[j].merchant_id)
     pairs = found.pairs()
-    asks = pair_asks(survivors, pairs)
-    answers = ctx.models.ask(NAME, s.model, PAIR_VERSION, asks) if asks else {}
-    checked, same = [], []
-    for (i, j), ask in zip(pairs, asks, strict=True):
-        answer = answers[ask.item]
-        verdict, reason = parse_pair(answer.text)
-        checked.append({"pair": [survivors[i].dish_id, survivors[j].dish_id], "via": found.via[(i, j)],
-                        "model": s.model, "same_dish": verdict, "reason": reason, "error": answer.error})
-        if verdict is True:
-            same.append((survivors[i].dish_id, survivors[j].dish_id))
+    verdicts: dict[str, tuple[bool | None, Any, str | None]] = {}
+
+    def record(answer: Answer) -> None:
+        verdicts[answer.item] = (*parse_pair(answer.text), answer.error)
+
+    if pairs:
+        ctx.models.ask_each(NAME, s.model, PAIR_VERSION, pair_asks(survivors, pairs), record)
+
+    ids = [(survivors[i].dish_id, survivors[j].dish_id, found.via[(i, j)]) for i, j in pairs]
+
+    def row(a: str, b: str, via: Any) -> dict[str, Any]:
+        verdict, reason, error = verdicts[f"{a}|{b}"]
+        return {"pair": [a, b], "via": via, "model": s.model, "same_dish": verdict, "reason": reason, "error": error}
+
+    same = {(a, b): row(a, b, via) for a, b, via in ids if verdicts[f"{a}|{b}"][0] is True}
     merchant = {d.dish_id: d.merchant_id for d in survivors}
-    twins = first_of_each([d.dish_id for d in survivors], same, allowed=lambda a, b: merchant[a] != merchant[b])
-    return twins, checked, all(c["error"] is None for c in checked)
+    twins = first_of_each([d.dish_id for d in survivors], list(same), allowed=lambda a, b: merchant[a] != merchant[b])
+    complete = all(v[2] is None for v in verdicts.values())
+    return twins, same, (row(*pair) for pair in ids), complete
 
 
 def cuisine_caps(counts: Counter[str] | dict[str, int], explicit: dict[str, int],
@@ -129,8 +138,8 @@ def run(ctx: Context) -> None:
     reference, users = kept_photos(photos.iter_items())
     decisions: dict[str, Decision] = {}
     survivors = check_rules(ctx, reference, users, ruled_out(photos), decisions)
-    twins, checked, complete = find_twins(ctx, survivors)
-    check_twins(ctx, survivors, twins, checked, decisions)
+    twins, same, checked, complete = find_twins(ctx, survivors)
+    check_twins(ctx, survivors, twins, same, decisions)
     check_caps(ctx, survivors, users, caps, decisions)
     ordered = [decisions[d] for d in sorted(decisions)]
     items = [{"dish_id": d.dish_id, "merchant_id": d.merchant_id, "cuisine": ctx.raw.cuisine_of(d.dish_id),
@@ -187,18 +196,18 @@ def check_rules(ctx: Context, reference: dict[str, str], users: dict[str, list[s
     return survivors
 
 
-def check_twins(ctx: Context, survivors: list[Dish], twins: dict[str, str], checked: list[dict[str, Any]],
+def check_twins(ctx: Context, survivors: list[Dish], twins: dict[str, str], same: dict[tuple[str, str], dict[str, Any]],
                 decisions: dict[str, Decision]) -> None:
     """Drop (from `survivors` too) each dish the model found to repeat another, naming the twin and the verdict."""
-    verdict_of = {tuple(sorted(c["pair"])): c for c in checked}
-    for dish in list(survivors):
+    verdict_of = {tuple(sorted(pair)): c for pair, c in same.items()}
+    for dish in survivors:
         twin = twins.get(dish.dish_id)
         if twin is not None:
             pair = verdict_of[tuple(sorted((twin, dish.dish_id)))]
             decisions[dish.dish_id] = dropped(dish.dish_id, "near_duplicate_dish", of=twin,
                                               names=[ctx.raw.dishes[twin].name, dish.name], via=pair["via"],
                                               model=pair["model"], model_reason=pair["reason"])
-            survivors.remove(dish)
+    survivors[:] = [d for d in survivors if d.dish_id not in twins]
 
 
 def check_caps(ctx: Context, survivors: list[Dish], users: dict[str, list[str]], caps: dict[str, int],

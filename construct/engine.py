@@ -91,6 +91,14 @@ class LocalEngine:
         pass
 
 
+def check_available(settings: Any) -> None:
+    """Before a build touches its work folder: the engine it asks for can run here (one line when not)."""
+    if settings.engine == "ray":
+        from construct.ray_engine import _ray
+
+        _ray()
+
+
 def make_engine(settings: Any, work: Path) -> Any:
     """The engine of `--engine`; Ray is imported only when asked for, with a one-line hint when absent.
     The local engine has no `answer`: `Models` runs its calls on the driver's event loop."""

@@ -322,11 +322,11 @@ class Models:
         store = CallStore(self.work / stage)
         try:
             remote = getattr(self.engine, "answer", None)  # the Ray engine's actors; the local engine has none
-            if remote is not None:
+            here = remote(phase, str(url) if url else None, asks, self.work, counted) if remote is not None else asks
+            if here is None:  # answered on the actors
                 self._record_hosts(spec, [host_of(u) for u in base_urls(str(url) if url else None)])
-                remote(phase, str(url) if url else None, asks, self.work, counted)
-            else:
-                asyncio.run(self._local(phase, str(url) if url else None, asks, store, counted))
+            else:  # on this process's event loop (on Ray: a phase too small for an actor pool)
+                asyncio.run(self._local(phase, str(url) if url else None, here, store, counted))
         finally:
             store.close()
             if stats["asked"] > asked:  # a phase answered from the cache alone is no call phase

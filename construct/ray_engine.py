@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import shutil
@@ -34,14 +35,16 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
 from construct.errors import BuildError
 from construct.models import Answer, Ask, Phase, answer_asks, base_urls, make_pool
-from construct.work import BuildSettings
+from construct.work import BuildSettings, write_json
 
 INSTALL = "--engine ray needs Ray: pip install -r requirements-ray.txt (ray[data]==2.60.0)"
+WORKERS = "ray_workers.json"  # {"prefilter": MiB, "calls": MiB}: the largest peak of a worker of each kind
 ASKS_PER_FILE = 2000
 PHOTOS_PER_FILE = 512
 
@@ -76,12 +79,23 @@ def write_chunks(folder: Path, rows: Iterable[dict[str, Any]], per_file: int) ->
     return n
 
 
+def peak_kb() -> int:
+    """This process's peak resident memory so far, in KiB (Linux VmHWM; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def _prefilter_batch(batch: dict[str, Any], min_side: int) -> dict[str, list[Any]]:
     from construct.engine import prefilter_chunk
 
     done = prefilter_chunk([(int(s), str(p)) for s, p in zip(batch["seq"], batch["path"], strict=True)], min_side)
     return {"seq": [s for s, _, _ in done], "why": [w or "" for _, w, _ in done],
-            "dhash": [f"{h:016x}" if h is not None else "" for _, _, h in done]}
+            "dhash": [f"{h:016x}" if h is not None else "" for _, _, h in done], "peak_kb": [peak_kb()] * len(done)}
 
 
 class CallActor:
@@ -109,7 +123,8 @@ class CallActor:
         self.loop.run_until_complete(answer_asks(self.backend, asks, self.phase, self.store, self.log, answers.append))
         return {"item": [a.item for a in answers], "text": [a.text for a in answers],
                 "error": [a.error for a in answers], "cached": [a.cached for a in answers],
-                "usage": [json.dumps(a.usage) if a.usage is not None else "" for a in answers]}
+                "usage": [json.dumps(a.usage) if a.usage is not None else "" for a in answers],
+                "peak_kb": [peak_kb()] * len(answers)}
 
     def __del__(self) -> None:
         try:
@@ -131,8 +146,12 @@ class RayEngine:
         self.work = Path(work)
         self.actors = max(1, settings.ray_actors)
         self.watchdog: subprocess.Popen[bytes] | None = None
+        self.worker_peak_kb: dict[str, int] = {}  # prefilter tasks', call actors' peak memory this run
+        logging.getLogger("ray").setLevel(logging.WARNING)  # the build prints its own progress
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
         if not ray.is_initialized():
             os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster listens on 127.0.0.1 only
+            os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
             if address:
                 ray.init(address=address, log_to_driver=False)
             else:
@@ -153,19 +172,24 @@ class RayEngine:
         ds = self.ray.data.read_json(str(folder), file_extensions=["jsonl"])
         out = ds.map_batches(_prefilter_batch, fn_kwargs={"min_side": min_side}, batch_size=64, num_cpus=1,
                              batch_format="numpy")
-        for batch in out.iter_batches(batch_size=None, batch_format="numpy"):
-            for seq, why, h in zip(batch["seq"], batch["why"], batch["dhash"], strict=True):
-                yield int(seq), (str(why) or None), (int(str(h), 16) if str(h) else None)
+        for batch in out.iter_batches(batch_size=None, batch_format="pyarrow"):
+            for row in batch.to_pylist():
+                self._peak("prefilter", row["peak_kb"])
+                yield int(row["seq"]), row["why"] or None, int(row["dhash"], 16) if row["dhash"] else None
         shutil.rmtree(folder, ignore_errors=True)
 
     def answer(self, phase: Phase, url: str | None, asks: Iterable[Ask], work: Path,
-               on_answer: Callable[[Answer], None]) -> None:
+               on_answer: Callable[[Answer], None]) -> list[Ask] | None:
+        """Answer a call phase on an actor pool (None); a phase of fewer than `--ray-min-asks` asks is
+        handed back, asked of nobody, for the caller's own event loop (as the local engine runs it)."""
+        pending = iter(asks)
+        head = list(islice(pending, self.settings.ray_min_asks))
+        if len(head) < self.settings.ray_min_asks:
+            return head
         folder = work / ".engine" / f"asks-{phase.stage}"
-        rows = ({"item": a.item, "prompt": a.prompt, "photos": json.dumps(a.to_row()["photos"])} for a in asks)
+        rows = ({"item": a.item, "prompt": a.prompt, "photos": json.dumps(a.to_row()["photos"])}
+                for a in chain(head, pending))
         n = write_chunks(folder, rows, ASKS_PER_FILE)
-        if not n:
-            shutil.rmtree(folder, ignore_errors=True)
-            return
         per_actor = max(1, math.ceil(phase.concurrency / self.actors))
         actors = max(1, min(self.actors, math.ceil(n / per_actor)))
         ds = self.ray.data.read_json(str(folder), file_extensions=["jsonl"])
@@ -173,16 +197,30 @@ class RayEngine:
             CallActor, batch_format="numpy", batch_size=4 * per_actor, num_cpus=0.25,
             compute=self.ray.data.ActorPoolStrategy(size=actors),
             fn_constructor_kwargs={"phase": asdict(phase), "urls": base_urls(url), "settings": asdict(self.settings),
-                                   "work": str(work), "concurrency": per_actor},
-            max_restarts=-1, max_task_retries=-1)
-        for batch in out.iter_batches(batch_size=None, batch_format="numpy"):
-            for item, text, error, cached, usage in zip(batch["item"], batch["text"], batch["error"], batch["cached"],
-                                                        batch["usage"], strict=True):
-                on_answer(Answer(str(item), None if text is None else str(text), None if error is None else str(error),
-                                 json.loads(usage) if usage else None, cached=bool(cached)))
+                                   "work": str(work), "concurrency": per_actor})
+        # Ray Data restarts a dead actor and retries its batch (max_restarts / max_task_retries -1 by default).
+        for batch in out.iter_batches(batch_size=None, batch_format="pyarrow"):
+            for row in batch.to_pylist():
+                self._peak("calls", row["peak_kb"])
+                on_answer(Answer(row["item"], row["text"], row["error"], json.loads(row["usage"]) if row["usage"] else None,
+                                 cached=bool(row["cached"])))
         shutil.rmtree(folder, ignore_errors=True)
+        return None
+
+    def _peak(self, kind: str, kb: int) -> None:
+        if kb > self.worker_peak_kb.get(kind, 0):
+            self.worker_peak_kb[kind] = kb
 
     def close(self) -> None:
+        if self.worker_peak_kb:  # WORK/ray_workers.json: the workers' peak memory over the build's runs
+            path = self.work / WORKERS
+            try:
+                recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+            except (OSError, ValueError):
+                recorded = {}
+            for kind, kb in self.worker_peak_kb.items():
+                recorded[kind] = max(float(recorded.get(kind, 0)), round(kb / 1024, 1))
+            write_json(path, recorded)
         if self.ray.is_initialized():
             self.ray.shutdown()
         if self.watchdog is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 
 from construct.context import Context
 from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
@@ -89,7 +90,7 @@ def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> t
     (and, with --embed-model, their vectors: construct/dedupe.py) and the model judges each; items are
     taken in `items` order."""
     s = ctx.settings
-    checked: dict[tuple[str, str], dict] = {}
+    checked: dict[tuple[str, str], dict] = {}  # the confirmed pairs only: the rest need no row
     same: list[tuple[str, str]] = []
     complete = True
     for category in sorted({drafts[i]["category"] for i in items}):
@@ -97,18 +98,25 @@ def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> t
         vectors = embed_texts(s, [drafts[i]["question"] for i in group])
         found = candidates({"question": [char_ngrams(drafts[i]["question"]) for i in group]}, vectors=vectors,
                            seed=s.seed)
-        asks = [Ask(f"{group[a]}|{group[b]}", PAIR_PROMPT.format(category=category, a_id=group[a],
+        via = {f"{group[a]}|{group[b]}": found.via[(a, b)] for a, b in found.pairs()}
+        asks = (Ask(f"{group[a]}|{group[b]}", PAIR_PROMPT.format(category=category, a_id=group[a],
                                                                  a=drafts[group[a]]["question"], b_id=group[b],
                                                                  b=drafts[group[b]]["question"]))
-                for a, b in found.pairs()]
-        answers = ctx.models.ask(NAME, s.model, PAIR_VERSION, asks) if asks else {}
-        for (a, b), ask in zip(found.pairs(), asks, strict=True):
-            answer, out = answers[ask.item], parse_json_object(answers[ask.item].text) or {}
+                for a, b in found.pairs())
+
+        def record(answer: Answer, via: Mapping[str, object] = via) -> None:
+            nonlocal complete
+            out = parse_json_object(answer.text) or {}
             complete = complete and not answer.error
-            checked[(group[a], group[b])] = {"via": found.via[(a, b)], "model": s.model,
-                                             "model_reason": out.get("reason")}
             if out.get("same_question") is True:
-                same.append((group[a], group[b]))
+                a, b = answer.item.split("|")
+                same.append((a, b))
+                checked[(a, b)] = {"via": via[answer.item], "model": s.model, "model_reason": out.get("reason")}
+
+        if via:
+            ctx.models.ask_each(NAME, s.model, PAIR_VERSION, asks, record)
+    rank = {item: k for k, item in enumerate(items)}
+    same.sort(key=lambda p: (rank[p[0]], rank[p[1]]))  # answers come in completion order
     twins = first_of_each(items, same)
     return {item: {"of": twin, **checked.get((twin, item), checked.get((item, twin), {}))}
             for item, twin in twins.items()}, complete

@@ -136,6 +136,8 @@ class BuildSettings:
     ray_address: str | None = opt(None, "with --engine ray: the cluster to join (ray://HOST:10001 or auto); default: "
                                         "start a local Ray on this machine's cores for the build", metavar="ADDR")
     ray_actors: int = opt(2, "with --engine ray: call actors per phase, sharing --concurrency (default 2)")
+    ray_min_asks: int = opt(500, "with --engine ray: a call phase of fewer asks runs on the driver's event loop "
+                                 "(an actor pool costs seconds to start; default 500)", metavar="N")
 
     def filter_pair(self) -> list[str]:
         """Two filter models; with fewer given, the main model fills in (recorded in config.json)."""

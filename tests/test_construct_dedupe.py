@@ -86,13 +86,14 @@ class FakeModels:
         self.same = same
         self.asked: list[tuple[str, str, str]] = []
 
-    def ask(self, stage, spec, version, asks):
-        out = {}
+    key = "same_dish"
+
+    def ask_each(self, stage, spec, version, asks, on_answer, base_url=None):
+        """As `construct.models.Models.ask_each`: each answer to `on_answer` (here in ask order)."""
         for a in asks:
             self.asked.append((stage, a.item, a.prompt))
             verdict = frozenset(a.item.split("|")) in self.same
-            out[a.item] = Answer(a.item, json.dumps({"same_dish": verdict, "reason": "r"}), None, None)
-        return out
+            on_answer(Answer(a.item, json.dumps({self.key: verdict, "reason": "r"}), None, None))
 
 
 def test_the_model_decides_each_candidate_pair_and_its_verdict_is_kept(tmp_path):
@@ -100,8 +101,9 @@ def test_the_model_decides_each_candidate_pair_and_its_verdict_is_kept(tmp_path)
                dish("m3-d1", "m3", "Beef Noodles", BEEF[:4] + ["bok choy 30 g"])]
     models = FakeModels({frozenset({"m1-d1", "m2-d1"})})
     ctx = SimpleNamespace(settings=BuildSettings(model="openai:gen"), models=models, work=tmp_path)
-    twins, checked, complete = dishes.find_twins(ctx, records)
-    assert complete and twins == {"m2-d1": "m1-d1"}  # m3's near-copy was a candidate, but the model said no
+    twins, same, rows, complete = dishes.find_twins(ctx, records)
+    checked = list(rows)
+    assert complete and twins == {"m2-d1": "m1-d1"} and list(same) == [("m1-d1", "m2-d1")]  # m3's near-copy was a candidate, but the model said no
     assert {tuple(c["pair"]) for c in checked} == {("m1-d1", "m2-d1"), ("m1-d1", "m3-d1"), ("m2-d1", "m3-d1")}
     verdict = {tuple(c["pair"]): c["same_dish"] for c in checked}
     assert verdict[("m1-d1", "m2-d1")] is True and verdict[("m1-d1", "m3-d1")] is False
@@ -149,19 +151,14 @@ def test_embeddings_pair_dishes_that_share_no_word(tmp_path, embeddings_server, 
     # the chat model's --base-url is elsewhere: the vectors come from --embed-base-url
     settings = BuildSettings(model="openai:gen", embed_model="openai:emb", base_url="http://127.0.0.1:9/v1",
                              embed_base_url=embeddings_server)
-    twins, checked, _ = dishes.find_twins(SimpleNamespace(settings=settings, models=models, work=tmp_path), records)
+    twins, _, rows, _ = dishes.find_twins(SimpleNamespace(settings=settings, models=models, work=tmp_path), records)
+    checked = list(rows)
     assert twins == {"m2-d1": "m1-d1"}
     assert checked[0]["via"] == ["embedding"] and checked[0]["pair"] == ["m1-d1", "m2-d1"]
 
 
 class FakeQuestionModels(FakeModels):
-    def ask(self, stage, spec, version, asks):
-        out = {}
-        for a in asks:
-            self.asked.append((stage, a.item, a.prompt))
-            verdict = frozenset(a.item.split("|")) in self.same
-            out[a.item] = Answer(a.item, json.dumps({"same_question": verdict, "reason": "r"}), None, None)
-        return out
+    key = "same_question"
 
 
 def test_questions_within_a_category_pair_by_wording_or_meaning_and_the_model_decides(
