@@ -76,7 +76,7 @@ def _sha(data: bytes) -> str:
 
 class ConstructOracle:
     """The answers. Each depends only on the request (prompt, images, model name), never on what was
-    asked before, so shards, merges, retries and any call order get the same answer to the same prompt."""
+    asked before, so both engines, retries, replicas and any call order get the same answer to the same prompt."""
 
     CATEGORIES = ("multi_image_analysis", "cuisine_technique", "dietary_suggestion", "counterfactual_reasoning")
 

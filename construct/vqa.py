@@ -148,7 +148,7 @@ def plan(views: dict[str, int], mix: dict[str, float], seed: int = 0) -> dict[st
     The dishes are put in the order of a stable hash of (seed, dish id), the quotas of `quotas` filled in
     that order: multi-image first, by the first dishes with at least two views (a shortfall goes to the
     largest single-image category), then the others in the mix's order. It depends only on the set of
-    dishes, so shards merged and one run draw alike.
+    dishes, so every engine, and any order the answers come back in, draws alike.
 
     Hash order for seed 0 is d, a, c, b; quotas 2 technique, 1 dietary, 1 multi-image:
 

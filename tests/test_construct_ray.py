@@ -231,7 +231,7 @@ def test_a_killed_actor_is_retried_by_the_engine_and_loses_nothing(forty, local_
             time.sleep(0.1)
 
     killer = threading.Thread(target=kill_one_actor, daemon=True)
-    server, url = _standin(root / "raw", latency_ms=20)
+    server, url = _standin(root / "raw", latency_ms=50)
     try:
         killer.start()
         build("run", str(root / "raw"), "--out", str(work), "--base-url", url, *COMMON, "--engine", "ray",
