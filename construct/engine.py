@@ -18,6 +18,7 @@ driver, over compact per-dish summaries; no photo ever goes there.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -27,26 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from construct.errors import BuildError
+from construct.prefilter import prefilter_chunk
 
-ENGINES = ("local", "ray")
+# Engines by name, each loaded when asked for (as eval/backends' MODULES): Ray, an optional requirement,
+# is imported only by a build that runs on it, never by the Space or the local engine.
+ENGINES = {"local": "construct.engine", "ray": "construct.ray_engine"}
 CHUNK = 64  # photos per prefilter job
 IN_PROCESS_BELOW = 256  # a prefilter over fewer photos runs in this process (a pool costs ~1 s to start)
-
-
-def prefilter_chunk(rows: list[tuple[int, str]], min_side: int) -> list[tuple[int, str | None, int | None]]:
-    """The rule prefilter of a chunk of photo files: (seq, why rejected or None, dHash or None) each."""
-    from construct.photos import prefilter
-
-    out: list[tuple[int, str | None, int | None]] = []
-    for seq, path in rows:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            out.append((seq, f"undecodable:unreadable ({type(exc).__name__})", None))
-            continue
-        why, h = prefilter(data, min_side)
-        out.append((seq, why, h))
-    return out
 
 
 def chunks(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -94,9 +82,7 @@ class LocalEngine:
 def check_available(settings: Any) -> None:
     """Before a build touches its work folder: the engine it asks for can run here (one line when not)."""
     if settings.engine == "ray":
-        from construct.ray_engine import _ray
-
-        _ray()
+        importlib.import_module(ENGINES["ray"]).require_ray()
 
 
 def make_engine(settings: Any, work: Path) -> Any:
@@ -106,6 +92,4 @@ def make_engine(settings: Any, work: Path) -> Any:
         return LocalEngine()
     if settings.engine != "ray":
         raise BuildError(f"--engine wants one of {', '.join(ENGINES)}, got {settings.engine!r}")
-    from construct.ray_engine import RayEngine
-
-    return RayEngine(settings.ray_address, settings, work)
+    return importlib.import_module(ENGINES["ray"]).RayEngine(settings.ray_address, settings, work)

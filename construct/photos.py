@@ -18,23 +18,19 @@ every prefilter result and recorded answer (and the call logs answer the rest wi
 
 from __future__ import annotations
 
-import io
 import json
 import sqlite3
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
 from construct.context import Context
-from construct.imagehash import dhash, hamming
+from construct.imagehash import hamming
 from construct.models import Answer, Ask, parse_json_object
+from construct.prefilter import prefilter  # noqa: F401  (the rules' entry point, where tests and benches find it)
 from construct.rules import free_dish_rule
 from construct.work import Decision, Stage, dropped, inputs_key, kept, triage, write_jsonl
-from eval.images import MAX_PIXELS
 
 NAME = "photos"
 PROMPT_VERSION = "photos-v1"
@@ -51,30 +47,6 @@ The first image is the merchant's photo of a dish ("{name}"). The second image i
 uploaded for the same menu item. Does the customer's photo show the same dish (same components; angle,
 light and plating may differ)? A photo of a different dish, of several dishes or of no food is not a match.
 Reply with one JSON object and nothing else: {{"same_dish": true or false, "reason": "<a few words>"}}"""
-
-
-def prefilter(data: bytes, min_side: int) -> tuple[str | None, int | None]:
-    """(why the rules reject a photo or None, its dHash). Decoding checks the whole file."""
-    try:
-        with warnings.catch_warnings():  # a bomb warning is our own too_many_pixels below
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
-        with img:
-            width, height = img.size  # from the header, before any decoding
-            if width * height > MAX_PIXELS:  # the limit the model call would refuse it at
-                return f"too_many_pixels:{width}x{height}", None
-            if min(width, height) < min_side:
-                img.load()  # still decoded: a tiny photo can also be broken, and that is the first reason
-                return f"too_small:{width}x{height}", None
-            # JPEG: decode in grey at a reduced DCT scale (still every byte of the file, so a cut-off
-            # file fails here); the 9x8 hash needs no more, and it runs at decode speed or faster.
-            img.draft("L", (64, 64))
-            img.load()
-            return None, dhash(img)
-    except Image.DecompressionBombError:
-        return "too_many_pixels:over Pillow's limit", None
-    except Exception as exc:
-        return f"undecodable:{type(exc).__name__}", None
 
 
 class PhotoState:

@@ -192,16 +192,22 @@ def load_raw(root: str | Path, index: str | Path | None = None) -> RawExport:
         raw.dishes[dish.dish_id] = dish
     stamp = _stamp(root)
     if index is not None and Path(index).exists():
-        db = _open_index(index)
-        found = dict(db.execute("SELECT key, value FROM meta"))
-        if found.get("stamp") == stamp and "fingerprint" in found:
-            raw.photos, raw.fingerprint = PhotoIndex(db), found["fingerprint"]
-            return raw
-        db.close()
-    target = Path(str(index) + ".partial") if index is not None else None
-    if target is not None:
-        target.unlink(missing_ok=True)
-    db = _open_index(target if target is not None else ":memory:")
+        try:
+            db = _open_index(index)
+            found = dict(db.execute("SELECT key, value FROM meta"))
+        except sqlite3.Error:  # not an index of ours (a torn or foreign file): built again below
+            found = {}
+        else:
+            if found.get("stamp") == stamp and "fingerprint" in found:
+                raw.photos, raw.fingerprint = PhotoIndex(db), found["fingerprint"]
+                return raw
+            db.close()
+    target = Path(f"{index}.{os.getpid()}.partial") if index is not None else None  # one per writer
+    try:
+        db = _open_index(target if target is not None else ":memory:")
+    except (OSError, sqlite3.Error):  # a folder this process may not write (a read-only work folder): in memory
+        target = index = None
+        db = _open_index(":memory:")
     try:
         with db:
             for lineno, row in _lines(root / "photos.jsonl", digest):

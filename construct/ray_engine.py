@@ -49,7 +49,7 @@ ASKS_PER_FILE = 2000
 PHOTOS_PER_FILE = 512
 
 
-def _ray() -> Any:
+def require_ray() -> Any:
     try:
         import ray
         import ray.data  # noqa: F401
@@ -91,7 +91,7 @@ def peak_kb() -> int:
 
 
 def _prefilter_batch(batch: dict[str, Any], min_side: int) -> dict[str, list[Any]]:
-    from construct.engine import prefilter_chunk
+    from construct.prefilter import prefilter_chunk
 
     done = prefilter_chunk([(int(s), str(p)) for s, p in zip(batch["seq"], batch["path"], strict=True)], min_side)
     return {"seq": [s for s, _, _ in done], "why": [w or "" for _, w, _ in done],
@@ -140,7 +140,7 @@ class RayEngine:
     name = "ray"
 
     def __init__(self, address: str | None, settings: BuildSettings, work: Path) -> None:
-        ray = _ray()
+        ray = require_ray()
         self.ray = ray
         self.settings = settings
         self.work = Path(work)

@@ -11,7 +11,7 @@ from typing import Any
 
 import diningbench
 from construct import funnel
-from construct.raw import RawExport, load_raw
+from construct.raw import EXPORT_INDEX, RawExport, load_raw
 from construct.review import card_markdown, released_rows
 from construct.vqa import MIX_NAMES
 from construct.vqa import TASK as VQA
@@ -88,7 +88,7 @@ def build_release(work: str | Path, out: str | Path) -> tuple[Path, list[diningb
     """Write the release folder and validate it; returns (folder, problems)."""
     work, out = Path(work), Path(out)
     settings = load_settings(work)
-    raw = load_raw(settings.raw)
+    raw = load_raw(settings.raw, index=work / EXPORT_INDEX)  # the build's photo index, reused
     rows = released_rows(work)
     by_task = {t: [r for r in rows if r["task"] == t] for t in FIELDS}
     note = (f"Built by `python -m construct` from the raw export `{Path(settings.raw).name}`: "

@@ -32,7 +32,7 @@ from typing import Any
 from construct.dishes import NAME as DISHES
 from construct.dishes import REVIEWED
 from construct.errors import BuildError
-from construct.raw import load_raw
+from construct.raw import EXPORT_INDEX, load_raw
 from construct.translate import NAME as TRANSLATE
 from construct.work import Stage, dropped, kept, load_settings, read_jsonl, write_jsonl
 from eval import tasks
@@ -99,7 +99,7 @@ def list_items(work: str | Path, task: str | None = None, status: str | None = N
     pending | approve | reject."""
     work = Path(work)
     settings = load_settings(work)
-    raw = load_raw(settings.raw)
+    raw = load_raw(settings.raw, index=work / EXPORT_INDEX)  # the build's photo index, reused
     log = _log(work, stage)
     exempt = set(settings.review_exempt)
     out = []

@@ -86,3 +86,30 @@ def test_a_key_in_a_base_url_never_reaches_config_json(tmp_path):
     save_settings(tmp_path, settings)
     assert secret not in (tmp_path / "config.json").read_text(encoding="utf-8")
     assert load_settings(tmp_path).base_url == "http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1"
+
+
+def test_the_photo_index_is_on_disk_reused_while_the_export_holds_and_never_left_half_built(tmp_path):
+    raw_dir = export(tmp_path / "raw", photos=(PHOTO, {**PHOTO, "photo_id": "p2", "role": "user"}))
+    index = tmp_path / "work" / "export.sqlite"
+    index.parent.mkdir()
+    first = load_raw(raw_dir, index=index)
+    assert index.exists() and len(first.photos) == 2 and first.photos["p2"].role == "user"
+    assert [p.photo_id for p in first.photos.values()] == ["p1", "p2"]  # the reference first
+    stamp = index.stat().st_mtime_ns
+    again = load_raw(raw_dir, index=index)
+    assert again.fingerprint == first.fingerprint and index.stat().st_mtime_ns == stamp  # reused, not rebuilt
+    # A changed export: indexed again, its fingerprint (part of the photo stage's inputs) changes.
+    with (raw_dir / "photos.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({**PHOTO, "photo_id": "p3", "role": "user"}) + "\n")
+    third = load_raw(raw_dir, index=index)
+    assert len(third.photos) == 3 and third.fingerprint != first.fingerprint
+    # A bad line: a one-line error, the previous index kept, no partial file left beside it.
+    with (raw_dir / "photos.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({**PHOTO, "photo_id": "p3", "role": "user"}) + "\n")
+    with pytest.raises(ValueError, match=r"photos.jsonl line 4: photo_id 'p3' appears twice"):
+        load_raw(raw_dir, index=index)
+    assert sorted(p.name for p in index.parent.iterdir()) == ["export.sqlite"]
+    # A file that is not an index is built again, not a traceback.
+    index.write_bytes(b"not a database")
+    (raw_dir / "photos.jsonl").write_text(json.dumps(PHOTO) + "\n", encoding="utf-8")
+    assert len(load_raw(raw_dir, index=index).photos) == 1

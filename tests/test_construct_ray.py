@@ -253,3 +253,15 @@ def test_engine_ray_without_ray_says_how_to_install_it_in_one_line(tmp_path, mon
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "requirements-ray.txt" in err
     assert not (tmp_path / "work").exists()  # refused before the work folder was touched
+
+
+def test_the_20m_projection_is_the_measured_costs_scaled_by_hand():
+    from bench.construct_ray import projection
+
+    # 1.5 photo calls and 2 images per photo; (350 - 150) / 10 = 20 calls per kept dish.
+    build = {"photos": 100, "photo_calls": 150, "photo_images": 200, "calls": 350, "dishes_kept": 10}
+    text = projection(build, {"prefilter_ms": 30.0, "encode_ms": 100.0}, 300.0, latency=0.2)
+    # 20M x 1.5 + 15k x 20 = 30.3M calls; 20M x (30 + 2 x 100) ms = 4.6M CPU-s = 1,277.8 CPU-hours.
+    assert "| model calls | 30.3M |" in text and "| CPU-hours (prefilter + encoding) | 1,278 |" in text
+    # 1 worker x 16 cores: 1,277.8 / 16 = 79.9 h; 1 replica x 32 in flight: 30.3M x 0.2 s / 32 = 52.6 h.
+    assert "| 1 | 1 | 79.9 | 52.6 | 79.9 |" in text
