@@ -5,12 +5,14 @@ release.
 An engine does two kinds of work for the stages, and nothing else:
 
 - `prefilter(rows, min_side)`: the rule prefilter (decode, pixel limits, dHash) of photo files, the CPU
-  work of a build (~30 ms a 12 MP photo). `rows` are (seq, path) in order and come back in the same
-  order as (seq, reason or None, dHash or None). Locally a pool of processes, one per core, a bounded
-  window of chunks ahead; on Ray, tasks.
-- `answer(phase, urls, asks, work, on_answer)`: the model calls of one call phase (construct/models.py
-  `answer_asks`, the one call loop), each answer given to `on_answer`. Locally the driver's event loop;
-  on Ray, an actor pool whose actors each hold a client per replica and write their own call log.
+  work of a build (~35 ms a 12 MP photo). `rows` are (seq, path); each comes back as (seq, reason or
+  None, dHash or None), in any order (the caller writes them by seq). Locally a pool of processes, one
+  per core, a bounded window of chunks ahead; on Ray, tasks.
+- `answer(phase, url, asks, work, on_answer)`: the model calls of one call phase (construct/models.py
+  `answer_asks`, the one call loop), each answer given to `on_answer`; it returns None, or the asks it
+  hands back for the driver to run (a phase too small for an actor pool). The local engine has no
+  `answer`: `Models` runs every phase on the driver's event loop. On Ray, an actor pool whose actors
+  each hold a client per replica and write their own call log.
 
 Everything that looks across merchants (dedupe, cuisine caps, VQA quotas, selection) stays on the
 driver, over compact per-dish summaries; no photo ever goes there.
