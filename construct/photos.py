@@ -89,10 +89,6 @@ class PhotoState:
             yield from rows
             last = rows[-1][0]
 
-    def answer(self, pid: str, kind: str) -> tuple[str | None, str | None] | None:
-        row = self.db.execute("SELECT text, error FROM answer WHERE photo_id = ? AND kind = ?", (pid, kind)).fetchone()
-        return None if row is None else (row[0], row[1])
-
     def close(self) -> None:
         self.db.close()
 
@@ -258,14 +254,20 @@ def check_matching(ctx: Context, state: PhotoState, dishes: dict[str, tuple[str 
 
 def decided(ctx: Context, state: PhotoState,
             dishes: dict[str, tuple[str | None, int]]) -> Iterator[Decision]:
-    """The decision of every photo, in dish order, from the recorded rules and answers."""
-    for _, pid, dish, role, rule, dhash_hex in state.pages(
-            "SELECT seq, photo_id, dish_id, role, rule, dhash FROM photo WHERE seq > ? ORDER BY seq LIMIT ?"):
+    """The decision of every photo, in dish order, from the recorded rules and answers (one joined read
+    per page, no lookup per photo)."""
+    for row in state.pages(
+            "SELECT p.seq, p.photo_id, p.dish_id, p.role, p.rule, p.dhash, q.photo_id IS NOT NULL, q.text, q.error, "
+            "m.photo_id IS NOT NULL, m.text, m.error FROM photo p "
+            "LEFT JOIN answer q ON q.photo_id = p.photo_id AND q.kind = 'quality' "
+            "LEFT JOIN answer m ON m.photo_id = p.photo_id AND m.kind = 'match' WHERE p.seq > ? ORDER BY p.seq LIMIT ?"):
+        _, pid, dish, role, rule, dhash_hex = row[:6]
+        quality = (row[7], row[8]) if row[6] else None
+        match = (row[10], row[11]) if row[9] else None
         if rule is not None:
             verdict = json.loads(rule)
             yield dropped(pid, verdict.pop("reason"), **verdict)
             continue
-        quality = state.answer(pid, "quality")
         grade, parsed = quality_of(quality) if quality and quality[1] is None else (None, None)
         if failed := triage(pid, quality[1] if quality else "not asked", grade, check="quality"):
             yield failed
@@ -278,7 +280,6 @@ def decided(ctx: Context, state: PhotoState,
         elif not _match_due(ctx, dishes, dish):
             yield dropped(pid, "dish_ruled_out", dish_rule="too_few_user_photos")
         else:
-            match = state.answer(pid, "match")
             verdict = parse_json_object(match[0]) if match and match[1] is None else None
             same = verdict.get("same_dish") if verdict and isinstance(verdict.get("same_dish"), bool) else None
             if failed := triage(pid, match[1] if match else "not asked", same, check="reference_matching"):

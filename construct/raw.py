@@ -12,6 +12,7 @@ on-disk index (`PhotoIndex`).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -141,13 +142,17 @@ def _open_index(path: str | Path) -> sqlite3.Connection:
 
 
 def _lines(path: Path, digest: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The file's objects, each line's bytes added to `digest` as it is parsed (the export's fingerprint
+    costs no second read of a file that runs to gigabytes)."""
     if not path.exists():
         raise BuildError(f"raw export: {path.name} is missing in {path.parent}")
     digest.update(path.name.encode())
-    with path.open("rb") as fh:  # hashed as read: the export's fingerprint costs no second pass
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    yield from iter_jsonl_objects(path)
+
+    def hashed(line: bytes) -> Any:
+        digest.update(line)
+        return json.loads(line)
+
+    yield from iter_jsonl_objects(path, loads=hashed)
 
 
 def _stamp(root: Path) -> str:
