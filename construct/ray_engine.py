@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -152,6 +153,9 @@ class RayEngine:
         if not ray.is_initialized():
             os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local cluster listens on 127.0.0.1 only
             os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
+            # Ray 2.60 calls uvloop.install(), which uvloop 0.23 no longer has: with that uvloop in the
+            # environment its processes die at start and ray.init() waits forever. asyncio's loop instead.
+            os.environ.setdefault("RAY_USE_UVLOOP", "0")
             if address:
                 ray.init(address=address, log_to_driver=False)
             else:
@@ -239,29 +243,84 @@ def _start_watchdog(ray: Any) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def ray_processes(node: str, session: str) -> list[int]:
-    """The processes of one local Ray: its node id in their environment or its session folder in their
-    command line (Linux /proc; elsewhere none are found)."""
-    found = []
+def _processes() -> dict[int, tuple[int, int]]:
+    """{pid: (parent pid, start time)} of every process (Linux /proc; elsewhere none)."""
+    out = {}
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if f"RAY_NODE_ID={node}".encode() in environ.split(b"\0") or session.encode() in cmdline:
-            found.append(int(entry.name))
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                out[int(entry.name)] = (int(fields[1]), int(fields[19]))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def _descendants(root: int, table: dict[int, tuple[int, int]]) -> dict[int, int]:
+    """{pid: start time} of every process below `root`."""
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = {}, [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found[child] = table[child][1]
+                todo.append(child)
     return found
 
 
+def _identity(pid: int) -> tuple[bytes, bytes] | None:
+    """(command line, environment) of a process; None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes(), Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+
+
+def _names_this_ray(cmdline: bytes, environ: bytes, node: str, session: str) -> bool:
+    return session.encode() in cmdline or f"RAY_NODE_ID={node}".encode() in environ.split(b"\0")
+
+
+def _is_ray(pid: int, node: str, session: str) -> bool:
+    """Whether a process belongs to a Ray: started from Ray's package (`ray::` workers and agents, the
+    raylet, the GCS, its monitors), or naming this Ray's session or node."""
+    found = _identity(pid)
+    if found is None:
+        return False
+    cmdline, environ = found
+    return (cmdline.startswith(b"ray::") or b"/site-packages/ray/" in cmdline
+            or _names_this_ray(cmdline, environ, node, session))
+
+
+def ray_processes(node: str, session: str) -> list[int]:
+    """The processes that name this Ray's node or session (Linux /proc; elsewhere none are found)."""
+    return [pid for pid in _processes()
+            if pid != os.getpid() and (found := _identity(pid)) and _names_this_ray(*found, node, session)]
+
+
 def watch(node: str, session: str) -> None:
-    sys.stdin.buffer.read()  # EOF: the driver closed the pipe, or died
+    """Until the driver's pipe closes, note once a second every Ray process below the driver (once the
+    driver is gone they have no parent to be found by; the driver's other children are never noted);
+    then give them, and any process naming this Ray's node or session, 10 s to stop and kill those still
+    there. A process is matched by pid and start time, so a reused pid is never killed."""
+    driver, me = os.getppid(), os.getpid()
+    known: dict[int, int] = {}
+    pipe = sys.stdin.fileno()
+    while not (select.select([pipe], [], [], 1.0)[0] and not os.read(pipe, 4096)):  # until EOF
+        for pid, start in _descendants(driver, _processes()).items():
+            if pid not in known and pid != me and _is_ray(pid, node, session):
+                known[pid] = start
+
+    def alive() -> set[int]:
+        table = _processes()
+        return ({pid for pid, start in known.items() if pid in table and table[pid][1] == start}
+                | set(ray_processes(node, session)))
+
     deadline = time.monotonic() + 10  # a clean ray.shutdown() may still be stopping its processes
-    while ray_processes(node, session) and time.monotonic() < deadline:
+    while alive() and time.monotonic() < deadline:
         time.sleep(0.5)
-    for pid in ray_processes(node, session):
+    for pid in alive():
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
