@@ -1,22 +1,33 @@
 """Near-duplicate search that grows near-linearly with the export, then a model's verdict per pair.
 
-Blocking: each record gives token sets (a dish: its ingredient names and its name's character
-n-grams; a question: its character n-grams); each set becomes a MinHash signature of `PERMUTATIONS`
-values, cut into `BANDS` bands of `ROWS` rows; two records sharing one band's values in one set
-become a candidate pair when their whole signatures agree on at least MIN_ESTIMATE of their values
-(the MinHash estimate of Jaccard similarity, which drops pairs that met in one band by chance). A pair whose sets have Jaccard similarity s is found with probability
-1 - (1 - s**ROWS)**BANDS (about 0.5 at s = 0.5, 0.99 at s = 0.8, 0.05 at s = 0.25), so the work is
-one signature per record plus the pairs that really are alike, not every pair. A bucket of more than
-`MAX_BUCKET` records (a chain's one dish on many menus) is checked as a chain: each record against its
-next `WINDOW` neighbours, so one popular dish cannot make the work quadratic; the verdicts join it again.
+Dishes (`candidate_pairs`, the dishes stage) are compared on a shared representation: the food concepts
+of their names and ingredient entries (construct/lexicon.py: synonyms, spellings, quantities and
+Chinese or English wording all read as one concept; marketing words dropped), each weighted by its
+rarity among the dishes (ln(1 + dishes / dishes with it)) times its kind's weight: staples and
+seasonings (rice, egg, oil, scallion, soy sauce) carry a quarter, so sharing them is almost no evidence.
+Two dishes' similarity is the weighted Jaccard of their concepts. Candidates come from prefix
+filtering, exact for every pair at or above FLOOR: each dish's heaviest concepts, until what is left
+weighs less than FLOOR of the whole, are its prefix, and two dishes that reach FLOOR must share a
+prefix concept, so only dishes that share a rare concept are ever compared. A prefix concept shared by
+more than BUCKET dishes (a chain's one dish on many menus) pairs each with the first STAR of them and its
+WINDOW neighbours in concept order, so one popular dish cannot make the work quadratic. Of the pairs at or
+above FLOOR, each dish keeps its K best partners listed before it: resolution (`resolve`) drops a dish
+only as the twin of one before it, so a dish needs no other partners, and the model is asked at most K
+questions per dish (ties go to the earliest partner: a chain's first dish is the one kept).
 
-Optionally a vector per record (from an OpenAI-compatible `/v1/embeddings` endpoint, `--embed-model`)
-adds pairs by random-hyperplane LSH on cosine similarity, the same banding on sign bits: names that
-share no characters but mean the same ("Spicy Beef Noodle Soup" / "Hot Beef Noodles") meet there or
-through their ingredients.
+With vectors (an OpenAI-compatible `/v1/embeddings` endpoint, `--embed-model`), each dish also gets its
+K_VECTOR nearest earlier neighbours of another merchant by cosine similarity at or above VECTOR_FLOOR
+(exact search in blocks of rows: names that share no concept meet there); vectors with NaN, infinities,
+a wrong count, a zero norm or more than MAX_DIM dimensions are refused in one line.
 
-Nothing here decides: `judge_pairs` asks the model "the same dish (question) under another wording?"
-for every candidate pair, and `first_of_each` drops every record a confirmed twin precedes.
+Questions (the VQA stage) use MinHash LSH over character n-grams (`candidates`): each set becomes a
+MinHash signature of `PERMUTATIONS` values cut into `BANDS` bands of `ROWS` rows; records sharing a band
+become candidates when their signatures agree on MIN_ESTIMATE of their values, and each question keeps
+its K most alike earlier questions, as dishes do. A band bucket of more than MAX_BUCKET questions pairs
+each with its WINDOW next neighbours and the bucket's first STAR.
+
+Nothing here decides: the model is asked "the same dish (question) under another wording?" for every
+candidate pair, and `resolve` drops a record only as the confirmed twin of a kept record before it.
 """
 
 from __future__ import annotations
@@ -24,6 +35,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,8 +48,15 @@ from construct.errors import BuildError
 PERMUTATIONS = 64
 BANDS, ROWS = 16, 4  # BANDS * ROWS == PERMUTATIONS
 MIN_ESTIMATE = 0.4  # a candidate's signatures agree on at least this share (estimated Jaccard)
-MAX_BUCKET = 32
+MAX_BUCKET = 32  # an LSH bucket of more questions is walked as a chain of WINDOW neighbours
 WINDOW = 8
+FLOOR = 0.5  # weighted Jaccard at which two dishes become a candidate pair
+K = 3  # earlier partners a dish is checked against, from its concepts
+K_VECTOR = 2  # and from its vector's nearest neighbours
+VECTOR_FLOOR = 0.85  # cosine similarity
+BUCKET, STAR = 64, 4  # a prefix concept shared by more dishes: each against the first STAR and WINDOW neighbours
+MAX_DIM = 8192  # embedding dimensions accepted (the largest common models use 3,072 to 4,096)
+KIND_WEIGHT = {"i": 1.0, "w": 1.0, "h": 0.7, "d": 0.6, "c": 0.5, "s": 0.25}  # construct/lexicon.py's kinds
 PRIME = (1 << 31) - 1  # a * x + b stays below 2**63 for a, x < 2**31: exact in int64
 CHUNK = 4096  # records hashed at a time (bounded memory: tokens x PERMUTATIONS int64 per chunk)
 
@@ -79,13 +99,6 @@ def minhash(sets: Sequence[Iterable[str]], seed: int = 0) -> np.ndarray:
     return out
 
 
-def simhash_bits(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
-    """Sign bits of PERMUTATIONS random hyperplanes per vector (0/1 int64): cosine-similar vectors share bits."""
-    rng = np.random.default_rng(seed)
-    planes = rng.standard_normal((vectors.shape[1], PERMUTATIONS))
-    return (vectors @ planes > 0).astype(np.int64)
-
-
 def band_pairs(signatures: np.ndarray, valid: np.ndarray | None = None, rows: int = ROWS) -> set[tuple[int, int]]:
     """Index pairs (i < j) that share all `rows` values of at least one band (PERMUTATIONS // rows
     bands); `valid` masks rows out."""
@@ -114,12 +127,15 @@ def band_pairs(signatures: np.ndarray, valid: np.ndarray | None = None, rows: in
             for k in range(m):
                 for other in members[k + 1:k + reach]:
                     pairs.add((int(members[k]), int(other)))
+                if m > MAX_BUCKET:  # and each against the bucket's first STAR: a chain's first record is the one kept
+                    pairs.update((int(first), int(members[k])) for first in members[:min(STAR, k)])
     return pairs
 
 
-def alike(signatures: np.ndarray, pairs: set[tuple[int, int]], least: float = MIN_ESTIMATE) -> set[tuple[int, int]]:
-    """The pairs whose signatures agree on at least `least` of their values (the MinHash estimate of
-    Jaccard similarity): one band shared by chance is not enough."""
+def alike(signatures: np.ndarray, pairs: set[tuple[int, int]], least: float = MIN_ESTIMATE, k: int = K) -> set[tuple[int, int]]:
+    """Of the pairs whose signatures agree on at least `least` of their values (the MinHash estimate of
+    Jaccard similarity: one band shared by chance is not enough), each later record's `k` most alike
+    earlier ones (ties: the earliest)."""
     if not pairs:
         return pairs
     ij = np.array(sorted(pairs))
@@ -127,7 +143,9 @@ def alike(signatures: np.ndarray, pairs: set[tuple[int, int]], least: float = MI
     for start in range(0, len(ij), 65536):
         i, j = ij[start:start + 65536, 0], ij[start:start + 65536, 1]
         estimate[start:start + 65536] = (signatures[i] == signatures[j]).mean(axis=1)
-    return {(int(i), int(j)) for (i, j), e in zip(ij, estimate, strict=True) if e >= least}
+    keep = estimate >= least
+    best = top_earlier(Scored(ij[keep, 0], ij[keep, 1], estimate[keep]), k)
+    return set(zip(best.i.tolist(), best.j.tolist(), strict=True))
 
 
 @dataclass
@@ -147,7 +165,8 @@ class Candidates:
 def candidates(views: Mapping[str, Sequence[Iterable[str]]], *, vectors: np.ndarray | None = None,
                allowed: Callable[[int, int], bool] | None = None, seed: int = 0,
                rows: dict[str, int] | None = None) -> Candidates:
-    """Candidate pairs from each named view of token sets (and from `vectors` when given); `allowed`
+    """Candidate pairs from each named view of token sets (and from `vectors` when given: each record's
+    K_VECTOR nearest earlier records at cosine VECTOR_FLOOR or more); `allowed`
     keeps only the pairs it accepts (e.g. two different merchants); `rows` sets a stricter band for a
     view (8 rows: found with probability 0.5 at Jaccard 0.77, 0.06 at 0.5)."""
     found = Candidates()
@@ -157,20 +176,22 @@ def candidates(views: Mapping[str, Sequence[Iterable[str]]], *, vectors: np.ndar
         valid = np.array([bool(set(s)) for s in sets], dtype=bool)
         found.add(name, alike(signatures, band_pairs(signatures, valid, (rows or {}).get(name, ROWS))))
     if vectors is not None and len(vectors):
-        found.add("embedding", band_pairs(simhash_bits(np.asarray(vectors, dtype=np.float64), seed)))
+        near = nearest_earlier(checked_vectors(vectors, len(next(iter(views.values()), ()))), K_VECTOR, VECTOR_FLOOR)
+        found.add("embedding", [(int(i), int(j)) for i, j in near[:, :2].astype(np.int64)])
     if allowed is not None:
         found.via = {p: v for p, v in found.via.items() if allowed(*p)}
     return found
 
 
-def first_of_each(order: Sequence[str], same: Iterable[tuple[str, str]],
-                  allowed: Callable[[str, str], bool] | None = None) -> dict[str, str]:
-    """{dropped record: the record it repeats}. Records are taken in `order`; a record is dropped when a
-    confirmed twin of its own was taken before it and `allowed` accepts the two. No chaining: a record
-    confirmed the same as a dropped one only (never compared with the one kept) stays, since "a is b"
-    and "b is c" do not make "a is c", and every drop names a pair the model judged.
+def resolve(order: Sequence[str], same: Iterable[tuple[str, str]],
+            allowed: Callable[[str, str], bool] | None = None) -> dict[str, str]:
+    """{dropped record: the kept record it repeats}, from the pairs a model confirmed. Records are taken
+    in `order`; a record is dropped when a confirmed twin of its own was kept before it and `allowed`
+    accepts the two. No chaining: a record confirmed the same as a dropped one only (never compared with
+    the one kept) stays, since "a is b" and "b is c" do not make "a is c"; every drop names a pair the
+    model judged, and one wrong "same" drops at most one record.
 
-    >>> first_of_each(["a", "b", "c", "d"], [("b", "a"), ("c", "b"), ("d", "x")])
+    >>> resolve(["a", "b", "c", "d"], [("b", "a"), ("c", "b"), ("d", "x")])
     {'b': 'a'}
     """
     twins: dict[str, list[str]] = {}
@@ -191,6 +212,277 @@ def first_of_each(order: Sequence[str], same: Iterable[tuple[str, str]],
     return dropped
 
 
+# -- dishes: weighted concepts, prefix filtering, the K best earlier partners
+
+def dish_concepts(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
+    """{concept: its kind's weight} of each dish's name and ingredient entries (construct/lexicon.py);
+    `glossary` maps a name (or an entry) to its English, e.g. the build's dish-name glossary."""
+    from construct.lexicon import terms
+
+    read: dict[str, list[tuple[str, float]]] = {}  # menus repeat their entries ("salt 3 g"): read each once
+    out = []
+    for d in dishes:
+        found: dict[str, float] = {}
+        for text in (d.name, *d.ingredients):
+            if text not in read:
+                read[text] = [(c, KIND_WEIGHT.get(kind, 1.0)) for c, kind in terms(text, glossary)]
+            for concept, weight in read[text]:
+                found[concept] = max(found.get(concept, 0.0), weight)
+        out.append(found)
+    return out
+
+
+def gram_profiles(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
+    """{food concept: its share of the dish's stated grams} per dish: the composition, which breaks ties
+    between dishes of the same concepts (an entry counts for its last food concept: 鸡蛋面 is noodles)."""
+    from construct.fdc import entry_grams
+    from construct.lexicon import terms
+
+    out = []
+    for d in dishes:
+        grams: dict[str, float] = {}
+        for entry in d.ingredients:
+            g = entry_grams(entry)
+            found = [c for c, kind in terms(entry, glossary) if kind not in ("c", "m", "x")]
+            if g and found:
+                grams[found[-1]] = grams.get(found[-1], 0.0) + g
+        total = sum(grams.values())
+        out.append({c: g / total for c, g in grams.items()} if total else {})
+    return out
+
+
+def _profile_overlap(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    """The share of composition two dishes have in common (1 for the same proportions, 0 for none)."""
+    return sum(min(v, b[c]) for c, v in a.items() if c in b)
+
+
+@dataclass
+class Scored:
+    """Candidate pairs (i < j, j the later record) with the similarity that found them."""
+
+    i: np.ndarray
+    j: np.ndarray
+    score: np.ndarray
+
+    @classmethod
+    def empty(cls) -> Scored:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+
+
+def concept_pairs(concepts: Sequence[Mapping[str, float]], groups: np.ndarray | None = None, *,
+                  floor: float = FLOOR, k: int = K,
+                  tiebreak: Callable[[np.ndarray], np.ndarray] | None = None) -> Scored:
+    """Each record's `k` most similar earlier records (weighted Jaccard >= `floor`, another group when
+    `groups` is given), by prefix filtering: near-linear in the records (the module docstring). Among
+    pairs of one similarity (to 3 decimals), `tiebreak`'s score of the pairs (higher first), then the
+    earliest partner, go first."""
+    n = len(concepts)
+    vocab: dict[str, int] = {}
+    ids = [np.array([vocab.setdefault(c, len(vocab)) for c in cs], dtype=np.int64) for cs in concepts]
+    kind = [np.array(list(cs.values()), dtype=np.float64) for cs in concepts]
+    if not vocab:
+        return Scored.empty()
+    tok, kw = np.concatenate(ids), np.concatenate(kind)
+    rec = np.repeat(np.arange(n, dtype=np.int64), [len(t) for t in ids])
+    idf = np.log1p(n / np.maximum(np.bincount(tok, minlength=len(vocab)), 1))
+    weight = idf[tok] * kw  # a concept weighs its rarity times its kind
+    totals = np.bincount(rec, weights=weight, minlength=n)
+    rank = np.empty(len(vocab), dtype=np.int64)
+    rank[np.argsort(-idf, kind="stable")] = np.arange(len(vocab))  # the global order: the rarest first
+    order = np.lexsort((rank[tok], rec))  # each record's concepts, the rarest first
+    tok_o, rec_o, w_o = tok[order], rec[order], weight[order]
+    start = np.r_[0, np.flatnonzero(np.diff(rec_o)) + 1]
+    run = np.diff(np.r_[start, len(rec_o)])
+    cum = np.cumsum(w_o)
+    before = cum - w_o - np.repeat(cum[start] - w_o[start], run)  # weight of the record's earlier concepts
+    prefix = before <= (1 - floor) * totals[rec_o] + 1e-9  # what is left after them still reaches `floor`
+    place = np.arange(len(rec_o)) - np.repeat(start, run)
+    lead = np.full((n, 4), len(vocab), dtype=np.int64)  # the first concepts in global order: a sort key
+    first = place < 4
+    lead[rec_o[first], place[first]] = rank[tok_o[first]]
+    p_tok, p_rec = tok_o[prefix], rec_o[prefix]
+    by = np.lexsort((p_rec, p_tok))
+    p_tok, p_rec = p_tok[by], p_rec[by]
+    bounds = np.r_[0, np.flatnonzero(np.diff(p_tok)) + 1, len(p_tok)]
+    pairs: list[np.ndarray] = []
+    for a, c in zip(bounds[:-1], bounds[1:], strict=True):
+        m = int(c - a)
+        if m < 2:
+            continue
+        b = p_rec[a:c]
+        if m <= BUCKET:
+            x, y = np.triu_indices(m, 1)
+            pairs.append(np.stack([b[x], b[y]], 1))
+            continue
+        star = np.stack(np.meshgrid(b[:STAR], b[STAR:], indexing="ij"), -1).reshape(-1, 2)
+        by_lead = b[np.lexsort(lead[b].T[::-1])]
+        pairs += [star, *(np.stack([by_lead[:-w], by_lead[w:]], 1) for w in range(1, min(WINDOW, m - 1) + 1))]
+    if not pairs:
+        return Scored.empty()
+    ij = np.sort(np.concatenate(pairs), axis=1)
+    key = np.unique(ij[:, 0] * np.int64(n) + ij[:, 1])
+    ij = np.stack([key // n, key % n], 1)
+    if groups is not None:
+        ij = ij[groups[ij[:, 0]] != groups[ij[:, 1]]]
+    score = _weighted_jaccard(ij, ids, kind, idf, totals)
+    keep = score >= floor - 1e-9
+    ij, score = ij[keep], score[keep]
+    second = tiebreak(ij) if tiebreak is not None and len(ij) else None
+    return top_earlier(Scored(ij[:, 0], ij[:, 1], score), k, second)
+
+
+def _weighted_jaccard(ij: np.ndarray, ids: list[np.ndarray], kind: list[np.ndarray], idf: np.ndarray,
+                      totals: np.ndarray) -> np.ndarray:
+    """Weighted Jaccard of each pair: the shared concepts' weight (each at the lighter of its two kinds)
+    over the two totals less the shared weight. Vectorised: each pair's concepts as (pair, concept) keys,
+    a shared concept is a key that comes twice."""
+    lengths = np.array([len(t) for t in ids], dtype=np.int64)
+    ptr = np.r_[0, np.cumsum(lengths)]
+    tok = np.concatenate(ids) if len(ids) else np.zeros(0, np.int64)
+    kw = np.concatenate(kind) if len(kind) else np.zeros(0)
+    out = np.zeros(len(ij))
+    span = np.int64(len(idf))
+    for start in range(0, len(ij), 1 << 18):
+        block = ij[start:start + (1 << 18)]
+        keys, weights = [], []
+        for side in (0, 1):
+            rows = block[:, side]
+            n_of = lengths[rows]
+            pair = np.repeat(np.arange(len(rows), dtype=np.int64), n_of)
+            first = np.repeat(ptr[rows] - (np.cumsum(n_of) - n_of), n_of)
+            at = first + np.arange(int(n_of.sum()), dtype=np.int64)
+            keys.append(pair * span + tok[at])
+            weights.append(kw[at])
+        key, weight = np.concatenate(keys), np.concatenate(weights)
+        order = np.argsort(key, kind="stable")
+        key, weight = key[order], weight[order]
+        twice = np.flatnonzero(key[1:] == key[:-1])
+        concept = key[twice] % span
+        shared = idf[concept] * np.minimum(weight[twice], weight[twice + 1])
+        overlap = np.bincount(key[twice] // span, weights=shared, minlength=len(block))
+        out[start:start + len(block)] = overlap / (totals[block[:, 0]] + totals[block[:, 1]] - overlap)
+    return out
+
+
+def top_earlier(found: Scored, k: int, second: np.ndarray | None = None) -> Scored:
+    """Of each later record's pairs, its `k` best (highest score to 3 decimals, then the highest `second`
+    score when given, then the earliest partner)."""
+    if not len(found.i):
+        return found
+    tie = np.zeros(len(found.i)) if second is None else -np.asarray(second, dtype=np.float64)
+    order = np.lexsort((found.i, tie, -np.round(found.score, 3), found.j))
+    i, j, score = found.i[order], found.j[order], found.score[order]
+    first = np.r_[0, np.flatnonzero(np.diff(j)) + 1]
+    place = np.arange(len(j)) - np.repeat(first, np.diff(np.r_[first, len(j)]))
+    keep = place < k
+    return Scored(i[keep], j[keep], score[keep])
+
+
+def checked_vectors(vectors: Any, n: int) -> np.ndarray:
+    """`vectors` as unit rows (float32), or a one-line BuildError for a wrong count, a wrong shape, NaN or
+    infinite values, a zero vector or more than MAX_DIM dimensions."""
+    try:
+        v = np.asarray(vectors, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise BuildError("embeddings: the vectors are not a table of numbers of one length") from None
+    if v.ndim != 2 or v.shape[0] != n:
+        raise BuildError(f"embeddings: {v.shape[0] if v.ndim else 0} vectors of shape {v.shape[1:]} for {n} texts")
+    if not 0 < v.shape[1] <= MAX_DIM:
+        raise BuildError(f"embeddings: {v.shape[1]} dimensions (at most {MAX_DIM} are accepted)")
+    if not np.isfinite(v).all():
+        raise BuildError(f"embeddings: vector {int(np.flatnonzero(~np.isfinite(v).all(axis=1))[0])} has NaN or infinite values")
+    norms = np.linalg.norm(v, axis=1)
+    if (norms == 0).any():
+        raise BuildError(f"embeddings: vector {int(np.flatnonzero(norms == 0)[0])} is all zeros")
+    return (v / norms[:, None]).astype(np.float32)
+
+
+def nearest_earlier(unit: np.ndarray, k: int, floor: float, groups: np.ndarray | None = None,
+                    block: int = 1024) -> np.ndarray:
+    """Rows (i, j, cosine) of each record j's `k` nearest earlier records i at cosine >= `floor` (another
+    group when `groups` is given): exact search, one block of rows against the records before it."""
+    out: list[np.ndarray] = []
+    for start in range(1, len(unit), block):
+        stop = min(start + block, len(unit))
+        sims = unit[start:stop] @ unit[:stop - 1].T  # (rows, earlier)
+        rows = np.arange(start, stop)
+        sims[np.arange(stop - 1)[None, :] >= rows[:, None]] = -np.inf  # only earlier records
+        if groups is not None:
+            sims[groups[rows][:, None] == groups[None, :stop - 1]] = -np.inf
+        top = min(k, sims.shape[1])
+        best = np.argpartition(-sims, top - 1, axis=1)[:, :top]
+        value = np.take_along_axis(sims, best, axis=1)
+        hit = value >= floor
+        jj = np.repeat(rows[:, None], top, axis=1)[hit]
+        out.append(np.stack([best[hit].astype(np.float64), jj.astype(np.float64), value[hit].astype(np.float64)], 1))
+    return np.concatenate(out) if out else np.zeros((0, 3))
+
+
+@dataclass
+class DishCandidates:
+    """The dish pairs to ask about: (earlier, later) indices, how each was found and its similarity."""
+
+    via: dict[tuple[int, int], list[str]]
+    score: dict[tuple[int, int], dict[str, float]]
+
+    def pairs(self) -> list[tuple[int, int]]:
+        return sorted(self.via)
+
+
+def dish_candidates(dishes: Sequence[Any], vectors: Any = None, *, glossary: Mapping[str, str] | None = None,
+                    groups: Sequence[str] | None = None) -> DishCandidates:
+    """Candidate pairs of `dishes` (in their order: a pair's later dish is the one a confirmed verdict
+    drops): each dish's K best earlier partners by concepts and, with `vectors`, its K_VECTOR nearest
+    earlier neighbours; pairs of one merchant (`groups`, default each dish's merchant_id) never."""
+    labels = list(groups) if groups is not None else [d.merchant_id for d in dishes]
+    codes = np.unique(np.array(labels, dtype=object).astype(str), return_inverse=True)[1] if labels else np.zeros(0, np.int64)
+    via: dict[tuple[int, int], list[str]] = {}
+    score: dict[tuple[int, int], dict[str, float]] = {}
+    profiles = gram_profiles(dishes, glossary)
+    found = concept_pairs(dish_concepts(dishes, glossary), codes,
+                          tiebreak=lambda ij: np.array([_profile_overlap(profiles[a], profiles[b]) for a, b in ij]))
+    for i, j, s in zip(found.i.tolist(), found.j.tolist(), found.score.tolist(), strict=True):
+        via.setdefault((i, j), []).append("concepts")
+        score.setdefault((i, j), {})["concepts"] = round(s, 3)
+    if vectors is not None:
+        near = nearest_earlier(checked_vectors(vectors, len(dishes)), K_VECTOR, VECTOR_FLOOR, codes)
+        for i, j, s in near.tolist():
+            via.setdefault((int(i), int(j)), []).append("embedding")
+            score.setdefault((int(i), int(j)), {})["embedding"] = round(s, 3)
+    return DishCandidates(via, score)
+
+
+def candidate_pairs(dishes: Sequence[Any], vectors: Any = None, *,
+                    glossary: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """The dish pairs (earlier dish id, later dish id) a model should judge: `dishes` are
+    `construct.raw.Dish` in the order resolution takes them (`resolve`), `vectors` one embedding per dish
+    (optional), `glossary` English for names in another language (optional). Pairs of one merchant never.
+
+    >>> from construct.raw import Dish
+    >>> menu = [Dish("a1", "a", "Spicy Beef Noodle Soup", "", "", ("beef 150 g", "noodles 200 g", "bok choy 40 g"), ""),
+    ...         Dish("b1", "b", "招牌香辣牛肉面", "", "", ("牛肉 150克", "面条 200克", "青菜 40克"), ""),
+    ...         Dish("b2", "b", "Egg Fried Rice", "", "", ("rice 250 g", "egg 2", "scallion 5 g"), "")]
+    >>> candidate_pairs(menu)
+    [('a1', 'b1')]
+    """
+    found = dish_candidates(dishes, vectors, glossary=glossary)
+    return [(dishes[i].dish_id, dishes[j].dish_id) for i, j in found.pairs()]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuse every redirect: urllib would follow it with the Authorization header."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
+class _TooLarge(Exception):
+    pass
+
+
+MAX_RESPONSE = 64 << 20  # bytes of one embeddings reply (256 texts x 8,192 dimensions as JSON take ~45 MB)
+
+
 def embed_texts(settings: Any, texts: list[str]) -> np.ndarray | None:
     """Vectors for `texts` from the build's `--embed-model` at `--embed-base-url` (default: the first
     `--base-url`); None without an embed model or texts."""
@@ -204,7 +496,6 @@ def embed(spec: str, texts: list[str], *, base_url: str | None, timeout: float, 
     """Vectors for `texts` from an OpenAI-compatible `/v1/embeddings` endpoint (`openai:MODEL`; `vllm serve`
     provides one). The key, when the endpoint wants one, comes from OPENAI_API_KEY; none is ever recorded."""
     import os
-    import urllib.request
 
     backend, _, model = spec.partition(":")
     if backend != "openai" or not model:
@@ -213,18 +504,32 @@ def embed(spec: str, texts: list[str], *, base_url: str | None, timeout: float, 
     headers = {"content-type": "application/json"}
     if os.environ.get("OPENAI_API_KEY"):
         headers["authorization"] = f"Bearer {os.environ['OPENAI_API_KEY']}"
-    rows: list[list[float]] = []
+    opener = urllib.request.build_opener(_NoRedirect)  # a redirect would carry the key to another host
+    rows: list[Any] = []
     for start in range(0, len(texts), batch):
         body = json.dumps({"model": model, "input": texts[start:start + batch]}).encode()
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (http(s) URL from the user)
-                payload = json.loads(response.read(64 << 20))
+            with opener.open(request, timeout=timeout) as response:
+                raw = response.read(MAX_RESPONSE + 1)
+            if len(raw) > MAX_RESPONSE:
+                raise _TooLarge(f"--embed-model {spec}: the embeddings endpoint sent more than {MAX_RESPONSE >> 20} MB "
+                                 f"for {len(texts[start:start + batch])} texts")
+            payload = json.loads(raw)
             data = sorted(payload["data"], key=lambda d: d["index"])
+            if [d["index"] for d in data] != list(range(len(texts[start:start + batch]))):
+                raise ValueError("indices")
             rows += [d["embedding"] for d in data]
+        except _TooLarge as exc:
+            raise BuildError(str(exc)) from None
+        except urllib.error.HTTPError as exc:
+            why = f"answered HTTP {exc.code}" + (" (a redirect: not followed, the key would go with it)"
+                                                 if 300 <= exc.code < 400 else "")
+            raise BuildError(f"--embed-model {spec}: the embeddings endpoint {why}") from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BuildError(f"--embed-model {spec}: the embeddings endpoint failed ({type(exc).__name__})") from None
-    vectors = np.asarray(rows, dtype=np.float64)
-    if vectors.shape != (len(texts), vectors.shape[1] if vectors.ndim == 2 else -1):
-        raise BuildError(f"--embed-model {spec}: got {len(rows)} vectors for {len(texts)} texts")
+    try:
+        vectors = checked_vectors(rows, len(texts))
+    except BuildError as exc:
+        raise BuildError(f"--embed-model {spec}: {exc}") from None
     return vectors

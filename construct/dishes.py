@@ -16,20 +16,30 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from construct.context import Context
-from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
+from construct.dedupe import dish_candidates, embed_texts, resolve
+from construct.errors import StageFailed
+from construct.lexicon import QUANTITY, terms
 from construct.models import Answer, Ask, parse_json_object
 from construct.photos import NAME as PHOTOS
 from construct.photos import RULED_OUT
 from construct.raw import Dish
-from construct.rules import MARKETING, QUANTITY, free_dish_rule, ingredient_name, is_detailed  # noqa: F401
+from construct.rules import MARKETING, free_dish_rule, ingredient_name, is_detailed  # noqa: F401
 from construct.work import Decision, Stage, dropped, inputs_key, kept, read_jsonl, write_jsonl
 
 NAME = "dishes"
 REVIEWED = "dish_review"  # the dishes a person approved (construct/review.py): what the task stages read
 PAIR_VERSION = "same-dish-v1"
-# Names share words far more often than recipes share ingredients ("beef" on every menu): the name view
-# pairs only names alike at Jaccard ~0.75 and up; ingredient lists pair from ~0.5 (construct/dedupe.py).
-VIEW_ROWS = {"name": 8}
+GLOSSARY_VERSION = "dedupe-glossary-v1"
+BLOCKING_VERSION = "concepts-v2"  # construct/dedupe.py's candidates: a new version reruns the stage
+GLOSSARY_FILE = "glossary.json"  # the model's English for names the lexicon cannot read (nutrition reads it too)
+GLOSSARY_CHUNK = 80  # names per glossary call
+GLOSSARY_MAX_CHARS = 120
+MAX_UNREADABLE = 0.03  # of the pairs: more verdicts that cannot be read stop the stage
+GLOSSARY_PROMPT = """Task: dedupe glossary.
+Give the plain English name of each of these dish names and ingredient names from one restaurant menu
+(as an English menu would name them; keep names that differ different).
+{names}
+Reply with one JSON object and nothing else, mapping each name exactly as given to its English name."""
 PAIR_PROMPT = """Task: same dish check.
 Two dishes from the menus of two different restaurants. Are they one and the same dish under another
 name (the same recipe: the same main ingredients, cooked the same way, about the same portion), not
@@ -47,10 +57,43 @@ def pair_prompt(a: Dish, b: Dish) -> str:
     return PAIR_PROMPT.format(a_id=a.dish_id, a=card(a), b_id=b.dish_id, b=card(b))
 
 
-def dish_views(dishes: list[Dish]) -> dict[str, list[set[str]]]:
-    """The token sets blocking compares: ingredient names, and the name's character 2- and 3-grams."""
-    return {"ingredients": [{ingredient_name(i) for i in d.ingredients} - {""} for d in dishes],
-            "name": [char_ngrams(d.name) for d in dishes]}
+def needs_glossary(text: str) -> bool:
+    """Whether a name or an ingredient entry holds words the lexicon cannot read into concepts of
+    another language (Chinese characters it does not know).
+
+    >>> needs_glossary("红烧牛肉面"), needs_glossary("干炒牛河"), needs_glossary("Beef Chow Fun")
+    (False, True, False)
+    """
+    return any(kind == "h" for _, kind in terms(text))
+
+
+def glossary_asks(survivors: list[Dish]) -> list[Ask]:
+    """Ask: per merchant, English for the dish names and ingredient names the lexicon cannot read (dedupe
+    then compares a dish named in Chinese with one named in English), GLOSSARY_CHUNK names at a time."""
+    names: dict[str, set[str]] = {}
+    for d in survivors:
+        wanted = {d.name.strip(), *(" ".join(QUANTITY.sub(" ", e).split()) for e in d.ingredients)}
+        names.setdefault(d.merchant_id, set()).update(t for t in wanted if t and needs_glossary(t))
+    asks = []
+    for merchant, found in sorted(names.items()):
+        ordered = sorted(found)
+        for k in range(0, len(ordered), GLOSSARY_CHUNK):
+            chunk = ordered[k:k + GLOSSARY_CHUNK]
+            asks.append(Ask(f"{merchant}#{k // GLOSSARY_CHUNK}", GLOSSARY_PROMPT.format(
+                names=json.dumps(chunk, ensure_ascii=False))))
+    return asks
+
+
+def parse_glossary(text: str | None, asked: set[str]) -> dict[str, str]:
+    """Parse: {name: English} of the names asked whose English is short plain text (a reply naming
+    anything else, or prose, adds nothing).
+
+    >>> parse_glossary('{"干炒牛河": "Dry-Fried Beef Ho Fun", "x": "y", "鱼": ""}', {"干炒牛河", "鱼"})
+    {'干炒牛河': 'Dry-Fried Beef Ho Fun'}
+    """
+    parsed = parse_json_object(text) or {}
+    return {k: v.strip() for k, v in parsed.items()
+            if k in asked and isinstance(v, str) and 0 < len(v.strip()) <= GLOSSARY_MAX_CHARS}
 
 
 def pair_asks(survivors: list[Dish], pairs: list[tuple[int, int]]) -> Iterator[Ask]:
@@ -73,15 +116,25 @@ def parse_pair(text: str | None) -> tuple[bool | None, Any]:
 
 
 def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, Any]],
-                                                         Iterator[dict[str, Any]], bool]:
+                                                         Iterator[dict[str, Any]], bool, dict[str, Any]]:
     """({dropped dish: the dish it repeats}, the confirmed pairs' rows, every checked pair's row (made as
-    WORK/dishes/pairs.jsonl is written), complete). Candidate pairs across merchants come from blocking
-    (construct/dedupe.py); the model judges each one. Each answer is kept as its verdict and reason only:
-    the pairs run to tens of thousands at a few thousand dishes."""
+    WORK/dishes/pairs.jsonl is written), complete, a summary for the card: how dishes were compared and
+    what the verdicts were). Candidate pairs across merchants come from blocking
+    on the dishes' concepts, names the lexicon cannot read given in English by a glossary the model is
+    asked for, and the dishes' vectors with --embed-model (construct/dedupe.py); the model judges each
+    pair. Each answer is kept as its verdict and reason only. A verdict that cannot be read counts as a
+    failure: above MAX_UNREADABLE of the pairs the stage stops (StageFailed) with a summary."""
     s = ctx.settings
-    vectors = embed_texts(s, [f"{d.name}: {', '.join(ingredient_name(i) for i in d.ingredients)}" for d in survivors])
-    found = candidates(dish_views(survivors), vectors=vectors, seed=s.seed, rows=VIEW_ROWS,
-                       allowed=lambda i, j: survivors[i].merchant_id != survivors[j].merchant_id)
+    asks = glossary_asks(survivors)
+    glossary: dict[str, str] = {}
+    if asks:
+        answers = ctx.models.ask(NAME, s.model, GLOSSARY_VERSION, asks)
+        for ask in asks:
+            asked = set(json.loads(next(line for line in ask.prompt.splitlines() if line.startswith("["))))
+            glossary.update(parse_glossary(answers[ask.item].text, asked))
+    vectors = embed_texts(s, [f"{glossary.get(d.name, d.name)}: {', '.join(ingredient_name(i) for i in d.ingredients)}"
+                              for d in survivors])
+    found = dish_candidates(survivors, vectors, glossary=glossary)
     pairs = found.pairs()
     verdicts: dict[str, tuple[bool | None, Any, str | None]] = {}
 
@@ -90,18 +143,31 @@ def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], dic
 
     if pairs:
         ctx.models.ask_each(NAME, s.model, PAIR_VERSION, pair_asks(survivors, pairs), record)
+    unreadable = [item for item, (verdict, _, error) in verdicts.items() if verdict is None and error is None]
+    if len(unreadable) > max(MAX_UNREADABLE * len(pairs), 2):
+        raise StageFailed(f"stage {NAME}: {len(unreadable)} of {len(pairs)} same-dish verdicts could not be read "
+                          f"(e.g. pair {unreadable[0]}); the model must reply {{\"same_dish\": true or false}}: fix the "
+                          f"model or its server and run the same command again")
 
-    ids = [(survivors[i].dish_id, survivors[j].dish_id, found.via[(i, j)]) for i, j in pairs]
+    ids = [(survivors[i].dish_id, survivors[j].dish_id, found.via[(i, j)], found.score[(i, j)]) for i, j in pairs]
 
-    def row(a: str, b: str, via: Any) -> dict[str, Any]:
+    def row(a: str, b: str, via: Any, score: Any) -> dict[str, Any]:
         verdict, reason, error = verdicts[f"{a}|{b}"]
-        return {"pair": [a, b], "via": via, "model": s.model, "same_dish": verdict, "reason": reason, "error": error}
+        if verdict is None and error is None:
+            error = "unreadable verdict"
+        return {"pair": [a, b], "via": via, "similarity": score, "model": s.model, "same_dish": verdict,
+                "reason": reason, "error": error}
 
-    same = {(a, b): row(a, b, via) for a, b, via in ids if verdicts[f"{a}|{b}"][0] is True}
+    same = {(a, b): row(a, b, via, score) for a, b, via, score in ids if verdicts[f"{a}|{b}"][0] is True}
     merchant = {d.dish_id: d.merchant_id for d in survivors}
-    twins = first_of_each([d.dish_id for d in survivors], list(same), allowed=lambda a, b: merchant[a] != merchant[b])
+    twins = resolve([d.dish_id for d in survivors], list(same), allowed=lambda a, b: merchant[a] != merchant[b])
     complete = all(v[2] is None for v in verdicts.values())
-    return twins, same, (row(*pair) for pair in ids), complete
+    summary = {"compared_on": "concepts (construct/lexicon.py)" + (f", a model glossary of {len(glossary)} name(s)"
+                                                                    if glossary else "")
+                              + (f", embeddings from {s.embed_model}" if vectors is not None else ""),
+               "dishes": len(survivors), "pairs": len(pairs), "same": len(same), "unreadable": len(unreadable),
+               "failed": sum(v[2] is not None for v in verdicts.values()), "dropped": len(twins), "glossary": glossary}
+    return twins, same, (row(*pair) for pair in ids), complete, summary
 
 
 def cuisine_caps(counts: Counter[str] | dict[str, int], explicit: dict[str, int],
@@ -132,13 +198,13 @@ def run(ctx: Context) -> None:
     photos = Stage(ctx.work, PHOTOS)
     caps = s.cuisine_caps
     inputs = inputs_key(NAME, photos.items_hash(), photos.file_hash(RULED_OUT), s.min_user_photos, caps, s.cuisine_ratio,
-                        s.model, PAIR_VERSION, s.embed_model)
+                        s.model, PAIR_VERSION, GLOSSARY_VERSION, BLOCKING_VERSION, s.embed_model)
     if stage.is_done(inputs):
         return
     reference, users = kept_photos(photos.iter_items())
     decisions: dict[str, Decision] = {}
     survivors = check_rules(ctx, reference, users, ruled_out(photos), decisions)
-    twins, same, checked, complete = find_twins(ctx, survivors)
+    twins, same, checked, complete, summary = find_twins(ctx, survivors)
     check_twins(ctx, survivors, twins, same, decisions)
     check_caps(ctx, survivors, users, caps, decisions)
     ordered = [decisions[d] for d in sorted(decisions)]
@@ -147,6 +213,9 @@ def run(ctx: Context) -> None:
               "user_photos": sorted(users[d.dish_id])}
              for d in sorted(survivors, key=lambda d: d.dish_id) if decisions[d.dish_id].verdict == "kept"]
     write_jsonl(stage.dir / "pairs.jsonl", checked)
+    glossary = summary.pop("glossary")
+    (stage.dir / GLOSSARY_FILE).write_text(json.dumps(glossary, ensure_ascii=False, indent=1), encoding="utf-8")
+    (stage.dir / "dedupe.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     stage.finish(ordered, items, inputs, complete=complete)
 
 

@@ -9,3 +9,8 @@ from eval.types import UserError
 
 class BuildError(UserError):
     """One line naming the file and line, the item or the flag, and what to do."""
+
+
+class StageFailed(RuntimeError):
+    """Too many of a stage's model calls failed or gave no readable answer: the build stops with a summary
+    (a rerun asks the failed calls again)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from construct import classification, dishes, nutrition, photos, translate, vqa
 from construct.context import Context
 from construct.engine import make_engine
-from construct.errors import BuildError
+from construct.errors import BuildError, StageFailed
 from construct.models import Models
 from construct.raw import EXPORT_INDEX, load_raw
 from construct.review import write_decisions, write_dish_decisions
@@ -96,10 +96,6 @@ def check_servers(settings: BuildSettings) -> None:
                 time.sleep(0.5)
 
 
-class StageFailed(RuntimeError):
-    """Most of a stage's model calls failed: the build stops (a rerun asks the failed calls again)."""
-
-
 def check_failures(stage: str, stats: dict | None, share: float = 0.5) -> None:
     """Raise StageFailed, with the commonest errors, when more than `share` of the calls a stage made failed.
 
@@ -107,7 +103,7 @@ def check_failures(stage: str, stats: dict | None, share: float = 0.5) -> None:
     >>> check_failures("photos", {"asked": 4, "failed": 3, "errors": {"HTTP 500": 3}})
     Traceback (most recent call last):
     ...
-    construct.pipeline.StageFailed: stage photos: 3 of 4 model call(s) failed (HTTP 500 x3); fix the server or model and run the same command again (answered calls are kept)
+    construct.errors.StageFailed: stage photos: 3 of 4 model call(s) failed (HTTP 500 x3); fix the server or model and run the same command again (answered calls are kept)
     """
     if not stats or not stats["asked"] or stats["failed"] <= share * stats["asked"]:
         return

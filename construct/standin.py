@@ -108,7 +108,7 @@ class ConstructOracle:
                    "Task: hard-negative selection.": self.selection, "Task: classification item audit.": self.cls_filter,
                    "Task: nutrition estimation.": self.estimate, "Task: nutrition plausibility check.": self.plausible,
                    "Task: VQA audit.": self.audit, "Task: dish name glossary.": self.glossary,
-                   "Task: same dish check.": self.same_dish, "Task: same question check.": self.same_question,
+                   "Task: same dish check.": self.same_dish, "Task: dedupe glossary.": self.dedupe_glossary, "Task: same question check.": self.same_question,
                    "Task: translation to English.": self.translate}.get(task)
         if handler is None and task.startswith("Task: VQA generation"):
             handler = self.generate
@@ -238,6 +238,14 @@ class ConstructOracle:
     def glossary(self, request: StageRequest) -> dict:
         names = json.loads(next(line for line in request.prompt.splitlines() if line.startswith("[")))
         return {n: self.truth["names_en"][n] for n in names}
+
+    def dedupe_glossary(self, request: StageRequest) -> dict:
+        """English for dish names (the truth's) and ingredient names (the synthetic table's)."""
+        from synthetic.nutrients import table
+
+        names = json.loads(next(line for line in request.prompt.splitlines() if line.startswith("[")))
+        known = {**{i.name_zh: i.name_en for i in table().values()}, **self.truth["names_en"]}
+        return {n: known[n] for n in names if n in known}
 
     def translate(self, request: StageRequest) -> dict:
         texts = json.loads(request.prompt.strip().splitlines()[-2])

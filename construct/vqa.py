@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 
 from construct.context import Context
-from construct.dedupe import candidates, char_ngrams, embed_texts, first_of_each
+from construct.dedupe import candidates, char_ngrams, embed_texts, resolve
 from construct.dishes import REVIEWED as DISHES
 from construct.models import Answer, Ask, parse_json_object
 from construct.nutrition import NAME as NUTRITION
@@ -27,6 +27,7 @@ TASK = "vqa"
 PROMPT_VERSION = "vqa-v1"
 ISSUES = ("multi_part", "false_premise", "not_visible", "trivial", "verbose_answer", "subjective", "wrong_answer")
 PAIR_VERSION = "same-question-v1"
+BLOCKING_VERSION = "lsh-top3-v1"  # construct/dedupe.py's question candidates: a new version reruns the stage
 PAIR_PROMPT = """Task: same question check.
 Two questions of one VQA category ({category}) of a food benchmark. Do they ask the same thing, so
 that the second tests nothing the first does not, whatever the wording?
@@ -117,7 +118,7 @@ def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> t
             ctx.models.ask_each(NAME, s.model, PAIR_VERSION, asks, record)
     rank = {item: k for k, item in enumerate(items)}
     same.sort(key=lambda p: (rank[p[0]], rank[p[1]]))  # answers come in completion order
-    twins = first_of_each(items, same)
+    twins = resolve(items, same)
     return {item: {"of": twin, **checked.get((twin, item), checked.get((item, twin), {}))}
             for item, twin in twins.items()}, complete
 
@@ -179,7 +180,7 @@ def run(ctx: Context) -> None:
     s = ctx.settings
     dishes, nutrition = Stage(ctx.work, DISHES), Stage(ctx.work, NUTRITION)
     audits = s.filter_pair()
-    inputs = inputs_key(NAME, PROMPT_VERSION, PAIR_VERSION, dishes.items_hash(), nutrition.items_hash(), s.model,
+    inputs = inputs_key(NAME, PROMPT_VERSION, PAIR_VERSION, BLOCKING_VERSION, dishes.items_hash(), nutrition.items_hash(), s.model,
                         audits, s.embed_model, s.vqa_mix, s.seed)
     if stage.is_done(inputs):
         return
