@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             settings = settings_from_args(args, str(Path(args.raw).resolve()))
             check_available(settings)  # before the work folder is touched: Ray installed when asked for
             pipeline.check_servers(settings)
+            if note := settings.filter_note():
+                print(f"note: {note}", flush=True)
             with locked(Path(args.out), "work folder"):
                 start = time.monotonic()
                 pipeline.run(args.out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))

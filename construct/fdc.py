@@ -1,8 +1,11 @@
 """USDA FoodData Central, read from the official CSV download (food.csv, nutrient.csv,
-food_nutrient.csv), for the ingredient-level cross-check of nutrition estimates.
+food_nutrient.csv), for the independent nutrition check: per-serving values computed by code from the
+export's ingredient grams x FDC per-100 g values, compared with the released values and the merchant's label.
 
-Point `--fdc DIR` at the unzipped download (https://fdc.nal.usda.gov/download-datasets, e.g. "SR Legacy").
-Only energy (nutrient number 208, kcal), protein (203), fat (204) and carbohydrate (205) are kept.
+Point `--fdc DIR` at the unzipped download (https://fdc.nal.usda.gov/download-datasets, e.g. "SR Legacy");
+without it the check uses the bundled 41-food SR28 subset (data/fdc_sr28_sample: it covers the synthetic
+sample's ingredients, little of a real menu: the card reports the coverage). Only energy (nutrient number
+208, kcal), protein (203), fat (204) and carbohydrate (205) are kept.
 """
 
 from __future__ import annotations
@@ -16,6 +19,16 @@ from construct.errors import BuildError
 
 NUTRIENT_NUMBERS = {"208": "calories", "203": "protein", "205": "carbohydrates", "204": "fat"}
 MIN_MATCH = 0.5  # word overlap below which no FDC food is taken for an ingredient
+BUNDLED = Path(__file__).resolve().parents[1] / "data" / "fdc_sr28_sample"
+
+
+def load(folder: str | None) -> tuple[FoodData | None, str]:
+    """(the FDC data, where it came from): `--fdc`'s folder, else the bundled subset when present."""
+    if folder:
+        return FoodData(folder), Path(folder).name
+    if (BUNDLED / "food.csv").is_file():
+        return FoodData(BUNDLED), f"the bundled SR28 subset ({BUNDLED.name})"
+    return None, ""
 
 
 @dataclass(frozen=True)
@@ -69,29 +82,65 @@ class FoodData:
         return best if score >= MIN_MATCH else None
 
 
-def cross_check(data: FoodData, ingredients: list[dict], estimate: dict[str, float]) -> dict:
-    """Sum FDC values over the model's ingredient breakdown and compare calories with the estimate.
+GRAMS = re.compile(r"(\d+(?:\.\d+)?)\s*(千克|公斤|kg|克|grams?|g|毫升|ml)(?![a-z])", re.I)
 
-    Returns {"coverage": share of grams matched, "fdc": the sums, "kcal_gap": relative gap or None,
-    "matched": [(ingredient, fdc_id)]}.
+
+def entry_grams(entry: str) -> float | None:
+    """The weight an ingredient entry states, in grams (millilitres read as grams), or None.
+
+    >>> entry_grams("牛肉 120克"), entry_grams("beef 0.2 kg"), entry_grams("broth 300 ml"), entry_grams("egg 2")
+    (120.0, 200.0, 300.0, None)
     """
+    match = GRAMS.search(entry)
+    if match is None:
+        return None
+    value = float(match.group(1))
+    return value * 1000 if match.group(2).lower() in ("千克", "公斤", "kg") else value
+
+
+def ingredient_check(data: FoodData, entries: list[str] | tuple[str, ...],
+                     glossary: dict[str, str] | None = None) -> dict:
+    """Per-serving values computed by code from the export's own ingredient entries: each entry's grams x
+    its FDC food's per-100 g values, the food found through the lexicon (construct/lexicon.py, either
+    language), else the build's glossary, else the entry's own words. Independent of any model.
+
+    Returns {"computed": the sums, "coverage": share of the stated grams matched to a food, "matched":
+    [[entry, fdc_id]], "unmatched": [entries], "unweighed": [entries that state no grams]}.
+    """
+    from construct.lexicon import QUANTITY, fdc_description
+
     sums = {n: 0.0 for n in NUTRIENT_NUMBERS.values()}
     total = matched_grams = 0.0
-    matched = []
-    for ing in ingredients:
-        try:
-            grams = float(ing.get("grams") or 0)
-        except (TypeError, ValueError):
-            grams = 0.0
+    matched, unmatched, unweighed = [], [], []
+    for entry in entries:
+        grams = entry_grams(entry)
+        if grams is None or grams <= 0:
+            unweighed.append(entry)
+            continue
         total += grams
-        food = data.lookup(str(ing.get("usda_description") or ing.get("name") or ""))
-        if food is None or grams <= 0:
+        description = fdc_description(entry, glossary)
+        food = data.lookup(description) if description else None
+        if food is None:
+            name = " ".join(QUANTITY.sub(" ", entry).split())
+            food = data.lookup((glossary or {}).get(name, name))
+        if food is None:
+            unmatched.append(entry)
             continue
         matched_grams += grams
-        matched.append((str(ing.get("name", "")), food.fdc_id))
+        matched.append([entry, food.fdc_id])
         for n in sums:
             sums[n] += food.per100g[n] * grams / 100.0
-    coverage = matched_grams / total if total else 0.0
-    gap = abs(estimate["calories"] - sums["calories"]) / sums["calories"] if sums["calories"] > 0 else None
-    return {"coverage": round(coverage, 3), "fdc": {k: round(v, 1) for k, v in sums.items()},
-            "kcal_gap": None if gap is None else round(gap, 3), "matched": matched}
+    return {"computed": {k: round(v, 1) for k, v in sums.items()},
+            "coverage": round(matched_grams / total, 3) if total else 0.0,
+            "matched": matched, "unmatched": unmatched, "unweighed": unweighed}
+
+
+def kcal_gap(computed: dict[str, float], values: dict[str, float] | None) -> float | None:
+    """|values' kcal - computed kcal| / computed kcal, or None without both.
+
+    >>> kcal_gap({"calories": 500.0}, {"calories": 600.0})
+    0.2
+    """
+    if not values or computed.get("calories", 0) <= 0:
+        return None
+    return round(abs(float(values["calories"]) - computed["calories"]) / computed["calories"], 3)

@@ -11,8 +11,11 @@ import math
 from typing import Any
 
 from construct.context import Context
+from construct.dishes import GLOSSARY_FILE
+from construct.dishes import NAME as DISH_STAGE
 from construct.dishes import REVIEWED as DISHES
-from construct.fdc import FoodData, cross_check
+from construct.fdc import FoodData, ingredient_check, kcal_gap
+from construct.fdc import load as load_fdc
 from construct.models import Answer, Ask, parse_json_object
 from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import NUTRIENTS, portion_grams
@@ -20,7 +23,8 @@ from diningbench import NUTRIENTS, portion_grams
 NAME = "nutrition"
 TASK = "nutrition"
 PROMPT_VERSION = "nutrition-v1"
-FDC_MIN_COVERAGE = 0.8  # the cross-check judges only when the FDC foods cover most of the grams
+USDA_VERSION = "usda-ingredients-v1"
+FDC_MIN_COVERAGE = 0.8  # the USDA check judges only when FDC foods cover most of the stated grams
 ESTIMATE_PROMPT = """Task: nutrition estimation.
 Dish: {name}
 Merchant's ingredient list: {ingredients}
@@ -101,11 +105,13 @@ def run(ctx: Context) -> None:
     s = ctx.settings
     dishes = Stage(ctx.work, DISHES)
     checker = s.filter_pair()[0]
-    inputs = inputs_key(NAME, PROMPT_VERSION, dishes.items_hash(), s.model, checker, s.fdc, s.atwater_tolerance,
-                        s.fdc_tolerance)
+    glossary_path = ctx.work / DISH_STAGE / GLOSSARY_FILE
+    glossary = json.loads(glossary_path.read_text(encoding="utf-8")) if glossary_path.exists() else {}
+    inputs = inputs_key(NAME, PROMPT_VERSION, USDA_VERSION, dishes.items_hash(), s.model, checker, s.fdc,
+                        s.atwater_tolerance, s.fdc_tolerance, glossary)
     if stage.is_done(inputs):
         return
-    fdc = FoodData(s.fdc) if s.fdc else None
+    fdc, _ = load_fdc(s.fdc)
     targets = {t["dish_id"]: t for t in dishes.items()}
     checks: dict[str, dict[str, Any]] = {d: {} for d in targets}
     values: dict[str, dict[str, float]] = {}
@@ -124,7 +130,7 @@ def run(ctx: Context) -> None:
     # 2. A model estimate for the rest.
     rest = [did for did in targets if did not in values]
     estimates = ctx.models.ask(NAME, s.model, PROMPT_VERSION, estimate_asks(ctx, targets, rest))
-    candidates, answered = check_estimates(ctx, rest, estimates, fdc, checks, decisions)
+    candidates, answered = check_estimates(ctx, rest, estimates, checks, decisions)
     rejected, plausible_answered = check_plausibility(ctx, checker, targets, candidates, "estimate", checks)
     for did, why in rejected.items():
         if why:
@@ -132,6 +138,8 @@ def run(ctx: Context) -> None:
         else:
             values[did], source[did] = candidates[did], "estimated"
 
+    if fdc is not None:
+        usda_check(ctx, fdc, glossary, values, checks)
     items = write_items(ctx, targets, values, source, checks, decisions)
     stage.finish([decisions[d] for d in sorted(decisions)], items, inputs,
                  complete=complete and answered and plausible_answered)
@@ -222,17 +230,17 @@ def parse_estimate(text: str | None) -> tuple[dict[str, float] | None, list[dict
     return values, [i for i in breakdown if isinstance(i, dict)] if isinstance(breakdown, list) else []
 
 
-def check_estimates(ctx: Context, rest: list[str], estimates: dict[str, Answer], fdc: FoodData | None,
+def check_estimates(ctx: Context, rest: list[str], estimates: dict[str, Answer],
                     checks: dict[str, dict[str, Any]], decisions: dict[str, Decision]
                     ) -> tuple[dict[str, dict[str, float]], bool]:
-    """({dish: estimated values} that pass the gates and the FDC cross-check, whether every call was
-    answered); a drop decision for the others."""
+    """({dish: estimated values} that pass the gates, whether every call was answered); a drop decision
+    for the others."""
     s = ctx.settings
     candidates: dict[str, dict[str, float]] = {}
     complete = True
     for did in rest:
         answer = estimates[did]
-        v, breakdown = parse_estimate(answer.text) if not answer.error else (None, [])
+        v, _ = parse_estimate(answer.text) if not answer.error else (None, [])
         if failed := triage(did, answer.error, v, TASK, checks=checks[did]):
             decisions[did] = failed
             complete = complete and failed.reason != MODEL_ERROR
@@ -240,19 +248,35 @@ def check_estimates(ctx: Context, rest: list[str], estimates: dict[str, Answer],
         assert v is not None  # triage decided every answer that did not parse
         why, found = gate(v, portion_grams(ctx.raw.dishes[did].portion), s.atwater_tolerance)
         checks[did]["estimate"] = found
-        if not why and fdc is not None:
-            result = cross_check(fdc, breakdown, v)
-            checks[did]["fdc"] = result
-            if result["coverage"] >= FDC_MIN_COVERAGE and result["kcal_gap"] is not None \
-                    and result["kcal_gap"] > s.fdc_tolerance:
-                why = "fdc_mismatch"
-        elif fdc is None:
-            checks[did]["fdc"] = "skipped: no --fdc folder"
         if why:
             decisions[did] = dropped(did, why, TASK, values=v, checks=checks[did])
         else:
             candidates[did] = v
     return candidates, complete
+
+
+def usda_check(ctx: Context, fdc: FoodData, glossary: dict[str, str], values: dict[str, dict[str, float]],
+               checks: dict[str, dict[str, Any]]) -> None:
+    """The independent USDA check of each dish with values: its per-serving values computed by code from
+    the export's ingredient grams (construct/fdc.py), compared with the values released and with the
+    merchant's label where there is one; when the FDC foods cover FDC_MIN_COVERAGE of the grams and the
+    released calories differ by more than --fdc-tolerance, the item goes to review flagged, both figures
+    shown (it is never exempt from review)."""
+    for did, v in values.items():
+        dish = ctx.raw.dishes[did]
+        check = ingredient_check(fdc, dish.ingredients, glossary)
+        label = per_serving(dish.nutrition, dish.portion)[0] if dish.nutrition else None
+        check["gap"] = kcal_gap(check["computed"], v)
+        check["label_gap"] = kcal_gap(check["computed"], label) if label else None
+        check["judged"] = check["coverage"] >= FDC_MIN_COVERAGE and not check["unweighed"] and check["gap"] is not None
+        check["flag"] = bool(check["judged"] and check["gap"] > ctx.settings.fdc_tolerance)
+        checks[did]["usda"] = check
+
+
+def usda_flag(check: dict[str, Any], released: dict[str, float]) -> dict[str, Any]:
+    """What a reviewer sees of a flagged item: both figures, the gap and how much of the dish FDC covered."""
+    return {"computed_kcal": check["computed"]["calories"], "released_kcal": released["calories"],
+            "gap": check["gap"], "label_gap": check["label_gap"], "coverage": check["coverage"]}
 
 
 def write_items(ctx: Context, targets: dict[str, dict], values: dict[str, dict[str, float]], source: dict[str, str],
@@ -266,5 +290,7 @@ def write_items(ctx: Context, targets: dict[str, dict], values: dict[str, dict[s
                       "category": t["menu_category"], "cuisine": t["cuisine"],
                       "photos": [t["reference"], *t["user_photos"]], "dish_name": dish.name,
                       "ingredients": list(dish.ingredients), "portion": dish.portion, **values[did],
-                      "nutrition_source": source[did]})
+                      "nutrition_source": source[did],
+                      **({"usda_check": usda_flag(checks[did]["usda"], values[did])}
+                         if checks[did].get("usda", {}).get("flag") else {})})
     return items

@@ -5,6 +5,7 @@ cuisine table and the funnel, then `diningbench.validate`.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -46,12 +47,46 @@ def rules_markdown(work: Path) -> str:
     if s.cuisine_caps:
         rule += "; caps set by hand: " + ", ".join(f"{c}={n}" for c, n in sorted(s.cuisine_caps.items()))
     done = ", ".join(f"{c} at {cap} ({why}, {n} dropped)" for (c, cap, why), n in sorted(capped.items())) or "none"
-    checks = [d["detail"].get("checks", {}).get("fdc") for d in Stage(work, "nutrition").decisions()]
-    judged = [c for c in checks if isinstance(c, dict)]
-    fdc = (f"USDA FoodData Central cross-check: on, {len(judged)} estimate(s) summed from `{Path(s.fdc).name}`; "
-           f"dropped when the matched foods cover >= 80% of the grams and calories differ by more than "
-           f"{s.fdc_tolerance:.0%}" if s.fdc else "USDA FoodData Central cross-check: off (no `--fdc` folder given)")
-    return "\n".join(["### Rules", "", f"Cuisine balance: {rule}. Capped in this build: {done}.", "", fdc, ""])
+    return "\n".join(["### Rules", "", f"Cuisine balance: {rule}. Capped in this build: {done}.", "",
+                      usda_markdown(work, s), "", dedupe_markdown(work), "", filters_markdown(s), ""])
+
+
+def usda_markdown(work: Path, s: Any) -> str:
+    """The independent USDA check as it ran: where the FDC values came from, coverage, judged, flagged."""
+    from construct.fdc import BUNDLED
+
+    checks = [c for d in Stage(work, "nutrition").decisions() if d["verdict"] == "kept"
+              and isinstance(c := d["detail"].get("checks", {}).get("usda"), dict)]
+    if not checks:
+        return "USDA check: off (no FoodData Central data: give `--fdc` the FDC CSV download)"
+    source = f"`{Path(s.fdc).name}`" if s.fdc else f"the bundled SR28 subset (`{BUNDLED.name}`, 41 foods)"
+    grams = [(c["coverage"], len(c["matched"]) + len(c["unmatched"])) for c in checks]
+    coverage = sum(cov * n for cov, n in grams) / max(1, sum(n for _, n in grams))
+    judged = sum(bool(c["judged"]) for c in checks)
+    flagged = sum(bool(c["flag"]) for c in checks)
+    return (f"USDA check (computed by code from each dish's ingredient grams x FoodData Central per-100 g values, "
+            f"independent of any model): on, from {source}; {len(checks)} nutrition item(s), {coverage:.0%} of their "
+            f"weighed ingredient entries' grams matched on average; {judged} judged (>= 80% of the grams matched, "
+            f"every entry weighed); {flagged} sent to review flagged (released calories more than "
+            f"{s.fdc_tolerance:.0%} from the computed)")
+
+
+def dedupe_markdown(work: Path) -> str:
+    """How dishes were compared for near-duplicates and what the model said."""
+    path = work / "dishes" / "dedupe.json"
+    if not path.exists():
+        return "Near-duplicate dishes: not recorded"
+    d = json.loads(path.read_text(encoding="utf-8"))
+    return (f"Near-duplicate dishes across merchants: compared on {d['compared_on']}; {d['pairs']} candidate pair(s) "
+            f"of {d['dishes']} dishes judged by the model, {d['same']} the same dish, {d['dropped']} dish(es) dropped "
+            f"(each only as the confirmed twin of a kept dish), {d['unreadable']} verdict(s) unreadable, "
+            f"{d['failed']} call(s) failed")
+
+
+def filters_markdown(s: Any) -> str:
+    a, b = s.filter_pair()
+    note = s.filter_note()
+    return f"Filter and audit passes: {a}, then {b}" + (f". Note: {note}" if note else " (two different models, as the paper's)")
 
 
 def card_section(rows: list[dict[str, Any]], work: Path) -> str:

@@ -68,9 +68,17 @@ def _summary(row: dict[str, Any]) -> str:
         opts = "; ".join(f"{'ABCDEFGH'[i]}. {o} / {e}" for i, (o, e) in enumerate(zip(row["options"], row["options_en"], strict=True)))
         return f"answer {row['answer']} | {opts}"
     if answer_format == "nutrients":
+        usda = row.get("usda_check")
+        flag = (f" | USDA CHECK: computed from the ingredients {usda['computed_kcal']:.0f} kcal vs {usda['released_kcal']:.0f} "
+                f"kcal here ({usda['gap']:.0%} apart, {usda['coverage']:.0%} of the grams matched): check" if usda else "")
         return (f"{row['dish_name']} / {row['dish_name_en']} | {row['calories']:.0f} kcal, P {row['protein']:.1f} g, "
-                f"C {row['carbohydrates']:.1f} g, F {row['fat']:.1f} g ({row['nutrition_source']}) | {row['portion']}")
+                f"C {row['carbohydrates']:.1f} g, F {row['fat']:.1f} g ({row['nutrition_source']}) | {row['portion']}{flag}")
     return f"[{row['vqa_category']}] Q: {row['question']} | A: {row['answer']} | Q_en: {row['question_en']} | A_en: {row['answer_en']}"
+
+
+def is_exempt(row: dict[str, Any], exempt: set[str]) -> bool:
+    """Released without review: its task is exempt and no check flagged it (a USDA flag always goes to a person)."""
+    return row["task"] in exempt and not row.get("usda_check")
 
 
 def _log_path(work: Path, stage: str) -> Path:
@@ -121,7 +129,7 @@ def list_items(work: str | Path, task: str | None = None, status: str | None = N
         roles = row.get("image_roles") or ["reference"] + ["user"] * (len(row["photos"]) - 1)
         out.append(ReviewItem(row["task"], row["id"], row["dish_id"], row["merchant_id"], row["cuisine"], _summary(row),
                               [(str(raw.photo_path(p)), r) for p, r in zip(row["photos"], roles, strict=True)],
-                              decision, entry.get("note", ""), row["task"] in exempt, entry.get("reviewer", "")))
+                              decision, entry.get("note", ""), is_exempt(row, exempt), entry.get("reviewer", "")))
     return out
 
 
@@ -296,7 +304,7 @@ def write_decisions(work: str | Path) -> None:
             decisions.append(kept(row["id"], row["task"], note=entry.get("note", ""), **by))
         elif entry.get("decision") == "reject":
             decisions.append(dropped(row["id"], "rejected_in_review", row["task"], note=entry.get("note", ""), **by))
-        elif row["task"] in exempt:
+        elif is_exempt(row, exempt):
             decisions.append(kept(row["id"], row["task"], review="exempt"))
         else:
             decisions.append(dropped(row["id"], "not_reviewed", row["task"]))
@@ -355,7 +363,7 @@ def summary(work: str | Path) -> dict[str, Any]:
         for row in rows:
             entry = log.get(row["id"])
             if entry is None:
-                counts["exempt" if (row["task"] in exempt or (stage == "dishes" and "dishes" in exempt)) else "pending"] += 1
+                counts["exempt" if (is_exempt(row, exempt) or (stage == "dishes" and "dishes" in exempt)) else "pending"] += 1
             elif entry.get("reviewer") == BULK:
                 counts["bulk"] += 1
             else:

@@ -140,9 +140,22 @@ class BuildSettings:
                                  "(an actor pool costs seconds to start; default 500)", metavar="N")
 
     def filter_pair(self) -> list[str]:
-        """Two filter models; with fewer given, the main model fills in (recorded in config.json)."""
-        models = list(self.filter_models) or [self.model]
-        return (models + models)[:2] if len(models) < 2 else models[:2]
+        """The two filter / audit models: `--filter-models`, else two distinct models of those configured
+        on the main server (--model, then --photo-match-model, --photo-quality-model); with one model
+        only, it makes both passes (`filter_note` says so, on the card and in the run's first lines)."""
+        given = list(self.filter_models)
+        if len(given) >= 2:
+            return given[:2]
+        same_server = [getattr(self, f"{job}_model") for job in ("photo_match", "photo_quality")
+                       if (getattr(self, f"{job}_base_url") or self.base_url) == self.base_url]
+        distinct = list(dict.fromkeys(m for m in (*given, self.model, *same_server) if m))
+        return distinct[:2] if len(distinct) >= 2 else [distinct[0], distinct[0]] if distinct else ["", ""]
+
+    def filter_note(self) -> str | None:
+        """None when the two filter passes are two models; else what the card and the run say."""
+        a, b = self.filter_pair()
+        return None if a != b else (f"both filter passes use one model ({a}); the paper's two passes are two "
+                                    f"different models: give --filter-models A,B")
 
     def job(self, name: str) -> tuple[str, str | None]:
         """(model spec, base URLs) of one job: `generate`, `photo_quality` or `photo_match`."""

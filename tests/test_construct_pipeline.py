@@ -127,7 +127,7 @@ def test_dish_dedupe_asks_the_model_only_about_candidate_pairs_and_keeps_its_ver
     """The renamed twin (merchant-03-d7 = merchant-01-d1, "家常" added) is a candidate and confirmed."""
     pairs = [json.loads(line) for line in (built.work / "dishes" / "pairs.jsonl").read_text().splitlines()]
     twin = next(p for p in pairs if p["pair"] == ["merchant-01-d1", "merchant-03-d7"])
-    assert twin["same_dish"] is True and "ingredients" in twin["via"] and twin["model"] == "openai:gen"
+    assert twin["same_dish"] is True and "concepts" in twin["via"] and twin["model"] == "openai:gen"
     assert sum(p["same_dish"] for p in pairs) == 1  # every other candidate pair was judged distinct
     dup = next(d for d in Stage(built.work, "dishes").decisions() if d["item"] == "merchant-03-d7")
     assert dup["detail"]["model"] == "openai:gen" and dup["detail"]["model_reason"]
@@ -166,8 +166,11 @@ def test_nutrition_uses_merchant_values_only_when_they_pass_the_gates(built):
     assert kept["merchant-03-d2"]["checks"]["merchant_rejected"] == "implausible"
     for dish in ("merchant-01-d4", "merchant-02-d2", "merchant-03-d2"):
         assert kept[dish]["source"] == "estimated"
-    fdc = kept["merchant-01-d0"]["checks"]["fdc"]
-    assert fdc["coverage"] == 1.0 and fdc["kcal_gap"] < 0.05
+    # The USDA check, from the export's own ingredient grams (no model): every synthetic entry is an FDC food.
+    usda = {d: v["checks"]["usda"] for d, v in kept.items()}
+    assert all(u["coverage"] == 1.0 and u["judged"] for u in usda.values())
+    assert usda["merchant-01-d0"]["gap"] < 0.05 and not any(u["flag"] for u in usda.values())
+    assert usda["merchant-03-d2"]["label_gap"] > 0.2  # the under-reported label is far from the computed values
     rows = {r["dish_id"]: r for r in Stage(built.work, "nutrition").items()}
     assert {r["nutrition_source"] for r in rows.values()} <= {"merchant", "estimated"}
 
@@ -251,7 +254,10 @@ def test_the_card_states_the_cuisine_rule_and_the_usda_cross_check(built):
     card = (built.release / "README.md").read_text(encoding="utf-8")
     assert "Cuisine balance: a cuisine keeps at most 7.3 times the dishes of the largest other cuisine" in card
     assert "Capped in this build: none." in card  # 5 chinese, 4 western: the default ratio caps nothing here
-    assert "USDA FoodData Central cross-check: on," in card and "`fdc_sr28_sample`" in card
+    assert "USDA check (computed by code from each dish's ingredient grams" in card and "`fdc_sr28_sample`" in card
+    assert "0 sent to review flagged" in card
+    assert "Near-duplicate dishes across merchants: compared on concepts" in card and "1 dish(es) dropped" in card
+    assert f"Filter and audit passes: {FILTERS[0]}, then {FILTERS[1]} (two different models" in card
 
 
 def test_review_api_records_decisions_that_release_respects(built, tmp_path):

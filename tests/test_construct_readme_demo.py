@@ -82,7 +82,7 @@ def test_the_readme_demo_runs_offline_and_its_release_validates(tmp_path):
     assert "await review before any task item is generated" in done.stdout  # the first run stopped there
     card = (tmp_path / "my_release" / "README.md").read_text(encoding="utf-8")
     assert "No person reviewed the base dishes" in card and "No person reviewed the final items" in card
-    assert "USDA FoodData Central cross-check: on," in card
+    assert "USDA check (computed by code from each dish's ingredient grams" in card and "0 sent to review" in card
     assert not [p for p in diningbench.validate(str(tmp_path / "my_release")) if p.level == "error"]
     assert (tmp_path / "work" / "funnel.md").is_file() and (tmp_path / "work" / "funnel.png").is_file()
     notes = (tmp_path / "work" / "review" / "decisions.jsonl").read_text(encoding="utf-8")

@@ -21,7 +21,7 @@ import construct.raw
 import construct.vqa
 import construct.work
 import diningbench
-from construct.fdc import FoodData, cross_check
+from construct.fdc import FoodData, ingredient_check, kcal_gap
 from construct.imagehash import dhash, hamming
 from construct.photos import prefilter
 from construct.raw import load_raw
@@ -74,11 +74,16 @@ def test_fdc_reader_finds_foods_by_description_and_sums_an_ingredient_breakdown(
     assert rice.fdc_id == 168878 and rice.per100g["calories"] == 130
     assert fdc.lookup("white rice long-grain cooked enriched regular").fdc_id == 168878
     assert fdc.lookup("unicorn steak") is None
-    result = cross_check(fdc, [{"name": "米饭", "grams": 200, "usda_description": "Rice, white, long-grain, regular, enriched, cooked"},
-                               {"name": "油", "grams": 10, "usda_description": "Oil, olive, salad or cooking"}],
-                         {"calories": 350.0})
-    assert result["coverage"] == 1.0 and result["fdc"]["calories"] == pytest.approx(260 + 88.4, abs=0.2)
-    assert result["kcal_gap"] < 0.01
+    # The independent check: the export's own entries (either language), grams x per-100 g, no model.
+    result = ingredient_check(fdc, ["米饭 200克", "olive oil 10 g", "独门酱料 15克", "鸡蛋 1个"])
+    assert result["computed"]["calories"] == pytest.approx(2 * 130 + 0.1 * 884, abs=0.2)  # rice 130, olive oil 884
+    assert result["coverage"] == pytest.approx(210 / 225, abs=0.001)  # the house sauce is no FDC food
+    assert result["unmatched"] == ["独门酱料 15克"] and result["unweighed"] == ["鸡蛋 1个"]
+    assert [fid for _, fid in result["matched"]] == [168878, rice_oil := fdc.lookup("Oil, olive, salad or cooking").fdc_id]
+    assert rice_oil != 168878 and kcal_gap(result["computed"], {"calories": 348.4 * 1.5}) == pytest.approx(0.5, abs=0.01)
+    # the build's glossary reads a name the lexicon does not know
+    assert ingredient_check(fdc, ["独门米 100克"], {"独门米": "Rice, white, long-grain, regular, enriched, cooked"}
+                            )["computed"]["calories"] == 130
 
 
 def test_fdc_folder_without_its_files_is_a_one_line_error(tmp_path):
@@ -176,3 +181,51 @@ def test_validate_checks_option_dish_ids_against_merchant_and_category(tmp_path)
     pq.write_table(pa.Table.from_pylist(table, schema=schema), path)
     errors = [str(p) for p in diningbench.validate(release) if p.level == "error"]
     assert len(errors) == 1 and "not from merchant" in errors[0] and other["dish_id"] in errors[0]
+
+
+def test_filter_models_default_to_two_distinct_models_and_say_so_when_there_is_one():
+    from construct.work import BuildSettings
+
+    one = BuildSettings(model="openai:gen")
+    assert one.filter_pair() == ["openai:gen", "openai:gen"] and "both filter passes use one model" in one.filter_note()
+    two = BuildSettings(model="openai:gen", photo_match_model="openai:vl-7b")  # on the same server
+    assert two.filter_pair() == ["openai:gen", "openai:vl-7b"] and two.filter_note() is None
+    elsewhere = BuildSettings(model="openai:gen", photo_match_model="openai:vl-7b", photo_match_base_url="http://h:1/v1")
+    assert elsewhere.filter_pair() == ["openai:gen", "openai:gen"]  # another server: the filter calls could not reach it
+    given = BuildSettings(model="openai:gen", filter_models=["openai:a", "openai:b"])
+    assert given.filter_pair() == ["openai:a", "openai:b"]
+    assert BuildSettings(model="openai:gen", filter_models=["openai:a"]).filter_pair() == ["openai:a", "openai:gen"]
+
+
+def test_the_usda_check_flags_values_far_from_the_computed_ones_for_review(tmp_path):
+    from types import SimpleNamespace
+
+    from construct import nutrition
+    from construct.raw import Dish
+    from construct.work import BuildSettings
+
+    dish = Dish("d1", "m1", "米饭", "主食", "", ("米饭 200克", "olive oil 10 g"), "约210克",
+                {"unit": "per_serving", "calories": 120, "protein": 5, "carbohydrates": 20, "fat": 1})
+    ctx = SimpleNamespace(raw=SimpleNamespace(dishes={"d1": dish}), settings=BuildSettings(model="openai:gen"))
+    checks: dict = {"d1": {}}
+    computed = 2 * 130 + 0.1 * 884  # 348.4 kcal
+    nutrition.usda_check(ctx, FoodData(FDC), {}, {"d1": {"calories": 600.0}}, checks)
+    usda = checks["d1"]["usda"]
+    assert usda["computed"]["calories"] == pytest.approx(computed, abs=0.2) and usda["judged"] and usda["flag"]
+    assert usda["gap"] == pytest.approx((600 - computed) / computed, abs=0.002)
+    assert usda["label_gap"] == pytest.approx((computed - 120) / computed, abs=0.002)  # the label, compared too
+    flag = nutrition.usda_flag(usda, {"calories": 600.0})
+    assert flag["computed_kcal"] == pytest.approx(computed, abs=0.2) and flag["released_kcal"] == 600.0
+    nutrition.usda_check(ctx, FoodData(FDC), {}, {"d1": {"calories": 360.0}}, checks)
+    assert checks["d1"]["usda"]["judged"] and not checks["d1"]["usda"]["flag"]  # within the 40% tolerance
+
+
+def test_a_usda_flag_goes_to_a_person_with_both_figures_even_when_the_task_is_exempt():
+    from construct.review import _summary, is_exempt
+
+    row = {"task": "nutrition", "dish_name": "米饭", "dish_name_en": "Rice", "calories": 600.0, "protein": 5.0,
+           "carbohydrates": 20.0, "fat": 1.0, "nutrition_source": "estimated", "portion": "约210克"}
+    assert is_exempt(row, {"nutrition"}) and "USDA" not in _summary(row)
+    row["usda_check"] = {"computed_kcal": 348.4, "released_kcal": 600.0, "gap": 0.722, "label_gap": None, "coverage": 1.0}
+    assert not is_exempt(row, {"nutrition"})
+    assert "computed from the ingredients 348 kcal vs 600 kcal here (72% apart, 100% of the grams matched)" in _summary(row)
