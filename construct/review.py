@@ -166,6 +166,8 @@ def record_decision(work: str | Path, item_id: str, decision: str, note: str = "
     """Record approve / reject for one item (appended; a later decision replaces an earlier one)."""
     if decision not in DECISIONS:
         raise BuildError(f"decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
+    if len(note) > MAX_NOTE:
+        raise BuildError(f"the note is {len(note):,} characters; at most {MAX_NOTE:,}")
     work = Path(work)
     if item_id not in {r["id"] for r in _rows(work, stage)}:
         raise BuildError(f"no item {item_id!r} awaits review in {work}")
@@ -243,12 +245,25 @@ def export_csv(work: str | Path, path: str | Path, stage: str = "items", audit: 
     return len(rows)
 
 
+MAX_CELL = 20_000  # characters in one CSV cell (the summary of a long VQA item is a few thousand)
+MAX_NOTE = 2_000  # characters of a reviewer's note
+
+
 def _records(path: Path) -> Iterable[tuple[int, dict[str, str]]]:
-    """(first CSV line of the record, its cells with neutralisation undone)."""
+    """(first CSV line of the record, its cells with neutralisation undone); a cell over MAX_CELL
+    characters (or one the csv module cannot read) is a BuildError naming its line."""
     with path.open(encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh)
         start = 2
-        for row in reader:
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:  # e.g. a cell over the csv module's own limit
+                raise BuildError(f"{path} line {start}: not a readable CSV record ({str(exc)[:80]})") from None
+            if any(v is not None and (not isinstance(v, str) or len(v) > MAX_CELL) for v in row.values()):
+                raise BuildError(f"{path} line {start}: a cell longer than {MAX_CELL:,} characters")
             yield start, {k: restore(v or "") for k, v in row.items() if k is not None}
             start = reader.line_num + 1
 
@@ -260,6 +275,8 @@ def import_csv(work: str | Path, path: str | Path, reviewer: str = "", stage: st
     work, path = Path(work), Path(path)
     counts = {"approve": 0, "reject": 0, "pending": 0}
     entries: list[dict[str, Any]] = []
+    first_line: dict[str, int] = {}
+    seen: dict[str, str] = {}
     kind: str | None = None
     known: dict[str, set[str]] = {}
     for line, row in _records(path):
@@ -284,7 +301,14 @@ def import_csv(work: str | Path, path: str | Path, reviewer: str = "", stage: st
         item = row.get("item_id") or ""
         if item not in known[kind]:
             raise BuildError(f"{path} line {line}: item {item!r} is not in {work}")
-        entries.append(_entry(item, decision, (row.get("note") or "").strip(), reviewer))
+        note = (row.get("note") or "").strip()
+        if len(note) > MAX_NOTE:
+            raise BuildError(f"{path} line {line}: the note is {len(note):,} characters; at most {MAX_NOTE:,}")
+        if item in first_line:
+            raise BuildError(f"{path} lines {first_line[item]} and {line}: item {item!r} is decided twice "
+                             f"({seen[item]} and {decision}); keep one row per item")
+        first_line[item], seen[item] = line, decision
+        entries.append(_entry(item, decision, note, reviewer))
         counts[decision] += 1
     if entries:
         _append(work, kind or "items", entries)

@@ -28,6 +28,46 @@ def json_depth_within(value: Any, limit: int) -> bool:
     return True
 
 
+MAX_JSON_FILE_BYTES = 64 << 20  # a run.json or metrics.json from elsewhere (the harness's own are kilobytes)
+
+
+def read_json_file(path: Path | str, *, max_bytes: int = MAX_JSON_FILE_BYTES, max_depth: int = MAX_JSON_DEPTH,
+                   want: type | None = dict) -> Any:
+    """A JSON file someone else may have written (a run.json, a metrics.json): its value, or a
+    ValueError of one line naming the file: too large, not JSON, nested deeper than `max_depth`, or
+    not a `want` (a JSON object by default).
+
+    >>> import tempfile, os
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+    ...     _ = fh.write("[" * 50000 + "]" * 50000)
+    >>> try:
+    ...     read_json_file(fh.name)
+    ... except ValueError as exc:
+    ...     print(str(exc).split(": ", 1)[1])
+    nested deeper than 32 levels
+    >>> os.unlink(fh.name)
+    """
+    path = Path(path)
+    name = path.name
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise ValueError(f"{name}: {size:,} bytes; at most {max_bytes:,} are read")
+        text = path.read_bytes()
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{name}: nested deeper than {max_depth} levels") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{name}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name}: not valid JSON ({exc.msg})") from None
+    if not json_depth_within(value, max_depth):
+        raise ValueError(f"{name}: nested deeper than {max_depth} levels")
+    if want is not None and not isinstance(value, want):
+        raise ValueError(f"{name}: not a JSON {'object' if want is dict else want.__name__}")
+    return value
+
+
 def iter_jsonl_objects(source: Path | bytes, name: str | None = None, *, policy: JsonlPolicy = "strict",
                        problems: list[str] | None = None, error: Callable[[str], Exception] | None = None,
                        loads: Callable[[bytes], Any] = json.loads, max_line_bytes: int | None = None,

@@ -84,6 +84,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     out = import_run(args.log, args.framework, args.out, dataset=args.dataset, judge=args.judge,
                      judge_base_url=args.judge_base_url)
     print(results_table(api.read_metrics(out)))
+    from eval.runinfo import read_run_json
+
+    left_out = (read_run_json(out) or {}).get("imported", {}).get("left_out") or []
+    if left_out:
+        print(f"\nleft out of run.json (not on the import allow-list, or a credential): {', '.join(left_out)}")
     print(f"\nimported into {out}/ (predictions.jsonl, scores.jsonl, metrics.json, run.json, report.md)")
     return 0
 

@@ -12,6 +12,7 @@ The framework's own scores are not imported: VQA is judged again (`--judge`), or
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +30,20 @@ from eval.types import TASKS, Prediction, UserError
 FRAMEWORKS = ("inspect", "lmms-eval")
 TASK_PREFIX = "diningbench_"
 INSTALL_HINT = "pip install -r adapters/requirements.txt"
-# Settings a framework records that name a server or a key: never copied into run.json.
-_PRIVATE = ("url", "key", "token", "secret", "password")
+# The settings of a framework's log that reach run.json: an allow-list, never a deny-list (a field
+# named `authorization`, `api_base` or `hf_auth` carries a credential under a name no list foresees).
+ALLOWED = {
+    "task_args": ("language", "views", "cot", "dataset"),  # the adapter tasks' own parameters
+    "generate_config": ("temperature", "top_p", "top_k", "max_tokens", "seed", "stop_seqs", "frequency_penalty",
+                        "presence_penalty", "num_choices", "reasoning_effort", "reasoning_tokens", "max_connections",
+                        "timeout", "max_retries", "system_message"),
+    "model_args": ("model_version", "pretrained", "model", "max_new_tokens", "temperature", "top_p", "batch_size",
+                   "max_pixels", "min_pixels", "dtype", "attn_implementation", "revision", "num_concurrent",
+                   "max_retries", "timeout", "modality"),
+}
+# A value that carries a credential whatever its field is called: URL userinfo, a bearer value, a key's shape.
+_CREDENTIAL = re.compile(r"://[^/\s@]+@|\bbearer\s+\S|\b(?:sk|hf|pk|rk|ghp|gho|xox[abp]|AIza)[-_][A-Za-z0-9_-]{8,}|"
+                         r"\bAIza[A-Za-z0-9_-]{20,}", re.I)
 
 
 class ImportRefused(UserError):
@@ -65,8 +78,24 @@ class Result:
     answers: list[Answer] = field(default_factory=list)
 
 
-def _public(settings: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in settings.items() if not any(word in str(k).lower() for word in _PRIVATE)}
+def _public(settings: dict[str, Any], kind: str, left_out: list[str]) -> dict[str, Any]:
+    """The fields of `settings` on ALLOWED[kind] whose values carry nothing like a credential; the
+    names of the others go to `left_out`."""
+    kept = {}
+    for name, value in settings.items():
+        if name in ALLOWED[kind] and not _CREDENTIAL.search(json.dumps(value, default=str)):
+            kept[name] = value
+        else:
+            left_out.append(f"{kind}.{name}")
+    return kept
+
+
+def _credential_free(value: Any, name: str, left_out: list[str]) -> Any:
+    """`value` unless it looks like a credential (then None, its name in `left_out`)."""
+    if value is not None and _CREDENTIAL.search(str(value)):
+        left_out.append(name)
+        return None
+    return value
 
 
 def _adapter_settings(meta: Any, where: str) -> dict[str, Any]:
@@ -134,11 +163,14 @@ def read_inspect(path: Path) -> list[Result]:
         if log.status != "success" or not log.samples:
             raise ImportRefused(f"{log_path}: the inspect run did not finish (status {log.status}); rerun it")
         meta = _adapter_settings((log.eval.metadata or {}).get("diningbench"), str(log_path))
+        left_out: list[str] = []
         framework = {"framework": "inspect_ai", "version": (log.eval.packages or {}).get("inspect_ai"),
-                     "task": log.eval.task, "task_args": _public(dict(log.eval.task_args or {})),
-                     "model": log.eval.model,
-                     "model_roles": {k: v.model for k, v in (getattr(log.eval, "model_roles", None) or {}).items()},
-                     "generate_config": log.plan.config.model_dump(exclude_none=True),
+                     "task": log.eval.task, "task_args": _public(dict(log.eval.task_args or {}), "task_args", left_out),
+                     "model": _credential_free(log.eval.model, "model", left_out),
+                     "model_roles": {k: _credential_free(v.model, f"model_roles.{k}", left_out)
+                                     for k, v in (getattr(log.eval, "model_roles", None) or {}).items()},
+                     "generate_config": _public(log.plan.config.model_dump(exclude_none=True), "generate_config", left_out),
+                     "left_out": left_out,
                      "log": log_path.name}
         result = Result(task=meta["task"], source=log_path, model=str(log.eval.model), lang=meta["lang"],
                         images=meta["images"], cot=meta["cot"], dataset=meta["dataset"],
@@ -184,8 +216,9 @@ def _lmms_config(samples: Path) -> dict[str, Any]:
     config = info.get("config") or {}
     args = config.get("model_args") or ""
     pairs = dict(part.split("=", 1) for part in str(args).split(",") if "=" in part)
+    left_out: list[str] = []
     return {"framework": "lmms-eval", "version": info.get("lmms_eval_version"), "model_type": config.get("model"),
-            "model_args": _public(pairs), "limit": config.get("limit"),
+            "model_args": _public(pairs, "model_args", left_out), "limit": config.get("limit"), "left_out": left_out,
             "generation_kwargs": ((info.get("configs") or {}).get(samples.stem.split("_samples_")[-1]) or {})
             .get("generation_kwargs"), "log": samples.name}
 
@@ -316,7 +349,9 @@ def import_run(source: Path | str, framework: str, out: Path | str, *, dataset: 
                           judge={"spec": judge, "base_url_host": host_of(judge_base_url)} if judge else None,
                           counts={t: {"predictions": len(p), "failed": sum(x.error is not None for x in p),
                                       "truncated": sum(x.truncated for x in p)} for t, p in predictions.items()})
-    info["imported"] = {"framework": results[0].framework["framework"], "logs": [str(r.source) for r in results]}
+    left_out = sorted({name for r in results for name in r.framework.pop("left_out", [])})
+    info["imported"] = {"framework": results[0].framework["framework"], "logs": [str(r.source) for r in results],
+                        "left_out": left_out}
     with api.locked(out):
         for name in api.RUN_FILES:
             (out / name).unlink(missing_ok=True)

@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from dataset.jsonl import read_json_file
 from eval.prompts import PROMPT_VERSION
 from eval.settings import IDENTITY_FIELDS
 
@@ -67,7 +68,7 @@ def read_run_json(run_dir: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return read_json_file(path)  # bounded: a run folder may come from anywhere
     except ValueError:
         return None
 

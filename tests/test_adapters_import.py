@@ -51,7 +51,8 @@ def nutrition_answer(i: int, doc: dict[str, Any]) -> str:
     return json.dumps({k: round(doc[k] * 1.1, 6) for k in ("calories", "protein", "carbohydrates", "fat")})
 
 
-def write_samples(folder: Path, task: str, answer, *, edit=None) -> Path:
+def write_samples(folder: Path, task: str, answer, *, edit=None,
+                  model_args: str = "model_version=fake-vlm,base_url=http://127.0.0.1:9/v1,api_key=sk-x") -> Path:
     """A `{stamp}_samples_diningbench_{task}.jsonl` + `{stamp}_results.json` pair, as lmms-eval writes them."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = []
@@ -66,7 +67,7 @@ def write_samples(folder: Path, task: str, answer, *, edit=None) -> Path:
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
     (folder / f"{STAMP}_results.json").write_text(json.dumps({
         "lmms_eval_version": "0.7.3",
-        "config": {"model": "openai", "model_args": "model_version=fake-vlm,base_url=http://127.0.0.1:9/v1,api_key=sk-x"},
+        "config": {"model": "openai", "model_args": model_args},
         "configs": {f"diningbench_{task}": {"generation_kwargs": {"max_new_tokens": 16384, "temperature": 0}}}}),
         encoding="utf-8")
     return path
@@ -98,6 +99,24 @@ def test_classification_samples_become_a_scored_run(tmp_path: Path) -> None:
     card = tmp_path / "README.md"
     assert cli_main(["report", str(out), "--model-card", "--allow-partial", "--out", str(card)]) == 0
     assert "fake-vlm" in card.read_text()
+
+
+def test_only_allowed_settings_reach_run_json_and_credentials_are_named_as_left_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("model_version=fake-vlm,authorization=Bearer abcdefghijkl,api_base=http://u:hunter22@h:8000/v1,"
+            "hf_auth=hf_abcdefghijklmnop,temperature=0,pretrained=https://me:pw@models.example/x,dtype=sk-abcdefghijklmnop")
+    write_samples(tmp_path / "logs", "classification", classification_answer, model_args=args)
+    assert cli_main(["import", str(tmp_path / "logs"), "--from", "lmms-eval", "--out", str(tmp_path / "run")]) == 0
+    text = (tmp_path / "run" / "run.json").read_text()
+    for secret in ("abcdefghijkl", "hunter22", "hf_abcdefghijklmnop", "me:pw", "sk-abcdefghijklmnop"):
+        assert secret not in text
+    info = json.loads(text)
+    assert info["backend"]["classification"]["model_args"] == {"model_version": "fake-vlm", "temperature": "0"}
+    left = info["imported"]["left_out"]
+    assert {"model_args.authorization", "model_args.api_base", "model_args.hf_auth", "model_args.pretrained",
+            "model_args.dtype"} <= set(left)
+    out = capsys.readouterr().out
+    assert out.count("left out of run.json") == 1 and "model_args.hf_auth" in out and "hunter22" not in out
 
 
 def test_nutrition_samples_score_through_the_nutrition_metric(tmp_path: Path) -> None:

@@ -169,3 +169,38 @@ def test_a_negative_cuisine_ratio_is_refused_in_one_line(capsys):
     with pytest.raises(SystemExit):
         main(["run", "raw", "--out", "w", "--model", "openai:x", "--cuisine-ratio", "-1"])
     assert "--cuisine-ratio wants a number >= 0 (0: off), got '-1'" in capsys.readouterr().err
+
+
+def _rewrite(path: Path, change) -> None:
+    rows = list(csv.DictReader(path.open(encoding="utf-8", newline="")))
+    change(rows)
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda rows: rows[1].update(note="x" * 200_000), r"r\.csv line 3: (a cell longer than|not a readable CSV record)"),
+    (lambda rows: rows[1].update(summary="y" * 30_000), r"r\.csv line 3: a cell longer than 20,000 characters"),
+    (lambda rows: rows[2].update(note="z" * 100_000), r"r\.csv line 4: (a cell longer|the note is)"),
+    (lambda rows: rows[2].update(note="n" * 5_000), r"r\.csv line 4: the note is 5,000 characters; at most 2,000"),
+    (lambda rows: rows.append({**rows[0], "decision": "reject"}), r"r\.csv lines 2 and 6: item 'vqa-00000' is decided twice"),
+])
+def test_oversized_cells_and_conflicting_decisions_are_one_line_errors_that_record_nothing(tmp_path, raw, change, message):
+    work = make_work(tmp_path, raw, 4)
+    path = tmp_path / "r.csv"
+    review.export_csv(work, path)
+    fill(path, lambda k, row: ("approve", ""))
+    _rewrite(path, change)
+    with pytest.raises(ValueError, match=message) as info:
+        review.import_csv(work, path, reviewer="ana")
+    assert "\n" not in str(info.value)
+    assert not (work / "review" / "log.jsonl").exists()
+    assert main(["review", str(work), "--import", str(path), "--reviewer", "ana"]) == 2  # no traceback
+
+
+def test_a_note_over_the_limit_is_refused_from_the_review_tab_too(tmp_path, raw):
+    work = make_work(tmp_path, raw, 1)
+    with pytest.raises(ValueError, match="the note is 100,000 characters"):
+        review.record_decision(work, "vqa-00000", "approve", "x" * 100_000)

@@ -179,3 +179,62 @@ def test_a_model_name_with_dollar_signs_is_drawn_as_text_in_the_sweep_plots(tmp_
     assert (tmp_path / "plots" / "views_classification.png").is_file()
     sweep = report.split("### Classification accuracy by number of views", 1)[1]
     assert "<a " not in rendered(sweep.split("![", 1)[0]) and as_text(name) in sweep
+
+
+DEEP = "[" * 50_000 + "]" * 50_000
+
+
+@pytest.fixture
+def hostile_runs(tmp_path: Path) -> Path:
+    """Beside a good run: run.json with a wrong type (`images: "x"`), run.json and metrics.json nested
+    50,000 levels deep, settings that are a list, a metrics entry that is a string."""
+    items = [cls_item(f"c{i}", "m1", i % 2 == 0) for i in range(4)]
+    results = tmp_path / "results"
+    good = write_run(results / "good", "openai:good", items)
+    (good / "metrics.json").write_text(json.dumps({"classification": {"n": 4, "accuracy": 0.5}}))
+    for name, run_json, metrics in (
+            ("wrong-type", None, {"classification": {"n": 4, "accuracy": 0.5}}),
+            ("deep-run", DEEP, {"classification": {"n": 4, "accuracy": 0.5}}),
+            ("deep-metrics", None, DEEP),
+            ("list-settings", json.dumps({"settings": ["model", "x"]}), {"classification": "fast"})):
+        folder = write_run(results / name, f"openai:{name}", items, images="x")
+        if run_json is not None:
+            (folder / "run.json").write_text(run_json)
+        (folder / "metrics.json").write_text(metrics if isinstance(metrics, str) else json.dumps(metrics))
+    return results
+
+
+def test_hostile_run_files_are_named_and_skipped_by_every_viewer(hostile_runs: Path, capsys) -> None:
+    from eval.cli import main as cli_main
+    from space.diningspace.leaderboard import local_rows
+
+    rows = local_rows(hostile_runs)  # the Leaderboard: the good run and what could be read, no exception
+    assert any(r["Model"].startswith("openai:good") for r in rows)
+    problems: list[str] = []
+    for name in ("wrong-type", "deep-run", "deep-metrics", "list-settings"):
+        run = load_run(hostile_runs / name, problems)  # the Runs tab's and `eval view`'s reader
+        assert run.label  # a label whatever the settings hold
+    assert any("deep-run" in p or "nested deeper" in p for p in problems), problems
+    with pytest.raises(ReportError, match="nested deeper than"):
+        load_run(hostile_runs / "deep-run")  # the CLI: one line
+    for name in ("wrong-type", "deep-run", "deep-metrics", "list-settings"):
+        code = cli_main(["report", str(hostile_runs / name), "--allow-partial"])
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and code in (0, 2), (name, err[-400:])
+
+
+def test_the_leaderboard_page_and_the_runs_tab_name_hostile_run_files(hostile_runs: Path) -> None:
+    pytest.importorskip("gradio")
+    from eval.report import viewer as runs_tab
+    from space.diningspace.leaderboard_tab import LeaderboardTab
+    from space.diningspace.settings import SpaceSettings
+
+    settings = SpaceSettings.from_env({"DININGBENCH_SPACE_RESULTS": str(hostile_runs)}, repo_root=hostile_runs.parent)
+    page = LeaderboardTab(settings).page("Cls acc %")
+    assert "openai:good" in page and "Left out 2 run folder(s) that cannot be read" in page
+    assert "deep-run/run.json: nested deeper than 32 levels" in page and "deep-metrics/metrics.json" in page
+    view = runs_tab.RunsView(hostile_runs)
+    for name in ("wrong-type", "deep-run", "deep-metrics", "list-settings"):
+        head, rows, *_ , summary = view.refresh(name, "all", "all", "all")
+        assert len(rows) == 4  # the scored items are shown whatever run.json holds
+    assert "nested deeper than 32 levels" in view.refresh("deep-run", "all", "all", "all")[-1]

@@ -7,13 +7,12 @@ after the fact.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
+from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, read_json_file
 from eval.store import json_line
 from eval.types import UserError
 
@@ -25,6 +24,9 @@ class ReportError(UserError):
 
 
 # ---------------------------------------------------------------- loading runs
+# The types run.json's settings have when the harness writes them: anything else is ignored by readers.
+SETTING_TYPES: dict[str, type | tuple[type, ...]] = {"model": str, "lang": str, "images": int, "cot": bool,
+                                                     "epochs": int, "limit": int, "dataset": str, "task": str}
 @dataclass
 class RunData:
     """One run folder: its settings (run.json) and its scored items (scores.jsonl) per task."""
@@ -34,10 +36,14 @@ class RunData:
     scores: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def setting(self, key: str, default: Any = None) -> Any:
+        """A setting as run.json holds it, or `default` when its type is not the one the harness writes
+        (a run folder from elsewhere may hold anything)."""
         settings = self.info.get("settings")
-        if isinstance(settings, dict) and key in settings:
-            return settings[key]
-        return self.info.get(key, default)
+        value = settings[key] if isinstance(settings, dict) and key in settings else self.info.get(key, default)
+        kind = SETTING_TYPES.get(key)
+        if value is not None and kind is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind is int):
+            return default
+        return value
 
     @property
     def model(self) -> str:
@@ -55,7 +61,7 @@ class RunData:
         if lang != "zh":
             tags.append(str(lang))
         if self.setting("images"):
-            n = int(self.setting("images"))
+            n = int(self.setting("images"))  # an int: `setting` checks the type
             tags.append(f"{n} view" + ("s" if n != 1 else ""))
         if self.setting("cot"):
             tags.append("CoT")
@@ -104,12 +110,12 @@ def load_run(path: Path | str, problems: list[str] | None = None) -> RunData:
     info: dict[str, Any] = {}
     if (path / "run.json").is_file():
         try:
-            info = json.loads((path / "run.json").read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
+            info = read_json_file(path / "run.json")
+        except ValueError as exc:
             if problems is None:
-                raise ReportError(f"{path / 'run.json'}: not valid JSON ({exc.msg})") from None
-            problems.append(f"run.json: not valid JSON ({exc.msg}); its settings are not used")
-    run = RunData(path=path, info=info if isinstance(info, dict) else {})
+                raise ReportError(f"{path / 'run.json'}: {str(exc).split(': ', 1)[-1]}") from None
+            problems.append(f"{exc}; its settings are not used")
+    run = RunData(path=path, info=info)
     for row in _read_jsonl(scores_path, problems):
         run.scores.setdefault(row["task"], []).append(row)
     if not run.scores:

@@ -33,9 +33,9 @@ HUMANS_FOLDER = "humans"  # under the results folder; the Leaderboard reads resu
 MAX_NAME = 32
 MAX_ANSWER_CHARS = 2000  # a VQA answer; longer ones are refused, not cut
 MAX_NUMBER = 100_000.0  # any nutrition figure a person types (kcal or g per serving)
-# Looking at a dish's photos and answering takes a person seconds; a sitting whose typical answer
-# came faster than this was not answered by a person and is kept but left out of the humans row
-# (the operator's DININGBENCH_SPACE_MIN_ANSWER_SECONDS).
+# Looking at a dish's photos and answering takes a person seconds; a sitting with any answer faster
+# than this was not answered by a person and is kept but left out of the humans row (the operator's
+# DININGBENCH_SPACE_MIN_ANSWER_SECONDS).
 MIN_SECONDS_PER_ANSWER = 2.0
 
 
@@ -122,20 +122,19 @@ class Sitting:
 
 
 def automated(sitting: Sitting, min_seconds: float = MIN_SECONDS_PER_ANSWER) -> str | None:
-    """Why the sitting looks scripted (None when it looks like a person's): its typical (median)
-    answer came faster than `min_seconds` after the item was shown, or its answers carry no time.
+    """Why the sitting looks scripted (None when it looks like a person's): any answer came faster than
+    `min_seconds` after its item was shown (each answer is timed on the server, from when its own item
+    was shown), or an answer carries no time (it was sent without its item being shown).
 
-    >>> automated(Sitting("classification", ["a", "b", "c"], "cook", answers=[{"seconds": s} for s in (0.2, 9, 0.1)]))
-    'median answer time 0.2 s (under 2 s an item)'
+    >>> automated(Sitting("classification", ["a", "b", "c"], "cook", answers=[{"seconds": s} for s in (3, 9, 0.1)]))
+    'answer 3 came 0.1 s after its item was shown (under 2 s)'
     """
-    times = sorted(a.get("seconds") for a in sitting.answers if isinstance(a.get("seconds"), int | float))
-    if len(times) < len(sitting.answers):
-        return "answers without an answering time"
-    if not times:
-        return None
-    median = times[len(times) // 2] if len(times) % 2 else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
-    if median < min_seconds:
-        return f"median answer time {median:.1f} s (under {min_seconds:g} s an item)"
+    for k, answer in enumerate(sitting.answers, start=1):
+        seconds = answer.get("seconds")
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+            return f"answer {k} was sent without its item being shown"
+        if seconds < min_seconds:
+            return f"answer {k} came {seconds:.1f} s after its item was shown (under {min_seconds:g} s)"
     return None
 
 

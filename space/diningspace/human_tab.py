@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,7 @@ INTRO = ("Answer the same items a model gets, the same way: a letter for classif
          "for nutrition, a short text for VQA. The reference appears after you submit each answer. "
          "Your answers become a `human:` run scored with the same metrics as the models.")
 MAX_TEST_ITEMS = 20
+MAX_OPEN_SITTINGS = 10_000  # showings remembered at once (each a token and a time)
 SHOWN_COUNT = 17  # the outputs of a question: state, panels, views, prompt, answer boxes, buttons
 
 
@@ -51,6 +53,10 @@ class HumanTab:
                               judge=settings.judge, min_seconds=settings.min_answer_seconds)
         self.slots = slots or RequestSlots(settings.max_requests)
         self.clock = clock
+        # When each sitting's current item was shown, by sitting token, on the server: an answer takes
+        # its entry (one answer per showing, however many are sent at once) and is timed from it.
+        self._shown: dict[str, float] = {}
+        self._shown_lock = threading.Lock()
         self.quota = HourlyQuota(settings.sittings_per_session, settings.sittings_per_address,
                                  settings.sittings_per_hour, clock=clock)
 
@@ -84,6 +90,11 @@ class HumanTab:
                  " · tap a photo to see it larger")
         n_options = len(row.get("options") or [])
         sitting.shown_at = self.clock()
+        with self._shown_lock:
+            if len(self._shown) > MAX_OPEN_SITTINGS:  # sittings left open: the oldest forgotten
+                for token in sorted(self._shown, key=self._shown.__getitem__)[:len(self._shown) // 2]:
+                    del self._shown[token]
+            self._shown[sitting.token] = sitting.shown_at
         return (sitting.to_state(), gr.update(visible=False), gr.update(visible=True), where,
                 [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)],
                 f"<div class='db-prompt'>{as_text(text, lines=True)}</div>",
@@ -107,7 +118,10 @@ class HumanTab:
             gr.Warning(as_text(str(exc)))
             return tuple(gr.skip() for _ in range(5))
         row = self.catalog.row(sitting.task, item_id)
-        seconds = None if sitting.shown_at is None else round(self.clock() - sitting.shown_at, 3)
+        with self._shown_lock:
+            shown = self._shown.pop(sitting.token, None)
+        seconds = None if shown is None else round(self.clock() - shown, 3)
+        sitting.shown_at = None  # the next answer waits for the next item to be shown
         answer = {"id": item_id, "raw": raw, "n_images": len(row.get("image_roles") or []), "seconds": seconds}
         sitting.answers.append(answer)
         record = score_prediction(prediction_of(sitting, answer, row), row, sitting.lang)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import html
-import json
 import math
 import re
 import urllib.parse
@@ -19,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
+from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, read_json_file
 from eval import tasks
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData
@@ -224,14 +223,16 @@ def run_dirs(results_dir: Path) -> list[Path]:
     return sorted(path.parent for path in found)
 
 
-def _read_run(folder: Path) -> tuple[dict[str, Any], RunData] | None:
+def _read_run(folder: Path, problems: list[str] | None = None) -> tuple[dict[str, Any], RunData] | None:
+    """(metrics, run) of a run folder, or None with the reason in `problems`: a run being written, a
+    broken, oversized or deeply nested file is skipped rather than break the table."""
     try:
-        metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+        metrics = read_json_file(folder / "metrics.json")
         run_path = folder / "run.json"
-        info = json.loads(run_path.read_text(encoding="utf-8")) if run_path.is_file() else {}
-    except (OSError, ValueError):
-        return None  # a run being written or a broken file: skip it rather than break the table
-    if not isinstance(metrics, dict) or not isinstance(info, dict):
+        info = read_json_file(run_path) if run_path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        if problems is not None:
+            problems.append(f"{folder.name}/{exc}" if isinstance(exc, ValueError) else f"{folder.name}: unreadable")
         return None
     return metrics, RunData(folder, info)
 
@@ -241,11 +242,12 @@ def _items(counts: dict[str, Any]) -> str:
     return " · ".join(f"{TASK_SHORT[t]} {counts[t]}" for t in TASK_SHORT if counts.get(t) is not None)
 
 
-def local_rows(results_dir: Path) -> list[dict[str, Any]]:
-    """One row per run folder (sweep cells included) with a readable metrics.json; people's runs excluded."""
+def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
+    """One row per run folder (sweep cells included) with a readable metrics.json; people's runs
+    excluded; a folder whose files cannot be read is skipped, named in `problems`."""
     rows = []
     for folder in run_dirs(results_dir):
-        read = _read_run(folder)
+        read = _read_run(folder, problems)
         if read is None:
             continue
         metrics, run = read
@@ -441,9 +443,10 @@ def rank(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
     return out
 
 
-def all_rows(csv_path: Path | None, results_dir: Path) -> list[dict[str, Any]]:
-    """Every row before grouping: local runs and submissions, people, the paper; identical ones collapsed."""
-    return collapse([*local_rows(results_dir), *humans_rows(results_dir), *reported_rows(csv_path)])
+def all_rows(csv_path: Path | None, results_dir: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every row before grouping: local runs and submissions, people, the paper; identical ones collapsed;
+    run folders that cannot be read are named in `problems`."""
+    return collapse([*local_rows(results_dir, problems), *humans_rows(results_dir), *reported_rows(csv_path)])
 
 
 def leaderboard_rows(csv_path: Path | None, results_dir: Path, metric: str = DEFAULT_RANK) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ import gradio as gr
 import pandas as pd
 
 from eval import tasks
+from eval.report.tables import as_text
 
 from .leaderboard import (
     ANY,
@@ -45,10 +46,16 @@ class LeaderboardTab:
     def page(self, metric: str, search: str = "", kinds: list[str] | None = None, lang: str = ANY,
              task: str = ANY, weights: str = ANY, size: str = ANY, columns: list[str] | None = None) -> str:
         metric = metric if metric in RANKABLE else DEFAULT_RANK
-        rows = filter_rows(all_rows(self.settings.reported_csv, self.settings.results_dir), search=search or "",
-                           kinds=list(ROW_KINDS) if kinds is None else kinds, lang=lang or ANY, task=task or ANY,
-                           weights=weights or ANY, size=size or ANY)
-        return leaderboard_html(rank(rows, metric), metric, DEFAULT_SHOWN if columns is None else columns)
+        problems: list[str] = []
+        rows = filter_rows(all_rows(self.settings.reported_csv, self.settings.results_dir, problems),
+                           search=search or "", kinds=list(ROW_KINDS) if kinds is None else kinds, lang=lang or ANY,
+                           task=task or ANY, weights=weights or ANY, size=size or ANY)
+        board = leaderboard_html(rank(rows, metric), metric, DEFAULT_SHOWN if columns is None else columns)
+        if problems:  # a run folder that cannot be read is named, never a broken page
+            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            board += (f"<p class='db-note'>Left out {len(problems)} run folder(s) that cannot be read: "
+                      f"{as_text(shown, lines=True)}</p>")
+        return board
 
     def build(self) -> None:
         gr.Markdown(NOTE, elem_classes="db-note")
