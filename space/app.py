@@ -54,7 +54,8 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
     browse, evaluate, leaderboard = BrowseTab(catalog), EvaluateTab(catalog, settings), LeaderboardTab(settings)
     # No usage telemetry unless the operator opts in with Gradio's own GRADIO_ANALYTICS_ENABLED=True.
     telemetry = os.environ.get("GRADIO_ANALYTICS_ENABLED", "").lower() == "true"
-    with gr.Blocks(title="DiningBench", analytics_enabled=telemetry) as demo:
+    # delete_cache: uploads never submitted (and other cached files) go after half an hour, checked every 10 min.
+    with gr.Blocks(title="DiningBench", analytics_enabled=telemetry, delete_cache=(600, 1800)) as demo:
         gr.HTML("<div class='db-header'><h1>🍜 DiningBench</h1></div>")
         gr.Markdown(INTRO, elem_classes="db-intro")
         if settings.is_synthetic_sample:
@@ -67,7 +68,7 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
             with gr.Tab("Leaderboard", id="leaderboard"):
                 leaderboard.build()
             with gr.Tab("Submit", id="submit"):
-                SubmitTab(settings).build()
+                SubmitTab(settings, evaluate.slots).build()
             with gr.Tab("Take the test", id="human"):
                 HumanTab(catalog, settings, evaluate.slots).build()
             with gr.Tab("Runs", id="runs"):

@@ -110,3 +110,34 @@ def test_redact_keeps_ordinary_text():
     assert redact("HTTP 400: max_tokens is too large: 20000 > 16384", KEY) == \
         "HTTP 400: max_tokens is too large: 20000 > 16384"
     assert json.loads(redact(json.dumps({"k": KEY}), KEY)) == {"k": "***"}
+
+
+@pytest.mark.parametrize("status", [302, 307])
+def test_the_judge_follows_no_redirect_and_keeps_its_key_home(status, monkeypatch):
+    from eval.judge import JudgeError, make_judge
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with HostileServer("target") as target, HostileServer("redirect", status=status,
+                                                          location=target.url + "/chat/completions") as server:
+        judge = make_judge("openai:judge", server.url, max_attempts=1)
+        try:
+            with pytest.raises(JudgeError, match="not followed"):
+                judge("Grade this answer.")
+        finally:
+            judge.close()
+    assert target.received == target.gets == 0 and not target.authorizations
+
+
+@pytest.mark.parametrize("status", [302, 307])
+def test_construction_model_calls_follow_no_redirect(status, monkeypatch, tmp_path):
+    from construct.models import Ask, Models
+    from construct.work import BuildSettings
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with HostileServer("target") as target, HostileServer("redirect", status=status,
+                                                          location=target.url + "/chat/completions") as server:
+        models = Models(BuildSettings(model="openai:gen", base_url=server.url, timeout=10.0), tmp_path)
+        answers = models.ask("dishes", "openai:gen", "v1", [Ask("a|b", "Task: same dish check.")])
+    assert target.received == target.gets == 0 and not target.authorizations
+    assert answers["a|b"].text is None and "not followed" in (answers["a|b"].error or "")
+    assert KEY not in json.dumps(answers["a|b"].error)

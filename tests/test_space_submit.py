@@ -156,7 +156,7 @@ def test_a_run_on_another_release_is_refused(demo_run, releases, tmp_path: Path)
     (lambda rows: [{**r, "request_hash": "0" * 32} if i == 0 else r for i, r in enumerate(rows)],
      r"tampered: 1 of \d+ request hashes do not match .*\(first: classification/classification-00001\)"),
     (lambda rows: [{**r, "id": "classification-99999"} if i == 0 else r for i, r in enumerate(rows)],
-     r"1 answer\(s\) to items not in this release \(classification/classification-99999\)"),
+     r"predictions\.jsonl line 1: item classification/classification-99999 is not in this release"),
 ], ids=["hash", "unknown-id"])
 def test_tampered_predictions_are_refused(demo_run, releases, tmp_path: Path, edit, reason: str) -> None:
     folder = edited_copy(demo_run, tmp_path / "t", "predictions.jsonl", edit)
@@ -249,9 +249,12 @@ def test_a_model_name_that_is_not_a_name_is_refused(demo_run, releases, tmp_path
 # ---------------------------------------------------------------- one per model + settings
 def test_a_newer_submission_replaces_the_older_which_is_kept_in_history(demo_run, releases, tmp_path: Path) -> None:
     first = _submit(zip_folder(demo_run, tmp_path / "a.zip"), tmp_path / "results", releases)
+    assert len(first["owner_secret"]) >= 20 and first["owner_secret"] not in json.dumps(
+        json.loads((tmp_path / "results" / "submissions" / first["key"] / "submission.json").read_text()))
     folder = edited_copy(demo_run, tmp_path / "b", "scores.jsonl", lambda rows: rows[:-1])
-    second = _submit(zip_folder(folder, tmp_path / "b.zip"), tmp_path / "results", releases)
-    assert first["key"] == second["key"]
+    second = _submit(zip_folder(folder, tmp_path / "b.zip"), tmp_path / "results", releases,
+                     secret=first["owner_secret"])  # its owner: replaces the row
+    assert first["key"] == second["key"] and "owner_secret" not in second
     base = tmp_path / "results" / "submissions"
     assert [p.name for p in base.iterdir()] == [first["key"]]
     (past,) = (base / first["key"] / "history").iterdir()
@@ -289,7 +292,7 @@ def test_hostile_zips_are_refused_in_one_line(tmp_path: Path) -> None:
     cases["not-zip"] = (tmp_path / "7.zip", r"not a zip file")
     for name, (path, reason) in cases.items():
         with pytest.raises(SubmissionError, match=reason) as refused:
-            open_zip(path, Caps())
+            open_zip(path, Caps(), tmp_path / "in")
         assert "\n" not in str(refused.value), name
 
 
@@ -306,7 +309,7 @@ def test_a_gigabyte_member_is_refused_without_inflating_it(tmp_path: Path) -> No
     bomb = gigabyte_bomb(tmp_path / "bomb.zip")
     assert bomb.stat().st_size < 4096
     with pytest.raises(SubmissionError, match=r"'run/predictions\.jsonl' unpacks to 1024\.0 MB; at most 200\.0 MB"):
-        open_zip(bomb, Caps())
+        open_zip(bomb, Caps(), tmp_path / "in")
 
 
 def test_a_member_that_inflates_past_its_declared_size_stops_there(tmp_path: Path) -> None:
@@ -316,16 +319,16 @@ def test_a_member_that_inflates_past_its_declared_size_stops_there(tmp_path: Pat
         archive.writestr("run/predictions.jsonl", b"\n" * (3 << 20))
         archive.infolist()[-1].file_size = 1000  # the header lies small
     with pytest.raises(SubmissionError, match=r"'run/predictions\.jsonl' (unpacks to more than its header says|is corrupt)"):
-        open_zip(path, Caps())
+        open_zip(path, Caps(), tmp_path / "in")
 
 
 def test_ratio_count_and_size_caps(tmp_path: Path) -> None:
     zeros = _zip(tmp_path / "zeros.zip", {"run/run.json": b"{}", "run/predictions.jsonl": b"\n" * (4 << 20)})
     with pytest.raises(SubmissionError, match=r"compressed \d+:1 \(at most 100:1\)"):
-        open_zip(zeros, Caps())
+        open_zip(zeros, Caps(), tmp_path / "in")
     with pytest.raises(SubmissionError, match=r"the zip is 0\.0 MB; at most 0\.0 MB"):
-        open_zip(zeros, Caps(zip_bytes=100))
-    assert open_zip(zeros, Caps(ratio=100_000))["predictions.jsonl"] == b"\n" * (4 << 20)
+        open_zip(zeros, Caps(zip_bytes=100), tmp_path / "in")
+    assert open_zip(zeros, Caps(ratio=100_000), tmp_path / "in")["predictions.jsonl"].read_bytes() == b"\n" * (4 << 20)
 
 
 def test_json_is_bounded_in_depth() -> None:
@@ -392,3 +395,131 @@ def test_one_submission_at_a_time_per_visitor() -> None:
                 pass
     with jobs.hold("s2", "1.2.3.4"):  # once the first is done
         assert jobs.running() == 1
+
+
+# ---------------------------------------------------------------- round three: bounded by the run and the release
+def _with_epochs(rows: list[dict], epochs: range) -> list[dict]:
+    return [{**r, "epoch": e} for r in rows if r["task"] == "vqa" for e in epochs]
+
+
+def test_epochs_beyond_the_runs_own_settings_are_refused_before_any_judge_call(demo_run, releases, tmp_path: Path) -> None:
+    # The judge amplification: VQA answers in epochs 0-63 of a run whose settings say 1 epoch.
+    folder = edited_copy(demo_run, tmp_path / "e", "predictions.jsonl", lambda rows: _with_epochs(rows, range(64)))
+    with pytest.raises(SubmissionError, match=r"epoch 1 is outside the run's own settings \(0 to 0\)"):
+        _submit(zip_folder(folder, tmp_path / "e.zip"), tmp_path / "results", releases)
+    many = edited_copy(demo_run, tmp_path / "m", "run.json",
+                       lambda info: {**info, "settings": {**info["settings"], "epochs": 64}})
+    with pytest.raises(SubmissionError, match="run.json asks 64 epochs; this Space re-scores at most 8"):
+        _submit(zip_folder(many, tmp_path / "m.zip"), tmp_path / "results", releases)
+
+
+def test_a_zip_of_millions_of_lines_is_refused_as_it_is_read_in_bounded_memory(demo_run, releases, tmp_path: Path) -> None:
+    import random
+    import tracemalloc
+
+    rows = [json.loads(line) for line in (demo_run / "predictions.jsonl").read_text().splitlines()]
+    rng = random.Random(0)
+    path = tmp_path / "big.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(demo_run / "run.json", "demo/run.json")
+        with archive.open("demo/predictions.jsonl", "w") as out:  # 600k valid lines, ~60 MB unpacked
+            for k in range(600_000):
+                row = rows[k % len(rows)]
+                out.write((json.dumps({**row, "raw": f"{rng.getrandbits(64):x}"}) + "\n").encode())
+    tracemalloc.start()
+    try:
+        with pytest.raises(SubmissionError, match=r"predictions\.jsonl: more than [\d,]+ lines"):
+            _submit(path, tmp_path / "results", releases, caps=Caps(unpacked_bytes=400 << 20))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20, peak  # the lines are read one by one and refused past what the run could hold
+
+
+def test_a_submission_past_its_time_budget_is_refused_in_one_line(demo_run, releases, tmp_path: Path) -> None:
+    with pytest.raises(SubmissionError, match=r"took over 0\.001 s of this Space's time") as info:
+        _submit(zip_folder(demo_run, tmp_path / "d.zip"), tmp_path / "results", releases, budget=0.001)
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "results" / "submissions").exists() or not any((tmp_path / "results" / "submissions").iterdir())
+
+
+def test_a_row_belongs_to_its_first_submitter(demo_run, releases, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    first = _submit(zip_folder(demo_run, tmp_path / "a.zip"), results, releases)
+    # Visitor B: the same model and settings, a worse run, no secret (or a wrong one): a row of its own.
+    worse = edited_copy(demo_run, tmp_path / "w", "predictions.jsonl",
+                        lambda rows: [{**r, "raw": "I do not know"} if r["task"] == "classification" else r for r in rows])
+    second = _submit(zip_folder(worse, tmp_path / "b.zip"), results, releases)
+    third = _submit(zip_folder(worse, tmp_path / "c.zip"), results, releases, secret="a guess")
+    assert len({first["key"], second["key"], third["key"]}) == 3
+    kept = json.loads((results / "submissions" / first["key"] / "submission.json").read_text())
+    assert kept["tasks"] == first["tasks"]  # A's row is as A left it
+    # The signed-in user owns the row by name, with no secret.
+    by_user = _submit(zip_folder(demo_run, tmp_path / "u.zip"), results, releases, user="alice")
+    again = _submit(zip_folder(worse, tmp_path / "v.zip"), results, releases, user="alice")
+    assert by_user["key"] == again["key"] and "owner_secret" not in by_user
+    assert (results / "submissions" / again["key"] / "history").is_dir()
+
+
+def test_perfect_or_reference_repeating_answers_are_flagged_on_the_board(releases, tmp_path: Path) -> None:
+    from space.diningspace.submissions import review_flags
+
+    run = write_baseline_run(tmp_path / "runs", "cheat", "nutrition", DEMO_MODEL)
+    scores = [json.loads(line) for line in (run / "scores.jsonl").read_text().splitlines()]
+    refs = {s["id"]: s["reference"] for s in scores}
+
+    def exact(rows):
+        return [{**r, "raw": json.dumps(refs[r["id"]])} for r in rows]
+
+    cheat = edited_copy(run, tmp_path / "cheat", "predictions.jsonl", exact)
+    record = _submit(zip_folder(cheat, tmp_path / "cheat.zip"), tmp_path / "results", releases)
+    assert any("equal the reference exactly" in f for f in record["flags"]) and \
+        any("perfect re-scored figure" in f for f in record["flags"])
+    (row,) = local_rows(tmp_path / "results")
+    assert row["Status"].startswith("verified") and row["Status"].endswith("· flagged for review")
+    assert review_flags([], [], {}) == []
+
+
+@pytest.mark.parametrize("metric, value, message", [
+    ("accuracy", 250, r"classification accuracy of 250 % is outside its range \(0 to 100 %\)"),
+    ("accuracy", -5, r"accuracy of -5 % is outside"),
+])
+def test_self_reported_figures_outside_their_range_are_refused(metric: str, value: float, message: str) -> None:
+    card = CARD.replace("{type: accuracy, value: 61.25}", f"{{type: {metric}, value: {value}}}")
+    with pytest.raises(SubmissionError, match=message):
+        self_reported(card % ("us/diningbench", "us/diningbench"), "us/diningbench", "acme/vl-7b")
+
+
+def test_a_negative_self_reported_mape_is_refused_and_a_card_updates_only_its_own_repos_row(tmp_path: Path) -> None:
+    card = CARD.replace("{type: avg_mape, value: 40.5}", "{type: avg_mape, value: -50}")
+    with pytest.raises(SubmissionError, match=r"nutrition avg_mape of -50 % is outside its range"):
+        self_reported(card % ("us/diningbench", "us/diningbench"), "us/diningbench", "acme/vl-7b")
+    store = Submissions(tmp_path / "results")
+    found = self_reported(CARD % ("us/diningbench", "us/diningbench"), "us/diningbench", "acme/vl-7b")
+    store.keep_self_reported(found, "acme/vl-7b")
+    store.keep_self_reported({**found, "metrics": {"classification": {"accuracy": 0.99}}}, "mallory/copy")
+    rows = sorted((r["Source"], r["Cls acc %"]) for r in local_rows(tmp_path / "results"))
+    assert rows == [("submitted: hub:acme/vl-7b", 61.25), ("submitted: hub:mallory/copy", 99.0)]
+
+
+def test_uploads_never_submitted_are_swept_by_age_and_total_size(tmp_path: Path) -> None:
+    import os
+
+    from space.diningspace.submit_tab import sweep_uploads
+
+    for k in range(30):  # 30 x 2 MB uploads, the oldest first
+        path = tmp_path / f"u{k}" / "run.zip"
+        path.parent.mkdir()
+        path.write_bytes(b"x" * (2 << 20))
+        os.utime(path, (1000 + k, 1000 + k))
+    assert sweep_uploads(tmp_path, max_bytes=20 << 20, max_age=10_000, now=2000) == 20  # down to 10 x 2 MB
+    assert len(list(tmp_path.rglob("*.zip"))) == 10
+    assert sweep_uploads(tmp_path, max_bytes=1 << 30, max_age=100, now=20_000) == 10  # all too old
+
+
+def test_the_space_deletes_its_cached_uploads() -> None:
+    import inspect
+
+    import space.app as app
+
+    assert "delete_cache=(600, 1800)" in inspect.getsource(app.build_app)

@@ -185,7 +185,8 @@ def _status(run: RunData) -> str:
         return "local run"
     if submission.get("status") == "self-reported":
         return "self-reported"
-    return "verified · claims differ" if submission.get("mismatch") else "verified"
+    status = "verified · claims differ" if submission.get("mismatch") else "verified"
+    return status + (" · flagged for review" if submission.get("flags") else "")
 
 
 def data_kind(run: RunData) -> str:

@@ -21,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
+import secrets
 import shutil
 import stat
 import tempfile
@@ -46,6 +48,10 @@ HISTORY = "history"
 SUBMISSION_JSON = "submission.json"
 RUN_FILES = ("run.json", "predictions.jsonl", "scores.jsonl", "metrics.json")
 MAX_LINE_BYTES = 1 << 20  # one predictions/scores line
+MAX_JSON_BYTES = 4 << 20  # run.json, metrics.json (the harness writes kilobytes)
+MAX_EPOCHS = 8  # epochs a submission may claim (each one more answer per item to re-score and judge)
+ROTATIONS = 8  # CircularEval: one rotation per option
+SCORE_SECONDS = 120.0  # wall-clock budget of one submission's checks and re-scoring (the operator's setting)
 MAX_RAW_CHARS = 200_000  # one raw answer
 RATIO_FLOOR = 1 << 20  # the ratio cap applies to members that unpack to more than this
 TOLERANCE = 5e-5  # claimed and re-scored figures agree when they round to the same 0.01 %
@@ -85,23 +91,24 @@ def _member_problem(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int) -> bytes:
-    """A member's bytes, never more than `cap` however the header lies."""
-    chunks, total = [], 0
+def _extract_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int, dest: Path) -> Path:
+    """Stream one member to `dest`, never past `cap` bytes whatever its header says (memory stays flat)."""
+    written = 0
     try:
-        with archive.open(info) as fh:
-            while block := fh.read(1 << 16):
-                total += len(block)
-                if total > cap:
+        with archive.open(info) as member, dest.open("wb") as out:
+            while chunk := member.read(1 << 16):
+                written += len(chunk)
+                if written > cap:
                     raise SubmissionError(f"refused: {info.filename!r} unpacks to more than its header says")
-                chunks.append(block)
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
-        raise SubmissionError(f"refused: {info.filename!r} is corrupt ({' '.join(str(exc).split())[:80]})") from None
-    return b"".join(chunks)
+                out.write(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError):
+        raise SubmissionError(f"refused: {info.filename!r} is corrupt") from None
+    return dest
 
 
-def open_zip(path: Path, caps: Caps) -> dict[str, bytes]:
-    """The run folder's files (RUN_FILES, by name) from a zip; SubmissionError for anything hostile.
+def open_zip(path: Path, caps: Caps, dest: Path) -> dict[str, Path]:
+    """The run folder's files (RUN_FILES, by name), unpacked into `dest` as a stream; SubmissionError
+    for anything hostile.
 
     Every member's name is checked before anything is read; sizes are judged from the central
     directory, so a member declaring 1 GB is refused without inflating a byte of it.
@@ -138,17 +145,24 @@ def open_zip(path: Path, caps: Caps) -> dict[str, bytes]:
         folder = PurePosixPath(runs[0].filename).parent
         wanted = {str(folder / name) if str(folder) != "." else name: name for name in RUN_FILES}
         files = {}
+        dest.mkdir(parents=True, exist_ok=True)
         for info in infos:
             if info.filename in wanted:
-                files[wanted[info.filename]] = _read_member(archive, info, info.file_size)
+                name = wanted[info.filename]
+                files[name] = _extract_member(archive, info, info.file_size, dest / name)
     if "predictions.jsonl" not in files:
         raise SubmissionError("the run folder has no predictions.jsonl: the raw answers are what is re-scored")
     return files
 
 
 # ---------------------------------------------------------------- bounded JSON
-def parse_json(data: bytes | str, name: str) -> Any:
-    """JSON of a visitor's file: SubmissionError when malformed or nested deeper than MAX_JSON_DEPTH."""
+def parse_json(data: bytes | str | Path, name: str) -> Any:
+    """JSON of a visitor's file: SubmissionError when over MAX_JSON_BYTES, malformed or nested deeper
+    than MAX_JSON_DEPTH."""
+    if isinstance(data, Path):
+        if data.stat().st_size > MAX_JSON_BYTES:
+            raise SubmissionError(f"{name}: {_mb(data.stat().st_size)}; at most {_mb(MAX_JSON_BYTES)} is read")
+        data = data.read_bytes()
     try:
         value = json.loads(data)
     except RecursionError:
@@ -160,9 +174,15 @@ def parse_json(data: bytes | str, name: str) -> Any:
     return value
 
 
-def parse_jsonl(data: bytes, name: str) -> list[dict[str, Any]]:
-    return [row for _, row in iter_jsonl_objects(data, name, error=SubmissionError, max_line_bytes=MAX_LINE_BYTES,
-                                                 max_depth=MAX_JSON_DEPTH)]
+def iter_jsonl(source: bytes | Path, name: str, most: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of a visitor's JSON-lines file, read line by line (never whole), refused
+    past `most` lines: what a run could hold is known before its lines are read."""
+    for number, row in iter_jsonl_objects(source, name, error=SubmissionError, max_line_bytes=MAX_LINE_BYTES,
+                                          max_depth=MAX_JSON_DEPTH):
+        if number > most:
+            raise SubmissionError(f"{name}: more than {most:,} lines, more than this run could hold "
+                                  f"(the release's items x the run's epochs)")
+        yield number, row
 
 
 # ---------------------------------------------------------------- the release this Space serves
@@ -273,28 +293,64 @@ def _settings_of(info: dict[str, Any]) -> Any:
     return run_settings
 
 
-def _predictions(rows: list[dict[str, Any]]) -> list[Any]:
+def _predictions(source: bytes | Path, settings: Any, tasks: list[str], release: Release, most: int,
+                 deadline: float) -> list[Any]:
+    """The run's answers, read as a stream: each line's task, id, epoch and rotation checked as it
+    arrives (an item this release does not have, or an epoch past the run's own, stops the read there)."""
     from eval.store import key_of
     from eval.types import Prediction
 
+    epochs = settings.epochs
     latest: dict[Any, Any] = {}
-    for number, row in enumerate(rows, start=1):
+    for number, row in iter_jsonl(source, "predictions.jsonl", most):
         where = f"predictions.jsonl line {number}"
-        if row.get("task") not in TASKS or not isinstance(row.get("id"), str):
-            raise SubmissionError(f"{where}: needs a task ({', '.join(TASKS)}) and a string id")
+        if row.get("task") not in tasks or not isinstance(row.get("id"), str):
+            raise SubmissionError(f"{where}: needs a task of run.json's ({', '.join(tasks)}) and a string id")
+        if row["id"] not in release.rows[row["task"]]:
+            raise SubmissionError(f"refused: {where}: item {row['task']}/{row['id'][:60]} is not in this release "
+                                  f"(tampered, or another release)")
         for name in ("raw", "error", "request_hash"):
             if row.get(name) is not None and not isinstance(row[name], str):
                 raise SubmissionError(f"{where}: {name} must be text")
         if len(row.get("raw") or "") > MAX_RAW_CHARS:
             raise SubmissionError(f"{where}: the raw answer is longer than {MAX_RAW_CHARS} characters")
-        for name in ("epoch", "rotation"):
-            if not isinstance(row.get(name, 0), int) or not 0 <= row.get(name, 0) < 64:
-                raise SubmissionError(f"{where}: {name} must be a small whole number")
+        rotations = ROTATIONS if settings.circular and tasks_registry_has_options(row["task"]) else 1
+        for name, bound in (("epoch", epochs), ("rotation", rotations)):
+            value = row.get(name, 0)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < bound:
+                raise SubmissionError(f"{where}: {name} {str(value)[:12]} is outside the run's own settings "
+                                      f"(0 to {bound - 1})")
+        if number % 256 == 0 and time.monotonic() > deadline:
+            raise _over_budget(deadline)
         prediction = Prediction.from_json(row)
         latest[key_of(prediction)] = prediction
     if not latest:
         raise SubmissionError("predictions.jsonl holds no answers")
     return list(latest.values())
+
+
+def tasks_registry_has_options(task: str) -> bool:
+    from eval import tasks as registry
+
+    return bool(registry.get(task).has_options)
+
+
+class _Deadline(float):
+    """When a submission's time budget ends (time.monotonic()), and how long the budget was."""
+
+    budget: float = SCORE_SECONDS
+
+    @classmethod
+    def after(cls, seconds: float) -> _Deadline:
+        deadline = cls(time.monotonic() + seconds)
+        deadline.budget = seconds
+        return deadline
+
+
+def _over_budget(deadline: float) -> SubmissionError:
+    budget = getattr(deadline, "budget", SCORE_SECONDS)
+    return SubmissionError(f"refused: checking and re-scoring this run took over {budget:g} s of this Space's "
+                           f"time; submit fewer epochs or items")
 
 
 def _check_release(info: dict[str, Any], tasks: list[str], release: Release) -> None:
@@ -316,8 +372,9 @@ def _check_release(info: dict[str, Any], tasks: list[str], release: Release) -> 
                                   f"{str(theirs)[:40]!r}, this Space's release is {mine!r}")
 
 
-def _check_hashes(predictions: list[Any], settings: Any, release: Release) -> None:
-    """Every request hash must be the one this release's prompt and views give with the run's settings."""
+def _check_hashes(predictions: list[Any], settings: Any, release: Release, deadline: float = float("inf")) -> None:
+    """Every request hash must be the one this release's prompt and views give with the run's settings
+    (within the submission's time budget: building each request decodes and resizes its photos)."""
     from eval.images import ImageError
     from eval.requests import build_request
 
@@ -327,6 +384,8 @@ def _check_hashes(predictions: list[Any], settings: Any, release: Release) -> No
                               f"({', '.join(unknown[:3])}): tampered, or another release")
     wrong = []
     for p in predictions:
+        if time.monotonic() > deadline:
+            raise _over_budget(deadline)
         try:
             expected = build_request(p.task, release.rows[p.task][p.id], settings, p.epoch, p.rotation).request_hash
         except (ImageError, ValueError, TypeError, KeyError, IndexError):
@@ -388,6 +447,7 @@ class Verification:
     checks: list[TaskCheck]
     partial: bool
     notes: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # what a person should look at before trusting the row
 
     @property
     def mismatch(self) -> bool:
@@ -396,7 +456,39 @@ class Verification:
     def to_json(self) -> dict[str, Any]:
         return {"status": VERIFIED, "model": self.model, "label": self.label, "lang": self.lang, "key": self.key,
                 "source": self.source, "partial": self.partial, "mismatch": self.mismatch, "notes": self.notes,
-                "tasks": [c.to_json() for c in self.checks]}
+                "flags": self.flags, "tasks": [c.to_json() for c in self.checks]}
+
+
+MAX_MAPE = 100.0  # 10,000 %: a self-reported MAPE past it is no figure
+IDENTICAL_SHARE = 0.5  # of a task's answers equal to the reference, character for character: flagged
+
+
+def review_flags(checks: list[TaskCheck], rescored: list[dict[str, Any]],
+                 meta: Mapping[str, Any]) -> list[str]:
+    """Why a verified row needs a person's look: a perfect re-scored figure, or answers that repeat the
+    public references (re-scoring cannot tell a run written from the references from a model)."""
+    flags = []
+    for check in checks:
+        if check.verified and check.rescored is not None and check.items and (
+                check.rescored == (0.0 if figure_of(check.task) == "avg_mape" else 1.0)):
+            flags.append(f"{check.task}: a perfect re-scored figure")
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for row in rescored:
+        by_task.setdefault(row["task"], []).append(row)
+    for task, rows in by_task.items():
+        same = sum(_repeats_reference(task, r) for r in rows)
+        if rows and same / len(rows) >= IDENTICAL_SHARE and figure_of(task) != "accuracy":
+            flags.append(f"{task}: {same} of {len(rows)} answers equal the reference exactly")
+    return flags
+
+
+def _repeats_reference(task: str, row: dict[str, Any]) -> bool:
+    """An answer that is the reference itself: every nutrient to the digit, or the reference text."""
+    if figure_of(task) == "avg_mape":
+        ape = row.get("ape")
+        return isinstance(ape, dict) and bool(ape) and all(v == 0 for v in ape.values())
+    raw, reference = row.get("raw"), row.get("reference")
+    return isinstance(raw, str) and isinstance(reference, str) and " ".join(raw.split()) == " ".join(reference.split())
 
 
 def _flat(value: Any) -> dict[str, str] | None:
@@ -412,30 +504,50 @@ def submission_key(model: str, identity: dict[str, Any]) -> str:
     return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', model).strip('-')[:60]}-{digest.hexdigest()[:10]}"
 
 
-def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release], work: Path, *,
-           judge: str | None, judge_cache: Path | None, source: str) -> tuple[Verification, Path]:
-    """Check and re-score a run folder's files in `work`; the re-scored run folder is `work`/run."""
+def _run_tasks(info: dict[str, Any]) -> list[str]:
+    found = info.get("tasks")
+    if not isinstance(found, list) or not found or not all(t in TASKS for t in found):
+        raise SubmissionError(f"run.json: `tasks` must list the run's tasks ({', '.join(TASKS)})")
+    return [t for t in TASKS if t in found]
+
+
+def verify(files: Mapping[str, Path | bytes], release_for: Callable[[list[str]], Release], work: Path, *,
+           judge: str | None, judge_cache: Path | None, source: str,
+           budget: float = SCORE_SECONDS, max_epochs: int = MAX_EPOCHS) -> tuple[Verification, Path]:
+    """Check and re-score a run folder's files in `work`; the re-scored run folder is `work`/run.
+
+    Bounded by what the run claims and by the release: its epochs (at most `max_epochs`), its tasks,
+    the release's items; predictions and claimed scores are read line by line, each id checked as it
+    arrives; the whole check and re-scoring within `budget` seconds, else refused in one line."""
     from eval.report.runs import RunData
     from eval.runinfo import build_run_json, write_run_json
     from eval.scoring import SCORES, ScoringError, score_run
     from eval.settings import IDENTITY_FIELDS
     from eval.store import PREDICTIONS
 
+    deadline = _Deadline.after(budget)
     info = parse_json(files["run.json"], "run.json")
     if not isinstance(info, dict):
         raise SubmissionError("run.json: not a JSON object")
     settings = _settings_of(info)
     if settings.model.startswith("human:"):
         raise SubmissionError("refused: people's runs come from the Take the test tab, not from submissions")
-    predictions = _predictions(parse_jsonl(files["predictions.jsonl"], "predictions.jsonl"))
-    tasks = [t for t in TASKS if any(p.task == t for p in predictions)]
+    if settings.epochs > max_epochs:
+        raise SubmissionError(f"refused: run.json asks {settings.epochs} epochs; this Space re-scores at most "
+                              f"{max_epochs}")
+    tasks = _run_tasks(info)
     try:
         release = release_for(tasks)
     except (ValueError, OSError) as exc:
         raise SubmissionError(f"this Space cannot load its release: {' '.join(str(exc).split())[:160]}") from None
     _check_release(info, tasks, release)
-    _check_hashes(predictions, settings, release)
-    claimed_scores = parse_jsonl(files["scores.jsonl"], "scores.jsonl") if "scores.jsonl" in files else []
+    most = sum(len(release.rows[t]) * settings.epochs * (ROTATIONS if settings.circular and
+                                                          tasks_registry_has_options(t) else 1) for t in tasks)
+    predictions = _predictions(files["predictions.jsonl"], settings, tasks, release, most, deadline)
+    tasks = [t for t in tasks if any(p.task == t for p in predictions)]
+    _check_hashes(predictions, settings, release, deadline)
+    claimed_scores = [row for _, row in iter_jsonl(files["scores.jsonl"], "scores.jsonl", most)] \
+        if "scores.jsonl" in files else []
     claimed_metrics = parse_json(files["metrics.json"], "metrics.json") if "metrics.json" in files else {}
 
     # The run folder as the Space keeps it: the submitted settings and answers, nothing the visitor
@@ -455,10 +567,14 @@ def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release],
         for p in predictions:
             fh.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
     meta = {task: release.rows[task].meta() for task in tasks}
+    if time.monotonic() > deadline:
+        raise _over_budget(deadline)
     try:
         metrics = score_run(run_dir, judge=judge, rows=meta, judge_cache=judge_cache)
     except ScoringError as exc:
         raise SubmissionError(f"re-scoring failed: {exc}") from None
+    if time.monotonic() > deadline:
+        raise _over_budget(deadline)
     rescored = [row for _, row in iter_jsonl_objects(run_dir / SCORES)]  # written just now by score_run
     checks = []
     for task in tasks:
@@ -471,13 +587,14 @@ def verify(files: dict[str, bytes], release_for: Callable[[list[str]], Release],
             rescored=_claimed(task, rescored_task) if verified else None,
             differing=_differing(task, claimed_scores, rescored_task) if verified else 0, verified=verified))
     notes = []
+    flags = review_flags(checks, rescored, meta)
     if any(not c.verified for c in checks):
         notes.append("VQA not verified: this Space has no judge configured, so VQA answers are kept unscored")
     partial = bool(settings.limit or settings.ids) or any(c.items < c.release_items for c in checks)
     run = RunData(run_dir, kept)
     verification = Verification(model=settings.model, label=run.label, lang=settings.lang,
                                 key=submission_key(settings.model, identity), source=source, checks=checks,
-                                partial=partial, notes=notes)
+                                partial=partial, notes=notes, flags=flags)
     return verification, run_dir
 
 
@@ -514,9 +631,14 @@ def self_reported(card_text: str, dataset_id: str | None, repo_id: str) -> dict[
             lang = str(args.get("lang") or lang)[:8]
             name = str(model.get("name") or repo_id)[:128]
             for metric in result.get("metrics") or []:
-                if not isinstance(metric, dict) or not isinstance(metric.get("value"), int | float):
+                if not isinstance(metric, dict) or not isinstance(metric.get("value"), int | float) \
+                        or isinstance(metric.get("value"), bool):
                     continue
                 kind, value = metric.get("type"), float(metric["value"]) / 100
+                low, high = (0.0, 1.0) if kind == "accuracy" else (0.0, MAX_MAPE)
+                if not (math.isfinite(value) and low <= value <= high):
+                    raise SubmissionError(f"{repo_id}: the model card's {task} {str(kind)[:40]} of {metric['value']} % is "
+                                          f"outside its range ({low * 100:g} to {high * 100:g} %): refused")
                 if kind == "accuracy" and figure_of(task) == "accuracy":
                     figures.setdefault(task, {})["accuracy"] = value
                 elif figure_of(task) == "avg_mape" and isinstance(kind, str) and kind.endswith("mape"):
@@ -534,7 +656,7 @@ def _hub_api() -> Any:
     return HfApi()
 
 
-def fetch_from_hub(repo_id: str, repo_type: str, dest: Path, caps: Caps) -> tuple[str, Path | dict[str, bytes] | str]:
+def fetch_from_hub(repo_id: str, repo_type: str, dest: Path, caps: Caps) -> tuple[str, Path | dict[str, Path] | str]:
     """A visitor's Hub repo: ("zip", path), ("files", run files) or ("card", README text).
 
     Read anonymously (token=False): a visitor must not reach what only the operator's token can see.
@@ -572,7 +694,7 @@ def fetch_from_hub(repo_id: str, repo_type: str, dest: Path, caps: Caps) -> tupl
                     total += siblings[path]
                     if total > caps.unpacked_bytes:
                         raise SubmissionError(f"{repo_id}: the run folder is over {_mb(caps.unpacked_bytes)}")
-                    files[name] = download(path, caps.unpacked_bytes).read_bytes()
+                    files[name] = download(path, caps.unpacked_bytes)
             if "predictions.jsonl" not in files:
                 raise SubmissionError(f"{repo_id}: the run folder has no predictions.jsonl")
             return "files", files
@@ -609,11 +731,17 @@ class Submissions:
     def scheduler(self) -> Any:
         return self._hub.scheduler()
 
-    def _keep(self, key: str, write: Callable[[Path], None]) -> Path:
-        """Write a submission's folder; the one it replaces moves to its history/ first."""
+    def _keep(self, key: str, write: Callable[[Path], None], owner: dict[str, Any]) -> Path:
+        """Write a submission's folder; the one it replaces moves to its history/ first. A row belongs to
+        whoever first submitted it: another owner's submission of the same model and settings gets a
+        row of its own (the key and a tag of its owner), never replaces it."""
         scheduler = self.scheduler()
-        target = self.folder / key
         with self._lock, self._hub.writing():
+            target = self.folder / key
+            if _owner_of(target) not in (None, owner):
+                target = self.folder / f"{key}-{owner_tag(owner)}"
+                if _owner_of(target) not in (None, owner):  # cannot happen short of a hash collision
+                    raise SubmissionError("refused: this row belongs to another submitter")
             if (target / SUBMISSION_JSON).is_file():
                 try:
                     old = json.loads((target / SUBMISSION_JSON).read_text(encoding="utf-8"))
@@ -635,7 +763,7 @@ class Submissions:
             scheduler.trigger()  # submissions are rare (rate-limited): push now rather than in 5 minutes
         return target
 
-    def keep_verified(self, verification: Verification, run_dir: Path) -> Path:
+    def keep_verified(self, verification: Verification, run_dir: Path, owner: dict[str, Any]) -> Path:
         from eval.report.report import write_run_report
 
         def write(target: Path) -> None:
@@ -643,18 +771,20 @@ class Submissions:
                 if (run_dir / name).is_file():
                     shutil.copy2(run_dir / name, target / name)
             info = json.loads((target / "run.json").read_text(encoding="utf-8"))
-            info["submission"] = {**verification.to_json(), "submitted_at": _now()}
+            info["submission"] = {**verification.to_json(), "key": target.name, "owner": owner, "submitted_at": _now()}
             (target / "run.json").write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
             (target / SUBMISSION_JSON).write_text(json.dumps(info["submission"], indent=2, ensure_ascii=False) + "\n",
                                                   encoding="utf-8")
             write_run_report(target)
 
-        return self._keep(verification.key, write)
+        return self._keep(verification.key, write, owner)
 
     def keep_self_reported(self, found: dict[str, Any], repo_id: str) -> Path:
+        owner = {"kind": "hub-repo", "who": repo_id}  # a card only ever updates its own repo's row
         record = {"status": SELF_REPORTED, "model": found["model"], "lang": found["lang"],
-                  "source": f"hub:{repo_id}", "submitted_at": _now(), "mismatch": False, "partial": False}
-        key = submission_key(found["model"], {"lang": found["lang"], "self_reported": True})
+                  "source": f"hub:{repo_id}", "submitted_at": _now(), "mismatch": False, "partial": False,
+                  "owner": owner}
+        key = submission_key(found["model"], {"lang": found["lang"], "self_reported": True, "repo": repo_id})
 
         def write(target: Path) -> None:
             (target / "metrics.json").write_text(json.dumps(found["metrics"], indent=2) + "\n", encoding="utf-8")
@@ -663,7 +793,37 @@ class Submissions:
             (target / "run.json").write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
             (target / SUBMISSION_JSON).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
-        return self._keep(key, write)
+        return self._keep(key, write, owner)
+
+
+def owner_record(user: str | None, secret: str | None) -> tuple[dict[str, Any], str | None]:
+    """(who owns a submission, as kept; a new secret to give back, or None). The signed-in Hugging Face
+    user on a Space with sign-in; else the owner secret the visitor gives, or one made now (only its
+    SHA-256 is kept: submission.json may be public)."""
+    if user:
+        return {"kind": "hf-user", "who": str(user)[:96]}, None
+    fresh = None
+    if not (secret or "").strip():
+        secret = fresh = secrets.token_urlsafe(18)
+    digest = hashlib.sha256(str(secret).strip().encode()).hexdigest()
+    return {"kind": "secret", "sha256": digest}, fresh
+
+
+def owner_tag(owner: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(owner, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _owner_of(folder: Path) -> dict[str, Any] | None:
+    """The owner recorded in a kept submission; None for no submission there; a row kept before rows
+    had owners belongs to nobody who can prove it ({"kind": "unknown"})."""
+    path = folder / SUBMISSION_JSON
+    if not path.is_file():
+        return None
+    try:
+        owner = json.loads(path.read_text(encoding="utf-8")).get("owner")
+    except (ValueError, AttributeError, OSError):
+        owner = None
+    return owner if isinstance(owner, dict) else {"kind": "unknown"}
 
 
 def _now() -> str:
@@ -672,8 +832,10 @@ def _now() -> str:
 
 def submit(*, zip_path: Path | None, hub_repo: str | None, repo_type: str, store: Submissions,
            release_for: Callable[[list[str]], Release], caps: Caps, judge: str | None,
-           dataset_id: str | None) -> dict[str, Any]:
-    """One submission end to end: fetch, open, verify, keep. Returns what was kept (submission.json)."""
+           dataset_id: str | None, user: str | None = None, secret: str | None = None,
+           budget: float = SCORE_SECONDS) -> dict[str, Any]:
+    """One submission end to end: fetch, open, verify, keep. Returns what was kept (submission.json),
+    with `owner_secret` when one was made for this submitter (shown once, never kept)."""
     if bool(zip_path) == bool((hub_repo or "").strip()):
         raise SubmissionError("give either a zip of a run folder or a Hub repo id, not both and not neither")
     with tempfile.TemporaryDirectory(prefix="dining-submit-") as tmp:
@@ -683,15 +845,19 @@ def submit(*, zip_path: Path | None, hub_repo: str | None, repo_type: str, store
         else:
             kind, payload = fetch_from_hub(str(hub_repo), repo_type, work, caps)
             source = f"hub:{str(hub_repo).strip()}"
+        fresh = None
         if kind == "card":
             found = self_reported(str(payload), dataset_id, str(hub_repo).strip())
             folder = store.keep_self_reported(found, str(hub_repo).strip())
         else:
-            files = open_zip(payload, caps) if kind == "zip" else payload  # type: ignore[arg-type]
+            files = open_zip(payload, caps, work / "in") if kind == "zip" else payload  # type: ignore[arg-type]
             verification, run_dir = verify(files, release_for, work, judge=judge, source=source,  # type: ignore[arg-type]
-                                           judge_cache=store.folder.parent / ".judge_cache" if judge else None)
-            folder = store.keep_verified(verification, run_dir)
-        return json.loads((folder / SUBMISSION_JSON).read_text(encoding="utf-8"))
+                                           judge_cache=store.folder.parent / ".judge_cache" if judge else None,
+                                           budget=budget)
+            owner, fresh = owner_record(user, secret)
+            folder = store.keep_verified(verification, run_dir, owner)
+        record = json.loads((folder / SUBMISSION_JSON).read_text(encoding="utf-8"))
+        return {**record, "owner_secret": fresh} if fresh else record
 
 
 # ---------------------------------------------------------------- read back at start

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
+import os
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +16,9 @@ from eval import tasks
 
 from .guard import GuardError
 from .leaderboard import headline_column
-from .limits import HourlyQuota, VisitorJobs, client_address
+from .limits import HourlyQuota, RequestSlots, VisitorJobs, client_address
 from .settings import SpaceSettings
-from .submissions import Caps, Releases, SubmissionError, Submissions, submit
+from .submissions import MAX_EPOCHS, Caps, Releases, SubmissionError, Submissions, submit
 
 
 def _figure(task: str) -> str:
@@ -28,8 +32,12 @@ INTRO = ("Submit a run folder that `python -m eval run` wrote (`run.json`, `pred
          "This Space believes none of your figures: it checks that the run was made on its release (dataset "
          "fingerprint, prompt version, every request hash), re-scores every raw answer with the harness's "
          "scorers, and shows its figures beside yours. Accepted rows appear on the Leaderboard as "
-         "**verified**; a model repo whose card has a `model-index` result on this dataset appears as "
-         "**self-reported**. A newer submission of the same model and settings replaces the older one.")
+         "**verified**: re-scored here from the raw answers on this release, which says the answers earn "
+         "the figure, not which model wrote them (a perfect figure, or answers that repeat the public "
+         "references, is flagged for review). A model repo whose card has a `model-index` result on this "
+         "dataset appears as **self-reported**. A row belongs to whoever first submitted it (the signed-in "
+         "Hugging Face user, or the owner secret shown at the first submission): only its owner replaces "
+         "it, with the history kept; anyone else's submission gets a row of its own.")
 
 
 def _pct(value: Any) -> str:
@@ -57,31 +65,84 @@ def report_markdown(record: dict[str, Any]) -> str:
         lines.append(f"| {_figure(task['task'])} | {task['items']} / {task['release_items']} | "
                      f"{_pct(claimed)} | {_pct(task['rescored'])} | {check} |")
     lines += ["", *[f"- {html.escape(note)}" for note in record.get("notes") or []]]
+    lines += [f"- ⚑ flagged for review: {html.escape(str(flag))}" for flag in record.get("flags") or []]
+    if record.get("owner_secret"):
+        lines += ["", f"**Your owner secret: `{record['owner_secret']}`**. Keep it: give it with a later "
+                      "submission of this model and settings to replace this row. It is shown only now."]
     return "\n".join(lines)
 
 
+UPLOADS_MAX_BYTES = 512 << 20  # uploads Gradio keeps at once; past it the oldest go
+UPLOADS_MAX_AGE = 1800.0  # seconds an upload that was never submitted is kept
+
+
+def sweep_uploads(root: Path, max_bytes: int = UPLOADS_MAX_BYTES, max_age: float = UPLOADS_MAX_AGE,
+                  now: float | None = None) -> int:
+    """Remove uploaded zips older than `max_age`, then the oldest until the rest weigh at most
+    `max_bytes`; returns how many were removed (Gradio keeps every upload until told otherwise)."""
+    now = time.time() if now is None else now
+    found = []
+    for path in root.rglob("*.zip") if root.is_dir() else []:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        found.append((st.st_mtime, st.st_size, path))
+    removed = 0
+    total = sum(size for _, size, _ in found)
+    for mtime, size, path in sorted(found):
+        if now - mtime > max_age or total > max_bytes:
+            path.unlink(missing_ok=True)
+            total -= size
+            removed += 1
+    return removed
+
+
+def upload_root() -> Path:
+    """Where Gradio keeps uploads: GRADIO_TEMP_DIR, else its folder under the system's temp folder."""
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
+
+
 class SubmitTab:
-    def __init__(self, settings: SpaceSettings) -> None:
+    """`slots` are the Space's request slots: a submission re-judged by the operator's judge holds one
+    while it runs, like an evaluation's requests."""
+
+    def __init__(self, settings: SpaceSettings, slots: RequestSlots | None = None) -> None:
         self.settings = settings
         self.caps = Caps(zip_bytes=settings.submit_max_mb << 20, unpacked_bytes=settings.submit_unpacked_mb << 20)
         self.store = Submissions(settings.results_dir, hub_repo=settings.submit_repo)
         self.releases = Releases(settings.dataset)
+        self.slots = slots or RequestSlots(settings.max_requests)
         self.jobs = VisitorJobs(per_session=1, per_address=1, noun="submission")
         self.quota = HourlyQuota(settings.submits_per_hour, settings.submits_per_hour, 0, noun="submission")
 
-    def submit(self, zip_file: str | None, hub_repo: str, repo_type: str,
-               request: gr.Request = None) -> tuple[str, dict[str, Any]]:  # type: ignore[assignment]
-        """/submit: a zip path (or a Hub repo id) in; the outcome as Markdown and as a dict."""
+    async def submit(self, zip_file: str | None, hub_repo: str, repo_type: str, owner_secret: str = "",
+                     request: gr.Request = None,  # type: ignore[assignment]
+                     profile: gr.OAuthProfile | None = None) -> tuple[str, dict[str, Any]]:
+        """/submit: a zip path (or a Hub repo id) in; the outcome as Markdown and as a dict. The upload
+        is removed once read, whatever the outcome."""
         session = getattr(request, "session_hash", None)
         address = client_address(request, self.settings.proxy_hops)
+        user = getattr(profile, "username", None) if profile is not None else None
         try:
             with self.jobs.hold(session, address):
                 self.quota.take(session, address)
-                record = submit(zip_path=Path(zip_file) if zip_file else None, hub_repo=hub_repo,
-                                repo_type=repo_type or "model", store=self.store, release_for=self.releases.get,
-                                caps=self.caps, judge=self.settings.judge, dataset_id=self.settings.dataset_id)
+                work = lambda: submit(  # noqa: E731 - one call, run in a worker thread
+                    zip_path=Path(zip_file) if zip_file else None, hub_repo=hub_repo, repo_type=repo_type or "model",
+                    store=self.store, release_for=self.releases.get, caps=self.caps, judge=self.settings.judge,
+                    dataset_id=self.settings.dataset_id, user=user, secret=owner_secret,
+                    budget=self.settings.submit_seconds)
+                if self.settings.judge:  # the judge's calls are model requests: one Space-wide slot
+                    async with self.slots.slot():
+                        record = await asyncio.to_thread(work)
+                else:
+                    record = await asyncio.to_thread(work)
         except (SubmissionError, GuardError) as exc:
             raise gr.Error(str(exc), print_exception=False) from None
+        finally:
+            if zip_file:
+                Path(zip_file).unlink(missing_ok=True)
+            sweep_uploads(upload_root())
         return report_markdown(record), record
 
     def build(self) -> None:
@@ -95,8 +156,11 @@ class SubmitTab:
                                       elem_id="db-submit-repo")
                 repo_type = gr.Radio(["model", "dataset"], value="model", label="Repo type",
                                      elem_id="db-submit-type")
+                secret = gr.Textbox(value="", label="Owner secret (to replace your own row)", type="password",
+                                    placeholder="shown at your first submission", elem_id="db-submit-secret")
         limits = (f"At most {self.settings.submit_max_mb} MB zipped, {self.settings.submit_unpacked_mb} MB "
-                  f"unpacked, {self.settings.submits_per_hour} submissions per hour. "
+                  f"unpacked, {MAX_EPOCHS} epochs, {self.settings.submit_seconds:g} s of checking and re-scoring, "
+                  f"{self.settings.submits_per_hour} submissions per hour. "
                   + ("VQA is re-judged with this Space's judge." if self.settings.judge
                      else "This Space has no judge: VQA answers are kept but not verified."))
         gr.Markdown(limits, elem_classes="db-hint")
@@ -104,5 +168,7 @@ class SubmitTab:
         outcome = gr.Markdown(elem_id="db-submit-outcome")
         with gr.Accordion("Details (what was checked, as JSON)", open=False):
             record = gr.JSON(label="Details", elem_id="db-submit-record")
-        button.click(self.submit, [zip_file, hub_repo, repo_type], [outcome, record], api_name="submit",
-                     concurrency_limit=1)
+        # Two at a time: one large submission (bounded by its time budget) never holds every place.
+        button.click(self.submit, [zip_file, hub_repo, repo_type, secret], [outcome, record], api_name="submit",
+                     concurrency_limit=2)
+        zip_file.upload(lambda: sweep_uploads(upload_root()) and None, None, None, api_visibility="private")
