@@ -29,8 +29,10 @@ NOTE = ("Rows are ranked only against comparable rows: the **full release** unde
         "(verified submissions and the operator's runs), and the paper's or model cards' figures each among "
         "themselves. *Partial* runs (a subset of items), the *synthetic* sample, people and reference "
         "baselines are shown in their own groups, not ranked. **Status** says how far to trust a row: "
-        "*verified* submissions were re-scored here from their raw answers (*claims differ* when the "
-        "submitted figures did not match), *self-reported* ones come from a model card. Identical rows are "
+        "*verified* submissions were re-scored here from their raw answers on this release: the answers "
+        "earn the figure, which does not prove which model wrote them (*claims differ* when the submitted "
+        "figures did not match; *flagged for review* for a perfect figure or answers that repeat the public "
+        "references), *self-reported* ones come from a model card. Identical rows are "
         "shown once. Intervals are 95%, clustered by merchant, as `value [low, high]`; click a model to "
         "open its run in the Runs tab; hover a header for its full name.")
 
