@@ -141,6 +141,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from eval.compare import compare_runs
+
+    text, _ = compare_runs(args.dirs, n_perm=args.permutations)
+    print(text)
+    return 0
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     from eval.report import viewer as runs_tab  # gradio is imported only by the command that serves a page
 
@@ -164,6 +172,7 @@ EXAMPLES = """examples:
       --base-url http://localhost:8000/v1 --images 2 --cot       a local server, 2 views, chain of thought
   python -m eval run --task vqa --model gemini:gemini-2.5-flash --judge openai:gpt-4o
   python -m eval score results/RUN --judge openai:gpt-4o         re-score saved predictions
+  python -m eval compare results/A results/B                   is A better than B? difference, interval, p-value
   python -m eval report results/A results/B --compare --out report.md
   python -m eval import logs/ --from inspect --out results/inspect-run    an inspect_ai or lmms-eval result
   python -m eval report results/RUN --model-card --dataset OWNER/NAME --out README.md
@@ -254,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("dirs", nargs="+", type=Path, metavar="RUN")
     analyze.add_argument("--out", type=Path, help="write analysis.md and its plots into this folder")
     analyze.set_defaults(handler=cmd_analyze)
+    compare = sub.add_parser("compare", help="is A better than B? per task the paired difference on shared items, its "
+                                             "merchant-clustered interval and a p-value (the second and later runs "
+                                             "each against the first)")
+    compare.add_argument("dirs", nargs="+", type=Path, metavar="RUN", help="two or more run folders")
+    compare.add_argument("--permutations", type=int, default=9_999,
+                         help="random merchant swaps of the permutation test (default 9,999; exact up to 14 merchants)")
+    compare.set_defaults(handler=cmd_compare)
     view = sub.add_parser("view", help="browse a run's items in the browser: filters, views, prompt, answer, score")
     view.add_argument("dir", type=Path, metavar="DIR", help="a run folder, or a folder of run folders")
     view.add_argument("--port", type=int, help="local port (default: Gradio's, or GRADIO_SERVER_PORT)")

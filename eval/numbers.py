@@ -123,6 +123,8 @@ def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = N_BO
         else:
             interval = cluster_bootstrap_mean_ci([float(r.get("correct") is True) for r in rows], merchants,
                                                  n_boot=n_boot, seed=seed)
+    if interval is not None and interval[0] == interval[1] in (0.0, 1.0) and not by_ape:
+        interval = one_sided_bound(interval[0], len(set(merchants)))
     if len(_CI_MEMO) > 256:  # long-lived callers (the Space) must not grow it forever
         _CI_MEMO.clear()
     _CI_MEMO[key] = (rows, interval)  # holding `rows` keeps its id from being reused
@@ -131,6 +133,18 @@ def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = N_BO
             _CI_BY_CONTENT.clear()
         _CI_BY_CONTENT[content] = interval
     return interval
+
+
+def one_sided_bound(value: float, merchants: int) -> tuple[float, float]:
+    """All right (1.0) or all wrong (0.0): the bootstrap has nothing to resample and would say
+    `[1.00, 1.00]`; the one-sided 95% Clopper-Pearson bound, counting merchants as the trials (items of
+    one merchant are not independent, so this is the cautious count), instead.
+
+    >>> [round(x, 4) for x in one_sided_bound(1.0, 5) + one_sided_bound(0.0, 30)]
+    [0.5493, 1.0, 0.0, 0.095]
+    """
+    bound = 0.05 ** (1 / max(merchants, 1))
+    return (bound, 1.0) if value >= 1.0 else (0.0, 1.0 - bound)
 
 
 _CI_MEMO: dict[tuple[str, int, int, int], tuple[Sequence[dict[str, Any]], tuple[float, float] | None]] = {}
@@ -272,6 +286,7 @@ def task_figures(task: str, rows: Sequence[dict[str, Any]], metric_result: dict[
     figures.update(outcome_counts(rows))
     figures["tokens"] = token_totals(rows)
     interval = headline_ci(task, rows, n_boot=n_boot)
+    figures["merchants"] = len({str(r.get("merchant_id")) for r in rows})  # below 20 the interval is marked
     key = f"{tasks.get(task).figure}_ci95"
     figures[key] = None if interval is None else [float(interval[0]), float(interval[1])]
     if rows and not any_answered(rows):  # no headline: the table shows "–" with the failed count

@@ -73,7 +73,8 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
                 HumanTab(catalog, settings, evaluate.slots).build()
             with gr.Tab("Runs", id="runs"):
                 runs_load = build_runs_tab(settings.results_dir)
-            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load, runs_load, (open_tab, [], tabs)]
+            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load, leaderboard.compare_load, runs_load,
+                     (open_tab, [], tabs)]
             if settings.review_work is not None:  # only for an operator reviewing a construction build
                 review = ReviewTab(settings.review_work, ReviewAccess(
                     settings.reviewers, settings.review_token, on_space=settings.on_space))

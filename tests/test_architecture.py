@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("harness", ("eval/images.py", "eval/requests.py", "eval/endpoints.py", "eval/backends/", "eval/runner.py",
                  "eval/store.py", "eval/runinfo.py", "eval/judge.py", "eval/numbers.py", "eval/circular.py",
                  "eval/scoring.py", "eval/agreement.py", "eval/progress.py", "eval/stats.py")),
-    ("reports", ("eval/report/", "eval/analysis.py")),
+    ("reports", ("eval/report/", "eval/analysis.py", "eval/compare.py")),
     ("construction", ("construct/",)),
     ("entry points", ("eval/api.py", "eval/cli.py", "eval/__main__.py", "eval/importer.py", "space/")),
     ("adapters (beside the entry points)", ("adapters/",)),

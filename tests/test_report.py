@@ -24,8 +24,9 @@ def test_classification_accuracy_and_interval_in_table2(tmp_path):
     text = report.table2([run], reported=False, n_boot=200)
     row = table_rows(text, "openai:model-a")[0]
     value, interval = row[2].split(" ", 1)
-    assert value == "75.00"
-    low, high = (float(x) for x in interval.strip("[]").split(", "))
+    assert value == "75.00" and interval.endswith("‡")  # the classification_run's few merchants: marked
+    assert "‡ fewer than 20 merchants" in report.build_report([run], n_boot=50)
+    low, high = (float(x) for x in interval.rstrip("‡").strip("[]").split(", "))
     assert low <= 75.0 <= high
     assert row[-1] == "40/–/–"
 
@@ -87,18 +88,19 @@ def test_two_runs_get_a_paired_difference(tmp_path):
     b = report.load_run(classification_run(tmp_path / "b", "xx.." * 10, model="openai:model-b", blocks=True))
     text = report.comparison([a, b], n_boot=300)
     row = table_rows(text, "classification")[0]
-    assert row[2:6] == ["openai:model-a", "openai:model-b", "40", "+25.00"]
-    low, high = (float(x) for x in row[6].strip("[]").split(", "))
+    assert row[2:6] == ["openai:model-a", "openai:model-b", "40 (10 merchants)", "+25.00"]
+    low, high = (float(x) for x in row[6].rstrip("‡").strip("[]").split(", "))
     # every merchant gains exactly the same in this construction, so the interval is a point
-    assert low == high == 25.0
-    assert row[7] == "A better"
+    assert low == high == 25.0 and row[6].endswith("‡")  # 10 merchants: marked
+    # the exact permutation test over 2**10 merchant swaps: only no swap and all swaps reach +25
+    assert row[7] == f"{2 / 1024:.3f}" and row[8] == "A better at the 5% level"
 
 
 def test_identical_runs_differ_by_exactly_zero(tmp_path):
     a = report.load_run(classification_run(tmp_path / "a", "x.x..xx.xx"))
     b = report.load_run(classification_run(tmp_path / "b", "x.x..xx.xx", model="openai:model-b"))
     row = table_rows(report.comparison([a, b], n_boot=100), "classification")[0]
-    assert row[5:8] == ["+0.00", "[+0.00, +0.00]", "no clear difference (interval contains 0)"]
+    assert row[5:9] == ["+0.00", "[+0.00, +0.00]‡", "1.000", "no significant difference at the 5% level"]
 
 
 def test_three_runs_are_compared_only_when_asked(tmp_path):

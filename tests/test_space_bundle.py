@@ -37,6 +37,7 @@ tabs = [block.label for block in demo.blocks.values() if type(block).__name__ ==
 review = ReviewTab(settings.review_work, ReviewAccess(settings.reviewers, settings.review_token))
 views, card, _ = review.show("nut-1", token=settings.review_token)
 print(json.dumps({"outside": outside, "tabs": tabs, "review_work": str(settings.review_work),
+                  "delete_cache": list(demo.delete_cache or ()),
                   "pending": review.ids("all", "pending"), "views": len(views), "card": card}))
 """
 
@@ -82,6 +83,7 @@ def test_the_bundle_runs_the_space_with_review_on(tmp_path: Path) -> None:
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["outside"] == []  # every module came from the bundle, none from the checkout
     assert "Review" in found["tabs"] and found["review_work"] == str(work) and found["pending"] == ["nut-1"]
+    assert found["delete_cache"] == [600, 1800]  # uploads never submitted are deleted after half an hour
     assert found["views"] == 2 and "Beef fried rice" in found["card"] and "720 kcal" in found["card"]
 
 

@@ -224,7 +224,8 @@ def test_results_table_shows_nutrition_compactly_and_escapes_model_text() -> Non
     line = summary_line("nutrition", "baseline:zero", {"avg_mape": 1.0, "avg_mape_ci95": [1.0, 1.0], "n": 8})
     assert line == "**baseline:zero** — Average MAPE (%) **100.00 [100.00, 100.00]** · 8 items"
     line = summary_line("classification", "baseline:first", {"accuracy": 0.125, "n": 8, "parse_failures": 1})
-    assert line == "**baseline:first** — accuracy (%) **12.50** · 8 items · 1 unparsed"
+    assert line == ("**baseline:first** — accuracy (%) **12.50** · 8 items · 1 unparsed · no interval: too few "
+                    "items or merchants to resample")  # the Evaluate tab says why it shows none
     assert html.startswith('<div class="db-scroll">')
 
 

@@ -515,11 +515,3 @@ def test_uploads_never_submitted_are_swept_by_age_and_total_size(tmp_path: Path)
     assert sweep_uploads(tmp_path, max_bytes=20 << 20, max_age=10_000, now=2000) == 20  # down to 10 x 2 MB
     assert len(list(tmp_path.rglob("*.zip"))) == 10
     assert sweep_uploads(tmp_path, max_bytes=1 << 30, max_age=100, now=20_000) == 10  # all too old
-
-
-def test_the_space_deletes_its_cached_uploads() -> None:
-    import inspect
-
-    import space.app as app
-
-    assert "delete_cache=(600, 1800)" in inspect.getsource(app.build_app)

@@ -16,7 +16,7 @@ from typing import Any
 
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import ReportError, RunData
-from eval.report.tables import as_text, md_table, pct
+from eval.report.tables import SMALL_MARK, SMALL_NOTE, SMALL_SAMPLE, as_text, md_table, pct
 from eval.settings import N_BOOT
 from eval.tasks import all_tasks
 from eval.tasks import get as get_task
@@ -195,12 +195,17 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
             items = run.scores[task]
             value = headline(task, items)
             interval = headline_ci(task, items, n_boot=n_boot)
+            merchants = len({str(r.get("merchant_id")) for r in items})
+            mark = SMALL_MARK if merchants < SMALL_SAMPLE else ""
             figure = "Average MAPE (%, lower is better)" if spec.lower_is_better else "Accuracy (%)"
             rows.append([run.model, spec.hub_name or spec.title, setting, figure,
                          "not scored" if value is None else pct(value),
-                         "–" if interval is None else f"[{pct(interval[0])}, {pct(interval[1])}]",
-                         str(len(items))])
-    return md_table(["Model", "Task", "Setting", "Figure", "Value", "95% CI", "Items"], rows)
+                         "–" if interval is None else f"[{pct(interval[0])}, {pct(interval[1])}]{mark}",
+                         f"{len(items)} ({merchants} merchants)"])
+    table = md_table(["Model", "Task", "Setting", "Figure", "Value", "95% CI", "Items"], rows)
+    small = any(len({str(r.get("merchant_id")) for r in items}) < SMALL_SAMPLE
+                for run in runs for items in run.scores.values())
+    return table + ("\n\n" + SMALL_NOTE if small else "")
 
 
 def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, allow_partial: bool = False,
@@ -224,6 +229,15 @@ def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, all
         parts.append("> **Not a full-benchmark result** (" + as_text("; ".join(partial)) + "): these figures check the "
                      "pipeline and do not compare with the paper's or with full-release runs.")
     parts.append(results_table(runs, n_boot=n_boot))
+    if len(runs) > 1:  # the same model under several settings: is each setting better than the first?
+        from eval.report.paired import comparison
+
+        paired = comparison(runs, against_first=True, n_boot=n_boot)
+        if paired:
+            parts += ["## Settings compared", paired,
+                      "Each later setting against the first, on the items both answered: the paired difference "
+                      "(percentage points), its 95% interval resampling merchants, and the p-value of a clustered "
+                      "paired permutation test (`python -m eval compare`)."]
     sources = []
     for ref in {ref.type: ref for ref in refs}.values():
         # ref.type of a Hub dataset matched HUB_ID (letters, digits, `-_./`); names come from a release card.

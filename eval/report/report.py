@@ -21,13 +21,21 @@ from eval.numbers import (
     headline,
     headline_ci,
     outcome_counts,
-    paired_difference,
     score_nutrition_rows,
 )
 from eval.report import model_card
+from eval.report.paired import comparison, group_runs
 from eval.report.runs import ReportError, RunData, expand_run_dirs, load_reported, load_run
 from eval.report.sweeps import sweep_sections
-from eval.report.tables import as_text, headline_cell, md_table, pct, with_ci
+from eval.report.tables import (
+    SMALL_NOTE,
+    SMALL_SAMPLE,
+    as_text,
+    headline_cell,
+    md_table,
+    pct,
+    with_ci,
+)
 from eval.settings import N_BOOT
 from eval.tasks import Task, all_tasks
 from eval.tasks import get as get_task
@@ -40,18 +48,6 @@ DIMENSION_TITLES = {"cuisine": "cuisine", "category": "menu category", "vqa_cate
 SMALL_CELL = 10  # cells with fewer items are flagged: their figure is mostly noise
 MAX_BREAKDOWN_ROWS = 25  # menu categories can run into the hundreds; show the largest
 MAX_BREAKDOWN_RUNS = 6  # more columns than this stop being readable
-
-
-def group_runs(runs: Sequence[RunData]) -> dict[str, dict[str, RunData]]:
-    """Table rows: label -> {task: run}. Folders with the same label and distinct tasks share a row."""
-    table: dict[str, dict[str, RunData]] = {}
-    for run in runs:
-        label = run.label
-        if any(task in table.get(label, {}) for task in run.scores):
-            label = f"{label} [{run.path.name}]"
-        for task in run.scores:
-            table.setdefault(label, {})[task] = run
-    return table
 
 
 def task_headers(task: Task) -> list[str]:
@@ -142,36 +138,7 @@ def _headline_cell(task: str, run: RunData | None, n_boot: int) -> str:
         return headline_cell(None, None, failed=failed, n=len(rows))
     if value is None:
         return "not scored" if get_task(task).judged else "–"
-    return with_ci(value, headline_ci(task, rows, n_boot=n_boot))
-
-
-def comparison(runs: Sequence[RunData], *, against_first: bool = False, n_boot: int = N_BOOT) -> str:
-    """Paired differences (A − B, percentage points) on shared items, with 95% cluster-bootstrap CIs."""
-    grouped = list(group_runs(runs).items())
-    pairs = [(grouped[0], other) for other in grouped[1:]] if against_first else \
-        ([(grouped[0], grouped[1])] if len(grouped) == 2 else [])
-    lines = []
-    for (label_a, tasks_a), (label_b, tasks_b) in pairs:
-        for task in task_names():
-            if task not in tasks_a or task not in tasks_b:
-                continue
-            result = paired_difference(task, tasks_a[task].scores[task], tasks_b[task].scores[task],
-                                       n_boot=n_boot)
-            if result is None:
-                continue
-            low, high = result["ci95"]
-            spec = get_task(task)
-            if low > 0 or high < 0:
-                a_ahead = (result["diff"] < 0) == spec.lower_is_better
-                verdict = f"{'A' if a_ahead else 'B'} better"
-            else:
-                verdict = "no clear difference (interval contains 0)"
-            metric = "Avg MAPE" if spec.lower_is_better else "accuracy"
-            lines.append([task, metric, label_a, label_b, str(result["n"]),
-                          f"{100 * result['diff']:+.2f}", f"[{100 * low:+.2f}, {100 * high:+.2f}]", verdict])
-    if not lines:
-        return ""
-    return md_table(["Task", "Figure", "A", "B", "Shared items", "A − B (pp)", "95% CI (pp)", "Reading"], lines)
+    return with_ci(value, headline_ci(task, rows, n_boot=n_boot), len({str(r.get("merchant_id")) for r in rows}))
 
 
 def breakdown_tables(runs: Sequence[RunData]) -> str:
@@ -364,7 +331,10 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
         "merchants (items of one restaurant are not independent). MAE/RMSE per serving in kcal or g; "
         "Avg MAPE is the mean of the four MAPEs, lower is better. Baseline rows show what no skill "
         "scores; the *chance* row is the exact expectation of a uniform guess among each item's options. Rows marked *reported (paper)* are copied from the paper (full benchmark), not "
-        "reproduced here, and compare only with runs on the full release."]
+        "reproduced here, and compare only with runs on the full release. An all-right or all-wrong figure "
+        "gets a one-sided 95% bound (merchants counted as the trials), never a zero-width interval."]
+    if any(len({str(r.get("merchant_id")) for r in rows}) < SMALL_SAMPLE for run in runs for rows in run.scores.values()):
+        parts.append(SMALL_NOTE)
     outcomes = outcome_table(runs)
     if outcomes:
         parts += ["## Answers that did not count", outcomes]
@@ -384,6 +354,8 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
     if paired:
         parts += ["## Paired comparison", paired,
                   "Both runs are resampled on the same merchants, so shared difficulty cancels out. "
+                  "p: a clustered paired permutation test (whole merchants' answers swapped between A and B; "
+                  "`python -m eval compare` prints it with McNemar's exact test and the items left out). "
                   "pp = percentage points; for Avg MAPE a negative difference means A errs less."]
     sweep = sweep_sections(runs, plot_dir=plot_dir, n_boot=n_boot)
     if sweep:

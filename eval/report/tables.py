@@ -23,16 +23,29 @@ def pct(value: float | None) -> str:
     return MISSING if value is None or math.isnan(value) else f"{100 * value:.2f}"
 
 
-def with_ci(value: float | None, interval: Sequence[float] | None) -> str:
-    """`24.45 [20.10, 28.80]`; the value alone when there is no interval."""
+SMALL_SAMPLE = 20  # merchants: below this a 95% interval covers less than 95% (0.84 measured at 5)
+SMALL_MARK = "‡"
+SMALL_NOTE = (f"{SMALL_MARK} fewer than {SMALL_SAMPLE} merchants: a 95% interval that resamples merchants covers "
+              "less than 95% with so few (about 0.84 measured at 5 merchants); read it as rough.")
+
+
+def with_ci(value: float | None, interval: Sequence[float] | None, merchants: int | None = None) -> str:
+    """`24.45 [20.10, 28.80]`; `‡` after an interval from fewer than SMALL_SAMPLE merchants; the value
+    alone when there is no interval, with why when `merchants` says (one merchant cannot be resampled).
+
+    >>> with_ci(0.5, (0.4, 0.6), merchants=5), with_ci(0.5, None, merchants=1), with_ci(0.5, (0.4, 0.6), 30)
+    ('50.00 [40.00, 60.00]‡', '50.00 (no interval: one merchant)', '50.00 [40.00, 60.00]')
+    """
     if value is None:
         return MISSING
     if not interval or any(x is None or math.isnan(x) for x in interval):
-        return pct(value)
-    return f"{pct(value)} [{pct(interval[0])}, {pct(interval[1])}]"
+        return pct(value) + (" (no interval: one merchant)" if merchants is not None and merchants < 2 else "")
+    mark = SMALL_MARK if merchants is not None and merchants < SMALL_SAMPLE else ""
+    return f"{pct(value)} [{pct(interval[0])}, {pct(interval[1])}]{mark}"
 
 
-def headline_cell(value: float | None, interval: Sequence[float] | None, *, failed: int = 0, n: int = 0) -> str:
+def headline_cell(value: float | None, interval: Sequence[float] | None, *, failed: int = 0, n: int = 0,
+                  merchants: int | None = None) -> str:
     """`with_ci`, or `– (all 12 failed)` for a task with no answered item (its headline is None).
 
     >>> headline_cell(None, None, failed=12, n=12), headline_cell(0.5, None, failed=1, n=4)
@@ -40,7 +53,7 @@ def headline_cell(value: float | None, interval: Sequence[float] | None, *, fail
     """
     if value is None and n and failed >= n:
         return f"{MISSING} (all {failed} failed)"
-    return with_ci(value, interval)
+    return with_ci(value, interval, merchants)
 
 
 # Text from elsewhere is shown as the characters it is by writing every character that could be

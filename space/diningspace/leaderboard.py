@@ -22,7 +22,7 @@ from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, read_json_file
 from eval import tasks
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData
-from eval.report.tables import MISSING
+from eval.report.tables import MISSING, SMALL_MARK, SMALL_SAMPLE
 from eval.settings import N_BOOT
 from eval.tasks import Task
 
@@ -57,7 +57,8 @@ COLUMNS = ["#", "Model", "Data", "Lang", "Status",
            "Items", "Weights", "Size (B)", "Group", "Run", "Source"]
 # What each header means, shown on hover (the `title` attribute) where the header is abbreviated.
 TITLES = {
-    "#": "Rank by the chosen metric within the row's group; groups that are not comparable are not ranked",
+    "#": "Rank by the chosen metric within the row's group, as a range when the 95% intervals do not settle "
+         "the order (2–4: between 2nd and 4th); groups that are not comparable are not ranked",
     "Data": "What the figures were measured on: paper (reported, not reproduced), full release, "
             "synthetic (the embedded sample) or partial (a subset of items)",
     "Lang": "Prompt language",
@@ -103,12 +104,14 @@ def _reported_number(text: str) -> float | None:
         return None
 
 
-def _interval(value: Any) -> str | None:
-    """`[20.10, 28.80]`, the CLI's interval style; None without one."""
+def _interval(value: Any, merchants: Any = None) -> str | None:
+    """`[20.10, 28.80]`, the CLI's interval style (`‡` after it from fewer than 20 merchants); None
+    without one."""
     if isinstance(value, list | tuple) and len(value) == 2:
         low, high = _percent(value[0]), _percent(value[1])
         if low is not None and high is not None:
-            return f"[{low:.2f}, {high:.2f}]"
+            small = isinstance(merchants, int) and not isinstance(merchants, bool) and merchants < SMALL_SAMPLE
+            return f"[{low:.2f}, {high:.2f}]" + (SMALL_MARK if small else "")
     return None
 
 
@@ -261,7 +264,7 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
         for task in tasks.all_tasks():
             entry = metrics.get(task.name) if isinstance(metrics.get(task.name), dict) else {}
             row[headline_column(task)] = _percent(entry.get(task.figure))
-            row[interval_column(task)] = _interval(entry.get(f"{task.figure}_ci95"))
+            row[interval_column(task)] = _interval(entry.get(f"{task.figure}_ci95"), entry.get("merchants"))
             for part, column in component_columns(task).items():
                 row[column] = _percent(_component_mape(entry, part))
             counts[task.name] = entry.get("n")
@@ -439,8 +442,44 @@ def rank(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
         blank = [r for r in members if r.get(metric) is None]
         valued.sort(key=lambda r: -r[metric] if higher_better else r[metric])  # stable: ties keep their order
         numbered = ranked_group[name]
-        out += [{**r, "Group": name, "#": n if numbered else None} for n, r in enumerate(valued, start=1)]
+        ranges = rank_ranges(valued, metric, higher_better) if numbered else [None] * len(valued)
+        out += [{**r, "Group": name, "#": span} for r, span in zip(valued, ranges, strict=True)]
         out += [{**r, "Group": name, "#": None} for r in blank]
+    return out
+
+
+def _bounds(row: dict[str, Any], metric: str) -> tuple[float, float] | None:
+    """The row's 95% interval (percent) of `metric` when it is a task's headline and the row has one."""
+    for task in tasks.all_tasks():
+        if headline_column(task) == metric:
+            found = re.findall(r"-?\d+(?:\.\d+)?", str(row.get(interval_column(task)) or ""))
+            return (float(found[0]), float(found[1])) if len(found) == 2 else None
+    return None
+
+
+def rank_ranges(ordered: Sequence[dict[str, Any]], metric: str, higher_better: bool) -> list[int | str]:
+    """Each row's rank as a range, best first: 1 + the rows surely better, to the group's size less the
+    rows surely worse. "Surely" is cautious: one row's 95% interval wholly beyond the other's (a row
+    without an interval is compared by its value alone). Rows whose difference is not significant share
+    a range ("2–4", as arena-style boards show rank spreads); a clear order gives single numbers.
+
+    >>> rows = [{"Cls acc %": v, "Cls 95% CI": f"[{v - 5:.2f}, {v + 5:.2f}]"} for v in (80.0, 78.0, 60.0)]
+    >>> rank_ranges(rows, "Cls acc %", True)
+    ['1–2', '1–2', 3]
+    """
+    bounds = [_bounds(r, metric) for r in ordered]
+
+    def ahead(i: int, j: int) -> bool:  # row i surely better than row j
+        a, b = ordered[i][metric], ordered[j][metric]
+        if bounds[i] is None or bounds[j] is None:
+            return a > b if higher_better else a < b
+        return bounds[i][0] > bounds[j][1] if higher_better else bounds[i][1] < bounds[j][0]
+
+    n, out = len(ordered), []
+    for i in range(n):
+        best = 1 + sum(ahead(j, i) for j in range(n) if j != i)
+        worst = n - sum(ahead(i, j) for j in range(n) if j != i)
+        out.append(best if best == worst else f"{best}–{worst}")
     return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gradio as gr
 import pandas as pd
 
@@ -27,7 +29,8 @@ from .settings import SpaceSettings
 
 NOTE = ("Rows are ranked only against comparable rows: the **full release** under one prompt language "
         "(verified submissions and the operator's runs), and the paper's or model cards' figures each among "
-        "themselves. *Partial* runs (a subset of items), the *synthetic* sample, people and reference "
+        "themselves; a rank reads as a range (2–4) when the 95% intervals do not settle the order, and "
+        "**Compare two rows** below gives the paired test. *Partial* runs (a subset of items), the *synthetic* sample, people and reference "
         "baselines are shown in their own groups, not ranked. **Status** says how far to trust a row: "
         "*verified* submissions were re-scored here from their raw answers on this release: the answers "
         "earn the figure, which does not prove which model wrote them (*claims differ* when the submitted "
@@ -59,6 +62,38 @@ class LeaderboardTab:
                       f"{as_text(shown, lines=True)}</p>")
         return board
 
+    def runs(self) -> list[str]:
+        """The rows that have a run folder (local runs and verified submissions), by folder."""
+        return sorted({str(r["Run"]) for r in all_rows(self.settings.reported_csv, self.settings.results_dir)
+                       if r.get("Run")})
+
+    def compare_choices(self) -> tuple[Any, Any]:
+        choices = self.runs()
+        return (gr.update(choices=choices, value=choices[0] if choices else None),
+                gr.update(choices=choices, value=choices[1] if len(choices) > 1 else None))
+
+    def compare(self, first: str | None, second: str | None) -> str:
+        """/compare: the paired test of two rows' runs, per task both scored (`python -m eval compare`)."""
+        from eval.compare import compare_task, describe
+        from eval.report.runs import ReportError, load_run
+
+        known = set(self.runs())
+        if not first or not second or first not in known or second not in known:
+            raise gr.Error("choose two rows that have a run (the Run column)", print_exception=False)
+        if first == second:
+            return "Choose two different rows."
+        try:
+            a = load_run(self.settings.results_dir / first)
+            b = load_run(self.settings.results_dir / second)
+        except ReportError as exc:
+            raise gr.Error(as_text(str(exc).replace(str(self.settings.results_dir), "")), print_exception=False) from None
+        parts = [f"**A** = {as_text(a.label)} · **B** = {as_text(b.label)}"]
+        for task in tasks.names():
+            if task in a.scores and task in b.scores:
+                c = compare_task(task, a.scores[task], b.scores[task], n_perm=1999)
+                parts.append(as_text(describe(c), lines=True) if c else f"{task}: no shared scored items")
+        return "\n\n".join(parts) if len(parts) > 1 else "These two runs share no task."
+
     def build(self) -> None:
         gr.Markdown(NOTE, elem_classes="db-note")
         with gr.Row(equal_height=False):
@@ -83,7 +118,16 @@ class LeaderboardTab:
         for trigger in (metric.input, search.submit, kinds.input, lang.input, task.input, weights.input,
                         size.input, columns.input, refresh.click):
             trigger(self.page, inputs, board, api_visibility="private")
+        with gr.Accordion("Compare two rows (a paired test on the items both answered)", open=False,
+                          elem_id="db-board-compare"):
+            with gr.Row():
+                first = gr.Dropdown(label="A", choices=[], elem_id="db-compare-a", min_width=200)
+                second = gr.Dropdown(label="B", choices=[], elem_id="db-compare-b", min_width=200)
+            go = gr.Button("Compare", size="sm", elem_id="db-compare-go")
+            verdict = gr.Markdown(elem_id="db-compare-out")
+        go.click(self.compare, [first, second], verdict, api_name="compare")
         self.on_load = (self.page, inputs, board)
+        self.compare_load = (self.compare_choices, [], [first, second])
         # API-only endpoint for gradio_client users: the same rows as a table, numbers as numbers.
         api_table = gr.Dataframe(headers=COLUMNS, visible=False)
         api_trigger = gr.Button(visible=False)

@@ -12,7 +12,7 @@ from typing import Any
 
 from PIL import Image
 
-from eval.report.tables import MISSING, as_text, headline_cell, pct
+from eval.report.tables import MISSING, SMALL_MARK, SMALL_NOTE, as_text, headline_cell, pct
 
 from .evaluation import SampleResult
 
@@ -95,7 +95,9 @@ def results_table(task: str, results: list[SampleResult], thumbs: dict[str, str]
 
 def _headline(task: str, metrics: dict[str, Any]) -> tuple[str, str]:
     """(name, `24.45 [20.10, 28.80]`): the run's headline in the CLI's style, percent without the sign."""
-    counts = {"failed": int(metrics.get("generation_failures") or 0), "n": int(metrics.get("n") or 0)}
+    merchants = metrics.get("merchants")
+    counts = {"failed": int(metrics.get("generation_failures") or 0), "n": int(metrics.get("n") or 0),
+              "merchants": merchants if isinstance(merchants, int) and not isinstance(merchants, bool) else None}
     if _by_errors(task):
         return "Average MAPE (%)", headline_cell(metrics.get("avg_mape"), metrics.get("avg_mape_ci95"), **counts)
     return "accuracy (%)", headline_cell(metrics.get("accuracy"), metrics.get("accuracy_ci95"), **counts)
@@ -106,7 +108,12 @@ def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
     n, failures = metrics.get("n"), metrics.get("parse_failures")
     tail = f" · {n} items" + (f" · {failures} unparsed" if failures else "")
     name, value = _headline(task, metrics)
-    return f"**{as_text(spec)}** — {name} **{value}**{tail}"
+    why = ""
+    if SMALL_MARK in value:
+        why = SMALL_NOTE
+    elif "no interval" not in value and value != MISSING and metrics.get(f"{'avg_mape' if _by_errors(task) else 'accuracy'}_ci95") is None:
+        why = "no interval: too few items or merchants to resample"
+    return f"**{as_text(spec)}** — {name} **{as_text(value)}**{tail}" + (f" · {as_text(why)}" if why else "")
 
 
 NUTRIENT_NAMES = (("calories", "Calories"), ("protein", "Protein"), ("carbohydrates", "Carbohydrates"),

@@ -1,0 +1,215 @@
+"""Is run A better than run B? A paired test per task on the items both runs answered.
+
+The difference is the task's headline figure of A minus B on the shared items (accuracy, or Avg MAPE
+where lower is better), with the paired merchant-clustered bootstrap interval the reports use
+(`eval.numbers.paired_difference`). The p-value comes from a clustered paired permutation test: under
+"A and B are interchangeable", swapping A's and B's answers for every item of a merchant leaves the
+distribution unchanged, so the headline difference is recomputed under random swaps of whole merchants
+(sign flips; items of one merchant move together because they are not independent). With few merchants
+every swap pattern is enumerated (an exact test); otherwise `n_perm` random ones are drawn. For accuracy
+McNemar's exact test is given beside it as the item-level check (it treats items as independent, so it
+is too confident when merchants differ; the permutation p-value is the one to read). Items only one run
+answered are left out and counted.
+
+    python -m eval compare results/run-a results/run-b          # each task both runs scored
+    python -m eval compare results/base results/x results/y     # x and y each against base
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from eval import tasks
+from eval.numbers import paired_difference
+from eval.settings import N_BOOT
+from eval.types import NUTRIENTS
+
+N_PERM = 9_999  # random merchant swaps (the p-value's resolution is 1 / (N_PERM + 1))
+EXACT_UP_TO = 14  # merchants: up to 2**14 swap patterns are enumerated (an exact test)
+SMALL_SAMPLE = 20  # merchants: below this a 95% interval covers less than 95% (0.84 measured at 5)
+
+
+@dataclass
+class Comparison:
+    """One task's paired comparison of A and B."""
+
+    task: str
+    n: int  # shared items (an item per id and epoch)
+    merchants: int
+    only_a: int
+    only_b: int
+    diff: float  # A − B in the headline's unit (a share; Avg MAPE as a fraction)
+    ci95: tuple[float, float]
+    p_value: float
+    permutations: int  # swap patterns used (2**merchants when exact)
+    exact: bool
+    mcnemar: dict[str, Any] | None  # accuracy: {"b": A right B wrong, "c": A wrong B right, "p_value"}
+
+    @property
+    def lower_is_better(self) -> bool:
+        return tasks.get(self.task).lower_is_better
+
+    @property
+    def better(self) -> str | None:
+        """"A" or "B" when the difference is significant at 5%, else None."""
+        if self.p_value >= 0.05 or self.diff == 0:
+            return None
+        return "A" if (self.diff < 0) == self.lower_is_better else "B"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task": self.task, "n": self.n, "merchants": self.merchants, "only_a": self.only_a,
+                "only_b": self.only_b, "diff": self.diff, "ci95": list(self.ci95), "p_value": self.p_value,
+                "permutations": self.permutations, "exact": self.exact, "mcnemar": self.mcnemar,
+                "better": self.better}
+
+
+def _key(row: dict[str, Any]) -> tuple[str, int]:
+    return str(row["id"]), int(row.get("epoch") or 0)
+
+
+def _values(task: str, rows: Sequence[dict[str, Any]]) -> np.ndarray:
+    """Per item, the columns the headline averages: correct (1/0) for accuracy, each nutrient's APE
+    (NaN where the metric leaves it out) for Avg MAPE."""
+    if tasks.get(task).measure == "ape":
+        return np.array([[np.nan if not isinstance(r.get("ape"), dict) or r["ape"].get(c) is None else float(r["ape"][c])
+                          for c in NUTRIENTS] for r in rows], dtype=float).reshape(len(rows), len(NUTRIENTS))
+    return np.array([[float(r.get("correct") is True)] for r in rows], dtype=float)
+
+
+def _cluster_sums(values: np.ndarray, cluster: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per merchant and column: the sum of the values and how many there are (NaN left out)."""
+    valid = ~np.isnan(values)
+    sums = np.zeros((k, values.shape[1]))
+    counts = np.zeros((k, values.shape[1]))
+    np.add.at(sums, cluster, np.where(valid, values, 0.0))
+    np.add.at(counts, cluster, valid.astype(float))
+    return sums, counts
+
+
+def _headline_diffs(flips: np.ndarray, sa: np.ndarray, na: np.ndarray, sb: np.ndarray, nb: np.ndarray) -> np.ndarray:
+    """Headline(A') − headline(B') for each row of `flips` (1: that merchant's answers swapped)."""
+    keep = 1.0 - flips
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_a = (keep @ sa + flips @ sb) / (keep @ na + flips @ nb)
+        mean_b = (keep @ sb + flips @ sa) / (keep @ nb + flips @ na)
+    return np.nanmean(mean_a, axis=1) - np.nanmean(mean_b, axis=1)
+
+
+def permutation_p_value(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]],
+                        merchants: Sequence[str], *, n_perm: int = N_PERM, seed: int = 0) -> tuple[float, int, bool]:
+    """(two-sided p-value, swap patterns used, exact) of the clustered paired permutation test on
+    aligned rows (row k of A and of B are one item)."""
+    labels, cluster = np.unique(np.asarray(merchants, dtype=str), return_inverse=True)
+    k = len(labels)
+    sa, na = _cluster_sums(_values(task, rows_a), cluster, k)
+    sb, nb = _cluster_sums(_values(task, rows_b), cluster, k)
+    observed = _headline_diffs(np.zeros((1, k)), sa, na, sb, nb)[0]
+    if k <= EXACT_UP_TO:
+        patterns = ((np.arange(2 ** k)[:, None] >> np.arange(k)[None, :]) & 1).astype(float)
+        stats = _headline_diffs(patterns, sa, na, sb, nb)
+        extreme = np.sum(np.abs(stats) >= abs(observed) - 1e-12)
+        return float(extreme / len(patterns)), len(patterns), True
+    rng = np.random.default_rng(seed)
+    extreme = 0
+    for start in range(0, n_perm, 2048):
+        flips = rng.integers(0, 2, size=(min(2048, n_perm - start), k)).astype(float)
+        extreme += int(np.sum(np.abs(_headline_diffs(flips, sa, na, sb, nb)) >= abs(observed) - 1e-12))
+    return (1 + extreme) / (1 + n_perm), n_perm, False
+
+
+def mcnemar_exact(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """McNemar's exact test on aligned accuracy rows: b = A right and B wrong, c = the reverse; the
+    two-sided binomial p-value of min(b, c) among b + c at one half.
+
+    >>> mcnemar_exact([{"correct": True}] * 9 + [{"correct": False}], [{"correct": False}] * 9 + [{"correct": True}])
+    {'b': 9, 'c': 1, 'p_value': 0.021484375}
+    """
+    b = sum(a.get("correct") is True and r.get("correct") is not True for a, r in zip(rows_a, rows_b, strict=True))
+    c = sum(a.get("correct") is not True and r.get("correct") is True for a, r in zip(rows_a, rows_b, strict=True))
+    n = b + c
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n if n else 1.0
+    return {"b": b, "c": c, "p_value": min(1.0, 2 * tail)}
+
+
+def compare_task(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], *,
+                 n_boot: int = N_BOOT, n_perm: int = N_PERM, seed: int = 0) -> Comparison | None:
+    """A's and B's scored items of one task, paired by id and epoch; None when none is shared or a
+    headline cannot be computed (VQA without a judge)."""
+    by_b = {_key(r): r for r in rows_b}
+    keys_a = {_key(r) for r in rows_a}
+    pairs = [(a, by_b[_key(a)]) for a in rows_a if _key(a) in by_b]
+    if not pairs:
+        return None
+    a_rows, b_rows = [a for a, _ in pairs], [b for _, b in pairs]
+    found = paired_difference(task, a_rows, b_rows, n_boot=n_boot, seed=seed)
+    if found is None:
+        return None
+    merchants = [str(a.get("merchant_id")) for a in a_rows]
+    p_value, used, exact = permutation_p_value(task, a_rows, b_rows, merchants, n_perm=n_perm, seed=seed)
+    return Comparison(task=task, n=len(pairs), merchants=len(set(merchants)), only_a=len(keys_a - set(by_b)),
+                      only_b=len(set(by_b) - keys_a), diff=found["diff"], ci95=tuple(found["ci95"]),
+                      p_value=p_value, permutations=used, exact=exact,
+                      mcnemar=mcnemar_exact(a_rows, b_rows) if tasks.get(task).measure != "ape" else None)
+
+
+def describe(c: Comparison, label_a: str = "A", label_b: str = "B") -> str:
+    """One paragraph: the difference, its interval and p-value, McNemar, what was left out."""
+    unit = "pp"
+    figure = "Avg MAPE" if c.lower_is_better else "accuracy"
+    low, high = c.ci95
+    test = (f"exact over all {c.permutations:,} merchant swaps" if c.exact
+            else f"{c.permutations:,} random merchant swaps")
+    verdict = (f"{label_a if c.better == 'A' else label_b} is better at the 5% level" if c.better
+               else "no significant difference at the 5% level")
+    lines = [f"{c.task}: {figure} {label_a} − {label_b} = {100 * c.diff:+.2f} {unit}, 95% CI "
+             f"[{100 * low:+.2f}, {100 * high:+.2f}] (paired merchant bootstrap), p = {_p(c.p_value)} "
+             f"(clustered paired permutation, {test}, {c.merchants} merchants): {verdict}."]
+    if c.mcnemar:
+        m = c.mcnemar
+        lines.append(f"  McNemar exact (items as independent): {m['b']} items only {label_a} got right, {m['c']} only "
+                     f"{label_b}, p = {_p(m['p_value'])}.")
+    lines.append(f"  {c.n} items both answered; left out: {c.only_a} only in {label_a}, {c.only_b} only in {label_b}.")
+    if c.merchants < SMALL_SAMPLE:
+        floor = f"; with {c.merchants} merchants no p-value can be below {2 / 2 ** c.merchants:.3f}" if c.exact else ""
+        lines.append(f"  Fewer than {SMALL_SAMPLE} merchants: the interval covers less than 95% "
+                     f"(0.84 measured at 5 merchants); read it as rough{floor}.")
+    return "\n".join(lines)
+
+
+def _p(value: float) -> str:
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def compare_runs(dirs: Sequence[Any], *, n_perm: int = N_PERM, n_boot: int = N_BOOT) -> tuple[str, list[dict[str, Any]]]:
+    """`python -m eval compare`: the second and later run folders each against the first, every task
+    both scored; (the text printed, the comparisons as JSON)."""
+    from eval.report.runs import ReportError, load_run
+    from eval.settings import UsageError
+
+    if len(dirs) < 2:
+        raise UsageError("eval compare needs two run folders (or more: each later one against the first)")
+    if n_perm < 99:
+        raise UsageError(f"--permutations {n_perm}: at least 99")
+    runs = [load_run(d) for d in dirs]
+    first = runs[0]
+    out, found = [], []
+    for other in runs[1:]:
+        label_a, label_b = f"A = {first.label} ({first.path.name})", f"B = {other.label} ({other.path.name})"
+        out += [label_a, label_b]
+        shared = [t for t in tasks.names() if t in first.scores and t in other.scores]
+        if not shared:
+            raise ReportError(f"{first.path} and {other.path} share no task")
+        for task in shared:
+            c = compare_task(task, first.scores[task], other.scores[task], n_boot=n_boot, n_perm=n_perm)
+            if c is None:
+                out.append(f"{task}: no shared scored items (VQA needs a judge's verdicts in both runs)")
+                continue
+            out.append(describe(c))
+            found.append({"a": str(first.path), "b": str(other.path), **c.to_json()})
+        out.append("")
+    return "\n".join(out).rstrip() + "\n", found
