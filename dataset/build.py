@@ -119,8 +119,10 @@ def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
         "task_categories": ["visual-question-answering", "image-classification", "image-text-to-text"],
         "tags": ["food", "nutrition", "multi-view", "benchmark", "vision-language"],
         "size_categories": [_size_category(sum(counts.values()))],
-        "configs": [{"config_name": c, "data_files": [{"split": SPLIT, "path": f"data/{c}/{SPLIT}-*.parquet"}]}
-                    for c in CONFIGS],
+        # `default: true` (the Hub's multi-config convention): load_dataset(NAME) without a config loads
+        # classification; the card lists the others.
+        "configs": [{"config_name": c, "data_files": [{"split": SPLIT, "path": f"data/{c}/{SPLIT}-*.parquet"}],
+                     **({"default": True} if c == CONFIGS[0] else {})} for c in CONFIGS],
         "dataset_info": infos,
     }
     body = CARD.read_text(encoding="utf-8") if CARD.exists() else "# DiningBench\n"

@@ -202,3 +202,15 @@ def test_loads_in_two_threads_at_once_keep_tqdms_lock(monkeypatch: pytest.Monkey
     for thread in threads:
         thread.join(10)
     assert errors == [] and hasattr(hf_tqdm, "_lock")
+
+
+def test_load_dataset_without_a_config_loads_classification_the_default() -> None:
+    """The Hub's multi-config convention (`default: true` on one config): no "Config name is missing"."""
+    from pathlib import Path
+
+    from datasets import load_dataset
+
+    from diningbench import SAMPLE_DIR
+
+    ds = load_dataset(str(Path(SAMPLE_DIR)), split="test")
+    assert ds.num_rows == 40 and "options" in ds.column_names  # the classification config

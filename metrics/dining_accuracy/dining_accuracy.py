@@ -59,6 +59,13 @@ Examples:
 class DiningAccuracy(evaluate.Metric):
     """`evaluate` wrapper around `score_choices`."""
 
+    def _enforce_nested_string_type(self, schema: Any, obj: Any) -> Any:
+        """`evaluate` checks the type of a batch's first prediction only and refuses None there (while
+        None later in the list passes): a failed answer is None wherever it falls, as documented."""
+        if obj is None:
+            return None
+        return super()._enforce_nested_string_type(schema, obj)
+
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
             description=_DESCRIPTION,

@@ -7,6 +7,7 @@ costs seconds: it imports transformers).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import datasets
@@ -78,6 +79,13 @@ Examples:
 class JudgeAccuracy(evaluate.Metric):
     """`evaluate` wrapper around `judge_items` + `score_verdicts`."""
 
+    def _enforce_nested_string_type(self, schema: Any, obj: Any) -> Any:
+        """`evaluate` checks the type of a batch's first prediction only and refuses None there (while
+        None later in the list passes): a failed answer is None wherever it falls, as documented."""
+        if obj is None:
+            return None
+        return super()._enforce_nested_string_type(schema, obj)
+
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
@@ -104,6 +112,11 @@ class JudgeAccuracy(evaluate.Metric):
         outcomes = judge_items(questions, references, predictions, judge, judge_model, cache_dir,
                                concurrency=concurrency)
         result = score_verdicts([v for v, _, _ in outcomes], [d for _, d, _ in outcomes])
+        failed = sum(d == "judge_error" for _, d, _ in outcomes)
+        if failed:  # the figure counts them as not correct: say so once, not silently
+            warnings.warn(f"judge_accuracy: the judge failed on {failed} of {len(outcomes)} items (no key, a server "
+                          f"error, an unreadable grade); they count as not correct (decided_by 'judge_error')",
+                          RuntimeWarning, stacklevel=3)
         result["injection_suspected"] = sum(injection_suspected(final_answer(p)) for p in predictions)
         result["judge_prompt_version"] = JUDGE_PROMPT_VERSION
         return result

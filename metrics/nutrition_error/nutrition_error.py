@@ -70,6 +70,13 @@ class NutritionError(evaluate.Metric):
     back with the same parser, so text and dicts can be mixed.
     """
 
+    def _enforce_nested_string_type(self, schema: Any, obj: Any) -> Any:
+        """`evaluate` checks the type of a batch's first prediction only and refuses None there (while
+        None later in the list passes): a failed answer is None wherever it falls, as documented."""
+        if obj is None:
+            return None
+        return super()._enforce_nested_string_type(schema, obj)
+
     def _info(self) -> evaluate.MetricInfo:
         nutrient_features = {c: datasets.Value("float64") for c in NUTRIENTS}
         return evaluate.MetricInfo(
