@@ -66,10 +66,21 @@ _SEVERAL_RE = re.compile(r"(?<![A-Za-z])(?:" + "|".join(_ANSWER_MARKERS) + r")" 
                          re.IGNORECASE)
 
 
+# After a marked answer, another option joined to it on the same line: "答案是 (B) 香蕉 和 (C) 橘子",
+# "Answer: B. pho and D. ramen" (each letter with its text between): several answers, none single.
+_JOINED_RE = re.compile(r"(?:[,，、&]|\b(?:and|as\s+well\s+as)\b|和|与|及|以及)\s*(?:option\s*|选项\s*)?"
+                        r"(?:[\(（【\[]\s*([A-Z])\s*[\)）】\]]|(?<![A-Za-z])([A-Z])\s*[.．:：])", re.IGNORECASE)
+
+
 def _gives_several(text: str, letters: str) -> bool:
     for match in _SEVERAL_RE.finditer(text):
         given = re.sub(r"[^A-Z]", "", match.group(1))
         if len(set(given)) > 1 and given != letters:
+            return True
+    for match in _ANSWER_RE.finditer(text):
+        rest = text[match.end():].split("\n", 1)[0]
+        joined = {a or b for a, b in (m.groups() for m in _JOINED_RE.finditer(rest[:200]))}
+        if joined - {match.group(1)} and not re.search(r"\b(?:not|rather\s+than|instead\s+of)\b|不是|而非|而不是", rest[:200], re.I):
             return True
     return False
 
@@ -130,10 +141,21 @@ def _strip_reasoning(text: str) -> str:
     return re.split(r"<think>", text, flags=re.IGNORECASE)[0]
 
 
+# A letter repeated as a prompt asks ("duplicate that letter five times: FFFFF", LiveBench's and
+# MMLU-Pro's instruction): the model's stated answer, read as a final answer. Four to ten times anywhere it
+# stands alone, three times alone on its line (a word like "AAA" or "III" is left).
+_REPEATED_RE = re.compile(r"(?<![A-Za-z])([A-Z])\1{3,9}(?![A-Za-z])|^([A-Z])\2{2}$", re.MULTILINE)
+# The same run as the output's last line, in code ticks, bold or quotes ("```DDDDD```", "**JJJJJ.**"): the
+# requested final format, as decisive as an answer tag.
+_REPEATED_LAST_RE = re.compile(r"[\s*_`'\"(\[]*([A-Z])\1{2,9}[\s*_`'\".)\]]*")
+
+
 def _normalize(text: str) -> str:
-    """NFKC folds full-width letters and punctuation (Ｃ, ：, （）) that Chinese answers use; TeX
-    wrappers around a lone letter are unwrapped; an echoed instruction's example answer is dropped."""
+    """NFKC folds full-width letters and punctuation (Ｃ, ：, （）) that Chinese answers use; a letter
+    repeated as asked ("DDDDD") is one letter; TeX wrappers around a lone letter are unwrapped; an
+    echoed instruction's example answer is dropped."""
     text = unicodedata.normalize("NFKC", text)
+    text = _REPEATED_RE.sub(lambda m: f" Final answer: {m.group(1) or m.group(2)} ", text)
     text = _TEX_LETTER_RE.sub(r"\1", text)
     text = _TEX_MATH_RE.sub(lambda m: m.group(1) or m.group(2), text)
     return _EXAMPLE_RE.sub(" ", _WORKED_EXAMPLE_RE.sub(" ", text))
@@ -184,8 +206,27 @@ def _marked(text: str) -> list[str]:
     return found
 
 
+# Option labels inside one line: "A：苹果 B：香蕉 C：橘子", "(A) 10 (B) 20 (C) 30".
+_INLINE_OPTION_RE = re.compile(r"(?:^|(?<=\s))[\(\[（【]?([A-Z])[\)\]）】]?\s*[:：.．、)]\s*\S|[\(（【]([A-Z])[\)）】]\s*\S")
+
+
+def _echoes_options(line: str) -> bool:
+    """Whether a line lists three or more options in order, label and text ("A：苹果 B：香蕉 C：橘子"):
+    the question echoed, not an answer; its first or last label is no choice."""
+    labels = [a or b for a, b in (m.groups() for m in _INLINE_OPTION_RE.finditer(line))]
+    run = 1
+    for previous, current in zip(labels, labels[1:], strict=False):
+        run = run + 1 if ord(current) == ord(previous) + 1 else 1
+        if run >= 3:
+            return True
+    return False
+
+
 def _mentions(line: str, *, line_start: bool = True) -> list[str]:
-    """Letters that a line presents as an answer (markers, brackets, bold, "C. name" at line start)."""
+    """Letters that a line presents as an answer (markers, brackets, bold, "C. name" at line start);
+    none from a line that echoes the options."""
+    if _echoes_options(line) and not _marked(line):
+        return []
     found = _marked(line)
     found += [m.group(1) for m in _BRACKETED_RE.finditer(line)]
     found += [m.group(1) for m in _BOLD_RE.finditer(line)]
@@ -200,11 +241,36 @@ def _in_range(letter: str | None, letters: str) -> str | None:
     return letter if letter is not None and letter in letters else None
 
 
+# The model's last word is that no option fits ("None of the above", "以上都不是", "都不对"): whatever it
+# called closest before is not its answer.
+_NONE_OF_THEM_RE = re.compile(r"(?:none\s+of\s+(?:the\s+(?:above|options|choices|answers)|these|them)|no\s+(?:correct\s+)?"
+                              r"(?:option|choice|answer)\s+(?:is\s+)?(?:correct|fits|matches|applies)|以上(?:选项)?都不(?:是|对|正确)|"
+                              r"(?:选项)?都不(?:对|正确|符合)|没有正确(?:的)?(?:选项|答案)|无正确(?:选项|答案))", re.IGNORECASE)
+
+
+def _ends_with_none_of_them(text: str, options: Sequence[str] | None) -> bool:
+    """The last line ends by saying no option fits, with no letter after it ("… but C is closest" keeps C)
+    and not as the text of the letter just before it ("Answer: D (None of the above)"), unless an option
+    is itself "None of the above"."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    found = list(_NONE_OF_THEM_RE.finditer(lines[-1])) if lines else []
+    if not found:
+        return False
+    before, after = lines[-1][:found[-1].start()], lines[-1][found[-1].end():]
+    if re.search(r"(?<![A-Za-z])(?!I\s+[a-z])(?!I['’])[A-Z](?![A-Za-z])", after):
+        return False
+    if re.search(r"(?<![A-Za-z])[A-Z]\s*[\(（:：.\-—–]*\s*$", before):
+        return False
+    return not (options and any(_NONE_OF_THEM_RE.search(str(o)) for o in options))
+
+
 def _read(text: str, letters: str, options: Sequence[str] | None) -> str | None:
     """The rules of `parse_choice` on text that is already normalized and has no end tokens."""
     lone = _LONE_RE.match(text)
     if lone:
         return _in_range(lone.group(1).upper(), letters)
+    if _ends_with_none_of_them(text, options):
+        return None
 
     # A concluding marker ("Final answer: C", "最终答案：C", "\boxed{C}") overrides everything said before it.
     finals = _finals(text)
@@ -387,6 +453,7 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
     letters = _letters(len(options) if options is not None else n_options)
     if not isinstance(text, str):
         return None
+    original = text
     text = _normalize(_strip_reasoning(text)).strip()
     if not text:
         return None
@@ -395,6 +462,11 @@ def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | 
     # unless a concluding line there names another letter (then the model changed its mind: None). An
     # answer that is not closed competes with every later one (see `_read`). Only the first few closes
     # are tried, so degenerate output ("<eoa>" * 10**4) stays linear.
+    last_line = next((line for line in reversed(unicodedata.normalize("NFKC", _strip_reasoning(original)).splitlines())
+                      if line.strip()), "")
+    repeated = _REPEATED_LAST_RE.fullmatch(last_line)
+    if repeated:  # "Hence my answer is:\nFFFFF": the prompt's own answer format, the model's last word
+        return _in_range(repeated.group(1), letters)
     if _answers_sub_questions(text.splitlines()):  # before the closes: each sub-answer may end with "<eoa>"
         return None
     tagged = [tag.strip() for tag in _ANSWER_TAG_RE.findall(text) if tag.strip()]

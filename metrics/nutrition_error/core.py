@@ -336,6 +336,26 @@ def _brace_spans(text: str) -> list[str]:
     return spans
 
 
+_UNKNOWN_VALUES = {"", "-1", "-1.0", "unknown", "n/a", "na", "none", "null", "?", "未知", "无法估计", "不确定", "不详"}
+
+
+def _declined(obj: Any, _depth: int = 0) -> bool:
+    """Whether a decoded answer object names nutrients and gives none of them: every value is the
+    prompt's unknown marker (-1), null or a word for unknown. Why: the model's final word is "I cannot
+    tell"; numbers found earlier in its reasoning (an ingredient's, another dish's) are not its answer."""
+    if _depth > _MAX_NESTING:
+        return False
+    if isinstance(obj, list):
+        return len(obj) == 1 and _declined(obj[0], _depth + 1)
+    if not isinstance(obj, Mapping):
+        return False
+    values = [v for k, v in obj.items() if _canonical_key(k)[0] is not None]
+    if values:
+        return all(v is None or (isinstance(v, int | float) and not isinstance(v, bool) and v < 0)
+                   or (isinstance(v, str) and v.strip().casefold() in _UNKNOWN_VALUES) for v in values)
+    return any(_declined(v, _depth + 1) for v in obj.values() if isinstance(v, Mapping | list))
+
+
 def parse_nutrition(text: str | None) -> dict[str, float] | None:
     """Read `{calories, protein, carbohydrates, fat}` (kcal, g) from a model's answer, or None.
 
@@ -355,6 +375,9 @@ def parse_nutrition(text: str | None) -> dict[str, float] | None:
     True
     >>> parse_nutrition("I cannot estimate nutrition from this image.") is None
     True
+    >>> parse_nutrition('Grapes have 69 kcal, 0.7 g protein per 100 g ...\\n{"calories": -1, "protein": -1, '
+    ...                 '"carbohydrates": -1, "fat": -1}') is None  # declined: no number from the reasoning
+    True
     """
     if isinstance(text, Mapping):
         return nutrition_from_mapping(text)
@@ -365,6 +388,8 @@ def parse_nutrition(text: str | None) -> dict[str, float] | None:
     candidates += _brace_spans(text)
     for candidate in reversed(candidates):
         decoded = _decode(candidate.strip())
+        if decoded is not None and _declined(decoded):
+            return None  # the last answer object says "unknown": that is the answer
         result = nutrition_from_mapping(decoded) if decoded is not None else _scan_pairs(candidate)
         if result is not None:
             return result

@@ -21,13 +21,11 @@ CORPUS = ROOT / "tests" / "corpus"
 
 
 def _module(name: str) -> ModuleType:
-    path = ROOT / "metrics" / name / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_corpus_report_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses and typing look the module up by name
-    spec.loader.exec_module(module)
-    return module
+    """A metric's parsers: `metrics/<name>/core.py`, imported as the package it is (its module uses
+    relative imports)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module(f"metrics.{name}.core")
 
 
 def _rows(name: str) -> list[dict[str, Any]]:
