@@ -21,7 +21,7 @@ from itertools import islice
 from typing import Any
 
 from eval.settings import RunSettings
-from eval.types import Backend, BackendError, Request, Response
+from eval.types import Backend, BackendError, Request, Response, UserError
 
 
 @dataclass
@@ -73,9 +73,42 @@ else:  # Python 3.10: no asyncio.timeout
     _within = asyncio.wait_for
 
 
+FAIL_FAST_SECONDS = 10.0  # a run whose every request so far found no server stops after this long
+
+
+class ServerUnreachable(UserError):
+    """No request of the run has reached a server (DNS, refused) for FAIL_FAST_SECONDS: the run stops
+    in one line instead of retrying every item for minutes; what was done is kept."""
+
+
+@dataclass
+class Reachability:
+    """What a run's requests have seen so far: an answer from a server, or only failures to connect."""
+
+    reached: bool = False
+    first_failure: float | None = None
+    failures: int = 0
+
+    def failed(self, error: BackendError, host: str | None) -> None:
+        """Note a failure; raise ServerUnreachable when nothing has connected for FAIL_FAST_SECONDS."""
+        if self.reached or not getattr(error, "unreachable", False):
+            return
+        now = time.monotonic()
+        self.first_failure = self.first_failure or now
+        self.failures += 1
+        if now - self.first_failure >= FAIL_FAST_SECONDS:
+            raise ServerUnreachable(f"cannot reach the model server{f' at {host}' if host else ''}: {error} "
+                                    f"({self.failures} attempts in {now - self.first_failure:.0f} s, none connected); "
+                                    f"stopped. Check the address and the network, then run the same command again "
+                                    f"(answers already saved are kept)")
+
+
 async def call_with_retries(backend: Backend, request: Request, policy: RetryPolicy,
-                            on_retry: Callable[[], None] | None = None) -> Outcome:
-    """One request to completion: retry retryable errors, fail at once on the others."""
+                            on_retry: Callable[[], None] | None = None,
+                            reach: Reachability | None = None) -> Outcome:
+    """One request to completion: retry retryable errors, fail at once on the others. With `reach`
+    (one per run), a run whose requests have all failed to connect for FAIL_FAST_SECONDS stops
+    (ServerUnreachable) instead of retrying every item."""
     start = time.monotonic()
     attempt = 0
     while True:
@@ -85,6 +118,8 @@ async def call_with_retries(backend: Backend, request: Request, policy: RetryPol
             response = await (_within(call, policy.request_timeout) if policy.request_timeout else call)
             if not isinstance(response, Response):
                 raise BackendError(f"backend returned {type(response).__name__}, not a Response", retryable=False)
+            if reach is not None:
+                reach.reached = True
             return Outcome(request, response, None, attempt, time.monotonic() - start)
         except TimeoutError:
             error: BackendError = BackendError(f"timed out after {policy.request_timeout:g} s", retryable=True)
@@ -92,6 +127,10 @@ async def call_with_retries(backend: Backend, request: Request, policy: RetryPol
             error = exc
         except Exception as exc:  # an unexpected backend bug fails this sample, not the whole run
             error = BackendError(error_text(exc), retryable=False)
+        if reach is not None:
+            if error.status is not None:  # an HTTP answer: a server is there
+                reach.reached = True
+            reach.failed(error, _host_of(backend))
         if not error.retryable or attempt >= policy.max_attempts:
             return Outcome(request, None, error_text(error), attempt, time.monotonic() - start)
         if on_retry is not None:
@@ -160,15 +199,27 @@ class _Source:
             await close()
 
 
+def _host_of(backend: Any) -> str | None:
+    """host[:port] a backend sends to, for a message (never a path, query or key)."""
+    try:
+        described = backend.describe() if hasattr(backend, "describe") else {}
+    except Exception:  # noqa: BLE001 - a message detail, never worth failing for
+        return None
+    if not isinstance(described, dict):
+        return None
+    return described.get("base_url_host") or described.get("host")
+
+
 async def _concurrent(backend: Backend, requests: _Source, concurrency: int, policy: RetryPolicy,
                       on_retry: Callable[[], None] | None) -> AsyncGenerator[Outcome, None]:
     results: asyncio.Queue[Any] = asyncio.Queue()
+    reach = Reachability()
 
     async def worker() -> None:
         try:
             # Requests are built as workers pull them, so at most `concurrency` hold image bytes.
             while (request := await requests.next()) is not None:
-                results.put_nowait(await call_with_retries(backend, request, policy, on_retry))
+                results.put_nowait(await call_with_retries(backend, request, policy, on_retry, reach))
         except Exception as exc:  # e.g. an undecodable image while building a request
             results.put_nowait(exc)
         finally:

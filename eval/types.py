@@ -140,11 +140,12 @@ class BackendError(Exception):
     """
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
-                 status: int | None = None) -> None:
+                 status: int | None = None, unreachable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
         self.status = status
+        self.unreachable = unreachable  # no connection was made (DNS, refused): not an answer from a server
 
 
 @runtime_checkable

@@ -164,11 +164,14 @@ class GeminiBackend:
         except TimeoutError:
             raise BackendError("request timed out", retryable=True) from None
         except (OSError, ConnectionError) as exc:
-            raise BackendError(f"cannot reach the Gemini API ({type(exc).__name__})", retryable=True) from None
+            raise BackendError(f"cannot reach the Gemini API ({type(exc).__name__})", retryable=True,
+                               unreachable=True) from None
         except Exception as exc:  # transport errors of aiohttp/httpx, malformed bodies
             kind = type(exc).__name__
             if "Timeout" in kind:
                 raise BackendError("request timed out", retryable=True) from None
+            if kind in ("ConnectError", "ClientConnectorError", "ClientConnectorDNSError"):  # no connection made
+                raise BackendError(f"cannot reach the Gemini API ({kind})", retryable=True, unreachable=True) from None
             raise BackendError(f"bad or no response from the Gemini API ({kind})", retryable=True) from None
         return self._response(result)
 

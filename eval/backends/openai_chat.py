@@ -294,7 +294,7 @@ class OpenAIChatBackend:
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body, DNS, TLS, proxy
             # Scrub before shortening: a cut through the key would leave part of it behind.
             raise BackendError(f"cannot reach the model server ({_short(redact(_describe(exc), self._key))})",
-                               retryable=True) from None
+                               retryable=True, unreachable=isinstance(exc, aiohttp.ClientConnectorError)) from None
 
     def _http_error(self, status: int, payload: bytes) -> str:
         message = f"HTTP {status} from the model server: {_short(redact(error_message(payload), self._key))}"
