@@ -11,6 +11,7 @@ import re
 import sys
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
 # The repo root holds eval/, metrics/ and diningbench.py: the parent of space/ in a checkout, or
@@ -109,7 +110,14 @@ def main() -> None:
     settings = settings_or_exit(REPO_ROOT)
     for line in restore_results(settings):  # submissions and people's runs kept on the Hub come back first
         print(line, flush=True)
-    build_app(settings).launch(**launch_options(), max_file_size=settings.submit_max_mb << 20)
+    demo = build_app(settings)
+    wanted = os.environ.get("GRADIO_SERVER_PORT", "").strip()
+    _, local_url, _ = demo.launch(**launch_options(), max_file_size=settings.submit_max_mb << 20,
+                                  prevent_thread_lock=True)
+    port = urlsplit(str(local_url)).port
+    moved = f" (port {wanted} was busy, so Gradio took the next free one)" if wanted and str(port) != wanted else ""
+    print(f"DiningBench Space: open {local_url} in a browser{moved}; Ctrl-C stops it", flush=True)
+    demo.block_thread()
 
 
 if __name__ == "__main__":

@@ -207,3 +207,9 @@ def test_submissions_and_people_are_back_after_a_restart(space, hub: FakeHub, tm
     assert {s for _, s, _ in after} >= {"verified", "self-reported", "people"}
     assert len(list((fresh / "submissions").glob("*/history/*/submission.json"))) == 3  # the replaced ones, too
     shutil.rmtree(fresh)
+
+
+def test_the_space_says_where_it_runs_in_its_own_words(space) -> None:
+    _, _, log = space
+    line = next((x for x in log if x.startswith("DiningBench Space: open http://127.0.0.1:")), "")
+    assert line and "Ctrl-C stops it" in line and "was busy" not in line
