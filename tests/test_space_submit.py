@@ -515,3 +515,21 @@ def test_uploads_never_submitted_are_swept_by_age_and_total_size(tmp_path: Path)
     assert sweep_uploads(tmp_path, max_bytes=20 << 20, max_age=10_000, now=2000) == 20  # down to 10 x 2 MB
     assert len(list(tmp_path.rglob("*.zip"))) == 10
     assert sweep_uploads(tmp_path, max_bytes=1 << 30, max_age=100, now=20_000) == 10  # all too old
+
+
+def test_the_outcome_shows_every_claim_and_what_a_resubmission_replaced(demo_run, releases, tmp_path: Path) -> None:
+    from space.diningspace.submit_tab import report_markdown
+
+    claims = edited_copy(demo_run, tmp_path / "c", "metrics.json",
+                         lambda m: {**m, "classification": {**m["classification"], "accuracy": 0.95}})
+    first = _submit(zip_folder(claims, tmp_path / "c.zip"), tmp_path / "results", releases)
+    text = report_markdown(first)
+    cls = next(t for t in first["tasks"] if t["task"] == "classification")
+    assert f"| 95.00 (metrics.json) · {cls['claimed'] * 100:.2f} (scores.jsonl) |" in text  # the 95 is shown
+    vqa = next(t for t in first["tasks"] if t["task"] == "vqa")
+    assert vqa["claimed"] is None and not vqa["mismatch"]  # made without a judge: nothing claimed
+    again = _submit(zip_folder(demo_run, tmp_path / "d.zip"), tmp_path / "results", releases,
+                    secret=first["owner_secret"])
+    text = report_markdown(again)
+    assert f"This replaces your row submitted {first['submitted_at']}" in text
+    assert "history keeps 1 earlier version(s)" in text

@@ -401,6 +401,8 @@ def _claimed(task: str, scores: list[dict[str, Any]]) -> float | None:
     from eval.numbers import headline
 
     rows = [r for r in scores if r.get("task") == task]
+    if is_judged(task) and not any(isinstance(r.get("correct"), bool) for r in rows):
+        return None  # a run made without a judge claims no VQA figure: "not claimed", not 0%
     try:
         return headline(task, rows) if rows else None
     except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError):
@@ -772,6 +774,9 @@ class Submissions:
                     shutil.copy2(run_dir / name, target / name)
             info = json.loads((target / "run.json").read_text(encoding="utf-8"))
             info["submission"] = {**verification.to_json(), "key": target.name, "owner": owner, "submitted_at": _now()}
+            earlier = _latest_history(target)
+            if earlier is not None:  # the submitter sees what this replaced; the history keeps it
+                info["submission"]["replaced"] = earlier
             (target / "run.json").write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
             (target / SUBMISSION_JSON).write_text(json.dumps(info["submission"], indent=2, ensure_ascii=False) + "\n",
                                                   encoding="utf-8")
@@ -794,6 +799,20 @@ class Submissions:
             (target / SUBMISSION_JSON).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
         return self._keep(key, write, owner)
+
+
+def _latest_history(target: Path) -> dict[str, Any] | None:
+    """What the newest entry of a row's history held: when it was submitted, partial or not, each task's
+    re-scored figure, and how many earlier versions the history keeps."""
+    past = sorted((target / HISTORY).iterdir()) if (target / HISTORY).is_dir() else []
+    if not past:
+        return None
+    try:
+        old = json.loads((past[-1] / SUBMISSION_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"versions": len(past)}
+    return {"submitted_at": old.get("submitted_at"), "partial": old.get("partial"), "versions": len(past),
+            "tasks": {t["task"]: t.get("rescored") for t in old.get("tasks") or [] if isinstance(t, dict)}}
 
 
 def owner_record(user: str | None, secret: str | None) -> tuple[dict[str, Any], str | None]:

@@ -44,6 +44,19 @@ def _pct(value: Any) -> str:
     return "–" if value is None else f"{value * 100:.2f}"
 
 
+def _claims(task: dict[str, Any]) -> str:
+    """What the run claimed for a task: metrics.json's figure and, when it differs, the one its
+    scores.jsonl gives; "not claimed" when it claims neither."""
+    stated, from_scores = task.get("claimed_metrics"), task.get("claimed")
+    if stated is None and from_scores is None:
+        return "not claimed"
+    if stated is None:
+        return f"{_pct(from_scores)} (scores.jsonl)"
+    if from_scores is None or abs(stated - from_scores) < 5e-5:
+        return _pct(stated)
+    return f"{_pct(stated)} (metrics.json) · {_pct(from_scores)} (scores.jsonl)"
+
+
 def report_markdown(record: dict[str, Any]) -> str:
     """The outcome as the page shows it: one line, then claimed vs re-scored per task."""
     model = " ".join(str(record.get("label") or record.get("model")).replace("`", "'").split())[:160]
@@ -55,7 +68,7 @@ def report_markdown(record: dict[str, Any]) -> str:
     lines = [f"{head}: `{model}`" + (" (partial: not every item of the release)" if record.get("partial") else ""),
              "", "| Figure | Items | Claimed | Re-scored here | Check |", "|---|---|---|---|---|"]
     for task in record.get("tasks") or []:
-        claimed = task["claimed"] if task["claimed"] is not None else task["claimed_metrics"]
+        claimed = _claims(task)
         if not task["verified"]:
             check = "not verified (no judge here)"
         elif task["mismatch"]:
@@ -63,9 +76,15 @@ def report_markdown(record: dict[str, Any]) -> str:
         else:
             check = "match"
         lines.append(f"| {_figure(task['task'])} | {task['items']} / {task['release_items']} | "
-                     f"{_pct(claimed)} | {_pct(task['rescored'])} | {check} |")
+                     f"{claimed} | {_pct(task['rescored'])} | {check} |")
     lines += ["", *[f"- {html.escape(note)}" for note in record.get("notes") or []]]
     lines += [f"- ⚑ flagged for review: {html.escape(str(flag))}" for flag in record.get("flags") or []]
+    replaced = record.get("replaced")
+    if isinstance(replaced, dict):
+        before = ", ".join(f"{_figure(t)} {_pct(v)}" for t, v in (replaced.get("tasks") or {}).items())
+        lines += ["", f"This replaces your row submitted {html.escape(str(replaced.get('submitted_at') or 'earlier'))}"
+                      + (" (partial)" if replaced.get("partial") else "") + (f": {before}" if before else "")
+                      + f". The row's history keeps {int(replaced.get('versions') or 1)} earlier version(s)."]
     if record.get("owner_secret"):
         lines += ["", f"**Your owner secret: `{record['owner_secret']}`**. Keep it: give it with a later "
                       "submission of this model and settings to replace this row. It is shown only now."]
