@@ -126,7 +126,9 @@ def test_an_edited_scores_file_is_flagged_and_the_rescored_figure_shown(space, d
     cls = next(t for t in record["tasks"] if t["task"] == "classification")
     assert cls["mismatch"] and cls["differing_items"] == 4
     assert cls["claimed"] == pytest.approx(cls["rescored"] + 4 / 40)
-    assert "claims differ" in text and f"| {cls['claimed'] * 100:.2f} | {cls['rescored'] * 100:.2f} | **mismatch** (4 item(s) differ) |" in text
+    # metrics.json still states the old figure; the edited scores.jsonl gives another: both claims shown
+    claims = f"{cls['claimed_metrics'] * 100:.2f} (metrics.json) · {cls['claimed'] * 100:.2f} (scores.jsonl)"
+    assert "claims differ" in text and f"| {claims} | {cls['rescored'] * 100:.2f} | **mismatch** (4 item(s) differ) |" in text
     (row,) = [r for r in _board(client) if r["Source"] == "submitted: zip upload"]  # the newer one replaced it
     assert row["Status"] == "verified · claims differ" and row["Cls acc %"] == round(cls["rescored"] * 100, 2)
 
