@@ -238,3 +238,17 @@ def test_the_leaderboard_page_and_the_runs_tab_name_hostile_run_files(hostile_ru
         head, rows, *_ , summary = view.refresh(name, "all", "all", "all")
         assert len(rows) == 4  # the scored items are shown whatever run.json holds
     assert "nested deeper than 32 levels" in view.refresh("deep-run", "all", "all", "all")[-1]
+
+
+def test_a_link_to_a_run_that_is_not_there_opens_none_and_says_so(results: Path) -> None:
+    pytest.importorskip("gradio")
+    from types import SimpleNamespace
+
+    from eval.report import viewer as runs_tab
+
+    view = runs_tab.RunsView(results)
+    picker, *_, head = view.load(SimpleNamespace(query_params={"run": "nope"}))[:6]
+    assert picker["value"] is None and picker["choices"] == ["openai-x"]
+    assert head.startswith("No run folder named nope here")
+    picker = view.load(SimpleNamespace(query_params={"run": "openai-x"}))[0]
+    assert picker["value"] == "openai-x"

@@ -497,3 +497,32 @@ def html_text(fragment: str) -> str:
 
     inline = re.sub(r"</?(b|span)\b[^>]*>", "", fragment)  # the rest (cells, items, paragraphs) part words
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", inline)).split())
+
+
+def test_people_read_instructions_for_people_never_the_models_reply_format() -> None:
+    from space.diningspace.human_tab import people_text
+
+    cls = {"options": ["宫保鸡丁", "鱼香肉丝"], "options_en": ["Kung pao chicken", "Fish-fragrant pork"]}
+    text = people_text("classification", cls, "en")
+    assert text.splitlines()[1:] == ["A. Kung pao chicken", "B. Fish-fragrant pork"]
+    nutrition = people_text("nutrition", {}, "en")
+    assert "ONE serving" in nutrition and "JSON" not in nutrition and "Output" not in nutrition
+    assert "JSON" not in people_text("nutrition", {}, "zh")
+    assert people_text("vqa", {"question": "这道菜辣吗？", "question_en": "Is it spicy?"}, "en").endswith("Is it spicy?")
+
+
+def test_the_recap_lists_each_model_once_its_newest_run(tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    from helpers_space import write_baseline_run
+
+    from space.diningspace.recap import model_answers
+
+    first = write_baseline_run(tmp_path / "results", "a", "classification", "baseline:first")
+    copy = tmp_path / "results" / "b"
+    shutil.copytree(first, copy)  # the same model and settings in a second results folder
+    os.utime(copy / "scores.jsonl", (2_000_000_000, 2_000_000_000))
+    ids = [json.loads(line)["id"] for line in (first / "scores.jsonl").read_text().splitlines()][:3]
+    found = model_answers(tmp_path / "results", "classification", ids)
+    assert [label for label, _ in found] == ["baseline:first"]

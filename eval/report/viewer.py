@@ -250,12 +250,16 @@ class RunsView:
         params = dict(getattr(request, "query_params", None) or {})
         value = {name: str(params.get(name) or "")[:300] for name in QUERY}
         names = list(folder_names(self.root))
-        run = value["run"] if value["run"] in names else (names[0] if names else None)
+        unknown = bool(value["run"]) and value["run"] not in names
+        # A link to a run that is not here opens none (never another run in its place) and says so.
+        run = value["run"] if value["run"] in names else (None if unknown else (names[0] if names else None))
         task = value["task"] if value["task"] in TASK_CHOICES else ALL
         status = value["status"] if value["status"] in (ALL, *STATUSES) else ALL
         cuisine = value["cuisine"] if value["cuisine"] in CUISINE_CHOICES else ALL
-        return (gr.update(choices=names, value=run), task, status, cuisine, value["q"],
-                *self.refresh(run, task, status, cuisine, value["q"], value["item"] or None))
+        shown = self.refresh(run, task, status, cuisine, value["q"], value["item"] or None)
+        if unknown:
+            shown = (f"No run folder named {as_text(value['run'][:80])} here: choose one from the list.", *shown[1:])
+        return (gr.update(choices=names, value=run), task, status, cuisine, value["q"], *shown)
 
     def build(self) -> tuple[Any, list[Any], list[Any]]:
         """The tab's components, inside the current Blocks; returns what a page load refreshes:

@@ -16,8 +16,7 @@ from eval import tasks
 from eval.report.runs import ReportError, load_run
 from eval.report.tables import as_text
 from eval.scoring import score_prediction
-from eval.settings import RunSettings
-from eval.tasks import answer_format, is_judged, prompt_text
+from eval.tasks import answer_format, is_judged
 
 from .catalog import Catalog, CatalogError
 from .guard import GuardError
@@ -39,6 +38,32 @@ INTRO = ("Answer the same items a model gets, the same way: a letter for classif
 MAX_TEST_ITEMS = 20
 MAX_OPEN_SITTINGS = 10_000  # showings remembered at once (each a token and a time)
 SHOWN_COUNT = 17  # the outputs of a question: state, panels, views, prompt, answer boxes, buttons
+
+
+PEOPLE = {
+    "classification": {"en": "Look at the photos and choose the letter of the dish they show:",
+                       "zh": "看照片，选出照片中这道菜的字母："},
+    "nutrition": {"en": "Estimate ONE serving as the photos show it: calories (kcal), then protein, carbohydrates and "
+                        "fat (grams). Type your best guess in the four boxes; the model sees these same photos.",
+                  "zh": "按照片中的一份估算：热量（千卡），以及蛋白质、碳水化合物、脂肪（克）。在四个框中填写你的最佳估计；"
+                        "模型看到的也是这些照片。"},
+    "vqa": {"en": "Answer the question about the dish in the photos, in a sentence or two:",
+            "zh": "根据照片回答关于这道菜的问题，一两句话即可："},
+}
+
+
+def people_text(task: str, row: dict[str, Any], lang: str) -> str:
+    """What a person taking the test reads: the same question and options the model gets, in words for
+    people (never the model's reply-format rules, such as "output only one JSON object")."""
+    lang = "en" if lang == "en" else "zh"
+    head = PEOPLE.get(task, PEOPLE["vqa"])[lang]
+    if task == "classification":
+        options = row.get("options_en" if lang == "en" else "options") or row.get("options") or []
+        return head + "\n" + "\n".join(f"{LETTERS[i]}. {option}" for i, option in enumerate(options))
+    if task == "vqa":
+        question = row.get("question_en" if lang == "en" else "question") or row.get("question") or ""
+        return f"{head}\n{question}"
+    return head
 
 
 class HumanTab:
@@ -85,7 +110,7 @@ class HumanTab:
         assert item_id is not None
         row = self.catalog.row(sitting.task, item_id)
         views = self.catalog.images(sitting.task, item_id)
-        text = prompt_text(sitting.task, row, RunSettings(model=sitting.spec, lang=sitting.lang))
+        text = people_text(sitting.task, row, sitting.lang)
         where = (f"**{tasks.get(sitting.task).human_question}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
                  " · tap a photo to see it larger")
         n_options = len(row.get("options") or [])

@@ -118,13 +118,14 @@ def _reference(task: str, item: dict[str, Any], lang: str) -> str:
 def model_answers(results_dir: Path, task: str, ids: list[str], *, exclude: Path | None = None,
                   max_runs: int = MAX_RUNS_READ) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     """(run label, {item id: scored row}) of each model run under `results_dir` that answered any of
-    `ids` (first epoch), newest first; people's runs are left out. Only the `max_runs` newest folders
+    `ids` (first epoch), newest first, each model + settings once (its newest run); people's runs are left out. Only the `max_runs` newest folders
     are read, and a folder that cannot be read is skipped."""
     wanted = set(ids)
     folders = [p for p in run_folders(results_dir) if HUMANS_FOLDER not in p.relative_to(results_dir).parts[:1]
                and (exclude is None or p.resolve() != exclude.resolve())]
     folders.sort(key=lambda p: (p / "scores.jsonl").stat().st_mtime, reverse=True)
     out = []
+    seen: set[str] = set()
     for folder in folders[:max_runs]:
         try:
             run = load_run(folder, problems=[])
@@ -133,7 +134,8 @@ def model_answers(results_dir: Path, task: str, ids: list[str], *, exclude: Path
         if run.model.startswith(HUMAN_PREFIX):
             continue
         found = {str(r["id"]): r for r in run.scores.get(task, []) if str(r["id"]) in wanted and not r.get("epoch")}
-        if found:
+        if found and run.label not in seen:  # one entry per model + settings: its newest run
+            seen.add(run.label)
             out.append((run.label, found))
     return out
 
