@@ -128,8 +128,8 @@ def test_a_link_opens_the_same_view_and_new_runs_appear_on_reload(run_dir, tmp_p
     assert picker["value"] == "sweep/a" and (task, status, cuisine, search) == ("classification", "wrong", "all", "maybe")
     assert keys == ["classification/c3"] and current == "classification/c3" and where == "Item 1 of 1"
     odd = types.SimpleNamespace(query_params={"run": "/etc", "status": "<b>", "item": "x/../y"})
-    picker, task, status, *_ = view.load(odd)  # an address naming no listed folder: the first run, no error
-    assert picker["value"] == "sweep/a" and status == "all"
+    picker, task, status, cuisine, search, head, *_ = view.load(odd)  # naming no listed folder: none opened
+    assert picker["value"] is None and status == "all" and head.startswith("No run folder named")
     assert runs_tab.RunsView(tmp_path / "empty").load(None)[5].startswith("No run folder here yet.")
     shutil.copytree(run_dir, root / "later")
     assert view.reload("sweep/a") == {"__type__": "update", "choices": ["later", "sweep/a"], "value": "sweep/a"}

@@ -40,15 +40,15 @@ MAX_OPEN_SITTINGS = 10_000  # showings remembered at once (each a token and a ti
 SHOWN_COUNT = 17  # the outputs of a question: state, panels, views, prompt, answer boxes, buttons
 
 
-PEOPLE = {
-    "classification": {"en": "Look at the photos and choose the letter of the dish they show:",
-                       "zh": "看照片，选出照片中这道菜的字母："},
-    "nutrition": {"en": "Estimate ONE serving as the photos show it: calories (kcal), then protein, carbohydrates and "
+PEOPLE = {  # by answer format: a letter, four numbers, free text
+    "letter": {"en": "Look at the photos and choose the letter of the dish they show:",
+               "zh": "看照片，选出照片中这道菜的字母："},
+    "nutrients": {"en": "Estimate ONE serving as the photos show it: calories (kcal), then protein, carbohydrates and "
                         "fat (grams). Type your best guess in the four boxes; the model sees these same photos.",
                   "zh": "按照片中的一份估算：热量（千卡），以及蛋白质、碳水化合物、脂肪（克）。在四个框中填写你的最佳估计；"
                         "模型看到的也是这些照片。"},
-    "vqa": {"en": "Answer the question about the dish in the photos, in a sentence or two:",
-            "zh": "根据照片回答关于这道菜的问题，一两句话即可："},
+    "text": {"en": "Answer the question about the dish in the photos, in a sentence or two:",
+             "zh": "根据照片回答关于这道菜的问题，一两句话即可："},
 }
 
 
@@ -56,11 +56,12 @@ def people_text(task: str, row: dict[str, Any], lang: str) -> str:
     """What a person taking the test reads: the same question and options the model gets, in words for
     people (never the model's reply-format rules, such as "output only one JSON object")."""
     lang = "en" if lang == "en" else "zh"
-    head = PEOPLE.get(task, PEOPLE["vqa"])[lang]
-    if task == "classification":
+    kind = answer_format(task)
+    head = PEOPLE.get(kind, PEOPLE["text"])[lang]
+    if kind == "letter":
         options = row.get("options_en" if lang == "en" else "options") or row.get("options") or []
         return head + "\n" + "\n".join(f"{LETTERS[i]}. {option}" for i, option in enumerate(options))
-    if task == "vqa":
+    if kind == "text":
         question = row.get("question_en" if lang == "en" else "question") or row.get("question") or ""
         return f"{head}\n{question}"
     return head
