@@ -6,12 +6,11 @@ states them (construct/dishes.py).
 
 from __future__ import annotations
 
-import re
+from construct.lexicon import QUANTITY  # the one reader of amounts in an entry
 
 # Words of menu marketing, not of a recipe: an entry made of these names no ingredient.
 MARKETING = ("秘制", "精选", "美味", "可口", "独家", "招牌", "优质", "特色", "匠心", "好吃", "鲜香",
              "delicious", "secret", "signature", "special", "premium", "tasty", "homemade", "chef's")
-QUANTITY = re.compile(r"\d+(?:\.\d+)?\s*(?:克|g|kg|毫升|ml|个|片|只|份|勺)?", re.I)
 
 
 def ingredient_name(entry: str) -> str:
