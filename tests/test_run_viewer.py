@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import types
 
 import pytest
 
@@ -94,28 +96,42 @@ def test_a_click_on_a_row_opens_its_item_and_previous_next_step_through_the_list
     from eval.report import viewer as runs_tab
 
     view = runs_tab.RunsView(run_dir.parent)
-    head, rows, keys, current, where, *_ = view.refresh("run", "classification", "all", "all")
+    head, shown, keys, page, pager, current, where, *_ = view.refresh("run", "classification", "all", "all")
     assert keys == [f"classification/c{i}" for i in range(1, 7)] and current == "classification/c1"
-    assert where == "Item 1 of 6" and "openai:fake-vlm" in head
-    # Rows as shown, possibly sorted by a column: the row's own task and id say which item it is.
-    event = gr.SelectData(None, {"index": [4, 2], "value": "wrong", "row_value": rows[1]})
-    key, where, gallery, prompt, raw, parsed, reference, score, judge, note = view.open_row("run", keys, event)
+    assert where == "Item 1 of 6" and "openai:fake-vlm" in head and (page, pager) == (0, "Rows 1–6 of 6")
+    assert re.findall(r"data-key='([^']+)'", shown) == keys and "class='db-open'" in shown
+    rows, _ = runs_tab.table(str(run_dir), "classification", "all", "all")
+    # A click on a row sends its key (the page's script): that item opens, the list stays as it is.
+    filters = ("run", "classification", "all", "all", "", "list order", False)
+    out = view.clicked(types.SimpleNamespace(_data={"key": keys[1]}), *filters, keys, current)
+    assert out[:6] == (gr.skip(),) * 6
+    key, where, gallery, prompt, raw, parsed, reference, score, judge, note = out[6:]
     assert (key, where, raw["visible"], parsed["value"], reference["value"]) == (
         "classification/c2", "Item 2 of 6", True, json.dumps(rows[1][4]), json.dumps(rows[1][5]))
     assert len(gallery["value"]) == 2 and gallery["visible"] and prompt["value"].startswith("请仔细观察")
     assert judge["visible"] is False  # no judge on a classification item: no empty box
-    assert view.step(1, "run", keys, key)[0] == "classification/c3"
-    assert view.step(-1, "run", keys, key)[0] == "classification/c1"
-    assert view.step(1, "run", keys, keys[-1])[:2] == (keys[-1], "Item 6 of 6")  # stays at the end
-    assert view.step(-1, "run", keys, keys[0])[0] == keys[0]
+    listing = ("run", "classification", "all", "all", "", "list order", False)
+    assert view.step(1, *listing, keys, key, 0)[0] == "classification/c3"
+    assert view.step(-1, *listing, keys, key, 0)[0] == "classification/c1"
+    assert view.step(1, *listing, keys, keys[-1], 0)[:2] == (keys[-1], "Item 6 of 6")  # stays at the end
+    assert view.step(-1, *listing, keys, keys[0], 0)[0] == keys[0]
+    # A key the list does not hold, or a click on nothing, changes nothing.
+    assert view.clicked(types.SimpleNamespace(_data={"key": "classification/../x"}), *filters, keys, key) == (
+        (gr.skip(),) * 16)
+    # A click on a header sorts the whole list by it, a second click reverses; the open item stays open.
+    sort, descending, shown, keys_now, *_rest = view.clicked(types.SimpleNamespace(_data={"sort": "score"}), *filters,
+                                                             keys, key)
+    assert (sort, descending) == ("score", False) and sorted(keys_now) == sorted(keys) and _rest[2] == key
+    again = view.clicked(types.SimpleNamespace(_data={"sort": "score"}), *filters[:5], "score", False, keys_now, key)
+    by_score, _ = runs_tab.table(str(run_dir), "classification", "all", "all", sort="score", descending=True)
+    assert again[:2] == ("score", True) and again[3] == [f"{r[0]}/{r[1]}" for r in by_score] != keys_now
     vqa = view.refresh("run", "vqa", "all", "all", "", "vqa/v1")
-    assert vqa[3] == "vqa/v1" and vqa[4] == "Item 1 of 3"
+    assert vqa[5] == "vqa/v1" and vqa[6] == "Item 1 of 3"
 
 
 def test_a_link_opens_the_same_view_and_new_runs_appear_on_reload(run_dir, tmp_path):
     pytest.importorskip("gradio")
     import shutil
-    import types
 
     from eval.report import viewer as runs_tab
 
@@ -124,16 +140,18 @@ def test_a_link_opens_the_same_view_and_new_runs_appear_on_reload(run_dir, tmp_p
     view = runs_tab.RunsView(root)
     request = types.SimpleNamespace(query_params={"tab": "runs", "run": "sweep/a", "task": "classification",
                                                   "status": "wrong", "q": "maybe", "item": "classification/c3"})
-    picker, task, status, cuisine, search, head, rows, keys, current, where, *_ = view.load(request)
+    picker, task, status, cuisine, search, sort, desc, head, rows, keys, page, pager, current, where, *_ = view.load(
+        request)
     assert picker["value"] == "sweep/a" and (task, status, cuisine, search) == ("classification", "wrong", "all", "maybe")
     assert keys == ["classification/c3"] and current == "classification/c3" and where == "Item 1 of 1"
     odd = types.SimpleNamespace(query_params={"run": "/etc", "status": "<b>", "item": "x/../y"})
-    picker, task, status, cuisine, search, head, *_ = view.load(odd)  # naming no listed folder: none opened
+    picker, task, status, cuisine, search, _sort, _desc, head, *_ = view.load(odd)  # naming no listed folder: none opened
     assert picker["value"] is None and status == "all" and head.startswith("No run folder named")
-    assert runs_tab.RunsView(tmp_path / "empty").load(None)[5].startswith("No run folder here yet.")
+    assert runs_tab.RunsView(tmp_path / "empty").load(None)[7].startswith("No run folder here yet.")
     shutil.copytree(run_dir, root / "later")
-    assert view.reload("sweep/a") == {"__type__": "update", "choices": ["later", "sweep/a"], "value": "sweep/a"}
-    assert view.refresh("later", "all", "all", "all")[3] == "classification/c1"
+    found = view.reload("sweep/a")
+    assert [name for _, name in found["choices"]] == ["later", "sweep/a"] and found["value"] == "sweep/a"
+    assert view.refresh("later", "all", "all", "all")[5] == "classification/c1"
 
 
 def test_the_judges_reply_shows_only_on_an_item_the_judge_decided(run_dir):
@@ -148,3 +166,67 @@ def test_the_judges_reply_shows_only_on_an_item_the_judge_decided(run_dir):
         if by == "judge":
             assert judge["value"] == "Agrees.\nGRADE: C"
     assert "judge" in decided.values()  # the fixture's judge decided at least one item
+
+
+def test_the_list_is_paged_and_sorted_on_the_server_with_readable_references(run_dir, monkeypatch):
+    pytest.importorskip("gradio")
+    from eval.report import viewer as runs_tab
+
+    monkeypatch.setattr(runs_tab, "PAGE_ROWS", 4)
+    view = runs_tab.RunsView(run_dir.parent)
+    head, shown, keys, page, pager, current, *_ = view.refresh("run", "all", "all", "all")
+    assert len(keys) == 13 and shown.count("<tr data-key=") == 4 and (page, pager) == (0, "Rows 1–4 of 13")
+    later, page, pager = view.turn(1, "run", "all", "all", "all", "", "list order", False, 0)
+    assert re.findall(r"data-key='([^']+)'", later) == keys[4:8] and (page, pager) == (1, "Rows 5–8 of 13")
+    assert view.turn(9, "run", "all", "all", "all", "", "list order", False, 0)[1:] == (3, "Rows 13–13 of 13")
+    # Next from the last row of a page turns the rows to the item's page; within a page it leaves them.
+    stepped = view.step(1, "run", "all", "all", "all", "", "list order", False, keys, keys[3], 0)
+    assert stepped[0] == keys[4] and stepped[-2:] == (1, "Rows 5–8 of 13")
+    assert view.step(1, "run", "all", "all", "all", "", "list order", False, keys, keys[0], 0)[-1] == "Rows 1–4 of 13"
+    # The item's page opens when a link names an item further down.
+    assert view.refresh("run", "all", "all", "all", "", keys[9])[3:5] == (2, "Rows 9–12 of 13")
+    # Nutrition references read as nutrients, not as a Python dict; the answer's facts have their own columns.
+    nutrition, _ = runs_tab.table(str(run_dir), "nutrition", "all", "all")
+    assert all(" kcal · P " in row[5] and "{" not in row[5] for row in nutrition)
+    columns = dict(zip(runs_tab.COLUMNS, nutrition[0], strict=True))
+    assert columns["attempts"] == "1" and float(columns["latency s"]) >= 0 and columns["finish"] == "stop"
+    # Sorting the whole list: scores by their number, both ways, blanks last either way.
+    for descending in (False, True):
+        ordered, _ = runs_tab.table(str(run_dir), "all", "all", "all", sort="score", descending=descending)
+        apes = [float(r[6].split()[2].rstrip("%")) for r in ordered if r[6].startswith("mean APE")]
+        assert apes == sorted(apes, reverse=descending) and len(apes) == 4
+        assert ordered[:4] == [r for r in ordered if r[6].startswith("mean APE")]
+        by_id, _ = runs_tab.table(str(run_dir), "classification", "all", "all", sort="id", descending=descending)
+        assert [r[1] for r in by_id] == sorted((r[1] for r in by_id), reverse=descending)
+
+
+def test_the_run_picker_names_task_model_headline_items_and_date(run_dir, tmp_path):
+    pytest.importorskip("gradio")
+    import shutil
+
+    from eval.report import viewer as runs_tab
+
+    root = tmp_path / "results"
+    shutil.copytree(run_dir, root / "a")
+    (label, name), = runs_tab.run_choices(root)
+    assert name == "a" and label.startswith("a · openai:fake-vlm · classification 66.67 · nutrition MAPE ")
+    assert "vqa " in label and "13 items" in label and re.search(r"· \d{4}-\d{2}-\d{2}$", label)
+    # A metrics.json that is not JSON leaves the figures out, never the run.
+    (root / "a" / "metrics.json").write_text("{not json", encoding="utf-8")
+    (label, _), = runs_tab.run_choices(root)
+    assert label.startswith("a · openai:fake-vlm · ") and "66.67" not in label
+
+
+def test_a_run_read_once_is_read_again_when_its_files_change(run_dir, tmp_path):
+    import shutil
+
+    from eval.report import items
+
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    first = run_items(folder, problems=[])
+    assert run_items(folder, problems=[]) == first and items._entry(folder) is items._entry(folder)
+    scores = folder / "scores.jsonl"
+    lines = scores.read_text(encoding="utf-8").splitlines()
+    scores.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    assert len(run_items(folder, problems=[])) == len(first) - 1

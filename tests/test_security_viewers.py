@@ -123,9 +123,10 @@ def test_the_runs_tab_shows_server_text_as_text_bad_lines_by_name_and_no_absolut
     view = runs_tab.RunsView(results)
     assert list(runs_tab.folder_names(results)) == ["openai-x"]  # relative to the results folder
     picker = view.load(None)[0]
-    assert picker["choices"] == ["openai-x"] and picker["value"] == "openai-x"
-    head, rows, keys, current, *shown = view.refresh("openai-x", "all", "all", "all")
-    assert [r[1] for r in rows] == ["c1", "c2"] and current == "classification/c1"
+    assert [name for _, name in picker["choices"]] == ["openai-x"] and picker["value"] == "openai-x"
+    head, rows, keys, _page, _pager, current, *shown = view.refresh("openai-x", "all", "all", "all")
+    assert keys == ["classification/c1", "classification/c2"] and current == "classification/c1"
+    assert "<img" not in rows and "<a " not in rows  # the table is escaped text
     summary = shown[-1]
     assert "scores.jsonl:2" in summary and "scores.jsonl:3" in summary and str(results) not in summary
     assert str(results) not in head
@@ -147,8 +148,9 @@ def test_no_usable_scores_is_a_line_on_the_page_not_an_error(results: Path) -> N
     from eval.report import viewer as runs_tab
 
     (results / "openai-x" / "scores.jsonl").write_text("not json\n")
-    head, rows, keys, current, *shown = runs_tab.RunsView(results).refresh("openai-x", "all", "all", "all")
-    assert rows == [] and keys == [] and current is None and head == ""
+    head, rows, keys, _page, _pager, current, *shown = runs_tab.RunsView(results).refresh("openai-x", "all", "all",
+                                                                                           "all")
+    assert "No item matches" in rows and keys == [] and current is None and head == ""
     assert "no scored items" in shown[-1] and "scores.jsonl:1" in shown[-1] and str(results) not in shown[-1]
 
 
@@ -235,8 +237,8 @@ def test_the_leaderboard_page_and_the_runs_tab_name_hostile_run_files(hostile_ru
     assert "deep-run/run.json: nested deeper than 32 levels" in page and "deep-metrics/metrics.json" in page
     view = runs_tab.RunsView(hostile_runs)
     for name in ("wrong-type", "deep-run", "deep-metrics", "list-settings"):
-        head, rows, *_ , summary = view.refresh(name, "all", "all", "all")
-        assert len(rows) == 4  # the scored items are shown whatever run.json holds
+        head, rows, keys, *_ , summary = view.refresh(name, "all", "all", "all")
+        assert len(keys) == 4 and rows.count("<tr data-key=") == 4  # the scored items, whatever run.json holds
     assert "nested deeper than 32 levels" in view.refresh("deep-run", "all", "all", "all")[-1]
 
 
@@ -247,8 +249,8 @@ def test_a_link_to_a_run_that_is_not_there_opens_none_and_says_so(results: Path)
     from eval.report import viewer as runs_tab
 
     view = runs_tab.RunsView(results)
-    picker, *_, head = view.load(SimpleNamespace(query_params={"run": "nope"}))[:6]
-    assert picker["value"] is None and picker["choices"] == ["openai-x"]
+    picker, *_, head = view.load(SimpleNamespace(query_params={"run": "nope"}))[:8]
+    assert picker["value"] is None and [name for _, name in picker["choices"]] == ["openai-x"]
     assert head.startswith("No run folder named nope here")
     picker = view.load(SimpleNamespace(query_params={"run": "openai-x"}))[0]
     assert picker["value"] == "openai-x"

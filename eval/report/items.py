@@ -9,6 +9,9 @@ score and, for VQA, the judge's own reply from the run's verdict cache.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ from eval.numbers import headline
 from eval.report.runs import ReportError, RunData, load_run
 from eval.scoring import JUDGE_CACHE
 from eval.settings import RunSettings
-from eval.store import PREDICTIONS, read_predictions
+from eval.store import PREDICTIONS, Prediction, read_predictions
 from eval.types import ImagePart
 from metrics.judge_accuracy.core import VerdictCache, build_judge_prompt
 
@@ -28,6 +31,138 @@ STATUSES = ("correct", "wrong", "unparsed", "truncated", "failed", "unscored", "
 MAX_SEARCH = 200  # characters of a search; a longer one is cut
 SUMMARY_SETTINGS = ("dataset", "lang", "images", "image_order", "cot", "circular", "limit", "epochs", "max_tokens",
                     "reasoning_effort", "judge")
+
+# A viewer asks about one run many times (list, filter, page, next item): what was read from its files
+# is kept for the last few runs and read again only when one of the files changes (its size or time).
+MAX_CACHED_RUNS = 4
+MAX_CACHED_DATASETS = 6
+_WATCHED = ("run.json", "scores.jsonl", PREDICTIONS)
+
+
+@dataclass
+class _Entry:
+    """One run as read: its data, the problems met, and (once asked) predictions and search texts."""
+
+    run: RunData
+    problems: list[str]
+    predictions: dict[tuple[str, str, int, int], Prediction] | None = None
+    prediction_problems: list[str] = field(default_factory=list)
+    texts: dict[tuple[str, str], str] | None = None
+    text_problems: list[str] = field(default_factory=list)
+    derived: dict[str, Any] = field(default_factory=dict)
+
+
+class _LRU:
+    """A small thread-safe LRU of values tagged with a signature (a changed signature is a miss)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[Any, tuple[Any, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, signature: Any) -> Any:
+        with self._lock:
+            found = self._items.get(key)
+            if found is None or found[0] != signature:
+                return None
+            self._items.move_to_end(key)
+            return found[1]
+
+    def put(self, key: Any, signature: Any, value: Any) -> None:
+        with self._lock:
+            self._items[key] = (signature, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+_RUNS = _LRU(MAX_CACHED_RUNS)
+_DATASETS = _LRU(MAX_CACHED_DATASETS)
+
+
+def _signature(path: Path) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for name in _WATCHED:
+        try:
+            stat = (path / name).stat()
+            out.append((stat.st_mtime_ns, stat.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _entry(run_dir: Path | str, problems: list[str] | None = None) -> _Entry:
+    """The run folder as read, from the cache while its files are unchanged (ReportError as load_run, with
+    the lines it met on the way added to `problems`)."""
+    path = Path(run_dir)
+    key, signature = str(path.resolve()), _signature(path)
+    found = _RUNS.get(key, signature)
+    if found is None:
+        met: list[str] = []
+        try:
+            found = _Entry(run=load_run(path, met), problems=met)
+        except ReportError:
+            if problems is not None:
+                problems.extend(met)
+            raise
+        _RUNS.put(key, signature, found)
+    return found
+
+
+def _loaded(run_dir: Path | str, problems: list[str] | None) -> _Entry | RunData:
+    """With `problems` (viewers), the cached run with its problems added there; without, read anew so
+    that a malformed line raises as `load_run` does."""
+    if problems is None:
+        return load_run(run_dir)
+    entry = _entry(run_dir, problems)
+    problems.extend(entry.problems)
+    return entry
+
+
+def derived(run_dir: Path | str, name: str, build: Callable[[], Any]) -> Any:
+    """`build()`, kept with the cached run under `name` until the run's files change (what a viewer works
+    out from a whole run: its table rows, its summary). `build` must not depend on anything else."""
+    entry = _entry(run_dir)
+    with _DERIVING:
+        if name not in entry.derived:
+            entry.derived[name] = build()
+        return entry.derived[name]
+
+
+_DERIVING = threading.Lock()
+
+
+def note_problems(run_dir: Path | str, problems: list[str]) -> None:
+    """Add the lines of the run's files that were left out when it was read (`scores.jsonl:N: why`)."""
+    _loaded(run_dir, problems)
+
+
+def _run_of(found: _Entry | RunData) -> RunData:
+    return found.run if isinstance(found, _Entry) else found
+
+
+def _predictions(run_dir: Path | str, found: _Entry | RunData, problems: list[str] | None
+                 ) -> dict[tuple[str, str, int, int], Prediction]:
+    if not isinstance(found, _Entry):
+        return read_predictions(Path(run_dir) / PREDICTIONS, problems)
+    if found.predictions is None:
+        found.predictions = read_predictions(Path(run_dir) / PREDICTIONS, found.prediction_problems)
+    if problems is not None:
+        problems.extend(found.prediction_problems)
+    return found.predictions
+
+
+def item_facts(run_dir: Path | str, problems: list[str] | None = None) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Per (task, id, epoch): the answer's `latency_s`, `attempts` and output `tokens` (None when not kept),
+    from predictions.jsonl (the first rotation of a circular run)."""
+    found = _loaded(run_dir, problems if problems is not None else [])
+    out: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for (task, item_id, epoch, rotation), p in _predictions(run_dir, found, problems).items():
+        if rotation == 0:
+            tokens = p.usage.get("completion_tokens") if isinstance(p.usage, dict) else None
+            out[(task, item_id, epoch)] = {"latency_s": p.latency_s, "attempts": p.attempts, "tokens": tokens}
+    return out
+
 
 
 def status_of(row: dict[str, Any]) -> str:
@@ -59,9 +194,10 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
     items whose raw answer, prompt, parsed answer, reference or error holds it (any case). With
     `problems`, bad lines are left out and named there (`scores.jsonl:N: why`) instead of stopping
     the listing."""
-    run = load_run(run_dir, problems)
+    loaded = _loaded(run_dir, problems)
+    run = _run_of(loaded)
     needle = " ".join((search or "").split())[:MAX_SEARCH].casefold()
-    found = _matching(run, needle, problems) if needle else None
+    found = _matching(run_dir, loaded, needle, problems) if needle else None
     out = []
     for task_name, rows in run.scores.items():
         if task is not None and task_name != task:
@@ -79,24 +215,40 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
     return out
 
 
-def _matching(run: RunData, needle: str, problems: list[str] | None) -> set[tuple[str, str]]:
+def _matching(run_dir: Path | str, loaded: _Entry | RunData, needle: str, problems: list[str] | None
+              ) -> set[tuple[str, str]]:
     """(task, id) of the items whose raw answer, prompt, parsed answer, reference or error holds
     `needle` (casefolded). Prompts are rebuilt as text from run.json's settings and the dataset
     the run names; when that cannot be done the other fields are still searched."""
+    if isinstance(loaded, _Entry):
+        if loaded.texts is None:
+            loaded.texts = _search_texts(run_dir, loaded, loaded.text_problems)
+        if problems is not None:
+            problems.extend(loaded.text_problems)
+        texts = loaded.texts
+    else:
+        texts = _search_texts(run_dir, loaded, problems)
+    return {key for key, text in texts.items() if needle in text}
+
+
+def _search_texts(run_dir: Path | str, loaded: _Entry | RunData, problems: list[str] | None
+                  ) -> dict[tuple[str, str], str]:
+    """Each item's searchable text, spaces folded and casefolded: raw answers, prompt, error, parsed, reference."""
+    run = _run_of(loaded)
     raws: dict[tuple[str, str], str] = {}
-    for (task, item_id, _epoch, _rotation), prediction in read_predictions(run.path / PREDICTIONS, problems).items():
+    for (task, item_id, _epoch, _rotation), prediction in _predictions(run_dir, loaded, problems).items():
         raws[(task, item_id)] = raws.get((task, item_id), "") + "\n" + (prediction.raw or "")
     prompts = _prompt_texts(run, problems)
-    found = set()
+    out: dict[tuple[str, str], str] = {}
     for task, rows in run.scores.items():
         for row in rows:
             key = (task, str(row["id"]))
             fields = [raws.get(key, ""), prompts.get(key, ""), row.get("error")]
             fields += [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
                        for v in (row.get("parsed"), row.get("reference")) if v is not None]
-            if any(needle in " ".join(str(f).split()).casefold() for f in fields if f):
-                found.add(key)
-    return found
+            text = "\n".join(" ".join(str(f).split()).casefold() for f in fields if f)
+            out[key] = out[key] + "\n" + text if key in out else text
+    return out
 
 
 def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, str], str]:
@@ -109,10 +261,10 @@ def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, s
     for task, rows in run.scores.items():
         wanted = {str(r["id"]) for r in rows}
         try:
-            dataset = diningbench.load(tasks.get(task).source_config, settings.dataset, decode_images=False)
-        except (ValueError, OSError) as exc:
+            dataset, _ = _dataset(task, settings.dataset)
+        except ReportError as exc:
             if problems is not None:
-                problems.append(f"prompts not searched: cannot load {task} ({str(exc)[:120]})")
+                problems.append(f"prompts not searched: {str(exc)[:160]}")
             continue
         if "images" in dataset.column_names:
             dataset = dataset.remove_columns("images")
@@ -131,7 +283,10 @@ def run_summary(run_dir: Path | str, problems: list[str] | None = None) -> dict[
     was answered or scored) and how many items are correct / wrong / unparsed / truncated /
     failed / unscored. `wrong` counts only answers parsed and judged wrong, so the counts add up
     to the items (with `scored` for nutrition)."""
-    run = load_run(run_dir, problems)
+    return derived(run_dir, "run_summary", lambda: _summary(_run_of(_loaded(run_dir, problems))))
+
+
+def _summary(run: RunData) -> dict[str, Any]:
     found = run.info.get("settings")
     settings: dict[str, Any] = found if isinstance(found, dict) else {}
     shown = {k: settings.get(k) for k in SUMMARY_SETTINGS if settings.get(k) not in (None, "", False)}
@@ -175,7 +330,8 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
     """One item whole; a ReportError names what is missing. With `problems`, malformed lines of
     scores.jsonl and predictions.jsonl are left out and named there (`file:N`)."""
     run_dir = Path(run_dir)
-    run = load_run(run_dir, problems)
+    loaded = _loaded(run_dir, problems)
+    run = _run_of(loaded)
     rows = [r for r in run.scores.get(task, []) if str(r["id"]) == str(item_id) and (r.get("epoch") or 0) == epoch]
     if not rows:
         raise ReportError(f"{run_dir.name}: no scored {task} item {str(item_id)[:80]!r}")
@@ -184,7 +340,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
         settings = _settings(run.info)
     except (TypeError, ValueError) as exc:
         raise ReportError(f"{run_dir.name}/run.json: its settings cannot be read ({str(exc)[:200]})") from None
-    prediction = read_predictions(run_dir / PREDICTIONS, problems).get((task, str(item_id), epoch, 0))
+    prediction = _predictions(run_dir, loaded, problems).get((task, str(item_id), epoch, 0))
     full = _row_with_images(task, str(item_id), settings.dataset)
     detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored), prompt="", prompt_verified=False,
                         raw=prediction.raw if prediction else None, parsed=scored.get("parsed"),
@@ -214,11 +370,21 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
     return detail
 
 
+def _dataset(task: str, source: str | None) -> tuple[Any, dict[str, int]]:
+    """The task's dataset (images not decoded) and each id's position, kept for the last few sources."""
+    key = (tasks.get(task).source_config, source)
+    found = _DATASETS.get(key, None)
+    if found is None:
+        try:
+            dataset = diningbench.load(key[0], source, decode_images=False)
+        except (ValueError, OSError) as exc:
+            raise ReportError(f"cannot load {task} from {source or 'the embedded sample'}: {exc}") from None
+        found = (dataset, {str(i): n for n, i in enumerate(dataset["id"])})
+        _DATASETS.put(key, None, found)
+    return found
+
+
 def _row_with_images(task: str, item_id: str, source: str | None) -> dict[str, Any] | None:
     """The item's dataset row with its stored image bytes, or None when the dataset lacks it."""
-    try:
-        dataset = diningbench.load(tasks.get(task).source_config, source, decode_images=False)
-    except (ValueError, OSError) as exc:
-        raise ReportError(f"cannot load {task} from {source or 'the embedded sample'}: {exc}") from None
-    ids = [str(i) for i in dataset["id"]]
-    return dataset[ids.index(item_id)] if item_id in ids else None
+    dataset, position = _dataset(task, source)
+    return dataset[position[item_id]] if item_id in position else None

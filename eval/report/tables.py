@@ -8,6 +8,7 @@ shown: `as_text`, valid in Markdown and in HTML alike, used by every Markdown wr
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -27,6 +28,34 @@ SMALL_SAMPLE = 20  # merchants: below this a 95% interval covers less than 95% (
 SMALL_MARK = "‡"
 SMALL_NOTE = (f"{SMALL_MARK} fewer than {SMALL_SAMPLE} merchants: a 95% interval that resamples merchants covers "
               "less than 95% with so few (about 0.84 measured at 5 merchants); read it as rough.")
+
+
+NUTRIENT_LABELS = (("calories", "", " kcal"), ("protein", "P ", " g"), ("carbohydrates", "C ", " g"),
+                   ("fat", "F ", " g"))
+
+
+def readable(value: Any, limit: int = 220) -> str:
+    """An answer or a reference as one line a person reads: nutrition as `682 kcal · P 33.2 g · C 81.6 g ·
+    F 23.3 g` (a nutrient left out shows as ?), other values as their text or JSON, cut at `limit`.
+
+    >>> readable({"calories": 682.4, "protein": 33.21, "fat": 23.3}), readable(None), readable(["B", "C"])
+    ('682 kcal · P 33.2 g · C ? g · F 23.3 g', '', '["B", "C"]')
+    """
+    if value is None:
+        return ""
+    if isinstance(value, dict) and any(key in value for key, _, _ in NUTRIENT_LABELS):
+        parts = []
+        for key, prefix, unit in NUTRIENT_LABELS:
+            number = value.get(key)
+            if isinstance(number, int | float) and not isinstance(number, bool):
+                parts.append(f"{prefix}{number:.0f}{unit}" if key == "calories" else f"{prefix}{number:.1f}{unit}")
+            else:
+                parts.append(f"{prefix}?{unit}")
+        text = " · ".join(parts)
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def with_ci(value: float | None, interval: Sequence[float] | None, merchants: int | None = None) -> str:

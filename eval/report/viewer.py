@@ -3,10 +3,13 @@ with filters and a search, and one item whole; a click on a row opens it, Previo
 through the list. It sits with the reports, below both the CLI and the Space, which import it;
 gradio is imported by whoever imports this module (the CLI only for `eval view`).
 
-The list of run folders is read again on every page load and on Refresh (folder names only, no
-file is parsed). The run, the filters, the search and the open item are kept in the page's
-address (`?tab=runs&run=NAME&task=…&status=…&cuisine=…&q=…&item=TASK/ID`), so a link opens the
-same view; NAME is the run folder relative to the results folder.
+The list of run folders is read again on every page load and on Refresh; each is shown with its
+task, model, headline, items and date (from run.json and metrics.json, read again only when they
+change). The items are paged on the server (PAGE_ROWS at a time) and sorted there by any column, so
+a run of thousands of items costs the page one page of rows; what was read from a run's files is
+kept for the next action (`eval.report.items`). The run, the filters, the search and the open item
+are kept in the page's address (`?tab=runs&run=NAME&task=…&status=…&cuisine=…&q=…&item=TASK/ID`), so
+a link opens the same view; NAME is the run folder relative to the results folder.
 
 The data comes from `eval.report.items`; this module only lays it out. Everything shown is the run
 folder's own content (answers, prompts, references), in text components that never render HTML;
@@ -27,10 +30,18 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
-from diningbench import CUISINES
-from eval.report.items import STATUSES, item_detail, run_items, run_summary
+from diningbench import CUISINES, read_json_file
+from eval.report.items import (
+    STATUSES,
+    derived,
+    item_detail,
+    item_facts,
+    note_problems,
+    run_items,
+    run_summary,
+)
 from eval.report.runs import ReportError, run_folders
-from eval.report.tables import as_text, pct
+from eval.report.tables import as_text, pct, readable
 from eval.tasks import figure_of
 from eval.tasks import names as task_names
 
@@ -41,25 +52,25 @@ _ABSOLUTE = re.compile(r"(?<![\w.:/~])(?:[A-Za-z]:)?[/\\](?:[^\s/\\'\"`:]+[/\\])
 ALL = "all"
 NO_RUNS = ("No run folder here yet. A run appears once scored: `python -m eval run --task classification "
            "--model baseline:random --out results/NAME`, then **↻ Refresh list**.")
-COLUMNS = ["task", "id", "status", "cuisine", "parsed", "reference", "score"]
+COLUMNS = ["task", "id", "status", "cuisine", "parsed", "reference", "score", "tokens", "latency s", "attempts",
+           "finish"]
+NUMERIC = {"tokens", "latency s", "attempts"}
+LISTED = "list order"
+SORTS = [LISTED, *COLUMNS]
+PAGE_ROWS = 50
 TASK_CHOICES = [ALL, *task_names()]
 CUISINE_CHOICES = [ALL, *CUISINES]
 # The address keeps the view: each filter's query parameter, in the order of the handlers' inputs.
-QUERY = ("run", "task", "status", "cuisine", "q", "item")
-URL_JS = """(run, task, status, cuisine, q, item) => {
+QUERY = ("run", "task", "status", "cuisine", "q", "item", "sort", "desc")
+URL_JS = """(run, task, status, cuisine, q, item, sort, desc) => {
   const url = new URL(window.location.href);
-  const values = {tab: "runs", run, task, status, cuisine, q, item};
+  const values = {tab: "runs", run, task, status, cuisine, q, item, sort: sort === "list order" ? "" : sort,
+                  desc: desc ? "1" : ""};
   for (const [name, value] of Object.entries(values)) {
     if (value && value !== "all") url.searchParams.set(name, value); else url.searchParams.delete(name);
   }
   window.history.replaceState(window.history.state, "", url);
 }"""
-
-
-def _short(value: Any, width: int = 60) -> str:
-    text = "" if value is None else str(value)
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _score(row: dict[str, Any]) -> str:
@@ -96,17 +107,118 @@ def _problems_line(problems: list[str]) -> str:
     return f"left out: {shown}{more}"
 
 
+def _sort_key(column: str, cell: str) -> tuple[int, Any]:
+    """(kind, value): kind 0 a number or text to order by, 1 a score in words (after the numbers), 2 a blank."""
+    if cell in ("", "–"):
+        return (2, "")
+    if column in NUMERIC:
+        try:
+            return (0, float(cell))
+        except ValueError:
+            return (2, "")
+    if column == "score":  # `mean APE 12.50%` by its number, `correct` / `verdict …` as words after them
+        found = re.search(r"-?\d+(?:\.\d+)?", cell) if cell.startswith("mean APE") else None
+        return (0, float(found.group())) if found else (1, cell.casefold())
+    return (0, cell.casefold())
+
+
 def table(run_dir: str | None, task: str, status: str, cuisine: str, problems: list[str] | None = None,
-          search: str = "") -> tuple[list[list[str]], list[str]]:
-    """The filtered items as table rows, and their `task/id` keys; with `problems`, malformed lines
-    are left out and named there rather than stopping the listing."""
+          search: str = "", sort: str = LISTED, descending: bool = False) -> tuple[list[list[str]], list[str]]:
+    """The filtered items as table rows (COLUMNS), sorted by `sort` (blanks last), and their `task/id` keys;
+    with `problems`, malformed lines are left out and named there rather than stopping the listing."""
     if not run_dir:
         return [], []
-    items = run_items(run_dir, task=None if task == ALL else task, status=None if status == ALL else status,
-                      cuisine=None if cuisine == ALL else cuisine, search=search or None, problems=problems)
-    rows = [[r["task"], str(r["id"]), r["status"], str(r.get("cuisine") or ""), _short(r.get("parsed")),
-             _short(r.get("reference")), _score(r)] for r in items]
-    return rows, [f"{r['task']}/{r['id']}" for r in items]
+    wrong = ("wrong", "unparsed", "truncated", "failed")  # each of them counts as wrong
+    if problems is None:  # a caller that wants malformed lines to raise: read anew
+        listed = _rows(run_dir, run_items(run_dir))
+    else:
+        note_problems(run_dir, problems)  # the lines left out, named (and the lines met, when none is usable)
+        listed = derived(run_dir, "viewer.rows", lambda: _rows(run_dir, run_items(run_dir, problems=[])))
+    found = None
+    if search:
+        found = {(r["task"], str(r["id"])) for r in run_items(run_dir, task=None if task == ALL else task,
+                                                             search=search, problems=problems)}
+    rows = [row for row in listed
+            if (task == ALL or row[0] == task) and (cuisine == ALL or row[3] == cuisine)
+            and (status == ALL or row[2] == status or status == "wrong" and row[2] in wrong)
+            and (found is None or (row[0], row[1]) in found)]
+    if sort in COLUMNS:
+        at = COLUMNS.index(sort)
+        keyed = [(_sort_key(sort, row[at]), row) for row in rows]
+        # Each kind in the chosen direction, numbers before words, blanks last either way.
+        rows = [row for kind in (0, 1, 2) for _, row in sorted(
+            (pair for pair in keyed if pair[0][0] == kind), key=lambda pair: pair[0][1], reverse=descending and kind < 2)]
+    return rows, [f"{row[0]}/{row[1]}" for row in rows]
+
+
+def _rows(run_dir: str, items: list[dict[str, Any]]) -> list[list[str]]:
+    """Every scored item as a table row (COLUMNS), in the run's order."""
+    facts = item_facts(run_dir, problems=[])  # predictions.jsonl's own problems are named by the item panel
+    rows = []
+    for r in items:
+        fact = facts.get((r["task"], str(r["id"]), r.get("epoch") or 0), {})
+        latency, attempts, tokens = fact.get("latency_s"), fact.get("attempts"), fact.get("tokens")
+        if tokens is None and isinstance(r.get("usage"), dict):
+            tokens = r["usage"].get("completion_tokens")
+        rows.append([r["task"], str(r["id"]), r["status"], str(r.get("cuisine") or ""), readable(r.get("parsed"), 60),
+                     readable(r.get("reference"), 60), _score(r), "" if tokens is None else str(tokens),
+                     "" if not isinstance(latency, int | float) else f"{latency:.2f}",
+                     "" if attempts is None else str(attempts), str(r.get("finish_reason") or "")])
+    return rows
+
+
+# A click on a header sorts the whole list by it (again: reverse), a click on a row (or Enter on it) opens it.
+TABLE_JS = """
+const send = (e) => {
+  const head = e.target.closest('th[data-sort]');
+  if (head) { trigger('click', {sort: head.dataset.sort}); return; }
+  const row = e.target.closest('tr[data-key]');
+  if (!row) return;
+  element.querySelectorAll('tr.db-open').forEach((r) => r.classList.remove('db-open'));
+  row.classList.add('db-open');
+  trigger('click', {key: row.dataset.key});
+};
+element.addEventListener('click', send);
+element.addEventListener('keydown', (e) => { if (e.key === 'Enter') send(e); });
+"""
+
+
+def rows_html(rows: list[list[str]], key: str | None = None, sort: str = LISTED, descending: bool = False) -> str:
+    """One page of rows as a table: every cell escaped text; the open item's row marked; each header a sort
+    button (its direction shown on the column the list is sorted by)."""
+    import html
+
+    if not rows:
+        return "<div class='db-empty'>No item matches.</div>"
+    heads = []
+    for column in COLUMNS:
+        arrow = f" <span class='db-arrow'>{'▼' if descending else '▲'}</span>" if column == sort else ""
+        sorted_by = f" aria-sort='{'descending' if descending else 'ascending'}'" if column == sort else ""
+        css = " class='db-num'" if column in NUMERIC else ""
+        heads.append(f"<th{css} data-sort='{html.escape(column, quote=True)}' tabindex='0' role='button'{sorted_by} "
+                     f"title='sort the whole list by {html.escape(column, quote=True)} (again: reverse)'>"
+                     f"{html.escape(column)}{arrow}</th>")
+    body = []
+    for row in rows:
+        row_key = f"{row[0]}/{row[1]}"
+        mark = " class='db-open' aria-current='true'" if row_key == key else ""
+        cells = "".join(f"<td{' class=db-num' if column in NUMERIC else ''}>{html.escape(cell)}</td>"
+                        for column, cell in zip(COLUMNS, row, strict=True))
+        body.append(f"<tr data-key='{html.escape(row_key, quote=True)}' tabindex='0'{mark}>{cells}</tr>")
+    return (f"<div class='db-scroll db-runs-scroll'><table class='db-runs-table'><thead><tr>{''.join(heads)}</tr>"
+            f"</thead><tbody>{''.join(body)}</tbody></table></div>")
+
+
+def page_of(keys: list[str], key: str | None) -> int:
+    """The page (from 0) that holds `key`, 0 when it is not listed."""
+    return keys.index(key) // PAGE_ROWS if key in keys else 0
+
+
+def pager_text(page: int, total: int) -> str:
+    if not total:
+        return "No item matches."
+    first = page * PAGE_ROWS
+    return f"Rows {first + 1}–{min(first + PAGE_ROWS, total)} of {total:,}"
 
 
 def summary(run_dir: str | None, root: Path | None = None, problems: list[str] | None = None) -> str:
@@ -115,7 +227,7 @@ def summary(run_dir: str | None, root: Path | None = None, problems: list[str] |
     if not run_dir:
         return ""
     try:
-        found = run_summary(run_dir, problems)
+        found = run_summary(run_dir, [] if problems is None else problems)
     except ReportError:
         return ""  # the listing says why
     settings = " · ".join(as_text(hide_paths(f"{k} {v}" if v is not True else k, root))
@@ -180,6 +292,77 @@ def folder_names(root: Path) -> dict[str, Path]:
     return {(p.relative_to(root).as_posix() if p != root else root.name or "."): p for p in run_folders(root)}
 
 
+_LABELS: dict[str, tuple[Any, str]] = {}  # folder -> (run.json and metrics.json stat, label)
+MAX_LABELS = 4096
+
+
+def _stat(path: Path) -> Any:
+    try:
+        found = path.stat()
+        return (found.st_mtime_ns, found.st_size)
+    except OSError:
+        return None
+
+
+def run_label(name: str, folder: Path) -> str:
+    """`NAME · model · classification 45.00 · nutrition MAPE 38.20 · 80 items · 2026-12-02`: a run as the
+    picker lists it, from run.json and metrics.json (read through the bounded reader; a file that cannot
+    be read leaves its part out). Kept until either file changes."""
+    signature = (_stat(folder / "run.json"), _stat(folder / "metrics.json"))
+    cached = _LABELS.get(str(folder))
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    info: dict[str, Any] = {}
+    metrics: dict[str, Any] = {}
+    for target, file in ((info, "run.json"), (metrics, "metrics.json")):
+        try:
+            found = read_json_file(folder / file) if signature[file == "metrics.json"] else {}
+        except ValueError:
+            found = {}
+        target.update(found if isinstance(found, dict) else {})
+    parts = [name]
+    model = info.get("model")
+    if isinstance(model, str) and model:
+        parts.append(_short_text(model, 60))
+    items = 0
+    for task, figures in metrics.items():
+        if not isinstance(figures, dict) or not isinstance(task, str):
+            continue
+        key = figure_of(task) or "accuracy"
+        value = figures.get(key)
+        shown = pct(value) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
+        parts.append(f"{_short_text(task, 30)} {'MAPE ' if key == 'avg_mape' else ''}{shown}")
+        n = figures.get("n")
+        items += n if isinstance(n, int) and not isinstance(n, bool) else 0
+    if items:
+        parts.append(f"{items:,} items")
+    when = info.get("updated_at")
+    if isinstance(when, str) and re.match(r"\d{4}-\d{2}-\d{2}", when):
+        parts.append(when[:10])
+    label = " · ".join(parts)
+    if len(_LABELS) >= MAX_LABELS:
+        _LABELS.clear()
+    _LABELS[str(folder)] = (signature, label)
+    return label
+
+
+def _short_text(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def run_choices(root: Path) -> list[tuple[str, str]]:
+    """(label, name) of every run folder, newest first (by run.json's date, then name)."""
+    found = [(run_label(name, folder), name) for name, folder in folder_names(root).items()]
+    dated = sorted(found, key=lambda pair: pair[1])
+    return sorted(dated, key=lambda pair: _date_of(pair[0]), reverse=True)
+
+
+def _date_of(label: str) -> str:
+    found = re.search(r"· (\d{4}-\d{2}-\d{2})$", label)
+    return found.group(1) if found else ""
+
+
 class RunsView:
     """The tab's handlers over the run folders under `root`; `build` lays the tab out."""
 
@@ -199,76 +382,123 @@ class RunsView:
               ) -> tuple[Any, ...]:
         """The open item: its key, `Item i of n`, then its panels (each shown only when it has something)."""
         gallery, prompt, raw, parsed, reference, score, judge, note = detail(run_dir, key, self.root, problems)
-        where = f"Item {keys.index(key) + 1} of {len(keys)}" if key in keys else ("No item matches." if run_dir
-                                                                                  else "")
+        where = f"Item {keys.index(key) + 1:,} of {len(keys):,}" if key in keys else ("No item matches." if run_dir
+                                                                                      else "")
         has_item = bool(prompt or raw or parsed is not None or reference is not None)
         return (key, where, gr.update(value=gallery, visible=bool(gallery)), gr.update(value=prompt, visible=bool(prompt)),
                 gr.update(value=raw, visible=has_item), gr.update(value=parsed, visible=has_item),
                 gr.update(value=reference, visible=has_item), gr.update(value=score, visible=bool(score)),
                 gr.update(value=judge, visible=bool(judge)), note)
 
+    def _listing(self, run_dir: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
+                 descending: bool, problems: list[str] | None = None) -> tuple[list[list[str]], list[str]]:
+        return table(run_dir, task, status, cuisine, [] if problems is None else problems, search,
+                     sort if sort in SORTS else LISTED, bool(descending))
+
+    @staticmethod
+    def _page(rows: list[list[str]], page: int, key: str | None = None, sort: str = LISTED, descending: bool = False
+              ) -> tuple[Any, int, str]:
+        """(the table of page `page` as HTML, the page, `Rows 51–100 of 5,338`)."""
+        last = max(0, (len(rows) - 1) // PAGE_ROWS)
+        page = min(max(int(page or 0), 0), last)
+        return (rows_html(rows[page * PAGE_ROWS:(page + 1) * PAGE_ROWS], key, sort, descending), page,
+                pager_text(page, len(rows)))
+
     def refresh(self, name: str | None, task: str, status: str, cuisine: str, search: str = "",
-                key: str | None = None) -> tuple[Any, ...]:
-        """Summary, list and the open item (`key` when it is listed, else the first) in one event."""
+                key: str | None = None, sort: str = LISTED, descending: bool = False) -> tuple[Any, ...]:
+        """Summary, the page of rows holding the open item (`key` when it is listed, else the first), the
+        pager and the item, in one event."""
         run_dir = self.listed(name)
         problems: list[str] = []
         try:
-            rows, keys = table(run_dir, task, status, cuisine, problems, search)
+            rows, keys = self._listing(run_dir, task, status, cuisine, search, sort, descending, problems)
         except ReportError as exc:  # no usable scores.jsonl at all: say so, keep the page
             rows, keys = [], []
             problems.insert(0, str(exc))
         head = summary(run_dir, self.root) if run_dir else NO_RUNS
         current = key if key in keys else (keys[0] if keys else None)
-        return (head, rows, keys, *self._item(run_dir, keys, current, problems))
+        shown, page, pager = self._page(rows, page_of(keys, current), current, sort, descending)
+        return (head, shown, keys, page, pager, *self._item(run_dir, keys, current, problems))
 
-    def open_row(self, name: str | None, keys: list[str], event: gr.SelectData) -> tuple[Any, ...]:
-        """A click on a table row opens that item (the row's own task and id, whatever the sorting)."""
-        row = event.row_value if isinstance(getattr(event, "row_value", None), list) else None
-        key: str | None
-        if row and len(row) >= 2:
-            key = f"{row[0]}/{row[1]}"
-        else:
-            index = event.index[0] if isinstance(event.index, list | tuple) else event.index
-            key = keys[index] if isinstance(index, int) and 0 <= index < len(keys) else None
-        return self._item(self.listed(name), keys or [], key if key in (keys or []) else None)
+    def turn(self, delta: int, name: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
+             descending: bool, page: int, key: str | None = None) -> tuple[Any, ...]:
+        """Earlier or later rows of the list (the open item stays open)."""
+        try:
+            rows, _ = self._listing(self.listed(name), task, status, cuisine, search, sort, descending)
+        except ReportError:
+            rows = []
+        return self._page(rows, int(page or 0) + delta, key, sort, descending)
 
-    def step(self, delta: int, name: str | None, keys: list[str], key: str | None) -> tuple[Any, ...]:
-        """Previous / next item of the list (staying at its ends)."""
+    def clicked(self, event: Any, name: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
+                descending: bool, keys: list[str], key: str | None) -> tuple[Any, ...]:
+        """A click in the table: on a header, the whole list sorted by it (a second click reverses), the open
+        item kept; on a row, that item opened. Returns (sort, descending, table, keys, page, pager, *item)."""
+        data = getattr(event, "_data", None) or {}
+        column, chosen = str(data.get("sort") or "")[:40], str(data.get("key") or "")[:400]
         keys = keys or []
+        if column in COLUMNS:
+            descending = not descending if column == sort else False
+            run_dir = self.listed(name)
+            try:
+                rows, keys = self._listing(run_dir, task, status, cuisine, search, column, descending)
+            except ReportError:
+                rows, keys = [], []
+            table_now, page, pager = self._page(rows, page_of(keys, key), key, column, descending)
+            return (column, descending, table_now, keys, page, pager, *self._item(run_dir, keys, key))
+        if chosen in keys:
+            return (gr.skip(),) * 6 + self._item(self.listed(name), keys, chosen)
+        return (gr.skip(),) * 16
+
+    def step(self, delta: int, name: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
+             descending: bool, keys: list[str], key: str | None, page: int) -> tuple[Any, ...]:
+        """Previous / next item of the list (staying at its ends); the rows turn to its page when it is on another."""
+        keys = keys or []
+        run_dir = self.listed(name)
         if not keys:
-            return self._item(self.listed(name), keys, None)
+            return (*self._item(run_dir, keys, None), gr.skip(), gr.skip(), gr.skip())
         at = keys.index(key) if key in keys else -1 if delta > 0 else len(keys)
-        return self._item(self.listed(name), keys, keys[min(max(at + delta, 0), len(keys) - 1)])
+        target = keys[min(max(at + delta, 0), len(keys) - 1)]
+        try:
+            rows, _ = self._listing(run_dir, task, status, cuisine, search, sort, descending)
+        except ReportError:
+            rows = []  # the open row's mark moves with it: the page is drawn again (one page, cheap)
+        return (*self._item(run_dir, keys, target), *self._page(rows, page_of(keys, target), target, sort, descending))
 
     def reload(self, name: str | None) -> Any:
         """The run picker with the folders there are now (the chosen one kept when it still exists)."""
-        names = list(folder_names(self.root))
-        return gr.update(choices=names, value=name if name in names else (names[0] if names else None))
+        choices = run_choices(self.root)
+        names = [value for _, value in choices]
+        return gr.update(choices=choices, value=name if name in names else (names[0] if names else None))
 
     def load(self, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
         """A page load: the folders there are now and the view the address names (`?run=…&item=…`)."""
         params = dict(getattr(request, "query_params", None) or {})
         value = {name: str(params.get(name) or "")[:300] for name in QUERY}
-        names = list(folder_names(self.root))
+        choices = run_choices(self.root)
+        names = [name for _, name in choices]
         unknown = bool(value["run"]) and value["run"] not in names
         # A link to a run that is not here opens none (never another run in its place) and says so.
         run = value["run"] if value["run"] in names else (None if unknown else (names[0] if names else None))
         task = value["task"] if value["task"] in TASK_CHOICES else ALL
         status = value["status"] if value["status"] in (ALL, *STATUSES) else ALL
         cuisine = value["cuisine"] if value["cuisine"] in CUISINE_CHOICES else ALL
-        shown = self.refresh(run, task, status, cuisine, value["q"], value["item"] or None)
+        sort = value["sort"] if value["sort"] in SORTS else LISTED
+        descending = value["desc"] == "1"
+        shown = self.refresh(run, task, status, cuisine, value["q"], value["item"] or None, sort, descending)
         if unknown:
             shown = (f"No run folder named {as_text(value['run'][:80])} here: choose one from the list.", *shown[1:])
-        return (gr.update(choices=names, value=run), task, status, cuisine, value["q"], *shown)
+        return (gr.update(choices=choices, value=run), task, status, cuisine, value["q"], sort, descending, *shown)
 
     def build(self) -> tuple[Any, list[Any], list[Any]]:
         """The tab's components, inside the current Blocks; returns what a page load refreshes:
         (handler, inputs, outputs)."""
-        gr.Markdown("A run's items one by one: filter or search, click a row, and see its views, the exact prompt "
-                    "sent, the raw answer, what was parsed, the reference and the score. The address bar keeps "
-                    "what you chose: copy it to share this view.")
+        gr.Markdown("A run's items one by one: filter, search or sort, click a row, and see its views, the exact "
+                    "prompt sent, the raw answer, what was parsed, the reference and the score. The address bar "
+                    "keeps what you chose: copy it to share this view.")
         with gr.Row(equal_height=True):
-            run = gr.Dropdown([], label="Run folder", scale=4, elem_id="db-runs-run")
+            # Every folder is listed (no cap on the choices shown); typing filters by any part of the label.
+            run = gr.Dropdown([], label="Run (folder · model · headline · items · date)", scale=4,
+                              elem_id="db-runs-run", num_choices_shown=None, filterable=True)
             reload = gr.Button("↻ Refresh list", size="sm", scale=1, min_width=120, elem_id="db-runs-reload")
         head = gr.Markdown(elem_id="db-runs-summary", elem_classes="db-note")
         with gr.Row():
@@ -277,9 +507,20 @@ class RunsView:
             cuisine = gr.Dropdown(CUISINE_CHOICES, value=ALL, label="Cuisine", min_width=140)
             search = gr.Textbox(label="Search answers and prompts", placeholder="text, then Enter", min_width=200,
                                 max_length=200, elem_id="db-runs-search")
-        items = gr.Dataframe(headers=COLUMNS, interactive=False, wrap=True, max_height=360,
-                             elem_classes=["db-scroll"], elem_id="db-runs-items")
+        with gr.Row():
+            sort = gr.Dropdown(SORTS, value=LISTED, label="Sort the whole list by", min_width=160,
+                               elem_id="db-runs-sort")
+            descending = gr.Checkbox(False, label="Descending (blanks stay last)", min_width=160,
+                                     elem_id="db-runs-desc")
+        # One page of rows as plain HTML (a click on a row opens it, on a header sorts by it): drawing it costs
+        # the page what PAGE_ROWS rows cost, whatever the run's size.
+        items = gr.HTML("", elem_id="db-runs-items", js_on_load=TABLE_JS, padding=False)
+        with gr.Row(elem_classes="db-nav"):
+            earlier = gr.Button("‹ Earlier rows", size="sm", min_width=80, elem_id="db-runs-earlier")
+            pager = gr.Markdown("", elem_classes="db-where", elem_id="db-runs-pager")
+            later = gr.Button("Later rows ›", size="sm", min_width=80, elem_id="db-runs-later")
         keys = gr.State([])
+        page = gr.State(0)
         # The open item's key, in the page (a State stays on the server): the address is written from it.
         current = gr.Textbox(visible="hidden", elem_id="db-runs-current")
         with gr.Row(elem_classes="db-nav"):
@@ -287,7 +528,7 @@ class RunsView:
             where = gr.Markdown("", elem_classes="db-where", elem_id="db-runs-where")
             next_btn = gr.Button("Next →", size="sm", min_width=80, elem_id="db-runs-next")
         note = gr.Markdown(elem_id="db-runs-note")
-        gallery = gr.Gallery(label="Views as sent", columns=4, height="auto", object_fit="contain", fit_columns=False,
+        gallery = gr.Gallery(label="Views as sent", format="jpeg", columns=4, height="auto", object_fit="contain", fit_columns=False,
                              preview=False, allow_preview=True, elem_id="db-runs-gallery")
         prompt = gr.Textbox(label="Prompt sent", lines=6, max_lines=20, elem_id="db-runs-prompt")
         raw = gr.Textbox(label="Raw answer", lines=4, max_lines=30, elem_id="db-runs-raw")
@@ -297,21 +538,35 @@ class RunsView:
         judge = gr.Textbox(label="Judge's reply", lines=3, max_lines=12, visible=False, elem_id="db-runs-judge")
 
         item_out = [current, where, gallery, prompt, raw, parsed, reference, score, judge, note]
-        listing = [head, items, keys, *item_out]
+        paging = [items, page, pager]
+        listing = [head, items, keys, page, pager, *item_out]
         filters = [run, task, status, cuisine, search]
-        in_url = [run, task, status, cuisine, search, current]
+        ordering = [sort, descending]
+        in_url = [run, task, status, cuisine, search, current, sort, descending]
 
         def keep(event: Any) -> None:
             event.then(None, in_url, None, js=URL_JS, api_visibility="private")
 
-        for component in (run, task, status, cuisine):
-            keep(component.input(self.refresh, filters, listing, api_visibility="private"))
-        keep(search.submit(self.refresh, filters, listing, api_visibility="private"))
-        keep(items.select(self.open_row, [run, keys], item_out, api_visibility="private"))
-        keep(prev_btn.click(lambda *a: self.step(-1, *a), [run, keys, current], item_out, api_visibility="private"))
-        keep(next_btn.click(lambda *a: self.step(1, *a), [run, keys, current], item_out, api_visibility="private"))
+        def refresh(run: Any, task: Any, status: Any, cuisine: Any, search: Any, sort: Any, descending: Any
+                    ) -> tuple[Any, ...]:
+            return self.refresh(run, task, status, cuisine, search, None, sort, descending)
+
+        for component in (run, task, status, cuisine, sort, descending):
+            keep(component.input(refresh, [*filters, *ordering], listing, api_visibility="private"))
+        keep(search.submit(refresh, [*filters, *ordering], listing, api_visibility="private"))
+        def clicked(event: gr.EventData, *values: Any) -> tuple[Any, ...]:  # the event first: Gradio fills it in
+            return self.clicked(event, *values)
+
+        keep(items.click(clicked, [*filters, *ordering, keys, current], [*ordering, items, keys, page, pager, *item_out],
+                         api_visibility="private"))
+        earlier.click(lambda *a: self.turn(-1, *a), [*filters, *ordering, page, current], paging,
+                      api_visibility="private")
+        later.click(lambda *a: self.turn(1, *a), [*filters, *ordering, page, current], paging, api_visibility="private")
+        stepping = [*filters, *ordering, keys, current, page]
+        keep(prev_btn.click(lambda *a: self.step(-1, *a), stepping, [*item_out, *paging], api_visibility="private"))
+        keep(next_btn.click(lambda *a: self.step(1, *a), stepping, [*item_out, *paging], api_visibility="private"))
         reload.click(self.reload, run, run, api_visibility="private")
-        return self.load, [], [run, task, status, cuisine, search, *listing]
+        return self.load, [], [run, task, status, cuisine, search, sort, descending, *listing]
 
 
 def build(results_dir: Path) -> tuple[Any, list[Any], list[Any]]:

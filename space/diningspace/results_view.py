@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from typing import Any
 
 from PIL import Image
 
-from eval.report.tables import MISSING, SMALL_MARK, SMALL_NOTE, as_text, headline_cell, pct
+from eval.report.tables import MISSING, SMALL_MARK, SMALL_NOTE, as_text, headline_cell, pct, readable
 
 from .evaluation import SampleResult
 
@@ -26,32 +25,6 @@ def thumbnail_uri(image: Image.Image) -> str:
     buffer = io.BytesIO()
     small.convert("RGB").save(buffer, format="JPEG", quality=80)
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
-
-
-NUTRIENT_LABELS = (("calories", "", " kcal"), ("protein", "P ", " g"), ("carbohydrates", "C ", " g"),
-                   ("fat", "F ", " g"))
-
-
-def _nutrients(value: dict[str, Any]) -> str:
-    """`682 kcal · P 33.2 g · C 81.6 g · F 23.3 g` (a nutrient the model left out shows as ?)."""
-    parts = []
-    for key, prefix, unit in NUTRIENT_LABELS:
-        number = value.get(key)
-        if isinstance(number, int | float):
-            parts.append(f"{prefix}{number:.0f}{unit}" if key == "calories" else f"{prefix}{number:.1f}{unit}")
-        else:
-            parts.append(f"{prefix}?{unit}")
-    return " · ".join(parts)
-
-
-def _short(value: Any, limit: int = 220) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, dict) and any(key in value for key, _, _ in NUTRIENT_LABELS):
-        return _nutrients(value)
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _by_errors(task: str) -> bool:
@@ -84,10 +57,10 @@ def results_table(task: str, results: list[SampleResult], thumbs: dict[str, str]
     for r in results:
         css, label = _verdict(task, r)
         thumb = f'<img class="db-thumb" src="{thumbs[r.id]}" alt="">' if r.id in thumbs else ""
-        raw = as_text(_short(r.error if r.error else r.raw), lines=True)
+        raw = as_text(readable(r.error if r.error else r.raw), lines=True)
         rows.append(f"<tr><td>{thumb}</td><td class='db-mono'>{as_text(r.id, lines=True)}</td>"
-                    f"<td class='db-raw'>{raw}</td><td>{as_text(_short(r.parsed, 120), lines=True) or '—'}</td>"
-                    f"<td>{as_text(_short(r.reference, 120), lines=True)}</td><td class='{css}'>{label}</td></tr>")
+                    f"<td class='db-raw'>{raw}</td><td>{as_text(readable(r.parsed, 120), lines=True) or '—'}</td>"
+                    f"<td>{as_text(readable(r.reference, 120), lines=True)}</td><td class='{css}'>{label}</td></tr>")
     head = "<tr><th>Views</th><th>Item</th><th>Model answer</th><th>Parsed</th><th>Reference</th><th>Outcome</th></tr>"
     return (f'<div class="db-scroll"><table class="db-results"><thead>{head}</thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
