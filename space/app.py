@@ -7,7 +7,6 @@ Operator settings are environment variables, documented in space/README.md.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 from pathlib import Path
@@ -26,6 +25,7 @@ from diningspace.browse_tab import BrowseTab  # noqa: E402
 from diningspace.catalog import Catalog  # noqa: E402
 from diningspace.evaluate_tab import EvaluateTab  # noqa: E402
 from diningspace.human_tab import HumanTab  # noqa: E402
+from diningspace.lazy import LazyTabs  # noqa: E402
 from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
 from diningspace.review_tab import ReviewAccess, ReviewTab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
@@ -61,40 +61,35 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
         gr.Markdown(INTRO, elem_classes="db-intro")
         if settings.is_synthetic_sample:
             gr.HTML(SYNTHETIC_BANNER)
+        lazy = LazyTabs()  # each tab's loading work runs when the tab is first shown (diningspace/lazy.py)
         with gr.Tabs() as tabs:
-            with gr.Tab("Browse", id="browse"):
+            with gr.Tab("Browse", id="browse") as tab:
                 browse.build()
-            with gr.Tab("Evaluate", id="evaluate"):
+            lazy.add("browse", tab, browse.on_load)
+            with gr.Tab("Evaluate", id="evaluate") as tab:
                 evaluate.build()
-            with gr.Tab("Leaderboard", id="leaderboard"):
+            lazy.add("evaluate", tab, evaluate.on_load)
+            with gr.Tab("Leaderboard", id="leaderboard") as tab:
                 leaderboard.build()
-            with gr.Tab("Submit", id="submit"):
+            lazy.add("leaderboard", tab, leaderboard.on_load, leaderboard.compare_load)
+            with gr.Tab("Submit", id="submit") as tab:
                 SubmitTab(settings, evaluate.slots).build()
-            with gr.Tab("Take the test", id="human"):
+            lazy.add("submit", tab)  # nothing to load: listed so that `?tab=submit` opens it
+            with gr.Tab("Take the test", id="human") as tab:
                 HumanTab(catalog, settings, evaluate.slots).build()
-            with gr.Tab("Runs", id="runs"):
+            lazy.add("human", tab)
+            with gr.Tab("Runs", id="runs") as tab:
                 runs_load = build_runs_tab(settings.results_dir)
-            loads = [browse.on_load, evaluate.on_load, leaderboard.on_load, leaderboard.compare_load, runs_load,
-                     (open_tab, [], tabs)]
+            lazy.add("runs", tab, runs_load)
             if settings.review_work is not None:  # only for an operator reviewing a construction build
                 review = ReviewTab(settings.review_work, ReviewAccess(
                     settings.reviewers, settings.review_token, on_space=settings.on_space))
-                with gr.Tab("Review", id="review"):
+                with gr.Tab("Review", id="review") as tab:
                     review.build()
-                loads.append(review.on_load)
-        for fn, inputs, outputs in loads:
-            demo.load(fn, inputs, outputs, api_visibility="private")
+                lazy.add("review", tab, review.on_load)
+        lazy.wire(demo, tabs)  # one event at page load: the tab the address names (`?tab=ID`), loaded alone
     demo.queue(default_concurrency_limit=4, max_size=64)
     return demo
-
-
-def open_tab(request: gr.Request = None) -> object:  # type: ignore[assignment]
-    """`?tab=ID` in the address opens that tab; `?run=NAME` alone (a Leaderboard row's link) opens
-    the Runs tab, which opens that run itself (`runs_tab.RunsView.load`)."""
-    params = dict(getattr(request, "query_params", None) or {})
-    wanted = str(params.get("tab") or ("runs" if params.get("run") else ""))
-    # A tab's id (the `id=` of its gr.Tab below); Gradio leaves the tabs as they are for an unknown one.
-    return gr.Tabs(selected=wanted) if re.fullmatch(r"[a-z_]{1,32}", wanted) else gr.skip()
 
 
 def launch_options() -> dict:

@@ -48,7 +48,7 @@ def _results(tmp_path: Path) -> tuple[Path, Path]:
     _run(results, "gemini-few", "gemini:gemini-2.5-flash", 0.90, limit=10)  # best figure, but partial
     _run(results, "sample", "openai:gpt-4o-mini", 0.95, dataset=None)  # the synthetic sample
     for n in range(4):  # a sweep over a setting the baseline ignores: identical figures
-        _run(results / "sweep", f"cell{n}", "baseline:first", 0.125)
+        _run(results / "sweep", f"cell{n}", "baseline:first", 0.125, identity={"model": "baseline:first", "seed": n})
     _run(results, "submitted", "vllm:OpenGVLab/InternVL3-14B", 0.65, scores=True,
          submission={"status": "verified", "mismatch": True, "source": "zip upload"})
     return csv_path, results
@@ -76,12 +76,15 @@ def test_only_comparable_rows_are_ranked_together(tmp_path: Path) -> None:
     assert submitted["Status"] == "verified · claims differ" and submitted["Source"] == "submitted: zip upload"
 
 
-def test_rows_of_one_model_with_different_figures_are_not_collapsed(tmp_path: Path) -> None:
+def test_one_row_per_model_and_settings_the_newest_run_naming_the_earlier(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    _run(results, "a", "baseline:random", 0.125)
-    _run(results, "b", "baseline:random", 0.25)
-    _run(results, "c", "baseline:random", 0.125, lang="en")
-    assert len(all_rows(None, results)) == 3
+    _run(results, "b", "baseline:random", 0.25, updated_at="2026-11-02T10:00:00Z")
+    _run(results, "a", "baseline:random", 0.125, updated_at="2026-11-01T10:00:00Z")
+    _run(results, "c", "baseline:random", 0.125, lang="en")  # other settings: a row of its own
+    _run(results, "d", "baseline:random", 0.5, identity={"model": "baseline:random", "seed": 7})
+    rows = {r["Run"]: r for r in all_rows(None, results)}
+    assert sorted(rows) == ["b", "c", "d"]
+    assert rows["b"]["Cls acc %"] == 25.0 and rows["b"]["Source"] == "local run: b · newest of 2 runs (earlier: a)"
 
 
 def test_search_and_filters(tmp_path: Path) -> None:
@@ -111,7 +114,8 @@ def test_the_page_freezes_rank_and_model_links_runs_and_shows_chosen_columns(tmp
     rows = rank(all_rows(csv_path, results), "Cls acc %")
     page = leaderboard_html(rows, "Cls acc %", ["Data", "Status"])
     head = page[page.index("<thead>"):page.index("</thead>")]
-    assert re.findall(r"<th[^>]*>([^<]*)</th>", head) == ["#", "Model", "Data", "Status", "Cls acc %"]
+    assert [h.strip() for h in re.findall(r"<th(?:\s[^>]*)?>([^<]*)", head)] == ["#", "Model", "Data", "Status", "Cls acc %"]
+    assert "data-sort='Cls acc %'" in head and "aria-sort='descending'" in head  # ranked by it, best first
     assert "<th class='db-rank'" in head and "<th class='db-model'" in head  # frozen by style.css
     assert "<a href='?run=qwen7b' title='open this run in the Runs tab'>vllm:Qwen/Qwen2.5-VL-7B-Instruct</a>" in page
     assert "<a href='?run=sweep%2Fcell0'" in page

@@ -201,10 +201,10 @@ def test_the_leaderboard_page_fits_phones_and_names_everything_in_full(tmp_path:
                {"model": "baseline:first"})
     page = leaderboard_html(leaderboard_rows(csv_path, results), "Cls acc %")
     assert page.startswith("<div class='db-scroll'")  # wide tables scroll inside their own box
-    assert "24.45 [20.10, 28.80]" in page and "65.20" in page
+    assert "24.45 <span class='db-ci'>[20.10, 28.80]</span>" in page and "65.20" in page
     assert "title='A-very-long-model-name-&lt;i&gt;'" in page and "<i>" not in page
-    assert "title='Classification accuracy (%), higher is better'" in page
-    assert page.index("<th") < page.index(">Data<") < page.index(">Cls acc %<")
+    assert "title='Classification accuracy (%), higher is better. Click: rank by this column, best first'" in page
+    assert page.index("<th") < page.index(">Data<") < page.index(">Cls acc %")
     assert reported_rows(tmp_path / "missing.csv") == [] and local_rows(tmp_path / "none") == []
 
 

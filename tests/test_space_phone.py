@@ -66,8 +66,12 @@ def test_every_tab_fits_the_screen(page, tmp_path: Path) -> None:
     expect(board).to_contain_text("reported (paper)")
     _fits(page, tmp_path, "leaderboard")
     assert board.evaluate("e => getComputedStyle(e).overflowX") == "auto"
-    if page.viewport_size["width"] < 500:  # the table is wider than a phone: it scrolls in its box
-        assert board.evaluate("e => e.scrollWidth > e.clientWidth")
+    if page.viewport_size["width"] < 500:  # a phone: rank, model (wrapping) and the ranked figure, no sideways scroll
+        assert board.evaluate("e => e.scrollWidth <= e.clientWidth")
+        expect(page.locator("#db-board th.db-opt").first).to_be_hidden()
+        expect(page.locator("#db-board th.db-ranked")).to_be_visible()
+        model = page.locator("#db-board td.db-model").first
+        assert model.evaluate("e => e.scrollWidth <= e.clientWidth")  # the name whole, never cut
     expect(page.locator("footer")).not_to_contain_text("·", use_inner_text=True)  # no dangling divider
 
     open_tab(page, "Runs")  # a run's items, one whole: its views and the exact prompt sent
@@ -100,9 +104,19 @@ def test_the_leaderboard_ranks_by_the_chosen_metric_with_blanks_last(page) -> No
     page.locator("#db-rank-by input").click()
     page.get_by_role("option", name="Avg MAPE %").click()
     ranked = page.locator("#db-board th.db-ranked")
-    expect(ranked).to_have_text("Avg MAPE %")
+    expect(ranked).to_have_attribute("data-sort", "Avg MAPE %")
     # Baselines are a group of their own, not ranked, but ordered by the metric all the same.
     expect(page.locator("#db-board tr.db-group:has-text('baselines') + tr")).to_contain_text("baseline:median")
     assert ranked.get_attribute("title").startswith("Nutrition: average")
     last = page.locator("#db-board tbody tr").last.locator("td").first
     assert last.inner_text().strip() == ""  # a row without a nutrition figure: unranked, at the end
+    # A click on a header ranks by that column (the Rank by menu follows); on another column it orders each
+    # group by it, a second click reversing. On a phone only the ranked figure's column is shown.
+    if page.viewport_size["width"] >= 500:
+        page.locator("#db-board th[data-sort='Cls acc %']").click()
+        expect(ranked).to_have_attribute("data-sort", "Cls acc %")
+        expect(page.locator("#db-rank-by input")).to_have_value("Cls acc %")
+        page.locator("#db-board th[data-sort='Model']").click()
+        expect(page.locator("#db-board th[data-sort='Model']")).to_have_attribute("aria-sort", "ascending")
+        page.locator("#db-board th[data-sort='Model']").click()
+        expect(page.locator("#db-board th[data-sort='Model']")).to_have_attribute("aria-sort", "descending")

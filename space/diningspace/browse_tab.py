@@ -98,7 +98,9 @@ class BrowseTab:
                 cuisine = gr.Dropdown([ALL], value=ALL, label="Cuisine")
                 category = gr.Dropdown([ALL], value=ALL, label="Menu category")
                 vqa_category = gr.Dropdown([ALL], value=ALL, label="VQA category", visible=False)
-                item = gr.Dropdown([], label="Item id", allow_custom_value=False)
+                # Every id listed (no cap on the choices shown); typing filters them.
+                item = gr.Dropdown([], label="Item id", allow_custom_value=False, num_choices_shown=None,
+                                   elem_id="db-browse-item")
                 with gr.Row(elem_classes="db-nav"):
                     prev_btn = gr.Button("← Previous", size="sm", min_width=80)
                     next_btn = gr.Button("Next →", size="sm", min_width=80)
@@ -106,7 +108,7 @@ class BrowseTab:
                 lang = gr.Radio(["zh", "en"], value="zh", label="Language")
                 show_answer = gr.Checkbox(False, label="Show answer")
             with gr.Column(scale=3):
-                gallery = gr.Gallery(label="Views", columns=4, height="auto", object_fit="contain",
+                gallery = gr.Gallery(label="Views", format="jpeg", columns=4, height="auto", object_fit="contain",
                                      fit_columns=False, preview=False, allow_preview=True, elem_id="db-gallery")
                 card = gr.HTML(elem_id="db-card")
                 with gr.Accordion("All fields (JSON)", open=False):

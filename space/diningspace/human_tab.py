@@ -233,7 +233,7 @@ class HumanTab:
         with gr.Column(visible=False, elem_id="db-human-question") as question:
             where = gr.Markdown("", elem_id="db-human-where")
             # Two by two on a phone, a row of four on a wide screen; a tap opens a view full size.
-            gallery = gr.Gallery(label="Photos of the dish", show_label=False, columns=4, height="auto",
+            gallery = gr.Gallery(label="Photos of the dish", format="jpeg", show_label=False, columns=4, height="auto",
                                  object_fit="contain", fit_columns=False, preview=False, allow_preview=True,
                                  elem_id="db-human-gallery")  # eval/report/viewer.css lays it out
             prompt = gr.HTML(elem_id="db-human-prompt")

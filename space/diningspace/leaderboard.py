@@ -276,9 +276,50 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
             "_data_source": _data_source(run),
             "Status": _status(run), "Weights": weights_of(run), "Size (B)": model_size(run.model),
             "Run": rel if (folder / "scores.jsonl").is_file() else None, "_spec": run.model,
+            "_updated": str(run.info.get("updated_at") or "") if isinstance(run.info.get("updated_at"), str) else "",
+            "_settings": _settings_key(run),
         })
         rows.append(row)
     return rows
+
+
+# Settings that change how a run is made, not its answers: two runs differing only in these are the same.
+OPERATIONAL = frozenset({"out", "concurrency", "batch_size", "timeout", "max_attempts", "n_boot", "base_url",
+                         "judge_base_url", "progress", "resume"})
+
+
+def _settings_key(run: RunData) -> str:
+    """The run's model + settings as one string: run.json's `identity` (what the harness hashes a request
+    by), else its settings less the operational ones."""
+    import json
+
+    identity = run.info.get("identity")
+    if not isinstance(identity, dict):
+        settings = run.info.get("settings")
+        identity = {k: v for k, v in settings.items() if k not in OPERATIONAL} if isinstance(settings, dict) else {}
+    return json.dumps(identity, sort_keys=True, default=str)
+
+
+def newest_per_model(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per model + settings: of the run folders with the same model and settings (`_settings_key`),
+    data, status and data source, the newest (run.json's `updated_at`, then the folder name) is the row;
+    `Source` says how many earlier runs it stands for and names them."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row.get("Model"), row.get("_settings"), row.get("Data"), row.get("Lang"), row.get("Status"),
+               row.get("_data_source"))
+        groups.setdefault(key, []).append(row)
+    out = []
+    for same in groups.values():
+        same = sorted(same, key=lambda r: (str(r.get("_updated") or ""), str(r.get("Run") or r.get("Source"))))
+        newest = dict(same[-1])
+        if len(same) > 1:
+            earlier = [str(r.get("Run") or r.get("Source")) for r in reversed(same[:-1])]
+            named = ", ".join(earlier[:3]) + (", …" if len(earlier) > 3 else "")
+            newest["Source"] = f"{newest['Source']} · newest of {len(same)} runs (earlier: {named})"
+            newest["_earlier"] = len(earlier)
+        out.append(newest)
+    return out
 
 
 def _scored_items(folder: Path) -> list[dict[str, Any]]:
@@ -484,9 +525,10 @@ def rank_ranges(ordered: Sequence[dict[str, Any]], metric: str, higher_better: b
 
 
 def all_rows(csv_path: Path | None, results_dir: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every row before grouping: local runs and submissions, people, the paper; identical ones collapsed;
-    run folders that cannot be read are named in `problems`."""
-    return collapse([*local_rows(results_dir, problems), *humans_rows(results_dir), *reported_rows(csv_path)])
+    """Every row before grouping: local runs and submissions (the newest run of each model + settings),
+    people, the paper; identical ones collapsed; run folders that cannot be read are named in `problems`."""
+    return collapse([*newest_per_model(local_rows(results_dir, problems)), *humans_rows(results_dir),
+                     *reported_rows(csv_path)])
 
 
 def leaderboard_rows(csv_path: Path | None, results_dir: Path, metric: str = DEFAULT_RANK) -> list[dict[str, Any]]:
@@ -556,18 +598,71 @@ def run_link(rel: str) -> str:
     return "?" + urllib.parse.urlencode({"run": rel})
 
 
-def leaderboard_html(rows: Sequence[dict[str, Any]], metric: str, columns: Sequence[str] | None = None) -> str:
+PAGE_ROWS = 50  # rows per page of the board; the rest are a click away (Earlier / Later rows)
+
+
+def _order_key(row: dict[str, Any], column: str) -> tuple[int, Any]:
+    value = row.get(column)
+    if value is None or value == "":
+        return (1, "")
+    return (0, value) if isinstance(value, int | float) and not isinstance(value, bool) else (0, str(value).casefold())
+
+
+def order_within_groups(rows: Sequence[dict[str, Any]], column: str | None, descending: bool = False
+                        ) -> list[dict[str, Any]]:
+    """Ranked rows (grouped, as `rank` gives them) sorted by another column inside each group, blanks last;
+    the groups and each row's rank stay as they are. No column (or a metric one ranks by): unchanged."""
+    if not column or column in RANKABLE or column not in COLUMNS:
+        return list(rows)
+    out: list[dict[str, Any]] = []
+    start = 0
+    while start < len(rows):
+        end = start
+        while end < len(rows) and rows[end].get("Group") == rows[start].get("Group"):
+            end += 1
+        members = rows[start:end]
+        valued = [r for r in members if _order_key(r, column)[0] == 0]
+        valued.sort(key=lambda r: _order_key(r, column)[1], reverse=descending)
+        out += valued + [r for r in members if _order_key(r, column)[0] == 1]
+        start = end
+    return out
+
+
+def page_rows(rows: Sequence[dict[str, Any]], page: int) -> tuple[list[dict[str, Any]], int, str]:
+    """(the rows of page `page`, clamped to the pages there are, `Rows 51–100 of 300`)."""
+    last = max(0, (len(rows) - 1) // PAGE_ROWS)
+    page = min(max(int(page or 0), 0), last)
+    shown = list(rows[page * PAGE_ROWS:(page + 1) * PAGE_ROWS])
+    text = f"Rows {page * PAGE_ROWS + 1}–{page * PAGE_ROWS + len(shown)} of {len(rows)}" if rows else ""
+    return shown, page, text
+
+
+def leaderboard_html(rows: Sequence[dict[str, Any]], metric: str, columns: Sequence[str] | None = None,
+                     order: str | None = None, descending: bool = False) -> str:
     """The table as the page shows it: a heading row per group, the # and Model columns frozen while
-    the rest scrolls sideways inside its own box (a phone)."""
+    the rest scrolls sideways inside its own box; on a phone only #, Model (wrapping) and the ranked
+    figure show (`db-opt` cells hide). A click on a header sorts by it (`data-sort`, read by the tab's
+    script): a metric ranks by it, another column orders each group by it."""
     shown = ["#", "Model", *[c for c in SHOWN[2:] if columns is None or c in columns or c == metric]]
 
     def th(column: str) -> str:
         classes = ["db-num"] if column in RANKABLE else []
         classes += ["db-ranked"] if column == metric else []
         classes += {"#": ["db-rank"], "Model": ["db-model"]}.get(column, [])
+        classes += [] if column in ("#", "Model") or column == metric else ["db-opt"]
         css = f" class='{' '.join(classes)}'" if classes else ""
         title = TITLES.get(column, column)
-        return f"<th{css} title='{html.escape(title, quote=True)}'>{html.escape(column)}</th>"
+        if column == "#":
+            return f"<th{css} title='{html.escape(title, quote=True)}'>#</th>"
+        how = "rank by this column, best first" if column in RANKABLE else "order each group by it (again: reverse)"
+        attrs = f" title='{html.escape(f'{title}. Click: {how}', quote=True)}' data-sort='{html.escape(column, quote=True)}'"
+        attrs += " tabindex='0' role='button'"
+        arrow = ""
+        if column == order or not order and column == metric:
+            down = descending if column == order else RANKABLE[metric]
+            attrs += f" aria-sort='{'descending' if down else 'ascending'}'"
+            arrow = f" <span class='db-arrow'>{'▼' if down else '▲'}</span>"
+        return f"<th{css}{attrs}>{html.escape(column)}{arrow}</th>"
 
     body = []
     group = None
@@ -582,6 +677,7 @@ def leaderboard_html(rows: Sequence[dict[str, Any]], metric: str, columns: Seque
         cells = []
         for column in shown:
             text = html.escape(_cell_text(row, column))
+            opt = "" if column in ("#", "Model") or column == metric else " db-opt"
             if column == "Model":
                 link = (f"<a href='{html.escape(run_link(row['Run']), quote=True)}' title='open this run in the "
                         f"Runs tab'>{text}</a>") if row.get("Run") else text
@@ -590,17 +686,20 @@ def leaderboard_html(rows: Sequence[dict[str, Any]], metric: str, columns: Seque
                 kind = str(row.get("Data") or "")
                 tag = {"full release": "full"}.get(kind, kind)
                 hover = html.escape(str(row.get("_data_source") or TITLES["Data"]), quote=True)
-                cells.append(f"<td title='{hover}'><span class='db-tag db-tag-{html.escape(tag, quote=True)}'>"
-                             f"{text}</span></td>")
+                cells.append(f"<td class='db-opt' title='{hover}'><span class='db-tag db-tag-"
+                             f"{html.escape(tag, quote=True)}'>{text}</span></td>")
             elif column == "Status":
                 tag = "mismatch" if "differ" in text else text.split(" ")[0].replace("-", "")
-                cells.append(f"<td><span class='db-tag db-status-{html.escape(tag, quote=True)}'>{text}</span></td>")
+                cells.append(f"<td class='db-opt'><span class='db-tag db-status-{html.escape(tag, quote=True)}'>"
+                             f"{text}</span></td>")
             elif column == "#":
                 cells.append(f"<td class='db-num db-rank'>{'' if row.get('#') is None else text}</td>")
             elif column in RANKABLE:
-                cells.append(f"<td class='{'db-num db-ranked' if column == metric else 'db-num'}'>{text}</td>")
+                value, _, interval = text.partition(" ")  # the interval may wrap below its value on a phone
+                inner = f"{value} <span class='db-ci'>{interval}</span>" if interval else value
+                cells.append(f"<td class='{'db-num db-ranked' if column == metric else 'db-num'}{opt}'>{inner}</td>")
             else:
-                cells.append(f"<td title='{text}'>{text}</td>")
+                cells.append(f"<td class='db-opt' title='{text}'>{text}</td>")
         human = " class='db-humans'" if row_kind(row) == "people" else ""
         body.append(f"<tr{human}>{''.join(cells)}</tr>")
     if not rows:

@@ -18,11 +18,14 @@ from .leaderboard import (
     OPTIONAL,
     RANKABLE,
     ROW_KINDS,
+    SHOWN,
     SIZES,
     all_rows,
     filter_rows,
     leaderboard_html,
     leaderboard_table,
+    order_within_groups,
+    page_rows,
     rank,
 )
 from .settings import SpaceSettings
@@ -36,8 +39,16 @@ NOTE = ("Rows are ranked only against comparable rows: the **full release** unde
         "earn the figure, which does not prove which model wrote them (*claims differ* when the submitted "
         "figures did not match; *flagged for review* for a perfect figure or answers that repeat the public "
         "references), *self-reported* ones come from a model card. Identical rows are "
-        "shown once. Intervals are 95%, clustered by merchant, as `value [low, high]`; click a model to "
-        "open its run in the Runs tab; hover a header for its full name.")
+        "shown once, and each model + settings once: its newest run (Source names the earlier ones). Intervals "
+        "are 95%, clustered by merchant, as `value [low, high]`; click a model to open its run in the Runs tab; "
+        "click a header to sort by it, hover it for its full name. On a phone the table shows the rank, the "
+        "model and the figure it is ranked by (**Rank by** chooses it).")
+# A click on a header (`data-sort`) or Enter on a focused one sends its column to the server.
+SORT_JS = """
+const send = (cell) => { if (cell) trigger('click', {sort: cell.dataset.sort}); };
+element.addEventListener('click', (e) => send(e.target.closest('th[data-sort]')));
+element.addEventListener('keydown', (e) => { if (e.key === 'Enter') send(e.target.closest('th[data-sort]')); });
+"""
 
 
 class LeaderboardTab:
@@ -48,19 +59,44 @@ class LeaderboardTab:
         """/leaderboard: the grouped, ranked table (re-reads results/, so new runs appear on refresh)."""
         return leaderboard_table(self.settings.reported_csv, self.settings.results_dir, metric or DEFAULT_RANK)
 
-    def page(self, metric: str, search: str = "", kinds: list[str] | None = None, lang: str = ANY,
-             task: str = ANY, weights: str = ANY, size: str = ANY, columns: list[str] | None = None) -> str:
+    def view(self, metric: str, search: str = "", kinds: list[str] | None = None, lang: str = ANY,
+             task: str = ANY, weights: str = ANY, size: str = ANY, columns: list[str] | None = None,
+             order: str = "", descending: bool = False, page: int = 0) -> tuple[str, int, str]:
+        """(the board's HTML for one page, that page, `Rows 1–50 of 300`)."""
         metric = metric if metric in RANKABLE else DEFAULT_RANK
         problems: list[str] = []
         rows = filter_rows(all_rows(self.settings.reported_csv, self.settings.results_dir, problems),
                            search=search or "", kinds=list(ROW_KINDS) if kinds is None else kinds, lang=lang or ANY,
                            task=task or ANY, weights=weights or ANY, size=size or ANY)
-        board = leaderboard_html(rank(rows, metric), metric, DEFAULT_SHOWN if columns is None else columns)
+        order = order if order in SHOWN and order not in RANKABLE and order != "#" else ""
+        ordered = order_within_groups(rank(rows, metric), order, bool(descending))
+        shown, page, pager = page_rows(ordered, page)
+        board = leaderboard_html(shown, metric, DEFAULT_SHOWN if columns is None else columns, order or None,
+                                 bool(descending))
         if problems:  # a run folder that cannot be read is named, never a broken page
-            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            listed = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
             board += (f"<p class='db-note'>Left out {len(problems)} run folder(s) that cannot be read: "
-                      f"{as_text(shown, lines=True)}</p>")
-        return board
+                      f"{as_text(listed, lines=True)}</p>")
+        return board, page, pager
+
+    def page(self, metric: str, search: str = "", kinds: list[str] | None = None, lang: str = ANY,
+             task: str = ANY, weights: str = ANY, size: str = ANY, columns: list[str] | None = None) -> str:
+        """The first page of the board for these choices, as HTML."""
+        return self.view(metric, search, kinds, lang, task, weights, size, columns)[0]
+
+    def sort_by(self, metric: str, order: str, descending: bool, *rest: Any, event: Any) -> tuple[Any, ...]:
+        """A header clicked: a metric ranks by it (best first); another column orders each group by it, a
+        second click on it reversing. Returns (Rank by, order, descending, board, page, pager)."""
+        column = str((getattr(event, "_data", None) or {}).get("sort") or "")[:40]
+        if column in RANKABLE:
+            metric, order, descending = column, "", False
+        elif column in SHOWN and column != "#":
+            descending = not descending if column == order else False
+            order = column
+        else:
+            return (gr.skip(),) * 6
+        board, page, pager = self.view(metric, *rest, order=order, descending=descending)
+        return metric, order, descending, board, page, pager
 
     def runs(self) -> list[str]:
         """The rows that have a run folder (local runs and verified submissions), by folder."""
@@ -112,12 +148,42 @@ class LeaderboardTab:
                 weights = gr.Dropdown([ANY, "open", "closed"], value=ANY, label="Weights", min_width=120)
                 size = gr.Dropdown([ANY, *SIZES, "unknown"], value=ANY, label="Model size", min_width=120)
             columns = gr.CheckboxGroup(OPTIONAL, value=DEFAULT_SHOWN, label="Columns", elem_id="db-board-columns")
-        board = gr.HTML(self.page(DEFAULT_RANK), elem_id="db-board")
+        # Filled when the tab is first shown (diningspace/lazy.py), not at every page load.
+        board = gr.HTML("<p class='db-note'>Loading the leaderboard…</p>", elem_id="db-board", js_on_load=SORT_JS)
+        with gr.Row(elem_classes="db-nav"):
+            earlier = gr.Button("‹ Earlier rows", size="sm", min_width=80, elem_id="db-board-earlier")
+            pager = gr.Markdown("", elem_classes="db-where", elem_id="db-board-pager")
+            later = gr.Button("Later rows ›", size="sm", min_width=80, elem_id="db-board-later")
+        order, descending, page = gr.State(""), gr.State(False), gr.State(0)
         inputs = [metric, search, kinds, lang, task, weights, size, columns]
-        search.input(self.page, inputs, board, api_visibility="private", trigger_mode="always_last")
-        for trigger in (metric.input, search.submit, kinds.input, lang.input, task.input, weights.input,
-                        size.input, columns.input, refresh.click):
-            trigger(self.page, inputs, board, api_visibility="private")
+        shown = [board, page, pager]
+
+        def first_page(*values: Any) -> tuple[str, int, str]:  # a new choice shows its first page
+            *choices, order_now, descending_now = values
+            return self.view(*choices, order=order_now, descending=descending_now, page=0)
+
+        def turn(delta: int, *values: Any) -> tuple[str, int, str]:
+            *choices, order_now, descending_now, page_now = values
+            return self.view(*choices, order=order_now, descending=descending_now, page=int(page_now or 0) + delta)
+
+        def ranked(*values: Any) -> tuple[Any, ...]:  # Rank by chosen: the metric's order, first page
+            return ("", False, *self.view(*values))
+
+        search.input(first_page, [*inputs, order, descending], shown, api_visibility="private",
+                     trigger_mode="always_last")
+        metric.input(ranked, inputs, [order, descending, *shown], api_visibility="private")
+        for trigger in (search.submit, kinds.input, lang.input, task.input, weights.input, size.input,
+                        columns.input, refresh.click):
+            trigger(first_page, [*inputs, order, descending], shown, api_visibility="private")
+        earlier.click(lambda *a: turn(-1, *a), [*inputs, order, descending, page], shown, api_visibility="private")
+        later.click(lambda *a: turn(1, *a), [*inputs, order, descending, page], shown, api_visibility="private")
+
+        def clicked(event: gr.EventData, metric_now: str, order_now: str, descending_now: bool, *rest: Any
+                    ) -> tuple[Any, ...]:  # the event first: Gradio fills it in only before `*rest`
+            return self.sort_by(metric_now, order_now, descending_now, *rest, event=event)
+
+        board.click(clicked, [metric, order, descending, *inputs[1:]], [metric, order, descending, *shown],
+                    api_visibility="private")
         with gr.Accordion("Compare two rows (a paired test on the items both answered)", open=False,
                           elem_id="db-board-compare"):
             with gr.Row():
@@ -126,7 +192,7 @@ class LeaderboardTab:
             go = gr.Button("Compare", size="sm", elem_id="db-compare-go")
             verdict = gr.Markdown(elem_id="db-compare-out")
         go.click(self.compare, [first, second], verdict, api_name="compare")
-        self.on_load = (self.page, inputs, board)
+        self.on_load = (first_page, [*inputs, order, descending], shown)
         self.compare_load = (self.compare_choices, [], [first, second])
         # API-only endpoint for gradio_client users: the same rows as a table, numbers as numbers.
         api_table = gr.Dataframe(headers=COLUMNS, visible=False)

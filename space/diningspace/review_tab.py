@@ -187,7 +187,8 @@ class ReviewTab:
         gr.Markdown("Items of a construction work folder, for the operator and the reviewers they name. A decision "
                     "is recorded at once with who made it (`construct/review.py`); the release keeps approved items "
                     "only.", elem_classes="db-note")
-        with gr.Row(equal_height=False):
+        # On a phone the photos and the card come first, the controls below them (style.css, #db-review-row).
+        with gr.Row(equal_height=False, elem_id="db-review-row"):
             with gr.Column(scale=1, min_width=240, elem_classes="db-sidebar"):
                 if self.access.on_space and self.access.reviewers:
                     gr.LoginButton(elem_id="db-review-login")
@@ -205,7 +206,7 @@ class ReviewTab:
                     reject = gr.Button("Reject", variant="stop", min_width=80, elem_id="db-review-reject")
                 where = gr.Markdown("", elem_id="db-review-where")
             with gr.Column(scale=3):
-                gallery = gr.Gallery(label="Photos", columns=4, height="auto", object_fit="contain", preview=False,
+                gallery = gr.Gallery(label="Photos", format="jpeg", columns=4, height="auto", object_fit="contain", preview=False,
                                      elem_id="db-review-gallery")
                 card = gr.HTML(elem_id="db-review-card")
         listed = [item, gallery, card, note, where]
