@@ -20,6 +20,9 @@ $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
+	# the checkout on the import path, so `python -m eval` and the `diningbench` command work from any folder
+	$(PY) -m pip install -q "setuptools>=64" wheel
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt

@@ -7,6 +7,7 @@ The `run` and `sweep` flags come from `eval.settings.RunSettings`, where each de
 from __future__ import annotations
 
 import argparse
+import html
 import os
 import re
 import sys
@@ -59,14 +60,24 @@ def cmd_judge_agreement(args: argparse.Namespace) -> int:
     api.check_reachable(args.judge_base_url, "--judge-base-url")
     result = agreement_of_specs(args.dir, specs, human_labels=args.human_labels, judge_all=args.judge_all,
                                 n_boot=args.n_boot, base_url=args.judge_base_url)
-    print(report.agreement_section(result))
+    print(terminal(report.agreement_section(result)))
     print(f"\nwrote {args.dir / 'judge_agreement.json'}", file=sys.stderr)
     return 0
 
 
+def terminal(markdown: str) -> str:
+    """Markdown written for files (text from elsewhere as character references, `&lt;`) as a terminal
+    shows it: the characters themselves. A terminal renders no Markdown or HTML, so nothing becomes syntax.
+
+    >>> terminal("| hard (&lt;⅓) | a&#42;b |")
+    '| hard (<⅓) | a*b |'
+    """
+    return html.unescape(markdown)
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     text = analysis.analyze(args.dirs, out=args.out)
-    print(text, end="")
+    print(terminal(text), end="")
     if args.out is not None:
         print(f"\nwrote {args.out / analysis.ANALYSIS_MD} and its plots", file=sys.stderr)
     return 0
@@ -145,7 +156,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from eval.compare import compare_runs
 
     text, _ = compare_runs(args.dirs, n_perm=args.permutations)
-    print(text)
+    print(terminal(text))
     return 0
 
 

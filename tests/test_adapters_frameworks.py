@@ -308,3 +308,54 @@ def test_same_answers_give_the_same_numbers_in_the_harness_inspect_and_lmms_eval
                      "--out", str(tmp_path / "report.md")]) == 0
     text = (tmp_path / "report.md").read_text()
     assert text.count("35.00") >= 3 and "mockllm" not in text
+
+
+def readme_adapters_block() -> str:
+    """The bash block of README.md's "Already using inspect_ai or lmms-eval?" section, as written."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### Already using inspect_ai or lmms-eval?"):]
+    return section[section.index("```bash\n") + len("```bash\n"):section.index("\n```", section.index("```bash"))]
+
+
+@pytest.mark.slow
+@needs_both
+def test_the_readme_adapters_block_runs_as_written(tmp_path: Path) -> None:
+    """The README's block, line for line, in a folder that mirrors the checkout, with a fake server as both
+    OpenAI (for gpt-4o and the grader) and the local server at localhost:8000. Only the lines that set
+    up this very environment are left out (the test runs inside it), and the local server's address is
+    the fake's. Every command must succeed, and each imported run must hold what its framework was given."""
+    block = readme_adapters_block()
+    setup = ("python3 -m venv", ".venv-adapters/bin/pip", ". .venv-adapters/bin/activate")
+    kept = "\n".join(line for line in block.splitlines() if not line.startswith(setup))
+    assert "python -m eval report results/native-run" in kept and "--log-dir logs/inspect-gpt-4o" in kept
+    for entry in ROOT.iterdir():  # the checkout as the block sees it, its outputs kept in tmp_path
+        if not entry.name.startswith(".") and entry.name not in ("results", "logs"):
+            (tmp_path / entry.name).symlink_to(entry)
+    with ScriptedServer() as server:
+        code = kept.replace("http://localhost:8000/v1", server.base_url)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", OPENAI_API_KEY="sk-test-readme-0000",
+                   OPENAI_BASE_URL=server.base_url)
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", code], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert server.misses == []
+    # every run the block names was made, and the report reads the three
+    for folder, tasks_done in (("gpt-4o-inspect", {"vqa"}), ("MODEL-lmms", {"classification", "nutrition"}),
+                               ("native-run", {"classification", "nutrition", "vqa"})):
+        metrics = json.loads((tmp_path / "results" / folder / "metrics.json").read_text())
+        assert set(metrics) == tasks_done, folder
+    assert "results/native-run" in done.stdout or "native-run" in done.stdout
+
+
+@needs_inspect
+@pytest.mark.parametrize("option", ["language=fr", "views=two", "cot=maybe"])
+def test_a_bad_task_option_is_one_line_from_inspect(tmp_path: Path, option: str) -> None:
+    done = subprocess.run([str(BIN / "inspect"), "eval", f"{TASK_FILE}@diningbench_classification", "--model",
+                           "mockllm/model", "-T", option, "--log-dir", str(tmp_path / "logs"), "--display", "none"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert "Traceback" not in done.stdout + done.stderr, said[-20:]
+    assert done.returncode == 2 and len(said) == 1, said[-20:]
+    assert said[0].startswith("error: diningbench_classification: ") and option.split("=")[1] in said[0]

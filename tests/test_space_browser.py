@@ -121,3 +121,28 @@ def test_own_key_fields_appear_only_when_chosen_and_the_key_box_is_masked(page) 
     expect(key_box).to_be_visible()
     assert key_box.get_attribute("type") == "password"
     expect(page.locator("#db-base-url").locator("input, textarea")).to_be_hidden()  # no allow-listed hosts here
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_a_page_load_loads_only_the_tab_it_shows(browser, space_url: str, width: int) -> None:
+    """Only the tab the address opens is loaded (its handlers asked once); another tab loads when first
+    opened, and opening it again asks nothing more."""
+    from helpers_space import open_tab
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    events: list[str] = []
+    page.on("request", lambda r: events.append(r.post_data or "") if "/queue/join" in r.url else None)
+    page.goto(space_url + "?tab=leaderboard")
+    expect(page.locator("#db-board table.db-board")).to_be_visible(timeout=30_000)
+    expect(page.locator("#db-card")).to_have_text("")  # Browse not loaded: its item card is empty
+    open_tab(page, "Browse")
+    expect(page.locator("#db-card .db-option").first).to_be_visible(timeout=30_000)
+    open_tab(page, "Leaderboard")
+    board = page.locator("#db-board table.db-board").inner_html()
+    open_tab(page, "Browse")
+    page.wait_for_timeout(500)
+    assert page.locator("#db-board table.db-board").inner_html() == board
+    assert len(events) <= 6, events  # the page load, two tabs' selections and their first loads, no more
+    context.close()

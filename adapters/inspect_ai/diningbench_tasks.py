@@ -26,6 +26,7 @@ import base64
 import functools
 import hashlib
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,29 @@ def _scorer_for(name: str) -> Any:
     return judge_scorer if spec.judged else nutrition_scorer if spec.measure == "ape" else choice_scorer
 
 
+def _bad_option(message: str) -> Exception:
+    """A bad `-T` option. Under the `inspect` command it is one line and exit status 2: inspect builds
+    tasks inside a task group and prints any error from them as an exception group's traceback (hundreds
+    of lines). Called from Python (`inspect_ai.eval`), it is a ValueError naming the option."""
+    if Path(sys.argv[0]).name == "inspect":
+        sys.stdout.flush()
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        os._exit(2)  # nothing is written yet: no log, no sample
+    return ValueError(message)
+
+
 def _task(name: str, language: str, views: int | None, cot: bool, dataset: str | None) -> Task:
-    views = None if views in (None, "", "all") else int(views)
+    try:
+        views = None if views in (None, "", "all") else int(views)
+    except (TypeError, ValueError):
+        raise _bad_option(f"diningbench_{name}: -T views={views}: give a number of views (1 or more) or all") from None
+    if not isinstance(cot, bool) and str(cot).strip().lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise _bad_option(f"diningbench_{name}: -T cot={cot}: give true or false")
     cot = cot if isinstance(cot, bool) else str(cot).strip().lower() in ("1", "true", "yes", "on")
-    found = common.items(name, lang=language, views=views, cot=cot, dataset=dataset)
+    try:
+        found = list(common.items(name, lang=language, views=views, cot=cot, dataset=dataset))  # a generator
+    except ValueError as exc:  # settings_for's and the release loader's one-line errors
+        raise _bad_option(f"diningbench_{name}: {exc}") from None
     samples = [_sample(item) for item in found]
     return Task(
         dataset=MemoryDataset(samples, name=f"diningbench_{name}", location=common.source_name(dataset)),

@@ -496,9 +496,10 @@ class RunsView:
                     "prompt sent, the raw answer, what was parsed, the reference and the score. The address bar "
                     "keeps what you chose: copy it to share this view.")
         with gr.Row(equal_height=True):
-            # Every folder is listed (no cap on the choices shown); typing filters by any part of the label.
+            # Every folder is in the list (the next ones appear as it is scrolled); typing filters by any part
+            # of the label.
             run = gr.Dropdown([], label="Run (folder · model · headline · items · date)", scale=4,
-                              elem_id="db-runs-run", num_choices_shown=None, filterable=True)
+                              elem_id="db-runs-run", filterable=True)
             reload = gr.Button("↻ Refresh list", size="sm", scale=1, min_width=120, elem_id="db-runs-reload")
         head = gr.Markdown(elem_id="db-runs-summary", elem_classes="db-note")
         with gr.Row():

@@ -98,9 +98,8 @@ class BrowseTab:
                 cuisine = gr.Dropdown([ALL], value=ALL, label="Cuisine")
                 category = gr.Dropdown([ALL], value=ALL, label="Menu category")
                 vqa_category = gr.Dropdown([ALL], value=ALL, label="VQA category", visible=False)
-                # Every id listed (no cap on the choices shown); typing filters them.
-                item = gr.Dropdown([], label="Item id", allow_custom_value=False, num_choices_shown=None,
-                                   elem_id="db-browse-item")
+                # Every id is in the list (the next ones appear as it is scrolled); typing filters them.
+                item = gr.Dropdown([], label="Item id", allow_custom_value=False, elem_id="db-browse-item")
                 with gr.Row(elem_classes="db-nav"):
                     prev_btn = gr.Button("← Previous", size="sm", min_width=80)
                     next_btn = gr.Button("Next →", size="sm", min_width=80)

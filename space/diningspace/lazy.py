@@ -51,58 +51,52 @@ class LazyTabs:
         self._tabs.append((tab_id, tab, list(loaders)))
 
     def wire(self, demo: gr.Blocks, tabs: gr.Tabs) -> None:
-        """One event at page load (it selects the tab the address names and loads that tab alone), and one
-        per tab on its first selection."""
+        """A page-load event that only selects the tab the address names, and per tab a selection event that
+        loads it. Each tab has a per-page flag, set once it is loaded (a tab without loaders: once shown).
+
+        The page-load event has no other outputs on purpose: Gradio rebuilds every output component of an
+        event, even one the handler leaves as it is (`gr.skip()`), and a page load that named every tab's
+        outputs spent most of its server time so. Selecting a tab, even from the server, sends that tab's
+        selection event, which does the loading."""
         known = [tab_id for tab_id, _, _ in self._tabs]
-        slots: list[tuple[str, Any, list[Any], list[Any], Callable[..., list[Any]], bool]] = []
-        for tab_id, tab, loaders in self._tabs:
+        flags = [gr.State(False) for _ in self._tabs]
+        for (tab_id, tab, loaders), done in zip(self._tabs, flags, strict=True):
             if not loaders:
                 continue
             inputs = [c for _, ins, _ in loaders for c in _as_list(ins)]
             outputs = [c for _, _, outs in loaders for c in _as_list(outs)]
-            done = gr.State(False)
-            run = self._runner(loaders, len(outputs))
             signed = any("profile" in inspect.signature(fn).parameters for fn, _, _ in loaders)
-            slots.append((tab_id, done, inputs, outputs, run, signed))
-            tab.select(self._on_select(tab_id, known, run, len(outputs), signed), [done, *inputs], [done, *outputs],
-                       api_visibility="private")
-        all_inputs = [c for _, done, inputs, _, _, _ in slots for c in (done, *inputs)]
-        all_outputs = [tabs, *(c for _, done, _, outputs, _, _ in slots for c in (done, *outputs))]
+            handler = self._on_select(tab_id, known, self._runner(loaders, len(outputs)), len(inputs), len(outputs),
+                                      signed)
+            tab.select(handler, [done, *inputs, *flags], [done, *outputs], api_visibility="private")
+        without_loaders = {tab_id for tab_id, _, loaders in self._tabs if not loaders}
 
-        def load(request: gr.Request, profile: Any, values: tuple[Any, ...]) -> list[Any]:
+        def open_tab(request: gr.Request) -> list[Any]:
             wanted = wanted_tab(request, known)
-            out: list[Any] = [gr.Tabs(selected=wanted) if wanted != known[0] else gr.skip()]
-            at = 0
-            for tab_id, _, inputs, outputs, run, _ in slots:
-                done, mine = values[at], values[at + 1:at + 1 + len(inputs)]
-                at += 1 + len(inputs)
-                out += [True, *run(mine, request, profile)] if tab_id == wanted else [done, *[gr.skip()] * len(outputs)]
-            return out
+            # A tab with nothing to load counts as loaded once shown (see _on_select).
+            shown = [True if tab_id == wanted and tab_id in without_loaders else gr.skip() for tab_id in known]
+            return [gr.Tabs(selected=wanted) if wanted != known[0] else gr.skip(), *shown]
 
-        def at_load(request: gr.Request, *values: Any) -> list[Any]:
-            return load(request, None, values)
-
-        def at_load_signed(request: gr.Request, profile: gr.OAuthProfile | None, *values: Any) -> list[Any]:
-            return load(request, profile, values)
-
-        signed = any(slot[5] for slot in slots)
-        demo.load(at_load_signed if signed else at_load, all_inputs, all_outputs, api_visibility="private")
+        demo.load(open_tab, None, [tabs, *flags], api_visibility="private")
 
     @staticmethod
-    def _on_select(tab_id: str, known: list[str], run: Callable[..., list[Any]], n_out: int, signed: bool
-                   ) -> Callable[..., Any]:
-        """The handler of a tab's selection. Gradio selects a tab (and sends this event) for the first tab at
-        start-up and for the tab the page-load event selects; the page load loads the tab the address names
-        itself, so a selection of that tab loads nothing, nor does a later selection of a loaded tab. Gradio
-        fills in the request (and the profile) only as positional parameters before `*values`; only a tab
-        whose loader asks for the signed-in profile gets a handler that asks for it (asking makes Gradio set
-        up sign-in for the app)."""
+    def _on_select(tab_id: str, known: list[str], run: Callable[..., list[Any]], n_in: int, n_out: int,
+                   signed: bool) -> Callable[..., Any]:
+        """The handler of a tab's selection, which loads it the first time. Gradio sends it by itself for the
+        first tab at start-up and for the tab the page-load event selects. On a page whose address names
+        another tab, the first tab's automatic selection comes before that tab is loaded (its flag unset):
+        it loads nothing (a visitor's click on the first tab that early is taken for it; a second click
+        loads it). Any other selection loads the tab once; a later one changes nothing. Gradio fills in the request (and the profile) only as positional parameters before
+        `*values`; only a tab whose loader asks for the signed-in profile gets a handler that asks for it
+        (asking makes Gradio set up sign-in for the app)."""
         skip = [gr.skip()] * n_out
 
         def select(request: gr.Request, profile: Any, done: bool, values: tuple[Any, ...]) -> list[Any]:
-            if done or wanted_tab(request, known) == tab_id:
+            mine, flags = values[:n_in], values[n_in:]
+            wanted = wanted_tab(request, known)
+            if done or tab_id == known[0] != wanted and not flags[known.index(wanted)]:
                 return [gr.skip(), *skip]
-            return [True, *run(values, request, profile)]
+            return [True, *run(mine, request, profile)]
 
         def on_select(request: gr.Request, done: bool, *values: Any) -> list[Any]:
             return select(request, None, done, values)

@@ -227,18 +227,46 @@ def run_dirs(results_dir: Path) -> list[Path]:
     return sorted(path.parent for path in found)
 
 
+_READ: dict[str, tuple[Any, Any]] = {}  # folder -> (its files' stat, what _read_run gave): read again on a change
+MAX_READ = 8192
+
+
+def _stat(path: Path) -> Any:
+    try:
+        found = path.stat()
+        return (found.st_mtime_ns, found.st_size)
+    except OSError:
+        return None
+
+
 def _read_run(folder: Path, problems: list[str] | None = None) -> tuple[dict[str, Any], RunData] | None:
     """(metrics, run) of a run folder, or None with the reason in `problems`: a run being written, a
-    broken, oversized or deeply nested file is skipped rather than break the table."""
+    broken, oversized or deeply nested file is skipped rather than break the table. What was read is kept
+    until metrics.json or run.json changes (the board reads every folder for every view)."""
+    signature = (_stat(folder / "metrics.json"), _stat(folder / "run.json"))
+    cached = _READ.get(str(folder))
+    if cached is None or cached[0] != signature:
+        cached = (signature, _read_files(folder))
+        if len(_READ) >= MAX_READ:
+            _READ.clear()
+        _READ[str(folder)] = cached
+    found = cached[1]
+    if isinstance(found, str):
+        if problems is not None:
+            problems.append(found)
+        return None
+    metrics, info = found
+    return metrics, RunData(folder, info)
+
+
+def _read_files(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | str:
     try:
         metrics = read_json_file(folder / "metrics.json")
         run_path = folder / "run.json"
         info = read_json_file(run_path) if run_path.is_file() else {}
     except (OSError, ValueError) as exc:
-        if problems is not None:
-            problems.append(f"{folder.name}/{exc}" if isinstance(exc, ValueError) else f"{folder.name}: unreadable")
-        return None
-    return metrics, RunData(folder, info)
+        return f"{folder.name}/{exc}" if isinstance(exc, ValueError) else f"{folder.name}: unreadable"
+    return metrics, info
 
 
 def _items(counts: dict[str, Any]) -> str:
