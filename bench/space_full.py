@@ -77,6 +77,22 @@ def make_results(results: Path, release: Path, rows: int = 300) -> dict[str, Any
     return {"run folders": len(list(results.glob("**/scores.jsonl")))}
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _open_tab(page: Any, name: str) -> None:
+    """Click a tab; at a phone's width Gradio keeps the tabs that do not fit in a "More tabs" menu."""
+    tab = page.get_by_role("tab", name=name, exact=True)
+    if not (tab.count() and tab.is_visible()):
+        page.get_by_role("button", name="More tabs").click()
+    tab.click()
+
+
 def _proc(pid: int) -> tuple[float, float]:
     """(CPU seconds, RSS MiB) of a process and its children threads, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -92,9 +108,7 @@ def _size_mib(folder: Path) -> float:
 
 @contextmanager
 def space(results: Path, release: Path, cache: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    from tests.helpers_space import free_port  # the test suite's helper: one way to pick a port
-
-    port = free_port()
+    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DININGBENCH_SPACE_")}
     env.update({"GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False",
                 "DININGBENCH_SPACE_RESULTS": str(results), "DININGBENCH_SOURCE": str(release),
@@ -232,9 +246,7 @@ def _at_width(browser: Any, url: str, width: int, row: Callable[..., None]) -> N
         "0 on a phone", "px")
     page.close()
     page, _ = _visit(context, f"{url}?tab=runs&run=full-baseline", READY["runs"])
-    from tests.helpers_space import open_tab
-
-    open_tab(page, "Leaderboard")
+    _open_tab(page, "Leaderboard")
     page.wait_for_function(READY["leaderboard"], timeout=60_000)
     page.wait_for_function(IDLE_JS)
     after = search(page)
@@ -326,9 +338,7 @@ def floor(widths: tuple[int, ...]) -> list[dict[str, Any]]:
     browser and Gradio's own front end take before any of the Space's work (the floor of a tab's time)."""
     from playwright.sync_api import sync_playwright
 
-    from tests.helpers_space import free_port
-
-    port = free_port()
+    port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
            "GRADIO_ANALYTICS_ENABLED": "False"}
     proc = subprocess.Popen([sys.executable, "-c", FLOOR_APP], env=env, stdout=subprocess.DEVNULL,

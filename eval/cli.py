@@ -11,7 +11,8 @@ import html
 import os
 import re
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -288,6 +289,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+WORKING_AFTER = 2.0  # seconds of silence before a command at a terminal says it is working
+
+
+class _Watched:
+    """A stream that notes whether anything was written to it (for `_working`)."""
+
+    def __init__(self, stream: Any, seen: threading.Event) -> None:
+        self._stream, self._seen = stream, seen
+
+    def write(self, text: str) -> int:
+        if text:
+            self._seen.set()
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _working(command: str) -> Callable[[], None]:
+    """At a terminal, one line on stderr when `command` has printed nothing for WORKING_AFTER seconds
+    (loading a release, importing the plotting libraries); returns the function that stops watching. Not
+    when stderr is a file or a pipe: what a script reads stays exactly what the command says."""
+    if not sys.stderr.isatty():
+        return lambda: None
+    seen = threading.Event()
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Watched(sys.stdout, seen), _Watched(sys.stderr, seen)
+
+    def say() -> None:
+        if not seen.is_set():
+            print(f"{command}: working...", file=streams[1], flush=True)
+
+    timer = threading.Timer(WORKING_AFTER, say)
+    timer.daemon = True
+    timer.start()
+
+    def stop() -> None:
+        timer.cancel()
+        sys.stdout, sys.stderr = streams
+
+    return stop
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -295,6 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # it is imported (a Hub id; a release folder never imports it), as `disable_progress_bars()` would;
     # a value the user set wins, as it does there.
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    stop = _working(f"python -m eval {argv[0] if argv else sys.argv[1] if len(sys.argv) > 1 else ''}".strip())
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
@@ -308,3 +353,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             message = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
         print(f"error: {message}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        stop()

@@ -115,3 +115,38 @@ def test_the_cli_imports_with_the_collector_paused_then_frozen_out_of_its_way() 
     assert (paused, enabled) == ("True", "True")
     assert int(frozen) > 20_000  # the harness's modules, functions and tables: never collected again
     assert int(threshold) == 20_000  # a run's few dicts per request are rarely in cycles
+
+
+def test_a_silent_command_at_a_terminal_says_it_is_working(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import time
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(cli, "WORKING_AFTER", 0.05)
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    stop = cli._working("python -m eval report")
+    deadline = time.monotonic() + 10
+    while not err.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop()
+    assert err.getvalue() == "python -m eval report: working...\n" and sys.stderr is err
+    # A command that already said something (a progress line) gets no such line.
+    said = Terminal()
+    monkeypatch.setattr(sys, "stderr", said)
+    stop = cli._working("python -m eval run")
+    print("classification  3/40", file=sys.stderr)
+    time.sleep(0.3)
+    stop()
+    assert said.getvalue() == "classification  3/40\n"
+    # Not a terminal (a script, a pipe): nothing added, the streams left as they are.
+    plain = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", plain)
+    stop = cli._working("python -m eval report")
+    assert sys.stderr is plain
+    time.sleep(0.3)
+    stop()
+    assert plain.getvalue() == ""

@@ -182,6 +182,10 @@ def test_the_review_tab_on_a_phone_refuses_a_visitor_and_lets_the_operator_decid
         page.locator("#db-review-token input").press("Enter")
         expect(page.locator("#db-review-where")).to_contain_text("reviewing as operator", timeout=30_000)
         expect(page.locator("#db-review-gallery img").first).to_be_visible()
+        # On a phone the photos come first, two across at a useful size, the buttons below them.
+        photo = page.locator("#db-review-gallery img").first.bounding_box()
+        assert photo["y"] < page.get_by_role("button", name="Approve").bounding_box()["y"]
+        assert photo["width"] >= 140, photo
         page.get_by_role("button", name="Approve").click()
         expect(page.locator("#db-review-where")).to_contain_text("recorded by operator", timeout=30_000)
         page.screenshot(path=tmp_path / "review_operator_390.png", full_page=True)
