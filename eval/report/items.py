@@ -20,7 +20,7 @@ import diningbench
 from eval import requests, tasks
 from eval.images import ImageError
 from eval.numbers import headline
-from eval.report.runs import ReportError, RunData, load_run
+from eval.report.runs import ReportError, RunData, file_signature, load_run
 from eval.scoring import JUDGE_CACHE
 from eval.settings import RunSettings
 from eval.store import PREDICTIONS, Prediction, read_predictions
@@ -80,22 +80,11 @@ _RUNS = _LRU(MAX_CACHED_RUNS)
 _DATASETS = _LRU(MAX_CACHED_DATASETS)
 
 
-def _signature(path: Path) -> tuple[Any, ...]:
-    out: list[Any] = []
-    for name in _WATCHED:
-        try:
-            stat = (path / name).stat()
-            out.append((stat.st_mtime_ns, stat.st_size))
-        except OSError:
-            out.append(None)
-    return tuple(out)
-
-
 def _entry(run_dir: Path | str, problems: list[str] | None = None) -> _Entry:
     """The run folder as read, from the cache while its files are unchanged (ReportError as load_run, with
     the lines it met on the way added to `problems`)."""
     path = Path(run_dir)
-    key, signature = str(path.resolve()), _signature(path)
+    key, signature = str(path.resolve()), file_signature(*(path / name for name in _WATCHED))
     found = _RUNS.get(key, signature)
     if found is None:
         met: list[str] = []

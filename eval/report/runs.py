@@ -123,6 +123,19 @@ def load_run(path: Path | str, problems: list[str] | None = None) -> RunData:
     return run
 
 
+def file_signature(*paths: Path) -> tuple[Any, ...]:
+    """Each file's (modification time, size), None for one that is not there: what readers that keep a
+    run folder's content compare to know it changed."""
+    out: list[Any] = []
+    for path in paths:
+        try:
+            found = path.stat()
+            out.append((found.st_mtime_ns, found.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 def run_folders(root: Path) -> list[Path]:
     """`root` itself when it is a run folder, else the run folders below it (sweep cells too)."""
     root = Path(root)

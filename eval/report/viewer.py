@@ -40,7 +40,7 @@ from eval.report.items import (
     run_items,
     run_summary,
 )
-from eval.report.runs import ReportError, run_folders
+from eval.report.runs import ReportError, file_signature, run_folders
 from eval.report.tables import as_text, pct, readable
 from eval.tasks import figure_of
 from eval.tasks import names as task_names
@@ -296,19 +296,11 @@ _LABELS: dict[str, tuple[Any, str]] = {}  # folder -> (run.json and metrics.json
 MAX_LABELS = 4096
 
 
-def _stat(path: Path) -> Any:
-    try:
-        found = path.stat()
-        return (found.st_mtime_ns, found.st_size)
-    except OSError:
-        return None
-
-
 def run_label(name: str, folder: Path) -> str:
     """`NAME · model · classification 45.00 · nutrition MAPE 38.20 · 80 items · 2026-12-02`: a run as the
     picker lists it, from run.json and metrics.json (read through the bounded reader; a file that cannot
     be read leaves its part out). Kept until either file changes."""
-    signature = (_stat(folder / "run.json"), _stat(folder / "metrics.json"))
+    signature = file_signature(folder / "run.json", folder / "metrics.json")
     cached = _LABELS.get(str(folder))
     if cached is not None and cached[0] == signature:
         return cached[1]

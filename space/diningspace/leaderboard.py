@@ -21,7 +21,7 @@ import pandas as pd
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, read_json_file
 from eval import tasks
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
-from eval.report.runs import RunData
+from eval.report.runs import RunData, file_signature
 from eval.report.tables import MISSING, SMALL_MARK, SMALL_SAMPLE
 from eval.settings import N_BOOT
 from eval.tasks import Task
@@ -231,19 +231,11 @@ _READ: dict[str, tuple[Any, Any]] = {}  # folder -> (its files' stat, what _read
 MAX_READ = 8192
 
 
-def _stat(path: Path) -> Any:
-    try:
-        found = path.stat()
-        return (found.st_mtime_ns, found.st_size)
-    except OSError:
-        return None
-
-
 def _read_run(folder: Path, problems: list[str] | None = None) -> tuple[dict[str, Any], RunData] | None:
     """(metrics, run) of a run folder, or None with the reason in `problems`: a run being written, a
     broken, oversized or deeply nested file is skipped rather than break the table. What was read is kept
     until metrics.json or run.json changes (the board reads every folder for every view)."""
-    signature = (_stat(folder / "metrics.json"), _stat(folder / "run.json"))
+    signature = file_signature(folder / "metrics.json", folder / "run.json")
     cached = _READ.get(str(folder))
     if cached is None or cached[0] != signature:
         cached = (signature, _read_files(folder))
