@@ -21,7 +21,7 @@ $(VENV)/.runtime: requirements.txt
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	# the checkout on the import path, so `python -m eval` and the `diningbench` command work from any folder
-	$(PY) -m pip install -q "setuptools>=64" wheel
+	$(PY) -m pip install -q "setuptools>=77" wheel  # 77: the license as an SPDX string (pyproject.toml)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
