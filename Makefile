@@ -16,7 +16,7 @@ PYR := $(VENV_RAY)/bin/python
 
 .PHONY: demo test test-adapters test-ray lint sample bench bench-peers space
 
-$(VENV)/.runtime: requirements.txt
+$(VENV)/.runtime: requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
