@@ -40,9 +40,9 @@ def _call(fn: Callable[..., Any], values: list[Any], request: gr.Request | None,
 
 
 class LazyTabs:
-    """Collects each tab's loaders, then wires them: at page load for the tab the address opens (`?tab=ID`,
-    which the same event selects), else on the tab's first selection (a per-page flag keeps a second visit
-    from reloading what the visitor set)."""
+    """Collects each tab's loaders, then wires them: a tab loads on its first selection, whether Gradio's
+    (the first tab at start-up, the tab the address names once the page-load event selects it) or a
+    visitor's; a per-page flag keeps a second visit from reloading what the visitor set."""
 
     def __init__(self) -> None:
         self._tabs: list[tuple[str, gr.Tab, list[Loader]]] = []
@@ -86,9 +86,11 @@ class LazyTabs:
         first tab at start-up and for the tab the page-load event selects. On a page whose address names
         another tab, the first tab's automatic selection comes before that tab is loaded (its flag unset):
         it loads nothing (a visitor's click on the first tab that early is taken for it; a second click
-        loads it). Any other selection loads the tab once; a later one changes nothing. Gradio fills in the request (and the profile) only as positional parameters before
-        `*values`; only a tab whose loader asks for the signed-in profile gets a handler that asks for it
-        (asking makes Gradio set up sign-in for the app)."""
+        loads it). Any other selection loads the tab once; a later one changes nothing.
+
+        Gradio fills in the request (and the profile) only as positional parameters before `*values`; only
+        a tab whose loader asks for the signed-in profile gets a handler that asks for it (asking makes
+        Gradio set up sign-in for the app)."""
         skip = [gr.skip()] * n_out
 
         def select(request: gr.Request, profile: Any, done: bool, values: tuple[Any, ...]) -> list[Any]:
