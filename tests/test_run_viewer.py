@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import re
 import types
+from pathlib import Path
 
 import pytest
 
@@ -59,6 +59,9 @@ def test_the_viewer_app_builds_and_a_bad_folder_is_one_line(run_dir, tmp_path, c
     assert sorted(keys) == ["classification/c2", "classification/c3"] and len(rows) == 2
     gallery, prompt, raw, *_ , note = runs_tab.detail(str(run_dir), "classification/c2")
     assert len(gallery) == 2 and prompt and "verified" in note
+    # The views as JPEG files written once: the next event (another visitor's) links the same files.
+    assert all(Path(path).is_file() and caption.startswith("view ") for path, caption in gallery)
+    assert runs_tab.detail(str(run_dir), "classification/c2")[0] == gallery
     assert cli.main(["view", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
@@ -105,9 +108,12 @@ def test_a_click_on_a_row_opens_its_item_and_previous_next_step_through_the_list
     filters = ("run", "classification", "all", "all", "", "list order", False)
     out = view.clicked(types.SimpleNamespace(_data={"key": keys[1]}), *filters, keys, current)
     assert out[:6] == (gr.skip(),) * 6
-    key, where, gallery, prompt, raw, parsed, reference, score, judge, note = out[6:]
-    assert (key, where, raw["visible"], parsed["value"], reference["value"]) == (
-        "classification/c2", "Item 2 of 6", True, json.dumps(rows[1][4]), json.dumps(rows[1][5]))
+    key, where, gallery, prompt, raw, facts, judge, note = out[6:]
+    assert (key, where, raw["visible"], facts["visible"]) == ("classification/c2", "Item 2 of 6", True, True)
+    # Parsed, reference and score side by side as JSON text: the letters quoted, as the run wrote them.
+    shown_facts = re.findall(r"<div class='db-fact-label'>(\w+)</div><pre>(.*?)</pre>", facts["value"], re.S)
+    assert [label for label, _ in shown_facts] == ["Parsed", "Reference", "Score"]
+    assert [text for _, text in shown_facts[:2]] == [f'"{rows[1][4]}"', f'"{rows[1][5]}"']
     assert len(gallery["value"]) == 2 and gallery["visible"] and prompt["value"].startswith("请仔细观察")
     assert judge["visible"] is False  # no judge on a classification item: no empty box
     listing = ("run", "classification", "all", "all", "", "list order", False)
@@ -117,7 +123,7 @@ def test_a_click_on_a_row_opens_its_item_and_previous_next_step_through_the_list
     assert view.step(-1, *listing, keys, keys[0], 0)[0] == keys[0]
     # A key the list does not hold, or a click on nothing, changes nothing.
     assert view.clicked(types.SimpleNamespace(_data={"key": "classification/../x"}), *filters, keys, key) == (
-        (gr.skip(),) * 16)
+        (gr.skip(),) * 14)
     # A click on a header sorts the whole list by it, a second click reverses; the open item stays open.
     sort, descending, shown, keys_now, *_rest = view.clicked(types.SimpleNamespace(_data={"sort": "score"}), *filters,
                                                              keys, key)

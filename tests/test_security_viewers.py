@@ -254,3 +254,16 @@ def test_a_link_to_a_run_that_is_not_there_opens_none_and_says_so(results: Path)
     assert head.startswith("No run folder named nope here")
     picker = view.load(SimpleNamespace(query_params={"run": "openai-x"}))[0]
     assert picker["value"] == "openai-x"
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_the_runs_tab_shows_a_hostile_answer_and_reference_as_the_characters_they_are(hostile: str) -> None:
+    """Parsed, reference and score are one HTML block: every character from the run folder is escaped."""
+    pytest.importorskip("gradio")
+    from eval.report.viewer import facts_html
+
+    block = facts_html(hostile, {"answer": hostile}, {"verdict": hostile})
+    assert not re.search(r"<(a|img|script)\b", block)
+    shown = [html.unescape(text) for text in re.findall(r"<pre>(.*?)</pre>", block, re.S)]
+    assert shown[0] == hostile and json.loads(shown[1]) == {"answer": hostile}
+    assert json.loads(shown[2]) == {"verdict": hostile}

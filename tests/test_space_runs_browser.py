@@ -4,6 +4,7 @@ the view, new runs appear on Refresh, views are shown whole. Screenshots stay in
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,6 +71,11 @@ def test_a_link_opens_a_run_and_a_click_on_a_row_opens_its_item(space, browser, 
     thumbs = page.locator("#db-runs-gallery .grid-container img")
     expect(thumbs.first).to_be_visible()
     assert {thumbs.nth(i).evaluate("e => getComputedStyle(e).objectFit") for i in range(thumbs.count())} == {"contain"}
+    # What was parsed, the reference and the score, side by side as text.
+    facts = page.locator("#db-runs-facts .db-fact")
+    expect(facts).to_have_count(3)
+    assert [facts.nth(i).locator(".db-fact-label").inner_text() for i in range(3)] == ["Parsed", "Reference", "Score"]
+    expect(facts.nth(1).locator("pre")).to_have_text(re.compile(r'^"[A-H]"$'))
     _shot(page, tmp_path, "runs_item")
     page.wait_for_function("() => location.search.includes('item=')")
     assert _query(page) == {"tab": "runs", "run": "sweep/first-cls", "task": "classification",
@@ -208,4 +214,23 @@ def test_a_single_photo_item_is_shown_whole(space, browser, width: int, tmp_path
     assert img.evaluate("e => getComputedStyle(e).objectFit") == "contain"  # scaled to fit, never cut
     assert img.bounding_box()["width"] >= 140  # a view, not a stamp
     _shot(page, tmp_path, "runs_one_view")
+    context.close()
+
+
+def test_the_compare_panel_lists_the_runs_when_opened_and_runs_the_paired_test(space, browser) -> None:
+    from playwright.sync_api import expect
+
+    url, _ = space
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(url + "?tab=leaderboard")
+    expect(page.locator("#db-board table.db-board")).to_be_visible(timeout=30_000)
+    page.get_by_role("button", name="Compare two rows (a paired").click()
+    expect(page.locator("#db-compare-a input")).to_have_value("one-view", timeout=30_000)
+    expect(page.locator("#db-compare-b input")).to_have_value("sweep/first-cls")
+    page.locator("#db-compare-a input").click()
+    expect(page.get_by_role("option")).to_have_count(2)
+    page.keyboard.press("Escape")
+    page.locator("#db-compare-go").click()
+    expect(page.locator("#db-compare-out")).to_contain_text("classification", timeout=30_000)
     context.close()

@@ -21,16 +21,16 @@ and named (`scores.jsonl:N`); the rest is shown.
 
 from __future__ import annotations
 
-import io
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from PIL import Image
 
 from diningbench import CUISINES, read_json_file
+from eval.images import ImageError, decode_bounded
 from eval.report.items import (
     STATUSES,
     derived,
@@ -42,10 +42,14 @@ from eval.report.items import (
 )
 from eval.report.runs import ReportError, file_signature, run_folders
 from eval.report.tables import as_text, pct, readable
+from eval.shown_views import ShownViews
 from eval.tasks import figure_of
 from eval.tasks import names as task_names
 
 MAX_PROBLEMS_SHOWN = 5
+SHOWN_SIDE = 2048  # views as sent are at most the run's max side (1,568 px by default): shown whole
+_shown: list[ShownViews] = []  # made at the first view drawn, shared by every page of this process
+_shown_lock = threading.Lock()
 # An absolute path (not the path of a URL, which follows `:` or `/`): its folders are hidden.
 _ABSOLUTE = re.compile(r"(?<![\w.:/~])(?:[A-Za-z]:)?[/\\](?:[^\s/\\'\"`:]+[/\\])+(?=[^\s/\\'\"`:]+)")
 
@@ -261,8 +265,8 @@ def detail(run_dir: str | None, key: str | None, root: Path | None = None, liste
     gallery = []
     for i, view in enumerate(found.views):
         try:
-            gallery.append((Image.open(io.BytesIO(view.data)), f"view {i + 1}: {view.role}"))
-        except (OSError, ValueError, Image.DecompressionBombError):
+            gallery.append((_view_file(view.data, found.id, i), f"view {i + 1}: {view.role}"))
+        except (ImageError, OSError, ValueError):
             problems.append(f"view {i + 1} cannot be decoded")
     lines = [f"**{as_text(found.task)} {as_text(found.id)}**: {as_text(found.status)}"]
     if found.finish_reason:
@@ -276,14 +280,46 @@ def detail(run_dir: str | None, key: str | None, root: Path | None = None, liste
             _text(found.judge_reply), "  \n".join(line for line in lines if line))
 
 
+def _view_file(data: bytes, item_id: str, index: int) -> str:
+    """A view as a JPEG file to show, decoded (its pixel count checked first) and written once while it is
+    among the views shown lately: the next visitor's event only links it."""
+    with _shown_lock:
+        if not _shown:
+            _shown.append(ShownViews())
+        shown = _shown[0]
+    return shown.path(data, SHOWN_SIDE, lambda: decode_bounded(bytes(data), item_id=item_id, index=index,
+                                                               max_side=SHOWN_SIDE))
+
+
 def _text(value: Any) -> str:
     """A text box's value: a string whatever the file held."""
     return "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _json(value: Any) -> Any:
-    """gr.JSON reads a string as JSON text: a letter or an answer must go in quoted."""
+    """What was parsed or referenced, a string kept quoted (a letter, an answer) as JSON shows it."""
     return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value
+
+
+def _pretty(value: Any) -> str:
+    """A value as indented JSON text (a string given quoted stays as it is); `–` for none."""
+    if value is None:
+        return "–"
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def facts_html(parsed: Any, reference: Any, score: Any) -> str:
+    """Parsed, reference and score side by side, each as JSON text: every character from the run folder is
+    escaped (`as_text`), so an answer is shown, never rendered."""
+    cells = "".join(f"<div class='db-fact'><div class='db-fact-label'>{label}</div>"
+                    f"<pre>{as_text(_pretty(value)[:20_000], lines=True)}</pre></div>"
+                    for label, value in (("Parsed", parsed), ("Reference", reference), ("Score", score)))
+    return f"<div class='db-facts'>{cells}</div>"
 
 
 def folder_names(root: Path) -> dict[str, Path]:
@@ -378,8 +414,8 @@ class RunsView:
                                                                                       else "")
         has_item = bool(prompt or raw or parsed is not None or reference is not None)
         return (key, where, gr.update(value=gallery, visible=bool(gallery)), gr.update(value=prompt, visible=bool(prompt)),
-                gr.update(value=raw, visible=has_item), gr.update(value=parsed, visible=has_item),
-                gr.update(value=reference, visible=has_item), gr.update(value=score, visible=bool(score)),
+                gr.update(value=raw, visible=has_item),
+                gr.update(value=facts_html(parsed, reference, score) if has_item else "", visible=has_item),
                 gr.update(value=judge, visible=bool(judge)), note)
 
     def _listing(self, run_dir: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
@@ -439,7 +475,7 @@ class RunsView:
             return (column, descending, table_now, keys, page, pager, *self._item(run_dir, keys, key))
         if chosen in keys:
             return (gr.skip(),) * 6 + self._item(self.listed(name), keys, chosen)
-        return (gr.skip(),) * 16
+        return (gr.skip(),) * 14
 
     def step(self, delta: int, name: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
              descending: bool, keys: list[str], key: str | None, page: int) -> tuple[Any, ...]:
@@ -525,12 +561,11 @@ class RunsView:
                              preview=False, allow_preview=True, elem_id="db-runs-gallery")
         prompt = gr.Textbox(label="Prompt sent", lines=6, max_lines=20, elem_id="db-runs-prompt")
         raw = gr.Textbox(label="Raw answer", lines=4, max_lines=30, elem_id="db-runs-raw")
-        with gr.Row():
-            parsed, reference = gr.JSON(label="Parsed", min_width=160), gr.JSON(label="Reference", min_width=160)
-            score = gr.JSON(label="Score", min_width=160)
+        # Parsed, reference and score side by side as escaped text (one light block, not three JSON viewers).
+        facts = gr.HTML("", elem_id="db-runs-facts", padding=False)
         judge = gr.Textbox(label="Judge's reply", lines=3, max_lines=12, visible=False, elem_id="db-runs-judge")
 
-        item_out = [current, where, gallery, prompt, raw, parsed, reference, score, judge, note]
+        item_out = [current, where, gallery, prompt, raw, facts, judge, note]
         paging = [items, page, pager]
         listing = [head, items, keys, page, pager, *item_out]
         filters = [run, task, status, cuisine, search]

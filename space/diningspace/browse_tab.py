@@ -39,7 +39,7 @@ class BrowseTab:
             return [], NO_ITEM, {}, "0 items"
         try:
             row = self.catalog.row(config, item_id)
-            views = self.catalog.images(config, item_id)
+            views = self.catalog.view_files(config, item_id)
         except CatalogError as exc:
             raise gr.Error(as_text(str(exc))) from None
         gallery = [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)]
@@ -51,7 +51,7 @@ class BrowseTab:
         """/browse: (config, item id) → the item's views (captioned with their role) and all its fields."""
         try:
             row = self.catalog.row(config, item_id)
-            views = self.catalog.images(config, item_id)
+            views = self.catalog.view_files(config, item_id)
         except CatalogError as exc:
             raise gr.Error(as_text(str(exc))) from None
         return [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)], plain_fields(row)

@@ -13,6 +13,8 @@ from typing import Any
 
 from PIL import Image
 
+from eval.images import ImageError, decode_bounded, stored_bytes
+from eval.shown_views import ShownViews
 from eval.types import TASKS as CONFIGS
 
 from .warmup import warm_harness
@@ -51,8 +53,6 @@ def decode_image(stored: Any, *, item_id: str = "?", index: int = 0) -> Image.Im
     most DISPLAY_SIDE pixels a side. Only the release's own bytes are shown, never a file a cell
     names, and the pixel count is checked before decoding (eval/images.py), so one view costs a
     bounded amount of memory."""
-    from eval.images import ImageError, decode_bounded, stored_bytes
-
     if isinstance(stored, Image.Image):
         picture = stored.convert("RGB")
         picture.thumbnail((DISPLAY_SIDE, DISPLAY_SIDE))
@@ -71,6 +71,7 @@ class Catalog:
         self._load = loader or _default_loader(source)
         self._indexes: dict[str, ConfigIndex] = {}
         self._lock = threading.Lock()
+        self._shown: ShownViews | None = None
 
     def index(self, config: str) -> ConfigIndex:
         if config not in CONFIGS:
@@ -130,4 +131,35 @@ class Catalog:
             except (OSError, ValueError):
                 raise CatalogError(f"item {item_id}: image {i} cannot be decoded") from None
             out.append((picture, roles[i] if i < len(roles) else "view"))
+        return out
+
+    def view_files(self, config: str, item_id: str) -> list[tuple[str, str]]:
+        """The item's views as JPEG files to show (each decoded and bounded once, then kept while it is
+        among the last ones shown), each with its role: what a gallery is given."""
+        index = self.index(config)
+        if item_id not in index.position:
+            raise CatalogError(f"no item {item_id!r} in the {config} config")
+        with self._lock:
+            if self._shown is None:
+                self._shown = ShownViews()
+            shown = self._shown
+        stored = index.dataset[index.position[item_id]]
+        roles: Sequence[str] = stored.get("image_roles") or []
+        out = []
+        for i, image in enumerate(stored.get("images") or []):
+            if isinstance(image, Image.Image):  # an injected catalog's pictures: named by their pixels
+                data = f"{image.mode}{image.size}".encode() + image.tobytes()
+            else:
+                try:
+                    data = stored_bytes(image, item_id=item_id, index=i)
+                except ImageError as exc:
+                    raise CatalogError(str(exc)) from None
+            try:
+                path = shown.path(data, DISPLAY_SIDE, lambda image=image, i=i: decode_image(image, item_id=item_id,
+                                                                                            index=i))
+            except CatalogError:
+                raise
+            except (OSError, ValueError):
+                raise CatalogError(f"item {item_id}: image {i} cannot be decoded") from None
+            out.append((path, roles[i] if i < len(roles) else "view"))
         return out

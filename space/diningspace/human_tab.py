@@ -110,7 +110,7 @@ class HumanTab:
         item_id = sitting.current
         assert item_id is not None
         row = self.catalog.row(sitting.task, item_id)
-        views = self.catalog.images(sitting.task, item_id)
+        views = self.catalog.view_files(sitting.task, item_id)
         text = people_text(sitting.task, row, sitting.lang)
         where = (f"**{tasks.get(sitting.task).human_question}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
                  " · tap a photo to see it larger")
