@@ -71,7 +71,7 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
             lazy.add("evaluate", tab, evaluate.on_load)
             with gr.Tab("Leaderboard", id="leaderboard") as tab:
                 leaderboard.build()
-            lazy.add("leaderboard", tab, leaderboard.on_load, leaderboard.compare_load)
+            lazy.add("leaderboard", tab, leaderboard.on_load)
             with gr.Tab("Submit", id="submit") as tab:
                 SubmitTab(settings, evaluate.slots).build()
             lazy.add("submit", tab)  # nothing to load: listed so that `?tab=submit` opens it

@@ -145,3 +145,49 @@ def test_the_space_card_describes_every_tab_and_every_setting() -> None:
     tabs = re.findall(r"gr\.Tab\(\"([^\"]+)\"", (root / "space" / "app.py").read_text(encoding="utf-8"))
     assert "Submit" in tabs and {t for t in tabs if f"- **{t}** —" not in card} == set()
     assert "python space/bundle.py" in card and "DININGBENCH_SPACE_SUBMIT_REPO" in card.split("## Deploy", 1)[1]
+
+
+def _ranges_pair_by_pair(ordered: list[dict], metric: str, higher_better: bool) -> list:
+    """The rule as the docstring states it, one pair at a time: what the counted version must equal."""
+    from space.diningspace.leaderboard import _bounds
+
+    bounds = [_bounds(r, metric) for r in ordered]
+
+    def ahead(i: int, j: int) -> bool:
+        a, b = ordered[i][metric], ordered[j][metric]
+        if bounds[i] is None or bounds[j] is None:
+            return a > b if higher_better else a < b
+        return bounds[i][0] > bounds[j][1] if higher_better else bounds[i][1] < bounds[j][0]
+
+    out = []
+    for i in range(len(ordered)):
+        best = 1 + sum(ahead(j, i) for j in range(len(ordered)) if j != i)
+        worst = len(ordered) - sum(ahead(i, j) for j in range(len(ordered)) if j != i)
+        out.append(best if best == worst else f"{best}–{worst}")
+    return out
+
+
+def test_rank_ranges_equal_the_pairwise_rule_on_boards_with_ties_and_rows_without_intervals() -> None:
+    import random
+
+    from eval import tasks
+    from space.diningspace.leaderboard import RANKABLE, headline_column, interval_column, rank_ranges
+
+    generator = random.Random(39)
+    for task in tasks.all_tasks():
+        metric, interval = headline_column(task), interval_column(task)
+        higher_better = RANKABLE[metric]
+        for _ in range(150):
+            rows = []
+            for _ in range(generator.randint(1, 40)):
+                value = round(generator.choice([generator.uniform(0, 100), 50.0, 60.0]), 1)  # ties are common
+                row = {metric: value}
+                kind = generator.random()
+                if kind < 0.7:
+                    spread = generator.choice([0.0, 1.0, 5.0, generator.uniform(0, 20)])
+                    row[interval] = f"[{value - spread:.2f}, {value + spread:.2f}]"
+                elif kind < 0.75:  # written backwards: still never counted against itself
+                    row[interval] = f"[{value + 3:.2f}, {value - 3:.2f}]"
+                rows.append(row)
+            rows.sort(key=lambda r: -r[metric] if higher_better else r[metric])
+            assert rank_ranges(rows, metric, higher_better) == _ranges_pair_by_pair(rows, metric, higher_better)

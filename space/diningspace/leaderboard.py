@@ -12,6 +12,7 @@ import html
 import math
 import re
 import urllib.parse
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -528,18 +529,30 @@ def rank_ranges(ordered: Sequence[dict[str, Any]], metric: str, higher_better: b
     >>> rank_ranges(rows, "Cls acc %", True)
     ['1–2', '1–2', 3]
     """
-    bounds = [_bounds(r, metric) for r in ordered]
-
-    def ahead(i: int, j: int) -> bool:  # row i surely better than row j
-        a, b = ordered[i][metric], ordered[j][metric]
-        if bounds[i] is None or bounds[j] is None:
-            return a > b if higher_better else a < b
-        return bounds[i][0] > bounds[j][1] if higher_better else bounds[i][1] < bounds[j][0]
-
+    # Counted with sorted lists, not pair by pair (a 300-row board cost 90,000 comparisons per view): "j surely
+    # better than i" is "j's low above i's high" when both have intervals, "j's value above i's" otherwise.
+    # A lower-is-better metric is negated first, so one rule serves both.
+    sign = 1.0 if higher_better else -1.0
+    values = [sign * float(r[metric]) for r in ordered]
+    spans: list[tuple[float, float] | None] = []
+    for r in ordered:
+        found = _bounds(r, metric)
+        spans.append(None if found is None else (found if sign > 0 else (-found[1], -found[0])))
+    lows = sorted(span[0] for span in spans if span is not None)
+    highs = sorted(span[1] for span in spans if span is not None)
+    bare = sorted(v for v, span in zip(values, spans, strict=True) if span is None)
+    every = sorted(values)
     n, out = len(ordered), []
-    for i in range(n):
-        best = 1 + sum(ahead(j, i) for j in range(n) if j != i)
-        worst = n - sum(ahead(i, j) for j in range(n) if j != i)
+    for value, span in zip(values, spans, strict=True):
+        if span is None:  # compared with every row by value alone
+            better, worse = n - bisect_right(every, value), bisect_left(every, value)
+        else:
+            low, high = span
+            better = len(lows) - bisect_right(lows, high) + len(bare) - bisect_right(bare, value)
+            worse = bisect_left(highs, low) + bisect_left(bare, value)
+            better -= low > high  # a row never counts against itself (an interval written backwards would)
+            worse -= high < low
+        best, worst = 1 + better, n - worse
         out.append(best if best == worst else f"{best}–{worst}")
     return out
 

@@ -185,15 +185,17 @@ class LeaderboardTab:
         board.click(clicked, [metric, order, descending, *inputs[1:]], [metric, order, descending, *shown],
                     api_visibility="private")
         with gr.Accordion("Compare two rows (a paired test on the items both answered)", open=False,
-                          elem_id="db-board-compare"):
+                          elem_id="db-board-compare") as compare_panel:
             with gr.Row():
                 first = gr.Dropdown(label="A", choices=[], elem_id="db-compare-a", min_width=200)
                 second = gr.Dropdown(label="B", choices=[], elem_id="db-compare-b", min_width=200)
             go = gr.Button("Compare", size="sm", elem_id="db-compare-go")
             verdict = gr.Markdown(elem_id="db-compare-out")
         go.click(self.compare, [first, second], verdict, api_name="compare")
+        # The rows to compare are listed when the panel is opened (each time: new runs appear), not when the
+        # tab loads: most visitors never open it, and listing them reads every run folder again.
+        compare_panel.expand(self.compare_choices, None, [first, second], api_visibility="private")
         self.on_load = (first_page, [*inputs, order, descending], shown)
-        self.compare_load = (self.compare_choices, [], [first, second])
         # API-only endpoint for gradio_client users: the same rows as a table, numbers as numbers.
         api_table = gr.Dataframe(headers=COLUMNS, visible=False)
         api_trigger = gr.Button(visible=False)
