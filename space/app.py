@@ -62,7 +62,10 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
         if settings.is_synthetic_sample:
             gr.HTML(SYNTHETIC_BANNER)
         lazy = LazyTabs()  # each tab's loading work runs when the tab is first shown (diningspace/lazy.py)
-        with gr.Tabs() as tabs:
+        # Every tab in the bar, on as many rows as it takes: Gradio's default puts the tabs that do not fit a
+        # phone's width in a "More tabs" menu, where newcomers miss them, and a choice made there while the bar
+        # is still measuring itself could be lost.
+        with gr.Tabs(overflow_behavior="wrap") as tabs:
             with gr.Tab("Browse", id="browse") as tab:
                 browse.build()
             lazy.add("browse", tab, browse.on_load)

@@ -80,6 +80,23 @@ def test_every_tab_fits_the_screen(page, tmp_path: Path) -> None:
     _fits(page, tmp_path, "runs")
 
 
+def test_every_tab_is_in_the_bar_and_one_click_opens_it(page) -> None:
+    """No tab hides under a "More tabs" menu, on a phone either: the bar wraps, and one click on a tab,
+    even while the page is still loading, opens it."""
+    from playwright.sync_api import expect
+
+    names = ["Browse", "Evaluate", "Leaderboard", "Submit", "Take the test", "Runs"]
+    for name in reversed(names):  # at once, the page just loaded: Runs first, Browse last
+        tab = page.get_by_role("tab", name=name, exact=True)
+        expect(tab).to_be_visible(timeout=30_000)
+        tab.click()
+        expect(tab).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("button", name="More tabs")).to_have_count(0)
+    bar = page.get_by_role("tablist").first
+    assert bar.evaluate("e => e.scrollWidth <= e.clientWidth + 1")  # nothing sideways either
+    expect(page.locator("#db-card .db-option").first).to_be_visible(timeout=30_000)  # Browse loaded on its click
+
+
 def test_captions_are_whole_and_the_enlarged_view_is_bigger_than_its_thumbnail(page, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
