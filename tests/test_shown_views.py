@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from eval.shown_views import ShownViews
+from eval.report.shown_views import ShownViews
 
 
 def _jpeg(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:

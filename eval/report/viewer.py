@@ -41,8 +41,8 @@ from eval.report.items import (
     run_summary,
 )
 from eval.report.runs import ReportError, file_signature, run_folders
+from eval.report.shown_views import ShownViews
 from eval.report.tables import as_text, pct, readable
-from eval.shown_views import ShownViews
 from eval.tasks import figure_of
 from eval.tasks import names as task_names
 

@@ -14,7 +14,7 @@ from typing import Any
 from PIL import Image
 
 from eval.images import ImageError, decode_bounded, stored_bytes
-from eval.shown_views import ShownViews
+from eval.report.shown_views import ShownViews
 from eval.types import TASKS as CONFIGS
 
 from .warmup import warm_harness
