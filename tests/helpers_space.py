@@ -212,28 +212,7 @@ def write_baseline_run(results: Path, name: str, task: str, model: str, *extra: 
 
 
 def open_tab(page: Any, name: str) -> None:
-    """Click a tab; on a narrow screen Gradio moves the tabs that do not fit into a "More tabs" menu.
-
-    Which of the two holds the tab is settled only once the tab bar has measured itself, and it
-    measures again while the page is still loading: a tab hidden at one moment may be in the bar the
-    next, and the "More tabs" button gone. So look again until one of them takes the click.
-    """
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
+    """Click a tab. Every tab is in the bar at any width (the Space's tab bar wraps, never hiding a tab
+    under Gradio's "More tabs" menu), so a tab is one click away once the bar is drawn."""
     page.get_by_role("tablist").first.wait_for(timeout=30_000)
-    tab = page.get_by_role("tab", name=name, exact=True)
-    more = page.get_by_role("button", name="More tabs")
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if tab.count() and tab.is_visible():
-                tab.click(timeout=3_000)
-                return
-            if more.count() and more.is_visible():
-                more.click(timeout=3_000)
-                page.locator(".overflow-dropdown button", has_text=name).click(timeout=3_000)
-                return
-        except PlaywrightTimeout:
-            pass  # the bar re-measured under the click: look again
-        assert time.monotonic() < deadline, f"the {name!r} tab never showed, in the bar or under More tabs"
-        page.wait_for_timeout(100)
+    page.get_by_role("tab", name=name, exact=True).click(timeout=30_000)
