@@ -162,7 +162,7 @@ class Timed(NamedTuple):
 
 
 # Before an action: note the page's clock at the visitor's next press (a pointer or a key).
-PRESS_JS = """() => { window.__dbPress = null;
+PRESS_JS = """() => { window.__dbPress = null; window.__dbReady = null;
   const mark = () => { if (window.__dbPress === null) window.__dbPress = performance.now(); };
   for (const type of ['pointerdown', 'keydown']) document.addEventListener(type, mark, {capture: true, once: true}); }"""
 
@@ -176,8 +176,7 @@ def _noting(ready: str) -> str:
 def _timed(action: Callable[[], Any], page: Any, ready: str, timeout: float = 60_000) -> Timed:
     """How long the visitor waits from the action until what they wait for is on screen (`ready`); then,
     untimed, until every event of the page is done, so the next action starts from a quiet page."""
-    page.evaluate(PRESS_JS)
-    page.evaluate("() => { window.__dbReady = null; }")
+    page.evaluate(PRESS_JS)  # (it also clears the last wait's mark)
     start = time.perf_counter()
     action()
     page.wait_for_function(_noting(ready), timeout=timeout, polling="raf")

@@ -265,5 +265,5 @@ def test_the_runs_tab_shows_a_hostile_answer_and_reference_as_the_characters_the
     block = facts_html(hostile, {"answer": hostile}, {"verdict": hostile})
     assert not re.search(r"<(a|img|script)\b", block)
     shown = [html.unescape(text) for text in re.findall(r"<pre>(.*?)</pre>", block, re.S)]
-    assert shown[0] == hostile and json.loads(shown[1]) == {"answer": hostile}
+    assert json.loads(shown[0]) == hostile and json.loads(shown[1]) == {"answer": hostile}
     assert json.loads(shown[2]) == {"verdict": hostile}

@@ -89,3 +89,9 @@ def test_the_space_catalog_hands_galleries_files_the_same_on_a_second_visit() ->
     assert views and all(Path(path).is_file() and role in {"reference", "user"} for path, role in views)
     assert catalog.view_files(config, item) == views
     assert [role for _, role in views] == [role for _, role in catalog.images(config, item)]  # the model's views
+
+
+def test_the_space_and_the_runs_viewer_share_one_set_of_shown_views() -> None:
+    from eval.report import shown_views
+
+    assert shown_views.shared() is shown_views.shared()

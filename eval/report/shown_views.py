@@ -9,6 +9,7 @@ file, which Gradio only hashes and links.
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import shutil
 import tempfile
@@ -33,14 +34,14 @@ class ShownViews:
     is removed at exit. Safe to share between concurrent requests."""
 
     def __init__(self, folder: Path | None = None, max_files: int = MAX_FILES) -> None:
-        self._own = folder is None
-        self.folder = Path(tempfile.mkdtemp(prefix="diningbench-views-")) if folder is None else Path(folder)
+        if folder is None:
+            folder = Path(tempfile.mkdtemp(prefix="diningbench-views-"))
+            atexit.register(shutil.rmtree, folder, True)
+        self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.max_files = max(1, int(max_files))
         self._files: OrderedDict[str, Path] = OrderedDict()
         self._lock = threading.Lock()
-        if self._own:
-            atexit.register(shutil.rmtree, self.folder, True)
 
     @staticmethod
     def key_of(stored: bytes, max_side: int) -> str:
@@ -71,3 +72,18 @@ class ShownViews:
 
     def __len__(self) -> int:
         return len(self._files)
+
+
+_shared_lock = threading.Lock()
+
+
+@functools.cache
+def _made_once() -> ShownViews:
+    return ShownViews()
+
+
+def shared() -> ShownViews:
+    """The process's one set of shown views (the Space's tabs and its Runs tab, or `eval view`), made at the
+    first view drawn."""
+    with _shared_lock:  # functools.cache alone could make two under a race, leaving a folder behind
+        return _made_once()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ import gradio as gr
 
 from diningbench import CUISINES, read_json_file
 from eval.images import ImageError, decode_bounded
+from eval.report import shown_views
 from eval.report.items import (
     STATUSES,
     derived,
@@ -41,15 +41,12 @@ from eval.report.items import (
     run_summary,
 )
 from eval.report.runs import ReportError, file_signature, run_folders
-from eval.report.shown_views import ShownViews
 from eval.report.tables import as_text, pct, readable
 from eval.tasks import figure_of
 from eval.tasks import names as task_names
 
 MAX_PROBLEMS_SHOWN = 5
 SHOWN_SIDE = 2048  # views as sent are at most the run's max side (1,568 px by default): shown whole
-_shown: list[ShownViews] = []  # made at the first view drawn, shared by every page of this process
-_shown_lock = threading.Lock()
 # An absolute path (not the path of a URL, which follows `:` or `/`): its folders are hidden.
 _ABSOLUTE = re.compile(r"(?<![\w.:/~])(?:[A-Za-z]:)?[/\\](?:[^\s/\\'\"`:]+[/\\])+(?=[^\s/\\'\"`:]+)")
 
@@ -276,19 +273,15 @@ def detail(run_dir: str | None, key: str | None, root: Path | None = None, liste
     lines.append("prompt verified against the request hash" if found.prompt_verified
                  else as_text(hide_paths(found.note or "", root)))
     lines.append(as_text(hide_paths(_problems_line(sorted(set(problems), key=problems.index)), root)))
-    return (gallery, found.prompt, _text(found.raw), _json(found.parsed), _json(found.reference), found.score,
+    return (gallery, found.prompt, _text(found.raw), found.parsed, found.reference, found.score,
             _text(found.judge_reply), "  \n".join(line for line in lines if line))
 
 
 def _view_file(data: bytes, item_id: str, index: int) -> str:
     """A view as a JPEG file to show, decoded (its pixel count checked first) and written once while it is
     among the views shown lately: the next visitor's event only links it."""
-    with _shown_lock:
-        if not _shown:
-            _shown.append(ShownViews())
-        shown = _shown[0]
-    return shown.path(data, SHOWN_SIDE, lambda: decode_bounded(bytes(data), item_id=item_id, index=index,
-                                                               max_side=SHOWN_SIDE))
+    return shown_views.shared().path(data, SHOWN_SIDE, lambda: decode_bounded(
+        bytes(data), item_id=item_id, index=index, max_side=SHOWN_SIDE))
 
 
 def _text(value: Any) -> str:
@@ -296,21 +289,9 @@ def _text(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _json(value: Any) -> Any:
-    """What was parsed or referenced, a string kept quoted (a letter, an answer) as JSON shows it."""
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value
-
-
 def _pretty(value: Any) -> str:
-    """A value as indented JSON text (a string given quoted stays as it is); `–` for none."""
-    if value is None:
-        return "–"
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return value
-    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    """A value as indented JSON text (a letter or an answer quoted, as JSON writes a string); `–` for none."""
+    return "–" if value is None else json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
 
 def facts_html(parsed: Any, reference: Any, score: Any) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from PIL import Image
 
 from eval.images import ImageError, decode_bounded, stored_bytes
-from eval.report.shown_views import ShownViews
+from eval.report import shown_views
 from eval.types import TASKS as CONFIGS
 
 from .warmup import warm_harness
@@ -71,7 +71,6 @@ class Catalog:
         self._load = loader or _default_loader(source)
         self._indexes: dict[str, ConfigIndex] = {}
         self._lock = threading.Lock()
-        self._shown: ShownViews | None = None
 
     def index(self, config: str) -> ConfigIndex:
         if config not in CONFIGS:
@@ -115,38 +114,24 @@ class Catalog:
             raise CatalogError(f"no item {item_id!r} in the {config} config")
         return dict(index.rows[index.position[item_id]])
 
-    def images(self, config: str, item_id: str) -> list[tuple[Image.Image, str]]:
-        """The item's views, decoded now, each with its role (`reference` or `user`)."""
+    def _stored_views(self, config: str, item_id: str) -> list[tuple[Any, str]]:
+        """The item's views as the release stores them, each with its role (`reference` or `user`)."""
         index = self.index(config)
         if item_id not in index.position:
             raise CatalogError(f"no item {item_id!r} in the {config} config")
         stored = index.dataset[index.position[item_id]]
         roles: Sequence[str] = stored.get("image_roles") or []
-        out = []
-        for i, image in enumerate(stored.get("images") or []):
-            try:
-                picture = decode_image(image, item_id=item_id, index=i)
-            except CatalogError:
-                raise
-            except (OSError, ValueError):
-                raise CatalogError(f"item {item_id}: image {i} cannot be decoded") from None
-            out.append((picture, roles[i] if i < len(roles) else "view"))
-        return out
+        return [(image, roles[i] if i < len(roles) else "view") for i, image in enumerate(stored.get("images") or [])]
+
+    def images(self, config: str, item_id: str) -> list[tuple[Image.Image, str]]:
+        """The item's views, decoded now, each with its role: what a model is sent."""
+        return [(_decoded(image, item_id, i), role) for i, (image, role) in enumerate(self._stored_views(config, item_id))]
 
     def view_files(self, config: str, item_id: str) -> list[tuple[str, str]]:
         """The item's views as JPEG files to show (each decoded and bounded once, then kept while it is
         among the last ones shown), each with its role: what a gallery is given."""
-        index = self.index(config)
-        if item_id not in index.position:
-            raise CatalogError(f"no item {item_id!r} in the {config} config")
-        with self._lock:
-            if self._shown is None:
-                self._shown = ShownViews()
-            shown = self._shown
-        stored = index.dataset[index.position[item_id]]
-        roles: Sequence[str] = stored.get("image_roles") or []
         out = []
-        for i, image in enumerate(stored.get("images") or []):
+        for i, (image, role) in enumerate(self._stored_views(config, item_id)):
             if isinstance(image, Image.Image):  # an injected catalog's pictures: named by their pixels
                 data = f"{image.mode}{image.size}".encode() + image.tobytes()
             else:
@@ -154,12 +139,16 @@ class Catalog:
                     data = stored_bytes(image, item_id=item_id, index=i)
                 except ImageError as exc:
                     raise CatalogError(str(exc)) from None
-            try:
-                path = shown.path(data, DISPLAY_SIDE, lambda image=image, i=i: decode_image(image, item_id=item_id,
-                                                                                            index=i))
-            except CatalogError:
-                raise
-            except (OSError, ValueError):
-                raise CatalogError(f"item {item_id}: image {i} cannot be decoded") from None
-            out.append((path, roles[i] if i < len(roles) else "view"))
+            path = shown_views.shared().path(data, DISPLAY_SIDE, lambda image=image, i=i: _decoded(image, item_id, i))
+            out.append((path, role))
         return out
+
+
+def _decoded(image: Any, item_id: str, index: int) -> Image.Image:
+    """`decode_image`, any decoding failure a CatalogError naming the item and the view."""
+    try:
+        return decode_image(image, item_id=item_id, index=index)
+    except CatalogError:
+        raise
+    except (OSError, ValueError):
+        raise CatalogError(f"item {item_id}: image {index} cannot be decoded") from None
