@@ -25,13 +25,14 @@ from diningspace.browse_tab import BrowseTab  # noqa: E402
 from diningspace.catalog import Catalog  # noqa: E402
 from diningspace.evaluate_tab import EvaluateTab  # noqa: E402
 from diningspace.human_tab import HumanTab  # noqa: E402
-from diningspace.lazy import LazyTabs  # noqa: E402
+from diningspace.lazy import LazyTabs, OpeningTab, TabbedBlocks  # noqa: E402
 from diningspace.leaderboard_tab import LeaderboardTab  # noqa: E402
 from diningspace.review_tab import ReviewAccess, ReviewTab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
 from diningspace.submissions import restore_results  # noqa: E402
 from diningspace.submit_tab import SubmitTab  # noqa: E402
 from diningspace.warmup import warm_harness  # noqa: E402
+from fastapi.middleware import Middleware  # noqa: E402
 
 from eval.report import viewer  # noqa: E402
 from eval.report.viewer import build as build_runs_tab  # noqa: E402
@@ -56,7 +57,8 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
     # No usage telemetry unless the operator opts in with Gradio's own GRADIO_ANALYTICS_ENABLED=True.
     telemetry = os.environ.get("GRADIO_ANALYTICS_ENABLED", "").lower() == "true"
     # delete_cache: uploads never submitted (and other cached files) go after half an hour, checked every 10 min.
-    with gr.Blocks(title="DiningBench", analytics_enabled=telemetry, delete_cache=(600, 1800)) as demo:
+    # TabbedBlocks: the page served for `?tab=ID` opens on that tab (diningspace/lazy.py).
+    with TabbedBlocks(title="DiningBench", analytics_enabled=telemetry, delete_cache=(600, 1800)) as demo:
         gr.HTML("<div class='db-header'><h1>🍜 DiningBench</h1></div>")
         gr.Markdown(INTRO, elem_classes="db-intro")
         if settings.is_synthetic_sample:
@@ -90,18 +92,20 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
                 with gr.Tab("Review", id="review") as tab:
                     review.build()
                 lazy.add("review", tab, review.on_load)
-        lazy.wire(demo, tabs)  # one event at page load: the tab the address names (`?tab=ID`), loaded alone
+        lazy.wire(demo, tabs)  # the page opens on the tab its address names (`?tab=ID`), which alone loads
     demo.queue(default_concurrency_limit=4, max_size=64)
     return demo
 
 
 def launch_options() -> dict:
-    """Look and feel: in Gradio 6 theme and CSS are arguments of launch()."""
+    """Look and feel (in Gradio 6 theme and CSS are arguments of launch()), and the middleware that lets the
+    page open on the tab its address names."""
     # System fonts only: the page must not fetch anything from third-party hosts.
     theme = gr.themes.Soft(primary_hue="orange", secondary_hue="amber", neutral_hue="stone",
                            font=["ui-sans-serif", "system-ui", "Segoe UI", "Noto Sans", "sans-serif"],
                            font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "monospace"])
-    return {"theme": theme, "css": CSS, "footer_links": ["api"]}
+    return {"theme": theme, "css": CSS, "footer_links": ["api"],
+            "app_kwargs": {"middleware": [Middleware(OpeningTab)]}}
 
 
 def main() -> None:

@@ -278,3 +278,44 @@ app.build_app(settings, SlowCatalog(source=settings.dataset))
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert marker.read_text() == "done"  # the process ended after the warm-up, not in the middle of it
+
+
+def test_the_page_served_opens_on_the_tab_its_address_names() -> None:
+    """`?tab=ID` (or `?run=NAME` alone) is the selected tab in the page's own config, so the browser draws it
+    first; an unknown or malformed tab, or none, serves the shared config, which is never changed."""
+    import re
+    import urllib.request
+
+    import gradio as gr
+    from fastapi.middleware import Middleware
+
+    from space.diningspace.lazy import LazyTabs, OpeningTab, TabbedBlocks
+
+    with TabbedBlocks() as demo:
+        lazy = LazyTabs()
+        with gr.Tabs() as tabs:
+            for tab_id in ("browse", "submit", "runs"):
+                with gr.Tab(tab_id.title(), id=tab_id) as tab:
+                    gr.Markdown(tab_id)
+                lazy.add(tab_id, tab)
+        lazy.wire(demo, tabs)
+    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True,
+                            app_kwargs={"middleware": [Middleware(OpeningTab)]})
+
+    def selected(query: str) -> list[str]:
+        with urllib.request.urlopen(url + query, timeout=30) as response:
+            return re.findall(r'"selected":\s*"([^"]*)"', response.read().decode("utf-8"))
+
+    try:
+        assert selected("?tab=runs") == ["runs"]
+        assert selected("?tab=submit&tab=runs") == ["submit"]  # the first value counts
+        assert selected("?run=some/run&item=classification/x") == ["runs"]
+        assert selected("?tab=runs&run=x") == ["runs"]
+        for query in ("", "?tab=browse", "?tab=nope", "?tab=..%2Fetc", "?tab=RUNS", "?tab=" + "r" * 5000):
+            assert selected(query) == [], query
+        assert selected("config?tab=runs") == ["runs"]  # Gradio's config route answers alike
+        assert selected("config") == []
+        shared = next(c for c in demo.config["components"] if c["id"] == tabs._id)
+        assert "selected" not in shared["props"] or shared["props"]["selected"] is None
+    finally:
+        demo.close()

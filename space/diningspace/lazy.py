@@ -1,28 +1,111 @@
-"""Tabs that load when they are first shown, not all at every page load.
+"""Tabs that load when they are first shown, and a page that opens on the tab its address names.
 
-A page load does only the work of the tab its address opens (`?tab=ID`, else the first); any other tab
-loads the first time a visitor opens it, once per page. The Runs tab reads a whole run and the
-Leaderboard every run folder: done for every visitor at every page load, they cost seconds of server
-time that most visitors never look at.
+A page load does only the work of the tab its address opens (`?tab=ID`, `?run=NAME` alone opening the Runs
+tab, else the first); any other tab loads the first time a visitor opens it, once per page. The Runs tab
+reads a whole run and the Leaderboard every run folder: done for every visitor at every page load, they
+cost seconds of server time that most visitors never look at.
+
+The tab the address names is already the selected one in the page Gradio serves (`OpeningTab` and
+`TabbedBlocks`): the browser draws that tab first and sends its selection event by itself, which loads it.
+No page-load event picks the tab afterwards, so a link to the Runs tab costs no extra round trip and never
+draws the Browse tab first.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
+from urllib.parse import parse_qs
 
 import gradio as gr
 
 Loader = tuple[Callable[..., Any], Any, Any]  # (handler, inputs, outputs) as demo.load takes them
 
+# The query of the page being served, set by OpeningTab for the length of one request.
+_QUERY: ContextVar[Mapping[str, str] | None] = ContextVar("diningspace_query", default=None)
 
-def wanted_tab(request: gr.Request | None, known: list[str]) -> str:
-    """The tab the address opens: `?tab=ID`, `?run=NAME` alone opening the Runs tab, else the first."""
-    params = dict(getattr(request, "query_params", None) or {})
+
+def wanted_tab(params: Mapping[str, Any] | None, known: list[str]) -> str:
+    """The tab an address opens: `?tab=ID`, `?run=NAME` alone opening the Runs tab, else the first."""
+    params = params or {}
     wanted = str(params.get("tab") or ("runs" if params.get("run") else ""))
     return wanted if re.fullmatch(r"[a-z_]{1,32}", wanted) and wanted in known else known[0]
+
+
+class OpeningTab:
+    """ASGI middleware: keeps the query of each GET request where `TabbedBlocks.config` can read it while
+    Gradio renders the page (Gradio reads `blocks.config` inside its page route). Install it with
+    `demo.launch(app_kwargs={"middleware": [Middleware(OpeningTab)]})` (app.py's launch_options)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http" or scope.get("method") not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        raw = bytes(scope.get("query_string") or b"")[:2048].decode("latin-1")
+        query = {name: values[0] for name, values in parse_qs(raw, max_num_fields=20).items() if values}
+        token = _QUERY.set(query)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _QUERY.reset(token)
+
+
+class TabbedBlocks(gr.Blocks):
+    """A Blocks whose page config, read while serving an address that names a tab, has that tab selected.
+
+    Gradio keeps one config for every visitor (`blocks.config`, set at launch); this one gives, per tab, a
+    copy differing only in the Tabs component's `selected` prop, made once and kept. Without OpeningTab
+    (another server mounting the app) every page opens on the first tab."""
+
+    _tabs_id: int | None = None
+    _tab_ids: list[str] = []  # noqa: RUF012 - replaced per instance by open_on
+
+    def open_on(self, tabs: gr.Tabs, tab_ids: list[str]) -> None:
+        """The Tabs whose selected tab follows the address, and the ids of its tabs (the first: the default)."""
+        self._tabs_id = tabs._id
+        self._tab_ids = list(tab_ids)
+
+    @property  # type: ignore[override]
+    def config(self) -> Any:
+        try:
+            base = self.__dict__["_base_config"]
+        except KeyError:
+            raise AttributeError("config") from None
+        query = _QUERY.get()
+        if query is None or self._tabs_id is None or not self._tab_ids:
+            return base
+        wanted = wanted_tab(query, self._tab_ids)
+        if wanted == self._tab_ids[0]:
+            return base
+        variants: dict[str, Any] = self.__dict__.setdefault("_config_variants", {})
+        if wanted not in variants:
+            variants[wanted] = self._selecting(base, wanted)
+        return variants[wanted]
+
+    @config.setter
+    def config(self, value: Any) -> None:
+        self.__dict__["_base_config"] = value
+        self.__dict__["_config_variants"] = {}  # made again from the new config when asked
+
+    def _selecting(self, base: Any, wanted: str) -> Any:
+        """`base` with the Tabs component's selected tab set to `wanted` (the rest shared, not copied)."""
+        variant = dict(base)
+        components = list(base.get("components", []))
+        for at, component in enumerate(components):
+            if component.get("id") == self._tabs_id:
+                changed = copy.copy(component)
+                changed["props"] = {**component.get("props", {}), "selected": wanted}
+                components[at] = changed
+                break
+        variant["components"] = components
+        return variant
 
 
 def _as_list(components: Any) -> list[Any]:
@@ -40,53 +123,38 @@ def _call(fn: Callable[..., Any], values: list[Any], request: gr.Request | None,
 
 
 class LazyTabs:
-    """Collects each tab's loaders, then wires them: a tab loads on its first selection, whether Gradio's
-    (the first tab at start-up, the tab the address names once the page-load event selects it) or a
-    visitor's; a per-page flag keeps a second visit from reloading what the visitor set."""
+    """Collects each tab's loaders, then wires them: a tab loads on its first selection, whether the
+    browser's own (the tab the page opens on) or a visitor's; a per-page flag keeps a second visit from
+    reloading what the visitor set."""
 
     def __init__(self) -> None:
         self._tabs: list[tuple[str, gr.Tab, list[Loader]]] = []
+
+    @property
+    def ids(self) -> list[str]:
+        return [tab_id for tab_id, _, _ in self._tabs]
 
     def add(self, tab_id: str, tab: gr.Tab, *loaders: Loader) -> None:
         self._tabs.append((tab_id, tab, list(loaders)))
 
     def wire(self, demo: gr.Blocks, tabs: gr.Tabs) -> None:
-        """A page-load event that only selects the tab the address names, and per tab a selection event that
-        loads it. Each tab has a per-page flag, set once it is loaded (a tab without loaders: once shown).
-
-        The page-load event has no other outputs on purpose: Gradio rebuilds every output component of an
-        event, even one the handler leaves as it is (`gr.skip()`), and a page load that named every tab's
-        outputs spent most of its server time so. Selecting a tab, even from the server, sends that tab's
-        selection event, which does the loading."""
-        known = [tab_id for tab_id, _, _ in self._tabs]
-        flags = [gr.State(False) for _ in self._tabs]
-        for (tab_id, tab, loaders), done in zip(self._tabs, flags, strict=True):
+        """Per tab with loaders, a selection event that loads it once (a per-page flag, set once loaded); and,
+        on a TabbedBlocks, the page opening on the tab its address names."""
+        if isinstance(demo, TabbedBlocks):
+            demo.open_on(tabs, self.ids)
+        for _, tab, loaders in self._tabs:
             if not loaders:
                 continue
+            done = gr.State(False)
             inputs = [c for _, ins, _ in loaders for c in _as_list(ins)]
             outputs = [c for _, _, outs in loaders for c in _as_list(outs)]
             signed = any("profile" in inspect.signature(fn).parameters for fn, _, _ in loaders)
-            handler = self._on_select(tab_id, known, self._runner(loaders, len(outputs)), len(inputs), len(outputs),
-                                      signed)
-            tab.select(handler, [done, *inputs, *flags], [done, *outputs], api_visibility="private")
-        without_loaders = {tab_id for tab_id, _, loaders in self._tabs if not loaders}
-
-        def open_tab(request: gr.Request) -> list[Any]:
-            wanted = wanted_tab(request, known)
-            # A tab with nothing to load counts as loaded once shown (see _on_select).
-            shown = [True if tab_id == wanted and tab_id in without_loaders else gr.skip() for tab_id in known]
-            return [gr.Tabs(selected=wanted) if wanted != known[0] else gr.skip(), *shown]
-
-        demo.load(open_tab, None, [tabs, *flags], api_visibility="private")
+            handler = self._on_select(self._runner(loaders, len(outputs)), len(outputs), signed)
+            tab.select(handler, [done, *inputs], [done, *outputs], api_visibility="private")
 
     @staticmethod
-    def _on_select(tab_id: str, known: list[str], run: Callable[..., list[Any]], n_in: int, n_out: int,
-                   signed: bool) -> Callable[..., Any]:
-        """The handler of a tab's selection, which loads it the first time. Gradio sends it by itself for the
-        first tab at start-up and for the tab the page-load event selects. On a page whose address names
-        another tab, the first tab's automatic selection comes before that tab is loaded (its flag unset):
-        it loads nothing (a visitor's click on the first tab that early is taken for it; a second click
-        loads it). Any other selection loads the tab once; a later one changes nothing.
+    def _on_select(run: Callable[..., list[Any]], n_out: int, signed: bool) -> Callable[..., Any]:
+        """The handler of a tab's selection: loads the tab the first time, changes nothing later.
 
         Gradio fills in the request (and the profile) only as positional parameters before `*values`; only
         a tab whose loader asks for the signed-in profile gets a handler that asks for it (asking makes
@@ -94,11 +162,9 @@ class LazyTabs:
         skip = [gr.skip()] * n_out
 
         def select(request: gr.Request, profile: Any, done: bool, values: tuple[Any, ...]) -> list[Any]:
-            mine, flags = values[:n_in], values[n_in:]
-            wanted = wanted_tab(request, known)
-            if done or tab_id == known[0] != wanted and not flags[known.index(wanted)]:
+            if done:
                 return [gr.skip(), *skip]
-            return [True, *run(mine, request, profile)]
+            return [True, *run(values, request, profile)]
 
         def on_select(request: gr.Request, done: bool, *values: Any) -> list[Any]:
             return select(request, None, done, values)
