@@ -190,7 +190,7 @@ def _visit(context: Any, url: str, ready: str, boot: list[float] | None = None) 
     """A fresh page on `url` (a new visitor's page load, the browser's cache of Gradio's assets warm): the
     page and the wait until `ready`, by the page's clock from the navigation's start. `boot` gets the
     seconds until the page's first event went to the server: Gradio's front end having built the page,
-    before any of the tab's own work."""
+    before any of the tab's own work (for a tab that sends none, until it is drawn)."""
     page = context.new_page()
     start = time.perf_counter()
     page.goto(url)
@@ -200,8 +200,8 @@ def _visit(context: Any, url: str, ready: str, boot: list[float] | None = None) 
         "() => [window.__dbReady, (performance.getEntriesByType('resource')"
         ".find(e => e.name.includes('/queue/join')) || {}).startTime]")
     page.wait_for_function(IDLE_JS, timeout=60_000)
-    if boot is not None and first_event is not None:
-        boot.append(first_event / 1000)
+    if boot is not None:  # a tab with nothing to load sends no event: the page is then built when drawn
+        boot.append((first_event if first_event is not None else shown) / 1000)
     return page, Timed(shown / 1000, wall)
 
 

@@ -49,7 +49,11 @@ class OpeningTab:
             await self.app(scope, receive, send)
             return
         raw = bytes(scope.get("query_string") or b"")[:2048].decode("latin-1")
-        query = {name: values[0] for name, values in parse_qs(raw, max_num_fields=20).items() if values}
+        try:  # (an address with more fields than any of ours names no tab: the first opens)
+            fields = parse_qs(raw, max_num_fields=20)
+        except ValueError:
+            fields = {}
+        query = {name: values[0] for name, values in fields.items() if values}
         token = _QUERY.set(query)
         try:
             await self.app(scope, receive, send)
