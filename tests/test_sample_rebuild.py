@@ -37,6 +37,11 @@ def _card(path: Path) -> str:
 
 @pytest.mark.slow
 def test_rebuilding_the_sample_reproduces_the_committed_one(tmp_path):
+    """Every file, every column and every image of the committed sample comes back. With the pinned Pillow an
+    image's JPEG bytes are the same unless the CPU's floating-point rounding moved a pixel: NumPy runs its
+    sin/cos/exp on kernels chosen for the CPU (AVX-512 or AVX2), whose last-bit differences move a few pixels
+    by a level or two (on an AVX2-only machine: 1 image of 139, 126 pixels, by at most 2). Such an image is
+    compared by its pixels: at most 2 levels apart on at most 1% of them, in at most 1 image in 20."""
     out = tmp_path / "diningbench"
     subprocess.run([sys.executable, "diningbench.py", "sample", "--out", str(out)], cwd=ROOT, check=True,
                    capture_output=True, timeout=600)
@@ -44,6 +49,8 @@ def test_rebuilding_the_sample_reproduces_the_committed_one(tmp_path):
     assert sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file()) == committed
     assert _card(out / "README.md") == _card(COMMITTED / "README.md")
     same_encoder = PIL.__version__ == pinned_pillow()
+    images = 0  # images whose JPEG bytes differ from the committed ones
+    total = 0
     for path in [p for p in committed if p.suffix == ".parquet"]:
         old, new = pq.read_table(COMMITTED / path), pq.read_table(out / path)
         assert new.schema.equals(old.schema), path
@@ -53,14 +60,23 @@ def test_rebuilding_the_sample_reproduces_the_committed_one(tmp_path):
                 continue
             for row_old, row_new in zip(old.column(name).to_pylist(), new.column(name).to_pylist(), strict=True):
                 assert len(row_old) == len(row_new)
+                total += len(row_old)
                 for a, b in zip(row_old, row_new, strict=True):
-                    if same_encoder:
-                        assert a["bytes"] == b["bytes"], path
+                    if a["bytes"] == b["bytes"]:
                         continue
+                    images += 1
                     pa_, pb = (np.asarray(Image.open(io.BytesIO(x["bytes"])).convert("RGB"), dtype=int) for x in (a, b))
-                    assert pa_.shape == pb.shape and np.abs(pa_ - pb).max() <= 3, path
+                    assert pa_.shape == pb.shape, path
+                    moved = np.abs(pa_ - pb)
+                    # The same Pillow: only a CPU's floating-point rounding moves a pixel (see the docstring).
+                    assert moved.max() <= (2 if same_encoder else 3), (path, int(moved.max()))
+                    if same_encoder:
+                        assert (moved.max(axis=2) > 0).mean() <= 0.01, (path, float((moved.max(axis=2) > 0).mean()))
     if same_encoder:
-        for path in committed:
+        assert images <= max(3, total // 20), f"{images} of {total} images re-encode differently"
+    for path in committed:
+        # The Parquet files are compared column by column above, the card with its byte counts masked.
+        if path.suffix != ".parquet" and path != Path("README.md"):
             assert (out / path).read_bytes() == (COMMITTED / path).read_bytes(), path
 
 
