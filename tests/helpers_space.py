@@ -25,6 +25,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SPACE_DIR = ROOT / "space"
 
 
+def strip_views(strip: str) -> list[tuple[str, str]]:
+    """(file, caption) of each view in a strip of pictures (`shown_views.strip_html`), as the page gets them."""
+    import html
+    import re
+    from urllib.parse import unquote
+
+    return [(unquote(html.unescape(src)).removeprefix("gradio_api/file="), html.unescape(alt))
+            for src, alt in re.findall(r"<img src='([^']*)' alt='([^']*)'", strip)]
+
+
 def png_bytes(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
     from PIL import Image
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import types
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -114,7 +115,10 @@ def test_a_click_on_a_row_opens_its_item_and_previous_next_step_through_the_list
     shown_facts = re.findall(r"<div class='db-fact-label'>(\w+)</div><pre>(.*?)</pre>", facts["value"], re.S)
     assert [label for label, _ in shown_facts] == ["Parsed", "Reference", "Score"]
     assert [text for _, text in shown_facts[:2]] == [f'"{rows[1][4]}"', f'"{rows[1][5]}"']
-    assert len(gallery["value"]) == 2 and gallery["visible"] and prompt["value"].startswith("请仔细观察")
+    # The views as a strip of pictures, each linking its file where Gradio serves it.
+    files = re.findall(r"<img src='gradio_api/file=([^']+)'", gallery["value"])
+    assert len(files) == 2 and all(Path(unquote(f)).is_file() for f in files) and gallery["visible"]
+    assert prompt["value"].startswith("请仔细观察")
     assert judge["visible"] is False  # no judge on a classification item: no empty box
     listing = ("run", "classification", "all", "all", "", "list order", False)
     assert view.step(1, *listing, keys, key, 0)[0] == "classification/c3"

@@ -179,3 +179,38 @@ async def test_the_evaluation_streams_one_update_per_item_then_the_metrics(tmp_p
     assert all(r.ape == pytest.approx(1.0) for r in final.results)  # per item, from the scorer
     assert [r.reference["calories"] for r in sorted(final.results, key=lambda r: r.id)] == [500.0, 501.0, 502.0]
     assert set(Path(tempfile.gettempdir()).glob("diningbench-space-*")) <= before  # nothing written to disk
+
+
+def test_the_views_a_page_links_are_served_and_nothing_beside_them(space, tmp_path: Path) -> None:
+    """The strips of pictures link files of the views folder, which Gradio serves as static files: that
+    folder only, never a file beside it, above it or elsewhere on the machine."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import quote
+
+    client, _ = space
+    raw = Client(client.src, verbose=False, download_files=False)
+    item = diningbench.load("classification", decode_images=False)[0]["id"]
+    views, _ = raw.predict("classification", item, api_name="/browse")
+    served = Path(views[0]["image"]["path"])
+    assert served.parent.name.startswith("diningbench-views-") and served.suffix == ".jpg"
+
+    def status(path: str) -> int:
+        try:
+            with urllib.request.urlopen(client.src.rstrip("/") + "/gradio_api/file=" + quote(path, safe="/"),
+                                        timeout=10) as response:
+                assert response.headers["content-type"] == "image/jpeg"
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert status(str(served)) == 200
+    beside = served.parent.parent / f"{served.parent.name}-beside.jpg"  # same prefix, not in the folder
+    beside.write_bytes(served.read_bytes())
+    try:
+        assert status(str(beside)) == 403
+        assert status(f"{served.parent}/../{beside.name}") == 403
+        assert status("/etc/passwd") == 403
+        assert status(str(Path(diningbench.__file__).resolve())) == 403
+    finally:
+        beside.unlink()

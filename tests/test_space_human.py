@@ -142,7 +142,7 @@ def test_take_the_test_in_a_browser_and_see_the_run_on_the_leaderboard(human_spa
         expect(where).to_contain_text("Which dish is this? · item 1 of 2", timeout=30_000)
         expect(page.locator("#db-human-prompt")).to_contain_text("A.")
         expect(page.locator("#db-human-reveal .db-card")).to_have_count(0)  # no reference before answering
-        thumbs = page.locator("#db-human-gallery .grid-container img")
+        thumbs = page.locator("#db-human-gallery .db-view img")
         expect(thumbs.first).to_be_visible()
         boxes = [thumbs.nth(i).bounding_box() for i in range(thumbs.count())]
         columns = len({round(b["x"]) for b in boxes})
@@ -152,12 +152,13 @@ def test_take_the_test_in_a_browser_and_see_the_run_on_the_leaderboard(human_spa
             "contain"}  # each photo whole
         page.screenshot(path=tmp_path / f"question_{width}.png", full_page=True)
         assert page_width(page) <= width
-        thumbs.first.click()  # a tap opens the photo full size
-        enlarged = page.locator("#db-human-gallery .preview img").first
+        thumbs.first.click()  # a tap shows the photo large, across the strip
+        enlarged = page.locator("#db-human-gallery .db-view-large img").first
         expect(enlarged).to_be_visible()
         assert enlarged.bounding_box()["width"] > boxes[0]["width"]
         page.screenshot(path=tmp_path / f"zoom_{width}.png", full_page=True)
-        page.locator("#db-human-gallery .preview button[aria-label='Close']").first.click()
+        enlarged.click()  # and a tap puts it back
+        expect(page.locator("#db-human-gallery .db-view-large")).to_have_count(0)
         # Finish now before any answer: a warning, and the question stays (no blank panel, no error).
         page.get_by_role("button", name="Finish now (save what I answered)").click()
         expect(page.get_by_text("Answer at least one item first")).to_be_visible()

@@ -100,18 +100,28 @@ def test_every_tab_is_in_the_bar_and_one_click_opens_it(page) -> None:
 def test_captions_are_whole_and_the_enlarged_view_is_bigger_than_its_thumbnail(page, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    thumb = page.locator("#db-gallery .grid-container img").first
+    thumb = page.locator("#db-gallery .db-view img").first
     expect(thumb).to_be_visible(timeout=30_000)
-    captions = page.locator("#db-gallery .caption-label")
+    expect(thumb).to_have_js_property("complete", True)
+    assert thumb.evaluate("e => e.naturalWidth") > 0  # the file is served, not a broken picture
+    captions = page.locator("#db-gallery figcaption")
     assert captions.count() >= 2
     for i in range(captions.count()):
         assert captions.nth(i).evaluate("e => e.scrollWidth <= e.clientWidth"), captions.nth(i).inner_text()
-    thumb_height = thumb.bounding_box()["height"]
-    thumb.click()
-    enlarged = page.locator("#db-gallery .preview .media-button img")
+    thumb_box = thumb.bounding_box()
+    thumb.click()  # a press shows the view large, first in the strip, across it
+    enlarged = page.locator("#db-gallery .db-view-large img")
     expect(enlarged).to_be_visible()
     page.screenshot(path=tmp_path / f"preview_{page.viewport_size['width']}.png", full_page=True)
-    assert enlarged.bounding_box()["height"] >= thumb_height
+    large_box = enlarged.bounding_box()
+    assert large_box["height"] >= thumb_box["height"] and large_box["width"] > thumb_box["width"]
+    assert large_box["width"] >= page.locator("#db-gallery .db-views").bounding_box()["width"] - 4
+    enlarged.click()  # again: back in the strip
+    expect(page.locator("#db-gallery .db-view-large")).to_have_count(0)
+    # Its link opens the file itself, served as a JPEG picture.
+    link = page.locator("#db-gallery .db-view a").first
+    response = page.request.get(page.url.split("?")[0].rstrip("/") + "/" + link.get_attribute("href"))
+    assert response.status == 200 and response.headers["content-type"] == "image/jpeg"
 
 
 def test_the_leaderboard_ranks_by_the_chosen_metric_with_blanks_last(page) -> None:

@@ -13,6 +13,7 @@ from construct.review import get_item, list_items, released_rows
 from construct.work import Stage
 from space.diningspace.review_tab import ReviewAccess, ReviewTab
 from space.diningspace.settings import SpaceSettings
+from tests.helpers_space import strip_views
 from tests.test_construct_pipeline import built, monkeypatch_module  # noqa: F401 - the module's fixtures
 
 pytestmark = pytest.mark.slow
@@ -46,8 +47,9 @@ def test_the_tab_shows_an_items_photos_and_fields_and_records_decisions(fresh: P
     ids = tab.ids("vqa", "all")
     assert ids == [i.item_id for i in list_items(work, task="vqa")]
     first = ids[0]
-    views, card, note = tab.show(first, token=TOKEN)
-    assert views and all(caption.split(" · ")[0] in ("reference", "user") for _, caption in views)
+    strip, card, note = tab.show(first, token=TOKEN)
+    views = strip_views(strip)
+    assert views and all(Path(file).is_file() for file, _ in views) and all(caption.split(" · ")[0] in ("reference", "user") for _, caption in views)
     assert first in card and "merchant" in card and get_item(work, first).dish_id in card
 
     update, *_, where = tab.decide("reject", "vqa", "all", first, "answer too vague", token=TOKEN)
@@ -64,7 +66,8 @@ def test_the_tab_reviews_the_base_dishes_too(work: Path) -> None:
     tab = ReviewTab(work, ReviewAccess(token=TOKEN))
     ids = tab.ids("all", "all", "dishes")
     assert ids == [i.item_id for i in list_items(work, stage="dishes")] and "merchant-01-d0" in ids
-    views, card, _ = tab.show("merchant-01-d0", "dishes", token=TOKEN)
+    strip, card, _ = tab.show("merchant-01-d0", "dishes", token=TOKEN)
+    views = strip_views(strip)
     assert [caption.split(" · ")[0] for _, caption in views][0] == "reference" and "merchant-01" in card
     tab.decide("reject", "all", "all", "merchant-01-d0", "not a dish we want", "dishes", token=TOKEN)
     assert get_item(work, "merchant-01-d0", stage="dishes").decision == "reject"
@@ -86,7 +89,7 @@ def test_only_the_operator_and_named_reviewers_may_review_and_notes_are_bounded(
     first = tab.ids("vqa", "all")[0]
     # An anonymous visitor (a page, or a script calling the handler with no sign-in and no token).
     update, gallery, card, _, where = tab.filter("all", "pending", token="", profile=None)
-    assert update["choices"] == [] and gallery == [] and "operator and named reviewers only" in card
+    assert update["choices"] == [] and gallery == "" and "operator and named reviewers only" in card
     assert "sign in with Hugging Face" in where and "review token" in where  # the visitor sees why
     for token, profile, why in (("", None, "operator and named reviewers only"),
                                 ("guess-guess-guess-guess", None, "not the operator's review token"),

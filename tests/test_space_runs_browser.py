@@ -68,7 +68,7 @@ def test_a_link_opens_a_run_and_a_click_on_a_row_opens_its_item(space, browser, 
     expect(page.locator("#db-runs-note")).to_contain_text(f"classification {third_id}")
     expect(page.locator("#db-runs-prompt textarea")).not_to_have_value("")
     # Views shown whole: never cropped.
-    thumbs = page.locator("#db-runs-gallery .grid-container img")
+    thumbs = page.locator("#db-runs-gallery .db-view img")
     expect(thumbs.first).to_be_visible()
     assert {thumbs.nth(i).evaluate("e => getComputedStyle(e).objectFit") for i in range(thumbs.count())} == {"contain"}
     # What was parsed, the reference and the score, side by side as text.
@@ -134,7 +134,7 @@ def test_new_runs_appear_on_refresh_and_views_are_two_by_two_on_a_phone(space, b
     expect(page.get_by_role("option", name="added-later")).to_be_visible()
     page.get_by_role("option", name="added-later").click()
     page.wait_for_function("() => location.search.includes('run=added-later')")
-    thumbs = page.locator("#db-runs-gallery .grid-container img")
+    thumbs = page.locator("#db-runs-gallery .db-view img")
     expect(thumbs.first).to_be_visible()
     lefts = {round(thumbs.nth(i).bounding_box()["x"]) for i in range(thumbs.count())}
     assert len(lefts) == min(2, thumbs.count())  # two columns at a phone's width
@@ -190,7 +190,7 @@ def test_eval_view_opens_an_item_by_its_row_and_keeps_it_in_the_address(eval_vie
     first.locator("td").nth(1).click()
     page.wait_for_function("() => location.search.includes('item=')")
     assert _query(page)["status"] == "correct" and _query(page)["run"] == "sweep/first-cls"
-    thumbs = page.locator("#db-runs-gallery .grid-container img")
+    thumbs = page.locator("#db-runs-gallery .db-view img")
     expect(thumbs.first).to_be_visible()
     columns = len({round(thumbs.nth(i).bounding_box()["x"]) for i in range(thumbs.count())})
     assert columns == (2 if width < 500 else min(4, thumbs.count()))  # the Space's CSS serves eval view too
@@ -208,7 +208,7 @@ def test_a_single_photo_item_is_shown_whole(space, browser, width: int, tmp_path
     page = context.new_page()
     page.goto(url + "?tab=runs&run=one-view")
     expect(page.locator("#db-runs-where")).to_have_text("Item 1 of 2", timeout=30_000)
-    thumbs = page.locator("#db-runs-gallery .grid-container img")
+    thumbs = page.locator("#db-runs-gallery .db-view img")
     expect(thumbs).to_have_count(1)
     img = thumbs.first
     assert img.evaluate("e => getComputedStyle(e).objectFit") == "contain"  # scaled to fit, never cut

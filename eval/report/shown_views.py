@@ -1,9 +1,10 @@
-"""Views drawn in a page as JPEG files written once, for galleries that show the same item to many visitors.
+"""Views drawn in a page as JPEG files written once, and the strip of pictures that shows them.
 
-A gallery given a decoded picture re-encodes it at every event (Gradio hashes the JPEG it makes to name its
-cache file): the Space's first item cost every visitor ~0.1 s of server time so. Here a picture is decoded,
-bounded and encoded once, under a name derived from its stored bytes; later events hand the gallery that
-file, which Gradio only hashes and links.
+A picture handed to a Gradio component is re-encoded or hashed at every event: the Space's first item cost
+every visitor ~0.1 s of server time so. Here a picture is decoded, bounded and encoded once, under a name
+derived from its stored bytes, in a folder Gradio serves as it is (`serve`); a page shows the files as a
+plain HTML strip of pictures (`strip_html`) that links them, so no event re-reads a view, and the page does
+not load Gradio's Gallery (its module brings the video and HLS players, ~0.6 MB of script per page load).
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from __future__ import annotations
 import atexit
 import functools
 import hashlib
+import html
 import shutil
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from eval.images import JPEG_QUALITY
 
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
     from PIL import Image
 
 MAX_FILES = 512  # ~5 views an item: the last ~100 items shown stay ready (~60 MB of JPEG at most)
+# Gradio's route for a file it serves, relative to the page (so a Space behind a path prefix works too).
+FILE_ROUTE = "gradio_api/file="
 
 
 class ShownViews:
@@ -87,3 +92,63 @@ def shared() -> ShownViews:
     first view drawn."""
     with _shared_lock:  # functools.cache alone could make two under a race, leaving a folder behind
         return _made_once()
+
+
+_served: set[Path] = set()
+
+
+def serve() -> ShownViews:
+    """The shared set, its folder (and nothing else) served by Gradio as static files: a page links a view
+    with `file_url`. Called by whoever builds a page that shows views (the Space, `eval view`), before it
+    is launched; gradio is imported here, never by the harness."""
+    import gradio as gr
+
+    views = shared()
+    with _shared_lock:
+        if views.folder not in _served:
+            gr.set_static_paths([views.folder])
+            _served.add(views.folder)
+    return views
+
+
+def file_url(path: str | Path) -> str:
+    """The address, relative to the page, at which Gradio serves a file of a served folder."""
+    return FILE_ROUTE + quote(str(path), safe="/")
+
+
+# Given to a gr.HTML that shows a strip (js_on_load): a press on a view, or Enter on it, shows it large
+# across the strip, and again puts it back. `element` is the component's own node, kept across values.
+STRIP_JS = """
+const toggle = (e) => {
+  if (e.target.closest('a')) return;  // the link opens the file itself
+  const view = e.target.closest('.db-view');
+  if (!view || !element.contains(view)) return;
+  e.preventDefault();
+  const large = !view.classList.contains('db-view-large');
+  element.querySelectorAll('.db-view-large').forEach((v) => v.classList.remove('db-view-large'));
+  view.classList.toggle('db-view-large', large);
+  view.setAttribute('aria-expanded', large ? 'true' : 'false');
+};
+element.addEventListener('click', toggle);
+element.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') toggle(e); });
+"""
+
+
+def strip_html(views: Sequence[tuple[str | Path, str]], label: str) -> str:
+    """A dish's views as a strip of pictures: four across on a wide screen, two by two on a phone, each whole
+    (never cropped) with its caption; a press shows one large (`STRIP_JS`), its link opens the file itself.
+    `views` are (file of a served folder, caption); captions and the label are escaped text. Empty for none."""
+    if not views:
+        return ""
+    figures = []
+    for i, (path, caption) in enumerate(views):
+        url = html.escape(file_url(path), quote=True)
+        text = html.escape(str(caption), quote=True)
+        lazy = "" if i < 4 else " loading='lazy'"  # the first row at once, the rest as it is scrolled to
+        figures.append(f"<figure class='db-view' tabindex='0' role='button' aria-expanded='false' "
+                       f"title='press to show larger, again to put back'>"
+                       f"<img src='{url}' alt='{text}' decoding='async'{lazy}>"
+                       f"<figcaption>{text} · <a href='{url}' target='_blank' rel='noopener'>full size</a>"
+                       f"</figcaption></figure>")
+    return (f"<div class='db-views' role='group' aria-label='{html.escape(label, quote=True)}'>"
+            f"{''.join(figures)}</div>")

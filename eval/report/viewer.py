@@ -245,7 +245,7 @@ def summary(run_dir: str | None, root: Path | None = None, problems: list[str] |
 
 def detail(run_dir: str | None, key: str | None, root: Path | None = None, listed: list[str] | None = None
            ) -> tuple[list[Any], str, str, Any, Any, Any, str, str]:
-    """Gallery, prompt, raw answer, parsed, reference, score, judge reply and a note for one item.
+    """The views (each a (file, caption) pair), prompt, raw answer, parsed, reference, score, judge reply and a note for one item.
 
     The note is Markdown whose every piece from the run folder is text (`as_text`); `listed` are
     problems already found while listing, shown with the ones found here."""
@@ -394,7 +394,8 @@ class RunsView:
         where = f"Item {keys.index(key) + 1:,} of {len(keys):,}" if key in keys else ("No item matches." if run_dir
                                                                                       else "")
         has_item = bool(prompt or raw or parsed is not None or reference is not None)
-        return (key, where, gr.update(value=gallery, visible=bool(gallery)), gr.update(value=prompt, visible=bool(prompt)),
+        return (key, where, gr.update(value=shown_views.strip_html(gallery, "Views as sent"), visible=bool(gallery)),
+                gr.update(value=prompt, visible=bool(prompt)),
                 gr.update(value=raw, visible=has_item),
                 gr.update(value=facts_html(parsed, reference, score) if has_item else "", visible=has_item),
                 gr.update(value=judge, visible=bool(judge)), note)
@@ -501,6 +502,7 @@ class RunsView:
     def build(self) -> tuple[Any, list[Any], list[Any]]:
         """The tab's components, inside the current Blocks; returns what a page load refreshes:
         (handler, inputs, outputs)."""
+        shown_views.serve()  # the views' files, linked from the page
         gr.Markdown("A run's items one by one: filter, search or sort, click a row, and see its views, the exact "
                     "prompt sent, the raw answer, what was parsed, the reference and the score. The address bar "
                     "keeps what you chose: copy it to share this view.")
@@ -538,8 +540,9 @@ class RunsView:
             where = gr.Markdown("", elem_classes="db-where", elem_id="db-runs-where")
             next_btn = gr.Button("Next →", size="sm", min_width=80, elem_id="db-runs-next")
         note = gr.Markdown(elem_id="db-runs-note")
-        gallery = gr.Gallery(label="Views as sent", format="jpeg", columns=4, height="auto", object_fit="contain", fit_columns=False,
-                             preview=False, allow_preview=True, elem_id="db-runs-gallery")
+        # The views as plain pictures (shown_views.strip_html), not a gr.Gallery, whose module alone is ~0.6 MB of
+        # script for the page to load.
+        gallery = gr.HTML("", elem_id="db-runs-gallery", js_on_load=shown_views.STRIP_JS, padding=False)
         prompt = gr.Textbox(label="Prompt sent", lines=6, max_lines=20, elem_id="db-runs-prompt")
         raw = gr.Textbox(label="Raw answer", lines=4, max_lines=30, elem_id="db-runs-raw")
         # Parsed, reference and score side by side as escaped text (one light block, not three JSON viewers).

@@ -7,6 +7,7 @@ from typing import Any
 import gradio as gr
 
 from eval import tasks
+from eval.report import shown_views
 from eval.report.tables import as_text
 
 from .catalog import ALL, CONFIGS, Catalog, CatalogError
@@ -33,19 +34,20 @@ class BrowseTab:
 
     # --- handlers (plain functions of component values) -------------------------------------
     def show(self, config: str, item_id: str | None, ids: list[str], lang: str, show_answer: bool
-             ) -> tuple[Any, str, dict[str, Any], str]:
-        """Gallery, card, fields and the 'item k of n' line for one item."""
+             ) -> tuple[str, str, dict[str, Any], str]:
+        """The views (a strip of pictures), card, fields and the 'item k of n' line for one item."""
         if not item_id:
-            return [], NO_ITEM, {}, "0 items"
+            return "", NO_ITEM, {}, "0 items"
         try:
             row = self.catalog.row(config, item_id)
             views = self.catalog.view_files(config, item_id)
         except CatalogError as exc:
             raise gr.Error(as_text(str(exc))) from None
-        gallery = [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)]
+        strip = shown_views.strip_html([(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)],
+                                       "Views")
         card = item_card(config, row, n_images=len(views), lang=lang, show_answer=show_answer)
         where = f"Item {ids.index(item_id) + 1} of {len(ids)}" if item_id in ids else f"{len(ids)} items"
-        return gallery, card, plain_fields(row), where
+        return strip, card, plain_fields(row), where
 
     def api_browse(self, config: str, item_id: str) -> tuple[Any, dict[str, Any]]:
         """/browse: (config, item id) → the item's views (captioned with their role) and all its fields."""
@@ -92,6 +94,7 @@ class BrowseTab:
 
     # --- layout -------------------------------------------------------------------------------
     def build(self) -> None:
+        shown_views.serve()  # the views' files, linked from the page
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=240, elem_classes="db-sidebar"):
                 config = gr.Radio(list(CONFIGS), value=CONFIGS[0], label="Config")
@@ -107,13 +110,13 @@ class BrowseTab:
                 lang = gr.Radio(["zh", "en"], value="zh", label="Language")
                 show_answer = gr.Checkbox(False, label="Show answer")
             with gr.Column(scale=3):
-                gallery = gr.Gallery(label="Views", format="jpeg", columns=4, height="auto", object_fit="contain",
-                                     fit_columns=False, preview=False, allow_preview=True, elem_id="db-gallery")
+                # Plain pictures, not a gr.Gallery: its module costs every page load ~0.6 MB of script.
+                views = gr.HTML("", elem_id="db-gallery", js_on_load=shown_views.STRIP_JS, padding=False)
                 card = gr.HTML(elem_id="db-card")
                 with gr.Accordion("All fields (JSON)", open=False):
                     fields = gr.JSON(label="Fields")
         filters = [config, cuisine, category, vqa_category]
-        shown = [gallery, card, fields, where]
+        shown = [views, card, fields, where]
         config.input(self.on_config, [config, lang, show_answer],
                       [cuisine, category, vqa_category, item, *shown], api_visibility="private")
         for box in (cuisine, category, vqa_category):
@@ -127,8 +130,10 @@ class BrowseTab:
                        api_visibility="private")
         self.on_load = (self.on_config, [config, lang, show_answer], [cuisine, category, vqa_category, item, *shown])
 
-        # API-only endpoint for gradio_client users: hidden inputs, so any config's ids are accepted.
+        # API-only endpoint for gradio_client users: hidden inputs, so any config's ids are accepted; the views
+        # come back as a gallery's files (a hidden component: the page never loads its module).
         api_config = gr.Textbox(visible=False)
         api_item = gr.Textbox(visible=False)
+        api_views = gr.Gallery(label="Views", format="jpeg", visible=False)
         api_trigger = gr.Button(visible=False)
-        api_trigger.click(self.api_browse, [api_config, api_item], [gallery, fields], api_name="browse")
+        api_trigger.click(self.api_browse, [api_config, api_item], [api_views, fields], api_name="browse")

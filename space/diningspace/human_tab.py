@@ -13,6 +13,7 @@ from typing import Any
 import gradio as gr
 
 from eval import tasks
+from eval.report import shown_views
 from eval.report.runs import ReportError, load_run
 from eval.report.tables import as_text
 from eval.scoring import score_prediction
@@ -122,7 +123,8 @@ class HumanTab:
                     del self._shown[token]
             self._shown[sitting.token] = sitting.shown_at
         return (sitting.to_state(), gr.update(visible=False), gr.update(visible=True), where,
-                [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)],
+                shown_views.strip_html([(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)],
+                                       "Photos of the dish"),
                 f"<div class='db-prompt'>{as_text(text, lines=True)}</div>",
                 gr.update(visible=answer_format(sitting.task) == "letter", choices=list(LETTERS[:n_options or 8]),
                           value=None),
@@ -209,6 +211,7 @@ class HumanTab:
     # --- layout -----------------------------------------------------------------------------------
     def build(self) -> None:
         s = self.settings
+        shown_views.serve()  # the photos' files, linked from the page
         state = gr.State(None)
         gr.Markdown(INTRO, elem_classes="db-note")
         done = gr.Markdown("", elem_id="db-human-done")
@@ -233,9 +236,8 @@ class HumanTab:
         with gr.Column(visible=False, elem_id="db-human-question") as question:
             where = gr.Markdown("", elem_id="db-human-where")
             # Two by two on a phone, a row of four on a wide screen; a tap opens a view full size.
-            gallery = gr.Gallery(label="Photos of the dish", format="jpeg", show_label=False, columns=4, height="auto",
-                                 object_fit="contain", fit_columns=False, preview=False, allow_preview=True,
-                                 elem_id="db-human-gallery")  # eval/report/viewer.css lays it out
+            # Plain pictures (eval/report/shown_views.py), laid out by eval/report/viewer.css.
+            gallery = gr.HTML("", elem_id="db-human-gallery", js_on_load=shown_views.STRIP_JS, padding=False)
             prompt = gr.HTML(elem_id="db-human-prompt")
             letter = gr.Radio(list(LETTERS), label="Your answer", elem_id="db-human-letter")
             with gr.Row(visible=False, elem_id="db-human-numbers") as numbers:

@@ -15,6 +15,7 @@ on a Space. Each decision records who made it.
 from __future__ import annotations
 
 import hmac
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import gradio as gr
 from PIL import Image
 
+from eval.report import shown_views
 from eval.report.tables import as_text
 
 from .catalog import DISPLAY_SIDE
@@ -77,13 +79,19 @@ def check_note(note: str | None) -> str:
     return text
 
 
-def _photo(path: str) -> Image.Image | None:
-    try:
-        with Image.open(path) as image:
+def _photo(path: str) -> str | None:
+    """A photo of the work folder as a file to show (bounded, encoded once, `shown_views`); None when it
+    cannot be read or decoded."""
+    def bounded(data: bytes) -> Image.Image:
+        with Image.open(io.BytesIO(data)) as image:
             image.draft("RGB", (DISPLAY_SIDE, DISPLAY_SIDE))  # JPEGs decode at reduced scale
             shown = image.convert("RGB")
         shown.thumbnail((DISPLAY_SIDE, DISPLAY_SIDE))
         return shown
+
+    try:
+        data = Path(path).read_bytes()
+        return shown_views.shared().path(data, DISPLAY_SIDE, lambda: bounded(data))
     except (OSError, ValueError, Image.DecompressionBombError):
         return None
 
@@ -122,13 +130,13 @@ class ReviewTab:
         from construct.review import get_item
 
         if not item_id:
-            return [], '<div class="db-empty">No item matches.</div>', ""
+            return "", '<div class="db-empty">No item matches.</div>', ""
         try:
             item = get_item(self.work, item_id, stage=stage)
         except BuildError as exc:
             raise gr.Error(as_text(str(exc).strip("'\"")), print_exception=False) from None
-        views = [(image, f"{role} · view {i + 1}") for i, (path, role) in enumerate(item.photos)
-                 if (image := _photo(path)) is not None]
+        views = shown_views.strip_html([(image, f"{role} · view {i + 1}") for i, (path, role) in enumerate(item.photos)
+                                         if (image := _photo(path)) is not None], "Photos")
         decision = item.decision or ("exempt" if item.exempt else "not reviewed yet")
         if item.decision and item.reviewer:
             decision += f" (by {item.reviewer})"
@@ -149,7 +157,7 @@ class ReviewTab:
         except GuardError as exc:
             reason = f'<div class="db-empty">{as_text(str(exc), lines=True)}</div>'
             why = f"Not signed in as a reviewer: {as_text(str(exc))}"
-            return gr.update(choices=[], value=None), [], reason, "", why
+            return gr.update(choices=[], value=None), "", reason, "", why
         ids = self.ids(task, status, stage)
         first = ids[0] if ids else None
         return (gr.update(choices=ids, value=first), *self._show(first, stage),
@@ -184,6 +192,7 @@ class ReviewTab:
         from construct.review import list_items
 
         tasks = sorted({i.task for i in list_items(self.work)})
+        shown_views.serve()  # the photos' files, linked from the page
         gr.Markdown("Items of a construction work folder, for the operator and the reviewers they name. A decision "
                     "is recorded at once with who made it (`construct/review.py`); the release keeps approved items "
                     "only.", elem_classes="db-note")
@@ -206,8 +215,7 @@ class ReviewTab:
                     reject = gr.Button("Reject", variant="stop", min_width=80, elem_id="db-review-reject")
                 where = gr.Markdown("", elem_id="db-review-where")
             with gr.Column(scale=3):
-                gallery = gr.Gallery(label="Photos", format="jpeg", columns=4, height="auto", object_fit="contain", preview=False,
-                                     elem_id="db-review-gallery")
+                gallery = gr.HTML("", elem_id="db-review-gallery", js_on_load=shown_views.STRIP_JS, padding=False)
                 card = gr.HTML(elem_id="db-review-card")
         listed = [item, gallery, card, note, where]
         for trigger in (task.input, status.input, stage.input, token.submit):
