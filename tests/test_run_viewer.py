@@ -109,17 +109,22 @@ def test_a_click_on_a_row_opens_its_item_and_previous_next_step_through_the_list
     filters = ("run", "classification", "all", "all", "", "list order", False)
     out = view.clicked(types.SimpleNamespace(_data={"key": keys[1]}), *filters, keys, current)
     assert out[:6] == (gr.skip(),) * 6
-    key, where, gallery, prompt, raw, facts, judge, note = out[6:]
-    assert (key, where, raw["visible"], facts["visible"]) == ("classification/c2", "Item 2 of 6", True, True)
+    key, where, panel = out[6:]
+    assert (key, where) == ("classification/c2", "Item 2 of 6")
+    # The item as one block, in this order: the note, the views, the prompt, the raw answer, the facts.
+    sections = re.findall(r"id='(db-runs-[a-z]+)'", panel)
+    assert sections == ["db-runs-note", "db-runs-gallery", "db-runs-prompt", "db-runs-raw", "db-runs-facts"]
     # Parsed, reference and score side by side as JSON text: the letters quoted, as the run wrote them.
-    shown_facts = re.findall(r"<div class='db-fact-label'>(\w+)</div><pre>(.*?)</pre>", facts["value"], re.S)
+    shown_facts = re.findall(r"<div class='db-fact-label'>(\w+)</div><pre>(.*?)</pre>",
+                             panel.split("id='db-runs-facts'")[1], re.S)
     assert [label for label, _ in shown_facts] == ["Parsed", "Reference", "Score"]
     assert [text for _, text in shown_facts[:2]] == [f'"{rows[1][4]}"', f'"{rows[1][5]}"']
     # The views as a strip of pictures, each linking its file where Gradio serves it.
-    files = re.findall(r"<img src='gradio_api/file=([^']+)'", gallery["value"])
-    assert len(files) == 2 and all(Path(unquote(f)).is_file() for f in files) and gallery["visible"]
-    assert prompt["value"].startswith("请仔细观察")
-    assert judge["visible"] is False  # no judge on a classification item: no empty box
+    files = re.findall(r"<img src='gradio_api/file=([^']+)'", panel)
+    assert len(files) == 2 and all(Path(unquote(f)).is_file() for f in files)
+    prompt = re.search(r"id='db-runs-prompt'.*?<pre[^>]*>(.*?)</pre>", panel, re.S).group(1)
+    assert prompt.startswith("请仔细观察")
+    assert "db-runs-judge" not in panel  # no judge on a classification item: no empty box
     listing = ("run", "classification", "all", "all", "", "list order", False)
     assert view.step(1, *listing, keys, key, 0)[0] == "classification/c3"
     assert view.step(-1, *listing, keys, key, 0)[0] == "classification/c1"
@@ -127,7 +132,7 @@ def test_a_click_on_a_row_opens_its_item_and_previous_next_step_through_the_list
     assert view.step(-1, *listing, keys, keys[0], 0)[0] == keys[0]
     # A key the list does not hold, or a click on nothing, changes nothing.
     assert view.clicked(types.SimpleNamespace(_data={"key": "classification/../x"}), *filters, keys, key) == (
-        (gr.skip(),) * 14)
+        (gr.skip(),) * 9)
     # A click on a header sorts the whole list by it, a second click reverses; the open item stays open.
     sort, descending, shown, keys_now, *_rest = view.clicked(types.SimpleNamespace(_data={"sort": "score"}), *filters,
                                                              keys, key)
@@ -171,10 +176,11 @@ def test_the_judges_reply_shows_only_on_an_item_the_judge_decided(run_dir):
     view = runs_tab.RunsView(run_dir.parent)
     decided = {r["id"]: r.get("decided_by") for r in run_items(run_dir, task="vqa")}
     for item_id, by in decided.items():
-        judge = view.refresh("run", "vqa", "all", "all", "", f"vqa/{item_id}")[-2]
-        assert judge["visible"] is (by == "judge"), (item_id, by)
+        panel = view.refresh("run", "vqa", "all", "all", "", f"vqa/{item_id}")[-1]
+        judge = re.search(r"id='db-runs-judge'.*?<pre[^>]*>(.*?)</pre>", panel, re.S)
+        assert (judge is not None) is (by == "judge"), (item_id, by)
         if by == "judge":
-            assert judge["value"] == "Agrees.\nGRADE: C"
+            assert judge.group(1) == "Agrees.\nGRADE: C"  # its lines kept
     assert "judge" in decided.values()  # the fixture's judge decided at least one item
 
 

@@ -75,8 +75,8 @@ def test_every_tab_fits_the_screen(page, tmp_path: Path) -> None:
     expect(page.locator("footer")).not_to_contain_text("·", use_inner_text=True)  # no dangling divider
 
     open_tab(page, "Runs")  # a run's items, one whole: its views and the exact prompt sent
-    expect(page.get_by_label("Prompt sent")).not_to_have_value("", timeout=30_000)
-    expect(page.get_by_label("Raw answer")).not_to_have_value("")
+    expect(page.get_by_label("Prompt sent").locator("pre")).not_to_have_text("", timeout=30_000)
+    expect(page.get_by_label("Raw answer").locator("pre")).not_to_have_text("")
     _fits(page, tmp_path, "runs")
 
 

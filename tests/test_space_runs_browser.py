@@ -66,7 +66,7 @@ def test_a_link_opens_a_run_and_a_click_on_a_row_opens_its_item(space, browser, 
     expect(rows.nth(2)).to_have_class("db-open")
     expect(where).to_have_text("Item 3 of 8")
     expect(page.locator("#db-runs-note")).to_contain_text(f"classification {third_id}")
-    expect(page.locator("#db-runs-prompt textarea")).not_to_have_value("")
+    expect(page.locator("#db-runs-prompt pre")).not_to_have_text("")
     # Views shown whole: never cropped.
     thumbs = page.locator("#db-runs-gallery .db-view img")
     expect(thumbs.first).to_be_visible()
@@ -194,7 +194,7 @@ def test_eval_view_opens_an_item_by_its_row_and_keeps_it_in_the_address(eval_vie
     expect(thumbs.first).to_be_visible()
     columns = len({round(thumbs.nth(i).bounding_box()["x"]) for i in range(thumbs.count())})
     assert columns == (2 if width < 500 else min(4, thumbs.count()))  # the Space's CSS serves eval view too
-    expect(page.locator("#db-runs-prompt textarea")).not_to_have_value("")
+    expect(page.locator("#db-runs-prompt pre")).not_to_have_text("")
     _shot(page, tmp_path, "eval_view")
     context.close()
 

@@ -118,7 +118,7 @@ def test_a_rows_link_opens_its_run_in_the_runs_tab(page, tmp_path: Path) -> None
     expect(link).to_have_attribute("href", "?run=median-nut")
     link.click()
     expect(page.get_by_label("Prompt sent")).to_be_visible(timeout=30_000)  # the Runs tab is the one shown
-    expect(page.get_by_label("Prompt sent")).not_to_have_value("", timeout=30_000)
+    expect(page.get_by_label("Prompt sent").locator("pre")).not_to_have_text("", timeout=30_000)
     assert page.locator("#db-runs-run input").input_value().startswith("median-nut · baseline:median · ")
     assert page.url.endswith("?run=median-nut")
     _fits(page, tmp_path, "runs_from_link")

@@ -303,6 +303,46 @@ def facts_html(parsed: Any, reference: Any, score: Any) -> str:
     return f"<div class='db-facts'>{cells}</div>"
 
 
+MAX_TEXT_SHOWN = 100_000  # characters of a prompt, raw answer or judge's reply drawn in the page
+
+
+def _text_block(element_id: str, label: str, text: str) -> str:
+    """A labelled block of text from the run folder, shown as it is (escaped, line breaks kept)."""
+    more = (f"<div class='db-fact-label'>(the first {MAX_TEXT_SHOWN:,} of {len(text):,} characters)</div>"
+            if len(text) > MAX_TEXT_SHOWN else "")
+    # A region named by its label (read out, and found, as "Prompt sent"); its text scrolls, so it takes focus.
+    return (f"<section id='{element_id}' class='db-text' aria-label='{label}'><div class='db-fact-label' "
+            f"aria-hidden='true'>{label}</div><pre tabindex='0'>{as_text(text[:MAX_TEXT_SHOWN], lines=True) or '–'}"
+            f"</pre>{more}</section>")
+
+
+def html_lines(text: str) -> str:
+    """The viewer's own Markdown lines (bold, code, `  \n` breaks), every piece from a run folder already
+    escaped by `as_text`, as HTML: the tab's notes are drawn by gr.HTML, which renders no Markdown."""
+    text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    return "<br>".join(text.split("  \n"))
+
+
+def item_html(views: list[tuple[str, str]], prompt: str, raw: str, parsed: Any, reference: Any, score: Any,
+              judge: str, note: str) -> str:
+    """One item as one block: the note, the views as sent, the prompt, the raw answer, parsed / reference /
+    score, and the judge's reply, each only when there is something to show. One component to update per
+    item keeps opening one cheap for the page (a text box or a Markdown block each cost it more)."""
+    has_item = bool(prompt or raw or parsed is not None or reference is not None)
+    parts = [f"<div id='db-runs-note'>{html_lines(note)}</div>"] if note else []
+    if views:
+        parts.append(f"<div id='db-runs-gallery'>{shown_views.strip_html(views, 'Views as sent')}</div>")
+    if prompt:
+        parts.append(_text_block("db-runs-prompt", "Prompt sent", prompt))
+    if has_item:
+        parts.append(_text_block("db-runs-raw", "Raw answer", raw))
+        parts.append(f"<div id='db-runs-facts'>{facts_html(parsed, reference, score)}</div>")
+    if judge:
+        parts.append(_text_block("db-runs-judge", "Judge's reply", judge))
+    return "".join(parts)
+
+
 def folder_names(root: Path) -> dict[str, Path]:
     """The run folders under `root` by the name the page shows: their path relative to `root`."""
     root = Path(root)
@@ -389,16 +429,11 @@ class RunsView:
 
     def _item(self, run_dir: str | None, keys: list[str], key: str | None, problems: list[str] | None = None
               ) -> tuple[Any, ...]:
-        """The open item: its key, `Item i of n`, then its panels (each shown only when it has something)."""
-        gallery, prompt, raw, parsed, reference, score, judge, note = detail(run_dir, key, self.root, problems)
+        """The open item: its key, `Item i of n`, then its panel (`item_html`)."""
+        views, prompt, raw, parsed, reference, score, judge, note = detail(run_dir, key, self.root, problems)
         where = f"Item {keys.index(key) + 1:,} of {len(keys):,}" if key in keys else ("No item matches." if run_dir
                                                                                       else "")
-        has_item = bool(prompt or raw or parsed is not None or reference is not None)
-        return (key, where, gr.update(value=shown_views.strip_html(gallery, "Views as sent"), visible=bool(gallery)),
-                gr.update(value=prompt, visible=bool(prompt)),
-                gr.update(value=raw, visible=has_item),
-                gr.update(value=facts_html(parsed, reference, score) if has_item else "", visible=has_item),
-                gr.update(value=judge, visible=bool(judge)), note)
+        return (key, where, item_html(views, prompt, raw, parsed, reference, score, judge, note))
 
     def _listing(self, run_dir: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
                  descending: bool, problems: list[str] | None = None) -> tuple[list[list[str]], list[str]]:
@@ -425,7 +460,7 @@ class RunsView:
         except ReportError as exc:  # no usable scores.jsonl at all: say so, keep the page
             rows, keys = [], []
             problems.insert(0, str(exc))
-        head = summary(run_dir, self.root) if run_dir else NO_RUNS
+        head = html_lines(summary(run_dir, self.root) if run_dir else NO_RUNS)
         current = key if key in keys else (keys[0] if keys else None)
         shown, page, pager = self._page(rows, page_of(keys, current), current, sort, descending)
         return (head, shown, keys, page, pager, *self._item(run_dir, keys, current, problems))
@@ -457,7 +492,7 @@ class RunsView:
             return (column, descending, table_now, keys, page, pager, *self._item(run_dir, keys, key))
         if chosen in keys:
             return (gr.skip(),) * 6 + self._item(self.listed(name), keys, chosen)
-        return (gr.skip(),) * 14
+        return (gr.skip(),) * 9
 
     def step(self, delta: int, name: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
              descending: bool, keys: list[str], key: str | None, page: int) -> tuple[Any, ...]:
@@ -512,7 +547,9 @@ class RunsView:
             run = gr.Dropdown([], label="Run (folder · model · headline · items · date)", scale=4,
                               elem_id="db-runs-run", filterable=True)
             reload = gr.Button("↻ Refresh list", size="sm", scale=1, min_width=120, elem_id="db-runs-reload")
-        head = gr.Markdown(elem_id="db-runs-summary", elem_classes="db-note")
+        # Notes, the pager and the item are gr.HTML (the viewer writes its own few tags), not Markdown or text
+        # boxes: fewer and lighter components for the page to draw at each event.
+        head = gr.HTML("", elem_id="db-runs-summary", elem_classes="db-note", padding=False)
         with gr.Row():
             task = gr.Dropdown(TASK_CHOICES, value=ALL, label="Task", min_width=140)
             status = gr.Dropdown([ALL, *STATUSES], value=ALL, label="Status", min_width=140)
@@ -529,7 +566,7 @@ class RunsView:
         items = gr.HTML("", elem_id="db-runs-items", js_on_load=TABLE_JS, padding=False)
         with gr.Row(elem_classes="db-nav"):
             earlier = gr.Button("‹ Earlier rows", size="sm", min_width=80, elem_id="db-runs-earlier")
-            pager = gr.Markdown("", elem_classes="db-where", elem_id="db-runs-pager")
+            pager = gr.HTML("", elem_classes="db-where", elem_id="db-runs-pager", padding=False)
             later = gr.Button("Later rows ›", size="sm", min_width=80, elem_id="db-runs-later")
         keys = gr.State([])
         page = gr.State(0)
@@ -537,19 +574,12 @@ class RunsView:
         current = gr.Textbox(visible="hidden", elem_id="db-runs-current")
         with gr.Row(elem_classes="db-nav"):
             prev_btn = gr.Button("← Previous", size="sm", min_width=80, elem_id="db-runs-prev")
-            where = gr.Markdown("", elem_classes="db-where", elem_id="db-runs-where")
+            where = gr.HTML("", elem_classes="db-where", elem_id="db-runs-where", padding=False)
             next_btn = gr.Button("Next →", size="sm", min_width=80, elem_id="db-runs-next")
-        note = gr.Markdown(elem_id="db-runs-note")
-        # The views as plain pictures (shown_views.strip_html), not a gr.Gallery, whose module alone is ~0.6 MB of
-        # script for the page to load.
-        gallery = gr.HTML("", elem_id="db-runs-gallery", js_on_load=shown_views.STRIP_JS, padding=False)
-        prompt = gr.Textbox(label="Prompt sent", lines=6, max_lines=20, elem_id="db-runs-prompt")
-        raw = gr.Textbox(label="Raw answer", lines=4, max_lines=30, elem_id="db-runs-raw")
-        # Parsed, reference and score side by side as escaped text (one light block, not three JSON viewers).
-        facts = gr.HTML("", elem_id="db-runs-facts", padding=False)
-        judge = gr.Textbox(label="Judge's reply", lines=3, max_lines=12, visible=False, elem_id="db-runs-judge")
+        # The open item in one block: note, views (a press shows one large), prompt, answer, facts, judge's reply.
+        panel = gr.HTML("", elem_id="db-runs-item", js_on_load=shown_views.STRIP_JS, padding=False)
 
-        item_out = [current, where, gallery, prompt, raw, facts, judge, note]
+        item_out = [current, where, panel]
         paging = [items, page, pager]
         listing = [head, items, keys, page, pager, *item_out]
         filters = [run, task, status, cuisine, search]
