@@ -14,6 +14,10 @@ Debian's Chromium through Playwright at 1,280 and 390 px:
 - whether every item and every run can be reached from its picker (the last one chosen by typing
   and by scrolling the list).
 
+`--cpu-slowdown 4` runs every measured page, the bare page's too, on Chromium's CPU throttled 4x (DevTools'
+"mid-tier mobile"): what a phone's slower CPU makes of the page's script; `--tti-only` measures the tabs' time to
+interactive and opening the big run, nothing else.
+
 Each figure is printed beside its target (docs: issue #39); nothing here asserts a time.
 """
 
@@ -36,6 +40,17 @@ from bench.common import REPO, BenchError, ensure_release
 WORK = Path("/tmp/diningbench-space-full")
 CHROMIUM = Path("/usr/bin/chromium")
 LOADS = 50
+# Chromium's CPU throttling for every measured page (1: none). 4 is DevTools' "mid-tier mobile": a phone's CPU,
+# which parses and runs the page's script several times slower than this machine's.
+SLOWDOWN = {"rate": 1.0}
+TTI_ONLY = {"on": False}  # --tti-only: each tab's time to interactive and opening the big run, nothing else
+
+
+def _new_page(context: Any) -> Any:
+    page = context.new_page()
+    if SLOWDOWN["rate"] > 1:
+        context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": SLOWDOWN["rate"]})
+    return page
 
 
 def _run(command: list[str]) -> None:
@@ -191,7 +206,7 @@ def _visit(context: Any, url: str, ready: str, boot: list[float] | None = None) 
     page and the wait until `ready`, by the page's clock from the navigation's start. `boot` gets the
     seconds until the page's first event went to the server: Gradio's front end having built the page,
     before any of the tab's own work (for a tab that sends none, until it is drawn)."""
-    page = context.new_page()
+    page = _new_page(context)
     start = time.perf_counter()
     page.goto(url)
     page.wait_for_function(_noting(ready), timeout=60_000, polling="raf")
@@ -233,6 +248,10 @@ def _at_width(browser: Any, url: str, width: int, row: Callable[..., None]) -> N
     page, took = _visit(context, f"{url}?tab=runs&run=full-baseline",
                         "() => (document.querySelector('#db-runs-where')?.innerText || '').startsWith('Item 1 of 5,338')")
     row(f"{width}px: Runs, open the 5,338-item run", took.page, "≤ 1", note=took.note)
+    if TTI_ONLY["on"]:
+        page.close()
+        context.close()
+        return
     before = page.locator("#db-runs-pager").inner_text()
     took = _timed(page.locator("#db-runs-later").click, page, _changed("#db-runs-pager", before))
     row(f"{width}px: Runs, next page of rows", took.page, "≤ 0.3", note=took.note)
@@ -307,6 +326,9 @@ def measure(url: str, proc: subprocess.Popen[str], cache: Path, widths: tuple[in
         context.close()
         for width in widths:
             _at_width(browser, url, width, row)
+        if TTI_ONLY["on"]:
+            browser.close()
+            return out
 
         # Server CPU and memory over plain page loads (the default tab), the cache it writes.
         context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -420,7 +442,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=300, help="Leaderboard rows to make (300)")
     parser.add_argument("--widths", default="1280,390", help="viewport widths (1280,390)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--cpu-slowdown", type=float, default=1.0,
+                        help="Chromium's CPU throttling for every measured page, the floor's too (4: a phone's CPU)")
+    parser.add_argument("--tti-only", action="store_true",
+                        help="only each tab's time to interactive and opening the big run (with the floor)")
     args = parser.parse_args(argv)
+    SLOWDOWN["rate"] = max(1.0, args.cpu_slowdown)
+    TTI_ONLY["on"] = args.tti_only
     if not CHROMIUM.exists():
         parser.exit(2, f"error: {CHROMIUM} is missing: apt-get install chromium\n")
     try:
