@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from synthetic import food
+from synthetic import food, portable
 from synthetic.nutrients import Nutrition, ingredient, nutrition_of
 from synthetic.recipes import Option, Style
 from synthetic.render import DishScene, View
@@ -130,7 +130,7 @@ def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None, detail: floa
         scatter(pieces, lambda: pool.sample(rng, 0.8), pool)
         if "dairy" in dish.tags:  # a swirl of cream on top
             t = np.linspace(0, 3 * math.pi, 30)
-            pts = np.stack([pool.x + 0.05 * t * np.cos(t) / 3, pool.y + 0.05 * t * np.sin(t) / 3,
+            pts = np.stack([pool.x + 0.05 * t * portable.cos(t) / 3, pool.y + 0.05 * t * portable.sin(t) / 3,
                             np.full_like(t, 0.07)], axis=1)
             scene.prims.append(food.Prim("line", pts, (248, 240, 226), width=0.018, lift=0.2))
     else:  # bowls
@@ -179,7 +179,7 @@ def table_setting(scene: DishScene, cuisine: str, rng: np.random.Generator) -> N
         steel = (196, 198, 204)
         scene.props.append(food.Prim("line", _along(x0 - 0.02, -0.85, 0.25), steel, outline=(120, 122, 128), width=0.03))
         if cuisine == "indian":  # a spoon: handle and an oval bowl
-            bowl = np.array([[x0 - 0.02 + 0.09 * np.cos(t), 0.42 + 0.17 * np.sin(t), 0.012]
+            bowl = np.array([[x0 - 0.02 + 0.09 * portable.cos(t), 0.42 + 0.17 * portable.sin(t), 0.012]
                              for t in np.linspace(0, 2 * np.pi, 20, endpoint=False)])
             scene.props.append(food.Prim("poly", bowl, steel, outline=(120, 122, 128)))
         else:  # a fork: handle and four tines
@@ -190,7 +190,7 @@ def table_setting(scene: DishScene, cuisine: str, rng: np.random.Generator) -> N
             scene.props.append(food.Prim("poly", head, steel))
     # Turn the setting into the lower-right corner, the part of a square photo the round vessel leaves empty.
     turn = np.radians(-42)
-    rot = np.array([[np.cos(turn), -np.sin(turn), 0], [np.sin(turn), np.cos(turn), 0], [0, 0, 1]])
+    rot = np.array([[portable.cos(turn), -portable.sin(turn), 0], [portable.sin(turn), portable.cos(turn), 0], [0, 0, 1]])
     for prop in scene.props:
         prop.points = prop.points @ rot.T
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from synthetic import portable
 from synthetic.render import RGB, DishScene, Prim, _shade
 
 Height = Callable[[float, float], float]
@@ -50,8 +51,8 @@ def _flat_shape(cx: float, cy: float, z: float, rx: float, ry: float, angle: flo
                 pinch: float = 0.0, surface: Height | None = None) -> np.ndarray:
     """Outline of a flat piece lying on the food (ellipse; `pinch` > 0 gives pointed leaf tips)."""
     t = np.linspace(0, 2 * math.pi, n, endpoint=False)
-    px = rx * np.cos(t)
-    py = ry * np.sin(t) * (1 - pinch * np.abs(np.cos(t)) ** 2)
+    px = rx * portable.cos(t)
+    py = ry * portable.sin(t) * (1 - pinch * np.abs(portable.cos(t)) ** 2)
     ca, sa = math.cos(angle), math.sin(angle)
     xs = cx + px * ca - py * sa
     ys = cy + px * sa + py * ca
@@ -63,8 +64,8 @@ def sauce_pool(scene: DishScene, colour: RGB, cx: float, cy: float, radius: floa
                rng: np.random.Generator) -> None:
     """A glossy pool of sauce or broth with an irregular edge and a light reflection."""
     t = np.linspace(0, 2 * math.pi, 40, endpoint=False)
-    r = radius * (1 + 0.06 * np.sin(t * 3 + rng.uniform(0, 6)) + 0.03 * np.sin(t * 7))
-    pts = np.stack([cx + r * np.cos(t), cy + r * np.sin(t), np.full_like(t, z)], axis=1)
+    r = radius * (1 + 0.06 * portable.sin(t * 3 + rng.uniform(0, 6)) + 0.03 * portable.sin(t * 7))
+    pts = np.stack([cx + r * portable.cos(t), cy + r * portable.sin(t), np.full_like(t, z)], axis=1)
     scene.prims.append(Prim("poly", pts, colour, outline=_shade(colour, 0.8), lift=-5))
     glare = _flat_shape(cx - radius * 0.3, cy + radius * 0.35, z + 0.001, radius * 0.22, radius * 0.07, 0.3)
     scene.prims.append(Prim("poly", glare, _shade(colour, 1.25), lift=-4.9))
@@ -79,9 +80,9 @@ def grains(scene: DishScene, mound: Mound, colour: RGB, rng: np.random.Generator
     def positions(n: int, frac: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         r = mound.radius * frac * np.sqrt(rng.uniform(size=n))
         a = rng.uniform(0, 2 * math.pi, n)
-        x, y = mound.x + r * np.cos(a), mound.y + r * np.sin(a)
+        x, y = mound.x + r * portable.cos(a), mound.y + r * portable.sin(a)
         d2 = ((x - mound.x) ** 2 + (y - mound.y) ** 2) / mound.radius ** 2
-        z = mound.floor + mound.height * np.clip(1 - d2, 0, None) ** 0.8
+        z = mound.floor + mound.height * portable.power(np.clip(1 - d2, 0, None), 0.8)
         light = 0.88 + 0.22 * (-(x - mound.x) * 0.6 + (y - mound.y) * 0.6) / mound.radius * min(1.0, mound.height * 3)
         return x, y, z, light
 
@@ -182,7 +183,7 @@ def topping(scene: DishScene, kind: str, colour: RGB, count: int, size: float, r
             scene.prims.append(Prim("poly", top, c, outline=_shade(c, 0.75), lift=0.06))
         elif kind == "shrimp":  # a pink C-shaped curl with white bands
             t = np.linspace(0.2, 1.75 * math.pi * 0.6, 9)
-            pts = np.stack([x + s * np.cos(t + ang), y + s * np.sin(t + ang), np.full_like(t, z + 0.03)], axis=1)
+            pts = np.stack([x + s * portable.cos(t + ang), y + s * portable.sin(t + ang), np.full_like(t, z + 0.03)], axis=1)
             scene.prims.append(Prim("line", pts, c, outline=_shade(c, 0.7), width=s * 0.7, lift=0.05))
             scene.prims.append(Prim("line", pts[::2], (250, 226, 210), width=s * 0.15, lift=0.06))
         elif kind == "ball":  # peas, chickpeas, beans
@@ -230,7 +231,7 @@ def topping(scene: DishScene, kind: str, colour: RGB, count: int, size: float, r
             stem = _flat_shape(x, y - s * 0.25, z + 0.025, s * 0.22, s * 0.35, 0.0, n=8)
             scene.prims.append(Prim("poly", stem, (232, 222, 202), outline=(190, 176, 150), lift=0.05))
             t = np.linspace(0, math.pi, 10)
-            cap = np.stack([x + s * 0.6 * np.cos(t), y + s * 0.45 * np.sin(t), np.full_like(t, z + 0.026)], axis=1)
+            cap = np.stack([x + s * 0.6 * portable.cos(t), y + s * 0.45 * portable.sin(t), np.full_like(t, z + 0.026)], axis=1)
             scene.prims.append(Prim("poly", cap, c, outline=_shade(c, 0.7), lift=0.051))
         elif kind == "chunk":  # stew pieces half sunk in sauce: rounded irregular blobs
             scene.prims.append(Prim("blob", np.array([[x, y, z + s * 0.4]]), c, outline=_shade(c, 0.6),

@@ -14,6 +14,8 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image, ImageChops, ImageDraw, ImageEnhance, ImageFilter
 
+from synthetic import portable
+
 RGB = tuple[int, int, int]
 
 
@@ -82,19 +84,20 @@ def _project(points: np.ndarray, view: View, cx: float, cy: float, scale: float)
 
 @lru_cache(maxsize=16)
 def _texture(table: str, size: int) -> Image.Image:
-    """Table texture (cached per table and size: it is the slowest part of a render)."""
+    """Table texture (cached per table and size: it is the slowest part of a render). Its sines and powers are
+    `portable`'s: NumPy's own differ in their last bits from CPU to CPU, and 8-bit pixels show them."""
     rng = np.random.default_rng(len(table))
     a, b = (np.array(c, dtype=np.float32) for c in TABLES[table])
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
     if table == "wood":
-        grain = np.sin((yy * 18 + np.sin(xx * 3 + 1.3) * 0.6) * math.pi * 2) * 0.5 + 0.5
-        t = grain ** 3 * 0.6 + rng.normal(0, 0.05, (size, size)).astype(np.float32)
+        grain = portable.sin((yy * 18 + portable.sin(xx * 3 + 1.3) * 0.6) * math.pi * 2) * 0.5 + 0.5
+        t = portable.power(grain, 3) * 0.6 + rng.normal(0, 0.05, (size, size)).astype(np.float32)
     elif table == "cloth":
-        weave = (np.sin(xx * size * 0.9) * np.sin(yy * size * 0.9)) * 0.08
+        weave = (portable.sin(xx * size * 0.9) * portable.sin(yy * size * 0.9)) * 0.08
         t = (((np.floor(xx * 6) + np.floor(yy * 6)) % 2) * 0.35 + weave).astype(np.float32)
     elif table == "marble":
-        veins = np.abs(np.sin((xx * 3 + yy * 1.5 + np.sin(yy * 7 + xx * 5) * 0.5) * math.pi * 2))
-        t = (1 - veins) ** 24 * 0.5 + rng.normal(0, 0.02, (size, size)).astype(np.float32)
+        veins = np.abs(portable.sin((xx * 3 + yy * 1.5 + portable.sin(yy * 7 + xx * 5) * 0.5) * math.pi * 2))
+        t = portable.power(1 - veins, 24) * 0.5 + rng.normal(0, 0.02, (size, size)).astype(np.float32)
     else:
         t = rng.normal(0.4, 0.08, (size, size)).astype(np.float32)
     img = a[None, None, :] * (1 - t[..., None]) + b[None, None, :] * t[..., None]
@@ -131,8 +134,8 @@ def _table(size: int, view: View, rng: np.random.Generator) -> Image.Image:
 
 def _ellipse_pts(n: int, radius: float, z: float, wobble: float = 0.0, seed: int = 0) -> np.ndarray:
     ang = np.linspace(0, 2 * math.pi, n, endpoint=False)
-    r = radius * (1 + wobble * np.sin(ang * 3 + seed) * np.cos(ang * 5 + seed * 2))
-    return np.stack([r * np.cos(ang), r * np.sin(ang), np.full(n, z)], axis=1)
+    r = radius * (1 + wobble * portable.sin(ang * 3 + seed) * portable.cos(ang * 5 + seed * 2))
+    return np.stack([r * portable.cos(ang), r * portable.sin(ang), np.full(n, z)], axis=1)
 
 
 def _shade(colour: RGB, f: float) -> RGB:
@@ -157,7 +160,7 @@ def _draw_vessel(draw: ImageDraw.ImageDraw, scene: DishScene, view: View, cx: fl
     rim, _ = _project(_ellipse_pts(96, 1.0, h), view, cx, cy, scale)
     # The body flares from a foot (radius 0.5) to the rim: draw it as stacked slices, darker below.
     for t in np.linspace(0, 1, 14):
-        r = 0.5 + 0.5 * t ** 0.7
+        r = 0.5 + 0.5 * float(t) ** 0.7
         ring, _ = _project(_ellipse_pts(96, r, h * t), view, cx, cy, scale)
         draw.polygon([tuple(p) for p in ring], fill=_shade(col, 0.72 + 0.2 * t))
     draw.polygon([tuple(p) for p in rim], fill=_shade(col, 1.0))

@@ -37,10 +37,11 @@ def _card(path: Path) -> str:
 
 @pytest.mark.slow
 def test_rebuilding_the_sample_reproduces_the_committed_one(tmp_path):
-    """Every file, every column and every image of the committed sample comes back. With the pinned Pillow an
-    image's JPEG bytes are the same unless the CPU's floating-point rounding moved a pixel: NumPy runs its
-    sin/cos/exp on kernels chosen for the CPU (AVX-512 or AVX2), whose last-bit differences move a few pixels
-    by a level or two (on an AVX2-only machine: 1 image of 139, 126 pixels, by at most 2). Such an image is
+    """Every file, every column and every image of the committed sample comes back. The renderer takes its sines,
+    cosines and powers from the C library one value at a time (`synthetic/portable.py`), never from NumPy's
+    per-CPU kernels, whose last bits differ between AVX-512 and AVX2 machines and used to move a few pixels; with
+    the pinned Pillow the JPEG bytes are then the same (0 of 242 images differ when rebuilt on an AVX2 machine).
+    An image whose bytes still differ (a C library or CPU whose `sin` rounds otherwise, e.g. without FMA) is
     compared by its pixels: at most 2 levels apart on at most 1% of them, in at most 1 image in 20."""
     out = tmp_path / "diningbench"
     subprocess.run([sys.executable, "diningbench.py", "sample", "--out", str(out)], cwd=ROOT, check=True,
