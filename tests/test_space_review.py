@@ -62,6 +62,38 @@ def test_the_tab_shows_an_items_photos_and_fields_and_records_decisions(fresh: P
     assert [entry["reviewer"] for entry in _log(work)] == ["operator", "operator"]  # every decision says who
 
 
+def test_a_photo_that_cannot_be_shown_is_left_out_and_the_others_still_are(fresh: Path, monkeypatch) -> None:
+    """A broken file, a file past the byte cap, or one declaring more pixels than a decode may afford (refused
+    before decoding) is left out of the item's strip; its other photos still show."""
+    import struct
+    import zlib
+
+    from space.diningspace import review_tab
+
+    tab = ReviewTab(fresh, ReviewAccess(token=TOKEN))
+    first = next(i for i in tab.ids("all", "all") if len(get_item(fresh, i).photos) >= 4)
+    photos = [Path(path) for path, _ in get_item(fresh, first).photos]
+    shown = len(strip_views(tab.show(first, token=TOKEN)[0]))
+    assert shown == len(photos)
+    kept = [photo.read_bytes() for photo in photos]  # the photos belong to the module's shared raw export
+    try:
+        photos[0].write_bytes(b"not an image at all")
+        # A PNG header declaring 20,000 x 20,000 pixels (400M, over the decode limit): refused before decoding.
+        header = struct.pack(">IIBBBBB", 20_000, 20_000, 8, 2, 0, 0, 0)
+        chunk = b"IHDR" + header
+        photos[1].write_bytes(b"\x89PNG\r\n\x1a\n" + struct.pack(">I", len(header)) + chunk
+                              + struct.pack(">I", zlib.crc32(chunk)))
+        # The third: a good photo grown past the byte cap (padding after its end), every other one under it.
+        cap = max(len(data) for data in kept)
+        photos[2].write_bytes(kept[2] + b"\0" * (cap + 1 - len(kept[2])))
+        monkeypatch.setattr(review_tab, "MAX_PHOTO_BYTES", cap)
+        left = strip_views(tab.show(first, token=TOKEN)[0])
+        assert len(left) == len(photos) - 3 and all(Path(file).is_file() for file, _ in left)
+    finally:
+        for photo, data in zip(photos, kept, strict=True):
+            photo.write_bytes(data)
+
+
 def test_the_tab_reviews_the_base_dishes_too(work: Path) -> None:
     tab = ReviewTab(work, ReviewAccess(token=TOKEN))
     ids = tab.ids("all", "all", "dishes")

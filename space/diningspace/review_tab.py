@@ -15,14 +15,13 @@ on a Space. Each decision records who made it.
 from __future__ import annotations
 
 import hmac
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from PIL import Image
 
+from eval.images import ImageError, decode_bounded
 from eval.report import shown_views
 from eval.report.tables import as_text
 
@@ -79,20 +78,20 @@ def check_note(note: str | None) -> str:
     return text
 
 
-def _photo(path: str) -> str | None:
-    """A photo of the work folder as a file to show (bounded, encoded once, `shown_views`); None when it
-    cannot be read or decoded."""
-    def bounded(data: bytes) -> Image.Image:
-        with Image.open(io.BytesIO(data)) as image:
-            image.draft("RGB", (DISPLAY_SIDE, DISPLAY_SIDE))  # JPEGs decode at reduced scale
-            shown = image.convert("RGB")
-        shown.thumbnail((DISPLAY_SIDE, DISPLAY_SIDE))
-        return shown
+MAX_PHOTO_BYTES = 64 << 20  # a work folder's photo file read to show it; a larger one is left out
 
+
+def _photo(path: str, item_id: str = "", index: int = 0) -> str | None:
+    """A photo of the work folder as a file to show (its pixel count checked before decoding, bounded, encoded
+    once: `shown_views`, as Browse's views); None when it is too large or cannot be read or decoded."""
     try:
-        data = Path(path).read_bytes()
-        return shown_views.shared().path(data, DISPLAY_SIDE, lambda: bounded(data))
-    except (OSError, ValueError, Image.DecompressionBombError):
+        file = Path(path)
+        if file.stat().st_size > MAX_PHOTO_BYTES:
+            return None
+        data = file.read_bytes()
+        return shown_views.shared().path(data, DISPLAY_SIDE, lambda: decode_bounded(
+            data, item_id=item_id, index=index, max_side=DISPLAY_SIDE))
+    except (ImageError, OSError, ValueError):
         return None
 
 
@@ -136,7 +135,7 @@ class ReviewTab:
         except BuildError as exc:
             raise gr.Error(as_text(str(exc).strip("'\"")), print_exception=False) from None
         views = shown_views.strip_html([(image, f"{role} · view {i + 1}") for i, (path, role) in enumerate(item.photos)
-                                         if (image := _photo(path)) is not None], "Photos")
+                                         if (image := _photo(path, item.item_id, i)) is not None], "Photos")
         decision = item.decision or ("exempt" if item.exempt else "not reviewed yet")
         if item.decision and item.reviewer:
             decision += f" (by {item.reviewer})"
