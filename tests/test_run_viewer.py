@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import types
 from pathlib import Path
@@ -246,3 +247,22 @@ def test_a_run_read_once_is_read_again_when_its_files_change(run_dir, tmp_path):
     lines = scores.read_text(encoding="utf-8").splitlines()
     scores.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
     assert len(run_items(folder, problems=[])) == len(first) - 1
+
+
+def test_the_item_block_shows_run_text_as_text_and_says_what_it_left_out() -> None:
+    pytest.importorskip("gradio")
+    from eval.report import viewer as runs_tab
+
+    hostile = "<img src=x onerror=alert(1)> **bold** [link](http://t/x)\nline two"
+    panel = runs_tab.item_html([], "prompt <b>here</b>", hostile, {"a": "<script>"}, "B", None, "GRADE: <i>C</i>",
+                               "**c1**: wrong  \nleft out: x")
+    assert "<img src=x" not in panel and "<script>" not in panel and "<b>here</b>" not in panel
+    assert "<i>C</i>" not in panel and "](http" not in panel
+    raw = re.search(r"id='db-runs-raw'.*?<pre[^>]*>(.*?)</pre>", panel, re.S).group(1)
+    assert html.unescape(raw) == hostile  # every character shown as it is, lines kept
+    assert re.search(r"<div id='db-runs-note'><b>c1</b>: wrong<br>left out: x</div>", panel)
+    assert "db-runs-gallery" not in panel  # no views: no empty strip
+    # A long answer: its first 100,000 characters, and how many there were.
+    long_panel = runs_tab.item_html([], "p", "x" * 150_000, None, "A", None, "", "")
+    shown = re.search(r"id='db-runs-raw'.*?<pre[^>]*>(.*?)</pre>", long_panel, re.S).group(1)
+    assert len(shown) == runs_tab.MAX_TEXT_SHOWN and "the first 100,000 of 150,000 characters" in long_panel
