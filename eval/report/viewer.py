@@ -259,10 +259,10 @@ def detail(run_dir: str | None, key: str | None, root: Path | None = None, liste
     except ReportError as exc:
         lines = [str(exc), _problems_line(problems)]
         return [], "", "", None, None, None, "", "  \n".join(as_text(hide_paths(x, root)) for x in lines if x)
-    gallery = []
+    views = []
     for i, view in enumerate(found.views):
         try:
-            gallery.append((_view_file(view.data, found.id, i), f"view {i + 1}: {view.role}"))
+            views.append((_view_file(view.data, found.id, i), f"view {i + 1}: {view.role}"))
         except (ImageError, OSError, ValueError):
             problems.append(f"view {i + 1} cannot be decoded")
     lines = [f"**{as_text(found.task)} {as_text(found.id)}**: {as_text(found.status)}"]
@@ -273,7 +273,7 @@ def detail(run_dir: str | None, key: str | None, root: Path | None = None, liste
     lines.append("prompt verified against the request hash" if found.prompt_verified
                  else as_text(hide_paths(found.note or "", root)))
     lines.append(as_text(hide_paths(_problems_line(sorted(set(problems), key=problems.index)), root)))
-    return (gallery, found.prompt, _text(found.raw), found.parsed, found.reference, found.score,
+    return (views, found.prompt, _text(found.raw), found.parsed, found.reference, found.score,
             _text(found.judge_reply), "  \n".join(line for line in lines if line))
 
 

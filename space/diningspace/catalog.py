@@ -21,7 +21,7 @@ from .warmup import warm_harness
 
 IMAGE_COLUMNS = ("images",)
 ALL = "All"  # the filter value that keeps every item
-DISPLAY_SIDE = 1600  # long side of a view as shown: sharp in the gallery, ~8 MB decoded at most
+DISPLAY_SIDE = 1600  # long side of a view as shown: sharp when shown large, ~8 MB decoded at most
 
 
 class CatalogError(ValueError):
@@ -129,7 +129,7 @@ class Catalog:
 
     def view_files(self, config: str, item_id: str) -> list[tuple[str, str]]:
         """The item's views as JPEG files to show (each decoded and bounded once, then kept while it is
-        among the last ones shown), each with its role: what a gallery is given."""
+        among the last ones shown), each with its role: what a strip of pictures links (`shown_views.strip_html`)."""
         out = []
         for i, (image, role) in enumerate(self._stored_views(config, item_id)):
             if isinstance(image, Image.Image):  # an injected catalog's pictures: named by their pixels
