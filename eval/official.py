@@ -1,0 +1,395 @@
+"""The authors' protocol (`--protocol official`): how their scripts read an answer and what they print.
+
+The DiningBench authors score a run with three scripts (GitHub meituan/DiningBench, commit 9c9bdf7:
+`eval_classification.py`, `eval_nutrition.py`, `eval_vqa.py`). Their rules differ from this project's
+own parsers where it moves the figures, so a figure that stands beside the paper's must be read their
+way. This module is that reading, written here from what their scripts do; the facts it needs (the
+judge prompt, the fixed prompt endings, the keyword lists, the names of the models whose thinking is
+removed, the generation budget) are kept byte for byte in `eval/data/official_protocol.json`.
+
+Everything here is a pure function of the answers and the published rows: the harness asks the model
+(`eval.requests`), the judge (`eval.scoring`), and calls these for the `official` object of each task's
+entry in metrics.json. Each figure has the name and unit their script prints it under.
+
+The rules, as their scripts apply them:
+- an answer is matched to its row by position (`idx`, the row's place among the file's non-blank
+  lines); `paired` = min(rows, predictions), and only positions below it count;
+- `model_pred` is the model's text after `clean_thinking` (a failed request: `__INFER_ERROR__: why`);
+- classification: the first alphabetic character of the upper-cased answer is the choice ("The answer
+  is B" reads as T; "答案：B" reads as 答, which is no letter A-Z); a prediction's own `gt_answer`
+  wins over the dataset's;
+- nutrition: their JSON extraction; an answer without the four numbers is penalised (error = |reference|,
+  100% APE), a zero reference leaves that nutrient out of MAPE only; Table 2's averages are the means of
+  the four nutrients' figures;
+- VQA: the Chinese judge prompt for every file, its reply read by keywords (negative first, substring
+  matches); an empty or failed answer counts wrong without a call; rows with an empty reference are left
+  out; ROUGE-1/2/L F1 of jieba tokens (rouge-chinese), an empty answer left out of the means.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+PROTOCOL_FILE = Path(__file__).resolve().parent / "data" / "official_protocol.json"
+
+
+@cache
+def facts() -> dict[str, Any]:
+    """The protocol's facts as published (official_protocol.json)."""
+    return json.loads(PROTOCOL_FILE.read_text(encoding="utf-8"))
+
+
+def infer_error(why: str | None) -> str:
+    """What their inference stores as `model_pred` for a request that failed."""
+    return f"{facts()['error_marker']['inference']}: {why or 'failed'}"
+
+
+def is_error(model_pred: str) -> bool:
+    return facts()["error_marker"]["inference"] in model_pred
+
+
+# ------------------------------------------------------------------ the answer their scripts keep
+_FLAGS = re.DOTALL | re.IGNORECASE
+_BOXED = re.compile(r"\\boxed\{([^}]*)\}")
+
+
+def clean_thinking(text: str, model_name: str) -> str:
+    """`model_pred` from a model's whole text: its thinking removed when the model is on their lists
+    (an `<answer>` tag, `<think>` blocks, or everything up to `</think>`), then the first `\\boxed{..}`
+    taken, whatever the model.
+
+    >>> clean_thinking("<think>hmm</think>\\n\\nB", "minicpm-v-4.5"), clean_thinking("<think>x</think>B", "gpt-4o")
+    ('B', '<think>x</think>B')
+    >>> clean_thinking("so \\\\boxed{C} it is", "any")
+    'C'
+    """
+    lists = facts()["thinking_models"]
+    if model_name in lists["answer_tag"]:
+        text = re.sub(r"<analysis>.*?</analysis>", "", text, flags=_FLAGS)
+        found = re.search(r"<answer>(.*?)</answer>", text, flags=_FLAGS)
+        text = found.group(1).strip() if found else text.strip()
+    elif model_name in lists["think_tags"]:
+        text = re.sub(r"<think>.*?</think>\n\n", "", text, flags=_FLAGS)
+        text = re.sub(r"<think>.*?</think>", "", text, flags=_FLAGS)
+        text = text.strip()
+    elif model_name in lists["think_prefix"]:
+        text = re.sub(r".*?</think>\n\n", "", text, flags=_FLAGS)
+        text = re.sub(r".*?</think>", "", text, flags=_FLAGS)
+        text = text.strip()
+    boxed = _BOXED.search(text)
+    if boxed:
+        text = boxed.group(1).strip()
+    return text
+
+
+def model_pred(raw: str | None, error: str | None, model_name: str) -> str:
+    """The `model_pred` their inference would store for one answer (or failure)."""
+    if error is not None or raw is None:
+        return infer_error(error)
+    return raw if is_error(raw) else clean_thinking(raw, model_name)
+
+
+# ------------------------------------------------------------------ classification
+ASCII_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def first_letter(pred: str) -> str:
+    """The choice their classification script reads: the first character for which `str.isalpha()` is
+    true in the stripped, upper-cased answer ("" when there is none). Chinese characters are alphabetic.
+
+    >>> first_letter("The answer is B"), first_letter("(C)"), first_letter("答案：C"), first_letter("42")
+    ('T', 'C', '答', '')
+    """
+    for char in pred.strip().upper().strip():
+        if char.isalpha():
+            return char
+    return ""
+
+
+def classification_gt(row: Mapping[str, Any]) -> str:
+    """The reference letter their inference writes as `gt_answer`."""
+    truth = row.get("ground_truth", "")
+    return truth.strip().upper() if isinstance(truth, str) else ""
+
+
+def classification_item(pred: str, gt_answer: str) -> tuple[bool, bool, str]:
+    """(matched, cannot read, the letter read) for one answer."""
+    pred = pred.strip()
+    if not pred or is_error(pred):
+        return False, True, ""
+    letter = first_letter(pred)
+    unreadable = not letter or letter not in ASCII_LETTERS
+    return letter == gt_answer and letter != "", unreadable, letter
+
+
+def classification_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """What eval_classification.py prints, from the file's rows and the predictions by `idx`."""
+    paired = min(len(rows), len(preds))
+    matched = unreadable = 0
+    for i in range(paired):
+        pred = preds.get(i)
+        if pred is None:
+            continue
+        gt = pred.get("gt_answer") or classification_gt(rows[i])
+        hit, cannot, _ = classification_item(str(pred.get("model_pred", "")), gt)
+        matched += hit
+        unreadable += cannot
+    return {"acc": matched / paired if paired else 0.0,
+            "cannot_read_option_ratio": unreadable / paired if paired else 0.0,
+            "cannot_read_option_count": unreadable, "matched": matched, "total_eval": paired,
+            "test_count": len(rows), "pred_count": len(preds)}
+
+
+# ------------------------------------------------------------------ nutrition
+NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
+
+
+def _key_map() -> dict[str, str]:
+    return {name: nutrient for nutrient, names in facts()["nutrition_keys"].items()
+            if not nutrient.startswith("_") for name in names}
+
+
+def normalize_keys(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Their key normalisation: Chinese or English nutrient keys to English; the first one seen wins."""
+    mapping, normalized = _key_map(), {}
+    for key, value in values.items():
+        standard = mapping.get(key)
+        if standard is None:
+            normalized[key] = value
+        elif standard not in normalized:
+            normalized[standard] = value
+    return normalized
+
+
+def nutrition_reference(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The row's reference as their script reads it; None when it cannot (the row is left out)."""
+    truth = row.get("ground_truth", {})
+    try:
+        values = (json.loads(truth) if isinstance(truth, str) else truth) if truth else {}
+        return normalize_keys(values)
+    except Exception:  # noqa: BLE001 - their rule: any failure leaves the row out ("ground truth missing")
+        return None
+
+
+def parse_nutrition_answer(pred: str) -> dict[str, Any] | None:
+    """The four values their script reads from an answer, or None (a parse failure, penalised).
+
+    The whole text as JSON; else, only when it holds a code fence, the first fenced object or the
+    outermost braces. It must be an object with the four nutrients, each accepted by `float()`.
+
+    >>> parse_nutrition_answer('{"卡路里": 500, "蛋白质": "20", "碳水化合物": 50, "脂肪": 20}')["protein"]
+    '20'
+    >>> parse_nutrition_answer('Here: {"calories": 500, "protein": 20, "carbohydrates": 50, "fat": 20}') is None
+    True
+    """
+    try:
+        found = json.loads(pred)
+    except Exception:  # noqa: BLE001
+        text = pred
+        if "```" in text:
+            fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
+            braces = None if fenced else re.search(r"\{.*\}", text, re.DOTALL)
+            if fenced:
+                text = fenced.group(1)
+            elif braces:
+                text = braces.group(0)
+        try:
+            found = json.loads(text)
+        except Exception:  # noqa: BLE001
+            return None
+    if not isinstance(found, dict):
+        return None
+    found = normalize_keys(found)
+    for key in NUTRIENTS:
+        if key not in found:
+            return None
+        try:
+            float(found[key])
+        except (ValueError, TypeError):
+            return None
+    return found
+
+
+def nutrition_errors(reference: Mapping[str, Any], answer: Mapping[str, Any] | None
+                     ) -> dict[str, tuple[float, float, float | None]]:
+    """Per nutrient with a usable reference: (absolute error, squared error, APE in percent or None for
+    a zero reference). An unread answer is penalised: error |reference|, 100% APE."""
+    errors: dict[str, tuple[float, float, float | None]] = {}
+    for key in NUTRIENTS:
+        truth = reference.get(key)
+        if truth is None:
+            continue
+        try:
+            truth = float(truth)
+        except (ValueError, TypeError):
+            continue
+        value = None if answer is None else answer.get(key)
+        try:
+            guess = float(value) if value is not None else None
+        except (ValueError, TypeError):
+            guess = None
+        if guess is None:
+            errors[key] = (abs(truth), abs(truth) ** 2, 100.0 if truth != 0 else None)
+        else:
+            errors[key] = (abs(guess - truth), (guess - truth) ** 2,
+                           abs((guess - truth) / truth) * 100 if truth != 0 else None)
+    return errors
+
+
+def nutrition_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """What eval_nutrition.py prints, plus Table 2's `avg_*` (the means of the four nutrients)."""
+    paired = min(len(rows), len(preds))
+    absolute: dict[str, list[float]] = {k: [] for k in NUTRIENTS}
+    squared: dict[str, list[float]] = {k: [] for k in NUTRIENTS}
+    percent: dict[str, list[float]] = {k: [] for k in NUTRIENTS}
+    parse_fail = gt_missing = 0
+    for i in range(paired):
+        pred = preds.get(i)
+        if pred is None:
+            continue
+        reference = nutrition_reference(rows[i])
+        if reference is None:
+            gt_missing += 1
+            continue
+        answer = parse_nutrition_answer(str(pred.get("model_pred", "")).strip())
+        parse_fail += answer is None
+        for key, (error, square, ape) in nutrition_errors(reference, answer).items():
+            absolute[key].append(error)
+            squared[key].append(square)
+            if ape is not None:
+                percent[key].append(ape)
+    figures: dict[str, Any] = {}
+    for key in NUTRIENTS:
+        n = len(absolute[key])
+        figures[key] = {"mae": sum(absolute[key]) / n if n else 0.0,
+                        "rmse": math.sqrt(sum(squared[key]) / n) if n else 0.0,
+                        "mape": sum(percent[key]) / len(percent[key]) if n and percent[key] else 0.0,
+                        "valid_count": n}
+    for name in ("mae", "rmse", "mape"):
+        figures[f"avg_{name}"] = sum(figures[k][name] for k in NUTRIENTS) / len(NUTRIENTS)
+    figures.update(parse_fail_count=parse_fail, gt_missing_count=gt_missing, total_eval=paired,
+                   test_count=len(rows), pred_count=len(preds))
+    return figures
+
+
+# ------------------------------------------------------------------ VQA
+def vqa_question(row: Mapping[str, Any]) -> str:
+    """The question their judge reads: the prompt without its fixed ending (English tried first)."""
+    vqa = facts()["vqa"]
+    prompt = str(row.get("prompt") or "")
+    for ending in (vqa["fixed_ending_en"], vqa["fixed_ending_zh"]):
+        if prompt.endswith(ending):
+            return prompt[: -len(ending)].strip()
+    return prompt.strip()
+
+
+_PLACEHOLDER = re.compile(r"\{(question|gt_answer|pred_answer)\}")
+
+
+def judge_prompt(question: str, reference: str, answer: str) -> str:
+    """Their Chinese judge prompt for one item (sent for English files too), filled in one pass."""
+    values = {"question": question, "gt_answer": reference, "pred_answer": answer}
+    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), facts()["vqa"]["judge_prompt"])
+
+
+def keyword_verdict(reply: Any) -> bool:
+    """Their reading of a judge's reply: any negative keyword (substring, lower-cased text) means wrong,
+    then any positive one means right; nothing found means wrong.
+
+    >>> keyword_verdict("是"), keyword_verdict("否"), keyword_verdict("不是"), keyword_verdict("I don't know")
+    (True, False, True, False)
+    """
+    if not isinstance(reply, str):
+        return False
+    text = reply.strip().lower()
+    vqa = facts()["vqa"]
+    if any(word in text for word in vqa["negative_keywords"]):
+        return False
+    return any(word in text for word in vqa["positive_keywords"])
+
+
+_STRICT_YES = {"是", "yes", "正确", "correct"}
+_STRICT_NO = {"否", "no", "不是", "错误", "incorrect", "不正确"}
+
+
+def strict_verdict(reply: Any) -> bool | None:
+    """This project's strict reading of the same reply: one word that says yes or no, nothing else
+    (punctuation and quotes aside); None when the reply says neither plainly.
+
+    >>> strict_verdict("“是”。"), strict_verdict("不是"), strict_verdict("是的，但不完全一致")
+    (True, False, None)
+    """
+    if not isinstance(reply, str):
+        return None
+    word = re.sub(r"[\s\"'“”‘’「」。.,，!！:：*]+", "", reply).lower()
+    if word in _STRICT_YES:
+        return True
+    if word in _STRICT_NO:
+        return False
+    return None
+
+
+def vqa_tasks(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]
+              ) -> list[tuple[int, str, str, str, bool]]:
+    """The items their judge step evaluates: (idx, answer, reference, question, failed)."""
+    paired = min(len(rows), len(preds))
+    found = []
+    for i in range(paired):
+        pred = preds.get(i)
+        if pred is None:
+            continue
+        reference = rows[i].get("ground_truth", "")
+        if not reference:
+            continue
+        answer = str(pred.get("model_pred", "")).strip()
+        found.append((i, answer, reference, vqa_question(rows[i]), is_error(answer) or not answer))
+    return found
+
+
+def vqa_judge_figures(verdicts: Mapping[int, bool]) -> dict[str, Any]:
+    """What eval_vqa.py --model_evaluate prints, from each judged item's `eval_match`."""
+    total = len(verdicts)
+    correct = sum(1 for match in verdicts.values() if match)
+    return {"model_evaluate_accuracy": correct / total if total else 0.0, "model_evaluate_correct": correct,
+            "model_evaluate_total": total}
+
+
+def vqa_rouge_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """What eval_vqa.py --evaluate (ROUGE) prints: mean ROUGE-1/2/L precision, recall and F1 over the
+    answers rouge-chinese can score (an empty answer raises there and is left out)."""
+    import logging
+
+    import jieba
+    from rouge_chinese import Rouge
+
+    jieba.setLogLevel(logging.WARNING)
+    rouge = Rouge()
+    sums: dict[str, list[float]] = {f"{kind}_{part}": [] for kind in ("rouge1", "rouge2", "rougeL")
+            for part in ("precision", "recall", "f1")}
+    paired = min(len(rows), len(preds))
+    extracted = 0
+    for i in range(paired):
+        pred = preds.get(i)
+        if pred is None:
+            continue
+        reference = rows[i].get("ground_truth", "")
+        answer = str(pred.get("model_pred", "")).strip()
+        extracted += answer != ""
+        if not reference:
+            continue
+        try:
+            scores = rouge.get_scores(" ".join(jieba.cut(answer)), " ".join(jieba.cut(reference)))[0]
+        except Exception:  # noqa: BLE001 - their rule: an answer rouge cannot score is left out
+            continue
+        for kind, key in (("rouge1", "rouge-1"), ("rouge2", "rouge-2"), ("rougeL", "rouge-l")):
+            for part, letter in (("precision", "p"), ("recall", "r"), ("f1", "f")):
+                sums[f"{kind}_{part}"].append(scores[key][letter])
+    figures: dict[str, Any] = {name: sum(values) / len(values) if values else 0.0 for name, values in sums.items()}
+    figures.update(answer_extracted=extracted, rouge_scored=len(sums["rouge1_f1"]), total_eval=paired)
+    return figures
