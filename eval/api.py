@@ -75,8 +75,8 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
     for task in settings.tasks:
         try:
             config = tasks.get(task).source_config
-            release = diningbench.read_release(config, settings.dataset)
-            fingerprint = diningbench.fingerprint(config, settings.dataset)
+            release = diningbench.read_release(config, settings.dataset, lang=settings.lang)
+            fingerprint = diningbench.fingerprint(config, settings.dataset, lang=settings.lang)
         except (ValueError, FileNotFoundError, OSError) as exc:
             source = settings.dataset or "the embedded sample"
             why = " ".join(str(exc).split())[:500]
@@ -84,9 +84,11 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
                 why = f"cannot load {task} from {source}: {why}"
             raise UsageError(why) from None
         meta = release.rows
+        official_rows = bool(meta) and "prompt" in meta[0]  # the authors' release (or its conversion)
         try:  # a reference that cannot be scored stops the run before any request is sent
             for row in meta:
-                tasks.reference_of(task, row, settings.lang)
+                if not official_rows:  # theirs runs every row and says which ones ours cannot read
+                    tasks.reference_of(task, row, settings.lang)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         indices = list(range(len(meta)))
@@ -100,6 +102,19 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
     if wanted is not None and (missing := [i for i in wanted if i not in found]):
         raise UsageError(f"--ids: no item with id {', '.join(missing[:5])} in {', '.join(settings.tasks)}")
     return data
+
+
+def resolve_protocol(settings: RunSettings, data: list[_TaskData]) -> RunSettings:
+    """The settings with `protocol` decided: the one asked, else official when the rows are the authors'
+    release (they carry its `prompt`), ours otherwise. Official on rows without a prompt is refused."""
+    theirs = all(d.rows and "prompt" in d.rows[0] for d in data)
+    if settings.protocol == "official" and not theirs:
+        raise UsageError(f"--protocol official asks each row's own prompt: {settings.dataset or 'the embedded sample'} "
+                         "is not the authors' release (no prompt in its rows); drop --protocol or pass their files")
+    chosen = settings.protocol or ("official" if theirs else "ours")
+    resolved = dataclasses.replace(settings, protocol=chosen)
+    resolved.validate()
+    return resolved
 
 
 def max_views(data: list[_TaskData]) -> int:
@@ -246,15 +261,21 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     settings.validate()
     check_reachable(settings.base_url, "--base-url")
     check_judge(settings)
-    out = Path(settings.out) if settings.out is not None else settings.default_out()
-    check_out(out)
+    if settings.out is not None:
+        check_out(Path(settings.out))
     data = load_task_data(settings)
+    settings = resolve_protocol(settings, data)
+    out = Path(settings.out) if settings.out is not None else settings.default_out()  # named by the protocol too
+    check_out(out)
     backend = backend or build_backend(settings, data)
     _call(check_backend(backend))
     fingerprints = {d.task: d.fingerprint for d in data}
     judge_info = {"spec": settings.judge, "base_url_host": host_of(settings.judge_base_url)} if settings.judge else None
     info = build_run_json(settings=settings.to_json(), tasks=list(settings.tasks), backend=backend.describe(),
                           dataset_source=settings.dataset, fingerprints=fingerprints, judge=judge_info)
+    revisions = {d.task: d.release.revision for d in data if getattr(d.release, "revision", None)}
+    if revisions:  # the Hub commit of the authors' release each task was read from
+        info["dataset_revision"] = revisions
     with locked(out):
         _check_folder(out, info, settings.overwrite)
         write_run_json(out, info)
@@ -376,6 +397,7 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
     if backend is None:
         await asyncio.to_thread(check_reachable, settings.base_url, "--base-url")
     data = await asyncio.to_thread(load_task_data, settings)  # never block the caller's loop (Gradio)
+    settings = resolve_protocol(settings, data)
     backend = backend or build_backend(settings, data)
     await check_backend(backend)
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}

@@ -90,7 +90,26 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from eval.official_io import export_official
+
+    for path in export_official(args.run, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
 def cmd_import(args: argparse.Namespace) -> int:
+    if args.framework == "official":
+        from eval.official_io import import_official
+
+        if not args.task or not args.dataset:
+            raise UsageError("--from official needs --task (the file's task) and --dataset (the authors' release "
+                             "it was made on: a folder, one of its JSONL files, or meituan/DiningBench)")
+        out = import_official(args.log, args.task, args.out, dataset=args.dataset, lang=args.lang, model=args.model,
+                              judge=args.judge, judge_base_url=args.judge_base_url)
+        print(results_table(api.read_metrics(out)))
+        print(f"\nimported into {out}/ (predictions.jsonl, scores.jsonl, metrics.json, run.json, report.md)")
+        return 0
     from eval.importer import import_run
 
     out = import_run(args.log, args.framework, args.out, dataset=args.dataset, judge=args.judge,
@@ -244,13 +263,26 @@ def build_parser() -> argparse.ArgumentParser:
                                         "re-scored by our metrics")
     imp.add_argument("log", type=Path, metavar="LOG_OR_DIR", help="an inspect .eval/.json log, an lmms-eval "
                      "*_samples_diningbench_*.jsonl, or a folder of them")
-    imp.add_argument("--from", dest="framework", required=True, choices=("inspect", "lmms-eval"))
+    imp.add_argument("--from", dest="framework", required=True, choices=("inspect", "lmms-eval", "official"),
+                     help="official: a prediction file the authors' scripts wrote (with --task and --dataset)")
+    imp.add_argument("--task", choices=tasks.names(), help="--from official: the file's task")
+    imp.add_argument("--lang", choices=("zh", "en"), default="zh", help="--from official: the release file it "
+                     "answered (zh, or en for the _en files)")
+    imp.add_argument("--model", metavar="SPEC", help="--from official: the model that answered, e.g. openai:NAME "
+                     "(shown in reports; default openai:imported)")
     imp.add_argument("--out", type=Path, required=True, help="the run folder to write")
     imp.add_argument("--dataset", metavar="SOURCE", help="the release the result was made on (default: the "
                      "one it names, else the embedded sample)")
     imp.add_argument("--judge", metavar="SPEC", help="VQA judge model, e.g. openai:gpt-4o")
     imp.add_argument("--judge-base-url", help="endpoint of the judge model")
     imp.set_defaults(handler=cmd_import)
+    export = sub.add_parser("export", help="write a run's answers as the authors' prediction files, for their "
+                                           "scripts to score")
+    export.add_argument("run", type=Path, metavar="RUN", help="a run folder made with --protocol official")
+    export.add_argument("--format", choices=("official",), default="official", help="official: the authors' "
+                        "prediction files (idx, model_pred, model_full_pred, ...)")
+    export.add_argument("--out", type=Path, required=True, help="folder to write the files into")
+    export.set_defaults(handler=cmd_export)
     rep = sub.add_parser("report", help="tables, breakdowns, CIs, plots, model card")
     report.add_arguments(rep)
     rep.set_defaults(handler=report.main)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from eval import tasks
-from eval.numbers import paired_difference
+from eval.numbers import clusters, paired_difference, resampled_unit
 from eval.settings import N_BOOT
 from eval.types import NUTRIENTS
 
@@ -49,6 +49,7 @@ class Comparison:
     permutations: int  # swap patterns used (2**merchants when exact)
     exact: bool
     mcnemar: dict[str, Any] | None  # accuracy: {"b": A right B wrong, "c": A wrong B right, "p_value"}
+    unit: str = "merchants"  # what is resampled and swapped: merchants, or items where the release names none
 
     @property
     def lower_is_better(self) -> bool:
@@ -65,7 +66,7 @@ class Comparison:
         return {"task": self.task, "n": self.n, "merchants": self.merchants, "only_a": self.only_a,
                 "only_b": self.only_b, "diff": self.diff, "ci95": list(self.ci95), "p_value": self.p_value,
                 "permutations": self.permutations, "exact": self.exact, "mcnemar": self.mcnemar,
-                "better": self.better}
+                "better": self.better, "resampled": self.unit}
 
 
 def _key(row: dict[str, Any]) -> tuple[str, int]:
@@ -149,9 +150,9 @@ def compare_task(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[d
     found = paired_difference(task, a_rows, b_rows, n_boot=n_boot, seed=seed)
     if found is None:
         return None
-    merchants = [str(a.get("merchant_id")) for a in a_rows]
+    merchants = clusters(a_rows)  # merchants, or items where the release names none
     p_value, used, exact = permutation_p_value(task, a_rows, b_rows, merchants, n_perm=n_perm, seed=seed)
-    return Comparison(task=task, n=len(pairs), merchants=len(set(merchants)), only_a=len(keys_a - set(by_b)),
+    return Comparison(task=task, n=len(pairs), merchants=len(set(merchants)), unit=resampled_unit(a_rows), only_a=len(keys_a - set(by_b)),
                       only_b=len(set(by_b) - keys_a), diff=found["diff"], ci95=tuple(found["ci95"]),
                       p_value=p_value, permutations=used, exact=exact,
                       mcnemar=mcnemar_exact(a_rows, b_rows) if tasks.get(task).measure != "ape" else None)
@@ -162,13 +163,14 @@ def describe(c: Comparison, label_a: str = "A", label_b: str = "B") -> str:
     unit = "pp"
     figure = "Avg MAPE" if c.lower_is_better else "accuracy"
     low, high = c.ci95
-    test = (f"exact over all {c.permutations:,} merchant swaps" if c.exact
-            else f"{c.permutations:,} random merchant swaps")
+    one = c.unit.removesuffix("s")  # merchant, or item where the release names no merchant
+    test = (f"exact over all {c.permutations:,} {one} swaps" if c.exact
+            else f"{c.permutations:,} random {one} swaps")
     verdict = (f"{label_a if c.better == 'A' else label_b} is better at the 5% level" if c.better
                else "no significant difference at the 5% level")
     lines = [f"{c.task}: {figure} {label_a} − {label_b} = {100 * c.diff:+.2f} {unit}, 95% CI "
-             f"[{100 * low:+.2f}, {100 * high:+.2f}] (paired merchant bootstrap), p = {_p(c.p_value)} "
-             f"(clustered paired permutation, {test}, {c.merchants} merchants): {verdict}."]
+             f"[{100 * low:+.2f}, {100 * high:+.2f}] (paired {one} bootstrap), p = {_p(c.p_value)} "
+             f"(clustered paired permutation, {test}, {c.merchants} {c.unit}): {verdict}."]
     if c.mcnemar:
         m = c.mcnemar
         lines.append(f"  McNemar exact (items as independent): {m['b']} items only {label_a} got right, {m['c']} only "

@@ -30,9 +30,9 @@ class BackendJudge:
 
     def __init__(self, spec: str, base_url: str | None = None, *, timeout: float = DEFAULTS.timeout,
                  max_attempts: int = DEFAULTS.max_attempts, max_tokens: int = DEFAULTS.max_tokens,
-                 retry_base_delay: float = DEFAULTS.retry_base_delay) -> None:
+                 retry_base_delay: float = DEFAULTS.retry_base_delay, seed: int | None = 0) -> None:
         self.spec, self.base_url = spec, base_url
-        self.config = GenerationConfig(temperature=0.0, max_tokens=max_tokens, seed=0)
+        self.config = GenerationConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
         self.policy = RetryPolicy(max_attempts=max_attempts, base_delay=retry_base_delay, request_timeout=timeout)
         self.timeout = timeout
         self._backend: Any = None

@@ -98,6 +98,18 @@ def headline(task: str, rows: Sequence[dict[str, Any]]) -> float | None:
     return accuracy(rows)
 
 
+def clusters(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """What each row's interval resamples it with: its merchant, or, where the release names none (the
+    authors' release carries no merchant), the item itself, all its epochs together."""
+    return [str(r["merchant_id"]) if r.get("merchant_id") is not None else f"item:{r.get('task')}:{r.get('id')}"
+            for r in rows]
+
+
+def resampled_unit(rows: Sequence[dict[str, Any]]) -> str:
+    """"merchants" when the rows name their merchants, else "items" (`clusters`)."""
+    return "merchants" if any(r.get("merchant_id") is not None for r in rows) else "items"
+
+
 def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = N_BOOT,
                 seed: int = 0) -> tuple[float, float] | None:
     """95% interval for `headline`, resampling merchants (the items' `merchant_id`).
@@ -116,7 +128,7 @@ def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = N_BO
         _CI_MEMO[key] = (rows, _CI_BY_CONTENT[content])
         return _CI_BY_CONTENT[content]
     interval: tuple[float, float] | None = None
-    merchants = [str(r.get("merchant_id")) for r in rows]
+    merchants = clusters(rows)
     if rows and headline(task, rows) is not None and can_resample(len(rows), merchants):
         if by_ape:
             interval = cluster_bootstrap_column_means_ci(_nutrition_ape(rows), merchants, n_boot=n_boot, seed=seed)
@@ -191,7 +203,7 @@ def paired_difference(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Seque
     if headline(task, a_rows) is None or headline(task, b_rows) is None:
         return None
     make = _nutrition_statistic if tasks.get(task).measure == "ape" else _correct_statistic  # one call per resample
-    diff, interval = paired_bootstrap(len(common), [str(a.get("merchant_id")) for a in a_rows],
+    diff, interval = paired_bootstrap(len(common), clusters(a_rows),
                                       make(a_rows), make(b_rows), n_boot=n_boot, seed=seed)
     return {"n": len(common), "diff": diff, "ci95": interval}
 
@@ -286,7 +298,8 @@ def task_figures(task: str, rows: Sequence[dict[str, Any]], metric_result: dict[
     figures.update(outcome_counts(rows))
     figures["tokens"] = token_totals(rows)
     interval = headline_ci(task, rows, n_boot=n_boot)
-    figures["merchants"] = len({str(r.get("merchant_id")) for r in rows})  # below 20 the interval is marked
+    figures["merchants"] = len(set(clusters(rows)))  # below 20 the interval is marked
+    figures["resampled"] = resampled_unit(rows)  # what the interval resamples: merchants, or items where none is named
     key = f"{tasks.get(task).figure}_ci95"
     figures[key] = None if interval is None else [float(interval[0]), float(interval[1])]
     if rows and not any_answered(rows):  # no headline: the table shows "–" with the failed count

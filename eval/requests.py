@@ -11,10 +11,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from eval import prompts, tasks
-from eval.images import ImageError, ViewHashes, select_views, stored_views, views_for_request
-from eval.settings import IDENTITY_FIELDS, RunSettings
-from eval.types import GenerationConfig, ImagePart, Message, Request
+from eval import official, prompts, tasks
+from eval.images import ImageError, ViewHashes, select_views, stored_bytes, stored_views, views_for_request
+from eval.settings import IDENTITY_FIELDS, RunSettings, image_indices
+from eval.types import DEFAULT_MAX_TOKENS, GenerationConfig, ImagePart, Message, Request
 
 
 def rotations(task: str, row: dict[str, Any], settings: RunSettings) -> range:
@@ -25,8 +25,15 @@ def rotations(task: str, row: dict[str, Any], settings: RunSettings) -> range:
 def generation_config(settings: RunSettings, epoch: int = 0) -> GenerationConfig:
     """What the run asks of every request (each backend's policy decides what is sent).
 
-    Epoch k > 0 asks again with seed + k: a model that samples gives an independent answer.
+    Epoch k > 0 asks again with seed + k: a model that samples gives an independent answer. The
+    authors' protocol sends temperature 0 and their budget (14,336 tokens, unless --max-tokens says
+    otherwise) and no seed, as their scripts do.
     """
+    if settings.protocol == "official":
+        budget = official.facts()["generation"]
+        tokens = budget["max_tokens"] if settings.max_tokens == DEFAULT_MAX_TOKENS else settings.max_tokens
+        return GenerationConfig(temperature=budget["temperature"], max_tokens=tokens,
+                                seed=settings.seed + epoch if epoch else None)
     return GenerationConfig(temperature=0.0, max_tokens=settings.max_tokens, seed=settings.seed + epoch,
                             reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget)
 
@@ -39,6 +46,9 @@ def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list
     epoch and rotation only when not 0, so the plain request keeps its hash (and its answer is reused).
     """
     identity = {name: getattr(settings, name) for name in IDENTITY_FIELDS}
+    for name in ("protocol", "image_indices"):  # absent under our protocol: earlier runs keep their hashes
+        if identity.get(name) in (None, "ours"):
+            identity.pop(name, None)
     identity.update(task=task, prompt=text, images=image_hashes, prompt_version=prompts.PROMPT_VERSION)
     if epoch:
         identity["epoch"] = epoch
@@ -79,6 +89,8 @@ def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: 
     row's views as `stored_views` found them, when the caller has checked them already.
     """
     spec = tasks.get(task)
+    if settings.protocol == "official":
+        return official_request(task, row, settings, epoch)
     row = spec.rotate(row, rotation)
     text = spec.prompt(row, lang=settings.lang, cot=settings.cot)
     stored = views is not None  # the release's own bytes, as `stored_views` found them
@@ -103,10 +115,38 @@ def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: 
                    metadata={"n_images": len(views), "epoch": epoch, "rotation": rotation})
 
 
+def official_views(task: str, row: dict[str, Any], settings: RunSettings) -> list[ImagePart]:
+    """The images the authors' scripts send for this row: chosen by the task's rule from
+    --image-indices, each the file's bytes as stored, labelled image/jpeg as they label every image."""
+    cells = row.get("images") or []
+    roles = row.get("image_roles") or []
+    mime = official.facts()["generation"]["image_mime"]
+    item = str(row["id"])
+    try:
+        return [ImagePart(stored_bytes(cells[k], item_id=item, index=k), mime,
+                          roles[k] if k < len(roles) else "user")
+                for k in tasks.get(task).official_images(row, image_indices(settings.image_indices))]
+    except ImageError as exc:
+        raise ImageError(f"{task}: {exc}") from None
+
+
+def official_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0) -> Request:
+    """The request of the authors' protocol: the images, then the row's prompt verbatim, in one user turn."""
+    text = str(row.get("prompt") or "")
+    views = official_views(task, row, settings)
+    hashes = [hashlib.sha256(v.data).hexdigest() for v in views]
+    digest = request_hash(settings, task, text, hashes, epoch)
+    return Request(id=str(row["id"]), task=task, messages=(Message(role="user", content=(*views, text)),),
+                   config=generation_config(settings, epoch), request_hash=digest,
+                   metadata={"n_images": len(views), "epoch": epoch, "rotation": 0})
+
+
 def request_job(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
     """The request itself when its views go out as stored (microseconds); otherwise the call that
     builds it (decode, shrink, re-encode), for a worker thread: what `runner.built_ahead` takes."""
+    if settings.protocol == "official":  # the stored bytes, never re-encoded: microseconds
+        return build_request(task, row, settings, epoch, rotation, scope)
     views = _stored(row, settings)
     if views is not None:
         return build_request(task, row, settings, epoch, rotation, scope, views)

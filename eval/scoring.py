@@ -44,14 +44,16 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval import circular, numbers, tasks
+from eval import circular, numbers, official, tasks
 from eval.images import select_views
 from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
 from eval.settings import N_BOOT, RunSettings
+from eval.specs import SpecError, parse_spec
 from eval.store import PREDICTIONS, Key, json_text, key_of, read_predictions, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS, Prediction, UserError
 from metrics.judge_accuracy.core import (
+    VerdictCache,
     final_answer,
     injection_suspected,
     judge_items,
@@ -166,18 +168,179 @@ def score_judged(task: str, records: list[dict[str, Any]], raws: list[str | None
     return metrics
 
 
+# ---------------------------------------------------------------- the authors' protocol
+def served_name(spec: str | None) -> str:
+    """The model name their scripts know a model by (`--model_name`): the spec's model part."""
+    try:
+        return parse_spec(spec or "")[1]
+    except SpecError:
+        return str(spec or "")
+
+
+def official_preds(task: str, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]],
+                   model: str | None) -> dict[int, dict[str, Any]]:
+    """Each answer as a line of their prediction file, by `idx`: `model_pred` (their cleaning of the
+    text, or the failure marker) and, for classification, the `gt_answer` their inference writes."""
+    spec, name = tasks.get(task), served_name(model)
+    found: dict[int, dict[str, Any]] = {}
+    for p, row in zip(predictions, rows, strict=True):
+        kept = p.official or {}  # an imported line: what their file says
+        line: dict[str, Any] = {"model_pred": kept["model_pred"] if isinstance(kept.get("model_pred"), str)
+                                else official.model_pred(p.raw, p.error, name)}
+        if spec.has_options:
+            line["gt_answer"] = kept["gt_answer"] if "gt_answer" in kept else official.classification_gt(row)
+        if isinstance(kept.get("eval_match"), bool):
+            line.update(eval_match=kept["eval_match"], eval_result=kept.get("eval_result"))
+        found[int(row["idx"])] = line
+    return found
+
+
+def official_judge(records: list[dict[str, Any]], preds: dict[int, dict[str, Any]],
+                   file_rows: Sequence[dict[str, Any]], judge: BackendJudge | None, judge_model: str | None,
+                   cache_dir: Path, concurrency: int) -> None:
+    """Their judge step: the Chinese judge prompt for each answer that counts, its reply read by their
+    keywords (`eval_match`, `eval_result` on the prediction line); an empty or failed answer is wrong
+    without a call; a judge that fails its attempts gives `__EVAL_ERROR__` and counts wrong, as theirs."""
+    by_idx = {r["official"]["idx"]: r for r in records if "official" in r}
+    for i, record in by_idx.items():  # verdicts their file already holds (an imported, judged run)
+        if "eval_match" in preds.get(i, {}):
+            record["official"].update(correct=preds[i]["eval_match"], judge_reply=preds[i].get("eval_result"),
+                                      strict=official.strict_verdict(preds[i].get("eval_result")))
+    if judge is None:
+        return
+    cache = VerdictCache(cache_dir, judge_model or "")
+    error = official.facts()["error_marker"]["judge"]
+    pending = []
+    for i, answer, reference, question, failed in official.vqa_tasks(file_rows, preds):
+        if "eval_match" in preds[i]:
+            continue
+        if failed:
+            preds[i].update(eval_match=False, eval_result=official.facts()["error_marker"]["inference"])
+        else:
+            pending.append((i, official.judge_prompt(question, reference, answer)))
+
+    def ask(prompt: str) -> str:
+        hit = cache.get(prompt)
+        if hit is not None:
+            return str(hit["raw"])
+        try:
+            reply = judge(prompt).strip()
+        except JudgeError:
+            return error
+        cache.put(prompt, "C" if official.keyword_verdict(reply) else "I", reply)
+        return reply
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        replies = list(pool.map(ask, [prompt for _, prompt in pending]))
+    for (i, _), reply in zip(pending, replies, strict=True):
+        match = reply != error and official.keyword_verdict(reply)
+        preds[i].update(eval_match=match, eval_result=reply)
+        record = by_idx.get(i)
+        if record is not None:
+            record["official"].update(correct=match, judge_reply=reply, strict=official.strict_verdict(reply))
+
+
+def score_official(task: str, records: list[dict[str, Any]], predictions: Sequence[Prediction],
+                   by_id: dict[str, dict[str, Any]], settings: dict[str, Any], judge: BackendJudge | None,
+                   judge_model: str | None, cache_dir: Path) -> dict[str, Any]:
+    """The `official` object of a task's metrics.json entry: exactly the figures their script prints
+    for these answers (epoch 0), and each record's `official` reading beside ours."""
+    spec = tasks.get(task)
+    file_rows = sorted(by_id.values(), key=lambda r: int(r["idx"]))
+    plain = [p for p in predictions if p.epoch == 0 and not p.rotation]
+    item_rows = [by_id[p.id] for p in plain]
+    preds = official_preds(task, plain, item_rows, settings.get("model"))
+    scored = {r["id"]: r for r in records if r.get("epoch", 0) == 0}
+    for p, row in zip(plain, item_rows, strict=True):
+        line = preds[int(row["idx"])]
+        if p.id in scored:
+            scored[p.id]["official"] = {"idx": int(row["idx"]), "model_pred": line["model_pred"],
+                                        **spec.official_item(line["model_pred"], row, line.get("gt_answer"))}
+    if spec.judged:
+        official_judge(records, preds, file_rows, judge, judge_model, cache_dir,
+                       int(settings.get("concurrency") or RunSettings.concurrency))
+    figures = spec.official_figures(file_rows, preds)
+    return {"official": figures, "official_disagreements": disagreements(task, list(scored.values()))}
+
+
+def score_strict_judged(task: str, records: list[dict[str, Any]], judge_model: str | None,
+                        n_boot: int = N_BOOT) -> dict[str, Any]:
+    """Ours beside theirs for a judged task under the authors' protocol: the same judge reply read
+    strictly (one word that says yes or no, `official.strict_verdict`); a failed or empty answer is
+    wrong; a reply that says neither plainly leaves the item unscored."""
+    verdicts: list[str | None] = []
+    for record in records:
+        mine = record.get("official") or {}
+        if mine.get("judged") is False:
+            verdict: str | None = "I"
+        elif mine.get("strict") is not None:
+            verdict = "C" if mine["strict"] else "I"
+        else:
+            verdict = None
+        record.update(verdict=verdict, decided_by="judge" if verdict else None,
+                      correct=None if verdict is None else verdict == "C")
+        verdicts.append(verdict)
+    has_replies = any("judge_reply" in (r.get("official") or {}) for r in records)
+    if not has_replies:
+        return {"scored": False, "n": len(records), **numbers.outcome_counts(records),
+                "tokens": numbers.token_totals(records), "note": NO_JUDGE_NOTE}
+    result = score_verdicts(verdicts, ["judge" if v else "unscored" for v in verdicts])
+    found = numbers.task_figures(task, records, result, n_boot=n_boot)
+    found.update(scored=True, judge=judge_model, judge_errors=0, injection_suspected=0)
+    return found
+
+
+def usable_reference(task: str, row: dict[str, Any], lang: str) -> bool:
+    """Whether this project's scoring can read the row's reference (the authors' scoring runs either way)."""
+    try:
+        tasks.reference_of(task, row, lang)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return True
+
+
+def disagreements(task: str, records: Sequence[dict[str, Any]]) -> int:
+    """Items on which their reading and ours differ: right against wrong (classification, VQA), or
+    read against unread or other values (nutrition)."""
+    spec, count = tasks.get(task), 0
+    for record in records:
+        mine = record.get("official") or {}
+        if spec.measure == "ape":
+            ours = record.get("parsed")
+            theirs = mine.get("read")
+            if ours is None or theirs is None:
+                same = ours is None and theirs is None
+            else:
+                same = all(_number(theirs.get(k)) == _number(ours.get(k)) for k in spec.components)
+            count += not same
+        elif spec.judged:
+            strict = mine.get("strict")
+            count += mine.get("correct") is not None and strict is not None and strict != mine.get("correct")
+        else:
+            count += bool(mine.get("correct")) != bool(record.get("correct"))
+    return count
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 # ---------------------------------------------------------------- a run folder
-def load_rows(task: str, source: str | None) -> dict[str, dict[str, Any]]:
+def load_rows(task: str, source: str | None, lang: str = "zh") -> dict[str, dict[str, Any]]:
     """Every item's metadata (no images) by id: references and breakdown fields."""
     import diningbench
 
     try:
-        dataset = diningbench.load(tasks.get(task).source_config, source, decode_images=False)
+        release = diningbench.read_release(tasks.get(task).source_config, source, lang=lang)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise ScoringError(f"cannot load {task} references from {source or 'the embedded sample'}: "
                            f"{' '.join(str(exc).split())[:300]}") from None
-    meta = dataset.remove_columns([c for c in ("images",) if c in dataset.column_names])
-    return {str(r["id"]): r for r in meta}
+    return {str(r["id"]): r for r in release.rows}
 
 
 def _views_sent(row: dict[str, Any], settings: dict[str, Any]) -> int:
@@ -227,20 +390,26 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
             if not mine:
                 continue
             by_id = {str(r["id"]): r for r in rows[task]} if rows and task in rows else load_rows(
-                task, settings.get("dataset"))
+                task, settings.get("dataset"), lang)
             unknown = sorted({p.id for p in mine} - set(by_id))
             if unknown:
                 raise ScoringError(f"{task}: predictions for ids not in the dataset ({', '.join(unknown[:5])}); "
                                    "was the run made on another --dataset?")
             order = {item_id: n for n, item_id in enumerate(by_id)}
             mine.sort(key=lambda p: (p.epoch, order[p.id], p.rotation))  # dataset order, epoch by epoch
+            answered = mine  # every answer: the authors' scoring reads them all
+            if settings.get("protocol") == "official":  # ours reads the rows whose reference it can read
+                mine = [p for p in mine if usable_reference(task, by_id[p.id], lang)]
             rotated = [p for p in mine if p.rotation]  # --circular: scored apart, into rotations.jsonl
             mine = [p for p in mine if not p.rotation]
             records = [item_record(task, by_id[p.id], p, lang=lang,
                                    n_images=None if p.n_images is not None else _views_sent(by_id[p.id], settings))
                        for p in mine]
             spec = tasks.get(task)
-            if spec.judged:
+            official_protocol = settings.get("protocol") == "official"
+            if spec.judged and official_protocol:
+                pass  # ours reads the authors' judge's reply strictly (score_strict_judged, below): one call per item
+            elif spec.judged:
                 raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in mine]
                 metrics[task] = score_judged(task, records, raws, [spec.question(by_id[p.id], lang) or "" for p in mine],
                                              judge_fn, judge, Path(judge_cache or run_dir / JUDGE_CACHE),
@@ -253,6 +422,24 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                 if rotated:
                     rotated_records, found = score_rotations(task, rotated, by_id, records, lang, n_boot, fresh)
                     metrics[task].update(found)
+            if official_protocol:
+                official_judge_fn = None
+                if spec.judged and judge:
+                    official_judge_fn = BackendJudge(judge, judge_base_url, seed=None,
+                                                     timeout=float(settings.get("timeout") or RunSettings.timeout),
+                                                     max_attempts=int(official.facts()["vqa"]["judge_attempts"]),
+                                                     max_tokens=int(official.facts()["vqa"]["judge_max_tokens"]))
+                try:
+                    found = score_official(task, records, answered, by_id, settings, official_judge_fn,
+                                           judge, Path(judge_cache or run_dir / JUDGE_CACHE))
+                    if spec.judged:
+                        metrics[task] = score_strict_judged(task, records, judge, n_boot)
+                    metrics[task].update(found)
+                    if len(answered) > len(mine):
+                        metrics[task]["ours_left_out"] = len(answered) - len(mine)
+                finally:
+                    if official_judge_fn is not None:
+                        official_judge_fn.close()
             all_records.extend(records)
     finally:
         if judge_fn is not None:

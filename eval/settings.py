@@ -22,6 +22,9 @@ from eval.types import DEFAULT_MAX_TOKENS, UserError
 
 IMAGE_ORDERS = ("reference-first", "user-first", "random")
 LANGS = ("zh", "en")
+# How items are asked and scored: "official" is the authors' scripts (eval/official.py), "ours" this
+# project's prompts and parsers. None (the default) picks official for the authors' release, ours otherwise.
+PROTOCOLS = ("official", "ours")
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 N_BOOT = 1000  # bootstrap resamples of every 95% interval: RunSettings.n_boot, each report's and command's default
 
@@ -56,6 +59,14 @@ class RunSettings:
     limit: int | None = _opt(None, "first N items (after --ids)")
     ids: Sequence[str] | None = _opt(None, "comma-separated item ids")
     images: int | None = _opt(None, "send the first N views after ordering (default: all)", identity=True)
+    protocol: str | None = _opt(None, "how items are asked and scored: official (the authors' scripts: each row's "
+                                      "prompt verbatim, images chosen by --image-indices and sent as stored, "
+                                      "14,336 tokens, their figures as the headline, ours beside them) or ours "
+                                      "(this project's prompts and parsers); default: official on the authors' "
+                                      "release, ours otherwise", identity=True, choices=PROTOCOLS)
+    image_indices: str | None = _opt(None, "--protocol official: the images to send, e.g. 0,1,2 (0 the merchant's "
+                                           "photo, k the k-th customer photo; default 0, the authors'); VQA rows "
+                                           "send their own images", identity=True, metavar="I,J,...")
     image_order: str = _opt("reference-first", "order of an item's views before --images keeps the first N: "
                                                "reference-first (the merchant's photo, then customers'; default), "
                                                "user-first (customers' photos first), or random (a shuffle per "
@@ -123,6 +134,20 @@ class RunSettings:
             raise UsageError(f"--images must be at least 1 (got {self.images}); omit it to send every view")
         if self.image_order not in IMAGE_ORDERS:
             raise UsageError(f"unknown --image-order {self.image_order!r}; choose one of {', '.join(IMAGE_ORDERS)}")
+        if self.protocol is not None and self.protocol not in PROTOCOLS:
+            raise UsageError(f"unknown --protocol {self.protocol!r}; choose official or ours")
+        if self.image_indices is not None:
+            image_indices(self.image_indices)  # a UsageError naming the flag
+            if self.protocol == "ours":
+                raise UsageError("--image-indices chooses images under --protocol official; with ours use --images N "
+                                 "and --image-order")
+        if self.protocol == "official":
+            for flag, value, default in (("--images", self.images, None), ("--cot", self.cot, False),
+                                         ("--circular", self.circular, False),
+                                         ("--image-order", self.image_order, "reference-first")):
+                if value != default:
+                    raise UsageError(f"{flag} is this project's protocol; --protocol official sends each row's prompt "
+                                     "verbatim with the images --image-indices names")
         if self.lang not in LANGS:
             raise UsageError(f"unknown --lang {self.lang!r}; choose zh or en")
         for name in ("concurrency", "max_tokens", "max_image_side", "batch_size", "max_attempts", "epochs"):
@@ -153,7 +178,10 @@ class RunSettings:
     def default_out(self) -> Path:
         """`results/<model>-<task>-<settings>/`, readable and unique per setting that changes answers."""
         model = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-")
-        parts = [model, self.task, self.lang, f"img{self.images or 'all'}", self.image_order]
+        if self.protocol == "official":
+            parts = [model, self.task, self.lang, "official", "idx" + "-".join(map(str, image_indices(self.image_indices)))]
+        else:
+            parts = [model, self.task, self.lang, f"img{self.images or 'all'}", self.image_order]
         if self.cot:
             parts.append("cot")
         if self.reasoning_effort:
@@ -183,6 +211,22 @@ class RunSettings:
         data["ids"] = list(self.ids) if self.ids is not None else None
         data["engine_extra"] = {k: v for k, v in self.engine_extra.items() if _is_plain(v)}
         return data
+
+
+def image_indices(text: str | None) -> tuple[int, ...]:
+    """`--image-indices` as a tuple (None: the authors' default, the merchant's photo alone).
+
+    Written `0,1,2` or `[0,1,2]` (the authors' scripts take both spellings for one meaning).
+
+    >>> image_indices("0,1,2"), image_indices("[0, 2]"), image_indices(None)
+    ((0, 1, 2), (0, 2), (0,))
+    """
+    if text is None:
+        return (0,)
+    parts = [p.strip() for p in str(text).strip().strip("[]").split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts) or len(parts) > 64:
+        raise UsageError(f"--image-indices takes up to 64 indices >= 0 separated by commas, e.g. 0,1,2 (got {text!r})")
+    return tuple(int(p) for p in parts)
 
 
 def _is_plain(value: Any) -> bool:

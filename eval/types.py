@@ -68,7 +68,7 @@ class GenerationConfig:
 
     temperature: float = 0.0
     max_tokens: int | None = DEFAULT_MAX_TOKENS
-    seed: int = 0
+    seed: int | None = 0  # None: none sent (the authors' protocol)
     reasoning_effort: str | None = None
     thinking_budget: int | None = None
 
@@ -190,14 +190,20 @@ class Prediction:
     n_images: int | None = None
     epoch: int = 0
     rotation: int = 0  # `--circular`: the options were rotated left by this many places (0 = as stored)
+    # A line imported from the authors' prediction files: what their file says (`model_pred` as their
+    # inference cleaned it, `gt_answer`, and their judge's `eval_match`/`eval_result` when judged).
+    official: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy of `parsed` and `usage` was a tenth of the runner's
         # CPU per sample, for a dict that is serialised at once.
-        return {"id": self.id, "task": self.task, "epoch": self.epoch, "raw": self.raw, "parsed": self.parsed,
+        line = {"id": self.id, "task": self.task, "epoch": self.epoch, "raw": self.raw, "parsed": self.parsed,
                 "error": self.error, "attempts": self.attempts, "latency_s": self.latency_s, "usage": self.usage,
                 "finish_reason": self.finish_reason, "truncated": self.truncated, "n_images": self.n_images,
                 "request_hash": self.request_hash, "rotation": self.rotation}
+        if self.official is not None:
+            line["official"] = self.official
+        return line
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> Prediction:
@@ -209,6 +215,8 @@ class Prediction:
             if not isinstance(values.get(name), int) or isinstance(values.get(name), bool):
                 values[name] = 0
         values["truncated"] = values.get("truncated") is True
+        if not isinstance(values.get("official"), dict | None):
+            values["official"] = None
         return cls(**values)
 
 

@@ -198,7 +198,7 @@ class HFBackend:
             # Requests that sample differently cannot share one generate() call.
             groups: dict[tuple[float, int], list[int]] = {}
             for index, request in enumerate(chunk):
-                groups.setdefault((request.config.temperature, request.config.seed), []).append(index)
+                groups.setdefault((request.config.temperature, request.config.seed or 0), []).append(index)
             chunk_results: list[Response | BackendError | None] = [None] * len(chunk)
             for indices in groups.values():
                 group = [chunk[i] for i in indices]
@@ -232,7 +232,7 @@ class HFBackend:
             limits.append(room if asked is None else min(asked, room))
         config = requests[0].config
         with self._lock, torch.inference_mode():
-            torch.manual_seed(config.seed)
+            torch.manual_seed(config.seed or 0)
             output = self.model.generate(**inputs, generation_config=self._generation_config(
                 config.temperature, max_new_tokens=max(limits)))
         generated = output[:, inputs["input_ids"].shape[1]:].tolist()

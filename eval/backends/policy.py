@@ -250,7 +250,7 @@ class ChatPolicy:
             body: dict[str, Any] = {"model": model, "messages": messages}
             if self.send_temperature:
                 body["temperature"] = config.temperature
-            if self.send_seed:
+            if self.send_seed and config.seed is not None:
                 body["seed"] = config.seed
             if config.reasoning_effort is not None:
                 body["reasoning_effort"] = config.reasoning_effort

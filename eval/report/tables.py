@@ -155,6 +155,9 @@ def results_table(metrics: dict[str, Any]) -> str:
                          headline_cell(m[figure], m.get(f"{figure}_ci95"), failed=failed, n=m["n"]),
                          f"{m.get('unscored', 0)} unscored" if spec.judged else str(m["parse_failures"]),
                          str(truncated), str(failed), token_cell])
+        if isinstance(m.get("official"), dict):
+            rows[-1] = official_row(spec, m, rows[-1])
+            notes.append(official_note(spec, m))
         if spec.components:
             parts = ", ".join(f"{c} {pct(m.get(f'{c}_mape'))}" for c in spec.components)
             notes.append(f"{task} MAPE per component (%): {parts}")
@@ -172,6 +175,23 @@ def results_table(metrics: dict[str, Any]) -> str:
     table = md_table(["task", "n", "headline (%)", "value [95% CI, merchant bootstrap]", "unparsed", "truncated",
                       "failed", "tokens (prompt/completion/reasoning)"], rows)
     return "\n".join([table, ""] + notes).rstrip()
+
+
+def official_row(spec: Any, m: dict[str, Any], ours: list[str]) -> list[str]:
+    """A task's summary row under the authors' protocol: their figure is the headline, ours beside it
+    with the number of items the two readings read differently."""
+    name, value = spec.official_headline(m["official"])
+    mine = ours[3]
+    return [ours[0], ours[1], f"official {name}", f"{pct(value)} (ours: {mine}; {m.get('official_disagreements', 0)} "
+            "read differently)", *ours[4:]]
+
+
+def official_note(spec: Any, m: dict[str, Any]) -> str:
+    """What the official headline is and what ours is, in one line."""
+    left = m.get("ours_left_out")
+    left_text = f"; {left} items whose reference ours cannot read are left out of ours only" if left else ""
+    return (f"{spec.name}: the headline is the authors' scoring (their scripts' figures, metrics.json `official`); "
+            f"ours reads answers with this project's strict parsers{left_text}")
 
 
 def _tokens(totals: dict[str, int] | None) -> str:

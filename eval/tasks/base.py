@@ -117,6 +117,26 @@ class Task:
         = unparsed or failed) and return the metric's result (its figures, without the intervals)."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------ the authors' protocol (eval/official.py)
+    def official_headline(self, figures: Mapping[str, Any]) -> tuple[str, float | None]:
+        """(name, value as a fraction) of the figure their script prints that Table 2 reports."""
+        raise NotImplementedError
+
+    def official_images(self, row: Mapping[str, Any], indices: Sequence[int]) -> list[int]:
+        """Positions in the row's images that the authors' script sends for `indices` (their
+        --num_images_idxs). By default every image the row lists, as their VQA script sends."""
+        return list(range(len(row.get("images") or row.get("image_paths") or [])))
+
+    def official_item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
+        """What their script reads of one answer (`read`) and whether it counts as right (`correct`;
+        None for a task without right and wrong)."""
+        raise NotImplementedError
+
+    def official_figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]
+                         ) -> dict[str, Any]:
+        """The figures their script prints, from the file's rows and the predictions by position."""
+        raise NotImplementedError
+
     def agreement_answer(self, record: Mapping[str, Any]) -> Any:
         """What must be the same across epochs for an item to count as answered alike."""
         return record.get("verdict") if self.judged else record.get("parsed")
