@@ -155,7 +155,7 @@ def _first_unembedded_image(table: pa.Table) -> tuple[str, int] | None:
 IMAGE_BATCH = 16
 
 
-def read_release(config: str, source: str | os.PathLike | None = None) -> LocalRelease | LoadedRelease:
+def read_release(config: str, source: str | os.PathLike | None = None, *, lang: str = "zh") -> LocalRelease | LoadedRelease:
     """One config's rows as the harness reads them: `rows`, every row's metadata (all columns but
     `images`), and `iter_rows(positions)`, those rows whole with their image cells as `{"bytes", "path"}`.
 
@@ -399,7 +399,7 @@ class LoadedRelease:
                 yield {**self.rows[next(order)], "images": cell}
 
 
-def fingerprint(config: str, source: str | os.PathLike | None = None) -> str:
+def fingerprint(config: str, source: str | os.PathLike | None = None, *, lang: str = "zh") -> str:
     """A stable hash of the config's data files (content, not mtime), for run.json."""
     _check_config(config)
     src = _source(source)

@@ -36,6 +36,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from eval.types import ALPHABET, NUTRIENTS
+
 PROTOCOL_FILE = Path(__file__).resolve().parent / "data" / "official_protocol.json"
 
 
@@ -96,9 +98,6 @@ def model_pred(raw: str | None, error: str | None, model_name: str) -> str:
 
 
 # ------------------------------------------------------------------ classification
-ASCII_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
 def first_letter(pred: str) -> str:
     """The choice their classification script reads: the first character for which `str.isalpha()` is
     true in the stripped, upper-cased answer ("" when there is none). Chinese characters are alphabetic.
@@ -124,7 +123,7 @@ def classification_item(pred: str, gt_answer: str) -> tuple[bool, bool, str]:
     if not pred or is_error(pred):
         return False, True, ""
     letter = first_letter(pred)
-    unreadable = not letter or letter not in ASCII_LETTERS
+    unreadable = not letter or letter not in ALPHABET
     return letter == gt_answer and letter != "", unreadable, letter
 
 
@@ -147,9 +146,6 @@ def classification_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int
 
 
 # ------------------------------------------------------------------ nutrition
-NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
-
-
 def _key_map() -> dict[str, str]:
     return {name: nutrient for nutrient, names in facts()["nutrition_keys"].items()
             if not nutrient.startswith("_") for name in names}

@@ -27,13 +27,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data contract", ("diningbench.py", "dataset/", "synthetic/", "data/")),
     ("metrics", ("metrics/",)),
     ("harness contracts", ("eval/__init__.py", "eval/types.py", "eval/settings.py", "eval/specs.py",
-                           "eval/redact.py", "eval/process.py", "eval/prompts.py", "eval/tasks/")),
+                           "eval/redact.py", "eval/process.py", "eval/prompts.py", "eval/official.py", "eval/tasks/")),
     ("harness", ("eval/images.py", "eval/requests.py", "eval/endpoints.py", "eval/backends/", "eval/runner.py",
                  "eval/store.py", "eval/runinfo.py", "eval/judge.py", "eval/numbers.py", "eval/circular.py",
                  "eval/scoring.py", "eval/agreement.py", "eval/progress.py", "eval/stats.py")),
     ("reports", ("eval/report/", "eval/analysis.py", "eval/compare.py")),
     ("construction", ("construct/",)),
-    ("entry points", ("eval/api.py", "eval/cli.py", "eval/__main__.py", "eval/importer.py", "space/")),
+    ("entry points", ("eval/api.py", "eval/cli.py", "eval/__main__.py", "eval/importer.py", "eval/official_io.py",
+                      "space/")),
     ("adapters (beside the entry points)", ("adapters/",)),
     ("benches", ("bench/",)),
 )
@@ -220,7 +221,7 @@ def test_every_default_is_the_settings_one():
 
 def test_identity_fields_are_the_settings_that_change_the_question():
     assert set(IDENTITY_FIELDS) == {"model", "images", "image_order", "cot", "lang", "max_tokens", "reasoning_effort",
-                                    "thinking_budget", "seed", "max_image_side"}
+                                    "thinking_budget", "seed", "max_image_side", "protocol", "image_indices"}
 
 
 def test_the_letters_the_parser_reads_are_the_contracts():

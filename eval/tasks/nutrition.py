@@ -64,7 +64,7 @@ class Nutrition(Task):
 
     def official_item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
         answer = official.parse_nutrition_answer(model_pred.strip())
-        read = None if answer is None else {k: answer[k] for k in official.NUTRIENTS}
+        read = None if answer is None else {k: answer[k] for k in NUTRIENTS}
         return {"read": read, "correct": None, "parse_failed": answer is None}
 
     def official_figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]
