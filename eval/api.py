@@ -140,7 +140,8 @@ def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[dict[str,
     """What `baseline:` backends may see: each item's id, groups and reference answer."""
     return {d.task: [{"id": str(r["id"]), "group": r.get("category"),
                       **{name: r.get(name) for name in tasks.get(d.task).item_fields},
-                      "reference": tasks.reference_of(d.task, r, lang)} for r in d.rows] for d in data}
+                      "reference": tasks.reference_of(d.task, r, lang)} for r in d.rows
+                     if scoring.usable_reference(d.task, r, lang)] for d in data}  # the authors' rows may lack one
 
 
 def build_backend(settings: RunSettings, data: list[_TaskData]) -> Backend:
