@@ -158,7 +158,12 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
                             "runs; report fewer folders at a time to see the others.")
             columns = columns[:MAX_BREAKDOWN_RUNS]
         figure = "Avg MAPE (%), lower is better" if spec.lower_is_better else "accuracy (%)"
+        every = [r for _, run in columns for r in run.scores[task]]
         for dimension in spec.breakdowns:
+            if every and all(r.get(dimension) is None for r in every):  # the authors' release names none
+                sections.append(f"{task} by {DIMENSION_TITLES.get(dimension, dimension)}: left out, the release "
+                                "names none for its items.")
+                continue
             # Rows are the union of every run's cells (runs may differ in views sent or categories),
             # largest first; each run's cell shows its own n, and `–` only where it has no item.
             groups = breakdown([r for _, run in columns for r in run.scores[task]], dimension)
