@@ -54,6 +54,12 @@ def test_classification_figures_equal_the_authors_script():
            AUTHORS_PRINTED["classification"])
 
 
+def test_a_prediction_files_own_gt_answer_wins_over_the_datasets():
+    _close(official.classification_figures(corpus_rows("classification.jsonl"),
+                                           _preds("classification_pred_gt_override.jsonl")),
+           AUTHORS_PRINTED["classification_gt_override"])
+
+
 def test_nutrition_figures_equal_the_authors_script_and_averages_are_the_four_nutrients_means():
     found = official.nutrition_figures(corpus_rows("nutrition.jsonl"), _preds("nutrition_pred.jsonl"))
     _close(found, AUTHORS_PRINTED["nutrition"])
@@ -160,9 +166,9 @@ def test_a_run_reproduces_the_authors_figures_and_requests(tmp_path, tarball):
             assert content[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
         prompts = sorted(r.prompt for r in sent)
         assert prompts == sorted(r["prompt"] for r in rows)
-        if not tarball:  # the merchant's photo alone (their default index 0), its bytes as stored
-            stored = {image_bytes(folder, image_paths(r)[0]) for r in rows}
-            assert {r.images[0] for r in sent} == stored
+        # the merchant's photo alone (their default index 0), its bytes as stored
+        assert all(len(r.images) == 1 for r in sent)
+        assert {r.images[0] for r in sent} == {image_bytes(folder, image_paths(r)[0]) for r in rows}
 
 
 def test_vqa_run_asks_their_judge_their_way_and_reproduces_both_vqa_figures(tmp_path):
@@ -202,6 +208,7 @@ def test_export_writes_their_files_and_import_reads_them_back_to_the_same_figure
 
 @pytest.mark.parametrize(("task", "file", "expected"), [
     ("classification", "classification_pred.jsonl", AUTHORS_PRINTED["classification"]),
+    ("classification", "classification_pred_gt_override.jsonl", AUTHORS_PRINTED["classification_gt_override"]),
     ("nutrition", "nutrition_pred.jsonl", AUTHORS_PRINTED["nutrition"]),
     ("vqa", "vqa_judged_pred.jsonl", AUTHORS_PRINTED["vqa_judge"]),
 ])
