@@ -1,9 +1,11 @@
 """DiningBench dataset contract: the features of each config, load, fingerprint, validate, build and
-publish a release, and the CLI (`python diningbench.py {validate,build,sample,push,summary}`).
+publish a release, and the CLI (`python diningbench.py {validate,build,sample,convert,push,summary}`).
 
 The code lives in the `dataset/` package beside this file, one module per concern: `schema` (the
 columns of each config, row encoding, limits), `jsonl` (the one JSON-lines reader), `load` (a release
-folder with pyarrow alone, a Hub id through `datasets`, fingerprints), `stats` (chi-square of answer
+folder with pyarrow alone, a Hub id through `datasets`, fingerprints), `cache` (the cache folder, the
+Hub's reachability), `official` (the authors' layout: JSON lines + an images tree or archive, read and
+written; `archive` unpacks it safely), `convert` (between the two layouts), `stats` (chi-square of answer
 positions), `validate` and `build` (Parquet shards, the card, the synthetic sample, push). This file is
 the entry point: `import diningbench` gives all of it, `python diningbench.py` is the CLI. Copy it with
 `dataset/` next to any release (or into a Space) to use it without the rest of the repository.
@@ -15,15 +17,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dataset.archive import MAX_MEMBERS, MAX_UNPACKED_BYTES, unpack_once
 from dataset.build import (
     ShardWriter,
     build,
     card_info,
+    card_license,
     card_text,
     generate,
     push,
     write_release,
 )
+from dataset.cache import FINGERPRINTS_KEPT, datasets_cache, hub_reachable
+from dataset.convert import convert, write_sample_official
 from dataset.jsonl import (
     MAX_JSON_DEPTH,
     MAX_JSON_FILE_BYTES,
@@ -33,17 +39,43 @@ from dataset.jsonl import (
     read_json_file,
 )
 from dataset.load import (
-    FINGERPRINTS_KEPT,
     IMAGE_BATCH,
     IMAGE_CACHES_KEPT,
     LoadedRelease,
     LocalRelease,
     _source,
-    datasets_cache,
     fingerprint,
-    hub_reachable,
     load,
     read_release,
+)
+from dataset.official import (
+    DISH_NAME_KEYS,
+    HUB_ID,
+    IMAGES_ARCHIVE,
+    IMAGES_DIR,
+    LANGS,
+    MAX_IMAGES_PER_ROW,
+    MAX_LINE_BYTES,
+    MAX_ROWS,
+    NO_OPTIONS,
+    NUTRIENT_KEYS,
+    OFFICIAL_FILES,
+    OFFICIAL_LICENSE,
+    OFFICIAL_PAPER,
+    UNPACKED_KEPT,
+    VQA_ENDINGS,
+    OfficialRelease,
+    derive_row,
+    duplicate_ids,
+    is_official,
+    license_terms,
+    nutrition_truth,
+    official_configs,
+    parse_options,
+    published_images,
+    read_official,
+    vqa_image_fallback,
+    write_official,
 )
 from dataset.schema import (
     CARD,
@@ -61,11 +93,13 @@ from dataset.schema import (
     LICENSE,
     MAX_CALORIES,
     MAX_GRAMS,
+    MAX_PHOTO_BYTES,
     MAX_PIXELS,
     MIN_POSITIVE,
     NUTRIENTS,
     NUTRITION_SOURCES,
     OPTIONAL_COLUMNS,
+    PUBLISHED_COLUMNS,
     ROOT,
     ROW_GROUP_SIZE,
     SAMPLE_DIR,
@@ -93,7 +127,13 @@ from dataset.validate import (
     validate,
 )
 
-__all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "columns", "COMMON_COLUMNS", "CONFIGS", "CUISINES", "DatasetError", "DESCRIPTION", "encode_row", "ENVIRONMENT_ERRORS", "features", "GRAMS_PER_UNIT", "IMAGE", "IMAGE_ROLES", "LETTERS", "LICENSE", "MAX_CALORIES", "MAX_GRAMS", "MAX_PIXELS", "MIN_POSITIVE", "NUTRIENTS", "NUTRITION_SOURCES", "OPTIONAL_COLUMNS", "portion_grams", "release_schema", "ROOT", "ROW_GROUP_SIZE", "SAMPLE_DIR", "schema_problems", "SPLIT", "VQA_CATEGORIES", "iter_jsonl_objects", "json_depth_within", "read_json_file", "MAX_JSON_FILE_BYTES", "JsonlPolicy", "MAX_JSON_DEPTH", "datasets_cache", "fingerprint", "FINGERPRINTS_KEPT", "hub_reachable", "IMAGE_BATCH", "IMAGE_CACHES_KEPT", "load", "LoadedRelease", "LocalRelease", "read_release", "chi_square_sf", "position_bias", "regularized_gamma_q", "image_problem", "Problem", "summary", "validate", "build", "card_info", "card_text", "generate", "push", "ShardWriter", "write_release"]
+__all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "columns", "COMMON_COLUMNS", "CONFIGS", "CUISINES", "DatasetError", "DESCRIPTION", "encode_row", "ENVIRONMENT_ERRORS", "features", "GRAMS_PER_UNIT", "IMAGE", "IMAGE_ROLES", "LETTERS", "LICENSE", "MAX_CALORIES", "MAX_GRAMS", "MAX_PIXELS", "MIN_POSITIVE", "NUTRIENTS", "NUTRITION_SOURCES", "OPTIONAL_COLUMNS", "portion_grams", "release_schema", "ROOT", "ROW_GROUP_SIZE", "SAMPLE_DIR", "schema_problems", "SPLIT", "VQA_CATEGORIES", "iter_jsonl_objects", "json_depth_within", "read_json_file", "MAX_JSON_FILE_BYTES", "JsonlPolicy", "MAX_JSON_DEPTH", "datasets_cache", "fingerprint", "FINGERPRINTS_KEPT", "hub_reachable", "IMAGE_BATCH", "IMAGE_CACHES_KEPT", "load", "LoadedRelease", "LocalRelease", "read_release", "chi_square_sf", "position_bias", "regularized_gamma_q", "image_problem", "Problem", "summary", "validate", "build", "card_info", "card_text", "generate", "push", "ShardWriter", "write_release",
+           "MAX_MEMBERS", "MAX_UNPACKED_BYTES", "card_license", "convert", "write_sample_official", "HUB_ID", "LANGS",
+           "MAX_IMAGES_PER_ROW", "MAX_LINE_BYTES", "MAX_ROWS", "OFFICIAL_FILES", "OFFICIAL_LICENSE", "OfficialRelease",
+           "is_official", "license_terms", "nutrition_truth", "parse_options", "read_official", "write_official",
+           "MAX_PHOTO_BYTES", "PUBLISHED_COLUMNS", "NO_OPTIONS", "VQA_ENDINGS",
+           "unpack_once", "DISH_NAME_KEYS", "IMAGES_ARCHIVE", "IMAGES_DIR", "NUTRIENT_KEYS", "OFFICIAL_PAPER",
+           "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback"]
 
 
 # ----------------------------------------------------------------------------------------------- CLI
@@ -104,11 +144,15 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="examples:\n  python diningbench.py validate path/to/release\n"
                                             "  python diningbench.py sample --out /tmp/diningbench-sample\n"
-                                            "  python diningbench.py summary OWNER/NAME")
+                                            "  python diningbench.py summary OWNER/NAME\n"
+                                            f"  python diningbench.py convert {HUB_ID} --out releases/official")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    source_help = "release folder or Hub dataset id OWNER/NAME (default: $DININGBENCH_SOURCE, else the embedded sample)"
+    source_help = ("release folder or Hub dataset id OWNER/NAME, or the authors' layout (a folder of their JSON-lines "
+                   f"files, one such file, {HUB_ID}[@REVISION]) (default: $DININGBENCH_SOURCE, else the embedded sample)")
+    lang_help = "the authors' layout: the Chinese files or the English (_en) ones (default zh)"
     p = sub.add_parser("validate", help="check a release folder or Hub id; exit 1 on errors")
     p.add_argument("source", nargs="?", default=None, help=source_help)
+    p.add_argument("--lang", choices=LANGS, default="zh", help=lang_help)
     p = sub.add_parser("build", help="records (JSONL + images) -> release folder")
     p.add_argument("records_dir", help="folder with classification.jsonl, nutrition.jsonl, vqa.jsonl and the "
                    "image files they name by relative path")
@@ -123,13 +167,24 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --raw: merchants in the export (default 4), the planted defects repeated per 4")
     p.add_argument("--seed", type=int, default=0, help="same seed, byte-identical Parquet (default 0)")
     p.add_argument("--workers", type=int, default=None, help="rendering processes (default: one per CPU)")
+    p.add_argument("--layout", choices=("parquet", "official"), default="parquet",
+                   help="official: the committed sample in the authors' layout (six JSON-lines files, images/, "
+                        "images.tar.gz), with the quirks their scripts accept")
     p.add_argument("--out", required=True, help="folder to write")
+    p = sub.add_parser("convert", help="the authors' layout -> a Parquet release (images embedded, published fields kept)")
+    p.add_argument("source", help=f"a folder of the authors' JSON-lines files, one such file, or {HUB_ID}[@REVISION]")
+    p.add_argument("--out", required=True, help="release folder to write")
+    p.add_argument("--lang", choices=(*LANGS, "both"), default="zh",
+                   help="which files: zh, en, or both (the Chinese rows with the English texts in the _en columns)")
     p = sub.add_parser("push", help="upload a release folder to the Hub (token from HF_TOKEN)")
     p.add_argument("release_dir", help="a release folder that validates without errors")
     p.add_argument("repo_id", help="Hub dataset repository OWNER/NAME (created if missing)")
     p.add_argument("--private", action="store_true", help="create the repository private")
+    p.add_argument("--public", action="store_true",
+                   help=f"create it public even when the card's license is {OFFICIAL_LICENSE} (private otherwise)")
     p = sub.add_parser("summary", help="counts per config, cuisine, category, images per item")
     p.add_argument("source", nargs="?", default=None, help=source_help)
+    p.add_argument("--lang", choices=LANGS, default="zh", help=lang_help)
     args = parser.parse_args(argv)
     if args.command == "summary":  # the one command that loads through datasets (build and sample never import it)
         import datasets
@@ -137,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         datasets.disable_progress_bars()  # the CLI prints results; per-split progress bars are noise here
     try:
         if args.command == "validate":
-            problems = validate(args.source)
+            problems = validate(args.source, lang=args.lang)
             for problem in problems:
                 print(problem)
             errors = sum(p.level == "error" for p in problems)
@@ -145,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if errors else 0
         if args.command == "build":
             print(f"wrote {build(args.records_dir, args.out)}")
+        elif args.command == "sample" and args.layout == "official":
+            if args.raw or args.merchants is not None or args.scale not in (None, "sample"):
+                raise DatasetError("--layout official writes the committed sample: no --raw, --merchants or --scale paper")
+            print(f"wrote {write_sample_official(args.out)}")
+        elif args.command == "convert":
+            print(f"wrote {convert(args.source, args.out, lang=args.lang)}")
         elif args.command == "sample" and args.raw:
             from synthetic.raw_export import MERCHANTS, write_raw_export
 
@@ -160,9 +221,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise DatasetError("--merchants sizes a raw export: add --raw (the release's size is --scale)")
             print(f"wrote {generate(args.out, scale=args.scale or 'sample', seed=args.seed, workers=args.workers)}")
         elif args.command == "push":
-            print(f"pushed: {push(args.release_dir, args.repo_id, private=args.private)}")
+            if terms := license_terms(card_license(args.release_dir)):
+                print(terms + ("" if args.public else "; the repository is created private (--public to publish it)"))
+            print(f"pushed: {push(args.release_dir, args.repo_id, private=args.private, public=args.public)}")
         else:
-            print(summary(args.source))
+            print(summary(args.source, lang=args.lang))
     except (DatasetError, *ENVIRONMENT_ERRORS) as exc:  # a mistake or a refused file: one line
         print(f"error: {exc}", file=sys.stderr)
         return 2

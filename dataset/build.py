@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
     pass
 from dataset.jsonl import iter_jsonl_objects
+from dataset.official import license_terms
 from dataset.schema import (
     CARD,
     CITATION,
@@ -86,9 +87,9 @@ def _size_category(n: int) -> str:
     return "n<1K" if n < 1000 else "1K<n<10K" if n < 10000 else "10K<n<100K"
 
 
-def card_info() -> dict[str, str]:
+def card_info(license_id: str = LICENSE) -> dict[str, str]:
     """The DatasetInfo fields each config's `dataset_info` carries, so `ds.info` has them."""
-    return {"description": DESCRIPTION, "citation": CITATION, "license": LICENSE}
+    return {"description": DESCRIPTION, "citation": CITATION, "license": license_id}
 
 
 def _yaml_feature(kind: Any) -> dict[str, str]:
@@ -99,7 +100,7 @@ def _yaml_feature(kind: Any) -> dict[str, str]:
 
 
 def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
-              optional: Iterable[str] = ()) -> str:
+              optional: Iterable[str] = (), license_id: str = LICENSE) -> str:
     """The release README.md: YAML header generated from the real counts, body from dataset_card.md.
 
     Each config's `dataset_info` is what `datasets.DatasetInfo(...)._to_yaml_dict()` writes (features,
@@ -110,11 +111,11 @@ def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
                            for name, kind in columns(config, optional=config in set(optional)).items()],
               "config_name": config,
               "splits": [{"name": SPLIT, "num_bytes": num_bytes.get(config, 0), "num_examples": counts.get(config, 0)}],
-              "dataset_size": num_bytes.get(config, 0), **card_info()}
+              "dataset_size": num_bytes.get(config, 0), **card_info(license_id)}
              for config in CONFIGS]
     header = {
         "pretty_name": "DiningBench",
-        "license": LICENSE,
+        "license": license_id,
         "language": ["zh", "en"],
         "task_categories": ["visual-question-answering", "image-classification", "image-text-to-text"],
         "tags": ["food", "nutrition", "multi-view", "benchmark", "vision-language"],
@@ -134,9 +135,9 @@ def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
 
 
 def write_release(out_dir: str | os.PathLike, rows: Mapping[str, tuple[int, Iterable[dict[str, Any]]]],
-                  note: str = "", optional: Iterable[str] = ()) -> Path:
+                  note: str = "", optional: Iterable[str] = (), license_id: str = LICENSE) -> Path:
     """Write a release folder from `{config: (row count, row iterator)}`; returns the folder.
-    Configs named in `optional` carry their OPTIONAL_FEATURES columns."""
+    Configs named in `optional` carry their OPTIONAL_COLUMNS; the card states `license_id`."""
     optional = set(optional)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -148,7 +149,7 @@ def write_release(out_dir: str | os.PathLike, rows: Mapping[str, tuple[int, Iter
             writer.add(row)
         writer.close()
         counts[config], sizes[config] = writer.written, writer.num_bytes
-    (out / "README.md").write_text(card_text(counts, sizes, note, optional), encoding="utf-8")
+    (out / "README.md").write_text(card_text(counts, sizes, note, optional, license_id), encoding="utf-8")
     return out
 
 
@@ -200,12 +201,32 @@ def generate(out_dir: str | os.PathLike, *, scale: str = "sample", seed: int = 0
         return write_release(out_dir, rows, note)
 
 
-def push(release_dir: str | os.PathLike, repo_id: str, *, private: bool = False,
+def card_license(folder: str | os.PathLike) -> str | None:
+    """The `license:` a release folder's card states (None when it states none or cannot be read)."""
+    import yaml
+
+    try:
+        text = (Path(folder) / "README.md").read_text(encoding="utf-8")
+        header = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else None
+    except (OSError, UnicodeDecodeError, IndexError, yaml.YAMLError):
+        return None
+    found = header.get("license") if isinstance(header, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def push(release_dir: str | os.PathLike, repo_id: str, *, private: bool = False, public: bool = False,
          endpoint: str | None = None, message: str = "Upload DiningBench release") -> str:
-    """Upload a release folder as a Hub dataset repo (token from HF_TOKEN only); returns the commit URL."""
+    """Upload a release folder as a Hub dataset repo (token from HF_TOKEN only); returns the commit URL.
+
+    A release under the authors' license (converted from their publication) goes to a private
+    repository unless `public` says otherwise: its terms allow no derivatives and no commercial use."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
     folder = Path(release_dir)
+    if private and public:
+        raise DatasetError("choose --private or --public, not both")
+    if license_terms(card_license(folder)) is not None and not public:
+        private = True
     problems = [p for p in validate(folder) if p.level == "error"]
     if problems:
         raise DatasetError(f"refusing to push {folder}: {len(problems)} validation error(s), first: {problems[0]}")

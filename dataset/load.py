@@ -16,6 +16,14 @@ import pyarrow.parquet as pq
 
 if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
     import datasets
+from dataset.cache import (
+    _in_hub_cache,
+    _read_fingerprints,
+    _write_fingerprints,
+    datasets_cache,
+    hub_reachable,
+)
+from dataset.official import OfficialRelease, is_official, read_official
 from dataset.schema import SAMPLE_DIR, SPLIT, DatasetError, _check_config, schema_problems
 
 # --------------------------------------------------------------------------------------------- load
@@ -103,31 +111,6 @@ def _undecoded(ds: datasets.Dataset) -> datasets.Dataset:
     return Dataset(ds.data, info=info, split=ds.split, fingerprint=ds._fingerprint + "-undecoded")
 
 
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """One TCP connect to the Hub's endpoint (HF_HUB_OFFLINE counts as unreachable)."""
-    import socket
-    from urllib.parse import urlsplit
-
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        return False
-    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    try:
-        socket.create_connection((endpoint.hostname or "huggingface.co", endpoint.port or 443), timeout=timeout).close()
-    except OSError:
-        return False
-    return True
-
-
-def _in_hub_cache(repo_id: str) -> bool:
-    """True when the datasets/hub cache already holds files of this dataset repo."""
-    try:
-        from huggingface_hub import scan_cache_dir
-
-        return any(r.repo_id == repo_id and r.repo_type == "dataset" for r in scan_cache_dir().repos)
-    except Exception:  # noqa: BLE001 - no cache folder yet
-        return False
-
-
 def _first_unembedded_image(table: pa.Table) -> tuple[str, int] | None:
     """(item id, view index) of the first image cell of `table` (columns `id` and `images`) without bytes,
     or None. Reads only the Arrow validity bitmaps and offsets, never the image bytes.
@@ -155,15 +138,20 @@ def _first_unembedded_image(table: pa.Table) -> tuple[str, int] | None:
 IMAGE_BATCH = 16
 
 
-def read_release(config: str, source: str | os.PathLike | None = None, *, lang: str = "zh") -> LocalRelease | LoadedRelease:
+def read_release(config: str, source: str | os.PathLike | None = None, *,
+                 lang: str = "zh") -> LocalRelease | LoadedRelease | OfficialRelease:
     """One config's rows as the harness reads them: `rows`, every row's metadata (all columns but
     `images`), and `iter_rows(positions)`, those rows whole with their image cells as `{"bytes", "path"}`.
 
     A release folder (the embedded sample too) is read with pyarrow alone (`LocalRelease`): importing
     `datasets` costs most of a second of CPU, more than the rest of a run on a fast server. A Hub id
-    goes through `datasets` (`load`), which downloads and caches it.
+    goes through `datasets` (`load`), which downloads and caches it. The authors' layout (JSON lines
+    and an images tree or archive: a folder, one file, or `meituan/DiningBench`) is read by
+    `read_official` in `lang` (zh or en; a Parquet release ignores it), with the same two faces.
     """
     src = _source(source)
+    if is_official(src):
+        return read_official(config, src, lang=lang)
     if _local(src) is not None:
         return LocalRelease(config, src)
     return LoadedRelease(load(config, src, decode_images=False))
@@ -400,9 +388,12 @@ class LoadedRelease:
 
 
 def fingerprint(config: str, source: str | os.PathLike | None = None, *, lang: str = "zh") -> str:
-    """A stable hash of the config's data files (content, not mtime), for run.json."""
+    """A stable hash of the config's data files (content, not mtime), for run.json. In the authors'
+    layout: of the `lang` file's bytes and its rows' image files (`OfficialRelease.fingerprint`)."""
     _check_config(config)
     src = _source(source)
+    if is_official(src):
+        return read_official(config, src, lang=lang).fingerprint
     folder = _local(src)
     if folder is None:
         from huggingface_hub import HfApi
@@ -431,39 +422,3 @@ def fingerprint(config: str, source: str | os.PathLike | None = None, *, lang: s
     found = digest.hexdigest()[:16]
     _write_fingerprints({**known, key: found})
     return found
-
-
-FINGERPRINTS_KEPT = 256
-
-
-def datasets_cache() -> Path:
-    """The folder `datasets` caches in (`datasets.config.HF_DATASETS_CACHE`), found from the same
-    variables in the same order, without importing `datasets`."""
-    xdg_cache = os.getenv("XDG_CACHE_HOME", "~/.cache")
-    hf_home = os.path.expanduser(os.getenv("HF_HOME", os.path.join(xdg_cache, "huggingface")))
-    return Path(os.getenv("HF_DATASETS_CACHE", os.path.join(hf_home, "datasets")))
-
-
-def _fingerprints_path() -> Path:
-    return datasets_cache() / "diningbench-fingerprints.json"
-
-
-def _read_fingerprints() -> dict[str, Any]:
-    try:
-        found = json.loads(_fingerprints_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def _write_fingerprints(known: dict[str, Any]) -> None:
-    """Best effort (a read-only cache folder only costs the next run a re-hash); atomic, bounded."""
-    path = _fingerprints_path()
-    kept = dict(list(known.items())[-FINGERPRINTS_KEPT:])
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # one per writer thread too
-        partial.write_text(json.dumps(kept), encoding="utf-8")
-        os.replace(partial, path)
-    except OSError:
-        pass

@@ -31,6 +31,9 @@ ROW_GROUP_SIZE = 100  # small row groups keep the Hub's dataset viewer responsiv
 # 10,000 kcal and 2,000 g of any macronutrient; a positive value under 1e-6 is float garbage (a
 # denormal), not a measurement, and would make a MAPE of 10^45 %.
 MAX_PIXELS = 40_000_000
+# One photo file read from disk (an images folder or archive of the authors' layout, a work folder's
+# photo in the Space's Review tab): a larger one is refused by its size, never read.
+MAX_PHOTO_BYTES = 64 << 20
 MAX_CALORIES = 10_000.0  # kcal per serving
 MAX_GRAMS = 2_000.0  # g of protein, carbohydrates or fat per serving
 MIN_POSITIVE = 1e-6
@@ -86,7 +89,13 @@ COLUMNS: dict[str, dict[str, Any]] = {
 # Columns a release may add to a config. `option_dish_ids` (classification): the dish_id behind each
 # option, in option order, written by `python -m construct`; every option must come from the target's
 # merchant and menu category (validate checks the ones whose dish appears in the release).
-OPTIONAL_COLUMNS: dict[str, dict[str, Any]] = {"classification": {"option_dish_ids": ["string"]}}
+# The published fields a release converted from the authors' layout keeps (`python diningbench.py
+# convert`): the exact `prompt` sent, `ground_truth` as published (an object as its JSON text), the
+# published relative `image_paths` in image order, and the whole published row as JSON (`published`).
+PUBLISHED_COLUMNS: dict[str, Any] = {"prompt": "string", "ground_truth": "string", "image_paths": ["string"],
+                                     "published": "string"}
+OPTIONAL_COLUMNS: dict[str, dict[str, Any]] = {"classification": {"option_dish_ids": ["string"], **PUBLISHED_COLUMNS},
+                                               "nutrition": dict(PUBLISHED_COLUMNS), "vqa": dict(PUBLISHED_COLUMNS)}
 
 
 def columns(config: str, *, optional: bool = False) -> dict[str, Any]:

@@ -15,6 +15,15 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
     pass
 from dataset.load import _data_files, _local, _source, load
+from dataset.official import (
+    NO_OPTIONS,
+    VQA_ENDINGS,
+    OfficialRelease,
+    duplicate_ids,
+    is_official,
+    nutrition_truth,
+    official_configs,
+)
 from dataset.schema import (
     COLUMNS,
     CONFIGS,
@@ -95,7 +104,11 @@ def _nutrition_problems(values: dict[str, Any]) -> list[str]:
 
 
 def _check_row(config: str, row: dict[str, Any], report) -> None:
+    """A row converted from the authors' layout (it carries `published`) is held to what their rows
+    can give: no merchant, dish, menu category, cuisine, English texts, nutrition source or VQA
+    category is asked of it, and options that cannot be read from its prompt are a warning."""
     item = str(row.get("id"))
+    published = row.get("published") is not None
     images, roles = row.get("images") or [], row.get("image_roles") or []
     if not images:
         report("error", item, "no images")
@@ -107,22 +120,31 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
         report("error", item, f"image_roles has {len(roles)} entries for {len(images)} images")
     if any(r not in IMAGE_ROLES for r in roles):
         report("error", item, f"image_roles must be reference/user, got {sorted(set(roles) - set(IMAGE_ROLES))}")
-    if row.get("cuisine") not in CUISINES:
+    if not published and row.get("cuisine") not in CUISINES:
         report("error", item, f"cuisine {row.get('cuisine')!r} is not one of {', '.join(CUISINES)}")
-    for key in ("dish_id", "merchant_id", "category"):
+    for key in () if published else ("dish_id", "merchant_id", "category"):
         if not row.get(key):
             report("error", item, f"{key} is empty")
     columns = COLUMNS[config]
     if "options" in columns:  # classification: lettered options
-        for key in ("options", "options_en"):
+        keys = ("options", "options_en")
+        if published:  # options come from the prompt text: maybe unreadable, and there is no English copy
+            keys = tuple(k for k in keys if row.get(k) is not None)
+            if row.get("options") is None:
+                report("warning", item, NO_OPTIONS)
+        for key in keys:
             opts = row.get(key) or []
             if len(opts) != 8 or len(set(opts)) != 8 or not all(opts):
-                report("error", item, f"{key} must be 8 distinct non-empty names, got {len(set(opts))} distinct of {len(opts)}")
-        answer, n = row.get("answer"), len(row.get("options") or [])
+                report("warning" if published else "error", item,
+                       f"{key} must be 8 distinct non-empty names, got {len(set(opts))} distinct of {len(opts)}")
+        answer, n = row.get("answer"), len(LETTERS) if published else len(row.get("options") or [])
         if not (isinstance(answer, str) and len(answer) == 1 and answer in LETTERS[:n]):
             report("error", item, f"answer {answer!r} is not a letter of an existing option (A-{LETTERS[max(n, 1) - 1]})")
     elif NUTRIENTS[0] in columns:  # nutrition: per-serving values
         found = {n: row.get(n) for n in NUTRIENTS}
+        if published and all(v is None for v in found.values()):
+            report("error", item, "ground truth unreadable: no calories, protein, carbohydrates or fat in it")
+            return
         bad = [f"{n}={v}" for n, v in found.items() if not _finite_nonneg(v)]
         values = {n: float(v) for n, v in found.items() if isinstance(v, int | float)}
         absurd = [] if bad else _nutrition_problems(values)
@@ -135,15 +157,15 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
             gap = abs(values["calories"] - atwater) / values["calories"]
             if gap > 0.10:
                 report("warning", item, f"Atwater gap {gap:.0%}: {values['calories']:.0f} kcal vs 4P+4C+9F = {atwater:.0f}")
-        if row.get("nutrition_source") not in NUTRITION_SOURCES:
+        if not published and row.get("nutrition_source") not in NUTRITION_SOURCES:
             report("error", item, f"nutrition_source {row.get('nutrition_source')!r} is not one of {', '.join(NUTRITION_SOURCES)}")
-        for key in ("dish_name", "dish_name_en"):
+        for key in () if published else ("dish_name", "dish_name_en"):
             if not row.get(key):
                 report("error", item, f"{key} is empty")
     else:
-        if row.get("vqa_category") not in VQA_CATEGORIES:
+        if not published and row.get("vqa_category") not in VQA_CATEGORIES:
             report("error", item, f"vqa_category {row.get('vqa_category')!r} is not one of {', '.join(VQA_CATEGORIES)}")
-        for key in ("question", "question_en", "answer", "answer_en"):
+        for key in ("question", "answer") if published else ("question", "question_en", "answer", "answer_en"):
             if not row.get(key):
                 report("error", item, f"{key} is empty")
 
@@ -170,7 +192,7 @@ def _validate_config(folder: Path, config: str, report) -> None:
         for group in range(parquet.num_row_groups):
             for row in parquet.read_row_group(group).to_pylist():
                 ids[str(row.get("id"))] += 1
-                _check_row(config, {k: row.get(k) for k in expected}, report)
+                _check_row(config, {k: row.get(k) for k in [*expected, "published"]}, report)
                 if "options" in COLUMNS[config] and isinstance(row.get("answer"), str):
                     letters.append(row["answer"])
     for item, count in sorted(ids.items()):
@@ -206,9 +228,12 @@ def _declared_configs(readme: Path) -> set[str] | str:
     return {str(c.get("config_name")) for c in configs}
 
 
-def validate(source: str | os.PathLike | None = None) -> list[Problem]:
-    """Every problem of a release (SPEC 3.4), itemised by config and item id; never raises on bad data."""
+def validate(source: str | os.PathLike | None = None, *, lang: str = "zh") -> list[Problem]:
+    """Every problem of a release (SPEC 3.4), itemised by config and item id; never raises on bad data.
+    The authors' layout is checked in its `lang` files (`_validate_official`)."""
     src = _source(source)
+    if is_official(src):
+        return _validate_official(src, lang)
     folder = _local(src)
     if folder is None:
         try:
@@ -257,7 +282,9 @@ def _option_dish_problems(folder: Path) -> list[Problem]:
     for path in files:
         table = pq.read_table(path, columns=["id", "dish_id", "merchant_id", "category", "answer", "option_dish_ids"])
         for row in table.to_pylist():
-            item, ids = str(row["id"]), row["option_dish_ids"] or []
+            if row["option_dish_ids"] is None:  # a row converted from the authors' layout: no dish ids
+                continue
+            item, ids = str(row["id"]), row["option_dish_ids"]
             if len(ids) != 8 or len(set(ids)) != 8:
                 problems.append(Problem("error", "classification", item, f"option_dish_ids must be 8 distinct dish ids, got {len(set(ids))} of {len(ids)}"))
                 continue
@@ -275,8 +302,11 @@ def _option_dish_problems(folder: Path) -> list[Problem]:
 # ------------------------------------------------------------------------------------------- summary
 
 
-def summary(source: str | os.PathLike | None = None) -> str:
-    """Counts per config, cuisine, category and images per item (reads metadata, never decodes)."""
+def summary(source: str | os.PathLike | None = None, *, lang: str = "zh") -> str:
+    """Counts per config, cuisine, category and images per item (reads metadata, never decodes).
+    The authors' layout: counts and images per item of its `lang` files, and what it lacks."""
+    if is_official(_source(source)):
+        return _official_summary(_source(source), lang)
     lines = []
     for config in CONFIGS:
         ds = load(config, source, decode_images=False)
@@ -286,4 +316,89 @@ def summary(source: str | os.PathLike | None = None) -> str:
         for key in ("cuisine", "category") + (("vqa_category",) if "vqa_category" in COLUMNS[config] else ()):
             counts = Counter(ds[key])
             lines.append(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ the authors' layout
+
+
+def _official_row_problems(config: str, row: dict[str, Any]) -> list[tuple[str, str]]:
+    """(level, message) of one row of the authors' layout: what their scripts could not score is an
+    error, what only our analyses miss a warning."""
+    found: list[tuple[str, str]] = []
+    truth = row["ground_truth"]
+    if not row["prompt"].strip():
+        found.append(("error", "prompt is empty or not text"))
+    if "options" in COLUMNS[config]:
+        if not (isinstance(row["answer"], str) and len(row["answer"]) == 1 and row["answer"] in LETTERS):
+            found.append(("error", f"ground truth {truth!r:.40} is not an option letter A-H"))
+        elif row["options"] is not None and LETTERS.index(row["answer"]) >= len(row["options"]):
+            found.append(("error", f"ground truth {row['answer']} names no option: the prompt lists {len(row['options'])}"))
+        if row["options"] is None:
+            found.append(("warning", NO_OPTIONS))
+        elif len(row["options"]) != len(LETTERS):
+            found.append(("warning", f"the prompt lists {len(row['options'])} options, not {len(LETTERS)}"))
+    elif NUTRIENTS[0] in COLUMNS[config]:
+        values = nutrition_truth(truth)
+        if values is None:
+            return [*found, ("error", "ground truth unreadable: not an object, nor a JSON string of one")]
+        if missing := [n for n in NUTRIENTS if values[n] is None]:
+            found.append(("error", f"ground truth has no readable {', '.join(missing)}"))
+        numbers = {n: v for n, v in values.items() if n in NUTRIENTS and v is not None}
+        if negative := [f"{n}={v:g}" for n, v in numbers.items() if v < 0]:
+            found.append(("error", f"nutrition must be >= 0: {', '.join(negative)}"))
+        found += [("error", f"nutrition not physically possible: {p}") for p in _nutrition_problems(numbers)]
+        found += [("warning", f"{n} is 0: the authors leave it out of its MAPE") for n, v in numbers.items() if v == 0]
+    else:
+        if not (isinstance(truth, str) and truth.strip()):
+            found.append(("warning", "empty ground truth: the authors leave the item out of the judge's total"))
+        if not any(row["prompt"].endswith(ending) for ending in VQA_ENDINGS.values()):
+            found.append(("warning", "the prompt does not end with the fixed sentence asking for the final answer only"))
+    return found
+
+
+def _validate_official(source: str, lang: str) -> list[Problem]:
+    """Every problem of a release in the authors' layout, itemised by config and item (its id, or its
+    line position when ids are not unique); never raises on bad data."""
+    problems: list[Problem] = []
+    try:
+        present, lang = official_configs(source, lang)
+    except Exception as exc:
+        return [Problem("error", "-", "", str(exc))]
+    for config in CONFIGS:
+        if config not in present:
+            if len(present) != 1:  # one file names its own config; a folder should hold all three
+                problems.append(Problem("warning", config, "", f"no {config} file in {lang} in {source}"))
+            continue
+        try:
+            release = OfficialRelease(config, source, lang=lang, refuse=False)
+        except Exception as exc:  # a refused file, line or archive: one itemised line, never a traceback
+            problems.append(Problem("error", config, "", (str(exc).strip().splitlines() or [type(exc).__name__])[0]))
+            continue
+        problems += [Problem(level, config, item, message) for level, item, message in release.problems]
+        for row in release.rows:
+            if not row["image_paths"]:
+                problems.append(Problem("error", config, row["id"], "no images"))
+            if missing := release.missing_images(row):
+                more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+                problems.append(Problem("error", config, row["id"], f"image(s) not found: {', '.join(missing[:3])}{more}"))
+            problems += [Problem(level, config, row["id"], message) for level, message in _official_row_problems(config, row)]
+        for item, count in sorted(duplicate_ids(release.rows).items()):
+            problems.append(Problem("warning", config, item, f"published id on {count} rows: items are named by their "
+                                    "line position (idx) instead"))
+    return problems
+
+
+def _official_summary(source: str, lang: str) -> str:
+    present, lang = official_configs(source, lang)
+    lines = []
+    for config in present:
+        release = OfficialRelease(config, source, lang=lang)
+        n_images = [len(r["image_paths"]) for r in release.rows]
+        lines.append(f"{config} ({release.path.name}{f' @ {release.revision}' if release.revision else ''}): "
+                     f"{len(release)} items, {sum(n_images)} images ({sum(n_images) / max(len(release), 1):.2f} per "
+                     f"item, min {min(n_images, default=0)}, max {max(n_images, default=0)})")
+        lines += [f"  note: {note}" for note in release.notes]
+    lines.append("the authors' layout has no merchant, cuisine, menu category or VQA category: breakdowns by them and "
+                 "merchant-clustered intervals are left out")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from typing import Any
 
 import gradio as gr
 
+from diningbench import MAX_PHOTO_BYTES  # a work folder's photo file read to show it; a larger one is left out
 from eval.images import ImageError, decode_bounded
 from eval.report import shown_views
 from eval.report.tables import as_text
@@ -76,9 +77,6 @@ def check_note(note: str | None) -> str:
     if len(text) > MAX_NOTE_CHARS:
         raise GuardError(f"the note is {len(text):,} characters; at most {MAX_NOTE_CHARS:,}")
     return text
-
-
-MAX_PHOTO_BYTES = 64 << 20  # a work folder's photo file read to show it; a larger one is left out
 
 
 def _photo(path: str, item_id: str = "", index: int = 0) -> str | None:

@@ -1,0 +1,619 @@
+"""The authors' layout of the benchmark (Hub `meituan/DiningBench`): six JSON-lines files and an images
+tree or archive, read into the harness's rows with every published field kept, and written back.
+
+A source in this layout is a folder holding any of `OFFICIAL_FILES` (and no `data/*/*.parquet`), one
+of those files, or `meituan/DiningBench[@REVISION]`. `read_official` gives what `LocalRelease` gives
+(`rows`, `len()`, `iter_rows`), so the harness reads both layouts down one road (`read_release`).
+Everything in it comes from a stranger: every line, archive member and image path is bounded and
+checked before it is used, and no file outside the release folder (or its unpacked archive) is read.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import shutil
+import stat
+import tarfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from dataset.archive import unpack_once
+from dataset.cache import _read_fingerprints, _write_fingerprints, datasets_cache, hub_reachable
+from dataset.jsonl import MAX_JSON_DEPTH, iter_jsonl_objects, json_depth_within
+from dataset.schema import COLUMNS, CONFIGS, LETTERS, MAX_PHOTO_BYTES, NUTRIENTS, DatasetError, _check_config
+
+HUB_ID = "meituan/DiningBench"
+OFFICIAL_LICENSE = "cc-by-nc-nd-4.0"
+OFFICIAL_PAPER = "arXiv:2604.10425"
+LANGS = ("zh", "en")
+OFFICIAL_FILES: dict[tuple[str, str], str] = {
+    (config, lang): f"{config}{'' if lang == 'zh' else '_en'}.jsonl" for config in CONFIGS for lang in LANGS}
+IMAGES_DIR, IMAGES_ARCHIVE = "images", "images.tar.gz"
+
+# Bounds on what a release may make us read: a real row is a few KB, the real release ~5k rows.
+MAX_LINE_BYTES = 4 << 20
+MAX_ROWS = 100_000
+MAX_IMAGES_PER_ROW = 64
+UNPACKED_KEPT = 4  # unpacked archives kept in the datasets cache folder, the least recently used removed
+
+# Facts of the authors' scripts (GitHub meituan/DiningBench at 9c9bdf7): the sentence every VQA prompt
+# ends with (eval_vqa.py strips it to recover the question, the English one tried first) and the
+# nutrient keys of a nutrition ground truth (eval_nutrition.py's nutrition_key_mapping).
+VQA_ENDINGS = {"en": "\nOutput only the final answer, without any explanation, analysis, preface, or summary.",
+               "zh": "\n仅输出最终答案，不要包含任何解释、分析、前言或总结。"}
+NUTRIENT_KEYS = {"calories": "calories", "protein": "protein", "carbohydrates": "carbohydrates", "fat": "fat",
+                 "卡路里": "calories", "蛋白质": "protein", "碳水化合物": "carbohydrates", "脂肪": "fat"}
+# Keys a nutrition ground truth may give the dish's refined name under (the first present wins).
+DISH_NAME_KEYS = ("菜品名称", "菜品名", "菜名", "名称", "dish_name", "dish", "food_name", "name", "refined_name")
+NO_OPTIONS = "options cannot be read from the prompt; cannot join analyses that need the options"
+
+# ------------------------------------------------------------------------------------------ sources
+
+_REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_UNSAFE = re.compile(r"[/\\%\s\x00-\x1f\x7f]|\.\.")
+
+
+def _hub_ref(text: str) -> tuple[str, str | None] | None:
+    """(repo id, revision or None) when `text` names the authors' Hub release; None when it names
+    something else; a refusal when it names it with path characters (nothing fetched or made)."""
+    repo, at, revision = text.partition("@")
+    if not repo.lower().startswith(HUB_ID.lower()):
+        return None
+    rest = repo[len(HUB_ID):]
+    if rest and not _UNSAFE.search(rest):
+        return None  # another repository (meituan/DiningBench-v2)
+    if rest or (at and (not _REVISION.fullmatch(revision) or ".." in revision)):
+        raise DatasetError(f"refusing Hub source {text!r}: a revision is a branch, tag or commit of letters, "
+                           "digits, '.', '_' and '-' (no '/', '..', '%', '\\', spaces or control characters)")
+    return HUB_ID, revision if at else None
+
+
+def is_official(source: str | os.PathLike | None) -> bool:
+    """Whether `source` is in the authors' layout: a folder holding any of OFFICIAL_FILES and no
+    `data/*/*.parquet`, a path to one `.jsonl` file, or `meituan/DiningBench[@REVISION]` (a revision
+    with path characters is refused here, before anything is fetched).
+
+    >>> is_official("meituan/DiningBench@main"), is_official("someone/other")
+    (True, False)
+    """
+    if source is None or str(source) == "":
+        return False
+    path = Path(source).expanduser()
+    if path.is_dir():
+        if any((path / "data").glob("*/*.parquet")):
+            return False
+        return any(os.path.lexists(path / name) for name in OFFICIAL_FILES.values())
+    if path.suffix == ".jsonl":
+        return True
+    return _hub_ref(str(source)) is not None
+
+
+def _file_config(name: str) -> tuple[str | None, str]:
+    """(config, lang) a file's name says: `nutrition_en.jsonl` -> (nutrition, en); (None, zh) for `x.jsonl`."""
+    stem = Path(name).stem
+    return next((c for c in CONFIGS if stem.startswith(c)), None), "en" if stem.endswith("_en") else "zh"
+
+
+def official_configs(source: str | os.PathLike, lang: str = "zh") -> tuple[list[str], str]:
+    """(the configs a source in the authors' layout holds in `lang`, the language read): a folder's
+    files of `lang`; one file's own config and language (by its name); the Hub's three."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return [c for c in CONFIGS if os.path.lexists(path / OFFICIAL_FILES[(c, lang)])], lang
+    if path.suffix == ".jsonl":
+        named, lang = _file_config(path.name)
+        if named is None:
+            raise DatasetError(f"cannot tell the config of {path.name} from its name (classification*.jsonl, "
+                               "nutrition*.jsonl or vqa*.jsonl)")
+        return [named], lang
+    return list(CONFIGS), lang
+
+
+def _regular_inside(path: Path, folder: Path) -> Path:
+    """`path` resolved, refused unless it is a regular file that stays inside `folder` (a symbolic link
+    pointing out of it, a FIFO, a folder, a device are refused unread)."""
+    try:
+        link = stat.S_ISLNK(path.lstat().st_mode)
+    except FileNotFoundError:
+        raise DatasetError(f"{path} does not exist") from None
+    real = path.resolve()
+    if link and not real.is_relative_to(folder.resolve()):
+        raise DatasetError(f"{path.name} is a symbolic link out of its folder {folder}")
+    if not real.is_file():
+        raise DatasetError(f"{path.name} is not a regular file")
+    return real
+
+
+def _fetch_hub(revision: str | None, names: list[str]) -> tuple[list[Path | None], str | None]:
+    """The files `names` of the Hub release (None for a file it lacks, but the first), fetched into the
+    Hugging Face cache at the commit `revision` resolves to; and that commit. Offline, from the cache."""
+    import huggingface_hub
+
+    online = hub_reachable()
+    sha: str | None = None
+    where = f"{HUB_ID}@{revision or 'main'}"
+    if online:
+        try:
+            sha = huggingface_hub.HfApi().dataset_info(HUB_ID, revision=revision).sha
+        except Exception as exc:  # HTTP and Hub errors: one line naming the source
+            raise DatasetError(f"cannot resolve {where} on the Hub ({type(exc).__name__}: "
+                               f"{(str(exc).strip().splitlines() or [''])[0]})") from None
+        if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
+            raise DatasetError(f"the Hub gave no commit for {where}")
+    found: list[Path | None] = []
+    for k, name in enumerate(names):
+        try:
+            found.append(Path(huggingface_hub.hf_hub_download(
+                HUB_ID, name, repo_type="dataset", revision=sha or revision, local_files_only=not online)))
+        except Exception as exc:  # noqa: BLE001 - missing file, network, cache: said below in one line
+            if k and type(exc).__name__ == "EntryNotFoundError":
+                found.append(None)
+                continue
+            if not online:
+                raise DatasetError(f"cannot read {name} of {where}: the Hub is unreachable (offline?) and the file "
+                                   "is not in the Hugging Face cache; pass a folder of the release") from None
+            raise DatasetError(f"cannot download {name} of {where} ({type(exc).__name__})") from None
+    if sha is None and found[0] is not None and re.fullmatch(r"[0-9a-f]{40}", found[0].parent.name):
+        sha = found[0].parent.name  # the cache's snapshot folder is named by its commit
+    return found, sha
+
+
+# --------------------------------------------------------------------------------------------- rows
+
+
+_OPTION = re.compile(r"(?<![A-Za-z0-9])(?:[(（]([A-H])[)）]|([A-H])\s*[.．:：、)）])[ \t]*")
+
+
+def parse_options(prompt: str) -> list[str] | None:
+    """The option texts a classification prompt lists, A.. in order, or None when they cannot be read.
+
+    Markers may be `A.`, `A:`, `A：`, `A、`, `A)` or `(A)`, one option a line or several on one; the
+    longest run A, B, C, ... with a text after every marker wins (an instruction such as "答案为A、B…"
+    has empty texts and is no run).
+
+    >>> parse_options("这道菜是？\\nA. 宫保鸡丁\\nB: 鱼香肉丝\\n(C) 回锅肉\\n只输出字母。")
+    ['宫保鸡丁', '鱼香肉丝', '回锅肉']
+    >>> parse_options("Which dish? A、Kung Pao B、Mapo Tofu"), parse_options("no options here")
+    (['Kung Pao', 'Mapo Tofu'], None)
+    """
+    marks = list(_OPTION.finditer(prompt))
+    runs: list[list[str]] = []
+    run: list[str] = []
+    for k, mark in enumerate(marks):
+        letter = mark.group(1) or mark.group(2)
+        end = marks[k + 1].start() if k + 1 < len(marks) else len(prompt)
+        text = prompt[mark.end():end].split("\n", 1)[0].strip()
+        if letter == LETTERS[len(run):len(run) + 1] and text:
+            run.append(text)
+            continue
+        runs.append(run)
+        run = [text] if letter == "A" and text else []
+    runs.append(run)
+    best = max(runs, key=len)
+    return best if len(best) >= 2 else None
+
+
+def _number(value: Any) -> float | None:
+    """A nutrient as the authors' float() reads it (a number, or numeric text); None when it is not one
+    or not finite."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def nutrition_truth(ground_truth: Any) -> dict[str, Any] | None:
+    """A nutrition ground truth (an object, or a JSON string of one) as our four nutrients (floats,
+    None where missing or unreadable) and `dish_name`; None when it is not an object at all. A
+    nutrient's first key wins, Chinese or English, as in the authors' normalisation.
+
+    >>> nutrition_truth('{"菜品名称": "宫保鸡丁", "卡路里": "512", "calories": 9, "蛋白质": 30, "fat": 20.5}')
+    {'calories': 512.0, 'protein': 30.0, 'carbohydrates': None, 'fat': 20.5, 'dish_name': '宫保鸡丁'}
+    """
+    value = ground_truth
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(value, dict) or not json_depth_within(value, MAX_JSON_DEPTH):
+        return None
+    found: dict[str, Any] = {}
+    for key, raw in value.items():
+        nutrient = NUTRIENT_KEYS.get(key)
+        if nutrient and nutrient not in found:
+            found[nutrient] = raw
+    name = next((value[k].strip() for k in DISH_NAME_KEYS if isinstance(value.get(k), str) and value[k].strip()), None)
+    return {**{n: _number(found.get(n)) for n in NUTRIENTS}, "dish_name": name}
+
+
+def vqa_image_fallback(item_id: Any) -> list[str]:
+    """The photo the authors' VQA script sends for a row without `images`: images/{id:05d}.jpg."""
+    if item_id is None or item_id == "":
+        return []
+    try:
+        return [f"images/{int(item_id):05d}.jpg"]
+    except (ValueError, TypeError, OverflowError):
+        text = str(item_id).strip()
+        return [f"images/{text.zfill(5)}.jpg"] if text.isdigit() else []
+
+
+def _asks_questions(config: str) -> bool:
+    """Whether the config's published rows list their photos as `images` (the VQA rows) rather than
+    as standard_image + user_images; known from our columns, as every config-specific rule here."""
+    return "question" in COLUMNS[config]
+
+
+def published_images(config: str, published: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
+    """((field, path) of each image in the authors' order, whether a standard image leads).
+
+    Classification and nutrition: [standard_image when non-empty] + user_images (one string counts
+    as one item); VQA: `images`, or the id's fallback photo when it has none."""
+    if _asks_questions(config):
+        images = published.get("images")
+        if not images:
+            return [("images (from the id)", p) for p in vqa_image_fallback(published.get("id"))], False
+        items = images if isinstance(images, list) else [images]
+        return [(f"images[{k}]", p) for k, p in enumerate(items)], False
+    standard, users = published.get("standard_image"), published.get("user_images")
+    found = [("standard_image", standard)] if standard else []
+    if isinstance(users, list):
+        found += [(f"user_images[{k}]", p) for k, p in enumerate(users)]
+    elif users:
+        found.append(("user_images", users))
+    return found, bool(standard)
+
+
+def derive_row(config: str, idx: int, item_id: str, published: dict[str, Any]) -> dict[str, Any]:
+    """One published row as the harness's row: our columns (null where the release cannot give them),
+    the published fields, and the whole published object."""
+    images, standard = published_images(config, published)
+    prompt = published.get("prompt")
+    prompt = prompt if isinstance(prompt, str) else ""
+    truth = published.get("ground_truth")
+    row: dict[str, Any] = {name: None for name in COLUMNS[config]}
+    row.update(id=item_id, idx=idx, published=published, prompt=prompt, ground_truth=truth,
+               image_paths=[p for _, p in images], has_standard_image=standard,
+               image_roles=["reference" if standard and k == 0 else "user" for k in range(len(images))],
+               merchant_id=None, dish_id=None, cuisine=None, category=None)
+    if "options" in COLUMNS[config]:
+        row.update(options=parse_options(prompt), options_en=None,
+                   answer=truth.strip().upper() if isinstance(truth, str) else None)
+    elif NUTRIENTS[0] in COLUMNS[config]:
+        row.update(nutrition_truth(truth) or dict.fromkeys([*NUTRIENTS, "dish_name"]), nutrition_source=None)
+    else:
+        question = prompt
+        for ending in VQA_ENDINGS.values():
+            if question.endswith(ending):
+                question = question[: -len(ending)]
+                break
+        reasoning = published.get("reasoning")
+        row.update(question=question.strip(), answer=truth if isinstance(truth, str) or truth is None else str(truth),
+                   rationale=reasoning if isinstance(reasoning, str) else None, vqa_category=None)
+    return row
+
+
+# ------------------------------------------------------------------------------------------- images
+
+
+def _resolve_image(rel: Any, base: Path) -> tuple[Path | None, str | None]:
+    """(the file `rel` names under `base`, or why it is refused). A path that names nothing yet (an
+    empty one) is (None, None): missing, refused when its row is read."""
+    if not isinstance(rel, str):
+        return None, f"is a {type(rel).__name__}, not a path"
+    if rel == "":
+        return None, None
+    if re.search(r"[\x00-\x1f\x7f]", rel):
+        return None, "has control characters"
+    if rel.startswith(("/", "\\")) or PureWindowsPath(rel).drive:
+        return None, "is absolute"
+    if ".." in re.split(r"[/\\]", rel):
+        return None, "has a '..' component"
+    try:
+        real = (base / rel).resolve()
+    except (OSError, RuntimeError):  # a loop of links
+        return None, "cannot be resolved"
+    if not real.is_relative_to(base):
+        return None, "resolves outside the release's images"
+    return real, None
+
+
+def _file_problem(real: Path) -> str | None:
+    """Why an existing image file is refused by its stat alone (not a regular file, too large); None
+    when it is fine or does not exist."""
+    try:
+        st = real.stat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_size > MAX_PHOTO_BYTES:
+        return f"is {st.st_size:,} bytes, over the {MAX_PHOTO_BYTES:,} a photo may have"
+    return None
+
+
+def _unpacked_folder(archive: Path) -> Path:
+    """Where `archive` is unpacked (once, named by its path, size, mtime and inode), the least
+    recently used of the others beyond UNPACKED_KEPT removed."""
+    st = archive.stat()
+    key = hashlib.sha256(json.dumps([str(archive), st.st_size, st.st_mtime_ns, st.st_ino]).encode()).hexdigest()[:32]
+    root = datasets_cache() / "diningbench-official"
+    dest = unpack_once(archive, root / key)
+    os.utime(dest)  # used now
+    kept = sorted((p for p in root.iterdir() if p.is_dir() and ".partial-" not in p.name),
+                  key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    stale = kept[UNPACKED_KEPT:] + [p for p in root.glob("*.partial-*") if p.stat().st_mtime < time.time() - 86400]
+    for old in stale:
+        shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+# ------------------------------------------------------------------------------------------ release
+
+
+class OfficialRelease:
+    """One config of the authors' layout in one language: `rows` (metadata, no image bytes), `len()`,
+    `iter_rows(positions)` (rows whole, `images` as `{"bytes", "path"}` read from the images folder or
+    unpacked archive), `path` (the JSONL), `lang`, `revision` (the Hub commit, or None), `fingerprint`
+    and `notes` (one line each: what the rows cannot give).
+
+    With `refuse` (the default) an image path that escapes the release, a file over MAX_PHOTO_BYTES or
+    not a regular file, or a row of more than MAX_IMAGES_PER_ROW images is a DatasetError naming the
+    row; without it each is kept in `problems` as (level, item, message), for `validate`.
+    """
+
+    def __init__(self, config: str, source: str | os.PathLike, *, lang: str = "zh", refuse: bool = True) -> None:
+        _check_config(config)
+        if lang not in LANGS:
+            raise DatasetError(f"unknown language {lang!r}; choose one of {', '.join(LANGS)}")
+        self.config, self.source, self.lang = config, str(source), lang
+        self.revision: str | None = None
+        self.notes: list[str] = []
+        self.problems: list[tuple[str, str, str]] = []
+        self._refuse = refuse
+        local = Path(source).expanduser()
+        archive: Path | None
+        if local.is_dir() or local.suffix == ".jsonl" or os.path.lexists(local):
+            self.path, archive, base = self._local(local)
+        elif (hub := _hub_ref(self.source)) is not None:
+            (jsonl, archive), self.revision = _fetch_hub(hub[1], [OFFICIAL_FILES[(config, lang)], IMAGES_ARCHIVE])
+            assert jsonl is not None
+            self.path = jsonl
+            self._jsonl = jsonl.resolve()  # a snapshot file links to its blob: the Hugging Face cache is ours
+            archive = archive.resolve() if archive is not None else None
+            base = _unpacked_folder(archive) if archive is not None else self._jsonl.parent
+        else:
+            raise DatasetError(f"{self.source} is not in the authors' layout (a folder of their JSON-lines files, "
+                               f"one such file, or {HUB_ID})")
+        self._archive, self._base = archive, base.resolve()
+        self.rows: list[dict[str, Any]] = []
+        self._read()
+
+    def _local(self, path: Path) -> tuple[Path, Path | None, Path]:
+        if path.is_dir():
+            folder, name = path, OFFICIAL_FILES[(self.config, self.lang)]
+            if not os.path.lexists(folder / name):
+                raise DatasetError(f"{folder} has no {name} (the {self.config} rows in {self.lang})")
+            jsonl = folder / name
+        else:
+            folder, jsonl = path.parent, path
+            named, self.lang = _file_config(path.name)
+            if named not in (None, self.config):
+                raise DatasetError(f"{path.name} holds {named} rows, not {self.config}")
+        self._jsonl = _regular_inside(jsonl, folder)
+        if os.path.lexists(folder / IMAGES_DIR):
+            return jsonl, None, folder
+        if os.path.lexists(folder / IMAGES_ARCHIVE):
+            archive = _regular_inside(folder / IMAGES_ARCHIVE, folder)
+            return jsonl, archive, _unpacked_folder(archive)
+        return jsonl, None, folder
+
+    def _read(self) -> None:
+        published: list[dict[str, Any]] = []
+        for _, row in iter_jsonl_objects(self._jsonl, self.path.name, max_line_bytes=MAX_LINE_BYTES,
+                                         max_depth=MAX_JSON_DEPTH):
+            if len(published) == MAX_ROWS:
+                raise DatasetError(f"{self.path.name}: more than {MAX_ROWS:,} rows; a release file holds at most that many")
+            published.append(row)
+        ids = [row.get("id") for row in published]
+        named = all(isinstance(i, str | int | float) and not isinstance(i, bool) and str(i) != "" for i in ids) \
+            and len({str(i) for i in ids}) == len(ids)
+        if not named and published:
+            self.notes.append(f"{self.path.name}: ids are not unique: items are named by their line position (idx)")
+        unreadable = 0
+        for idx, pub in enumerate(published):
+            row = derive_row(self.config, idx, str(ids[idx]) if named else str(idx), pub)
+            self._check_images(row)
+            if "options" in row and row["options"] is None:
+                unreadable += 1
+                if unreadable <= 20:
+                    self.notes.append(f"{self.config} item {row['id']} (idx {idx}): {NO_OPTIONS}")
+            self.rows.append(row)
+        if unreadable > 20:
+            self.notes.append(f"... and {unreadable - 20} more {self.config} items whose options cannot be read")
+        if not _asks_questions(self.config) and (n := sum(not r["has_standard_image"] for r in self.rows)):
+            self.notes.append(f"{n} {self.config} item(s) have no standard_image: their images are user photos only")
+        if _asks_questions(self.config) and (n := sum(not r["published"].get("images") for r in self.rows)):
+            self.notes.append(f"{n} vqa item(s) have no images: their photo is images/{{id:05d}}.jpg, as the "
+                              "authors' script reads it")
+
+    def _where(self, row: dict[str, Any]) -> str:
+        return f"{self.path.name} item {row['id']} (idx {row['idx']})"
+
+    def _check_images(self, row: dict[str, Any]) -> None:
+        """Every path of the row resolved and stat'ed (never read): refused, or kept as a problem."""
+        found: list[str] = []
+        fields, _ = published_images(self.config, row["published"])
+        if len(fields) > MAX_IMAGES_PER_ROW:
+            found.append(f"{len(fields)} image paths; at most {MAX_IMAGES_PER_ROW} a row")
+        for field, rel in fields[:MAX_IMAGES_PER_ROW + 1]:
+            real, why = _resolve_image(rel, self._base)
+            why = why or (_file_problem(real) if real is not None else None)
+            if why:
+                found.append(f"{field} {rel!r} {why}")
+        for message in found:
+            if self._refuse:
+                raise DatasetError(f"{self._where(row)}: {message}")
+            self.problems.append(("error", row["id"], message))
+
+    def missing_images(self, row: dict[str, Any]) -> list[str]:
+        """The row's image paths that name no file (stat only)."""
+        gone = []
+        for rel in row["image_paths"]:
+            real, why = _resolve_image(rel, self._base)
+            if why is None and (real is None or not real.is_file()):
+                gone.append(str(rel))
+        return gone
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def iter_rows(self, positions: Iterable[int]) -> Iterator[dict[str, Any]]:
+        """The rows at `positions`, in that order, each with its image files read (a missing one is
+        refused naming the row)."""
+        for position in positions:
+            row = self.rows[position]
+            yield {**row, "images": [{"bytes": self._read_image(row, rel), "path": rel} for rel in row["image_paths"]]}
+
+    def _read_image(self, row: dict[str, Any], rel: Any) -> bytes:
+        real, why = _resolve_image(rel, self._base)  # again: the folder may have changed since it was opened
+        if why:
+            raise DatasetError(f"{self._where(row)}: image {rel!r} {why}")
+        try:
+            if real is None:
+                raise FileNotFoundError
+            fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            raise DatasetError(f"{self._where(row)}: image {rel!r} not found") from None
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_PHOTO_BYTES:
+                raise DatasetError(f"{self._where(row)}: image {rel!r} is not a regular file of at most "
+                                   f"{MAX_PHOTO_BYTES:,} bytes")
+            data = fh.read(MAX_PHOTO_BYTES + 1)
+        if len(data) > MAX_PHOTO_BYTES:
+            raise DatasetError(f"{self._where(row)}: image {rel!r} grew past {MAX_PHOTO_BYTES:,} bytes")
+        return data
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256[:16] of the JSONL's bytes and, in row order, each image path and its file's bytes: the
+        same for a folder, an archive or the Hub. Kept per set of files (path, size, mtime, inode)."""
+        paths = list(dict.fromkeys(str(p) for row in self.rows for p in row["image_paths"]))
+        files = {rel: self._resolve_existing(rel) for rel in paths}
+
+        def stat_of(path: Path) -> list[Any]:
+            st = path.stat()
+            return [str(path), st.st_size, st.st_mtime_ns, st.st_ino]
+
+        stats = [stat_of(self._jsonl)] + ([stat_of(self._archive)] if self._archive else
+                                          [stat_of(f) if f else None for f in files.values()])
+        key = hashlib.sha256(json.dumps(["official", self.config, str(self._base), stats]).encode()).hexdigest()
+        known = _read_fingerprints()
+        if isinstance(known.get(key), str):
+            return known[key]
+        digest = hashlib.sha256()
+        with self._jsonl.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        for rel, real in files.items():
+            digest.update(b"\0" + rel.encode("utf-8", "surrogatepass") + b"\0")
+            if real is None:
+                digest.update(b"missing")
+                continue
+            with real.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+        found = digest.hexdigest()[:16]
+        _write_fingerprints({**known, key: found})
+        return found
+
+    def _resolve_existing(self, rel: str) -> Path | None:
+        real, why = _resolve_image(rel, self._base)
+        if why or real is None or _file_problem(real) or not real.is_file():
+            return None
+        return real
+
+
+def read_official(config: str, source: str | os.PathLike, lang: str = "zh") -> OfficialRelease:
+    """One config of the authors' layout as the harness reads a release (see OfficialRelease). A folder
+    gives the file of `lang`; one file says its config and language by its name (`nutrition_en.jsonl`)."""
+    return OfficialRelease(config, source, lang=lang)
+
+
+def license_terms(license_id: str | None) -> str | None:
+    """One line stating the terms of the authors' license, or None for another license."""
+    if (license_id or "").lower() != OFFICIAL_LICENSE:
+        return None
+    return (f"license {OFFICIAL_LICENSE}: DiningBench by its authors ({OFFICIAL_PAPER}, {HUB_ID} on the Hub) may be "
+            "used non-commercially only, shared without derivatives, and with attribution to the authors")
+
+
+def duplicate_ids(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Published ids held by more than one row, and how many."""
+    counts = Counter(str(r["published"].get("id")) for r in rows)
+    return {item: n for item, n in counts.items() if n > 1}
+
+
+# ------------------------------------------------------------------------------------------- write
+
+
+def _relative_parts(rel: str) -> tuple[str, ...]:
+    parts = PurePosixPath(rel).parts
+    if not parts or rel.startswith("/") or "\\" in rel or ".." in parts or PureWindowsPath(rel).drive:
+        raise DatasetError(f"image path {rel!r} must be relative, below the release folder")
+    return parts
+
+
+def write_official(out_dir: str | os.PathLike,
+                   rows_by_file: Mapping[str, Iterable[tuple[dict[str, Any], Mapping[str, bytes]]]],
+                   tarball: bool = True) -> Path:
+    """A folder in the authors' layout: each `{file name: rows}` as JSON lines, where a row is
+    (the published object, {relative image path: bytes}); the image files at those paths (one path
+    given twice must carry the same bytes) and, with `tarball`, `images.tar.gz` of them (sorted,
+    dated 0: the same rows give the same bytes). Returns the folder."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, str] = {}
+    for name, rows in rows_by_file.items():
+        if Path(name).name != name or not name.endswith(".jsonl"):
+            raise DatasetError(f"{name!r} is not a JSON-lines file name")
+        partial = out / f".{name}.partial"
+        with partial.open("w", encoding="utf-8", newline="\n") as fh:
+            for published, images in rows:
+                for rel, data in images.items():
+                    parts, digest = _relative_parts(rel), hashlib.sha256(data).hexdigest()
+                    if written.setdefault(rel, digest) != digest:
+                        raise DatasetError(f"image path {rel!r} is given twice with different bytes")
+                    target = out.joinpath(*parts)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(data)
+                fh.write(json.dumps(published, ensure_ascii=False) + "\n")
+        os.replace(partial, out / name)
+    if tarball:
+        _write_tarball(out / IMAGES_ARCHIVE, out, sorted(written))
+    return out
+
+
+def _write_tarball(path: Path, folder: Path, members: list[str]) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    with partial.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped, \
+            tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in members:
+            data = (folder / rel).read_bytes()
+            info = tarfile.TarInfo(rel)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, fileobj=io.BytesIO(data))
+    os.replace(partial, path)
