@@ -127,7 +127,7 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
             report("error", item, f"{key} is empty")
     columns = COLUMNS[config]
     if "options" in columns:  # classification: lettered options
-        keys = ("options", "options_en")
+        keys: tuple[str, ...] = ("options", "options_en")
         if published:  # options come from the prompt text: maybe unreadable, and there is no English copy
             keys = tuple(k for k in keys if row.get(k) is not None)
             if row.get("options") is None:

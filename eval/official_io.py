@@ -197,7 +197,7 @@ def import_official(source: Path | str, task: str, out: Path | str, *, dataset: 
             parsed = tasks.parse_output(task, raw, row, lang)
         identity = json.dumps([task, row.get("prompt"), line.get("image_path"), line.get("image_paths"), "imported"],
                               ensure_ascii=False)
-        sent = line.get("image_paths") if isinstance(line.get("image_paths"), list) else [line.get("image_path")]
+        sent: list[Any] = line["image_paths"] if isinstance(line.get("image_paths"), list) else [line.get("image_path")]
         predictions.append(Prediction(
             id=str(row["id"]), task=task, raw=raw, parsed=parsed, error=pred if failed else None, attempts=1,
             latency_s=0.0, usage=None, request_hash=hashlib.sha256(identity.encode()).hexdigest()[:32],
@@ -213,8 +213,8 @@ def import_official(source: Path | str, task: str, out: Path | str, *, dataset: 
                           counts={task: {"predictions": len(predictions),
                                          "failed": sum(p.error is not None for p in predictions), "truncated": 0}})
     info["imported"] = {"framework": "official", "logs": [str(source)], "left_out": []}
-    if getattr(release, "revision", None):
-        info["dataset_revision"] = {task: release.revision}
+    if revision := getattr(release, "revision", None):
+        info["dataset_revision"] = {task: revision}
     with locked(out):
         for name in RUN_FILES:
             (out / name).unlink(missing_ok=True)

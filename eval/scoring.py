@@ -237,9 +237,9 @@ def official_judge(records: list[dict[str, Any]], preds: dict[int, dict[str, Any
     for (i, _), reply in zip(pending, replies, strict=True):
         match = reply != error and official.keyword_verdict(reply)
         preds[i].update(eval_match=match, eval_result=reply)
-        record = by_idx.get(i)
-        if record is not None:
-            record["official"].update(correct=match, judge_reply=reply, strict=official.strict_verdict(reply))
+        found = by_idx.get(i)
+        if found is not None:
+            found["official"].update(correct=match, judge_reply=reply, strict=official.strict_verdict(reply))
 
 
 def score_official(task: str, records: list[dict[str, Any]], predictions: Sequence[Prediction],

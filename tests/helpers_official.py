@@ -73,7 +73,7 @@ def write_folder(folder: Path, *, tarball: bool = False, blank_lines: bool = Tru
     folder.mkdir(parents=True, exist_ok=True)
     files: dict[str, bytes] = {}
     seed = 0
-    for task, name in FILES.items():
+    for name in FILES.values():
         rows = corpus_rows(name)
         text = ""
         for k, row in enumerate(rows):

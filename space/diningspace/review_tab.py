@@ -21,7 +21,9 @@ from typing import Any
 
 import gradio as gr
 
-from diningbench import MAX_PHOTO_BYTES  # a work folder's photo file read to show it; a larger one is left out
+from diningbench import (
+    MAX_PHOTO_BYTES,  # a work folder's photo file read to show it; a larger one is left out
+)
 from eval.images import ImageError, decode_bounded
 from eval.report import shown_views
 from eval.report.tables import as_text
