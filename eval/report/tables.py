@@ -172,7 +172,9 @@ def results_table(metrics: dict[str, Any]) -> str:
             notes.append(f"{task}: {truncated} answers were cut off by the token limit and count as unanswered; "
                          "rerun with a larger --max-tokens (and --thinking-budget for Gemini thinking models) "
                          "into the same --out to ask only those again")
-    table = md_table(["task", "n", "headline (%)", "value [95% CI, merchant bootstrap]", "unparsed", "truncated",
+    units = {m.get("resampled", "merchants") for m in metrics.values() if isinstance(m, dict)}
+    unit = "item" if units == {"items"} else "merchant"  # the authors' release names no merchant
+    table = md_table(["task", "n", "headline (%)", f"value [95% CI, {unit} bootstrap]", "unparsed", "truncated",
                       "failed", "tokens (prompt/completion/reasoning)"], rows)
     return "\n".join([table, ""] + notes).rstrip()
 
