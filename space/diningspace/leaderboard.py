@@ -25,6 +25,7 @@ from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData, file_signature
 from eval.report.tables import MISSING, SMALL_MARK, SMALL_SAMPLE
 from eval.settings import N_BOOT
+from eval.store import RUN_LINE_BYTES
 from eval.tasks import Task
 
 # One short name per task, used in headers, the Items column and the Take-the-test tab alike.
@@ -345,7 +346,8 @@ def newest_per_model(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _scored_items(folder: Path) -> list[dict[str, Any]]:
     try:
-        return [row for _, row in iter_jsonl_objects(folder / "scores.jsonl", policy="skip", max_depth=MAX_JSON_DEPTH)]
+        return [row for _, row in iter_jsonl_objects(folder / "scores.jsonl", policy="skip", max_depth=MAX_JSON_DEPTH,
+                                                     max_line_bytes=RUN_LINE_BYTES)]
     except OSError:
         return []
 
