@@ -21,6 +21,7 @@ from typing import Any
 
 import gradio as gr
 
+from construct.prefilter import MAX_PHOTO_BYTES
 from eval.images import ImageError, decode_bounded
 from eval.report import shown_views
 from eval.report.tables import as_text
@@ -78,7 +79,7 @@ def check_note(note: str | None) -> str:
     return text
 
 
-MAX_PHOTO_BYTES = 64 << 20  # a work folder's photo file read to show it; a larger one is left out
+# MAX_PHOTO_BYTES (construction's one bound on a photo file): a work folder's larger photo is left out.
 
 
 def _photo(path: str, item_id: str = "", index: int = 0) -> str | None:
