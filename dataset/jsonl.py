@@ -144,7 +144,7 @@ def iter_jsonl_objects(source: Path | bytes, name: str | None = None, *, policy:
             problems.append(f"{name}:{lineno}: {why}")
 
 
-SKIP_CHUNK = 1 << 20  # what is read at a time of a line past the bound, and dropped
+_SKIP_CHUNK = 1 << 20  # what is read at a time of a line past the bound, and dropped
 
 
 def _numbered_lines(source: Path | bytes, bound: int | None = None) -> Iterator[tuple[int, bytes | None]]:
@@ -167,5 +167,5 @@ def _numbered_lines(source: Path | bytes, bound: int | None = None) -> Iterator[
                 yield number, line
                 continue
             yield number, None  # a strict reader stops here, before a byte more is read
-            while (rest := fh.readline(SKIP_CHUNK)) and not rest.endswith(b"\n"):
+            while (rest := fh.readline(_SKIP_CHUNK)) and not rest.endswith(b"\n"):
                 pass
