@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from construct.callstore import LOG, CallStore, rows
+from construct.prefilter import read_photo
 from construct.work import BuildSettings, write_json
 from eval.backends import make_backend, release
 from eval.endpoints import host_of
@@ -91,7 +92,7 @@ class Answer:
 
 def photo_part(path: Path, role: str, item: str = "", index: int = 0) -> ImagePart:
     """A photo file, encoded for transport as the harness does (as stored when already small enough)."""
-    return encode_for_transport(path.read_bytes(), max_side=MAX_SIDE, role=role, item_id=item or path.name, index=index)
+    return encode_for_transport(read_photo(path), max_side=MAX_SIDE, role=role, item_id=item or path.name, index=index)
 
 
 def call_key(stage: str, spec: str, version: str, ask: Ask) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 import diningbench
 from construct import funnel
+from construct.prefilter import read_photo
 from construct.raw import EXPORT_INDEX, RawExport, load_raw
 from construct.review import card_markdown, released_rows
 from construct.vqa import MIX_NAMES
@@ -30,7 +31,7 @@ FIELDS = {
 def release_row(raw: RawExport, item: dict[str, Any]) -> dict[str, Any]:
     """A work item as a release row: photo ids become embedded image bytes with their roles."""
     roles = item.get("image_roles") or ["reference"] + ["user"] * (len(item["photos"]) - 1)
-    images = [{"bytes": raw.photo_path(p).read_bytes(), "path": Path(raw.photos[p].path).name} for p in item["photos"]]
+    images = [{"bytes": read_photo(raw.photo_path(p)), "path": Path(raw.photos[p].path).name} for p in item["photos"]]
     return {**{k: item[k] for k in COMMON}, "images": images, "image_roles": list(roles),
             **{k: item[k] for k in FIELDS[item["task"]]}}
 

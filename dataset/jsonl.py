@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -49,10 +50,9 @@ def read_json_file(path: Path | str, *, max_bytes: int = MAX_JSON_FILE_BYTES, ma
     """
     path = Path(path)
     name = path.name
+    if (why := file_problem(path, max_bytes=max_bytes)) is not None:
+        raise ValueError(f"{name}: {why}")
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise ValueError(f"{name}: {size:,} bytes; at most {max_bytes:,} are read")
         text = path.read_bytes()
         value = json.loads(text)
     except RecursionError:
@@ -66,6 +66,24 @@ def read_json_file(path: Path | str, *, max_bytes: int = MAX_JSON_FILE_BYTES, ma
     if want is not None and not isinstance(value, want):
         raise ValueError(f"{name}: not a JSON {'object' if want is dict else want.__name__}")
     return value
+
+
+def file_problem(path: Path, folder: Path | None = None, *, max_bytes: int | None = None) -> str | None:
+    """Why a file someone else may have made must not be read (None when it may): not a regular file (a
+    fifo or a device would block or never end, a folder is no file), a link leading out of `folder` (the
+    run folder it was sent in: a scores.jsonl linked to another file of the machine's), or past `max_bytes`.
+    A missing file is the caller's to report (None); one that cannot be looked at raises OSError."""
+    try:
+        found = path.stat()
+        if folder is not None and not path.resolve().is_relative_to(Path(folder).resolve()):
+            return "a link to a file outside its folder; not read"
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(found.st_mode):
+        return "not a regular file; not read"
+    if max_bytes is not None and found.st_size > max_bytes:
+        return f"{found.st_size:,} bytes; at most {max_bytes:,} are read"
+    return None
 
 
 def iter_jsonl_objects(source: Path | bytes, name: str | None = None, *, policy: JsonlPolicy = "strict",
@@ -89,13 +107,19 @@ def iter_jsonl_objects(source: Path | bytes, name: str | None = None, *, policy:
     """
     name = name or (source.name if isinstance(source, Path) else "the file")
     make_error = error or DatasetError
-    for lineno, raw_line in _numbered_lines(source):
-        if not raw_line.strip():
+    if isinstance(source, Path) and (why := file_problem(source)) is not None:
+        if policy == "strict":
+            raise make_error(f"{name}: {why}")
+        if problems is not None:
+            problems.append(f"{name}: {why}")
+        return
+    for lineno, raw_line in _numbered_lines(source, max_line_bytes):
+        if raw_line is not None and not raw_line.strip():
             continue
         why = None
         row: Any = None
-        if max_line_bytes is not None and len(raw_line) > max_line_bytes:
-            why = f"longer than {max_line_bytes} bytes"
+        if raw_line is None:
+            why = f"longer than {max_line_bytes:,} bytes"
         else:
             try:  # the parser decodes the bytes once (json.loads: UnicodeDecodeError; orjson: its own error)
                 row = loads(raw_line)
@@ -120,9 +144,28 @@ def iter_jsonl_objects(source: Path | bytes, name: str | None = None, *, policy:
             problems.append(f"{name}:{lineno}: {why}")
 
 
-def _numbered_lines(source: Path | bytes) -> Iterator[tuple[int, bytes]]:
+_SKIP_CHUNK = 1 << 20  # what is read at a time of a line past the bound, and dropped
+
+
+def _numbered_lines(source: Path | bytes, bound: int | None = None) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, the line's bytes) per line, None for a line longer than `bound` bytes (its newline
+    not counted). A file is read at most `bound` + 1 bytes of a line at a time: the rest of a longer line
+    is read in chunks and dropped, so an endless line (a 300 MB one, a sparse file of zeros) costs at most
+    the bound in memory, however long it runs."""
     if isinstance(source, bytes | bytearray | memoryview):
-        yield from enumerate(bytes(source).split(b"\n"), 1)
+        for number, line in enumerate(bytes(source).split(b"\n"), 1):
+            yield number, None if bound is not None and len(line) > bound else line
         return
     with Path(source).open("rb") as fh:
-        yield from enumerate(fh, 1)
+        if bound is None:
+            yield from enumerate(fh, 1)
+            return
+        number = 0
+        while line := fh.readline(bound + 1):
+            number += 1
+            if len(line) <= bound or line.endswith(b"\n"):
+                yield number, line
+                continue
+            yield number, None  # a strict reader stops here, before a byte more is read
+            while (rest := fh.readline(_SKIP_CHUNK)) and not rest.endswith(b"\n"):
+                pass

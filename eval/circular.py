@@ -15,6 +15,7 @@ from typing import Any
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, position_bias
 from eval.settings import N_BOOT
 from eval.stats import can_resample, cluster_bootstrap_mean_ci
+from eval.store import RUN_LINE_BYTES
 
 ROTATIONS = "rotations.jsonl"
 
@@ -61,4 +62,5 @@ def read_rotations(run_dir: Path | str) -> list[dict[str, Any]]:
     path = Path(run_dir) / ROTATIONS
     if not path.is_file():
         return []
-    return [row for _, row in iter_jsonl_objects(path, policy="skip", max_depth=MAX_JSON_DEPTH) if "id" in row]
+    return [row for _, row in iter_jsonl_objects(path, policy="skip", max_depth=MAX_JSON_DEPTH,
+                                                 max_line_bytes=RUN_LINE_BYTES) if "id" in row]

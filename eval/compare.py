@@ -13,6 +13,11 @@ answered are left out and counted.
 
     python -m eval compare results/run-a results/run-b          # each task both runs scored
     python -m eval compare results/base results/x results/y     # x and y each against base
+
+Only like is compared with like: runs made on different releases (their fingerprints for a task differ,
+or an id's reference differs between them) are refused, since their items are not the same questions;
+runs asked differently (another prompt version, language, views, chain of thought) are compared, and
+the first line says how they differ, since the difference then includes that.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 
 from eval import tasks
 from eval.numbers import clusters, paired_difference, resampled_unit
+from eval.report.runs import ReportError, RunData
 from eval.settings import N_BOOT
 from eval.types import NUTRIENTS
 
@@ -137,15 +143,73 @@ def mcnemar_exact(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, A
     return {"b": b, "c": c, "p_value": min(1.0, 2 * tail)}
 
 
+# Settings that change the question a model is shown (its prompt and views), beside the prompt version.
+QUESTION_SETTINGS = ("lang", "cot", "images", "image_order", "max_image_side")
+
+
+def _fingerprints(run: RunData) -> dict[str, str]:
+    dataset = run.info.get("dataset")
+    found = dataset.get("fingerprints") if isinstance(dataset, dict) else None
+    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
+
+
+def asked_differently(a: RunData, b: RunData, shared: Sequence[str]) -> list[str]:
+    """How B's questions were asked differently from A's (empty when alike): prompt version and the
+    settings that change a prompt or its views, each as `name: A's vs B's`. A ReportError of one line when
+    the runs were made on different releases: a task both ran has other fingerprints in each."""
+    fa, fb = _fingerprints(a), _fingerprints(b)
+    for task in shared:
+        if task in fa and task in fb and fa[task] != fb[task]:
+            raise ReportError(f"{a.path.name} and {b.path.name} were made on different releases ({task}: fingerprint "
+                              f"{fa[task][:12]} vs {fb[task][:12]}): their items are not the same questions; not compared")
+    found = []
+    version_a, version_b = a.info.get("prompt_version"), b.info.get("prompt_version")
+    if version_a is not None and version_b is not None and version_a != version_b:
+        found.append(f"prompt version {str(version_a)[:20]} vs {str(version_b)[:20]}")
+    names = [*QUESTION_SETTINGS, *(("seed",) if "random" in (a.setting("image_order"), b.setting("image_order")) else ())]
+    for name in names:
+        value_a, value_b = _asked(a, name), _asked(b, name)
+        if value_a != value_b:
+            found.append(f"{name} {str(value_a)[:40]} vs {str(value_b)[:40]}")
+    return found
+
+
+def _asked(run: RunData, name: str) -> Any:
+    """A question setting as it was asked: a setting run.json leaves out had the harness's default."""
+    from eval.settings import RunSettings
+
+    default = RunSettings.__dataclass_fields__[name].default
+    settings = run.info.get("settings")
+    if not isinstance(settings, dict) or name not in settings:
+        return default
+    value = settings[name]
+    return default if value is None and name != "images" else value
+
+
+def different_references(task: str, pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> str | None:
+    """A one-line reason when an id's reference differs between the runs (they were made on different
+    releases, or one was edited), None when every shared item's reference is the same."""
+    differing = [(a, b) for a, b in pairs if a.get("reference") != b.get("reference")]
+    if not differing:
+        return None
+    a, b = differing[0]
+    return (f"{task}: {len(differing)} of {len(pairs)} shared items have another reference in each run "
+            f"(e.g. {str(a['id'])[:60]!r}: {str(a.get('reference'))[:40]!r} vs {str(b.get('reference'))[:40]!r}): "
+            "they were made on different releases; not compared")
+
+
 def compare_task(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], *,
                  n_boot: int = N_BOOT, n_perm: int = N_PERM, seed: int = 0) -> Comparison | None:
     """A's and B's scored items of one task, paired by id and epoch; None when none is shared or a
-    headline cannot be computed (VQA without a judge)."""
+    headline cannot be computed (VQA without a judge). A ReportError when an id's reference differs
+    between them (not the same question)."""
     by_b = {_key(r): r for r in rows_b}
     keys_a = {_key(r) for r in rows_a}
     pairs = [(a, by_b[_key(a)]) for a in rows_a if _key(a) in by_b]
     if not pairs:
         return None
+    if (refused := different_references(task, pairs)) is not None:
+        raise ReportError(refused)
     a_rows, b_rows = [a for a, _ in pairs], [b for _, b in pairs]
     found = paired_difference(task, a_rows, b_rows, n_boot=n_boot, seed=seed)
     if found is None:
@@ -189,8 +253,9 @@ def _p(value: float) -> str:
 
 def compare_runs(dirs: Sequence[Any], *, n_perm: int = N_PERM, n_boot: int = N_BOOT) -> tuple[str, list[dict[str, Any]]]:
     """`python -m eval compare`: the second and later run folders each against the first, every task
-    both scored; (the text printed, the comparisons as JSON)."""
-    from eval.report.runs import ReportError, load_run
+    both scored; (the text printed, the comparisons as JSON). Runs asked differently are named on the
+    first lines; runs made on different releases are refused (ReportError)."""
+    from eval.report.runs import load_run
     from eval.settings import UsageError
 
     if len(dirs) < 2:
@@ -199,19 +264,28 @@ def compare_runs(dirs: Sequence[Any], *, n_perm: int = N_PERM, n_boot: int = N_B
         raise UsageError(f"--permutations {n_perm}: at least 99")
     runs = [load_run(d) for d in dirs]
     first = runs[0]
-    out, found = [], []
+    notes, out, found = [], [], []
     for other in runs[1:]:
         label_a, label_b = f"A = {first.label} ({first.path.name})", f"B = {other.label} ({other.path.name})"
         out += [label_a, label_b]
         shared = [t for t in tasks.names() if t in first.scores and t in other.scores]
         if not shared:
             raise ReportError(f"{first.path} and {other.path} share no task")
+        if differences := asked_differently(first, other, shared):
+            notes.append(asked_note(differences, other.path.name))
         for task in shared:
             c = compare_task(task, first.scores[task], other.scores[task], n_boot=n_boot, n_perm=n_perm)
             if c is None:
                 out.append(f"{task}: no shared scored items (VQA needs a judge's verdicts in both runs)")
                 continue
             out.append(describe(c))
-            found.append({"a": str(first.path), "b": str(other.path), **c.to_json()})
+            found.append({"a": str(first.path), "b": str(other.path), **c.to_json(),
+                          "asked_differently": differences})
         out.append("")
-    return "\n".join(out).rstrip() + "\n", found
+    return "\n".join([*notes, *out]).rstrip() + "\n", found
+
+
+def asked_note(differences: Sequence[str], name: str = "B") -> str:
+    """The line that says two runs were asked differently, so their difference includes that."""
+    return (f"note: A and {name} were not asked the same questions ({'; '.join(differences)}): "
+            "the difference below includes that")

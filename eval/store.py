@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
+from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects
 from eval import tasks
 from eval.settings import UsageError
 from eval.types import Prediction
@@ -59,6 +59,12 @@ def json_line(text: str | bytes) -> Any:
 
 
 PREDICTIONS = "predictions.jsonl"
+# Bounds on a run folder's JSON-lines files, which may come from anywhere (sent by someone, submitted to the
+# Space): a line is read at most this far (a model's answer is at most 4 MiB as read, MAX_RESPONSE_BYTES,
+# and JSON escaping at most doubles most text), a file is refused past this size (a 5,338-item run over 8
+# epochs is about 0.1 GB).
+RUN_LINE_BYTES = 16 << 20
+RUN_FILE_BYTES = 1 << 30
 FSYNC_EVERY_S = 1.0  # measured: an fsync per line cost 5 ms, i.e. 8 s of a 1,650-item run
 # (task, id, epoch, rotation): ids are unique per task, not across tasks; lines written before
 # `rotation` existed read back as rotation 0, the options as stored.
@@ -167,8 +173,16 @@ def read_predictions(path: Path, problems: list[str] | None = None) -> dict[Key,
     latest: dict[Key, Prediction] = {}
     if not path.exists():
         return latest
+    try:
+        why = file_problem(path, path.parent, max_bytes=RUN_FILE_BYTES)
+    except OSError as exc:
+        why = f"unreadable ({exc.strerror or type(exc).__name__})"
+    if why is not None:
+        if problems is not None:
+            problems.append(f"{path.name}: {why}")
+        return latest
     for number, row in iter_jsonl_objects(path, policy="skip", problems=problems, loads=json_line,
-                                          max_depth=MAX_JSON_DEPTH):
+                                          max_depth=MAX_JSON_DEPTH, max_line_bytes=RUN_LINE_BYTES):
         try:
             if not _valid(row):
                 raise ValueError

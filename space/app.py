@@ -31,6 +31,7 @@ from diningspace.review_tab import ReviewAccess, ReviewTab  # noqa: E402
 from diningspace.settings import SpaceSettings, settings_or_exit  # noqa: E402
 from diningspace.submissions import restore_results  # noqa: E402
 from diningspace.submit_tab import SubmitTab  # noqa: E402
+from diningspace.uploads import UploadGuard  # noqa: E402
 from diningspace.warmup import warm_harness  # noqa: E402
 from fastapi.middleware import Middleware  # noqa: E402
 
@@ -97,15 +98,18 @@ def build_app(settings: SpaceSettings, catalog: Catalog | None = None) -> gr.Blo
     return demo
 
 
-def launch_options() -> dict:
-    """Look and feel (in Gradio 6 theme and CSS are arguments of launch()), and the middleware that lets the
-    page open on the tab its address names."""
+def launch_options(settings: SpaceSettings | None = None) -> dict:
+    """Look and feel (in Gradio 6 theme and CSS are arguments of launch()), and the middleware: the one that
+    lets the page open on the tab its address names, and the one that bounds uploads where they arrive
+    (bytes per address per hour, the upload folder's total)."""
+    settings = settings or SpaceSettings()
     # System fonts only: the page must not fetch anything from third-party hosts.
     theme = gr.themes.Soft(primary_hue="orange", secondary_hue="amber", neutral_hue="stone",
                            font=["ui-sans-serif", "system-ui", "Segoe UI", "Noto Sans", "sans-serif"],
                            font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "monospace"])
     return {"theme": theme, "css": CSS, "footer_links": ["api"],
-            "app_kwargs": {"middleware": [Middleware(OpeningTab)]}}
+            "app_kwargs": {"middleware": [Middleware(OpeningTab), Middleware(
+                UploadGuard, per_hour=settings.upload_mb_per_hour << 20, proxy_hops=settings.proxy_hops)]}}
 
 
 def main() -> None:
@@ -114,7 +118,7 @@ def main() -> None:
         print(line, flush=True)
     demo = build_app(settings)
     wanted = os.environ.get("GRADIO_SERVER_PORT", "").strip()
-    _, local_url, _ = demo.launch(**launch_options(), max_file_size=settings.submit_max_mb << 20,
+    _, local_url, _ = demo.launch(**launch_options(settings), max_file_size=settings.submit_max_mb << 20,
                                   prevent_thread_lock=True)
     port = urlsplit(str(local_url)).port
     moved = f" (port {wanted} was busy, so Gradio took the next free one)" if wanted and str(port) != wanted else ""

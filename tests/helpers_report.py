@@ -12,11 +12,13 @@ from eval.report import report
 
 
 def cls_item(item_id: str, merchant: str, correct: bool, *, cuisine: str = "chinese",
-             category: str = "noodles", n_images: int = 4, parsed: str | None = "A") -> dict[str, Any]:
+             category: str = "noodles", n_images: int = 4, parsed: str | None = "") -> dict[str, Any]:
+    """A scored classification item whose reference is always A (one release's question, whichever run
+    answered it): the answer A when `correct`, else B, unless `parsed` says otherwise."""
     return {"id": item_id, "task": "classification", "merchant_id": merchant, "cuisine": cuisine,
             "category": category, "vqa_category": None, "nutrition_source": None, "n_images": n_images,
-            "parsed": parsed, "error": None, "reference": "A" if correct else "B", "correct": correct,
-            "ape": None, "abs_error": None, "verdict": None, "decided_by": None}
+            "parsed": ("A" if correct else "B") if parsed == "" else parsed, "error": None, "reference": "A",
+            "correct": correct, "ape": None, "abs_error": None, "verdict": None, "decided_by": None}
 
 
 def nut_item(item_id: str, merchant: str, parsed: dict[str, float] | None, reference: dict[str, float], *,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from eval.report.runs import RunData
+from eval.report.runs import ReportError, RunData
 from eval.report.tables import SMALL_MARK, SMALL_SAMPLE, md_table
 from eval.settings import N_BOOT
 from eval.tasks import get as get_task
@@ -37,11 +37,16 @@ def comparison(runs: Sequence[RunData], *, against_first: bool = False, n_boot: 
         for task in task_names():
             if task not in tasks_a or task not in tasks_b:
                 continue
-            result = compare_task(task, tasks_a[task].scores[task], tasks_b[task].scores[task], n_boot=n_boot)
+            spec = get_task(task)
+            try:
+                result = compare_task(task, tasks_a[task].scores[task], tasks_b[task].scores[task], n_boot=n_boot)
+            except ReportError:  # an id's reference differs: not the same questions, so no paired figure
+                lines.append([task, "Avg MAPE" if spec.lower_is_better else "accuracy", label_a, label_b, "–", "–",
+                              "–", "–", "not compared: some ids have another reference in each run"])
+                continue
             if result is None:
                 continue
             low, high = result.ci95
-            spec = get_task(task)
             verdict = (f"{result.better} better at the 5% level" if result.better
                        else "no significant difference at the 5% level")
             metric = "Avg MAPE" if spec.lower_is_better else "accuracy"

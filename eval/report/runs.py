@@ -7,14 +7,16 @@ after the fact.
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, read_json_file
-from eval.store import json_line
-from eval.types import UserError
+from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_json_file
+from eval import tasks
+from eval.store import RUN_FILE_BYTES, RUN_LINE_BYTES, json_line
+from eval.types import NUTRIENTS, UserError
 
 REPORTED_CSV = Path(__file__).resolve().parents[1] / "data" / "table2_reported.csv"
 
@@ -75,8 +77,48 @@ def _line_problem(row: Any) -> str | None:
     if not isinstance(row["task"], str) or not isinstance(row["id"], str | int) or isinstance(row["id"], bool):
         return "has an `id` or `task` that is not text"
     epoch = row.get("epoch")
-    if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
+    if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0):
         return f"has `epoch` {str(epoch)[:40]!r}, not a whole number"
+    return _value_problem(row)
+
+
+def _number(value: Any) -> bool:
+    """A finite number at least 0 (what an APE, an absolute error or a reference nutrient is)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _value_problem(row: dict[str, Any]) -> str | None:
+    """Why a value that scoring and comparisons read has the wrong type or range (None when all fit):
+    `correct` true, false or null; `error` text or null; `merchant_id` text, a number or null; for a
+    percentage-error task, `ape` null or an object with every nutrient (null or a number >= 0), `abs_error`
+    likewise, and `reference` an object of numbers >= 0."""
+    if row.get("correct") is not None and not isinstance(row["correct"], bool):
+        return f"has `correct` {str(row['correct'])[:40]!r}, not true, false or null"
+    if row.get("error") is not None and not isinstance(row["error"], str):
+        return "has an `error` that is not text"
+    merchant = row.get("merchant_id")
+    if merchant is not None and (not isinstance(merchant, str | int) or isinstance(merchant, bool)):
+        return "has a `merchant_id` that is not text"
+    if not tasks.is_task(row["task"]) or tasks.get(row["task"]).measure != "ape":
+        return None
+    for name, nullable in (("ape", True), ("abs_error", False)):
+        value = row.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"has `{name}` that is not an object of {', '.join(NUTRIENTS)}"
+        for nutrient in NUTRIENTS:
+            if nutrient not in value:
+                return f"has `{name}` without `{nutrient}`"
+            if not (_number(value[nutrient]) or nullable and value[nutrient] is None):
+                return f"has `{name}.{nutrient}` {str(value.get(nutrient))[:40]!r}, not a number >= 0"
+    reference = row.get("reference")
+    if reference is not None:
+        if not isinstance(reference, dict):
+            return "has a `reference` that is not an object of nutrients"
+        for nutrient in NUTRIENTS:
+            if not _number(reference.get(nutrient)):
+                return f"has `reference.{nutrient}` {str(reference.get(nutrient))[:40]!r}, not a number >= 0"
     return None
 
 
@@ -85,13 +127,22 @@ def _read_jsonl(path: Path, problems: list[str] | None = None) -> list[dict[str,
     `scores.jsonl:N: why` entry there and the line left out (viewers show what they can)."""
     rows = []
     strict = problems is None
+    seen: dict[tuple[str, str, int], int] = {}  # (task, id, epoch) -> its line
     for number, row in iter_jsonl_objects(path, str(path) if strict else path.name, loads=json_line,
                                           policy="strict" if strict else "skip", problems=problems,
-                                          error=ReportError, max_depth=MAX_JSON_DEPTH):
+                                          error=ReportError, max_depth=MAX_JSON_DEPTH,
+                                          max_line_bytes=RUN_LINE_BYTES):
         problem = _line_problem(row)
+        if problem is None:
+            key = (row["task"], str(row["id"]), row.get("epoch") or 0)
+            if key in seen:  # counted twice, an item would weigh twice in every figure and test
+                problem = (f"the same item as line {seen[key]} ({key[0]} {key[1][:80]!r}, epoch {key[2]}); "
+                           "counted once")
+            else:
+                seen[key] = number
         if problem is not None:
             if problems is None:
-                raise ReportError(f"{path} line {number}: {problem}")
+                raise ReportError(f"{path} line {number}: {problem.removesuffix('; counted once')}")
             problems.append(f"{path.name}:{number}: {problem}")
             continue
         rows.append(row)
@@ -105,8 +156,11 @@ def load_run(path: Path | str, problems: list[str] | None = None) -> RunData:
     as is a run.json that is not JSON, so that a viewer can show the rest."""
     path = Path(path)
     scores_path = path / "scores.jsonl"
-    if not scores_path.is_file():
+    if not scores_path.exists():
         raise ReportError(f"{path}: no scores.jsonl; score the run first with `python -m eval score {path}`")
+    for name in ("scores.jsonl", "run.json"):  # a run folder may come from anywhere: refused, even by viewers
+        if (why := _run_file_problem(path, name)) is not None:
+            raise ReportError(f"{path / name}: {why}")
     info: dict[str, Any] = {}
     if (path / "run.json").is_file():
         try:
@@ -121,6 +175,13 @@ def load_run(path: Path | str, problems: list[str] | None = None) -> RunData:
     if not run.scores:
         raise ReportError(f"{scores_path}: no scored items")
     return run
+
+
+def _run_file_problem(folder: Path, name: str) -> str | None:
+    try:
+        return file_problem(folder / name, folder, max_bytes=RUN_FILE_BYTES)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or type(exc).__name__})"
 
 
 def file_signature(*paths: Path) -> tuple[Any, ...]:

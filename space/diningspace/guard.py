@@ -7,6 +7,7 @@ put in an environment variable, and every text shown back (errors, model output)
 from __future__ import annotations
 
 import re
+import unicodedata
 import urllib.parse
 from collections.abc import Iterable
 
@@ -19,12 +20,37 @@ class GuardError(ValueError):
     """Input the Space refuses (one line, safe to show: it never contains a key)."""
 
 
+def name_problem(name: str) -> str | None:
+    """Why a model name cannot be shown as a row of its own (None when it can): spaces before or after
+    it, or a character that draws as nothing or as another (invisible and bidirectional formatting
+    characters, control characters, spaces other than the ASCII one), with which one name imitates
+    another on the board. Names typed in the Evaluate tab pass it by construction (`_MODEL_NAME`).
+
+    >>> name_problem("gpt-4o\u00a0")
+    'it ends with a space'
+    >>> name_problem("gpt\u202e-4o")
+    'it holds U+202E, a character that is invisible or draws as another'
+    >>> name_problem("Qwen2.5-VL 7B") is None
+    True
+    """
+    if not name:
+        return "it is empty"
+    if name[0].isspace() or name[-1].isspace():
+        return f"it {'starts' if name[0].isspace() else 'ends'} with a space"
+    for char in name:
+        kind = unicodedata.category(char)
+        if kind[0] == "C" or kind in ("Zl", "Zp") or kind == "Zs" and char != " ":
+            return f"it holds U+{ord(char):04X}, a character that is invisible or draws as another"
+    return None
+
+
 def check_model_name(name: str) -> str:
     """A visitor's model name, stripped, or GuardError."""
     name = (name or "").strip()
-    if not _MODEL_NAME.match(name):
+    if not _MODEL_NAME.match(name) or name_problem(name):
         raise GuardError("model name: use letters, digits and . _ : / @ + - only (e.g. gpt-4o-mini)")
     return name
+
 
 
 def allowed_base_url(url: str | None, allowed_hosts: Iterable[str]) -> str | None:

@@ -25,6 +25,7 @@ from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData, file_signature
 from eval.report.tables import MISSING, SMALL_MARK, SMALL_SAMPLE
 from eval.settings import N_BOOT
+from eval.store import RUN_LINE_BYTES
 from eval.tasks import Task
 
 # One short name per task, used in headers, the Items column and the Take-the-test tab alike.
@@ -298,7 +299,7 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
             "Status": _status(run), "Weights": weights_of(run), "Size (B)": model_size(run.model),
             "Run": rel if (folder / "scores.jsonl").is_file() else None, "_spec": run.model,
             "_updated": str(run.info.get("updated_at") or "") if isinstance(run.info.get("updated_at"), str) else "",
-            "_settings": _settings_key(run),
+            "_settings": _settings_key(run), "_owner": _owner_key(run),
         })
         rows.append(row)
     return rows
@@ -321,14 +322,29 @@ def _settings_key(run: RunData) -> str:
     return json.dumps(identity, sort_keys=True, default=str)
 
 
+def _owner_key(run: RunData) -> str:
+    """Whose row this is: `local` for the operator's runs, else the submission's owner as kept (the
+    signed-in user, the hash of the owner secret, or the card's own repository). Rows of different owners
+    are never merged, whatever their model names."""
+    import json
+
+    submission = run.info.get("submission")
+    if not isinstance(submission, dict):
+        return "local"
+    owner = submission.get("owner")
+    if isinstance(owner, dict):
+        return json.dumps(owner, sort_keys=True, default=str)
+    return f"source:{str(submission.get('source'))[:200]}"  # kept before rows had owners: its source
+
+
 def newest_per_model(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per model + settings: of the run folders with the same model and settings (`_settings_key`),
-    data, status and data source, the newest (run.json's `updated_at`, then the folder name) is the row;
+    """One row per owner, model + settings: of the run folders of one owner (`_owner_key`) with the same
+    model and settings (`_settings_key`), data, status and data source, the newest (run.json's `updated_at`, then the folder name) is the row;
     `Source` says how many earlier runs it stands for and names them."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
         key = (row.get("Model"), row.get("_settings"), row.get("Data"), row.get("Lang"), row.get("Status"),
-               row.get("_data_source"))
+               row.get("_data_source"), row.get("_owner"))
         groups.setdefault(key, []).append(row)
     out = []
     for same in groups.values():
@@ -345,7 +361,8 @@ def newest_per_model(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _scored_items(folder: Path) -> list[dict[str, Any]]:
     try:
-        return [row for _, row in iter_jsonl_objects(folder / "scores.jsonl", policy="skip", max_depth=MAX_JSON_DEPTH)]
+        return [row for _, row in iter_jsonl_objects(folder / "scores.jsonl", policy="skip", max_depth=MAX_JSON_DEPTH,
+                                                     max_line_bytes=RUN_LINE_BYTES)]
     except OSError:
         return []
 
@@ -454,12 +471,12 @@ def _figures(row: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def collapse(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of one model with the same data, language and figures become one row (a sweep over
+    """Rows of one owner and model with the same data, language and figures become one row (a sweep over
     settings a baseline ignores gives many identical rows); `Source` says how many were merged."""
     merged: dict[tuple[Any, ...], dict[str, Any]] = {}
     order = []
     for row in rows:
-        key = (row.get("_spec"), row.get("Data"), row.get("Lang"), row.get("Status"), _figures(row))
+        key = (row.get("_spec"), row.get("Data"), row.get("Lang"), row.get("Status"), row.get("_owner"), _figures(row))
         if row.get("_spec") is None or key not in merged:
             key = key if row.get("_spec") is not None else (id(row),)
             merged[key] = {**row, "_merged": [row]}

@@ -110,7 +110,7 @@ class LeaderboardTab:
 
     def compare(self, first: str | None, second: str | None) -> str:
         """/compare: the paired test of two rows' runs, per task both scored (`python -m eval compare`)."""
-        from eval.compare import compare_task, describe
+        from eval.compare import asked_differently, asked_note, compare_task, describe
         from eval.report.runs import ReportError, load_run
 
         known = set(self.runs())
@@ -118,17 +118,19 @@ class LeaderboardTab:
             raise gr.Error("choose two rows that have a run (the Run column)", print_exception=False)
         if first == second:
             return "Choose two different rows."
-        try:
+        try:  # the same checks as `python -m eval compare`: a submitted run folder may come from anywhere
             a = load_run(self.settings.results_dir / first)
             b = load_run(self.settings.results_dir / second)
-        except ReportError as exc:
-            raise gr.Error(as_text(str(exc).replace(str(self.settings.results_dir), "")), print_exception=False) from None
-        parts = [f"**A** = {as_text(a.label)} · **B** = {as_text(b.label)}"]
-        for task in tasks.names():
-            if task in a.scores and task in b.scores:
+            shared = [task for task in tasks.names() if task in a.scores and task in b.scores]
+            differences = asked_differently(a, b, shared)
+            parts = [as_text(asked_note(differences))] if differences else []
+            parts.append(f"**A** = {as_text(a.label)} · **B** = {as_text(b.label)}")
+            for task in shared:
                 c = compare_task(task, a.scores[task], b.scores[task], n_perm=1999)
                 parts.append(as_text(describe(c), lines=True) if c else f"{task}: no shared scored items")
-        return "\n\n".join(parts) if len(parts) > 1 else "These two runs share no task."
+        except ReportError as exc:
+            raise gr.Error(as_text(str(exc).replace(str(self.settings.results_dir), "")), print_exception=False) from None
+        return "\n\n".join(parts) if shared else "These two runs share no task."
 
     def build(self) -> None:
         gr.Markdown(NOTE, elem_classes="db-note")

@@ -100,6 +100,7 @@ class SpaceSettings:
     submit_max_mb: int = 20  # a submitted zip (or a Hub repo's zip)
     submit_unpacked_mb: int = 200  # what a submission may unpack to
     submits_per_hour: int = 5  # per visitor (browser session and client address)
+    upload_mb_per_hour: int = 100  # bytes posted to Gradio's upload route per client address (0: not counted)
     submit_seconds: float = 120.0  # wall-clock budget of one submission's checks and re-scoring
 
     @classmethod
@@ -164,6 +165,7 @@ class SpaceSettings:
             submit_max_mb=_int_env(env, "DININGBENCH_SPACE_SUBMIT_MAX_MB", 20),
             submit_unpacked_mb=_int_env(env, "DININGBENCH_SPACE_SUBMIT_UNPACKED_MB", 200),
             submits_per_hour=_int_env(env, "DININGBENCH_SPACE_SUBMITS_PER_HOUR", 5),
+            upload_mb_per_hour=_int_env(env, "DININGBENCH_SPACE_UPLOAD_MB_PER_HOUR", 100, minimum=0),
             submit_seconds=float(_int_env(env, "DININGBENCH_SPACE_SUBMIT_SECONDS", 120)),
         )
 

@@ -40,7 +40,7 @@ from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, json_depth_within
 from eval.tasks import figure_of, is_judged
 from eval.types import TASKS
 
-from .guard import GuardError, check_model_name
+from .guard import GuardError, check_model_name, name_problem
 from .hubsync import HubFolder
 
 SUBMISSIONS_FOLDER = "submissions"  # under the results folder, next to humans/
@@ -290,6 +290,8 @@ def _settings_of(info: dict[str, Any]) -> Any:
                               "(at most 128)") from None
     except (TypeError, ValueError, UsageError) as exc:
         raise SubmissionError(f"run.json settings: {' '.join(str(exc).split())[:200]}") from None
+    if (why := name_problem(str(run_settings.model))) is not None:  # kept as given: it must not imitate another
+        raise SubmissionError(f"run.json settings: the model name {str(run_settings.model)[:80]!r} is refused: {why}")
     return run_settings
 
 
@@ -632,6 +634,8 @@ def self_reported(card_text: str, dataset_id: str | None, repo_id: str) -> dict[
                 continue  # a partial export is not a benchmark result
             lang = str(args.get("lang") or lang)[:8]
             name = str(model.get("name") or repo_id)[:128]
+            if (why := name_problem(name)) is not None:  # one name must not pass for another on the board
+                raise SubmissionError(f"{repo_id}: the model card's name {name[:80]!r} is refused: {why}")
             for metric in result.get("metrics") or []:
                 if not isinstance(metric, dict) or not isinstance(metric.get("value"), int | float) \
                         or isinstance(metric.get("value"), bool):

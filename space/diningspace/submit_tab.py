@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import os
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +16,7 @@ from .leaderboard import headline_column
 from .limits import HourlyQuota, RequestSlots, VisitorJobs, client_address
 from .settings import SpaceSettings
 from .submissions import MAX_EPOCHS, Caps, Releases, SubmissionError, Submissions, submit
+from .uploads import sweep_uploads, upload_root
 
 
 def _figure(task: str) -> str:
@@ -89,37 +87,6 @@ def report_markdown(record: dict[str, Any]) -> str:
         lines += ["", f"**Your owner secret: `{record['owner_secret']}`**. Keep it: give it with a later "
                       "submission of this model and settings to replace this row. It is shown only now."]
     return "\n".join(lines)
-
-
-UPLOADS_MAX_BYTES = 512 << 20  # uploads Gradio keeps at once; past it the oldest go
-UPLOADS_MAX_AGE = 1800.0  # seconds an upload that was never submitted is kept
-
-
-def sweep_uploads(root: Path, max_bytes: int = UPLOADS_MAX_BYTES, max_age: float = UPLOADS_MAX_AGE,
-                  now: float | None = None) -> int:
-    """Remove uploaded zips older than `max_age`, then the oldest until the rest weigh at most
-    `max_bytes`; returns how many were removed (Gradio keeps every upload until told otherwise)."""
-    now = time.time() if now is None else now
-    found = []
-    for path in root.rglob("*.zip") if root.is_dir() else []:
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        found.append((st.st_mtime, st.st_size, path))
-    removed = 0
-    total = sum(size for _, size, _ in found)
-    for mtime, size, path in sorted(found):
-        if now - mtime > max_age or total > max_bytes:
-            path.unlink(missing_ok=True)
-            total -= size
-            removed += 1
-    return removed
-
-
-def upload_root() -> Path:
-    """Where Gradio keeps uploads: GRADIO_TEMP_DIR, else its folder under the system's temp folder."""
-    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
 
 
 class SubmitTab:
