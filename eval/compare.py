@@ -144,7 +144,7 @@ def mcnemar_exact(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, A
 
 
 # Settings that change the question a model is shown (its prompt and views), beside the prompt version.
-QUESTION_SETTINGS = ("lang", "cot", "images", "image_order", "max_image_side")
+QUESTION_SETTINGS = ("lang", "cot", "images", "image_order", "max_image_side", "protocol", "image_indices")
 
 
 def _fingerprints(run: RunData) -> dict[str, str]:
@@ -181,8 +181,10 @@ def _asked(run: RunData, name: str) -> Any:
     default = RunSettings.__dataclass_fields__[name].default
     settings = run.info.get("settings")
     if not isinstance(settings, dict) or name not in settings:
-        return default
+        return "ours" if name == "protocol" else default
     value = settings[name]
+    if name == "protocol" and value in (None, "ours"):  # runs made before there was a choice were asked our way
+        return "ours"
     return default if value is None and name != "images" else value
 
 
