@@ -416,10 +416,22 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
 # ---------------------------------------------------------------- sweeps
 def sweep_cells(base: RunSettings, *, models: Sequence[str], langs: Sequence[str], cots: Sequence[bool],
                 images: Sequence[int], out: Path) -> list[RunSettings]:
-    """One RunSettings per (model, language, CoT, view count), each in its own subfolder of `out`."""
+    """One RunSettings per (model, language, CoT, view count), each in its own subfolder of `out`.
+
+    On the authors' release (their protocol) a view count N is their image indices 0..N-1: the
+    merchant's photo and the first N-1 customer photos, as their multi-view experiment sends them."""
+    from dataset.official import is_official
+
+    theirs = base.protocol == "official" or (base.protocol is None and is_official(base.dataset))
     cells = []
     for model, lang, cot, n in itertools.product(models, langs, cots, images):
-        cell = dataclasses.replace(base, model=model, lang=lang, cot=cot, images=n, out=None)
+        if theirs:
+            if cot:
+                raise UsageError("--cot is this project's protocol; the authors' release is asked with its own prompts")
+            cell = dataclasses.replace(base, model=model, lang=lang, protocol="official", images=None,
+                                       image_indices=",".join(str(k) for k in range(n)), out=None)
+        else:
+            cell = dataclasses.replace(base, model=model, lang=lang, cot=cot, images=n, out=None)
         cell.validate()
         cell.out = Path(out) / cell.default_out().name
         cells.append(cell)
