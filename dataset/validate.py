@@ -15,15 +15,8 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
     pass
 from dataset.load import _data_files, _local, _source, load
-from dataset.official import (
-    NO_OPTIONS,
-    VQA_ENDINGS,
-    OfficialRelease,
-    duplicate_ids,
-    is_official,
-    nutrition_truth,
-    official_configs,
-)
+from dataset.official import OfficialRelease, duplicate_ids, is_official, official_configs
+from dataset.official_rows import NO_OPTIONS, VQA_ENDINGS, nutrition_truth
 from dataset.schema import (
     COLUMNS,
     CONFIGS,
@@ -127,7 +120,7 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
             report("error", item, f"{key} is empty")
     columns = COLUMNS[config]
     if "options" in columns:  # classification: lettered options
-        keys = ("options", "options_en")
+        keys: tuple[str, ...] = ("options", "options_en")
         if published:  # options come from the prompt text: maybe unreadable, and there is no English copy
             keys = tuple(k for k in keys if row.get(k) is not None)
             if row.get("options") is None:

@@ -60,7 +60,7 @@ def test_the_sample_in_the_authors_layout_has_their_files_and_the_quirks_their_s
     assert len(without) == 1 and isinstance(without[0]["id"], int)
     assert (layout / f"images/{without[0]['id']:05d}.jpg").is_file()
     assert all(r["prompt"].endswith("\n仅输出最终答案，不要包含任何解释、分析、前言或总结。") for r in vqa)
-    assert all(r["prompt"].endswith(official.VQA_ENDINGS["en"]) for r in lines(layout / "vqa_en.jsonl"))
+    assert all(r["prompt"].endswith(diningbench.VQA_ENDINGS["en"]) for r in lines(layout / "vqa_en.jsonl"))
 
 
 def test_writing_the_sample_twice_gives_the_same_bytes(layout: Path, tmp_path: Path) -> None:
