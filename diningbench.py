@@ -50,7 +50,6 @@ from dataset.load import (
     read_release,
 )
 from dataset.official import (
-    DISH_NAME_KEYS,
     HUB_ID,
     IMAGES_ARCHIVE,
     IMAGES_DIR,
@@ -58,25 +57,28 @@ from dataset.official import (
     MAX_IMAGES_PER_ROW,
     MAX_LINE_BYTES,
     MAX_ROWS,
-    NO_OPTIONS,
-    NUTRIENT_KEYS,
     OFFICIAL_FILES,
     OFFICIAL_LICENSE,
     OFFICIAL_PAPER,
     UNPACKED_KEPT,
-    VQA_ENDINGS,
     OfficialRelease,
-    derive_row,
     duplicate_ids,
     is_official,
     license_terms,
-    nutrition_truth,
     official_configs,
+    read_official,
+    write_official,
+)
+from dataset.official_rows import (
+    DISH_NAME_KEYS,
+    NO_OPTIONS,
+    NUTRIENT_KEYS,
+    VQA_ENDINGS,
+    derive_row,
+    nutrition_truth,
     parse_options,
     published_images,
-    read_official,
     vqa_image_fallback,
-    write_official,
 )
 from dataset.schema import (
     CARD,

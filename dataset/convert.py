@@ -17,12 +17,12 @@ from dataset.official import (
     OFFICIAL_FILES,
     OFFICIAL_LICENSE,
     OFFICIAL_PAPER,
-    VQA_ENDINGS,
     OfficialRelease,
     is_official,
     official_configs,
     write_official,
 )
+from dataset.official_rows import VQA_ENDINGS
 from dataset.schema import CONFIGS, LETTERS, NUTRIENTS, SAMPLE_DIR, DatasetError, columns
 
 # --------------------------------------------------------------------- ours -> the authors' layout

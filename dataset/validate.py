@@ -15,15 +15,8 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
     pass
 from dataset.load import _data_files, _local, _source, load
-from dataset.official import (
-    NO_OPTIONS,
-    VQA_ENDINGS,
-    OfficialRelease,
-    duplicate_ids,
-    is_official,
-    nutrition_truth,
-    official_configs,
-)
+from dataset.official import OfficialRelease, duplicate_ids, is_official, official_configs
+from dataset.official_rows import NO_OPTIONS, VQA_ENDINGS, nutrition_truth
 from dataset.schema import (
     COLUMNS,
     CONFIGS,

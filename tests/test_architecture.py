@@ -356,7 +356,8 @@ def test_the_data_contracts_docstring_examples_hold():
 
     ran = 0
     for name in ("dataset.schema", "dataset.jsonl", "dataset.cache", "dataset.load", "dataset.stats",
-                 "dataset.validate", "dataset.build", "dataset.archive", "dataset.official", "dataset.convert"):
+                 "dataset.validate", "dataset.build", "dataset.archive", "dataset.official", "dataset.official_rows",
+                 "dataset.convert"):
         result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, name
         ran += result.attempted
@@ -368,7 +369,8 @@ def test_diningbench_py_is_the_entry_point_over_the_package():
     import importlib
 
     assert len((ROOT / "diningbench.py").read_text(encoding="utf-8").splitlines()) <= 300
-    for name in ("schema", "jsonl", "cache", "load", "stats", "validate", "build", "archive", "official", "convert"):
+    for name in ("schema", "jsonl", "cache", "load", "stats", "validate", "build", "archive", "official", "official_rows",
+                 "convert"):
         module = importlib.import_module(f"dataset.{name}")
         public = {n for n, v in vars(module).items() if not n.startswith("_")
                   and getattr(v, "__module__", module.__name__) == module.__name__ and n.isidentifier()
