@@ -7,18 +7,21 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from dataset.jsonl import MAX_JSON_DEPTH, json_depth_within
 from dataset.schema import COLUMNS, LETTERS, NUTRIENTS
 
-# Facts of the authors' scripts (GitHub meituan/DiningBench at 9c9bdf7): the sentence every VQA prompt
-# ends with (eval_vqa.py strips it to recover the question, the English one tried first) and the
-# nutrient keys of a nutrition ground truth (eval_nutrition.py's nutrition_key_mapping).
-VQA_ENDINGS = {"en": "\nOutput only the final answer, without any explanation, analysis, preface, or summary.",
-               "zh": "\n仅输出最终答案，不要包含任何解释、分析、前言或总结。"}
-NUTRIENT_KEYS = {"calories": "calories", "protein": "protein", "carbohydrates": "carbohydrates", "fat": "fat",
-                 "卡路里": "calories", "蛋白质": "protein", "碳水化合物": "carbohydrates", "脂肪": "fat"}
+# Facts of the authors' scripts (GitHub meituan/DiningBench at 9c9bdf7), byte for byte in
+# official_protocol.json beside this file (the harness's eval/official.py reads the same file): the
+# sentence every VQA prompt ends with (eval_vqa.py strips it to recover the question, the English one
+# tried first) and the nutrient keys of a nutrition ground truth (eval_nutrition.py's nutrition_key_mapping).
+PROTOCOL_FILE = Path(__file__).resolve().parent / "official_protocol.json"
+PROTOCOL: dict[str, Any] = json.loads(PROTOCOL_FILE.read_text(encoding="utf-8"))
+VQA_ENDINGS = {"en": PROTOCOL["vqa"]["fixed_ending_en"], "zh": PROTOCOL["vqa"]["fixed_ending_zh"]}
+NUTRIENT_KEYS = {name: nutrient for nutrient, names in PROTOCOL["nutrition_keys"].items() if not nutrient.startswith("_")
+                 for name in names}
 # Keys a nutrition ground truth may give the dish's refined name under (the first present wins).
 DISH_NAME_KEYS = ("菜品名称", "菜品名", "菜名", "名称", "dish_name", "dish", "food_name", "name", "refined_name")
 NO_OPTIONS = "options cannot be read from the prompt; cannot join analyses that need the options"

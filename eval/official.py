@@ -5,7 +5,7 @@ The DiningBench authors score a run with three scripts (GitHub meituan/DiningBen
 own parsers where it moves the figures, so a figure that stands beside the paper's must be read their
 way. This module is that reading, written here from what their scripts do; the facts it needs (the
 judge prompt, the fixed prompt endings, the keyword lists, the names of the models whose thinking is
-removed, the generation budget) are kept byte for byte in `eval/data/official_protocol.json`.
+removed, the generation budget) are kept byte for byte in `dataset/official_protocol.json`.
 
 Everything here is a pure function of the answers and the published rows: the harness asks the model
 (`eval.requests`), the judge (`eval.scoring`), and calls these for the `official` object of each task's
@@ -32,19 +32,16 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from functools import cache
-from pathlib import Path
 from typing import Any
 
+from dataset.official_rows import PROTOCOL
 from eval.types import ALPHABET, NUTRIENTS
 
-PROTOCOL_FILE = Path(__file__).resolve().parent / "data" / "official_protocol.json"
 
-
-@cache
 def facts() -> dict[str, Any]:
-    """The protocol's facts as published (official_protocol.json)."""
-    return json.loads(PROTOCOL_FILE.read_text(encoding="utf-8"))
+    """The protocol's facts as published (dataset/official_protocol.json, which the data contract's
+    reader of their release reads too)."""
+    return PROTOCOL
 
 
 def infer_error(why: str | None) -> str:

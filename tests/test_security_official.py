@@ -259,7 +259,7 @@ def test_a_line_past_the_bound_is_one_error_naming_it(tmp_path: Path, monkeypatc
     folder = vqa_release(tmp_path / "release", [["images/a.jpg"]])
     with (folder / "vqa.jsonl").open("a") as fh:
         fh.write(json.dumps({"id": 2, "prompt": "x" * (1 << 20)}) + "\n")
-    with pytest.raises(ValueError, match="vqa.jsonl line 2: longer than 65536 bytes") as refused:
+    with pytest.raises(ValueError, match="vqa.jsonl line 2: longer than 65,536 bytes") as refused:
         diningbench.read_official("vqa", folder)
     assert "\n" not in str(refused.value)
     endless = tmp_path / "endless"
