@@ -74,12 +74,13 @@ def export_official(run_dir: Path | str, out: Path | str) -> list[Path]:
         if not mine:
             continue
         rows = scoring.load_rows(task, settings.dataset, settings.lang)
-        preds = scoring.official_preds(task, mine, [rows[p.id] for p in mine], settings.model)
+        preds = scoring.official_preds(task, mine, [rows[p.id] for p in mine], settings.model, settings.image_indices)
         lines = []
         for p in mine:
             row = rows[p.id]
             line = preds[int(row["idx"])]
-            full = p.raw if p.error is None and p.raw is not None else line["model_pred"]
+            failed = p.error is not None or p.raw is None or official.is_error(line["model_pred"])
+            full = line["model_pred"] if failed else p.raw
             item: dict[str, Any] = {"idx": int(row["idx"])}
             if tasks.get(task).has_options:
                 item["gt_answer"] = line["gt_answer"]

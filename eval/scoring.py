@@ -48,7 +48,7 @@ from eval import circular, numbers, official, tasks
 from eval.images import select_views
 from eval.judge import BackendJudge, JudgeError
 from eval.runinfo import read_run_json
-from eval.settings import N_BOOT, RunSettings
+from eval.settings import N_BOOT, RunSettings, image_indices
 from eval.specs import SpecError, parse_spec
 from eval.store import PREDICTIONS, Key, json_text, key_of, read_predictions, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS, Prediction, UserError
@@ -178,14 +178,18 @@ def served_name(spec: str | None) -> str:
 
 
 def official_preds(task: str, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]],
-                   model: str | None) -> dict[int, dict[str, Any]]:
+                   model: str | None, indices: str | None = None) -> dict[int, dict[str, Any]]:
     """Each answer as a line of their prediction file, by `idx`: `model_pred` (their cleaning of the
-    text, or the failure marker) and, for classification, the `gt_answer` their inference writes."""
+    text, or the failure marker) and, for classification, the `gt_answer` their inference writes.
+    A request their script cannot make for a row (`Task.official_fails`) is their failure marker."""
     spec, name = tasks.get(task), served_name(model)
+    chosen = image_indices(indices)
     found: dict[int, dict[str, Any]] = {}
     for p, row in zip(predictions, rows, strict=True):
         kept = p.official or {}  # an imported line: what their file says
+        broken = spec.official_fails(row, chosen)
         line: dict[str, Any] = {"model_pred": kept["model_pred"] if isinstance(kept.get("model_pred"), str)
+                                else official.infer_error(broken) if broken
                                 else official.model_pred(p.raw, p.error, name)}
         if spec.has_options:
             line["gt_answer"] = kept["gt_answer"] if "gt_answer" in kept else official.classification_gt(row)
@@ -251,7 +255,7 @@ def score_official(task: str, records: list[dict[str, Any]], predictions: Sequen
     file_rows = sorted(by_id.values(), key=lambda r: int(r["idx"]))
     plain = [p for p in predictions if p.epoch == 0 and not p.rotation]
     item_rows = [by_id[p.id] for p in plain]
-    preds = official_preds(task, plain, item_rows, settings.get("model"))
+    preds = official_preds(task, plain, item_rows, settings.get("model"), settings.get("image_indices"))
     scored = {r["id"]: r for r in records if r.get("epoch", 0) == 0}
     for p, row in zip(plain, item_rows, strict=True):
         line = preds[int(row["idx"])]

@@ -231,3 +231,18 @@ def test_official_on_our_own_release_is_refused_in_one_line():
 def test_our_protocol_flags_are_refused_under_official(flags):
     with pytest.raises(UsageError, match="--protocol official"):
         RunSettings(task="classification", model="baseline:zero", protocol="official", **flags).validate()
+
+
+@pytest.mark.parametrize(("published", "indices", "fails"), [
+    ({"standard_image": "s.jpg", "user_images": "u.jpg"}, (0,), False),
+    ({"standard_image": "s.jpg", "user_images": "u.jpg"}, (0, 1), True),  # user_images[0] is the character "u"
+    ({"standard_image": "", "user_images": "u.jpg"}, (0,), True),  # their fallback: the string's first character
+    ({"standard_image": "s.jpg", "user_images": ["u.jpg"]}, (0, 1), False),
+])
+def test_a_nutrition_row_whose_user_images_is_one_string_fails_where_their_script_fails(published, indices, fails):
+    from eval import tasks
+
+    found = tasks.get("nutrition").official_fails({"published": published}, indices)
+    assert (found is not None) == fails
+    if fails:
+        assert official.is_error(official.infer_error(found))

@@ -127,6 +127,11 @@ class Task:
         --num_images_idxs). By default every image the row lists, as their VQA script sends."""
         return list(range(len(row.get("images") or row.get("image_paths") or [])))
 
+    def official_fails(self, row: Mapping[str, Any], indices: Sequence[int]) -> str | None:
+        """Why their script cannot make this row's request for `indices` (its item then counts as a failed
+        request, as in their files), or None: it can."""
+        return None
+
     def official_item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
         """What their script reads of one answer (`read`) and whether it counts as right (`correct`;
         None for a task without right and wrong)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -61,6 +62,24 @@ class Nutrition(Task):
         standard = 1 if roles[:1] == ["reference"] else 0
         chosen = [k - 1 + standard for k in indices if (k == 0 and standard) or (k > 0 and k - 1 < n - standard)]
         return chosen or ([0] if n else [])
+
+    def official_fails(self, row: Mapping[str, Any], indices: Sequence[int]) -> str | None:
+        """Their nutrition script indexes `user_images` as a list: one given as a single string is indexed
+        by character, so a customer photo it picks (an index past 0, or its fallback when the row has no
+        merchant photo) is a one-character path, which is no file, and the request fails."""
+        published = row.get("published")
+        if isinstance(published, str):  # a converted release keeps the published row as JSON text
+            try:
+                published = json.loads(published)
+            except ValueError:
+                return None
+        if not isinstance(published, Mapping) or not isinstance(users := published.get("user_images"), str):
+            return None
+        standard = published.get("standard_image")
+        picked = [users[k - 1] for k in indices if 0 < k <= len(users)]
+        if not picked and not standard and users:
+            picked = [users[0]]  # nothing chosen and no merchant photo: their fallback, the string's first character
+        return f"Image does not exist: {picked[0]}" if picked else None
 
     def official_item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
         answer = official.parse_nutrition_answer(model_pred.strip())
