@@ -246,3 +246,11 @@ def test_a_nutrition_row_whose_user_images_is_one_string_fails_where_their_scrip
     assert (found is not None) == fails
     if fails:
         assert official.is_error(official.infer_error(found))
+
+
+def test_a_vqa_row_whose_images_is_one_string_fails_where_their_script_fails():
+    from eval import tasks
+
+    assert tasks.get("vqa").official_fails({"published": {"images": "images/1.jpg"}}, (0,)) is not None
+    assert tasks.get("vqa").official_fails({"published": {"images": ["images/1.jpg"]}}, (0,)) is None
+    assert tasks.get("vqa").official_fails({"published": json.dumps({"images": "x.jpg"})}, (0,)) is not None
