@@ -70,3 +70,10 @@ def _write_fingerprints(known: dict[str, Any]) -> None:
         os.replace(partial, path)
     except OSError:
         pass
+
+
+def hash_file(digest: Any, path: Path) -> None:
+    """Feed a file's bytes to `digest` (a hashlib object), a MiB at a time: what a fingerprint reads."""
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)

@@ -21,6 +21,7 @@ from dataset.cache import (
     _read_fingerprints,
     _write_fingerprints,
     datasets_cache,
+    hash_file,
     hub_reachable,
 )
 from dataset.official import OfficialRelease, is_official, read_official
@@ -416,9 +417,7 @@ def fingerprint(config: str, source: str | os.PathLike | None = None, *, lang: s
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode())
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+        hash_file(digest, path)
     found = digest.hexdigest()[:16]
     _write_fingerprints({**known, key: found})
     return found

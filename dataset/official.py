@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from dataset.archive import unpack_once
-from dataset.cache import _read_fingerprints, _write_fingerprints, datasets_cache, hub_reachable
+from dataset.cache import _read_fingerprints, _write_fingerprints, datasets_cache, hash_file, hub_reachable
 from dataset.jsonl import MAX_JSON_DEPTH, iter_jsonl_objects
 from dataset.official_rows import (
     NO_OPTIONS,
@@ -397,9 +397,7 @@ class OfficialRelease:
             if real is None:
                 digest.update(b"missing")
                 continue
-            with real.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(block)
+            hash_file(digest, real)
         found = digest.hexdigest()[:16]
         _write_fingerprints({**known, key: found})
         return found

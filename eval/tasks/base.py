@@ -11,6 +11,7 @@ A new task is one module that subclasses `Task` and calls `register(MyTask())` (
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
@@ -126,6 +127,17 @@ class Task:
         """Positions in the row's images that the authors' script sends for `indices` (their
         --num_images_idxs). By default every image the row lists, as their VQA script sends."""
         return list(range(len(row.get("images") or row.get("image_paths") or [])))
+
+    @staticmethod
+    def published(row: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The row as the authors published it (a converted release keeps it as JSON text); {} if none."""
+        found = row.get("published")
+        if isinstance(found, str):
+            try:
+                found = json.loads(found)
+            except ValueError:
+                return {}
+        return found if isinstance(found, Mapping) else {}
 
     def official_fails(self, row: Mapping[str, Any], indices: Sequence[int]) -> str | None:
         """Why their script cannot make this row's request for `indices` (its item then counts as a failed

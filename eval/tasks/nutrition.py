@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -67,13 +66,8 @@ class Nutrition(Task):
         """Their nutrition script indexes `user_images` as a list: one given as a single string is indexed
         by character, so a customer photo it picks (an index past 0, or its fallback when the row has no
         merchant photo) is a one-character path, which is no file, and the request fails."""
-        published = row.get("published")
-        if isinstance(published, str):  # a converted release keeps the published row as JSON text
-            try:
-                published = json.loads(published)
-            except ValueError:
-                return None
-        if not isinstance(published, Mapping) or not isinstance(users := published.get("user_images"), str):
+        published = self.published(row)
+        if not isinstance(users := published.get("user_images"), str):
             return None
         standard = published.get("standard_image")
         picked = [users[k - 1] for k in indices if 0 < k <= len(users)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,13 +55,7 @@ class Vqa(Task):
     def official_fails(self, row: Mapping[str, Any], indices: Sequence[int]) -> str | None:
         """Their VQA script iterates `images` as a list: one given as a single string is split into
         characters, one-character paths that are no files, and the request fails."""
-        published = row.get("published")
-        if isinstance(published, str):  # a converted release keeps the published row as JSON text
-            try:
-                published = json.loads(published)
-            except ValueError:
-                return None
-        images = published.get("images") if isinstance(published, Mapping) else None
+        images = self.published(row).get("images")
         return f"Image does not exist: {images[0]}" if isinstance(images, str) and images else None
 
     def official_item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
