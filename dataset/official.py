@@ -38,6 +38,7 @@ LANGS = ("zh", "en")
 OFFICIAL_FILES: dict[tuple[str, str], str] = {
     (config, lang): f"{config}{'' if lang == 'zh' else '_en'}.jsonl" for config in CONFIGS for lang in LANGS}
 IMAGES_DIR, IMAGES_ARCHIVE = "images", "images.tar.gz"
+LAYOUTS = ("parquet", "official")  # how a release is written: ours (Parquet, images embedded) or the authors'
 
 # Bounds on what a release may make us read: a real row is a few KB, the real release ~5k rows.
 MAX_LINE_BYTES = 4 << 20
