@@ -66,16 +66,22 @@ from dataset.official import (
     UNPACKED_KEPT,
     VQA_ENDINGS,
     OfficialRelease,
+    classification_prompt,
     derive_row,
     duplicate_ids,
     is_official,
     license_terms,
+    nutrition_ground_truth,
+    nutrition_prompt,
     nutrition_truth,
     official_configs,
     parse_options,
     published_images,
+    published_row,
     read_official,
+    text_of,
     vqa_image_fallback,
+    vqa_prompt,
     write_official,
 )
 from dataset.schema import (
@@ -134,7 +140,8 @@ __all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "col
            "is_official", "license_terms", "nutrition_truth", "parse_options", "read_official", "write_official",
            "MAX_PHOTO_BYTES", "PUBLISHED_COLUMNS", "NO_OPTIONS", "VQA_ENDINGS",
            "unpack_once", "DISH_NAME_KEYS", "IMAGES_ARCHIVE", "IMAGES_DIR", "NUTRIENT_KEYS", "OFFICIAL_PAPER",
-           "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback"]
+           "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback",
+           "classification_prompt", "nutrition_prompt", "nutrition_ground_truth", "vqa_prompt", "published_row", "text_of"]
 
 
 # ----------------------------------------------------------------------------------------------- CLI

@@ -573,14 +573,14 @@ def duplicate_ids(rows: list[dict[str, Any]]) -> dict[str, int]:
 # How one of our rows is worded in the authors' layout: their shape (the options inside the prompt and
 # the letter asked for; the four nutrients as a JSON object; the question then the fixed ending), our
 # words. The sample and a constructed release (`construct release --layout official`) both write so.
-CLASSIFY_WORDING = {"zh": ("请根据图片判断这是菜单上的哪一道菜：", "请只输出正确选项的字母（A-H）。"),
+_CLASSIFY_WORDING = {"zh": ("请根据图片判断这是菜单上的哪一道菜：", "请只输出正确选项的字母（A-H）。"),
                     "en": ("Which dish on the menu do the photos show?",
                            "Answer with the letter of the correct option (A-H) only.")}
-NUTRITION_WORDING = {"zh": "请估计图中这道菜一份的营养成分（卡路里单位千卡，其余单位克），只输出JSON：",
+_NUTRITION_WORDING = {"zh": "请估计图中这道菜一份的营养成分（卡路里单位千卡，其余单位克），只输出JSON：",
                      "en": "Estimate the nutrition of one serving of the dish in the photos (calories in kcal, the "
                            "rest in grams). Output only JSON:"}
-NUTRIENT_NAMES = {"zh": ("卡路里", "蛋白质", "碳水化合物", "脂肪"), "en": NUTRIENTS}
-DISH_NAME_KEY = {"zh": "菜品名称", "en": "dish_name"}
+_NUTRIENT_NAMES = {"zh": ("卡路里", "蛋白质", "碳水化合物", "脂肪"), "en": NUTRIENTS}
+_DISH_NAME_KEY = {"zh": "菜品名称", "en": "dish_name"}
 # Our columns holding the texts of each language (the Chinese ones are the unsuffixed columns).
 _TEXTS = {"options": "options_en", "dish_name": "dish_name_en", "question": "question_en", "answer": "answer_en",
           "rationale": "rationale_en"}
@@ -600,13 +600,13 @@ def classification_prompt(options: list[str], lang: str, marker: str = "{}. ") -
     B. Kung Pao Chicken
     Answer with the letter of the correct option (A-H) only.
     """
-    head, tail = CLASSIFY_WORDING[lang]
+    head, tail = _CLASSIFY_WORDING[lang]
     return "\n".join([head, *(marker.format(LETTERS[j]) + o for j, o in enumerate(options)), tail])
 
 
 def nutrition_prompt(lang: str) -> str:
     """The request and the JSON object to fill, its nutrient keys in `lang`."""
-    return NUTRITION_WORDING[lang] + json.dumps(dict.fromkeys(NUTRIENT_NAMES[lang], 0), ensure_ascii=False)
+    return _NUTRITION_WORDING[lang] + json.dumps(dict.fromkeys(_NUTRIENT_NAMES[lang], 0), ensure_ascii=False)
 
 
 def nutrition_ground_truth(dish_name: Any, values: Iterable[Any], keys_lang: str) -> dict[str, Any]:
@@ -615,7 +615,7 @@ def nutrition_ground_truth(dish_name: Any, values: Iterable[Any], keys_lang: str
     >>> nutrition_ground_truth("宫保鸡丁", [512, 30, 40, 20.5], "zh")
     {'菜品名称': '宫保鸡丁', '卡路里': 512, '蛋白质': 30, '碳水化合物': 40, '脂肪': 20.5}
     """
-    return {DISH_NAME_KEY[keys_lang]: dish_name, **dict(zip(NUTRIENT_NAMES[keys_lang], values, strict=True))}
+    return {_DISH_NAME_KEY[keys_lang]: dish_name, **dict(zip(_NUTRIENT_NAMES[keys_lang], values, strict=True))}
 
 
 def vqa_prompt(question: str, lang: str) -> str:
