@@ -54,6 +54,7 @@ from dataset.official import (
     IMAGES_ARCHIVE,
     IMAGES_DIR,
     LANGS,
+    LAYOUTS,
     MAX_IMAGES_PER_ROW,
     MAX_LINE_BYTES,
     MAX_ROWS,
@@ -62,11 +63,17 @@ from dataset.official import (
     OFFICIAL_PAPER,
     UNPACKED_KEPT,
     OfficialRelease,
+    classification_prompt,
     duplicate_ids,
     is_official,
     license_terms,
+    nutrition_ground_truth,
+    nutrition_prompt,
     official_configs,
+    published_row,
     read_official,
+    text_of,
+    vqa_prompt,
     write_official,
 )
 from dataset.official_rows import (
@@ -133,12 +140,13 @@ from dataset.validate import (
 )
 
 __all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "columns", "COMMON_COLUMNS", "CONFIGS", "CUISINES", "DatasetError", "DESCRIPTION", "encode_row", "ENVIRONMENT_ERRORS", "features", "GRAMS_PER_UNIT", "IMAGE", "IMAGE_ROLES", "LETTERS", "LICENSE", "MAX_CALORIES", "MAX_GRAMS", "MAX_PIXELS", "MIN_POSITIVE", "NUTRIENTS", "NUTRITION_SOURCES", "OPTIONAL_COLUMNS", "portion_grams", "release_schema", "ROOT", "ROW_GROUP_SIZE", "SAMPLE_DIR", "schema_problems", "SPLIT", "VQA_CATEGORIES", "iter_jsonl_objects", "file_problem", "json_depth_within", "read_json_file", "MAX_JSON_FILE_BYTES", "JsonlPolicy", "MAX_JSON_DEPTH", "datasets_cache", "fingerprint", "FINGERPRINTS_KEPT", "hub_reachable", "IMAGE_BATCH", "IMAGE_CACHES_KEPT", "load", "LoadedRelease", "LocalRelease", "read_release", "chi_square_sf", "position_bias", "regularized_gamma_q", "image_problem", "Problem", "summary", "validate", "build", "card_info", "card_text", "generate", "push", "ShardWriter", "write_release",
-           "MAX_MEMBERS", "MAX_UNPACKED_BYTES", "card_license", "convert", "write_sample_official", "HUB_ID", "LANGS",
+           "MAX_MEMBERS", "MAX_UNPACKED_BYTES", "card_license", "convert", "write_sample_official", "HUB_ID", "LANGS", "LAYOUTS",
            "MAX_IMAGES_PER_ROW", "MAX_LINE_BYTES", "MAX_ROWS", "OFFICIAL_FILES", "OFFICIAL_LICENSE", "OfficialRelease",
            "is_official", "license_terms", "nutrition_truth", "parse_options", "read_official", "write_official",
            "MAX_PHOTO_BYTES", "PUBLISHED_COLUMNS", "NO_OPTIONS", "VQA_ENDINGS", "PROTOCOL", "PROTOCOL_FILE",
            "unpack_once", "DISH_NAME_KEYS", "IMAGES_ARCHIVE", "IMAGES_DIR", "NUTRIENT_KEYS", "OFFICIAL_PAPER",
-           "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback"]
+           "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback",
+           "classification_prompt", "nutrition_prompt", "nutrition_ground_truth", "vqa_prompt", "published_row", "text_of"]
 
 
 # ----------------------------------------------------------------------------------------------- CLI
@@ -172,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --raw: merchants in the export (default 4), the planted defects repeated per 4")
     p.add_argument("--seed", type=int, default=0, help="same seed, byte-identical Parquet (default 0)")
     p.add_argument("--workers", type=int, default=None, help="rendering processes (default: one per CPU)")
-    p.add_argument("--layout", choices=("parquet", "official"), default="parquet",
+    p.add_argument("--layout", choices=LAYOUTS, default="parquet",
                    help="official: the committed sample in the authors' layout (six JSON-lines files, images/, "
                         "images.tar.gz), with the quirks their scripts accept")
     p.add_argument("--out", required=True, help="folder to write")

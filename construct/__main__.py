@@ -11,6 +11,7 @@ from construct import funnel, pipeline, review
 from construct.engine import check_available
 from construct.errors import BuildError
 from construct.work import BuildSettings, load_settings, settings_from_args
+from dataset.official import LAYOUTS
 from eval.settings import add_arguments
 from eval.store import locked
 from eval.types import is_user_error
@@ -50,9 +51,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reviewer", default="", help="who decided (recorded with each decision; required for an audit)")
     p.add_argument("--audit", type=int, default=None, metavar="N",
                    help="with --export: N decided final items per task drawn at random for a second reviewer")
-    p = sub.add_parser("release", help="build and validate the Parquet release")
+    p = sub.add_parser("release", help="build and validate the release (Parquet, or the authors' layout)")
     p.add_argument("work")
     p.add_argument("--out", required=True)
+    p.add_argument("--layout", choices=LAYOUTS, default="parquet",
+                   help="parquet: our release, images embedded (default); official: the authors' layout (classification"
+                        ".jsonl, nutrition.jsonl, vqa.jsonl and their _en translations, images/, images.tar.gz)")
     p = sub.add_parser("report", help="write WORK/funnel.md and WORK/funnel.png")
     p.add_argument("work")
     return ap
@@ -98,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "release":
             from construct.release import build_release
 
-            out, problems = build_release(args.work, args.out)
+            out, problems = build_release(args.work, args.out, layout=args.layout)
             for problem in problems:
                 print(problem)
             errors = sum(p.level == "error" for p in problems)

@@ -1,23 +1,36 @@
 """Stage 8, the release: the items review lets through, with their photo bytes, written as Parquet by
-`diningbench.write_release` (classification carries `option_dish_ids`), a card with the counts, the
-cuisine table and the funnel, then `diningbench.validate`.
+`diningbench.write_release` (classification carries `option_dish_ids`) or in the authors' layout by
+`dataset.official.write_official` (`--layout official`), a card with the counts, the cuisine table and
+the funnel, then `diningbench.validate`.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from collections import Counter
-from pathlib import Path
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import diningbench
 from construct import funnel
+from construct.errors import BuildError
 from construct.prefilter import read_photo
 from construct.raw import EXPORT_INDEX, RawExport, load_raw
 from construct.review import card_markdown, released_rows
 from construct.vqa import MIX_NAMES
 from construct.vqa import TASK as VQA
 from construct.work import Stage, load_settings
+from dataset.official import (
+    IMAGES_ARCHIVE,
+    IMAGES_DIR,
+    LANGS,
+    LAYOUTS,
+    OFFICIAL_FILES,
+    published_row,
+    write_official,
+)
 
 COMMON = ("id", "dish_id", "merchant_id", "category", "cuisine")
 FIELDS = {
@@ -28,12 +41,36 @@ FIELDS = {
 }
 
 
+def image_roles(item: dict[str, Any]) -> list[str]:
+    """The roles of a work item's photos: as recorded, else the reference first and user photos after."""
+    return list(item.get("image_roles") or ["reference"] + ["user"] * (len(item["photos"]) - 1))
+
+
 def release_row(raw: RawExport, item: dict[str, Any]) -> dict[str, Any]:
     """A work item as a release row: photo ids become embedded image bytes with their roles."""
-    roles = item.get("image_roles") or ["reference"] + ["user"] * (len(item["photos"]) - 1)
     images = [{"bytes": read_photo(raw.photo_path(p)), "path": Path(raw.photos[p].path).name} for p in item["photos"]]
-    return {**{k: item[k] for k in COMMON}, "images": images, "image_roles": list(roles),
+    return {**{k: item[k] for k in COMMON}, "images": images, "image_roles": image_roles(item),
             **{k: item[k] for k in FIELDS[item["task"]]}}
+
+
+def official_image_path(raw: RawExport, photo_id: str) -> str:
+    """Where a photo lies in a release of the authors' layout: under `images/`, at its path in the
+    export (a leading `images/` not doubled), so the release's tree mirrors the export's."""
+    parts = PurePosixPath(posixpath.normpath(raw.photos[photo_id].path)).parts
+    return "/".join((IMAGES_DIR, *(parts[1:] if parts[0] == IMAGES_DIR else parts)))
+
+
+def official_rows(raw: RawExport, items: list[dict[str, Any]], lang: str,
+                  written: set[str]) -> Iterator[tuple[dict[str, Any], dict[str, bytes]]]:
+    """Work items as the authors' published rows in `lang`, each with its photo files (read for the
+    Chinese file only: the English rows name the same files); each path given is added to `written`."""
+    for item in items:
+        paths = [official_image_path(raw, p) for p in item["photos"]]
+        row = published_row(item["task"], item["id"], {**item, "image_roles": image_roles(item)}, lang, paths)
+        files = {path: read_photo(raw.photo_path(p)) for path, p in zip(paths, item["photos"], strict=True)} \
+            if lang == LANGS[0] else {}
+        written.update(files)
+        yield row, files
 
 
 def rules_markdown(work: Path) -> str:
@@ -120,18 +157,56 @@ def vqa_mix_markdown(rows: list[dict[str, Any]], target: dict[str, float]) -> st
     return "\n".join(lines)
 
 
-def build_release(work: str | Path, out: str | Path) -> tuple[Path, list[diningbench.Problem]]:
-    """Write the release folder and validate it; returns (folder, problems)."""
+def _check_out(out: Path, layout: str) -> None:
+    """Refuse a folder holding a release of the other layout: a reader would take the mix for that one."""
+    parquet = any((out / "data").glob("*/*.parquet"))
+    official = any((out / name).exists() for name in OFFICIAL_FILES.values())
+    if (layout == "official" and parquet) or (layout == "parquet" and official):
+        other = "a Parquet release (data/*/*.parquet)" if parquet else "a release in the authors' layout (JSON lines)"
+        raise BuildError(f"{out} holds {other}: write the {layout} layout to another --out folder")
+
+
+def write_official_release(raw: RawExport, by_task: dict[str, list[dict[str, Any]]], out: Path) -> None:
+    """The released items in the authors' layout: the Chinese files and their `_en` translations,
+    `images/` and `images.tar.gz` (members sorted, dated 0: the same build gives the same bytes); a
+    photo left in `images/` by an earlier release into this folder is removed."""
+    stale = {p.relative_to(out).as_posix() for p in (out / IMAGES_DIR).rglob("*") if p.is_file()} \
+        if (out / IMAGES_DIR).is_dir() else set()
+    written: set[str] = set()
+    write_official(out, {OFFICIAL_FILES[(task, lang)]: official_rows(raw, items, lang, written)
+                         for lang in LANGS for task, items in by_task.items()})
+    for rel in sorted(stale - written):
+        (out / rel).unlink()
+
+
+def build_release(work: str | Path, out: str | Path, layout: str = "parquet") -> tuple[Path, list[diningbench.Problem]]:
+    """Write the release folder in `layout` (parquet, or official: the authors' layout) and validate
+    it (both languages of the authors' layout); returns (folder, problems)."""
+    if layout not in LAYOUTS:
+        raise BuildError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     work, out = Path(work), Path(out)
+    _check_out(out, layout)
     settings = load_settings(work)
     raw = load_raw(settings.raw, index=work / EXPORT_INDEX)  # the build's photo index, reused
     rows = released_rows(work)
     by_task = {t: [r for r in rows if r["task"] == t] for t in FIELDS}
     note = (f"Built by `python -m construct` from the raw export `{Path(settings.raw).name}`: "
             f"{', '.join(f'{len(v)} {k}' for k, v in by_task.items())} items.")
-    diningbench.write_release(out, {t: (len(v), (release_row(raw, r) for r in v)) for t, v in by_task.items()},
-                              note, optional=("classification",))
-    funnel.write(work, settings)
     card = out / "README.md"
+    if layout == "official":
+        out.mkdir(parents=True, exist_ok=True)
+        write_official_release(raw, by_task, out)
+        files = ", ".join(f"`{OFFICIAL_FILES[(t, lang)]}`" for lang in LANGS for t in FIELDS)
+        card.write_text(f"# A DiningBench-style release in the authors' layout\n\n{note} Files: {files}, "
+                        f"`{IMAGES_DIR}/` and `{IMAGES_ARCHIVE}`, as in `meituan/DiningBench`; merchant, cuisine and "
+                        "menu category are not in this layout (the tables below count them).\n", encoding="utf-8")
+    else:
+        diningbench.write_release(out, {t: (len(v), (release_row(raw, r) for r in v)) for t, v in by_task.items()},
+                                  note, optional=("classification",))
+    funnel.write(work, settings)
     card.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + card_section(rows, work), encoding="utf-8")
-    return out, diningbench.validate(out)
+    if layout == "parquet":
+        return out, diningbench.validate(out)
+    english = [diningbench.Problem(p.level, f"{p.config}_en", p.item_id, p.message)
+               for p in diningbench.validate(out, lang="en")]
+    return out, diningbench.validate(out, lang="zh") + english

@@ -18,24 +18,18 @@ from dataset.official import (
     OFFICIAL_LICENSE,
     OFFICIAL_PAPER,
     OfficialRelease,
+    classification_prompt,
     is_official,
+    nutrition_ground_truth,
     official_configs,
+    published_row,
+    text_of,
     write_official,
 )
-from dataset.official_rows import VQA_ENDINGS
-from dataset.schema import CONFIGS, LETTERS, NUTRIENTS, SAMPLE_DIR, DatasetError, columns
+from dataset.schema import CONFIGS, NUTRIENTS, SAMPLE_DIR, DatasetError, columns
 
 # --------------------------------------------------------------------- ours -> the authors' layout
 
-# How the prompts are worded (ours, in the authors' shape: the options inside the text, the letter
-# asked for; the four nutrients as JSON; the question and the fixed ending).
-_CLASSIFY = {"zh": ("请根据图片判断这是菜单上的哪一道菜：", "请只输出正确选项的字母（A-H）。"),
-             "en": ("Which dish on the menu do the photos show?", "Answer with the letter of the correct option (A-H) only.")}
-_NUTRIENT_NAMES = {"zh": ("卡路里", "蛋白质", "碳水化合物", "脂肪"), "en": NUTRIENTS}
-_DISH_NAME_KEY = {"zh": "菜品名称", "en": "dish_name"}
-_NUTRITION = {"zh": "请估计图中这道菜一份的营养成分（卡路里单位千卡，其余单位克），只输出JSON：",
-              "en": "Estimate the nutrition of one serving of the dish in the photos (calories in kcal, the rest "
-                    "in grams). Output only JSON:"}
 # Option markers, spread over rows: the forms the authors' prompts are read in.
 _MARKERS = ("{}. ", "{}、", "({}) ")
 
@@ -49,49 +43,42 @@ def _image_name(row: dict[str, Any], k: int, cell: dict[str, Any]) -> str:
     return f"images/{name}"
 
 
-def _classification(k: int, row: dict[str, Any], lang: str) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _with_images(config: str, k: int, row: dict[str, Any], lang: str) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The row as published (numbered from 1, standard image first), and its image files."""
     paths = [_image_name(row, j, cell) for j, cell in enumerate(row["images"])]
-    files = {p: cell["bytes"] for p, cell in zip(paths, row["images"], strict=True)}
-    options = row["options"] if lang == "zh" else row["options_en"]
-    marker = _MARKERS[k % len(_MARKERS)]
-    head, tail = _CLASSIFY[lang]
-    prompt = "\n".join([head, *(marker.format(LETTERS[j]) + o for j, o in enumerate(options)), tail])
-    users: list[str] | str = paths[1:]
+    published = published_row(config, k + 1, row, lang, paths)
+    return published, {p: cell["bytes"] for p, cell in zip(paths, row["images"], strict=True)}
+
+
+def _classification(k: int, row: dict[str, Any], lang: str) -> tuple[dict[str, Any], dict[str, bytes]]:
+    published, files = _with_images("classification", k, row, lang)
+    published["prompt"] = classification_prompt(text_of(row, "options", lang), lang, _MARKERS[k % len(_MARKERS)])
     if k == 1:  # quirk: user_images as one string (the item then has one customer photo)
-        users = paths[1]
-        files = {p: files[p] for p in paths[:2]}
-    return {"id": k + 1, "prompt": prompt, "ground_truth": row["answer"], "standard_image": paths[0],
-            "user_images": users}, files
+        published["user_images"] = published["user_images"][0]
+        files = {p: files[p] for p in (published["standard_image"], published["user_images"])}
+    return published, files
 
 
 def _nutrition(k: int, row: dict[str, Any], lang: str) -> tuple[dict[str, Any], dict[str, bytes]]:
-    paths = [_image_name(row, j, cell) for j, cell in enumerate(row["images"])]
+    published, files = _with_images("nutrition", k, row, lang)
     keys_lang = LANGS[(k + (lang == "en")) % 2]  # quirk: Chinese or English keys, alternating by row
-    names = _NUTRIENT_NAMES[keys_lang]
     values: list[Any] = [row[n] for n in NUTRIENTS]
     if k == 2:
         values[3] = 0  # quirk: a zero reference value (the authors leave it out of that nutrient's MAPE)
     if k % 4 == 3:
         values[1] = f"{values[1]}"  # quirk: a value as numeric text
-    truth: dict[str, Any] = {_DISH_NAME_KEY[keys_lang]: row["dish_name"] if lang == "zh" else row["dish_name_en"],
-                             **dict(zip(names, values, strict=True))}
-    template = json.dumps(dict.fromkeys(_NUTRIENT_NAMES[lang], 0), ensure_ascii=False)
-    return {"id": k + 1, "prompt": f"{_NUTRITION[lang]}{template}",
-            # quirk: the ground truth as a JSON string in every third row
-            "ground_truth": json.dumps(truth, ensure_ascii=False) if k % 3 == 1 else truth,
-            "standard_image": paths[0], "user_images": paths[1:]}, \
-        {p: cell["bytes"] for p, cell in zip(paths, row["images"], strict=True)}
+    truth = nutrition_ground_truth(text_of(row, "dish_name", lang), values, keys_lang)
+    # quirk: the ground truth as a JSON string in every third row
+    published["ground_truth"] = json.dumps(truth, ensure_ascii=False) if k % 3 == 1 else truth
+    return published, files
 
 
 def _vqa(k: int, row: dict[str, Any], lang: str, fallback: int | None) -> tuple[dict[str, Any], dict[str, bytes]]:
-    question, answer, rationale = ((row["question"], row["answer"], row["rationale"]) if lang == "zh" else
-                                   (row["question_en"], row["answer_en"], row["rationale_en"]))
-    published: dict[str, Any] = {"id": k + 1, "prompt": f"{question}{VQA_ENDINGS[lang]}", "ground_truth": answer}
+    published, files = _with_images("vqa", k, row, lang)
     if k == fallback:  # quirk: no `images`; the authors' script then sends images/{id:05d}.jpg
-        return {**published, "reasoning": rationale}, {f"images/{k + 1:05d}.jpg": row["images"][0]["bytes"]}
-    paths = [_image_name(row, j, cell) for j, cell in enumerate(row["images"])]
-    return {**published, "images": paths, "reasoning": rationale}, \
-        {p: cell["bytes"] for p, cell in zip(paths, row["images"], strict=True)}
+        del published["images"]
+        return published, {f"images/{k + 1:05d}.jpg": row["images"][0]["bytes"]}
+    return published, files
 
 
 def write_sample_official(out_dir: str | os.PathLike, source: str | os.PathLike | None = None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import tarfile
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -349,3 +350,57 @@ def test_release_rows_are_stored_as_datasets_would_store_them(built):
         assert all(isinstance(image["bytes"], bytes) for image in row["images"])
         ours = diningbench.encode_row(item["task"], row, optional=optional)
         assert ours == diningbench.features(item["task"], optional=optional).encode_example(row)
+
+
+def test_release_in_the_authors_layout_reads_back_scores_and_repeats_byte_for_byte(built, tmp_path):
+    """`release --layout official`: the six JSON-lines files, `images/` and `images.tar.gz`, the same
+    items, texts and photo bytes as the Parquet release in both languages; `eval run` scores it with the
+    authors' protocol; a second release of the same work folder is the same bytes."""
+    from eval.cli import main as eval_main
+
+    first, second = tmp_path / "official", tmp_path / "again"
+    for out in (first, second):
+        assert main(["release", str(built.work), "--out", str(out), "--layout", "official"]) == 0
+    names = sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file())
+    assert {*diningbench.OFFICIAL_FILES.values(), "images.tar.gz", "README.md"} <= set(names)
+    assert names == sorted(p.relative_to(second).as_posix() for p in second.rglob("*") if p.is_file())
+    assert [n for n in names if (first / n).read_bytes() != (second / n).read_bytes()] == []
+    with tarfile.open(first / "images.tar.gz") as tar:
+        members = tar.getmembers()
+    assert [m.name for m in members] == [n for n in names if n.startswith("images/")]
+    assert {(m.mtime, m.uid, m.gid, m.mode) for m in members} == {(0, 0, 0, 0o644)}
+    assert (first / "images.tar.gz").read_bytes()[4:8] == b"\0\0\0\0"  # the gzip header's mtime
+    (first / "images" / "from-an-earlier-build.jpg").write_bytes(b"stale")
+    assert main(["release", str(built.work), "--out", str(first), "--layout", "official"]) == 0  # into itself
+    assert sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file()) == names
+
+    for config in diningbench.CONFIGS:
+        english = {"options": "options_en", "dish_name": "dish_name_en", "question": "question_en",
+                   **({"answer": "answer_en"} if config == "vqa" else {})}
+        ours = diningbench.read_release(config, built.release)
+        ours_rows = list(ours.iter_rows(range(len(ours))))
+        for lang in diningbench.LANGS:
+            theirs = diningbench.read_release(config, first, lang=lang)
+            assert [r["id"] for r in theirs.rows] == [r["id"] for r in ours_rows]
+            for got, want in zip(theirs.iter_rows(range(len(theirs))), ours_rows, strict=True):
+                assert [i["bytes"] for i in got["images"]] == [i["bytes"] for i in want["images"]]
+                if config != "vqa":  # a VQA row lists its photos as `images`, no standard one
+                    assert got["has_standard_image"] == (want["image_roles"][0] == "reference")
+                for column in {"options", "answer", "dish_name", "calories", "question"} & set(got):
+                    assert got[column] == want[english.get(column, column) if lang == "en" else column], column
+    assert [p for p in diningbench.validate(first, lang="en") if p.level == "error"] == []
+
+    run = tmp_path / "run"
+    assert eval_main(["run", "--task", "classification", "--model", "baseline:first", "--dataset", str(first),
+                      "--out", str(run)]) == 0
+    metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))["classification"]
+    assert metrics["official"]["total_eval"] == metrics["n"] == 7 and metrics["official_disagreements"] == 0
+    assert '"protocol": "official"' in (run / "run.json").read_text(encoding="utf-8")
+
+
+def test_release_refuses_a_folder_holding_the_other_layout(built, tmp_path, capsys):
+    parquet = tmp_path / "parquet"
+    shutil.copytree(built.release, parquet)
+    assert main(["release", str(built.work), "--out", str(parquet), "--layout", "official"]) == 2
+    assert "holds a Parquet release" in capsys.readouterr().err
+    assert not (parquet / "classification.jsonl").exists()

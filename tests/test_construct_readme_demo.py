@@ -79,6 +79,8 @@ def test_the_readme_demo_runs_offline_and_its_release_validates(tmp_path):
     assert "STAND-IN, NOT A MODEL" in done.stdout
     assert "stand-in stopped" in done.stdout  # `kill; wait` found it stopped cleanly on SIGTERM
     assert "wrote my_release: 0 error(s)" in done.stdout
+    assert "wrote my_release_official: 0 error(s)" in done.stdout  # the authors' layout, both languages validated
+    assert "the authors' protocol" in done.stdout and (tmp_path / "runs" / "official" / "metrics.json").is_file()
     assert "await review before any task item is generated" in done.stdout  # the first run stopped there
     card = (tmp_path / "my_release" / "README.md").read_text(encoding="utf-8")
     assert "No person reviewed the base dishes" in card and "No person reviewed the final items" in card
