@@ -28,7 +28,7 @@ from dataset.build import (
     push,
     write_release,
 )
-from dataset.cache import FINGERPRINTS_KEPT, datasets_cache, hub_reachable
+from dataset.cache import FINGERPRINTS_KEPT, datasets_cache, hash_file, hub_reachable
 from dataset.convert import convert, write_sample_official
 from dataset.jsonl import (
     MAX_JSON_DEPTH,
@@ -143,7 +143,7 @@ __all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "col
            "MAX_MEMBERS", "MAX_UNPACKED_BYTES", "card_license", "convert", "write_sample_official", "HUB_ID", "LANGS", "LAYOUTS",
            "MAX_IMAGES_PER_ROW", "MAX_LINE_BYTES", "MAX_ROWS", "OFFICIAL_FILES", "OFFICIAL_LICENSE", "OfficialRelease",
            "is_official", "license_terms", "nutrition_truth", "parse_options", "read_official", "write_official",
-           "MAX_PHOTO_BYTES", "PUBLISHED_COLUMNS", "NO_OPTIONS", "VQA_ENDINGS", "PROTOCOL", "PROTOCOL_FILE",
+           "MAX_PHOTO_BYTES", "PUBLISHED_COLUMNS", "NO_OPTIONS", "VQA_ENDINGS", "PROTOCOL", "PROTOCOL_FILE", "hash_file",
            "unpack_once", "DISH_NAME_KEYS", "IMAGES_ARCHIVE", "IMAGES_DIR", "NUTRIENT_KEYS", "OFFICIAL_PAPER",
            "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback",
            "classification_prompt", "nutrition_prompt", "nutrition_ground_truth", "vqa_prompt", "published_row", "text_of"]
