@@ -68,3 +68,101 @@ def test_the_card_shows_their_prompt_and_the_ground_truth_as_published(catalog: 
     assert "the authors&#x27; ground truth" in card or "the authors' ground truth" in card
     hidden = item_card("nutrition", row, n_images=2, show_answer=False)
     assert "Ground truth (as published)" not in hidden
+
+
+# ---------------------------------------------------------------- Evaluate
+def _finished(task: str, release: Path, model: str = "baseline:first", n_items: int = 6, **kw):
+    from space.diningspace.evaluation import EvalRequest, stream_evaluation
+    from space.diningspace.settings import SpaceSettings
+
+    settings = SpaceSettings(dataset=str(release), **kw)
+    updates = list(stream_evaluation(EvalRequest(task=task, model=model, n_items=n_items), settings))
+    assert updates[-1].metrics is not None
+    return updates[-1]
+
+
+def test_evaluate_on_their_release_reports_their_figure_first_and_ours_beside_it(release: Path) -> None:
+    from eval import official
+    from space.diningspace.results_view import metrics_table, summary_line
+
+    done = _finished("classification", release)
+    metrics = done.metrics
+    assert metrics["protocol"] == "official" and len(done.results) == 6
+    # baseline:first answers A: their figure is the share of these six items whose published answer is A
+    truth = [official.classification_gt(json_row) for json_row in _published_rows(release, "classification")[:6]]
+    assert metrics["official"]["acc"] == pytest.approx(truth.count("A") / 6) == metrics["official_headline"][1]
+    assert metrics["official"]["total_eval"] == 6 and metrics["accuracy"] == pytest.approx(truth.count("A") / 6)
+    line = summary_line("classification", done.spec, metrics)
+    assert line.index("official accuracy") < line.index("ours: accuracy")
+    table = metrics_table("classification", metrics)
+    assert table.index("official accuracy") < table.index("ours: accuracy")
+
+
+def test_nutrition_headline_is_their_avg_mape_in_percent(release: Path) -> None:
+    from space.diningspace.results_view import summary_line
+
+    metrics = _finished("nutrition", release, n_items=4).metrics
+    figures = metrics["official"]
+    assert figures["total_eval"] == 4 and set(figures) >= {"avg_mape", "avg_mae", "avg_rmse", "calories"}
+    assert metrics["official_headline"] == ["avg_mape", pytest.approx(figures["avg_mape"] / 100)]
+    assert f"official Average MAPE (%) **{figures['avg_mape']:.2f}**" in summary_line("nutrition", "m", metrics)
+
+
+def test_vqa_is_judged_with_their_prompt_and_read_by_their_keywords_and_ours(release: Path, monkeypatch) -> None:
+    with _yes_server("是的") as server:  # their keywords read 是的 as right; ours, strict, cannot tell
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_port}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-judge-key")
+        done = _finished("vqa", release, model="openai:vlm", n_items=3, judge="openai:judge",
+                         models=("openai:vlm",))
+    judge_prompts = [p for p in server.prompts if "标准答案" in p]
+    assert len(judge_prompts) == 3  # one judge call per answer, with their Chinese prompt
+    metrics = done.metrics
+    assert metrics["official"]["model_evaluate_accuracy"] == 1.0 and metrics["official_headline"][1] == 1.0
+    assert metrics["unscored"] == 3 and metrics["official_disagreements"] == 0
+
+
+def _published_rows(release: Path, config: str) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in (release / f"{config}.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def _yes_server(reply: str):
+    """A real OpenAI-compatible server on 127.0.0.1 that answers every request with `reply` and keeps
+    each request's text (`server.prompts`)."""
+    import json
+    import threading
+    from contextlib import contextmanager
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            self.server.prompts.append(json.dumps(body.get("messages", []), ensure_ascii=False))  # type: ignore[attr-defined]
+            data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
+                               "choices": [{"index": 0, "finish_reason": "stop",
+                                            "message": {"role": "assistant", "content": reply}}],
+                               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    @contextmanager
+    def serving():
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.prompts = []  # type: ignore[attr-defined]
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield server
+        finally:
+            server.shutdown()
+            server.server_close()
+
+    return serving()
