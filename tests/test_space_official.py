@@ -7,6 +7,7 @@ sample in the authors' layout), built once for the module.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -166,3 +167,72 @@ def _yes_server(reply: str):
             server.server_close()
 
     return serving()
+
+
+# ---------------------------------------------------------------- Leaderboard
+def test_the_papers_rows_are_the_authors_full_table_with_their_error_columns() -> None:
+    import csv
+
+    from space.diningspace.leaderboard import reported_rows
+
+    table = ROOT / "eval" / "data" / "table2_reported.csv"
+    with table.open(encoding="utf-8") as fh:
+        published = list(csv.DictReader(fh))
+    rows = reported_rows(table)
+    assert len(rows) == len(published) >= 29
+    first, rec = rows[0], published[0]
+    assert (first["Model"], first["Data"], first["Protocol"]) == (rec["model"], "paper", "official")
+    assert first["Cls acc %"] == float(rec["classification_acc"]) and first["VQA acc %"] == float(rec["vqa_acc"])
+    assert (first["Avg MAE"], first["Avg RMSE"]) == (float(rec["avg_mae"]), float(rec["avg_rmse"]))
+
+
+def test_a_run_on_the_sample_in_their_layout_is_synthetic_and_shows_their_figures(release: Path, tmp_path: Path
+                                                                                  ) -> None:
+    from eval.api import run
+    from eval.settings import RunSettings
+    from space.diningspace.leaderboard import group_of, leaderboard_html, leaderboard_rows, local_rows
+
+    results = tmp_path / "results"
+    for task in ("classification", "nutrition"):
+        run(RunSettings(task=task, model="baseline:first", dataset=str(release), out=results / task), progress=False)
+    metrics = {t: json.loads((results / t / "metrics.json").read_text())[t] for t in ("classification", "nutrition")}
+    rows = {r["Run"]: r for r in local_rows(results)}
+    cls, nutr = rows["classification"], rows["nutrition"]
+    assert cls["Data"] == nutr["Data"] == "synthetic"  # the sample in their layout: never the benchmark's
+    assert cls["Protocol"] == "official" and group_of(cls)[1] is False  # not ranked
+    assert cls["Cls acc %"] == round(metrics["classification"]["official"]["acc"] * 100, 2)
+    assert nutr["Avg MAPE %"] == round(metrics["nutrition"]["official"]["avg_mape"], 2)  # theirs is in percent
+    assert nutr["Avg MAE"] == round(metrics["nutrition"]["official"]["avg_mae"], 2)
+    assert cls["Cls 95% CI"] is None  # their scripts give no interval
+    prints = json.loads((results / "classification" / "run.json").read_text())["dataset"]["fingerprints"]
+    assert prints["classification"][:16] in cls["_data_source"]
+    page = leaderboard_html(leaderboard_rows(None, results), "Cls acc %")
+    assert ">Protocol<" in page and "fingerprints classification" in page
+
+
+def test_a_run_on_the_published_release_is_ranked_among_runs_of_their_protocol(tmp_path: Path) -> None:
+    from eval.report.runs import RunData
+    from space.diningspace.leaderboard import data_kind, leaderboard_rows
+
+    results = tmp_path / "results"
+
+    def write(name: str, metrics: dict, model: str) -> None:
+        folder = results / name
+        folder.mkdir(parents=True)
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+        (folder / "scores.jsonl").write_text("")
+        (folder / "run.json").write_text(json.dumps({
+            "model": model, "settings": {"model": model, "lang": "zh", "dataset": "meituan/DiningBench"},
+            "dataset": {"source": "meituan/DiningBench", "fingerprints": {"classification": "0123456789abcdef"}}}))
+
+    theirs = {"classification": {"accuracy": 0.5, "n": 2884, "official": {"acc": 0.61, "test_count": 2884,
+                                                                          "total_eval": 2884}}}
+    write("theirs", theirs, "openai:a")
+    write("ours", {"classification": {"accuracy": 0.7, "n": 40}}, "openai:b")
+    write("cut", {"classification": {"accuracy": 0.7, "official": {"acc": 0.7, "test_count": 100}}}, "openai:c")
+    rows = {r["Run"]: r for r in leaderboard_rows(None, results)}
+    assert rows["theirs"]["Group"] == "full release · zh · official protocol" and rows["theirs"]["#"] == 1
+    assert rows["theirs"]["Cls acc %"] == 61.0 and rows["theirs"]["Items"] == "Cls 2884"
+    assert rows["ours"]["Group"] == "full release · zh" and rows["ours"]["Protocol"] == "ours"
+    assert rows["cut"]["Data"] == "partial"  # a file that is not the published size is not the benchmark
+    assert data_kind(RunData(results / "theirs", {"dataset": {"source": "x"}}), theirs) == "full release"
