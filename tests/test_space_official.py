@@ -236,3 +236,11 @@ def test_a_run_on_the_published_release_is_ranked_among_runs_of_their_protocol(t
     assert rows["ours"]["Group"] == "full release · zh" and rows["ours"]["Protocol"] == "ours"
     assert rows["cut"]["Data"] == "partial"  # a file that is not the published size is not the benchmark
     assert data_kind(RunData(results / "theirs", {"dataset": {"source": "x"}}), theirs) == "full release"
+
+
+def test_the_hub_id_of_their_release_names_the_repository_model_cards_cite() -> None:
+    from space.diningspace.settings import SpaceSettings
+
+    settings = SpaceSettings.from_env({"DININGBENCH_SOURCE": "meituan/DiningBench@main"}, repo_root=ROOT)
+    assert settings.dataset == "meituan/DiningBench@main" and settings.dataset_id == "meituan/DiningBench"
+    assert not settings.is_synthetic_sample

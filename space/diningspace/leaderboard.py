@@ -360,7 +360,7 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
         counts = {}
         protocols = set()
         for task in tasks.all_tasks():
-            entry = metrics.get(task.name) if isinstance(metrics.get(task.name), dict) else {}
+            entry: dict[str, Any] = metrics[task.name] if isinstance(metrics.get(task.name), dict) else {}
             theirs = entry.get("official") if isinstance(entry.get("official"), dict) else None
             if theirs is not None:
                 _official_figures(row, task, theirs)
