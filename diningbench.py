@@ -61,6 +61,7 @@ from dataset.official import (
     OFFICIAL_FILES,
     OFFICIAL_LICENSE,
     OFFICIAL_PAPER,
+    PUBLISHED_ROWS,
     UNPACKED_KEPT,
     OfficialRelease,
     classification_prompt,
@@ -144,7 +145,7 @@ __all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "col
            "MAX_IMAGES_PER_ROW", "MAX_LINE_BYTES", "MAX_ROWS", "OFFICIAL_FILES", "OFFICIAL_LICENSE", "OfficialRelease",
            "is_official", "license_terms", "nutrition_truth", "parse_options", "read_official", "write_official",
            "MAX_PHOTO_BYTES", "PUBLISHED_COLUMNS", "NO_OPTIONS", "VQA_ENDINGS", "PROTOCOL", "PROTOCOL_FILE", "hash_file",
-           "unpack_once", "DISH_NAME_KEYS", "IMAGES_ARCHIVE", "IMAGES_DIR", "NUTRIENT_KEYS", "OFFICIAL_PAPER",
+           "unpack_once", "DISH_NAME_KEYS", "IMAGES_ARCHIVE", "IMAGES_DIR", "NUTRIENT_KEYS", "OFFICIAL_PAPER", "PUBLISHED_ROWS",
            "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback",
            "classification_prompt", "nutrition_prompt", "nutrition_ground_truth", "vqa_prompt", "published_row", "text_of"]
 

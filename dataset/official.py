@@ -40,6 +40,8 @@ from dataset.schema import COLUMNS, CONFIGS, LETTERS, MAX_PHOTO_BYTES, NUTRIENTS
 HUB_ID = "meituan/DiningBench"
 OFFICIAL_LICENSE = "cc-by-nc-nd-4.0"
 OFFICIAL_PAPER = "arXiv:2604.10425"
+# Rows of each config in the published release (the paper's counts): a file of another size is not it.
+PUBLISHED_ROWS = {"classification": 2884, "nutrition": 1650, "vqa": 804}
 LANGS = ("zh", "en")
 OFFICIAL_FILES: dict[tuple[str, str], str] = {
     (config, lang): f"{config}{'' if lang == 'zh' else '_en'}.jsonl" for config in CONFIGS for lang in LANGS}

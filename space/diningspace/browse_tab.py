@@ -16,9 +16,19 @@ from .render import gallery_caption, item_card, plain_fields
 NO_ITEM = '<div class="db-empty">No item matches these filters.</div>'
 
 
-def _filter_update(catalog: Catalog, config: str, field: str, visible: bool = True) -> dict[str, Any]:
-    values = catalog.facets(config, field) if visible else []
-    return gr.update(choices=[ALL, *values], value=ALL, visible=visible)
+NO_FACETS = "This release names no cuisine, menu category or VQA category: its items are not filtered by them."
+
+
+def _filter_update(catalog: Catalog, config: str, field: str, visible: bool = True, lang: str = "zh") -> dict[str, Any]:
+    """A filter's choices; hidden when the release names no value for it (the authors' release names none)."""
+    values = catalog.facets(config, field, lang) if visible else []
+    return gr.update(choices=[ALL, *values], value=ALL, visible=visible and bool(values))
+
+
+def _facets_note(catalog: Catalog, config: str, lang: str) -> dict[str, Any]:
+    """One line where the release names none of the fields Browse filters by; hidden otherwise."""
+    named = any(catalog.facets(config, field, lang) for field in ("cuisine", "category", "vqa_category"))
+    return gr.update(value="" if named else NO_FACETS, visible=not named)
 
 
 def _has_vqa_category(config: str) -> bool:
@@ -39,7 +49,7 @@ class BrowseTab:
         if not item_id:
             return "", NO_ITEM, {}, "0 items"
         try:
-            row = self.catalog.row(config, item_id)
+            row = self.catalog.row(config, item_id, lang)
             views = self.catalog.view_files(config, item_id)
         except CatalogError as exc:
             raise gr.Error(as_text(str(exc))) from None
@@ -60,32 +70,34 @@ class BrowseTab:
 
     def on_config(self, config: str, lang: str, show_answer: bool) -> tuple[Any, ...]:
         try:
-            ids = self.catalog.filter_ids(config)
+            ids = self.catalog.filter_ids(config, lang=lang)
         except CatalogError as exc:
             raise gr.Error(as_text(str(exc))) from None
         first = ids[0] if ids else None
-        return (_filter_update(self.catalog, config, "cuisine"), _filter_update(self.catalog, config, "category"),
-                _filter_update(self.catalog, config, "vqa_category", visible=_has_vqa_category(config)),
+        return (_filter_update(self.catalog, config, "cuisine", lang=lang),
+                _filter_update(self.catalog, config, "category", lang=lang),
+                _filter_update(self.catalog, config, "vqa_category", visible=_has_vqa_category(config), lang=lang),
+                _facets_note(self.catalog, config, lang),
                 gr.update(choices=ids, value=first), *self.show(config, first, ids, lang, show_answer))
 
     def on_filter(self, config: str, cuisine: str, category: str, vqa_category: str, lang: str,
                   show_answer: bool) -> tuple[Any, ...]:
         ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
-                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL)
+                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL, lang=lang)
         first = ids[0] if ids else None
         return (gr.update(choices=ids, value=first), *self.show(config, first, ids, lang, show_answer))
 
     def on_item(self, config: str, cuisine: str, category: str, vqa_category: str, item_id: str | None,
                 lang: str, show_answer: bool) -> tuple[Any, ...]:
         ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
-                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL)
+                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL, lang=lang)
         return self.show(config, item_id, ids, lang, show_answer)
 
     def step(self, delta: int, config: str, cuisine: str, category: str, vqa_category: str,
              item_id: str | None, lang: str, show_answer: bool) -> tuple[Any, ...]:
         """The previous/next item among the filtered ones, wrapping around at either end."""
         ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
-                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL)
+                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL, lang=lang)
         if not ids:
             return (gr.update(value=None), *self.show(config, None, ids, lang, show_answer))
         current = ids.index(item_id) if item_id in ids else -delta
@@ -101,6 +113,7 @@ class BrowseTab:
                 cuisine = gr.Dropdown([ALL], value=ALL, label="Cuisine")
                 category = gr.Dropdown([ALL], value=ALL, label="Menu category")
                 vqa_category = gr.Dropdown([ALL], value=ALL, label="VQA category", visible=False)
+                facets_note = gr.Markdown("", visible=False, elem_classes="db-hint", elem_id="db-browse-facets")
                 # Every id is in the list (the next ones appear as it is scrolled); typing filters them.
                 item = gr.Dropdown([], label="Item id", allow_custom_value=False, elem_id="db-browse-item")
                 with gr.Row(elem_classes="db-nav"):
@@ -118,7 +131,7 @@ class BrowseTab:
         filters = [config, cuisine, category, vqa_category]
         shown = [views, card, fields, where]
         config.input(self.on_config, [config, lang, show_answer],
-                      [cuisine, category, vqa_category, item, *shown], api_visibility="private")
+                      [cuisine, category, vqa_category, facets_note, item, *shown], api_visibility="private")
         for box in (cuisine, category, vqa_category):
             box.input(self.on_filter, [*filters, lang, show_answer], [item, *shown], api_visibility="private")
         # `.input` (user actions only): programmatic updates already render the item they select.
@@ -128,7 +141,8 @@ class BrowseTab:
                        api_visibility="private")
         next_btn.click(lambda *a: self.step(1, *a), [*filters, item, lang, show_answer], [item, *shown],
                        api_visibility="private")
-        self.on_load = (self.on_config, [config, lang, show_answer], [cuisine, category, vqa_category, item, *shown])
+        self.on_load = (self.on_config, [config, lang, show_answer],
+                        [cuisine, category, vqa_category, facets_note, item, *shown])
 
         # API-only endpoint for gradio_client users: hidden inputs, so any config's ids are accepted; the views
         # come back as a gallery's files (a hidden component: the page never loads its module).

@@ -1,7 +1,8 @@
 """The dataset as the Browse tab sees it: metadata indexed once, images decoded one item at a time.
 
 A full release has ~5 images per item and thousands of items, so the index holds only the text
-columns; the shown item's images are read from the Arrow table and decoded on demand.
+columns; the shown item's images are read from the Arrow table (or, in the authors' layout, from
+their images folder) and decoded on demand.
 """
 
 from __future__ import annotations
@@ -32,17 +33,37 @@ class CatalogError(ValueError):
 class ConfigIndex:
     """One config: its (image-free) rows in dataset order and where each id lives."""
 
-    dataset: Any  # datasets.Dataset loaded with decode_images=False
+    dataset: Any  # datasets.Dataset loaded with decode_images=False, or a release (`rows`, `iter_rows`)
     rows: list[dict[str, Any]]
     position: dict[str, int]
 
+    def stored(self, position: int) -> dict[str, Any]:
+        """The row at `position` with its image cells (`{bytes, path}`), read now."""
+        if hasattr(self.dataset, "iter_rows"):
+            return next(iter(self.dataset.iter_rows([position])))
+        return self.dataset[position]
 
-def _default_loader(source: str | None) -> Callable[[str], Any]:
-    def load(config: str) -> Any:
+
+def is_authors_layout(source: str | None) -> bool:
+    """Whether `source` is the authors' release (their JSON-lines files, or their Hub id): its rows are
+    read per prompt language, and they name no merchant, cuisine or category."""
+    import diningbench
+
+    try:
+        return diningbench.is_official(source)
+    except ValueError:  # a Hub id with path characters: refused when it is loaded, with the reason
+        return False
+
+
+def _default_loader(source: str | None) -> Callable[..., Any]:
+    def load(config: str, lang: str = "zh") -> Any:
         import diningbench
 
         warm_harness()  # datasets must not hash while the metrics' imports are half done
-
+        if source is not None and is_authors_layout(source):
+            # Their files come one per language; a folder holding only the Chinese ones is shown in Chinese.
+            configs, _ = diningbench.official_configs(source, lang)
+            return diningbench.read_release(config, source, lang=lang if config in configs or lang == "zh" else "zh")
         return diningbench.load(config, source=source, decode_images=False)
 
     return load
@@ -67,25 +88,31 @@ def decode_image(stored: Any, *, item_id: str = "?", index: int = 0) -> Image.Im
 class Catalog:
     """Lazily indexes each config on first use; safe to share between concurrent requests."""
 
-    def __init__(self, source: str | None = None, loader: Callable[[str], Any] | None = None) -> None:
+    def __init__(self, source: str | None = None, loader: Callable[..., Any] | None = None) -> None:
         self._load = loader or _default_loader(source)
-        self._indexes: dict[str, ConfigIndex] = {}
+        # The authors' release is one file per prompt language; any other release holds both in each row.
+        self.by_language = loader is None and source is not None and is_authors_layout(source)
+        self._indexes: dict[tuple[str, str], ConfigIndex] = {}
         self._lock = threading.Lock()
 
-    def index(self, config: str) -> ConfigIndex:
+    def index(self, config: str, lang: str = "zh") -> ConfigIndex:
         if config not in CONFIGS:
             raise CatalogError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
+        key = (config, lang if self.by_language and lang in ("zh", "en") else "zh")
         with self._lock:
-            if config not in self._indexes:
+            if key not in self._indexes:
                 try:
-                    dataset = self._load(config)
+                    dataset = self._load(config, key[1]) if self.by_language else self._load(config)
                 except (ValueError, OSError) as exc:  # diningbench.load's one-line errors
                     raise CatalogError(f"cannot load the {config} config: {exc}") from None
-                meta_columns = [c for c in dataset.column_names if c not in IMAGE_COLUMNS]
-                rows = dataset.select_columns(meta_columns).to_list()
+                if hasattr(dataset, "iter_rows"):  # a release read by diningbench.read_release: rows read once
+                    rows = [dict(row) for row in dataset.rows]
+                else:
+                    meta_columns = [c for c in dataset.column_names if c not in IMAGE_COLUMNS]
+                    rows = dataset.select_columns(meta_columns).to_list()
                 position = {str(row["id"]): i for i, row in enumerate(rows)}
-                self._indexes[config] = ConfigIndex(dataset=dataset, rows=rows, position=position)
-            return self._indexes[config]
+                self._indexes[key] = ConfigIndex(dataset=dataset, rows=rows, position=position)
+            return self._indexes[key]
 
     def warm(self) -> None:
         """Index every config now (at start-up, in the background), so no visitor waits for it."""
@@ -95,21 +122,22 @@ class Catalog:
             except CatalogError:
                 pass  # reported to the visitor who opens that config, with its one-line reason
 
-    def facets(self, config: str, field: str) -> list[str]:
-        """The distinct values of a metadata column (cuisine, category, vqa_category), sorted."""
-        return sorted({str(r[field]) for r in self.index(config).rows if r.get(field) not in (None, "")})
+    def facets(self, config: str, field: str, lang: str = "zh") -> list[str]:
+        """The distinct values of a metadata column (cuisine, category, vqa_category), sorted; [] when the
+        release names none (the authors' release names no cuisine, menu category or VQA category)."""
+        return sorted({str(r[field]) for r in self.index(config, lang).rows if r.get(field) not in (None, "")})
 
     def filter_ids(self, config: str, *, cuisine: str = ALL, category: str = ALL,
-                   vqa_category: str = ALL) -> list[str]:
+                   vqa_category: str = ALL, lang: str = "zh") -> list[str]:
         """Ids of the items that match every filter (ALL or empty = no filter), in dataset order."""
         wanted = {"cuisine": cuisine, "category": category, "vqa_category": vqa_category}
         active = {k: v for k, v in wanted.items() if v and v != ALL}
-        return [str(r["id"]) for r in self.index(config).rows
+        return [str(r["id"]) for r in self.index(config, lang).rows
                 if all(str(r.get(k)) == v for k, v in active.items())]
 
-    def row(self, config: str, item_id: str) -> dict[str, Any]:
-        """The item's metadata and text fields (no images)."""
-        index = self.index(config)
+    def row(self, config: str, item_id: str, lang: str = "zh") -> dict[str, Any]:
+        """The item's metadata and text fields (no images); in the authors' layout, from `lang`'s file."""
+        index = self.index(config, lang)
         if item_id not in index.position:
             raise CatalogError(f"no item {item_id!r} in the {config} config")
         return dict(index.rows[index.position[item_id]])
@@ -119,7 +147,10 @@ class Catalog:
         index = self.index(config)
         if item_id not in index.position:
             raise CatalogError(f"no item {item_id!r} in the {config} config")
-        stored = index.dataset[index.position[item_id]]
+        try:
+            stored = index.stored(index.position[item_id])
+        except (ValueError, OSError) as exc:  # the authors' layout: a photo missing or refused, in one line
+            raise CatalogError(str(exc)) from None
         roles: Sequence[str] = stored.get("image_roles") or []
         return [(image, roles[i] if i < len(roles) else "view") for i, image in enumerate(stored.get("images") or [])]
 

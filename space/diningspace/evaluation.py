@@ -163,13 +163,30 @@ def final_metrics(task: str, records: list[dict[str, Any]], rows: list[dict[str,
 
 
 class _VqaJudge:
-    """Verdicts for VQA answers as they arrive: the metric's rules first, then the operator's judge."""
+    """Verdicts for VQA answers as they arrive: the metric's rules first, then the operator's judge; on
+    the authors' release, their judge prompt and settings (`reply`)."""
 
-    def __init__(self, spec: str, slots: RequestSlots) -> None:
+    def __init__(self, spec: str, slots: RequestSlots, *, authors: bool = False) -> None:
+        from eval import official
         from eval.judge import make_judge
 
         self.spec, self.slots = spec, slots
-        self.judge = make_judge(spec, timeout=REQUEST_TIMEOUT, max_attempts=MAX_ATTEMPTS)
+        if authors:  # their judge step: no seed, their attempts and token limit (eval.scoring does the same)
+            vqa = official.facts()["vqa"]
+            self.judge = make_judge(spec, timeout=REQUEST_TIMEOUT, seed=None, max_attempts=int(vqa["judge_attempts"]),
+                                    max_tokens=int(vqa["judge_max_tokens"]))
+        else:
+            self.judge = make_judge(spec, timeout=REQUEST_TIMEOUT, max_attempts=MAX_ATTEMPTS)
+
+    async def reply(self, prompt: str) -> str | None:
+        """The judge's reply to one of the authors' judge prompts; None when every attempt failed."""
+        from eval.judge import JudgeError
+
+        async with self.slots.slot():
+            try:
+                return (await asyncio.to_thread(self.judge, prompt)).strip()
+            except JudgeError:
+                return None
 
     async def verdict(self, question: str, reference: str, raw: str | None) -> tuple[str | None, str]:
         from metrics.judge_accuracy.core import judge_items
@@ -241,8 +258,10 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
         await asyncio.to_thread(warm_harness)  # waits for the start-up imports if they still run
         from eval import tasks
         from eval.api import iter_predictions
-        from eval.scoring import DECIDED_BY, score_prediction
+        from eval.scoring import DECIDED_BY, score_prediction, usable_reference
         from eval.settings import RunSettings
+
+        from .official_tally import OfficialTally, is_authors_rows
 
         run_settings = RunSettings(task=request.task, model=spec, dataset=settings.dataset,
                                    limit=int(request.n_items), lang=request.lang,
@@ -255,15 +274,37 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
         total = min(int(request.n_items), available) if available else int(request.n_items)
         yield EvalUpdate(spec=spec, total=total, results=[])
         results: list[SampleResult] = []
-        records: list[dict[str, Any]] = []
+        records: list[dict[str, Any]] = []  # ours (on the authors' release: the rows whose reference ours reads)
         rows: list[dict[str, Any]] = []
         decided: list[str] = []
+        tally: OfficialTally | None = None  # the authors' figures, when the rows are theirs
         # Leaving this loop early (Stop, a cancelled API job, a closed page) stops the backend, which
         # cancels its requests in flight and refuses new ones, then closes the harness's generator
         # at once rather than whenever it is collected.
         async with aclosing(iter_predictions(run_settings, backend=backend)) as predictions:
             try:
                 async for prediction, row in predictions:
+                    if tally is None and is_authors_rows(row):
+                        tally = OfficialTally(request.task, spec)
+                        if judge is not None:  # their judge prompt, read by their keywords and by ours strictly
+                            await judge.close()
+                            judge = _VqaJudge(settings.judge or "", slots, authors=True)
+                    if tally is not None:
+                        ours = usable_reference(request.task, row, request.lang)
+                        record = (score_prediction(prediction, row, request.lang) if ours
+                                  else {"id": prediction.id, "reference": row.get("ground_truth")})
+                        line = tally.add(prediction, row, record)
+                        if judge is not None:
+                            prompt = tally.judge_prompt(row, record)
+                            tally.judged(line, record, await judge.reply(prompt) if prompt else None)
+                        if ours:
+                            records.append(record)
+                            rows.append(row)
+                            if judge is not None:
+                                decided.append("judge" if record.get("verdict") else "unscored")
+                        results.append(_sample_result(record, prediction, secrets, settings.max_answer_chars))
+                        yield EvalUpdate(spec=spec, total=total, results=list(results))
+                        continue
                     record = score_prediction(prediction, row, request.lang)
                     raw = prediction.raw if prediction.error is None else None
                     if judge is not None:
@@ -280,6 +321,10 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
                 if isinstance(backend, SlotBackend):
                     backend.stop()  # first: no retry of a cancelled request may go out meanwhile
         metrics = await asyncio.to_thread(final_metrics, request.task, records, rows, request.lang, decided)
+        if tally is not None:
+            metrics.update(await asyncio.to_thread(tally.figures))
+            if len(tally.records) > len(records):
+                metrics["ours_left_out"] = len(tally.records) - len(records)
         yield EvalUpdate(spec=spec, total=total, results=results,
                          metrics=json.loads(redact(json.dumps(metrics, default=str), secrets, mark=REDACTED)))
     except GuardError:

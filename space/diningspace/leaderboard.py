@@ -8,6 +8,7 @@ the 95% intervals their metrics.json holds; each group of people who took the te
 from __future__ import annotations
 
 import csv
+import functools
 import html
 import math
 import re
@@ -19,7 +20,14 @@ from typing import Any
 
 import pandas as pd
 
-from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, read_json_file
+from diningbench import (
+    CONFIGS,
+    MAX_JSON_DEPTH,
+    PUBLISHED_ROWS,
+    SAMPLE_DIR,
+    iter_jsonl_objects,
+    read_json_file,
+)
 from eval import tasks
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.report.runs import RunData, file_signature
@@ -48,22 +56,39 @@ def component_columns(task: Task) -> dict[str, str]:
     return {c: f"{COMPONENT_SHORT.get(c, c)} MAPE %" for c in task.components}
 
 
+# Table 2's error columns besides MAPE (tasks measured by percentage errors): the means of the four
+# nutrients' MAE and RMSE, in their mixed units (kcal and g), as the paper averages them.
+ERROR_COLUMNS = {"avg_mae": "Avg MAE", "avg_rmse": "Avg RMSE"}
+
+
+def error_columns(task: Task) -> dict[str, str]:
+    """Table 2's figure -> its column, for a task measured by percentage errors (none otherwise)."""
+    return dict(ERROR_COLUMNS) if task.measure == "ape" else {}
+
+
 def task_columns(task: Task) -> tuple[str, ...]:
     """The figure columns a task fills (its headline first); a row without any has no figure for it."""
-    return (headline_column(task), *component_columns(task).values())
+    return (headline_column(task), *component_columns(task).values(), *error_columns(task).values())
 
 
-COLUMNS = ["#", "Model", "Data", "Lang", "Status",
+COLUMNS = ["#", "Model", "Data", "Lang", "Status", "Protocol",
            *(c for t in tasks.all_tasks() for c in (headline_column(t), interval_column(t),
-                                                   *component_columns(t).values())),
+                                                   *component_columns(t).values(), *error_columns(t).values())),
            "Items", "Weights", "Size (B)", "Group", "Run", "Source"]
+OFFICIAL = "official"  # the Protocol of figures their scripts give (the paper's, and runs on their release)
 # What each header means, shown on hover (the `title` attribute) where the header is abbreviated.
 TITLES = {
     "#": "Rank by the chosen metric within the row's group, as a range when the 95% intervals do not settle "
          "the order (2–4: between 2nd and 4th); groups that are not comparable are not ranked",
     "Data": "What the figures were measured on: paper (reported, not reproduced), full release, "
-            "synthetic (the embedded sample) or partial (a subset of items)",
+            "synthetic (the embedded sample, in either layout) or partial (a subset of items); hover for the "
+            "release and its fingerprints",
     "Lang": "Prompt language",
+    "Protocol": "official: the authors' scoring (their scripts' figures, as the paper reports them; a run on their "
+                "release); ours: this project's strict parsers. Rows are ranked only against rows of the same protocol",
+    "Avg MAE": "Nutrition: mean of the four nutrients' mean absolute errors (kcal and g, as the paper averages them), "
+               "lower is better",
+    "Avg RMSE": "Nutrition: mean of the four nutrients' root mean squared errors, lower is better",
     "Cls acc %": "Classification accuracy (%), higher is better",
     "Avg MAPE %": "Nutrition: average of the four nutrients' mean absolute percentage errors (%), lower is better",
     "kcal MAPE %": "Calories MAPE (%)", "Prot MAPE %": "Protein MAPE (%)",
@@ -83,7 +108,8 @@ TITLES = {
 INTERVALS = {headline_column(t): interval_column(t) for t in tasks.all_tasks()}
 # Metrics one may rank by, and whether higher is better (headlines first, then components).
 RANKABLE = {**{headline_column(t): not t.lower_is_better for t in tasks.all_tasks()},
-            **{c: False for t in tasks.all_tasks() for c in component_columns(t).values()}}
+            **{c: False for t in tasks.all_tasks() for c in component_columns(t).values()},
+            **{c: False for t in tasks.all_tasks() for c in error_columns(t).values()}}
 DEFAULT_RANK = headline_column(next(tasks.all_tasks()))
 REPORTED = "reported (paper)"
 HUMAN_GROUPS = ("layperson", "cook", "dietitian")
@@ -121,8 +147,17 @@ def _empty_row() -> dict[str, Any]:
     return dict.fromkeys(COLUMNS)
 
 
+def _figure(value: Any) -> float | None:
+    """A figure that is not a fraction (an error in kcal and g) rounded to two decimals; None when absent."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return round(number, 2) if math.isfinite(number) else None
+
+
 def reported_rows(csv_path: Path | None) -> list[dict[str, Any]]:
-    """Rows of the paper's Table 2 (and its English-prompt Table 4 rows); [] if the file is absent."""
+    """Rows of the paper's Table 2, every model (and its English-prompt Table 4 rows); [] if the file is absent."""
     if csv_path is None or not csv_path.is_file():
         return []
     rows = []
@@ -134,8 +169,11 @@ def reported_rows(csv_path: Path | None) -> list[dict[str, Any]]:
                 row[headline_column(task)] = _reported_number(rec.get(key) or "")
                 for part, column in component_columns(task).items():
                     row[column] = _reported_number(rec.get(f"{part}_mape") or "")
+                for name, column in error_columns(task).items():
+                    row[column] = _reported_number(rec.get(name) or "")
             row.update({
                 "Model": rec.get("model", ""), "Data": "paper", "Source": REPORTED, "Lang": rec.get("lang", ""),
+                "Protocol": OFFICIAL,
                 "Items": f"full benchmark ({rec.get('type', '')} model)",
                 "Status": REPORTED, "Weights": _weights_of_type(rec.get("type", "")),
                 "Size (B)": model_size(rec.get("model", "")), "_spec": rec.get("model", ""),
@@ -194,17 +232,49 @@ def _status(run: RunData) -> str:
     return status + (" · flagged for review" if submission.get("flags") else "")
 
 
-def data_kind(run: RunData) -> str:
-    """synthetic (the embedded sample), partial (--limit or --ids, or people's few items) or full release."""
+def data_kind(run: RunData, metrics: dict[str, Any] | None = None) -> str:
+    """synthetic (the embedded sample), partial (--limit or --ids, or people's few items) or full release.
+
+    A run in the authors' layout (`metrics` holds their figures per task) names the size of the file it
+    read (`official.test_count`): the published release has PUBLISHED_ROWS; a file of the embedded
+    sample's size is the sample in their layout (`python diningbench.py sample --layout official`), and
+    any other size is not the benchmark either: partial."""
     dataset = run.info.get("dataset")
     source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
     if not source or str(source) in ("embedded sample", "embedded synthetic sample"):
         return "synthetic"
+    sizes = _file_sizes(metrics or {})
+    if sizes and all(sample_rows().get(config) == n for config, n in sizes.items()):
+        return "synthetic"
+    if sizes and any(PUBLISHED_ROWS.get(config) != n for config, n in sizes.items()):
+        return "partial"
     submission = run.info.get("submission")
     if run.setting("limit") or run.setting("ids") or run.info.get("human") or (
             isinstance(submission, dict) and submission.get("partial")):
         return "partial"  # a submission is partial when it left items of the release unanswered
     return "full release"
+
+
+def _file_sizes(metrics: dict[str, Any]) -> dict[str, int]:
+    """The rows of each config's file a run in the authors' layout read (their figures' `test_count`)."""
+    sizes = {}
+    for task in tasks.all_tasks():
+        entry = metrics.get(task.name)
+        found = entry.get("official") if isinstance(entry, dict) else None
+        count = found.get("test_count") if isinstance(found, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool):
+            sizes[task.source_config] = count
+    return sizes
+
+
+@functools.cache
+def sample_rows() -> dict[str, int]:
+    """Rows of each config of the embedded sample (its Parquet metadata, read once)."""
+    import pyarrow.parquet as pq
+
+    return {config: sum(pq.ParquetFile(path).metadata.num_rows
+                        for path in sorted((SAMPLE_DIR / "data" / config).glob("*.parquet")))
+            for config in CONFIGS}
 
 
 def dataset_label(source: str | None) -> str | None:
@@ -216,9 +286,15 @@ def dataset_label(source: str | None) -> str | None:
 
 
 def _data_source(run: RunData) -> str:
+    """The run's data as the Data cell's hover shows it: the release and, when run.json names them, the
+    fingerprint of each config's data (what says which version of the release the figures are on)."""
     dataset = run.info.get("dataset")
     source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
-    return str(dataset_label(str(source)) if source else "embedded synthetic sample")
+    label = str(dataset_label(str(source)) if source else "embedded synthetic sample")
+    prints = dataset.get("fingerprints") if isinstance(dataset, dict) else None
+    if isinstance(prints, dict) and prints:
+        label += " · fingerprints " + ", ".join(f"{k} {str(v)[:24]}" for k, v in sorted(prints.items())[:3])
+    return label
 
 
 def run_dirs(results_dir: Path) -> list[Path]:
@@ -283,15 +359,26 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
         submission = run.info.get("submission") if isinstance(run.info.get("submission"), dict) else None
         row = _empty_row()
         counts = {}
+        protocols = set()
         for task in tasks.all_tasks():
-            entry = metrics.get(task.name) if isinstance(metrics.get(task.name), dict) else {}
-            row[headline_column(task)] = _percent(entry.get(task.figure))
-            row[interval_column(task)] = _interval(entry.get(f"{task.figure}_ci95"), entry.get("merchants"))
-            for part, column in component_columns(task).items():
-                row[column] = _percent(_component_mape(entry, part))
-            counts[task.name] = entry.get("n")
+            entry: dict[str, Any] = metrics[task.name] if isinstance(metrics.get(task.name), dict) else {}
+            theirs = entry.get("official") if isinstance(entry.get("official"), dict) else None
+            if theirs is not None:
+                _official_figures(row, task, theirs)
+                protocols.add(OFFICIAL)
+            else:
+                row[headline_column(task)] = _percent(entry.get(task.figure))
+                row[interval_column(task)] = _interval(entry.get(f"{task.figure}_ci95"), entry.get("merchants"))
+                for part, column in component_columns(task).items():
+                    row[column] = _percent(_component_mape(entry, part))
+                for name, column in error_columns(task).items():
+                    row[column] = _mean_error(entry, task, name.removeprefix("avg_"))
+                if entry:
+                    protocols.add("ours")
+            counts[task.name] = theirs.get("total_eval", entry.get("n")) if theirs else entry.get("n")
         row.update({
-            "Model": run.label, "Data": data_kind(run),
+            "Model": run.label, "Data": data_kind(run, metrics),
+            "Protocol": " + ".join(sorted(protocols)) or None,
             "Source": f"submitted: {str(submission.get('source'))[:80]}" if submission else f"local run: {rel}",
             "Lang": str(run.setting("lang") or ""),
             "Items": _items(counts),
@@ -303,6 +390,28 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
         })
         rows.append(row)
     return rows
+
+
+def _official_figures(row: dict[str, Any], task: Task, figures: dict[str, Any]) -> None:
+    """A task's cells from the authors' figures (metrics.json `official`): their headline (the task's
+    `official_headline`, Table 2's figure), their per-nutrient MAPE (in percent) and Avg MAE / RMSE. Their
+    scripts give no interval, so the cell has none (ours, with its interval, is in the run's report)."""
+    _, value = task.official_headline(figures)
+    row[headline_column(task)] = _percent(value)
+    row[interval_column(task)] = None
+    for part, column in component_columns(task).items():
+        nutrient = figures.get(part)
+        row[column] = _figure(nutrient.get("mape") if isinstance(nutrient, dict) else None)  # already percent
+    for name, column in error_columns(task).items():
+        row[column] = _figure(figures.get(name))
+
+
+def _mean_error(entry: dict[str, Any], task: Task, kind: str) -> float | None:
+    """Ours' Avg MAE or RMSE: the mean of the components' figures, as Table 2 averages them."""
+    values = [entry.get(f"{part}_{kind}") for part in task.components]
+    if not values or any(not isinstance(v, int | float) or isinstance(v, bool) for v in values):
+        return None
+    return _figure(sum(values) / len(values))
 
 
 # Settings that change how a run is made, not its answers: two runs differing only in these are the same.
@@ -461,6 +570,8 @@ def group_of(row: dict[str, Any]) -> tuple[str, bool]:
     """
     kind = row_kind(row)
     lang = str(row.get("Lang") or "zh")
+    if kind == "full release" and row.get("Protocol") == OFFICIAL:  # their figures: not ranked with ours
+        return f"{kind} · {lang} · {OFFICIAL} protocol", True
     if kind in ("full release", "paper", "self-reported"):
         return f"{kind} · {lang}", True
     return kind, False
@@ -510,9 +621,10 @@ def rank(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
         ranked_group[name] = ranked
 
     def order(name: str) -> tuple[int, int, str]:
-        kind, _, lang = name.partition(" · ")  # the paper's language (zh) first, then en
+        kind, _, rest = name.partition(" · ")  # the paper's language (zh) first, then en
+        lang = rest.split(" · ")[0]
         return (GROUP_ORDER.index(kind) if kind in GROUP_ORDER else len(GROUP_ORDER),
-                {"zh": 0, "en": 1}.get(lang, 2), lang)
+                {"zh": 0, "en": 1}.get(lang, 2), rest)
 
     out = []
     for name in sorted(groups, key=order):
@@ -640,7 +752,7 @@ def _cell_text(row: dict[str, Any], column: str) -> str:
 # The page merges each interval into its metric's cell, and shows the group as a heading row.
 SHOWN = [c for c in COLUMNS if c not in INTERVALS.values() and c not in ("Group", "Run")]
 OPTIONAL = [c for c in SHOWN if c not in ("#", "Model")]  # what the column picker offers
-DEFAULT_SHOWN = ["Data", "Lang", "Status", *INTERVALS, "Items"]
+DEFAULT_SHOWN = ["Data", "Lang", "Status", "Protocol", *INTERVALS, "Items"]
 
 
 def run_link(rel: str) -> str:

@@ -76,11 +76,32 @@ def _headline(task: str, metrics: dict[str, Any]) -> tuple[str, str]:
     return "accuracy (%)", headline_cell(metrics.get("accuracy"), metrics.get("accuracy_ci95"), **counts)
 
 
+# The authors' headline figures (eval/tasks: `official_headline`) in words.
+OFFICIAL_LABELS = {"acc": "accuracy (%)", "avg_mape": "Average MAPE (%)", "model_evaluate_accuracy": "judge accuracy (%)"}
+
+
+def official_headline(metrics: dict[str, Any]) -> tuple[str, str] | None:
+    """(name, percent) of the authors' figure when the run was on their release (their protocol); None otherwise."""
+    found = metrics.get("official_headline")
+    if not (isinstance(found, list | tuple) and len(found) == 2):
+        return None
+    name, value = found
+    return f"official {OFFICIAL_LABELS.get(str(name), str(name))}", pct(value)
+
+
 def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
-    """The headline of a finished run in words, as in the paper (percentages)."""
+    """The headline of a finished run in words, as in the paper (percentages). On the authors' release
+    their figure is the headline, ours beside it."""
     n, failures = metrics.get("n"), metrics.get("parse_failures")
     tail = f" · {n} items" + (f" · {failures} unparsed" if failures else "")
     name, value = _headline(task, metrics)
+    theirs = official_headline(metrics)
+    if theirs is not None:
+        left = metrics.get("ours_left_out")
+        differ = metrics.get("official_disagreements") or 0
+        return (f"**{as_text(spec)}** — {theirs[0]} **{as_text(theirs[1])}** (the authors' scoring) · ours: {name} "
+                f"{as_text(value)}{tail} · {differ} read differently"
+                + (f" · {left} left out of ours (reference unreadable)" if left else ""))
     why = ""
     if SMALL_MARK in value:
         why = SMALL_NOTE
@@ -97,10 +118,11 @@ def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
     """The end figures as a small table (not JSON): per nutrient MAPE, median APE and MAE for nutrition."""
     if not metrics:
         return ""
+    theirs = official_headline(metrics)
     if not _by_errors(task):
         name, value = _headline(task, metrics)
-        rows = [(name, value), ("items", str(metrics.get("n", MISSING))),
-                ("unparsed", str(metrics.get("parse_failures") or 0))]
+        rows = [*([theirs, (f"ours: {name}", value)] if theirs else [(name, value)]),
+                ("items", str(metrics.get("n", MISSING))), ("unparsed", str(metrics.get("parse_failures") or 0))]
         body = "".join(f"<tr><td>{as_text(k, lines=True)}</td><td class='db-num'>{as_text(v, lines=True)}</td></tr>" for k, v in rows)
         return f"<div class='db-scroll'><table class='db-metrics'><tbody>{body}</tbody></table></div>"
     body = []
@@ -111,6 +133,13 @@ def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
     name, value = _headline(task, metrics)
     body.append(f"<tr class='db-total'><td>Average</td><td class='db-num'>{as_text(value, lines=True)}</td>"
                 f"<td class='db-num'>{pct(metrics.get('median_ape'))}</td><td></td></tr>")
+    figures = metrics.get("official") if isinstance(metrics.get("official"), dict) else None
+    if theirs and figures:  # their MAPE is in percent already, their averages the means of the four nutrients
+        body.insert(0, f"<tr class='db-total'><td>{as_text(theirs[0], lines=True)}</td>"
+                       f"<td class='db-num'>{as_text(theirs[1], lines=True)}</td><td></td>"
+                       f"<td class='db-num' title='their Avg MAE: the mean of the MAE of the four nutrients'>"
+                       f"{_mae(figures.get('avg_mae'), '(avg)')}</td></tr>")
+        body.insert(1, "<tr><td colspan='4' class='db-hint'>Ours, per nutrient:</td></tr>")
     head = ("<tr><th>Nutrient</th><th class='db-num' title='mean absolute percentage error'>MAPE %</th>"
             "<th class='db-num' title='median absolute percentage error'>Median APE %</th>"
             "<th class='db-num' title='mean absolute error'>MAE</th></tr>")

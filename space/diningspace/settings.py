@@ -63,7 +63,7 @@ def _dataset_id(env: dict[str, str]) -> str | None:
     if explicit:
         return explicit
     if source.count("/") == 1 and not Path(source).expanduser().exists() and not source.startswith((".", "/", "~")):
-        return source
+        return source.split("@", 1)[0]  # `meituan/DiningBench@REVISION`: model cards name the repository
     return None
 
 
