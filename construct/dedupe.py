@@ -55,6 +55,10 @@ K = 3  # earlier partners a dish is checked against, from its concepts
 K_VECTOR = 2  # and from its vector's nearest neighbours
 VECTOR_FLOOR = 0.85  # cosine similarity
 BUCKET, STAR = 64, 4  # a prefix concept shared by more dishes: each against the first STAR and WINDOW neighbours
+KEY_ALL = 24  # a key (normalised name, protein + base) shared by more dishes is blocked within its dishes
+CORE_FLOOR = 0.3  # a partner of one protein + base set at least this alike (weighted Jaccard) is a candidate
+KEY_FLOOR = 0.3  # the weighted Jaccard, among a large key's dishes alone, at which two of them meet
+GROUP_WIDE, GROUP_SIZE = 3, 8  # a dish met by this many later dishes is judged with them, this many a question
 MAX_DIM = 8192  # embedding dimensions accepted (the largest common models use 3,072 to 4,096)
 KIND_WEIGHT = {"i": 1.0, "w": 1.0, "h": 0.7, "d": 0.6, "c": 0.5, "s": 0.25}  # construct/lexicon.py's kinds
 PRIME = (1 << 31) - 1  # a * x + b stays below 2**63 for a, x < 2**31: exact in int64
@@ -212,24 +216,64 @@ def resolve(order: Sequence[str], same: Iterable[tuple[str, str]],
     return dropped
 
 
-# -- dishes: weighted concepts, prefix filtering, the K best earlier partners
+# -- dishes: weighted concepts, keys, prefix filtering, a bounded list of earlier partners
 
 def dish_concepts(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
     """{concept: its kind's weight} of each dish's name and ingredient entries (construct/lexicon.py);
     `glossary` maps a name (or an entry) to its English, e.g. the build's dish-name glossary."""
-    from construct.lexicon import terms
+    return _read_dishes(dishes, glossary)[0]
 
-    read: dict[str, list[tuple[str, float]]] = {}  # menus repeat their entries ("salt 3 g"): read each once
-    out = []
+
+def dish_keys(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> tuple[list[Key], list[Key]]:
+    """Each dish's normalised name (its name's concepts, sorted: marketing and filler words, spacing,
+    punctuation and word order gone, synonyms and the other language folded by construct/lexicon.py) and
+    its protein + base set (the proteins of its name and ingredients with its name's dish words; a dish
+    without a protein has none). Both are None where a dish has nothing to key on.
+
+    >>> from construct.raw import Dish
+    >>> names, cores = dish_keys([Dish("a", "m1", "招牌鱼香牛肉青豆盖饭", "", "", ("牛肉 100克", "米饭 200克"), ""),
+    ...                           Dish("b", "m2", "Beef and Peas Rice Bowl, Fish-Fragrant", "", "", ("beef 100 g",), "")])
+    >>> names[0] == names[1], cores[0]
+    (True, ('beef', 'bowl'))
+    """
+    _, names, cores = _read_dishes(dishes, glossary)
+    return names, cores
+
+
+Key = tuple[str, ...] | None
+BASES = frozenset({"rice"})  # a staple that is also what a dish is served on: 牛肉饭, beef over rice
+
+
+def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None) -> tuple[list[dict[str, float]], list[Key], list[Key]]:
+    from construct.lexicon import PROTEINS, terms
+
+    read: dict[str, list[tuple[str, str]]] = {}  # menus repeat their entries ("salt 3 g"): read each once
+    concepts, names, cores = [], [], []
     for d in dishes:
         found: dict[str, float] = {}
+        protein: set[str] = set()
         for text in (d.name, *d.ingredients):
             if text not in read:
-                read[text] = [(c, KIND_WEIGHT.get(kind, 1.0)) for c, kind in terms(text, glossary)]
-            for concept, weight in read[text]:
-                found[concept] = max(found.get(concept, 0.0), weight)
-        out.append(found)
-    return out
+                read[text] = terms(text, glossary)
+            for concept, kind in read[text]:
+                found[concept] = max(found.get(concept, 0.0), KIND_WEIGHT.get(kind, 1.0))
+                if concept in PROTEINS:
+                    protein.add(concept)
+        named = terms(_squeezed(d.name)) if not (glossary and d.name in glossary) else read[d.name]
+        concepts.append(found)
+        names.append(tuple(sorted({c for c, _ in named})) or None)
+        base = {c for c, kind in named if kind == "d" or c in BASES}
+        cores.append(tuple(sorted(protein | base)) if protein else None)
+    return concepts, names, cores
+
+
+_BETWEEN_CJK = re.compile(r"(?<=[\u3400-\u9fff])[\s\W_]+(?=[\u3400-\u9fff])")
+
+
+def _squeezed(name: str) -> str:
+    """A name with the spaces and punctuation between Chinese characters gone (鱼香 牛肉·盖饭: 鱼香牛肉盖饭),
+    so the lexicon reads its words whole."""
+    return _BETWEEN_CJK.sub("", name)
 
 
 def gram_profiles(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
@@ -269,6 +313,31 @@ class Scored:
         return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
 
 
+@dataclass
+class Weighted:
+    """Records' concepts as ids, their kinds' weights, each concept's rarity (idf) and each record's total."""
+
+    ids: list[np.ndarray]
+    kind: list[np.ndarray]
+    idf: np.ndarray
+    totals: np.ndarray
+
+    @classmethod
+    def of(cls, concepts: Sequence[Mapping[str, float]]) -> Weighted:
+        n = len(concepts)
+        vocab: dict[str, int] = {}
+        ids = [np.array([vocab.setdefault(c, len(vocab)) for c in cs], dtype=np.int64) for cs in concepts]
+        kind = [np.array(list(cs.values()), dtype=np.float64) for cs in concepts]
+        tok = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+        kw = np.concatenate(kind) if kind else np.zeros(0)
+        rec = np.repeat(np.arange(n, dtype=np.int64), [len(t) for t in ids])
+        idf = np.log1p(n / np.maximum(np.bincount(tok, minlength=len(vocab)), 1))
+        return cls(ids, kind, idf, np.bincount(rec, weights=idf[tok] * kw, minlength=n))
+
+    def jaccard(self, ij: np.ndarray) -> np.ndarray:
+        return _weighted_jaccard(ij, self.ids, self.kind, self.idf, self.totals)
+
+
 def concept_pairs(concepts: Sequence[Mapping[str, float]], groups: np.ndarray | None = None, *,
                   floor: float = FLOOR, k: int = K,
                   tiebreak: Callable[[np.ndarray], np.ndarray] | None = None) -> Scored:
@@ -276,19 +345,24 @@ def concept_pairs(concepts: Sequence[Mapping[str, float]], groups: np.ndarray | 
     `groups` is given), by prefix filtering: near-linear in the records (the module docstring). Among
     pairs of one similarity (to 3 decimals), `tiebreak`'s score of the pairs (higher first), then the
     earliest partner, go first."""
-    n = len(concepts)
-    vocab: dict[str, int] = {}
-    ids = [np.array([vocab.setdefault(c, len(vocab)) for c in cs], dtype=np.int64) for cs in concepts]
-    kind = [np.array(list(cs.values()), dtype=np.float64) for cs in concepts]
-    if not vocab:
+    found = prefix_pairs(Weighted.of(concepts), groups, floor)
+    second = tiebreak(np.stack([found.i, found.j], 1)) if tiebreak is not None and len(found.i) else None
+    return top_earlier(found, k, second)
+
+
+def prefix_pairs(w: Weighted, groups: np.ndarray | None = None, floor: float = FLOOR) -> Scored:
+    """Every pair at weighted Jaccard `floor` or more (of two groups when given) that prefix filtering
+    meets: all of them but where a prefix concept is shared by more than BUCKET records (there each meets
+    the concept's first STAR and its WINDOW neighbours in concept order)."""
+    n = len(w.ids)
+    if not len(w.idf):
         return Scored.empty()
-    tok, kw = np.concatenate(ids), np.concatenate(kind)
-    rec = np.repeat(np.arange(n, dtype=np.int64), [len(t) for t in ids])
-    idf = np.log1p(n / np.maximum(np.bincount(tok, minlength=len(vocab)), 1))
+    tok, kw = np.concatenate(w.ids), np.concatenate(w.kind)
+    rec = np.repeat(np.arange(n, dtype=np.int64), [len(t) for t in w.ids])
+    idf, totals = w.idf, w.totals
     weight = idf[tok] * kw  # a concept weighs its rarity times its kind
-    totals = np.bincount(rec, weights=weight, minlength=n)
-    rank = np.empty(len(vocab), dtype=np.int64)
-    rank[np.argsort(-idf, kind="stable")] = np.arange(len(vocab))  # the global order: the rarest first
+    rank = np.empty(len(idf), dtype=np.int64)
+    rank[np.argsort(-idf, kind="stable")] = np.arange(len(idf))  # the global order: the rarest first
     order = np.lexsort((rank[tok], rec))  # each record's concepts, the rarest first
     tok_o, rec_o, w_o = tok[order], rec[order], weight[order]
     start = np.r_[0, np.flatnonzero(np.diff(rec_o)) + 1]
@@ -297,7 +371,7 @@ def concept_pairs(concepts: Sequence[Mapping[str, float]], groups: np.ndarray | 
     before = cum - w_o - np.repeat(cum[start] - w_o[start], run)  # weight of the record's earlier concepts
     prefix = before <= (1 - floor) * totals[rec_o] + 1e-9  # what is left after them still reaches `floor`
     place = np.arange(len(rec_o)) - np.repeat(start, run)
-    lead = np.full((n, 4), len(vocab), dtype=np.int64)  # the first concepts in global order: a sort key
+    lead = np.full((n, 4), len(idf), dtype=np.int64)  # the first concepts in global order: a sort key
     first = place < 4
     lead[rec_o[first], place[first]] = rank[tok_o[first]]
     p_tok, p_rec = tok_o[prefix], rec_o[prefix]
@@ -317,18 +391,46 @@ def concept_pairs(concepts: Sequence[Mapping[str, float]], groups: np.ndarray | 
         star = np.stack(np.meshgrid(b[:STAR], b[STAR:], indexing="ij"), -1).reshape(-1, 2)
         by_lead = b[np.lexsort(lead[b].T[::-1])]
         pairs += [star, *(np.stack([by_lead[:-w], by_lead[w:]], 1) for w in range(1, min(WINDOW, m - 1) + 1))]
+    ij = _distinct(pairs, n, groups)
+    score = w.jaccard(ij)
+    keep = score >= floor - 1e-9
+    return Scored(ij[keep, 0], ij[keep, 1], score[keep])
+
+
+def _distinct(pairs: list[np.ndarray], n: int, groups: np.ndarray | None) -> np.ndarray:
+    """The pairs as (earlier, later) rows, each once, of two groups when `groups` is given."""
     if not pairs:
-        return Scored.empty()
-    ij = np.sort(np.concatenate(pairs), axis=1)
+        return np.zeros((0, 2), np.int64)
+    ij = np.sort(np.concatenate(pairs).astype(np.int64), axis=1)
     key = np.unique(ij[:, 0] * np.int64(n) + ij[:, 1])
     ij = np.stack([key // n, key % n], 1)
-    if groups is not None:
-        ij = ij[groups[ij[:, 0]] != groups[ij[:, 1]]]
-    score = _weighted_jaccard(ij, ids, kind, idf, totals)
-    keep = score >= floor - 1e-9
-    ij, score = ij[keep], score[keep]
-    second = tiebreak(ij) if tiebreak is not None and len(ij) else None
-    return top_earlier(Scored(ij[:, 0], ij[:, 1], score), k, second)
+    ij = ij[ij[:, 0] != ij[:, 1]]
+    return ij[groups[ij[:, 0]] != groups[ij[:, 1]]] if groups is not None else ij
+
+
+def key_pairs(keys: Sequence[Key], concepts: Sequence[Mapping[str, float]], groups: np.ndarray | None = None) -> np.ndarray:
+    """(earlier, later) rows of records with one key (of two groups when given): every pair of a key
+    shared by at most KEY_ALL records; of a key shared by more (one standard dish on hundreds of menus),
+    each record with the key's first STAR records and with its K most alike of the key's records by
+    concepts weighted among those records alone (what tells one merchant's kung pao chicken from
+    another's is what the key's dishes do not share). Linear in the records: grouping by a key is."""
+    members: dict[tuple[str, ...], list[int]] = {}
+    for x, key in enumerate(keys):
+        if key is not None:
+            members.setdefault(key, []).append(x)
+    pairs: list[np.ndarray] = []
+    for found in members.values():
+        if len(found) < 2:
+            continue
+        m = np.array(found, dtype=np.int64)
+        if len(m) <= KEY_ALL:
+            a, b = np.triu_indices(len(m), 1)
+            pairs.append(np.stack([m[a], m[b]], 1))
+            continue
+        pairs.append(np.stack(np.meshgrid(m[:STAR], m, indexing="ij"), -1).reshape(-1, 2))
+        inner = concept_pairs([concepts[x] for x in m], None if groups is None else groups[m], floor=KEY_FLOOR, k=K)
+        pairs.append(np.stack([m[inner.i], m[inner.j]], 1))
+    return _distinct(pairs, len(keys), groups)
 
 
 def _weighted_jaccard(ij: np.ndarray, ids: list[np.ndarray], kind: list[np.ndarray], idf: np.ndarray,
@@ -360,7 +462,8 @@ def _weighted_jaccard(ij: np.ndarray, ids: list[np.ndarray], kind: list[np.ndarr
         concept = key[twice] % span
         shared = idf[concept] * np.minimum(weight[twice], weight[twice + 1])
         overlap = np.bincount(key[twice] // span, weights=shared, minlength=len(block))
-        out[start:start + len(block)] = overlap / (totals[block[:, 0]] + totals[block[:, 1]] - overlap)
+        denominator = totals[block[:, 0]] + totals[block[:, 1]] - overlap
+        out[start:start + len(block)] = np.divide(overlap, denominator, out=np.zeros(len(block)), where=denominator > 0)
     return out
 
 
@@ -372,10 +475,45 @@ def top_earlier(found: Scored, k: int, second: np.ndarray | None = None) -> Scor
     tie = np.zeros(len(found.i)) if second is None else -np.asarray(second, dtype=np.float64)
     order = np.lexsort((found.i, tie, -np.round(found.score, 3), found.j))
     i, j, score = found.i[order], found.j[order], found.score[order]
-    first = np.r_[0, np.flatnonzero(np.diff(j)) + 1]
-    place = np.arange(len(j)) - np.repeat(first, np.diff(np.r_[first, len(j)]))
-    keep = place < k
+    keep = _place_in_run(j) < k
     return Scored(i[keep], j[keep], score[keep])
+
+
+def _place_in_run(j: np.ndarray) -> np.ndarray:
+    """Each row's place among the rows of its run of equal `j` (sorted by j): 0, 1, 2, ..."""
+    if not len(j):
+        return np.zeros(0, np.int64)
+    first = np.r_[0, np.flatnonzero(np.diff(j)) + 1]
+    return np.arange(len(j)) - np.repeat(first, np.diff(np.r_[first, len(j)]))
+
+
+def bounded(found: Scored, second: np.ndarray, same_name: np.ndarray, same_core: np.ndarray, k: int = K) -> np.ndarray:
+    """Which pairs each later record keeps, at most `k`: first the most alike partner of its normalised
+    name, then the earliest of them (a dish on many menus: each copy meets the first, the one kept), then
+    the most alike partner of its protein + base set, then the most alike of the rest. Alike: the score
+    to 3 decimals, then `second`, then the earliest partner. A near miss (another protein) can fill a
+    free place; it never takes a place from a partner that shares a key."""
+    if not len(found.i):
+        return np.zeros(0, bool)
+    order = np.lexsort((found.i, -second, -np.round(found.score, 3), found.j))  # each later record's, best first
+    j = found.j[order]
+    slot = np.full(len(order), 3)
+
+    def first_of(mask: np.ndarray) -> np.ndarray:  # the first row of each run of j where mask holds
+        rows = np.flatnonzero(mask)
+        return rows[np.r_[True, j[rows][1:] != j[rows][:-1]]] if len(rows) else rows
+
+    slot[first_of(same_name[order])] = 0
+    named = np.flatnonzero(same_name[order])
+    if len(named):
+        by_i = named[np.lexsort((found.i[order][named], j[named]))]
+        earliest = by_i[np.r_[True, j[by_i][1:] != j[by_i][:-1]]]
+        slot[earliest] = np.minimum(slot[earliest], 1)
+    slot[first_of(same_core[order] & (slot == 3))] = 2
+    final = np.lexsort((np.arange(len(order)), slot, j))
+    keep = np.zeros(len(order), bool)
+    keep[order[final[_place_in_run(j[final]) < k]]] = True
+    return keep
 
 
 def checked_vectors(vectors: Any, n: int) -> np.ndarray:
@@ -432,18 +570,38 @@ class DishCandidates:
 def dish_candidates(dishes: Sequence[Any], vectors: Any = None, *, glossary: Mapping[str, str] | None = None,
                     groups: Sequence[str] | None = None) -> DishCandidates:
     """Candidate pairs of `dishes` (in their order: a pair's later dish is the one a confirmed verdict
-    drops): each dish's K best earlier partners by concepts and, with `vectors`, its K_VECTOR nearest
-    earlier neighbours; pairs of one merchant (`groups`, default each dish's merchant_id) never."""
+    drops): each dish's K earlier partners from its concepts and keys (`bounded`: those of its normalised
+    name and of its protein + base set first) and, with `vectors`, its K_VECTOR nearest earlier
+    neighbours; pairs of one merchant (`groups`, default each dish's merchant_id) never."""
     labels = list(groups) if groups is not None else [d.merchant_id for d in dishes]
     codes = np.unique(np.array(labels, dtype=object).astype(str), return_inverse=True)[1] if labels else np.zeros(0, np.int64)
     via: dict[tuple[int, int], list[str]] = {}
     score: dict[tuple[int, int], dict[str, float]] = {}
-    profiles = gram_profiles(dishes, glossary)
-    found = concept_pairs(dish_concepts(dishes, glossary), codes,
-                          tiebreak=lambda ij: np.array([_profile_overlap(profiles[a], profiles[b]) for a, b in ij]))
-    for i, j, s in zip(found.i.tolist(), found.j.tolist(), found.score.tolist(), strict=True):
-        via.setdefault((i, j), []).append("concepts")
-        score.setdefault((i, j), {})["concepts"] = round(s, 3)
+    concepts, names, cores = _read_dishes(dishes, glossary)
+    w = Weighted.of(concepts)
+    routes = {"concepts": prefix_pairs(w, codes), "name": key_pairs(names, concepts, codes),
+              "protein_base": key_pairs(cores, concepts, codes)}
+    found_by: dict[tuple[int, int], list[str]] = {}
+    for route, rows in routes.items():
+        ij = np.stack([rows.i, rows.j], 1) if isinstance(rows, Scored) else rows
+        for pair in map(tuple, ij.tolist()):
+            found_by.setdefault(pair, []).append(route)
+    if found_by:
+        ij = np.array(sorted(found_by), dtype=np.int64)
+        found = Scored(ij[:, 0], ij[:, 1], w.jaccard(ij))
+        profiles = gram_profiles(dishes, glossary)
+        second = np.array([_profile_overlap(profiles[a], profiles[b]) for a, b in ij.tolist()])
+        same_name = np.array([names[a] is not None and names[a] == names[b] for a, b in ij.tolist()], dtype=bool)
+        same_core = np.array([cores[a] is not None and cores[a] == cores[b] for a, b in ij.tolist()], dtype=bool)
+        # A partner of the same name always; of the same protein + base set when the two are at all alike;
+        # any other only at FLOOR (the prefix filter's floor, which the name and key routes do not apply).
+        worth = same_name | (found.score >= FLOOR - 1e-9) | (same_core & (found.score >= CORE_FLOOR))
+        found, second, same_name, same_core = (Scored(found.i[worth], found.j[worth], found.score[worth]),
+                                               second[worth], same_name[worth], same_core[worth])
+        keep = bounded(found, second, same_name, same_core)
+        for i, j, s in zip(found.i[keep].tolist(), found.j[keep].tolist(), found.score[keep].tolist(), strict=True):
+            via[(i, j)] = list(found_by[(i, j)])
+            score[(i, j)] = {"concepts": round(s, 3)}
     if vectors is not None:
         near = nearest_earlier(checked_vectors(vectors, len(dishes)), K_VECTOR, VECTOR_FLOOR, codes)
         for i, j, s in near.tolist():
@@ -467,6 +625,38 @@ def candidate_pairs(dishes: Sequence[Any], vectors: Any = None, *,
     """
     found = dish_candidates(dishes, vectors, glossary=glossary)
     return [(dishes[i].dish_id, dishes[j].dish_id) for i, j in found.pairs()]
+
+
+def judge_groups(pairs: Iterable[tuple[int, int]], wide: int = GROUP_WIDE,
+                 size: int = GROUP_SIZE) -> list[tuple[int, tuple[int, ...]]]:
+    """The judge's questions for candidate `pairs` (earlier, later): (a dish, the dishes it is compared
+    with), every pair in exactly one. A dish that `wide` or more later dishes meet (one dish on many
+    menus: its copies each meet it) is asked about with them, `size` at a time; each other later dish
+    with its remaining earlier partners, in one question. So the questions grow with the dishes, not with
+    their pairs; each verdict is still one pair's, and `resolve` takes them as pairs (no chaining).
+
+    >>> judge_groups([(0, 1), (0, 2), (0, 3), (1, 3), (2, 3), (1, 4)])
+    [(0, (1, 2, 3)), (3, (1, 2)), (1, (4,))]
+    """
+    pairs = sorted(set(pairs))
+    later: dict[int, list[int]] = {}
+    for i, j in pairs:
+        later.setdefault(i, []).append(j)
+    out: list[tuple[int, tuple[int, ...]]] = []
+    rest: dict[int, list[int]] = {}
+    for i, members in later.items():
+        if len(members) >= wide:
+            out += [(i, tuple(members[k:k + size])) for k in range(0, len(members), size)]
+        else:
+            for j in members:
+                rest.setdefault(j, []).append(i)
+    for j in sorted(rest):
+        earlier = rest[j]
+        if len(earlier) == 1:
+            out.append((earlier[0], (j,)))
+        else:
+            out += [(j, tuple(earlier[k:k + size])) for k in range(0, len(earlier), size)]
+    return out
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

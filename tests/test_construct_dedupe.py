@@ -119,8 +119,11 @@ def test_a_glossary_lets_names_the_lexicon_cannot_read_meet_their_english_twin()
     records = [dish("m1-a", "m1", "Dry-Fried Beef Ho Fun", ["beef 100 g", "ho fun 250 g", "bean sprouts 50 g",
                                                              "mungo sauce 10 g"]),
                dish("m2-a", "m2", "干炒牛河", ["牛肉 100克", "河粉 250克", "豆芽 50克", "曼果酱 10克"])]
-    assert candidate_pairs(records) == []  # the made-up sauce is the rarest concept: unread, it keeps them apart
-    assert candidate_pairs(records, glossary={"曼果酱": "mungo sauce"}) == [("m1-a", "m2-a")]
+    # Unread, the made-up sauce is the rarest concept and keeps their concepts apart; they still meet as
+    # two dishes of one protein + base set (beef, no dish word) that are somewhat alike.
+    assert dedupe.dish_candidates(records).via == {(0, 1): ["protein_base"]}
+    found = dedupe.dish_candidates(records, glossary={"曼果酱": "mungo sauce"})
+    assert found.via == {(0, 1): ["concepts", "protein_base"]} and found.score[(0, 1)]["concepts"] >= dedupe.FLOOR
 
 
 @pytest.mark.parametrize("vectors, message", [
@@ -154,6 +157,17 @@ def test_char_ngrams_of_cjk_and_latin():
     assert char_ngrams("Hot-Beef", (3,)) == {"hot", "otb", "tbe", "bee", "eef"}
 
 
+def verdict_text(item: str, same: set[frozenset[str]], key: str, unreadable: set[str] = frozenset()) -> str:
+    """A model's reply to an ask: one verdict for a pair "a|b"; for a dish and several "a|b1|b2|...", one
+    entry per b (a pair named in `unreadable`, "a|b" either way round, gets text or an entry with none)."""
+    a, *others = item.split("|")
+    if len(others) == 1:
+        return "I cannot tell." if item in unreadable else json.dumps({key: frozenset((a, others[0])) in same,
+                                                                        "reason": "r"})
+    return json.dumps({b: {key: frozenset((a, b)) in same, "reason": "r"} for b in others
+                       if f"{a}|{b}" not in unreadable and f"{b}|{a}" not in unreadable})
+
+
 class FakeModels:
     """Answers each same-dish ask from a set of pairs the test calls the same; records every ask."""
 
@@ -172,8 +186,7 @@ class FakeModels:
         """As `construct.models.Models.ask_each`: each answer to `on_answer` (here in ask order)."""
         for a in asks:
             self.asked.append((stage, a.item, a.prompt))
-            verdict = frozenset(a.item.split("|")) in self.same
-            on_answer(Answer(a.item, json.dumps({self.key: verdict, "reason": "r"}), None, None))
+            on_answer(Answer(a.item, verdict_text(a.item, self.same, self.key), None, None))
 
 
 def test_the_model_decides_each_candidate_pair_and_its_verdict_is_kept(tmp_path):
@@ -303,9 +316,7 @@ class GarbageModels(FakeModels):
     def ask_each(self, stage, spec, version, asks, on_answer, base_url=None):
         for a in asks:
             self.asked.append((stage, a.item, a.prompt))
-            text = "I cannot tell." if a.item in self.garbage else json.dumps(
-                {"same_dish": frozenset(a.item.split("|")) in self.same, "reason": "r"})
-            on_answer(Answer(a.item, text, None, None))
+            on_answer(Answer(a.item, verdict_text(a.item, self.same, "same_dish", self.garbage), None, None))
 
 
 def _chain(n: int) -> list[Dish]:
