@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import urllib.error
 import urllib.request
@@ -51,17 +52,21 @@ MIN_ESTIMATE = 0.4  # a candidate's signatures agree on at least this share (est
 MAX_BUCKET = 32  # an LSH bucket of more questions is walked as a chain of WINDOW neighbours
 WINDOW = 8
 FLOOR = 0.5  # weighted Jaccard at which two dishes become a candidate pair
-K = 3  # earlier partners a dish is checked against, from its concepts
+K = 4  # earlier partners a dish is checked against, from its concepts and keys
 K_VECTOR = 2  # and from its vector's nearest neighbours
 VECTOR_FLOOR = 0.85  # cosine similarity
 BUCKET, STAR = 64, 4  # a prefix concept shared by more dishes: each against the first STAR and WINDOW neighbours
-KEY_ALL = 24  # a key (normalised name, protein + base) shared by more dishes is blocked within its dishes
+KEY_ALL, KEY_STAR = 12, 2  # a key (normalised name, protein + base) shared by more dishes is blocked within them
 CORE_FLOOR = 0.3  # a partner of one protein + base set at least this alike (weighted Jaccard) is a candidate
+K_GRAMS, GRAMS_FLOOR = 2, 0.5  # and its most alike there by concepts and by grams (composition_alike)
+GRAMS_REACH = 512  # of a key's dishes, those this far back are searched by grams
 KEY_FLOOR = 0.3  # the weighted Jaccard, among a large key's dishes alone, at which two of them meet
 GROUP_WIDE, GROUP_SIZE = 3, 8  # a dish met by this many later dishes is judged with them, this many a question
 MAX_DIM = 8192  # embedding dimensions accepted (the largest common models use 3,072 to 4,096)
 KIND_WEIGHT = {"i": 1.0, "w": 1.0, "h": 0.7, "d": 0.6, "c": 0.5, "s": 0.25}  # construct/lexicon.py's kinds
 PRIME = (1 << 31) - 1  # a * x + b stays below 2**63 for a, x < 2**31: exact in int64
+Key = tuple[str, ...] | None  # a dish's normalised name or protein + base set (`dish_keys`)
+BASES = frozenset({"rice"})  # a staple that is also what a dish is served on: 牛肉饭, beef over rice
 CHUNK = 4096  # records hashed at a time (bounded memory: tokens x PERMUTATIONS int64 per chunk)
 
 
@@ -221,7 +226,7 @@ def resolve(order: Sequence[str], same: Iterable[tuple[str, str]],
 def dish_concepts(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
     """{concept: its kind's weight} of each dish's name and ingredient entries (construct/lexicon.py);
     `glossary` maps a name (or an entry) to its English, e.g. the build's dish-name glossary."""
-    return _read_dishes(dishes, glossary)[0]
+    return _read_dishes(dishes, glossary).concepts
 
 
 def dish_keys(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> tuple[list[Key], list[Key]]:
@@ -236,22 +241,32 @@ def dish_keys(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) 
     >>> names[0] == names[1], cores[0]
     (True, ('beef', 'bowl'))
     """
-    _, names, cores = _read_dishes(dishes, glossary)
-    return names, cores
+    reading = _read_dishes(dishes, glossary)
+    return reading.names, reading.cores
 
 
-Key = tuple[str, ...] | None
-BASES = frozenset({"rice"})  # a staple that is also what a dish is served on: 牛肉饭, beef over rice
+@dataclass
+class Reading:
+    """What dedupe reads of each dish: its concepts with their kinds' weights, its two keys (`dish_keys`)
+    and its grams per food concept (`dish_grams`)."""
+
+    concepts: list[dict[str, float]]
+    names: list[Key]
+    cores: list[Key]
+    grams: list[dict[str, float]]
 
 
-def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None) -> tuple[list[dict[str, float]], list[Key], list[Key]]:
+def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None) -> Reading:
+    from construct.fdc import entry_grams
     from construct.lexicon import PROTEINS, terms
 
     read: dict[str, list[tuple[str, str]]] = {}  # menus repeat their entries ("salt 3 g"): read each once
-    concepts, names, cores = [], [], []
+    weighed: dict[str, tuple[str, float] | None] = {}
+    out = Reading([], [], [], [])
     for d in dishes:
         found: dict[str, float] = {}
         protein: set[str] = set()
+        grams: dict[str, float] = {}
         for text in (d.name, *d.ingredients):
             if text not in read:
                 read[text] = terms(text, glossary)
@@ -259,12 +274,24 @@ def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None) -> t
                 found[concept] = max(found.get(concept, 0.0), KIND_WEIGHT.get(kind, 1.0))
                 if concept in PROTEINS:
                     protein.add(concept)
-        named = terms(_squeezed(d.name)) if not (glossary and d.name in glossary) else read[d.name]
-        concepts.append(found)
-        names.append(tuple(sorted({c for c, _ in named})) or None)
+        for entry in d.ingredients:
+            if entry not in weighed:  # an entry counts for its last food concept: 鸡蛋面 is noodles
+                g = entry_grams(entry)
+                food = [c for c, kind in read[entry] if kind not in ("c", "m", "x")]
+                weighed[entry] = (food[-1], g) if g and food else None
+            hit = weighed[entry]
+            if hit is not None:
+                grams[hit[0]] = grams.get(hit[0], 0.0) + hit[1]
+        squeezed = _squeezed(d.name)
+        if squeezed not in read:
+            read[squeezed] = terms(squeezed, glossary)
+        named = read[d.name] if glossary and d.name in glossary else read[squeezed]
+        out.concepts.append(found)
+        out.names.append(tuple(sorted({c for c, _ in named})) or None)
         base = {c for c, kind in named if kind == "d" or c in BASES}
-        cores.append(tuple(sorted(protein | base)) if protein else None)
-    return concepts, names, cores
+        out.cores.append(tuple(sorted(protein | base)) if protein else None)
+        out.grams.append(grams)
+    return out
 
 
 _BETWEEN_CJK = re.compile(r"(?<=[\u3400-\u9fff])[\s\W_]+(?=[\u3400-\u9fff])")
@@ -276,28 +303,57 @@ def _squeezed(name: str) -> str:
     return _BETWEEN_CJK.sub("", name)
 
 
-def gram_profiles(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
-    """{food concept: its share of the dish's stated grams} per dish: the composition, which breaks ties
-    between dishes of the same concepts (an entry counts for its last food concept: 鸡蛋面 is noodles)."""
-    from construct.fdc import entry_grams
-    from construct.lexicon import terms
-
-    out = []
-    for d in dishes:
-        grams: dict[str, float] = {}
-        for entry in d.ingredients:
-            g = entry_grams(entry)
-            found = [c for c, kind in terms(entry, glossary) if kind not in ("c", "m", "x")]
-            if g and found:
-                grams[found[-1]] = grams.get(found[-1], 0.0) + g
-        total = sum(grams.values())
-        out.append({c: g / total for c, g in grams.items()} if total else {})
-    return out
+def dish_grams(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
+    """{food concept: the grams the dish's ingredient entries state of it} per dish (an entry counts for
+    its last food concept: 鸡蛋面 is noodles)."""
+    return _read_dishes(dishes, glossary).grams
 
 
-def _profile_overlap(a: Mapping[str, float], b: Mapping[str, float]) -> float:
-    """The share of composition two dishes have in common (1 for the same proportions, 0 for none)."""
-    return sum(min(v, b[c]) for c, v in a.items() if c in b)
+def composition_alike(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    """How alike two dishes' stated grams are, 0 to 1: the share of their entries they have in common
+    times exp(-the mean squared log ratio of the grams of those). One merchant's copy of another's dish,
+    a gram or two off and an entry swapped, stays near 0.9; two cooks' kung pao chicken seldom pass 0.7.
+
+    >>> round(composition_alike({"beef": 150, "rice": 250}, {"beef": 140, "rice": 250}), 3)
+    0.998
+    >>> composition_alike({"beef": 150}, {"pork": 150})
+    0.0
+    """
+    shared = [c for c in a if c in b]
+    if not shared:
+        return 0.0
+    spread = sum(math.log(a[c] / b[c]) ** 2 for c in shared) / len(shared)
+    return len(shared) / max(len(a), len(b)) * math.exp(-spread)
+
+
+def nearest_by_grams(grams: Sequence[Mapping[str, float]], k: int, floor: float, groups: np.ndarray | None = None,
+                     block: int = 256, reach: int = GRAMS_REACH) -> np.ndarray:
+    """Rows (i, j) of each record j's `k` earlier records i most alike by `composition_alike` at `floor`
+    or more, among the `reach` records before it (another group when given): an exact search, three
+    matrix products per block of rows, so its cost grows with records x reach, not records squared."""
+    vocab: dict[str, int] = {}
+    cells = [(r, vocab.setdefault(c, len(vocab)), g) for r, d in enumerate(grams) for c, g in d.items() if g > 0]
+    x = np.zeros((len(grams), max(1, len(vocab))), np.float32)  # log grams
+    m = np.zeros_like(x)  # which entries a record has (1 g logs to 0: presence is its own table)
+    for r, c, g in cells:
+        x[r, c], m[r, c] = math.log(g), 1.0
+    size = m.sum(axis=1)
+    out: list[np.ndarray] = []
+    for start in range(1, len(grams), block):
+        stop, first = min(start + block, len(grams)), max(0, start - reach)
+        a, ma, b, mb = x[start:stop], m[start:stop], x[first:stop - 1], m[first:stop - 1]
+        shared = ma @ mb.T
+        spread = np.maximum(((a * a) @ mb.T + ma @ (b * b).T - 2 * a @ b.T) / np.maximum(shared, 1), 0)
+        alike = shared / np.maximum(np.maximum.outer(size[start:stop], size[first:stop - 1]), 1) * np.exp(-spread)
+        rows, cols = np.arange(start, stop), np.arange(first, stop - 1)
+        alike[(cols[None, :] >= rows[:, None]) | (cols[None, :] < rows[:, None] - reach)] = -1  # earlier, in reach
+        if groups is not None:
+            alike[groups[rows][:, None] == groups[None, cols]] = -1
+        top = min(k, alike.shape[1])
+        best = np.argpartition(-alike, top - 1, axis=1)[:, :top]
+        hit = np.take_along_axis(alike, best, axis=1) >= floor
+        out.append(np.stack([cols[best[hit]], np.repeat(rows[:, None], top, axis=1)[hit]], 1))
+    return np.concatenate(out).astype(np.int64) if out else np.zeros((0, 2), np.int64)
 
 
 @dataclass
@@ -408,12 +464,15 @@ def _distinct(pairs: list[np.ndarray], n: int, groups: np.ndarray | None) -> np.
     return ij[groups[ij[:, 0]] != groups[ij[:, 1]]] if groups is not None else ij
 
 
-def key_pairs(keys: Sequence[Key], concepts: Sequence[Mapping[str, float]], groups: np.ndarray | None = None) -> np.ndarray:
+def key_pairs(keys: Sequence[Key], concepts: Sequence[Mapping[str, float]], grams: Sequence[Mapping[str, float]],
+              groups: np.ndarray | None = None) -> np.ndarray:
     """(earlier, later) rows of records with one key (of two groups when given): every pair of a key
     shared by at most KEY_ALL records; of a key shared by more (one standard dish on hundreds of menus),
-    each record with the key's first STAR records and with its K most alike of the key's records by
-    concepts weighted among those records alone (what tells one merchant's kung pao chicken from
-    another's is what the key's dishes do not share). Linear in the records: grouping by a key is."""
+    each record with the key's first KEY_STAR records, with its K_GRAMS most alike of the key's records by concepts
+    weighted among those records alone (what tells one merchant's kung pao chicken from another's is
+    what the key's dishes do not share) and with its K_GRAMS most alike by their grams among the key's
+    GRAMS_REACH records before it (`composition_alike`: copies of one dish that name the same things
+    differ in their grams). Grouping by a key is linear, and so is each search within a key's records."""
     members: dict[tuple[str, ...], list[int]] = {}
     for x, key in enumerate(keys):
         if key is not None:
@@ -427,9 +486,11 @@ def key_pairs(keys: Sequence[Key], concepts: Sequence[Mapping[str, float]], grou
             a, b = np.triu_indices(len(m), 1)
             pairs.append(np.stack([m[a], m[b]], 1))
             continue
-        pairs.append(np.stack(np.meshgrid(m[:STAR], m, indexing="ij"), -1).reshape(-1, 2))
-        inner = concept_pairs([concepts[x] for x in m], None if groups is None else groups[m], floor=KEY_FLOOR, k=K)
+        pairs.append(np.stack(np.meshgrid(m[:KEY_STAR], m, indexing="ij"), -1).reshape(-1, 2))
+        local = None if groups is None else groups[m]
+        inner = concept_pairs([concepts[x] for x in m], local, floor=KEY_FLOOR, k=K_GRAMS)
         pairs.append(np.stack([m[inner.i], m[inner.j]], 1))
+        pairs.append(m[nearest_by_grams([grams[x] for x in m], K_GRAMS, GRAMS_FLOOR, local)])
     return _distinct(pairs, len(keys), groups)
 
 
@@ -488,31 +549,30 @@ def _place_in_run(j: np.ndarray) -> np.ndarray:
 
 
 def bounded(found: Scored, second: np.ndarray, same_name: np.ndarray, same_core: np.ndarray, k: int = K) -> np.ndarray:
-    """Which pairs each later record keeps, at most `k`: first the most alike partner of its normalised
-    name, then the earliest of them (a dish on many menus: each copy meets the first, the one kept), then
-    the most alike partner of its protein + base set, then the most alike of the rest. Alike: the score
-    to 3 decimals, then `second`, then the earliest partner. A near miss (another protein) can fill a
-    free place; it never takes a place from a partner that shares a key."""
+    """Which pairs each later record keeps, at most `k`, in this order: of the partners of its normalised
+    name, the most alike by concepts, the most alike by composition (`second`) and the earliest (a dish
+    on many menus: each copy meets the first, the one kept); of the partners of its protein + base set,
+    the most alike by composition and by concepts; then the most alike of the rest by concepts. Alike by
+    concepts: the score to 3 decimals, then `second`, then the earliest partner (by composition: `second`
+    to 3 decimals first). A near miss (another protein) can fill a free place; it never takes a place
+    from a partner that shares a key."""
     if not len(found.i):
         return np.zeros(0, bool)
-    order = np.lexsort((found.i, -second, -np.round(found.score, 3), found.j))  # each later record's, best first
-    j = found.j[order]
-    slot = np.full(len(order), 3)
-
-    def first_of(mask: np.ndarray) -> np.ndarray:  # the first row of each run of j where mask holds
-        rows = np.flatnonzero(mask)
-        return rows[np.r_[True, j[rows][1:] != j[rows][:-1]]] if len(rows) else rows
-
-    slot[first_of(same_name[order])] = 0
-    named = np.flatnonzero(same_name[order])
-    if len(named):
-        by_i = named[np.lexsort((found.i[order][named], j[named]))]
-        earliest = by_i[np.r_[True, j[by_i][1:] != j[by_i][:-1]]]
-        slot[earliest] = np.minimum(slot[earliest], 1)
-    slot[first_of(same_core[order] & (slot == 3))] = 2
-    final = np.lexsort((np.arange(len(order)), slot, j))
-    keep = np.zeros(len(order), bool)
-    keep[order[final[_place_in_run(j[final]) < k]]] = True
+    score, near = np.round(found.score, 3), np.round(second, 3)
+    by_concepts = np.lexsort((found.i, -second, -score, found.j))
+    by_composition = np.lexsort((found.i, -score, -near, found.j))
+    earliest = np.lexsort((found.i, found.j))
+    slot = np.full(len(found.i), 9)
+    for rank, (order, mask) in enumerate(((by_concepts, same_name), (by_composition, same_name), (earliest, same_name),
+                                          (by_composition, same_core), (by_concepts, same_core))):
+        rows = order[mask[order] & (slot[order] == 9)]  # each later record's untaken partners of the key, best first
+        if len(rows):
+            slot[rows[np.r_[True, found.j[rows][1:] != found.j[rows][:-1]]]] = rank
+    place = np.empty(len(found.i), np.int64)
+    place[by_concepts] = np.arange(len(found.i))
+    final = np.lexsort((place, slot, found.j))
+    keep = np.zeros(len(found.i), bool)
+    keep[final[_place_in_run(found.j[final]) < k]] = True
     return keep
 
 
@@ -577,10 +637,11 @@ def dish_candidates(dishes: Sequence[Any], vectors: Any = None, *, glossary: Map
     codes = np.unique(np.array(labels, dtype=object).astype(str), return_inverse=True)[1] if labels else np.zeros(0, np.int64)
     via: dict[tuple[int, int], list[str]] = {}
     score: dict[tuple[int, int], dict[str, float]] = {}
-    concepts, names, cores = _read_dishes(dishes, glossary)
+    reading = _read_dishes(dishes, glossary)
+    concepts, names, cores, grams = reading.concepts, reading.names, reading.cores, reading.grams
     w = Weighted.of(concepts)
-    routes = {"concepts": prefix_pairs(w, codes), "name": key_pairs(names, concepts, codes),
-              "protein_base": key_pairs(cores, concepts, codes)}
+    routes = {"concepts": prefix_pairs(w, codes), "name": key_pairs(names, concepts, grams, codes),
+              "protein_base": key_pairs(cores, concepts, grams, codes)}
     found_by: dict[tuple[int, int], list[str]] = {}
     for route, rows in routes.items():
         ij = np.stack([rows.i, rows.j], 1) if isinstance(rows, Scored) else rows
@@ -589,8 +650,7 @@ def dish_candidates(dishes: Sequence[Any], vectors: Any = None, *, glossary: Map
     if found_by:
         ij = np.array(sorted(found_by), dtype=np.int64)
         found = Scored(ij[:, 0], ij[:, 1], w.jaccard(ij))
-        profiles = gram_profiles(dishes, glossary)
-        second = np.array([_profile_overlap(profiles[a], profiles[b]) for a, b in ij.tolist()])
+        second = np.array([composition_alike(grams[a], grams[b]) for a, b in ij.tolist()])
         same_name = np.array([names[a] is not None and names[a] == names[b] for a, b in ij.tolist()], dtype=bool)
         same_core = np.array([cores[a] is not None and cores[a] == cores[b] for a, b in ij.tolist()], dtype=bool)
         # A partner of the same name always; of the same protein + base set when the two are at all alike;
