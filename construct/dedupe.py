@@ -10,10 +10,16 @@ filtering, exact for every pair at or above FLOOR: each dish's heaviest concepts
 weighs less than FLOOR of the whole, are its prefix, and two dishes that reach FLOOR must share a
 prefix concept, so only dishes that share a rare concept are ever compared. A prefix concept shared by
 more than BUCKET dishes (a chain's one dish on many menus) pairs each with the first STAR of them and its
-WINDOW neighbours in concept order, so one popular dish cannot make the work quadratic. Of the pairs at or
-above FLOOR, each dish keeps its K best partners listed before it: resolution (`resolve`) drops a dish
-only as the twin of one before it, so a dish needs no other partners, and the model is asked at most K
-questions per dish (ties go to the earliest partner: a chain's first dish is the one kept).
+WINDOW neighbours in concept order, so one popular dish cannot make the work quadratic.
+Two keys add candidates whatever the similarity (`dish_keys`, `key_pairs`): dishes of one normalised
+name (the name's concepts, sorted) always meet, and dishes of one protein + base set when they are at all
+alike (CORE_FLOOR); a key shared by more than KEY_ALL dishes (a standard dish on hundreds of menus) is
+searched within its dishes, by concepts weighted among them and by the grams they state
+(`composition_alike`: a merchant's copy of another's dish keeps its amounts). Each dish keeps K partners
+listed before it (`bounded`), the partners that share its keys first, so a near miss (another protein)
+never takes a twin's place: resolution (`resolve`) drops a dish only as the twin of one before it, so a
+dish needs no other partners. The judge is asked in groups (`judge_groups`): a dish that many later
+dishes meet, with them, and each other dish with its partners, so the questions grow with the dishes.
 
 With vectors (an OpenAI-compatible `/v1/embeddings` endpoint, `--embed-model`), each dish also gets its
 K_VECTOR nearest earlier neighbours of another merchant by cosine similarity at or above VECTOR_FLOOR
@@ -61,7 +67,7 @@ CORE_FLOOR = 0.3  # a partner of one protein + base set at least this alike (wei
 K_GRAMS, GRAMS_FLOOR = 2, 0.5  # and its most alike there by concepts and by grams (composition_alike)
 GRAMS_REACH = 512  # of a key's dishes, those this far back are searched by grams
 KEY_FLOOR = 0.3  # the weighted Jaccard, among a large key's dishes alone, at which two of them meet
-GROUP_WIDE, GROUP_SIZE = 3, 8  # a dish met by this many later dishes is judged with them, this many a question
+GROUP_WIDE, GROUP_SIZE = 3, 12  # a dish met by this many later dishes is judged with them, this many a question
 MAX_DIM = 8192  # embedding dimensions accepted (the largest common models use 3,072 to 4,096)
 KIND_WEIGHT = {"i": 1.0, "w": 1.0, "h": 0.7, "d": 0.6, "c": 0.5, "s": 0.25}  # construct/lexicon.py's kinds
 PRIME = (1 << 31) - 1  # a * x + b stays below 2**63 for a, x < 2**31: exact in int64
@@ -640,13 +646,13 @@ def dish_candidates(dishes: Sequence[Any], vectors: Any = None, *, glossary: Map
     reading = _read_dishes(dishes, glossary)
     concepts, names, cores, grams = reading.concepts, reading.names, reading.cores, reading.grams
     w = Weighted.of(concepts)
-    routes = {"concepts": prefix_pairs(w, codes), "name": key_pairs(names, concepts, grams, codes),
+    by_concepts = prefix_pairs(w, codes)
+    routes = {"concepts": np.stack([by_concepts.i, by_concepts.j], 1), "name": key_pairs(names, concepts, grams, codes),
               "protein_base": key_pairs(cores, concepts, grams, codes)}
     found_by: dict[tuple[int, int], list[str]] = {}
     for route, rows in routes.items():
-        ij = np.stack([rows.i, rows.j], 1) if isinstance(rows, Scored) else rows
-        for pair in map(tuple, ij.tolist()):
-            found_by.setdefault(pair, []).append(route)
+        for i, j in rows.tolist():
+            found_by.setdefault((i, j), []).append(route)
     if found_by:
         ij = np.array(sorted(found_by), dtype=np.int64)
         found = Scored(ij[:, 0], ij[:, 1], w.jaccard(ij))

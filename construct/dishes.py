@@ -3,9 +3,10 @@ list, near-duplicate dishes across merchants removed, cuisines capped.
 
 Rules, each threshold a setting (construct/work.py:BuildSettings), and one model question: the same
 dish under another name? Candidate pairs across merchants come from blocking that grows near-linearly
-(MinHash LSH over ingredient names and name n-grams, optionally embeddings: construct/dedupe.py); the
-model judges each pair; WORK/dishes/pairs.jsonl keeps every checked pair with how it was found and the
-verdict, and a dropped dish's decision names its twin, the pair's verdict and reason.
+(weighted food concepts, the normalised name and the protein + base set, optionally embeddings:
+construct/dedupe.py); the model judges each pair, a dish that many others meet together with them in
+one question; WORK/dishes/pairs.jsonl keeps every checked pair with how it was found and the verdict,
+and a dropped dish's decision names its twin, the pair's verdict and reason.
 """
 
 from __future__ import annotations
