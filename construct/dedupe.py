@@ -65,7 +65,7 @@ BUCKET, STAR = 64, 4  # a prefix concept shared by more dishes: each against the
 KEY_ALL, KEY_STAR = 12, 2  # a key (normalised name, protein + base) shared by more dishes is blocked within them
 CORE_FLOOR = 0.3  # a partner of one protein + base set at least this alike (weighted Jaccard) is a candidate
 K_GRAMS, GRAMS_FLOOR = 2, 0.5  # and its most alike there by concepts and by grams (composition_alike)
-GRAMS_REACH = 512  # of a key's dishes, those this far back are searched by grams
+GRAMS_REACH = 256  # of a key's dishes, those this far back are searched by grams
 KEY_FLOOR = 0.3  # the weighted Jaccard, among a large key's dishes alone, at which two of them meet
 GROUP_WIDE, GROUP_SIZE = 3, 12  # a dish met by this many later dishes is judged with them, this many a question
 MAX_DIM = 8192  # embedding dimensions accepted (the largest common models use 3,072 to 4,096)
@@ -333,7 +333,7 @@ def composition_alike(a: Mapping[str, float], b: Mapping[str, float]) -> float:
 
 
 def nearest_by_grams(grams: Sequence[Mapping[str, float]], k: int, floor: float, groups: np.ndarray | None = None,
-                     block: int = 256, reach: int = GRAMS_REACH) -> np.ndarray:
+                     block: int = 128, reach: int = GRAMS_REACH) -> np.ndarray:
     """Rows (i, j) of each record j's `k` earlier records i most alike by `composition_alike` at `floor`
     or more, among the `reach` records before it (another group when given): an exact search, three
     matrix products per block of rows, so its cost grows with records x reach, not records squared."""
@@ -494,8 +494,6 @@ def key_pairs(keys: Sequence[Key], concepts: Sequence[Mapping[str, float]], gram
             continue
         pairs.append(np.stack(np.meshgrid(m[:KEY_STAR], m, indexing="ij"), -1).reshape(-1, 2))
         local = None if groups is None else groups[m]
-        inner = concept_pairs([concepts[x] for x in m], local, floor=KEY_FLOOR, k=K_GRAMS)
-        pairs.append(np.stack([m[inner.i], m[inner.j]], 1))
         pairs.append(m[nearest_by_grams([grams[x] for x in m], K_GRAMS, GRAMS_FLOOR, local)])
     return _distinct(pairs, len(keys), groups)
 

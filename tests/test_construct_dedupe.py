@@ -302,6 +302,10 @@ def test_the_dedupe_bench_reports_pairs_recall_by_kind_and_an_exponent():
         assert set(r["recall"]) >= set(construct_dedupe.KINDS)
     assert blocking[0]["reference"] is not None and blocking[1]["reference"] is None  # all pairs up to 600 only
     assert any(r["name"].startswith("dedupe with made-up embeddings") and r["pairs_per_dish"] <= 5 for r in rows)
+    standard = [r for r in rows if r["name"].startswith("dedupe blocking on standard menus, ")]
+    assert [r["dishes"] for r in standard] == [600, 1200]
+    assert all(r["pairs_per_dish"] <= 5 and r["questions_per_dish"] <= 3 and r["recall_same_language"] >= 0.95
+               and r["recall_english_glossary"] >= 0.95 for r in standard), standard
     assert rows[-1]["name"].endswith("exponent of time in dishes") and "pairs grow with exponent" in rows[-1]["note"]
     assert "dedupe" in run_all.BENCHES
 
