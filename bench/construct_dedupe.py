@@ -5,6 +5,11 @@ of the other candidates would drop, with the former all-pairs rule timed beside 
     python -m bench.construct_dedupe                 # 2,000 / 8,000 / 32,000 dishes
     python -m bench.construct_dedupe --sizes 1000,4000 --all-pairs-up-to 1000
 
+Each size is measured on two generators written apart: `realistic_menus` below, and
+`bench/dedupe_menus.py:standard_menus` (Zipf-popular standard dishes under one name on many menus,
+technique + protein + vegetables + base names, a quarter of merchants in English). Judge questions per
+dish count the questions `construct.dedupe.judge_groups` makes of the candidate pairs.
+
 The menus (`realistic_menus`): 20 dishes per merchant; each dish 3 to 5 staples and seasonings (rice,
 egg, oil, scallion, soy sauce, salt, garlic, ginger ...), 2 to 4 main ingredients of the lexicon's ~100
 (construct/lexicon.py) and one of a long tail of specific ingredients that grows with the menus (as real
@@ -250,6 +255,7 @@ def slope(xs: list[float], ys: list[float]) -> float:
 def run(sizes: tuple[int, ...] = (2_000, 8_000, 32_000), all_pairs_up_to: int = 2_000,
         repeats: int = 3) -> list[dict[str, Any]]:
     rows, seconds, pairs = [], [], []
+    other_seconds, other_pairs = [], []
     for n in sizes:
         dishes, planted, concepts, glossary = realistic_menus(n)
         blocked(dishes[: min(n, 500)])  # warm numpy and the lexicon once
@@ -266,23 +272,61 @@ def run(sizes: tuple[int, ...] = (2_000, 8_000, 32_000), all_pairs_up_to: int = 
             reference, caught = all_pairs(dishes)
             note_ref = f"all pairs {reference:.2f} s"
         kinds = ", ".join(f"{k} {got[k]:.0%}" for k in KINDS)
-        note = (f"{n:,} dishes: {len(found):,} candidate pairs ({len(found) / n:.2f} per dish); recall {kinds} "
-                f"(language with the name glossary {with_glossary:.0%}); near misses among the candidates "
-                f"{got.get('near_miss', 0):.0%}; a 5%-wrong judge drops {bad} dishes wrongly ({bad / n:.2%}) "
-                f"of {dropped} dropped; {note_ref}")
+        calls = questions(dishes, found)
+        note = (f"{n:,} dishes: {len(found):,} candidate pairs ({len(found) / n:.2f} per dish, {calls / n:.2f} judge "
+                f"questions per dish); recall {kinds} (language with the name glossary {with_glossary:.0%}); near "
+                f"misses among the candidates {got.get('near_miss', 0):.0%}; a 5%-wrong judge drops {bad} dishes "
+                f"wrongly ({bad / n:.2%}) of {dropped} dropped; {note_ref}")
         rows.append(result(f"dedupe blocking, {n:,} dishes", t, reference, note=note, dishes=n, pairs=len(found),
-                           pairs_per_dish=len(found) / n, recall=got, recall_language_glossary=with_glossary,
-                           recall_same_language=same_language, wrongly_dropped=bad / n))
+                           pairs_per_dish=len(found) / n, questions_per_dish=calls / n, recall=got,
+                           recall_language_glossary=with_glossary, recall_same_language=same_language,
+                           wrongly_dropped=bad / n))
         vt, vfound = blocked(dishes, made_up_vectors(concepts))
         vgot = recall(vfound, planted)
         rows.append(result(f"dedupe with made-up embeddings, {n:,} dishes", vt, None,
                            note=f"{len(vfound) / n:.2f} pairs per dish; recall "
                                 + ", ".join(f"{k} {vgot[k]:.0%}" for k in KINDS),
                            dishes=n, pairs_per_dish=len(vfound) / n, recall=vgot))
+        row = standard_row(n, repeats)
+        other_seconds.append(row["measured"])
+        other_pairs.append(max(1, row["pairs"]))
+        rows.append(row)
     if len(sizes) > 1:
+        rows.append(result("dedupe blocking on standard menus: exponent of time in dishes",
+                           slope(list(sizes), other_seconds), None, unit="",
+                           note=f"pairs grow with exponent {slope(list(sizes), other_pairs):.2f}"))
         rows.append(result("dedupe blocking: exponent of time in dishes", slope(list(sizes), seconds), None, unit="",
                            note=f"pairs grow with exponent {slope(list(sizes), pairs):.2f} (1 = linear; all pairs: 2)"))
     return rows
+
+
+def questions(dishes: list[Any], found: list[tuple[str, str]]) -> int:
+    """The judge's questions for these candidate pairs (construct/dedupe.py:judge_groups)."""
+    from construct.dedupe import judge_groups
+
+    at = {d.dish_id: k for k, d in enumerate(dishes)}
+    return len(judge_groups([(at[a], at[b]) for a, b in found]))
+
+
+def standard_row(n: int, repeats: int) -> dict[str, Any]:
+    """The same measures on the second generator's menus (bench/dedupe_menus.py)."""
+    from bench import dedupe_menus
+
+    dishes, planted, _, glossary = dedupe_menus.standard_menus(n)
+    runs = [blocked(dishes) for _ in range(repeats)]
+    t, found = min(r[0] for r in runs), runs[0][1]
+    got = recall(found, planted)
+    with_glossary = recall(blocked(dishes, glossary=glossary)[1], planted)["english"]
+    calls = questions(dishes, found)
+    bad, dropped = wrongly_dropped(dishes, found, planted)
+    kinds = ", ".join(f"{k} {got[k]:.0%}" for k in dedupe_menus.KINDS)
+    return result(f"dedupe blocking on standard menus, {n:,} dishes", t, None,
+                  note=f"{len(found) / n:.2f} pairs and {calls / n:.2f} judge questions per dish; recall {kinds} "
+                       f"(english with the glossary {with_glossary:.0%}); near misses among the candidates "
+                       f"{got.get('near_miss', 0):.0%}; a 5%-wrong judge drops {bad} of {dropped} wrongly",
+                  dishes=n, pairs=len(found), pairs_per_dish=len(found) / n, questions_per_dish=calls / n,
+                  recall=got, recall_english_glossary=with_glossary,
+                  recall_same_language=min(got[k] for k in dedupe_menus.KINDS if k != "english"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,9 +3,10 @@ list, near-duplicate dishes across merchants removed, cuisines capped.
 
 Rules, each threshold a setting (construct/work.py:BuildSettings), and one model question: the same
 dish under another name? Candidate pairs across merchants come from blocking that grows near-linearly
-(MinHash LSH over ingredient names and name n-grams, optionally embeddings: construct/dedupe.py); the
-model judges each pair; WORK/dishes/pairs.jsonl keeps every checked pair with how it was found and the
-verdict, and a dropped dish's decision names its twin, the pair's verdict and reason.
+(weighted food concepts, the normalised name and the protein + base set, optionally embeddings:
+construct/dedupe.py); the model judges each pair, a dish that many others meet together with them in
+one question; WORK/dishes/pairs.jsonl keeps every checked pair with how it was found and the verdict,
+and a dropped dish's decision names its twin, the pair's verdict and reason.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from construct.context import Context
-from construct.dedupe import dish_candidates, embed_texts, resolve
+from construct.dedupe import dish_candidates, embed_texts, judge_groups, resolve
 from construct.errors import StageFailed
 from construct.lexicon import QUANTITY, terms
 from construct.models import Answer, Ask, parse_json_object
@@ -30,7 +31,7 @@ NAME = "dishes"
 REVIEWED = "dish_review"  # the dishes a person approved (construct/review.py): what the task stages read
 PAIR_VERSION = "same-dish-v1"
 GLOSSARY_VERSION = "dedupe-glossary-v1"
-BLOCKING_VERSION = "concepts-v2"  # construct/dedupe.py's candidates: a new version reruns the stage
+BLOCKING_VERSION = "concepts-keys-v3"  # construct/dedupe.py's candidates and questions: a new version reruns the stage
 GLOSSARY_FILE = "glossary.json"  # the model's English for names the lexicon cannot read (nutrition reads it too)
 GLOSSARY_CHUNK = 80  # names per glossary call
 GLOSSARY_MAX_CHARS = 120
@@ -47,14 +48,30 @@ merely two dishes of one kind?
 Dish A ({a_id}): {a}
 Dish B ({b_id}): {b}
 Reply with one JSON object and nothing else: {{"same_dish": true or false, "reason": "..."}}"""
+GROUP_PROMPT = """Task: same dish check.
+Dishes from the menus of different restaurants. For each dish B below, is it one and the same dish as
+Dish A under another name (the same recipe: the same main ingredients, cooked the same way, about the same
+portion), not merely a dish of the same kind? Judge each B against A alone.
+Dish A ({a_id}): {a}
+{others}
+Reply with one JSON object and nothing else, one entry per dish B by its id:
+{{"<id of a dish B>": {{"same_dish": true or false, "reason": "..."}}, ...}}"""
+
+
+def _card(d: Dish) -> str:
+    return json.dumps({"name": d.name, "menu_category": d.menu_category, "ingredients": list(d.ingredients),
+                       "portion": d.portion}, ensure_ascii=False)
 
 
 def pair_prompt(a: Dish, b: Dish) -> str:
     """The question put to the model for one candidate pair (ids let a reader of calls.jsonl find them)."""
-    def card(d: Dish) -> str:
-        return json.dumps({"name": d.name, "menu_category": d.menu_category, "ingredients": list(d.ingredients),
-                           "portion": d.portion}, ensure_ascii=False)
-    return PAIR_PROMPT.format(a_id=a.dish_id, a=card(a), b_id=b.dish_id, b=card(b))
+    return PAIR_PROMPT.format(a_id=a.dish_id, a=_card(a), b_id=b.dish_id, b=_card(b))
+
+
+def group_prompt(a: Dish, others: list[Dish]) -> str:
+    """The question for one dish and the dishes it is compared with (construct/dedupe.py:judge_groups)."""
+    return GROUP_PROMPT.format(a_id=a.dish_id, a=_card(a),
+                               others="\n".join(f"Dish B{k} ({d.dish_id}): {_card(d)}" for k, d in enumerate(others, 1)))
 
 
 def needs_glossary(text: str) -> bool:
@@ -96,10 +113,15 @@ def parse_glossary(text: str | None, asked: set[str]) -> dict[str, str]:
             if k in asked and isinstance(v, str) and 0 < len(v.strip()) <= GLOSSARY_MAX_CHARS}
 
 
-def pair_asks(survivors: list[Dish], pairs: list[tuple[int, int]]) -> Iterator[Ask]:
-    """Ask: one same-dish question per candidate pair, its item "dish_a|dish_b" (made as the calls go)."""
-    for i, j in pairs:
-        yield Ask(f"{survivors[i].dish_id}|{survivors[j].dish_id}", pair_prompt(survivors[i], survivors[j]))
+def pair_asks(survivors: list[Dish], groups: list[tuple[int, tuple[int, ...]]]) -> Iterator[Ask]:
+    """Ask: one same-dish question per judge group (construct/dedupe.py:judge_groups), made as the calls
+    go: a lone pair as "dish_a|dish_b", a dish and several others as "dish_a|dish_b1|dish_b2|..."."""
+    for a, others in groups:
+        ids = "|".join(survivors[x].dish_id for x in (a, *others))
+        if len(others) == 1:
+            yield Ask(ids, pair_prompt(survivors[a], survivors[others[0]]))
+        else:
+            yield Ask(ids, group_prompt(survivors[a], [survivors[x] for x in others]))
 
 
 def parse_pair(text: str | None) -> tuple[bool | None, Any]:
@@ -113,6 +135,22 @@ def parse_pair(text: str | None) -> tuple[bool | None, Any]:
     answer = parse_json_object(text) or {}
     verdict = answer.get("same_dish")
     return (verdict if isinstance(verdict, bool) else None), answer.get("reason")
+
+
+def parse_group(text: str | None, others: list[str]) -> dict[str, tuple[bool | None, Any]]:
+    """Parse: {dish B: (its same_dish verdict, None unless a boolean; its reason)} of a group question; a
+    dish B the reply leaves out or answers in another shape has no verdict.
+
+    >>> parse_group('{"b1": {"same_dish": true, "reason": "r"}, "b2": {"same_dish": "no"}}', ["b1", "b2", "b3"])
+    {'b1': (True, 'r'), 'b2': (None, None), 'b3': (None, None)}
+    """
+    answer = parse_json_object(text) or {}
+    out: dict[str, tuple[bool | None, Any]] = {}
+    for other in others:
+        entry = answer.get(other)
+        verdict = entry.get("same_dish") if isinstance(entry, dict) else None
+        out[other] = (verdict, entry.get("reason")) if isinstance(verdict, bool) and isinstance(entry, dict) else (None, None)
+    return out
 
 
 def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, Any]],
@@ -136,13 +174,21 @@ def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], dic
                               for d in survivors])
     found = dish_candidates(survivors, vectors, glossary=glossary)
     pairs = found.pairs()
+    groups = judge_groups(pairs)
     verdicts: dict[str, tuple[bool | None, Any, str | None]] = {}
+    rank = {d.dish_id: k for k, d in enumerate(survivors)}
 
     def record(answer: Answer) -> None:
-        verdicts[answer.item] = (*parse_pair(answer.text), answer.error)
+        a, *others = answer.item.split("|")
+        if len(others) == 1:
+            verdicts[answer.item] = (*parse_pair(answer.text), answer.error)
+            return
+        for other, (verdict, reason) in parse_group(answer.text, others).items():
+            pair = (a, other) if rank[a] < rank[other] else (other, a)  # a pair's key: earlier|later
+            verdicts["|".join(pair)] = (verdict, reason, answer.error)
 
     if pairs:
-        ctx.models.ask_each(NAME, s.model, PAIR_VERSION, pair_asks(survivors, pairs), record)
+        ctx.models.ask_each(NAME, s.model, PAIR_VERSION, pair_asks(survivors, groups), record)
     unreadable = [item for item, (verdict, _, error) in verdicts.items() if verdict is None and error is None]
     if len(unreadable) > max(MAX_UNREADABLE * len(pairs), 2):
         raise StageFailed(f"stage {NAME}: {len(unreadable)} of {len(pairs)} same-dish verdicts could not be read "
@@ -165,7 +211,7 @@ def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], dic
     summary = {"compared_on": "concepts (construct/lexicon.py)" + (f", a model glossary of {len(glossary)} name(s)"
                                                                     if glossary else "")
                               + (f", embeddings from {s.embed_model}" if vectors is not None else ""),
-               "dishes": len(survivors), "pairs": len(pairs), "same": len(same), "unreadable": len(unreadable),
+               "dishes": len(survivors), "pairs": len(pairs), "questions": len(groups), "same": len(same), "unreadable": len(unreadable),
                "failed": sum(v[2] is not None for v in verdicts.values()), "dropped": len(twins), "glossary": glossary}
     return twins, same, (row(*pair) for pair in ids), complete, summary
 

@@ -16,7 +16,8 @@ recognises a photo by the SHA-256 of the bytes it receives (small JPEGs travel a
 by its id or name, and answers as a careful model would, except where the truth plants a defect that
 only a model can make: an ambiguous or too-easy classification item (found by one of the two filter
 models), and VQA drafts that break a question rule, repeat another question or fail an audit.
-A dedupe pair (named by its ids in the prompt) is the same dish when the truth gives both one recipe,
+A dedupe pair (named by its ids in the prompt; a group question names a dish and several others, each
+answered apart) is the same dish when the truth gives both one recipe,
 and the same question when the truth gives both items one question text. The
 tests' fake (tests/fakes/construct_server.py) answers with the same `ConstructOracle`.
 """
@@ -137,10 +138,17 @@ class ConstructOracle:
 
     # -- dedupe: pairs named by id in the prompt, judged from the truth alone
     def same_dish(self, request: StageRequest) -> dict:
-        a, b = (self.dishes[i] for i in re.findall(r"^Dish [AB] \((\S+)\):", request.prompt, flags=re.M))
+        named = re.findall(r"^Dish (A|B\d*) \((\S+)\):", request.prompt, flags=re.M)
         recipe = ("standard_name", "slots", "grams")
-        same = not a["odd"] and not b["odd"] and all(a.get(k) == b.get(k) for k in recipe)
-        return {"same_dish": same, "reason": "one recipe under two names" if same else "different recipes"}
+
+        def verdict(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+            same = not a["odd"] and not b["odd"] and all(a.get(k) == b.get(k) for k in recipe)
+            return {"same_dish": same, "reason": "one recipe under two names" if same else "different recipes"}
+
+        a = self.dishes[named[0][1]]
+        if [label for label, _ in named] == ["A", "B"]:
+            return verdict(a, self.dishes[named[1][1]])
+        return {i: verdict(a, self.dishes[i]) for _, i in named[1:]}  # a dish and several: one verdict each
 
     def same_question(self, request: StageRequest) -> dict:
         a, b = (self.texts(*item.split(":"))[0]["question"]
