@@ -269,23 +269,28 @@ def score_official(task: str, records: list[dict[str, Any]], predictions: Sequen
     return {"official": figures, "official_disagreements": disagreements(task, list(scored.values()))}
 
 
+def strict_verdict_of(record: dict[str, Any]) -> str | None:
+    """Ours beside theirs for one judged answer, set on its record: wrong when their step did not judge
+    it (empty or failed), else their judge's reply read strictly; None (unscored) for a reply that says
+    neither yes nor no plainly, or none."""
+    mine = record.get("official") or {}
+    if mine.get("judged") is False:
+        verdict: str | None = "I"
+    elif mine.get("strict") is not None:
+        verdict = "C" if mine["strict"] else "I"
+    else:
+        verdict = None
+    record.update(verdict=verdict, decided_by="judge" if verdict else None,
+                  correct=None if verdict is None else verdict == "C")
+    return verdict
+
+
 def score_strict_judged(task: str, records: list[dict[str, Any]], judge_model: str | None,
                         n_boot: int = N_BOOT) -> dict[str, Any]:
     """Ours beside theirs for a judged task under the authors' protocol: the same judge reply read
     strictly (one word that says yes or no, `official.strict_verdict`); a failed or empty answer is
     wrong; a reply that says neither plainly leaves the item unscored."""
-    verdicts: list[str | None] = []
-    for record in records:
-        mine = record.get("official") or {}
-        if mine.get("judged") is False:
-            verdict: str | None = "I"
-        elif mine.get("strict") is not None:
-            verdict = "C" if mine["strict"] else "I"
-        else:
-            verdict = None
-        record.update(verdict=verdict, decided_by="judge" if verdict else None,
-                      correct=None if verdict is None else verdict == "C")
-        verdicts.append(verdict)
+    verdicts = [strict_verdict_of(record) for record in records]
     has_replies = any("judge_reply" in (r.get("official") or {}) for r in records)
     if not has_replies:
         return {"scored": False, "n": len(records), **numbers.outcome_counts(records),

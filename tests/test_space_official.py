@@ -109,19 +109,6 @@ def test_nutrition_headline_is_their_avg_mape_in_percent(release: Path) -> None:
     assert f"official Average MAPE (%) **{figures['avg_mape']:.2f}**" in summary_line("nutrition", "m", metrics)
 
 
-def test_vqa_is_judged_with_their_prompt_and_read_by_their_keywords_and_ours(release: Path, monkeypatch) -> None:
-    with _yes_server("是的") as server:  # their keywords read 是的 as right; ours, strict, cannot tell
-        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_port}/v1")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-judge-key")
-        done = _finished("vqa", release, model="openai:vlm", n_items=3, judge="openai:judge",
-                         models=("openai:vlm",))
-    judge_prompts = [p for p in server.prompts if "标准答案" in p]
-    assert len(judge_prompts) == 3  # one judge call per answer, with their Chinese prompt
-    metrics = done.metrics
-    assert metrics["official"]["model_evaluate_accuracy"] == 1.0 and metrics["official_headline"][1] == 1.0
-    assert metrics["unscored"] == 3 and metrics["official_disagreements"] == 0
-
-
 def _published_rows(release: Path, config: str) -> list[dict]:
     import json
 
@@ -129,47 +116,22 @@ def _published_rows(release: Path, config: str) -> list[dict]:
             if line.strip()]
 
 
-def _yes_server(reply: str):
-    """A real OpenAI-compatible server on 127.0.0.1 that answers every request with `reply` and keeps
-    each request's text (`server.prompts`)."""
-    import json
-    import threading
-    from contextlib import contextmanager
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+def test_vqa_is_judged_with_their_prompt_and_read_by_their_keywords_and_ours(release: Path, monkeypatch) -> None:
+    from tests.fakes.openai_server import FakeOpenAIServer
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-            self.server.prompts.append(json.dumps(body.get("messages", []), ensure_ascii=False))  # type: ignore[attr-defined]
-            data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
-                               "choices": [{"index": 0, "finish_reason": "stop",
-                                            "message": {"role": "assistant", "content": reply}}],
-                               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    @contextmanager
-    def serving():
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.prompts = []  # type: ignore[attr-defined]
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield server
-        finally:
-            server.shutdown()
-            server.server_close()
-
-    return serving()
+    with FakeOpenAIServer(lambda request: "是的") as server:  # their keywords read 是的 as right; ours, strict, cannot tell
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-judge-key")
+        done = _finished("vqa", release, model="openai:vlm", n_items=3, judge="openai:judge",
+                         models=("openai:vlm",))
+        judge_prompts = [r for r in server.requests if "标准答案" in r.prompt]
+    assert len(judge_prompts) == 3  # one judge call per answer, with their Chinese prompt
+    assert all(r.body["max_tokens"] == 100 and r.body["temperature"] == 0.0 for r in judge_prompts)
+    metrics = done.metrics
+    assert metrics["official"]["model_evaluate_accuracy"] == 1.0 and metrics["official_headline"][1] == 1.0
+    assert metrics["unscored"] == 3 and metrics["official_disagreements"] == 0
 
 
-# ---------------------------------------------------------------- Leaderboard
 def test_the_papers_rows_are_the_authors_full_table_with_their_error_columns() -> None:
     import csv
 

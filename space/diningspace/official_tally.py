@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from eval import official, tasks
-from eval.scoring import disagreements, official_preds
+from eval.scoring import disagreements, official_preds, strict_verdict_of
 from eval.types import Prediction
 
 
@@ -62,16 +62,7 @@ class OfficialTally:
             marker = official.facts()["error_marker"]["judge" if mine.get("judged") else "inference"]
             line.update(eval_match=False, eval_result=marker)
             mine.update(correct=False, judge_reply=marker)
-        # Ours, as eval.scoring.score_strict_judged reads it: an answer their step did not judge is wrong,
-        # a reply that says neither yes nor no plainly (or no reply) leaves the item unscored.
-        if mine.get("judged") is False:
-            verdict: str | None = "I"
-        elif mine.get("strict") is not None:
-            verdict = "C" if mine["strict"] else "I"
-        else:
-            verdict = None
-        record.update(verdict=verdict, decided_by="judge" if verdict else None,
-                      correct=None if verdict is None else verdict == "C")
+        strict_verdict_of(record)  # ours, as a run folder's scoring reads it
 
     def figures(self) -> dict[str, Any]:
         """`official` (their figures for the items answered, in their file's order),
