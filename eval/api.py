@@ -112,7 +112,9 @@ def resolve_protocol(settings: RunSettings, data: list[_TaskData]) -> RunSetting
         raise UsageError(f"--protocol official asks each row's own prompt: {settings.dataset or 'the embedded sample'} "
                          "is not the authors' release (no prompt in its rows); drop --protocol or pass their files")
     chosen = settings.protocol or ("official" if theirs else "ours")
-    resolved = dataclasses.replace(settings, protocol=chosen)
+    read = {lang for d in data if (lang := getattr(d.release, "lang", None))}
+    lang = read.pop() if len(read) == 1 else settings.lang  # one file of theirs is in its own language
+    resolved = dataclasses.replace(settings, protocol=chosen, lang=lang)
     resolved.validate()
     return resolved
 

@@ -31,12 +31,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = api.run(settings, progress=not args.no_progress)
     metrics = api.read_metrics(out)
     source = settings.dataset or os.environ.get("DININGBENCH_SOURCE") or "the embedded synthetic sample"
-    protocol = ((api.read_run_json(out) or {}).get("settings") or {}).get("protocol")
+    asked_with = (api.read_run_json(out) or {}).get("settings") or {}  # as the run resolved them
+    protocol = asked_with.get("protocol")
     if protocol == "official":
         asked = f"the authors' protocol, image indices {settings.image_indices or '0'}"
     else:
         asked = f"{settings.images or 'all'} views{', CoT' if settings.cot else ''}"
-    print(f"{settings.model} on {source} ({settings.lang}, {asked})\n")
+    print(f"{settings.model} on {source} ({asked_with.get('lang') or settings.lang}, {asked})\n")
     print(results_table(metrics))
     line = circular_line(metrics.get("classification") or {})
     if line:
