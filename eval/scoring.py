@@ -47,6 +47,7 @@ from typing import Any
 from eval import circular, numbers, tasks
 from eval.images import select_views
 from eval.judge import BackendJudge, JudgeError
+from eval.limiter import MAX_CONCURRENCY, START, threads_for
 from eval.runinfo import read_run_json
 from eval.settings import N_BOOT, RunSettings
 from eval.store import PREDICTIONS, Key, json_text, key_of, read_predictions, write_atomically
@@ -141,7 +142,7 @@ def score_task(task: str, records: list[dict[str, Any]], parsed: list[Any], rows
 
 def score_judged(task: str, records: list[dict[str, Any]], raws: list[str | None], questions: list[str],
                  judge: Callable[[str], str] | None, judge_model: str | None, cache_dir: Path,
-                 concurrency: int = RunSettings.concurrency, n_boot: int = N_BOOT) -> dict[str, Any]:
+                 concurrency: int = START, n_boot: int = N_BOOT) -> dict[str, Any]:
     """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I").
 
     The judge reads the raw answers through the metric's own `final_answer`, exactly as the
@@ -211,8 +212,11 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                                "pass --judge-base-url again (URLs are not stored)")
     if predictions is None:
         predictions = read_predictions(run_dir / PREDICTIONS)
+    concurrency = settings.get("concurrency") or RunSettings.concurrency
+    max_concurrency = int(settings.get("max_concurrency") or MAX_CONCURRENCY)
     judge_fn = BackendJudge(judge, judge_base_url, timeout=float(settings.get("timeout") or RunSettings.timeout),
-                            max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS)) if judge else None
+                            max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS), concurrency=concurrency,
+                            max_concurrency=max_concurrency) if judge else None
     metrics: dict[str, Any] = {}
     all_records: list[dict[str, Any]] = []
     rotated_records: list[dict[str, Any]] = []
@@ -244,7 +248,7 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                 raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in mine]
                 metrics[task] = score_judged(task, records, raws, [spec.question(by_id[p.id], lang) or "" for p in mine],
                                              judge_fn, judge, Path(judge_cache or run_dir / JUDGE_CACHE),
-                                             concurrency=int(settings.get("concurrency") or RunSettings.concurrency),
+                                             concurrency=threads_for(concurrency, max_concurrency),
                                              n_boot=n_boot)
             else:
                 item_rows = [by_id[p.id] for p in mine]

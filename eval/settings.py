@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from eval import tasks as task_registry
+from eval.limiter import AUTO, MAX_CONCURRENCY, concurrency_value
 from eval.specs import SpecError, parse_spec
 from eval.types import DEFAULT_MAX_TOKENS, UserError
 
@@ -40,6 +41,14 @@ def _opt(default: Any, help: str, *, identity: bool = False, engine: bool = Fals
 
 
 opt = _opt  # for other settings declarations (construct/work.py's BuildSettings)
+
+
+def concurrency_arg(value: str) -> int | str:
+    try:
+        return concurrency_value(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
 
 
 @dataclass
@@ -77,8 +86,12 @@ class RunSettings:
     circular: bool = _opt(False, "classification: ask each item under every rotation of its options too (CircularEval); "
                                  "it counts correct only if every rotation is")
     max_image_side: int = _opt(1024, "resize bound in pixels (default 1024)", identity=True)
-    concurrency: int = _opt(8, "requests in flight at once, and parallel VQA judge calls (default 8); in a "
-                               "sweep, per cell: cells run one after another. Lower it when an API answers 429")
+    concurrency: int | str = _opt(AUTO, "requests in flight per endpoint: auto (default: learnt while the run goes, "
+                                        "from the server's latency, its 429s and 503s and its rate-limit headers) "
+                                        "or a fixed N; the VQA judge's too. In a sweep, per cell: cells run one "
+                                        "after another", type=concurrency_arg, metavar="N|auto")
+    max_concurrency: int = _opt(MAX_CONCURRENCY, f"with --concurrency auto: the most requests in flight per "
+                                                 f"endpoint (default {MAX_CONCURRENCY})")
     judge: str | None = _opt(None, "VQA judge model, e.g. openai:gpt-4o", metavar="SPEC")
     judge_base_url: str | None = _opt(None, "endpoint of the judge model")
     out: Path | None = _opt(None, "run folder (default results/<model>-<task>-<settings>/)")
@@ -125,7 +138,14 @@ class RunSettings:
             raise UsageError(f"unknown --image-order {self.image_order!r}; choose one of {', '.join(IMAGE_ORDERS)}")
         if self.lang not in LANGS:
             raise UsageError(f"unknown --lang {self.lang!r}; choose zh or en")
-        for name in ("concurrency", "max_tokens", "max_image_side", "batch_size", "max_attempts", "epochs"):
+        try:
+            self.concurrency = concurrency_value(self.concurrency)
+        except ValueError as exc:
+            raise UsageError(f"--concurrency: {exc}") from None
+        for name in ("concurrency", "max_concurrency", "max_tokens", "max_image_side", "batch_size", "max_attempts",
+                     "epochs"):
+            if name == "concurrency" and self.concurrency == AUTO:
+                continue
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
         if self.circular and not any(task_registry.get(t).has_options for t in self.tasks):
