@@ -2,12 +2,13 @@
 learnt while the run goes (`--concurrency auto`), paced by what the server says of its rate limit.
 
 One `Limits` per run (or judge, or construction phase) holds one `Limiter` per endpoint (base URL;
-replicas each their own). An adaptive limiter starts at today's fixed default, doubles while every
-slot is busy and the median latency stays near the lowest median it has measured (a server that
-queues shows it in latency long before it refuses), then grows by a tenth per round; it shrinks by
-a tenth when latency climbs past TOLERANCE x that floor, and multiplicatively (BACKOFF) on a 429, a
-503 that comes with load or Retry-After, or a timeout, once per round so that one burst of refusals
-is one signal. Whatever the mode, a Retry-After pauses the whole endpoint, and the OpenAI-style
+replicas each their own). An adaptive limiter starts at today's fixed default and, each round (about
+`limit` answers), doubles while every slot is busy and the median latency stays near the lowest
+median it has measured (a server that queues shows it in latency long before it refuses); after a
+first sign of load it grows by a quarter while latency stays within NEAR x that floor, by a tenth
+within TOLERANCE x. It shrinks by a tenth when latency climbs past TOLERANCE x the floor, and
+multiplicatively (BACKOFF) on a 429, a 503 that comes with load or Retry-After, or a timeout, once
+per round so that one burst of refusals is one signal. Whatever the mode, a Retry-After pauses the whole endpoint, and the OpenAI-style
 `x-ratelimit-*` headers (requests and tokens) are mirrored in a client-side token bucket, so requests
 are spaced to what is left instead of finding the limit by being refused.
 """
@@ -25,6 +26,7 @@ from typing import Any
 AUTO = "auto"
 START = 8  # the fixed default of old: auto begins where it did, so it is never slower at the start
 MAX_CONCURRENCY = 256  # --max-concurrency's default: above vLLM's default max_num_seqs (128-256), ~36 MB of views
+NEAR = 1.25  # a round's median latency up to this many times the floor: no queue, grow by a quarter
 TOLERANCE = 2.0  # a round's median latency up to this many times the floor still counts as "near the floor"
 BACKOFF = 0.7  # the limit after a refusal
 OVERLOAD_SHARE = 0.5  # 503s without Retry-After cut the limit only above this share of a round (or with slow answers)
@@ -93,11 +95,17 @@ class Budget:
 
     @property
     def rate(self) -> float:
-        """Refill per second: what was spent over the time to refill it (a minute's window when nothing was spent)."""
+        """Refill per second. The limit is per minute (OpenAI's RPM and TPM); what was spent over the
+        time to refill it says more when it is lower (a provider that counts a shorter window, or a day).
+
+        >>> Budget(1200, 0, 1.0).rate, Budget(1200, 1100, 5.0).rate, Budget(1200, 1200, 0.0).rate
+        (20.0, 20.0, 20.0)
+        """
+        per_minute = self.limit / 60.0
         spent = self.limit - self.remaining
         if self.reset_s and spent > 0:
-            return spent / self.reset_s
-        return self.limit / 60.0
+            return min(per_minute, spent / self.reset_s)
+        return per_minute
 
 
 @dataclass(frozen=True)
@@ -134,12 +142,20 @@ def pacing_from_headers(headers: Mapping[str, str] | Any | None, retry_after: fl
 
 
 class _Bucket:
-    """A client-side mirror of one of the server's token buckets."""
+    """A client-side mirror of one of the server's token buckets. Its capacity is what the server has
+    shown it holds (a provider may allow a second's worth at once, not the minute's limit)."""
 
-    __slots__ = ("at", "capacity", "level", "rate")
+    __slots__ = ("at", "capacity", "level", "peak", "rate")
 
     def __init__(self, budget: Budget, level: float, now: float) -> None:
-        self.capacity, self.rate, self.level, self.at = budget.limit, max(budget.rate, 1e-6), level, now
+        self.rate, self.at, self.peak = max(budget.rate, 1e-6), now, budget.remaining
+        self.capacity = min(budget.limit, max(self.peak + 1, self.rate))
+        self.level = min(level, self.capacity)
+
+    def update(self, budget: Budget, level: float, now: float) -> None:
+        self.rate, self.at, self.peak = max(budget.rate, 1e-6), now, max(self.peak, budget.remaining)
+        self.capacity = min(budget.limit, max(self.peak + 1, self.rate))
+        self.level = min(level, self.capacity)
 
     def refill(self, now: float) -> float:
         self.level = min(self.capacity, self.level + self.rate * (now - self.at))
@@ -245,8 +261,7 @@ class Limiter:
         self.answered += kind == OK
         self.refusals += kind in (REFUSED, OVERLOADED)
         self.timeouts += kind == TIMEOUT
-        if self.adaptive:
-            self._adapt(kind, latency, now)
+        self._observe(kind, latency, now)
         if self._room is not None and not self._room.done() and self.in_flight < self.slots:
             self._room.set_result(None)
 
@@ -270,12 +285,12 @@ class Limiter:
             level = budget.remaining - sent_since + budget.rate * (now - slot.started)
             bucket = self._buckets.get(kind)
             if bucket is None:
-                self._buckets[kind] = _Bucket(budget, min(level, budget.limit), now)
+                self._buckets[kind] = _Bucket(budget, level, now)
             else:
-                bucket.capacity, bucket.rate = budget.limit, max(budget.rate, 1e-6)
-                bucket.level, bucket.at = min(level, budget.limit), now
+                bucket.update(budget, level, now)
 
-    def _adapt(self, kind: str, latency: float | None, now: float) -> None:
+    def _observe(self, kind: str, latency: float | None, now: float) -> None:
+        """Rounds of about `limit` answers: the latency floor and the trace always; the limit under auto."""
         self._round_size += 1
         if kind == OK and latency is not None:
             self._round.append(latency)
@@ -288,7 +303,8 @@ class Limiter:
             self._close_round(now)
 
     def _cut(self, now: float, latency: float | None) -> None:
-        self.limit = max(1.0, self.limit * BACKOFF)
+        if self.adaptive:
+            self.limit = max(1.0, self.limit * BACKOFF)
         self._slow_start = False
         self._round_cut = True
         self._record(now, latency)
@@ -300,15 +316,24 @@ class Limiter:
             # The floor may creep up 1% a round: a server that became slower for everyone is not queueing.
             self.floor = median if self.floor is None else min(median, self.floor * 1.01)
         slow = median is not None and self.floor is not None and median > TOLERANCE * self.floor
-        overloaded = self._round_overloaded > OVERLOAD_SHARE * self._round_size or (slow and self._round_overloaded)
-        if overloaded:
+        # A few 503s in a small round are chance on a flaky server; a majority of a round of 16 or more is load.
+        share = OVERLOAD_SHARE if self._round_size >= 2 * START else 0.75
+        overloaded = self._round_overloaded > share * self._round_size or (slow and self._round_overloaded > 0)
+        if not self.adaptive:
+            pass
+        elif overloaded:
             self.limit = max(1.0, self.limit * BACKOFF)
             self._slow_start = False
         elif slow:
             self.limit = max(1.0, self.limit * 0.9)
             self._slow_start = False
-        elif self._waited:
-            grown = self.limit * 2 if self._slow_start else self.limit + max(1.0, self.limit * 0.1)
+        elif self._waited:  # every slot was busy: more may help
+            if self._slow_start:
+                grown = self.limit * 2
+            elif median is not None and self.floor is not None and median <= NEAR * self.floor:
+                grown = self.limit * 1.25  # no sign of a queue at all
+            else:
+                grown = self.limit + max(1.0, self.limit * 0.1)
             self.limit = min(float(self.cap), grown)
         self._record(now, median)
         self._new_round()

@@ -54,8 +54,10 @@ class RetryPolicy:
     request_timeout: float | None = None  # a safety net above the backend's own client timeout
     max_wait_s: float = 900.0
 
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+    def delay(self, attempt: int, retry_after: float | None, base: float | None = None) -> float:
+        """`base` replaces base_delay: a request refused while others are answered backs off on the
+        scale of the endpoint's own latency, not of an outage."""
+        ceiling = min(self.max_delay, (self.base_delay if base is None else base) * 2 ** (attempt - 1))
         if retry_after is not None:
             wait = max(retry_after, 0.0)
             return min(wait + random.uniform(0.0, max(wait, ceiling) / 2), max(self.max_delay, wait))
@@ -181,11 +183,13 @@ async def call_with_retries(backend: Backend, request: Request, policy: RetryPol
         # Back-pressure while the endpoint answers others is contention: the limit comes down and this
         # request waits its turn without spending an attempt. Refused while nobody is answered, it spends one.
         answered = limiter.answered if limiter is not None else 0
-        faults += error.status not in BACK_PRESSURE or answered <= seen_answered
+        contention = error.status in BACK_PRESSURE and answered > seen_answered
+        faults += not contention
         seen_answered = answered
         if not error.retryable or faults >= policy.max_attempts:
             return Outcome(request, None, error_text(error), attempt, time.monotonic() - start)
-        delay = policy.delay(attempt, error.retry_after)
+        scale = limiter.floor if contention and limiter is not None and limiter.floor else None
+        delay = policy.delay(attempt, error.retry_after, None if scale is None else min(scale, policy.base_delay))
         waited = time.monotonic() - start
         if waited + delay > policy.max_wait_s:
             return Outcome(request, None, f"{error_text(error)} (still refused after {waited:.0f} s and "

@@ -86,8 +86,8 @@ class RunSettings:
     circular: bool = _opt(False, "classification: ask each item under every rotation of its options too (CircularEval); "
                                  "it counts correct only if every rotation is")
     max_image_side: int = _opt(1024, "resize bound in pixels (default 1024)", identity=True)
-    concurrency: int | str = _opt(AUTO, "requests in flight per endpoint: auto (default: learnt while the run goes, "
-                                        "from the server's latency, its 429s and 503s and its rate-limit headers) "
+    concurrency: int | str = _opt(AUTO, "requests in flight per endpoint (default auto: learnt while the run goes, "
+                                        "from the server's latency, its 429s and 503s and its rate-limit headers), "
                                         "or a fixed N; the VQA judge's too. In a sweep, per cell: cells run one "
                                         "after another", type=concurrency_arg, metavar="N|auto")
     max_concurrency: int = _opt(MAX_CONCURRENCY, f"with --concurrency auto: the most requests in flight per "
