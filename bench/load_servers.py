@@ -216,6 +216,7 @@ class ThreadServer:
 
     def _run(self) -> None:
         self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
 
         def ready(port: int) -> None:
             self.base_url = f"http://127.0.0.1:{port}/v1"
@@ -226,6 +227,13 @@ class ThreadServer:
             self._loop.run_until_complete(self._task)
         except (asyncio.CancelledError, RuntimeError):
             pass
+        finally:  # the connections' handlers end here, on their own loop, before it closes
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                self._loop.run_until_complete(asyncio.wait(pending))
+            self._loop.close()
 
     def __enter__(self) -> ThreadServer:
         self._thread.start()

@@ -306,9 +306,8 @@ class Limiter:
         if self.adaptive:
             self.limit = max(1.0, self.limit * BACKOFF)
         self._slow_start = False
-        self._round_cut = True
         self._record(now, latency)
-        self._new_round()
+        self._new_round(cut=True)  # the rest of this burst, answered under the old limit, is the same signal
 
     def _close_round(self, now: float) -> None:
         median = statistics.median(self._round) if self._round else None
@@ -338,10 +337,10 @@ class Limiter:
         self._record(now, median)
         self._new_round()
 
-    def _new_round(self) -> None:
+    def _new_round(self, *, cut: bool = False) -> None:
         self._round = []
         self._round_size = self._round_bad = self._round_overloaded = 0
-        self._round_cut = self._waited = False
+        self._round_cut, self._waited = cut, False
 
     def _record(self, now: float, latency: float | None) -> None:
         self.trace.append((round(now - self._start, 3), self.slots, self.in_flight,
