@@ -15,6 +15,7 @@ from typing import Any
 
 from eval.agreement import read_agreement, scoring_judge
 from eval.circular import circular_figures, read_rotations
+from eval.limiter import settled_line
 from eval.numbers import (
     breakdown,
     chance_accuracy,
@@ -24,7 +25,6 @@ from eval.numbers import (
     outcome_counts,
     score_nutrition_rows,
 )
-from eval.limiter import settled_line
 from eval.report import model_card
 from eval.report.paired import comparison, group_runs
 from eval.report.runs import ReportError, RunData, expand_run_dirs, load_reported, load_run
