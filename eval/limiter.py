@@ -23,9 +23,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-AUTO = "auto"
+# The setting's values are declared with the settings; the limiter's users find them here too.
+from eval.settings import AUTO as AUTO
+from eval.settings import MAX_CONCURRENCY as MAX_CONCURRENCY
+from eval.settings import concurrency_value as concurrency_value
+
 START = 8  # the fixed default of old: auto begins where it did, so it is never slower at the start
-MAX_CONCURRENCY = 256  # --max-concurrency's default: above vLLM's default max_num_seqs (128-256), ~36 MB of views
 NEAR = 1.25  # a round's median latency up to this many times the floor: no queue, grow by a quarter
 TOLERANCE = 2.0  # a round's median latency up to this many times the floor still counts as "near the floor"
 BACKOFF = 0.7  # the limit after a refusal
@@ -35,23 +38,6 @@ TRACE_POINTS = 400  # a limiter's trace keeps at most this many points (halved b
 
 # What a finished attempt says about the endpoint's capacity.
 OK, REFUSED, OVERLOADED, TIMEOUT, FAILED = "ok", "refused", "overloaded", "timeout", "failed"
-
-
-def concurrency_value(text: str | int) -> int | str:
-    """`--concurrency`: a number of requests in flight, or `auto`.
-
-    >>> concurrency_value("auto"), concurrency_value("16"), concurrency_value(4)
-    ('auto', 16, 4)
-    """
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    value = str(text).strip().lower()
-    if value == AUTO:
-        return AUTO
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"expected a number or 'auto', got {text!r}") from None
 
 
 def threads_for(concurrency: int | str, max_concurrency: int = MAX_CONCURRENCY) -> int:

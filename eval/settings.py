@@ -17,14 +17,32 @@ from pathlib import Path
 from typing import Any
 
 from eval import tasks as task_registry
-from eval.limiter import AUTO, MAX_CONCURRENCY, concurrency_value
 from eval.specs import SpecError, parse_spec
 from eval.types import DEFAULT_MAX_TOKENS, UserError
 
 IMAGE_ORDERS = ("reference-first", "user-first", "random")
 LANGS = ("zh", "en")
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+AUTO = "auto"  # --concurrency auto: each endpoint's limit learnt while the run goes (eval/limiter.py)
+MAX_CONCURRENCY = 256  # --max-concurrency's default: above vLLM's default max_num_seqs (128-256), ~36 MB of views
 N_BOOT = 1000  # bootstrap resamples of every 95% interval: RunSettings.n_boot, each report's and command's default
+
+
+def concurrency_value(text: str | int) -> int | str:
+    """`--concurrency`: a number of requests in flight, or `auto`.
+
+    >>> concurrency_value("auto"), concurrency_value("16"), concurrency_value(4)
+    ('auto', 16, 4)
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value == AUTO:
+        return AUTO
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"expected a number or 'auto', got {text!r}") from None
 
 
 class UsageError(UserError):
