@@ -40,6 +40,7 @@ from construct.work import BuildSettings, write_json
 from eval.backends import make_backend, release
 from eval.endpoints import host_of
 from eval.images import encode_for_transport
+from eval.limiter import MAX_CONCURRENCY, START, Limits
 from eval.runner import BUILD_THREADS, RetryPolicy, built_ahead, execute
 from eval.store import JsonlLog
 from eval.types import Backend, GenerationConfig, ImagePart, Message, Request, Response
@@ -165,6 +166,14 @@ class RoundRobin:
     async def generate(self, request: Request) -> Response:
         i = self._next
         self._next = (i + 1) % len(self.backends)
+        return await self.generate_at(i, request)
+
+    def endpoints(self) -> list[str | None]:
+        """The replicas' hosts: under --concurrency auto the runner gives each its own limiter and sends
+        to each as its limiter allows (`generate_at`), so a faster replica takes more of the calls."""
+        return list(self.hosts)
+
+    async def generate_at(self, i: int, request: Request) -> Response:
         self.sent[i] += 1
         return await self.backends[i].generate(request)
 
@@ -185,8 +194,15 @@ class Phase:
     version: str
     max_tokens: int
     seed: int
-    concurrency: int
+    concurrency: int | str  # N, or "auto" (eval.limiter)
     timeout: float
+    max_concurrency: int = MAX_CONCURRENCY
+
+    @property
+    def build_ahead(self) -> int:
+        """Asks read and encoded ahead of need: as many as calls in flight (under auto, a few rounds' worth)."""
+        wanted = self.concurrency if isinstance(self.concurrency, int) else min(self.max_concurrency, 4 * START)
+        return max(BUILD_THREADS, wanted)
 
     def config(self) -> GenerationConfig:
         return GenerationConfig(temperature=0.0, max_tokens=self.max_tokens, seed=self.seed)
@@ -207,7 +223,7 @@ def count(stats: dict[str, Any], answer: Answer) -> None:
 
 
 async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store: CallStore, log: JsonlLog,
-                      on_answer: Callable[[Answer], None]) -> None:
+                      on_answer: Callable[[Answer], None], limits: Limits | None = None) -> None:
     """Answer each ask from the store, or by a call whose row is appended to `log`; `on_answer` gets each
     answer (in completion order). The one call loop of both engines: the driver's (local engine) and
     each Ray actor's.
@@ -215,7 +231,8 @@ async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store
     The asks flow through one bounded producer/consumer: a worker takes the next ask as soon as its call
     returns (no batch waits for its slowest call), and an ask's photos are read and encoded in a build
     thread just ahead of need, so at most 2 x `concurrency` (or `concurrency` + BUILD_THREADS) asks hold
-    image bytes; `asks` itself is read as lazily."""
+    image bytes; `asks` itself is read as lazily. `limits` (one per endpoint: `eval.limiter`) may outlive
+    the call, so what a Ray actor learnt of its endpoints carries over to its next batch."""
     config = phase.config()
     lock = threading.Lock()  # one store connection, shared by the build threads
 
@@ -237,7 +254,7 @@ async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store
     async def requests() -> AsyncIterator[Request]:
         # As many builds ahead as calls in flight: a wave of answers finds its next requests ready.
         # Every `on_answer` runs on the event loop's thread, never in a build thread.
-        ahead = max(BUILD_THREADS, phase.concurrency)
+        ahead = phase.build_ahead
         async for built in built_ahead((partial(build, a) for a in asks), threads=ahead):  # type: ignore[misc]
             if isinstance(built, Answer):
                 on_answer(built)
@@ -245,7 +262,8 @@ async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store
                 yield built
 
     policy = RetryPolicy(max_attempts=4, base_delay=0.5, max_delay=30.0, request_timeout=phase.timeout)
-    async for outcome in execute(backend, requests(), concurrency=phase.concurrency, policy=policy):
+    limits = limits or Limits(phase.concurrency, phase.max_concurrency)
+    async for outcome in execute(backend, requests(), limits=limits, policy=policy):
         item = outcome.request.id
         response = outcome.response
         truncated = response is not None and response.truncated
@@ -295,7 +313,7 @@ class Models:
 
     def phase(self, stage: str, spec: str, version: str) -> Phase:
         s = self.settings
-        return Phase(stage, spec, version, s.max_tokens, s.seed, s.concurrency, s.timeout)
+        return Phase(stage, spec, version, s.max_tokens, s.seed, s.concurrency, s.timeout, s.max_concurrency)
 
     def ask(self, stage: str, spec: str, version: str, asks: list[Ask], *,
             base_url: str | None | object = SAME) -> dict[str, Answer]:

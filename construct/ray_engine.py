@@ -103,12 +103,14 @@ class CallActor:
     """One Ray actor of a call phase: a client per replica, its own call log, the shared call loop."""
 
     def __init__(self, phase: dict[str, Any], urls: list[str | None], settings: dict[str, Any], work: str,
-                 concurrency: int) -> None:
+                 concurrency: dict[str, Any]) -> None:
         from construct.callstore import ACTOR_LOGS, CallStore
         from eval.backends import make_backend
+        from eval.limiter import Limits
         from eval.store import JsonlLog
 
-        self.phase = Phase(**{**phase, "concurrency": concurrency})
+        self.phase = Phase(**{**phase, **concurrency})
+        self.limits = Limits(self.phase.concurrency, self.phase.max_concurrency)  # learnt once, kept across batches
         self.loop = asyncio.new_event_loop()
         settings_ = BuildSettings(**settings)
         start = int(uuid.uuid4().int % max(1, len(urls)))
@@ -121,7 +123,8 @@ class CallActor:
         asks = [Ask.from_row({"item": i, "prompt": p, "photos": json.loads(ph)})
                 for i, p, ph in zip(batch["item"], batch["prompt"], batch["photos"], strict=True)]
         answers: list[Answer] = []
-        self.loop.run_until_complete(answer_asks(self.backend, asks, self.phase, self.store, self.log, answers.append))
+        self.loop.run_until_complete(answer_asks(self.backend, asks, self.phase, self.store, self.log, answers.append,
+                                                 self.limits))
         return {"item": [a.item for a in answers], "text": [a.text for a in answers],
                 "error": [a.error for a in answers], "cached": [a.cached for a in answers],
                 "usage": [json.dumps(a.usage) if a.usage is not None else "" for a in answers],
@@ -194,14 +197,18 @@ class RayEngine:
         rows = ({"item": a.item, "prompt": a.prompt, "photos": json.dumps(a.to_row()["photos"])}
                 for a in chain(head, pending))
         n = write_chunks(folder, rows, ASKS_PER_FILE)
-        per_actor = max(1, math.ceil(phase.concurrency / self.actors))
+        # Each actor's share: of a fixed N, or of the cap under auto (each actor learns its own limits).
+        adaptive = not isinstance(phase.concurrency, int)
+        per_actor = max(1, math.ceil((phase.max_concurrency if adaptive else int(phase.concurrency)) / self.actors))
+        share = {"concurrency": phase.concurrency, "max_concurrency": per_actor} if adaptive else \
+            {"concurrency": per_actor}
         actors = max(1, min(self.actors, math.ceil(n / per_actor)))
         ds = self.ray.data.read_json(str(folder), file_extensions=["jsonl"])
         out = ds.map_batches(
             CallActor, batch_format="numpy", batch_size=4 * per_actor, num_cpus=0.25,
             compute=self.ray.data.ActorPoolStrategy(size=actors),
             fn_constructor_kwargs={"phase": asdict(phase), "urls": base_urls(url), "settings": asdict(self.settings),
-                                   "work": str(work), "concurrency": per_actor})
+                                   "work": str(work), "concurrency": share})
         # Ray Data restarts a dead actor and retries its batch (max_restarts / max_task_retries -1 by default).
         for batch in out.iter_batches(batch_size=None, batch_format="pyarrow"):
             for row in batch.to_pylist():

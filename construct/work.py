@@ -18,7 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from construct.errors import BuildError
 from dataset.jsonl import iter_jsonl_objects
-from eval.settings import opt
+from eval.limiter import AUTO, MAX_CONCURRENCY
+from eval.settings import concurrency_arg, opt
 from eval.store import json_line, read_jsonl, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS
 
@@ -110,7 +111,11 @@ class BuildSettings:
     photo_match_base_url: str | None = opt(None, "URL[,URL...] of --photo-match-model (default: --base-url)",
                                            action="append")
     fdc: str | None = opt(None, "folder of the FoodData Central CSV download")
-    concurrency: int = opt(8, "model calls in flight at once (default 8)")
+    concurrency: int | str = opt(AUTO, "model calls in flight per endpoint (each replica its own): auto (default: "
+                                       "learnt from latency, refusals and rate-limit headers) or a fixed N",
+                                 type=concurrency_arg, metavar="N|auto")
+    max_concurrency: int = opt(MAX_CONCURRENCY, f"with --concurrency auto: the most calls in flight per endpoint "
+                                                f"(default {MAX_CONCURRENCY})")
     seed: int = opt(0, "seed of the models' sampling and of the item draws (default 0)")
     timeout: float = opt(120.0, "wall-clock seconds for one attempt of one call (default 120)")
     connect_wait: float = opt(15.0, "seconds to wait for a server that is still starting before the first stage "

@@ -26,6 +26,7 @@ from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import tasks
 from eval.endpoints import host_of
 from eval.judge import JudgeError, make_judge
+from eval.limiter import MAX_CONCURRENCY, START, threads_for
 from eval.runinfo import read_run_json
 from eval.scoring import JUDGE_CACHE, METRICS, ScoringError, load_rows
 from eval.settings import N_BOOT, RunSettings
@@ -142,7 +143,7 @@ def vqa_answers(run_dir: Path) -> list[Item]:
 
 
 def judge_verdicts(items: Sequence[Item], judge: Judge, judge_model: str, cache_dir: Path, *,
-                   concurrency: int = RunSettings.concurrency) -> tuple[list[str | None], list[str | None]]:
+                   concurrency: int = START) -> tuple[list[str | None], list[str | None]]:
     """(verdicts as the accuracy uses them, the judge's own verdicts) per item.
 
     The first come from the metric's `judge_items` (rule, then cache, then judge); the judge's own
@@ -189,7 +190,7 @@ def read_human_labels(path: Path) -> dict[str, str]:
 # ---------------------------------------------------------------- the whole comparison
 def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
                     human_labels: Mapping[str, str] | None = None, judge_all: bool = False, n_boot: int = N_BOOT,
-                    concurrency: int = RunSettings.concurrency, cache_dir: Path | None = None) -> dict[str, Any]:
+                    concurrency: int = START, cache_dir: Path | None = None) -> dict[str, Any]:
     """Re-judge a run's VQA answers with every judge (name -> callable) and compare; the result is
     what `judge_agreement.json` holds (written by `write_agreement`)."""
     run_dir = Path(run_dir)
@@ -259,15 +260,18 @@ def agreement_of_specs(run_dir: Path | str, specs: Sequence[str], *, human_label
     if len({spec for spec, _ in parsed}) != len(parsed):
         raise ScoringError("--judges: each judge once (the same spec twice would be compared with itself)")
     judges = {}
+    concurrency = settings.get("concurrency") or RunSettings.concurrency
+    max_concurrency = int(settings.get("max_concurrency") or MAX_CONCURRENCY)
     try:
         for spec, url in parsed:
             judge = make_judge(spec, url or base_url, timeout=float(settings.get("timeout") or RunSettings.timeout),
-                               max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS))
+                               max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS),
+                               concurrency=concurrency, max_concurrency=max_concurrency)
             judges[spec] = judge
             judge.check()
         labels = read_human_labels(human_labels) if human_labels is not None else None
         result = judge_agreement(run_dir, judges, human_labels=labels, judge_all=judge_all, n_boot=n_boot,
-                                 concurrency=int(settings.get("concurrency") or RunSettings.concurrency))
+                                 concurrency=threads_for(concurrency, max_concurrency))
     except JudgeError as exc:
         raise ScoringError(str(exc)) from None
     finally:

@@ -25,6 +25,7 @@ from eval.circular import ROTATIONS
 from eval.endpoints import check_reachable, host_of
 from eval.images import ImageError
 from eval.judge import BackendJudge, JudgeError
+from eval.limiter import Limits
 from eval.progress import Progress
 from eval.report.report import build_report, write_run_report
 from eval.report.runs import load_run
@@ -129,7 +130,8 @@ def check_judge(settings: RunSettings) -> None:
     if not settings.judge:
         return
     check_reachable(settings.judge_base_url, "--judge-base-url")
-    judge = BackendJudge(settings.judge, settings.judge_base_url, timeout=settings.timeout)
+    judge = BackendJudge(settings.judge, settings.judge_base_url, timeout=settings.timeout,
+                         concurrency=settings.concurrency, max_concurrency=settings.max_concurrency)
     try:
         judge.check()
     except JudgeError as exc:
@@ -279,14 +281,17 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     revisions = {d.task: d.release.revision for d in data if getattr(d.release, "revision", None)}
     if revisions:  # the Hub commit of the authors' release each task was read from
         info["dataset_revision"] = revisions
+    limits = Limits(settings.concurrency, settings.max_concurrency)
     with locked(out):
         _check_folder(out, info, settings.overwrite)
         write_run_json(out, info)
         try:
-            fresh, done = _call(_generate(settings, data, backend, out, on_prediction, progress))
+            fresh, done = _call(_generate(settings, data, backend, out, on_prediction, progress, limits))
         finally:
             requests.VIEW_HASHES.save()  # for the next run over the same release (an interrupted one too)
         info["backend"] = backend.describe()  # with what the request policy learnt during the run
+        if limits.limiters:  # what each endpoint's limiter settled on, and its trace (API backends)
+            info["concurrency"] = limits.describe()
         info["counts"] = {d.task: {"predictions": sum(1 for k in done if k[0] == d.task),
                                    "failed": sum(1 for k, p in done.items() if k[0] == d.task and p.error),
                                    "truncated": sum(1 for k, p in done.items() if k[0] == d.task and p.truncated)}
@@ -314,8 +319,8 @@ async def check_backend(backend: Backend) -> None:
 
 
 async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backend, out: Path,
-                    on_prediction: Callable[[Prediction], None] | None, show_progress: bool
-                    ) -> tuple[set[Key], dict[Key, Prediction]]:
+                    on_prediction: Callable[[Prediction], None] | None, show_progress: bool,
+                    limits: Limits | None = None) -> tuple[set[Key], dict[Key, Prediction]]:
     """Ask what is not answered yet; return the keys of the predictions parsed here (scoring reuses
     their parsed answers instead of parsing them again) and every prediction of the folder, as
     predictions.jsonl now holds them (scoring reads them from here, not from the file again)."""
@@ -328,7 +333,8 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
         # Failed samples of this selection are asked again; drop their old lines first.
         if any(p.error for k, p in store.done.items() if k in asked):
             store.compact(keep=lambda p: p.error is None or key_of(p) not in asked)
-        bar = Progress(total, label=settings.model, enabled=show_progress)
+        limits = limits or Limits(settings.concurrency, settings.max_concurrency)
+        bar = Progress(total, label=settings.model, enabled=show_progress, limits=limits)
 
         def skip(request: Request) -> bool:
             if store.is_answered(request.task, request.id, request.request_hash, request.metadata.get("epoch", 0),
@@ -337,7 +343,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
                 return True
             return False
 
-        outcomes = execute(backend, _requests(data, settings, skip), concurrency=settings.concurrency,
+        outcomes = execute(backend, _requests(data, settings, skip), limits=limits,
                            batch_size=settings.batch_size, policy=_policy(settings), on_retry=bar.retry)
         try:
             async for outcome in outcomes:
@@ -407,7 +413,8 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
     try:
         # aclosing: a closed or cancelled generator cancels the requests in flight and starts no new one
         async with contextlib.aclosing(execute(backend, _requests(data, settings), concurrency=settings.concurrency,
-                                               batch_size=settings.batch_size, policy=_policy(settings))) as outcomes:
+                                               max_concurrency=settings.max_concurrency, batch_size=settings.batch_size,
+                                               policy=_policy(settings))) as outcomes:
             async for outcome in outcomes:
                 row = rows[(outcome.request.task, outcome.request.id)]
                 yield to_prediction(outcome, await parse(outcome, row, settings.lang)), row

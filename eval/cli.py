@@ -1,6 +1,7 @@
 """`python -m eval run|score|import|report|sweep|judge-agreement|analyze`: argparse in front of eval.api and eval.report.
 
-Every user mistake ends as one `error: ...` line on stderr and exit status 2, never a traceback.
+Every user mistake ends as one `error: ...` line on stderr and exit status 2, never a traceback; a `run`
+that ends with failed items says so in its last line and exits 3 (rerunning it asks only those items).
 The `run` and `sweep` flags come from `eval.settings.RunSettings`, where each default is declared once.
 """
 
@@ -24,6 +25,7 @@ from eval.settings import LANGS, N_BOOT, UsageError, add_run_arguments, settings
 from eval.types import is_user_error
 
 EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3  # `run` finished, but some items failed after their retries (their errors are saved; rerun to ask them)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -43,7 +45,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     if line:
         print("\n" + line)
     print(f"\nresults in {out}/ (predictions.jsonl, scores.jsonl, metrics.json, run.json, report.md)")
-    return 0
+    return finish_line(out)
+
+
+def finish_line(out: Path) -> int:
+    """What each endpoint's limiter settled on; then, when items failed, why (the most frequent errors)
+    and, as the last line, how many: exit EXIT_INCOMPLETE, so a partial run is never taken for a whole one."""
+    from eval.report.runs import load_run
+    from eval.runinfo import read_run_json
+
+    run = load_run(out)
+    lines = report.concurrency_lines([run])
+    if lines:
+        print("\nrequests in flight:\n" + terminal(lines))
+    items = [r for records in run.scores.values() for r in records]
+    failed = sum(1 for r in items if r.get("error"))
+    if not failed:
+        return 0
+    print("\nwhy items failed:")
+    for message, count in report.top_errors(items):
+        print(f"  {count} × {message}")
+    counts = (read_run_json(out) or {}).get("counts") or {}
+    total = sum(int(c.get("predictions") or 0) for c in counts.values() if isinstance(c, dict)) or len(items)
+    print(f"incomplete: {failed} of {total} items failed; run the same command again to ask only those "
+          f"(exit status {EXIT_INCOMPLETE})")
+    return EXIT_INCOMPLETE
 
 
 def circular_line(figures: dict[str, Any]) -> str | None:

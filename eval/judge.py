@@ -10,6 +10,8 @@ import threading
 from typing import Any
 
 from eval.backends import SpecError, make_backend, release
+from eval.endpoints import host_of
+from eval.limiter import MAX_CONCURRENCY, Limits
 from eval.runner import RetryPolicy, call_with_retries
 from eval.settings import DEFAULTS
 from eval.types import ConfigError, GenerationConfig, Message, Request, UserError
@@ -30,8 +32,12 @@ class BackendJudge:
 
     def __init__(self, spec: str, base_url: str | None = None, *, timeout: float = DEFAULTS.timeout,
                  max_attempts: int = DEFAULTS.max_attempts, max_tokens: int = DEFAULTS.max_tokens,
-                 retry_base_delay: float = DEFAULTS.retry_base_delay, seed: int | None = 0) -> None:
+                 retry_base_delay: float = DEFAULTS.retry_base_delay, seed: int | None = 0,
+                 concurrency: int | str = DEFAULTS.concurrency,
+                 max_concurrency: int = MAX_CONCURRENCY) -> None:
         self.spec, self.base_url = spec, base_url
+        # Calls from any number of threads share the judge endpoint's limiter (auto, or a fixed N).
+        self.limits = Limits(concurrency, max_concurrency)
         self.config = GenerationConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
         self.policy = RetryPolicy(max_attempts=max_attempts, base_delay=retry_base_delay, request_timeout=timeout)
         self.timeout = timeout
@@ -46,7 +52,9 @@ class BackendJudge:
 
     def describe(self) -> dict[str, Any] | None:
         """The judge backend's settings and request policy, for run.json (None until built)."""
-        return self._backend.describe() if self._backend is not None else None
+        if self._backend is None:
+            return None
+        return {**self._backend.describe(), "concurrency": self.limits.describe()}
 
     def _start(self) -> None:
         with self._starting:
@@ -70,7 +78,8 @@ class BackendJudge:
         request = Request(id=f"judge-{digest[:12]}", task="vqa", messages=(Message("user", (prompt,)),),
                           config=self.config, request_hash=digest)
         assert self._loop is not None
-        outcome = asyncio.run_coroutine_threadsafe(call_with_retries(self._backend, request, self.policy),
+        limiter = self.limits.endpoint(host_of(self.base_url))
+        outcome = asyncio.run_coroutine_threadsafe(call_with_retries(self._backend, request, self.policy, limiter=limiter),
                                                    self._loop).result()
         if outcome.response is None:
             raise JudgeError(f"judge {self.spec} failed: {outcome.error}")

@@ -304,6 +304,10 @@ def task_figures(task: str, rows: Sequence[dict[str, Any]], metric_result: dict[
     figures[key] = None if interval is None else [float(interval[0]), float(interval[1])]
     if rows and not any_answered(rows):  # no headline: the table shows "–" with the failed count
         figures[key.removesuffix("_ci95")] = None
+        # Nor any other figure scored from nothing (100% MAPE per nutrient, 0% accuracy): the counts stay.
+        for name, value in metric_result.items():
+            if isinstance(value, float) and name in figures:
+                figures[name] = None
     agreement = epoch_agreement(task, rows)
     if agreement is not None:
         figures["epochs"] = agreement

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 
 def _duration(seconds: float) -> str:
@@ -22,8 +22,9 @@ class Progress:
     """Counts samples as they finish; `skipped` ones were answered by an earlier run (resume)."""
 
     def __init__(self, total: int, *, label: str = "", stream: TextIO | None = None,
-                 enabled: bool = True, log_every_s: float = 10.0) -> None:
+                 enabled: bool = True, log_every_s: float = 10.0, limits: Any = None) -> None:
         self.total = total
+        self.limits = limits  # eval.limiter.Limits: requests in flight and the current limit
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
@@ -57,8 +58,11 @@ class Progress:
         bar = "#" * filled + "." * (width - filled)
         label = f"{self.label} " if self.label else ""
         extra = f" ({self.skipped} resumed)" if self.skipped else ""
+        flight = ""
+        if self.limits is not None and self.limits.limiters:
+            flight = f" in flight {self.limits.in_flight}/{self.limits.limit}"
         return (f"{label}[{bar}] {self.done}/{self.total}{extra} {rate:.1f}/s "
-                f"ETA {_duration(eta)} failures {self.failures} retries {self.retries}")
+                f"ETA {_duration(eta)}{flight} failures {self.failures} retries {self.retries}")
 
     def _maybe_draw(self) -> None:
         if not self.enabled:

@@ -17,9 +17,11 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 from typing import Any
 
+from eval.limiter import FAILED, MAX_CONCURRENCY, OK, OVERLOADED, REFUSED, TIMEOUT, Limiter, Limits, Slot
 from eval.settings import RunSettings
 from eval.types import Backend, BackendError, Request, Response, UserError
 
@@ -37,18 +39,43 @@ class Outcome:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded exponential backoff with jitter; a server's Retry-After wins (capped at max_delay)."""
+    """Bounded exponential backoff with jitter, bounded in count and in time.
+
+    `max_attempts` counts the attempts that failed for a reason of their own (a 500, a dropped
+    connection, a timeout); back-pressure (429, 503: the server asks to come back later) while the
+    endpoint still answers other requests does not burn them, it lowers the endpoint's limit
+    instead; every retry is bounded by `max_wait_s` from the item's first attempt. A server's Retry-After is the least a refused request waits; a jittered
+    share of the growing backoff comes on top, so refused requests never all come back at once.
+    """
 
     max_attempts: int = 6
     base_delay: float = 1.0
     max_delay: float = 60.0
     request_timeout: float | None = None  # a safety net above the backend's own client timeout
+    max_wait_s: float = 900.0
 
-    def delay(self, attempt: int, retry_after: float | None) -> float:
+    def delay(self, attempt: int, retry_after: float | None, base: float | None = None) -> float:
+        """`base` replaces base_delay: a request refused while others are answered backs off on the
+        scale of the endpoint's own latency, not of an outage."""
+        ceiling = min(self.max_delay, (self.base_delay if base is None else base) * 2 ** (attempt - 1))
         if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_delay)
-        ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+            wait = max(retry_after, 0.0)
+            return min(wait + random.uniform(0.0, max(wait, ceiling) / 2), max(self.max_delay, wait))
         return random.uniform(ceiling / 2, ceiling)  # jitter keeps concurrent retries from syncing up
+
+
+BACK_PRESSURE = frozenset({429, 503, 529})  # "come back later": lowers the limit, burns no attempt
+
+
+def signal_of(error: BackendError) -> str:
+    """What a failed attempt says of the endpoint's capacity, for its limiter."""
+    if error.status == 429 or (error.status in BACK_PRESSURE and error.retry_after is not None):
+        return REFUSED
+    if error.status in BACK_PRESSURE:
+        return OVERLOADED
+    if error.timed_out:
+        return TIMEOUT
+    return FAILED
 
 
 def error_text(error: BaseException) -> str:
@@ -105,37 +132,71 @@ class Reachability:
 
 async def call_with_retries(backend: Backend, request: Request, policy: RetryPolicy,
                             on_retry: Callable[[], None] | None = None,
-                            reach: Reachability | None = None) -> Outcome:
+                            reach: Reachability | None = None, *, limiter: Limiter | None = None,
+                            slot: Slot | None = None,
+                            send: Callable[[Request], Awaitable[Response]] | None = None) -> Outcome:
     """One request to completion: retry retryable errors, fail at once on the others. With `reach`
     (one per run), a run whose requests have all failed to connect for FAIL_FAST_SECONDS stops
-    (ServerUnreachable) instead of retrying every item."""
+    (ServerUnreachable) instead of retrying every item. With `limiter`, each attempt holds one of
+    the endpoint's slots (`slot`: the first one, already taken) and gives it back, with what the
+    attempt said, before any wait: a request waiting to retry holds no slot."""
+    send = send or backend.generate
     start = time.monotonic()
-    attempt = 0
+    attempt = faults = 0
+    seen_answered = limiter.answered if limiter is not None else 0
     while True:
+        if limiter is not None and slot is None:
+            slot = await limiter.acquire()
         attempt += 1
+        sent = time.monotonic()
         try:
-            call = backend.generate(request)
+            call = send(request)
             response = await (_within(call, policy.request_timeout) if policy.request_timeout else call)
             if not isinstance(response, Response):
                 raise BackendError(f"backend returned {type(response).__name__}, not a Response", retryable=False)
             if reach is not None:
                 reach.reached = True
-            return Outcome(request, response, None, attempt, time.monotonic() - start)
+            now = time.monotonic()
+            if limiter is not None and slot is not None:
+                usage = response.usage or {}
+                limiter.done(slot, OK, latency=now - sent, pacing=response.pacing,
+                             tokens=usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
+            return Outcome(request, response, None, attempt, now - start)
         except TimeoutError:
-            error: BackendError = BackendError(f"timed out after {policy.request_timeout:g} s", retryable=True)
+            error: BackendError = BackendError(f"timed out after {policy.request_timeout:g} s", retryable=True,
+                                               timed_out=True)
         except BackendError as exc:
             error = exc
         except Exception as exc:  # an unexpected backend bug fails this sample, not the whole run
             error = BackendError(error_text(exc), retryable=False)
+        except BaseException:  # cancelled: the slot goes back, saying nothing of the endpoint
+            if limiter is not None and slot is not None:
+                limiter.cancel(slot)
+            raise
+        if limiter is not None and slot is not None:
+            limiter.done(slot, signal_of(error), latency=time.monotonic() - sent, pacing=error.pacing)
+            slot = None
         if reach is not None:
             if error.status is not None:  # an HTTP answer: a server is there
                 reach.reached = True
             reach.failed(error, _host_of(backend))
-        if not error.retryable or attempt >= policy.max_attempts:
+        # Back-pressure while the endpoint answers others is contention: the limit comes down and this
+        # request waits its turn without spending an attempt. Refused while nobody is answered, it spends one.
+        answered = limiter.answered if limiter is not None else 0
+        contention = error.status in BACK_PRESSURE and answered > seen_answered
+        faults += not contention
+        seen_answered = answered
+        if not error.retryable or faults >= policy.max_attempts:
             return Outcome(request, None, error_text(error), attempt, time.monotonic() - start)
+        scale = limiter.floor if contention and limiter is not None and limiter.floor else None
+        delay = policy.delay(attempt, error.retry_after, None if scale is None else min(scale, policy.base_delay))
+        waited = time.monotonic() - start
+        if waited + delay > policy.max_wait_s:
+            return Outcome(request, None, f"{error_text(error)} (still refused after {waited:.0f} s and "
+                                          f"{attempt} attempts)"[:300], attempt, waited)
         if on_retry is not None:
             on_retry()
-        await asyncio.sleep(policy.delay(attempt, error.retry_after))
+        await asyncio.sleep(delay)
 
 
 BUILD_THREADS = max(2, min(8, os.cpu_count() or 2))
@@ -174,6 +235,7 @@ async def built_ahead(jobs: Iterable[Request | Callable[[], Request]], *,
 
 
 _DONE = object()
+_SENT = object()
 
 
 async def _from_iterable(requests: Iterable[Request]) -> AsyncIterator[Request]:
@@ -210,46 +272,70 @@ def _host_of(backend: Any) -> str | None:
     return described.get("base_url_host") or described.get("host")
 
 
-async def _concurrent(backend: Backend, requests: _Source, concurrency: int, policy: RetryPolicy,
+def _routes(backend: Any, limits: Limits) -> list[tuple[Limiter, Callable[[Request], Awaitable[Response]]]]:
+    """Each endpoint's limiter and how to send to it. Replicas (a backend with `endpoints()` and
+    `generate_at`) each get their own limiter under `auto`; a fixed N is shared, as it always was."""
+    hosts = backend.endpoints() if hasattr(backend, "endpoints") and hasattr(backend, "generate_at") else None
+    if hosts and limits.adaptive:
+        return [(limits.endpoint(host or f"replica {i}"), partial(backend.generate_at, i))
+                for i, host in enumerate(hosts)]
+    name = ",".join(h or "default" for h in hosts) if hosts else _host_of(backend)
+    return [(limits.endpoint(name), backend.generate)]
+
+
+async def _concurrent(backend: Backend, requests: _Source, limits: Limits, policy: RetryPolicy,
                       on_retry: Callable[[], None] | None) -> AsyncGenerator[Outcome, None]:
+    """One dispatcher per endpoint takes a slot, then the next request (so only requests with a slot,
+    and those built ahead, hold image bytes), and sends it in a task of its own."""
     results: asyncio.Queue[Any] = asyncio.Queue()
     reach = Reachability()
+    routes = _routes(backend, limits)
+    tasks: set[asyncio.Task[None]] = set()
 
-    async def worker() -> None:
+    async def one(limiter: Limiter, send: Callable[[Request], Awaitable[Response]], request: Request,
+                  slot: Slot) -> None:
         try:
-            # Requests are built as workers pull them, so at most `concurrency` hold image bytes.
-            while (request := await requests.next()) is not None:
-                results.put_nowait(await call_with_retries(backend, request, policy, on_retry, reach))
+            results.put_nowait(await call_with_retries(backend, request, policy, on_retry, reach,
+                                                       limiter=limiter, slot=slot, send=send))
+        except Exception as exc:  # ServerUnreachable: the run stops
+            results.put_nowait(exc)
+
+    async def dispatch(limiter: Limiter, send: Callable[[Request], Awaitable[Response]]) -> None:
+        try:
+            while True:
+                slot = await limiter.acquire()
+                request = await requests.next()
+                if request is None:
+                    limiter.cancel(slot)
+                    return
+                task = asyncio.create_task(one(limiter, send, request, slot))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                results.put_nowait(_SENT)
+                await asyncio.sleep(0)  # the request goes out now, before the next is taken
         except Exception as exc:  # e.g. an undecodable image while building a request
             results.put_nowait(exc)
         finally:
             results.put_nowait(_DONE)
 
-    async def launch() -> None:
-        # One worker per loop iteration: each request goes out as soon as it is built, instead of
-        # every worker building its first request before any is sent (a first round 64 builds
-        # late, whose answers then all arrive, and queue, at once).
-        for _ in range(concurrency):
-            workers.append(asyncio.create_task(worker()))
-            await asyncio.sleep(0)
-
-    workers: list[asyncio.Task[None]] = []
-    launcher = asyncio.create_task(launch())
+    dispatchers = [asyncio.create_task(dispatch(limiter, send)) for limiter, send in routes]
     try:
-        finished = 0
-        while finished < concurrency:
+        finished = outstanding = 0
+        while finished < len(dispatchers) or outstanding:
             item = await results.get()
             if item is _DONE:
                 finished += 1
+            elif item is _SENT:
+                outstanding += 1
             elif isinstance(item, Exception):
                 raise item
             else:
+                outstanding -= 1
                 yield item
     finally:
-        launcher.cancel()
-        for task in workers:
+        for task in (*dispatchers, *tasks):
             task.cancel()
-        await asyncio.gather(launcher, *workers, return_exceptions=True)
+        await asyncio.gather(*dispatchers, *tasks, return_exceptions=True)
 
 
 async def _chunk(requests: _Source, size: int) -> list[Request]:
@@ -292,20 +378,23 @@ async def _batched(backend: Any, requests: _Source, batch_size: int, policy: Ret
             await asyncio.sleep(policy.delay(attempt, None))
 
 
-async def execute(backend: Backend, requests: Iterable[Request] | AsyncIterable[Request], *, concurrency: int = RunSettings.concurrency,
+async def execute(backend: Backend, requests: Iterable[Request] | AsyncIterable[Request], *,
+                  concurrency: int | str = RunSettings.concurrency, max_concurrency: int = MAX_CONCURRENCY,
                   batch_size: int = 8, policy: RetryPolicy | None = None,
-                  on_retry: Callable[[], None] | None = None) -> AsyncGenerator[Outcome, None]:
+                  on_retry: Callable[[], None] | None = None, limits: Limits | None = None
+                  ) -> AsyncGenerator[Outcome, None]:
     """Yield one Outcome per request, in completion order.
 
     Backends with `generate_batch` (local engines) get chunks of `batch_size`; the others get
-    up to `concurrency` concurrent `generate` calls.
+    `generate` calls, as many in flight per endpoint as `limits` allows (made from `concurrency`,
+    N or `auto`, and `max_concurrency` when not given; pass one to read its trace afterwards).
     """
     policy = policy or RetryPolicy()
     source = _Source(requests)
     if hasattr(backend, "generate_batch"):
         stream = _batched(backend, source, max(1, batch_size), policy, on_retry)
     else:
-        stream = _concurrent(backend, source, max(1, concurrency), policy, on_retry)
+        stream = _concurrent(backend, source, limits or Limits(concurrency, max_concurrency), policy, on_retry)
     try:
         async for outcome in stream:
             yield outcome

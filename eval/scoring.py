@@ -47,6 +47,7 @@ from typing import Any
 from eval import circular, numbers, official, tasks
 from eval.images import select_views
 from eval.judge import BackendJudge, JudgeError
+from eval.limiter import MAX_CONCURRENCY, START, threads_for
 from eval.runinfo import read_run_json
 from eval.settings import N_BOOT, RunSettings, image_indices
 from eval.specs import SpecError, parse_spec
@@ -143,7 +144,7 @@ def score_task(task: str, records: list[dict[str, Any]], parsed: list[Any], rows
 
 def score_judged(task: str, records: list[dict[str, Any]], raws: list[str | None], questions: list[str],
                  judge: Callable[[str], str] | None, judge_model: str | None, cache_dir: Path,
-                 concurrency: int = RunSettings.concurrency, n_boot: int = N_BOOT) -> dict[str, Any]:
+                 concurrency: int = START, n_boot: int = N_BOOT) -> dict[str, Any]:
     """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I").
 
     The judge reads the raw answers through the metric's own `final_answer`, exactly as the
@@ -264,7 +265,8 @@ def score_official(task: str, records: list[dict[str, Any]], predictions: Sequen
                                         **spec.official_item(line["model_pred"], row, line.get("gt_answer"))}
     if spec.judged:
         official_judge(records, preds, file_rows, judge, judge_model, cache_dir,
-                       int(settings.get("concurrency") or RunSettings.concurrency))
+                       threads_for(settings.get("concurrency") or RunSettings.concurrency,
+                                   int(settings.get("max_concurrency") or MAX_CONCURRENCY)))
     figures = spec.official_figures(file_rows, preds)
     return {"official": figures, "official_disagreements": disagreements(task, list(scored.values()))}
 
@@ -383,8 +385,11 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                                "pass --judge-base-url again (URLs are not stored)")
     if predictions is None:
         predictions = read_predictions(run_dir / PREDICTIONS)
+    concurrency = settings.get("concurrency") or RunSettings.concurrency
+    max_concurrency = int(settings.get("max_concurrency") or MAX_CONCURRENCY)
     judge_fn = BackendJudge(judge, judge_base_url, timeout=float(settings.get("timeout") or RunSettings.timeout),
-                            max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS)) if judge else None
+                            max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS), concurrency=concurrency,
+                            max_concurrency=max_concurrency) if judge else None
     metrics: dict[str, Any] = {}
     all_records: list[dict[str, Any]] = []
     rotated_records: list[dict[str, Any]] = []
@@ -422,7 +427,7 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
                 raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in mine]
                 metrics[task] = score_judged(task, records, raws, [spec.question(by_id[p.id], lang) or "" for p in mine],
                                              judge_fn, judge, Path(judge_cache or run_dir / JUDGE_CACHE),
-                                             concurrency=int(settings.get("concurrency") or RunSettings.concurrency),
+                                             concurrency=threads_for(concurrency, max_concurrency),
                                              n_boot=n_boot)
             else:
                 item_rows = [by_id[p.id] for p in mine]
@@ -434,7 +439,8 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
             if official_protocol:
                 official_judge_fn = None
                 if spec.judged and judge:
-                    official_judge_fn = BackendJudge(judge, judge_base_url, seed=None,
+                    official_judge_fn = BackendJudge(judge, judge_base_url, seed=None, concurrency=concurrency,
+                                                     max_concurrency=max_concurrency,
                                                      timeout=float(settings.get("timeout") or RunSettings.timeout),
                                                      max_attempts=int(official.facts()["vqa"]["judge_attempts"]),
                                                      max_tokens=int(official.facts()["vqa"]["judge_max_tokens"]))

@@ -26,7 +26,26 @@ LANGS = ("zh", "en")
 # project's prompts and parsers. None (the default) picks official for the authors' release, ours otherwise.
 PROTOCOLS = ("official", "ours")
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+AUTO = "auto"  # --concurrency auto: each endpoint's limit learnt while the run goes (eval/limiter.py)
+MAX_CONCURRENCY = 256  # --max-concurrency's default: above vLLM's default max_num_seqs (128-256), ~36 MB of views
 N_BOOT = 1000  # bootstrap resamples of every 95% interval: RunSettings.n_boot, each report's and command's default
+
+
+def concurrency_value(text: str | int) -> int | str:
+    """`--concurrency`: a number of requests in flight, or `auto`.
+
+    >>> concurrency_value("auto"), concurrency_value("16"), concurrency_value(4)
+    ('auto', 16, 4)
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value == AUTO:
+        return AUTO
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"expected a number or 'auto', got {text!r}") from None
 
 
 class UsageError(UserError):
@@ -43,6 +62,14 @@ def _opt(default: Any, help: str, *, identity: bool = False, engine: bool = Fals
 
 
 opt = _opt  # for other settings declarations (construct/work.py's BuildSettings)
+
+
+def concurrency_arg(value: str) -> int | str:
+    try:
+        return concurrency_value(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
 
 
 @dataclass
@@ -88,8 +115,12 @@ class RunSettings:
     circular: bool = _opt(False, "classification: ask each item under every rotation of its options too (CircularEval); "
                                  "it counts correct only if every rotation is")
     max_image_side: int = _opt(1024, "resize bound in pixels (default 1024)", identity=True)
-    concurrency: int = _opt(8, "requests in flight at once, and parallel VQA judge calls (default 8); in a "
-                               "sweep, per cell: cells run one after another. Lower it when an API answers 429")
+    concurrency: int | str = _opt(AUTO, "requests in flight per endpoint (default auto: learnt while the run goes, "
+                                        "from the server's latency, its 429s and 503s and its rate-limit headers), "
+                                        "or a fixed N; the VQA judge's too. In a sweep, per cell: cells run one "
+                                        "after another", type=concurrency_arg, metavar="N|auto")
+    max_concurrency: int = _opt(MAX_CONCURRENCY, f"with --concurrency auto: the most requests in flight per "
+                                                 f"endpoint (default {MAX_CONCURRENCY})")
     judge: str | None = _opt(None, "VQA judge model, e.g. openai:gpt-4o", metavar="SPEC")
     judge_base_url: str | None = _opt(None, "endpoint of the judge model")
     out: Path | None = _opt(None, "run folder (default results/<model>-<task>-<settings>/)")
@@ -150,7 +181,14 @@ class RunSettings:
                                      "verbatim with the images --image-indices names")
         if self.lang not in LANGS:
             raise UsageError(f"unknown --lang {self.lang!r}; choose zh or en")
-        for name in ("concurrency", "max_tokens", "max_image_side", "batch_size", "max_attempts", "epochs"):
+        try:
+            self.concurrency = concurrency_value(self.concurrency)
+        except ValueError as exc:
+            raise UsageError(f"--concurrency: {exc}") from None
+        for name in ("concurrency", "max_concurrency", "max_tokens", "max_image_side", "batch_size", "max_attempts",
+                     "epochs"):
+            if name == "concurrency" and self.concurrency == AUTO:
+                continue
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
         if self.circular and not any(task_registry.get(t).has_options for t in self.tasks):

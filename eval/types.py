@@ -99,6 +99,8 @@ class Response:
     text: str
     usage: dict[str, int] | None = None
     finish_reason: str | None = None
+    # What the server said of its rate limits (`eval.limiter.Pacing`), for the runner's limiter; not stored.
+    pacing: Any = field(default=None, compare=False, repr=False)
 
     @property
     def truncated(self) -> bool:
@@ -140,12 +142,15 @@ class BackendError(Exception):
     """
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
-                 status: int | None = None, unreachable: bool = False) -> None:
+                 status: int | None = None, unreachable: bool = False, pacing: Any = None,
+                 timed_out: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
         self.status = status
         self.unreachable = unreachable  # no connection was made (DNS, refused): not an answer from a server
+        self.pacing = pacing  # the rate-limit headers of the refusal (`eval.limiter.Pacing`), when it had any
+        self.timed_out = timed_out  # the attempt ran out of time: the endpoint's limiter reads it as load
 
 
 @runtime_checkable

@@ -159,3 +159,12 @@ def test_scaling_runs_a_fresh_process_per_size_and_fits_an_exponent():
     exponents = [r for r in rows if "fitted exponent" in r["name"]]
     assert len(exponents) == 3 and all(math.isfinite(r["measured"]) for r in exponents)
     assert scaling.plan(16000) == (4000, 4) and scaling.plan(1000) == (1000, 1)
+
+
+def test_adaptive_bench_runs_fixed_and_auto_side_by_side_on_each_server_kind():
+    from bench import adaptive
+
+    rows = adaptive.run(12, sweep=(8,), only=("vllm",))
+    assert [r["concurrency"] for r in rows] == ["8", "default"]
+    assert all(r["lost"] == 0 and r["exit"] == 0 and r["wall_s"] for r in rows)
+    assert "auto (default)" in adaptive.table(rows)

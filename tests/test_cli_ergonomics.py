@@ -41,7 +41,7 @@ def test_help_ends_with_usage_examples_that_parse(capsys):
 @pytest.mark.parametrize("command, flag, words", [
     ("run", "--image-order", ("reference-first", "random", "--seed")),
     ("run", "--seed", ("image-order random", "baseline:random")),
-    ("sweep", "--concurrency", ("per cell", "default 8")),
+    ("sweep", "--concurrency", ("per cell", "default auto", "fixed N")),
 ])
 def test_flags_explain_themselves(command, flag, words):
     sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]

@@ -136,7 +136,11 @@ def test_retry_after_forms_and_backoff_bounds():
     assert parse_retry_after({}) is None
     assert parse_retry_delay('{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "12s"}') == 12.0
     policy = RetryPolicy(base_delay=1.0, max_delay=10.0)
-    assert policy.delay(1, 4.0) == 4.0 and policy.delay(1, 99.0) == 10.0
+    # The server's wait is the least a refused request waits; a jittered share of the backoff comes on
+    # top (refused requests never all come back at once), never past the server's wait or max_delay.
+    waits = {policy.delay(1, 4.0) for _ in range(50)}
+    assert min(waits) >= 4.0 and max(waits) <= 6.0 and len(waits) > 1
+    assert policy.delay(1, 99.0) == 99.0
     for attempt in range(1, 8):
         assert min(10.0, 2 ** (attempt - 1)) / 2 <= policy.delay(attempt, None) <= min(10.0, 2 ** (attempt - 1))
     assert host_of("http://user:pw@10.0.0.5:8000/v1?key=x") == "10.0.0.5:8000"

@@ -98,7 +98,11 @@ def test_fatal_errors_fail_their_sample_at_once_and_the_run_reports_them(backend
         printed = capsys.readouterr()
         per_item = requests_per_item(server, keys)
 
-    assert status == 0, printed.err
+    # Items failed: the run says so in its last line, why (each error with its count), and exits 3.
+    assert status == cli.EXIT_INCOMPLETE, printed.err
+    last = printed.out.strip().splitlines()[-1]
+    assert last.startswith(f"incomplete: {len(fatal)} of ") and "run the same command again" in last, last
+    assert "why items failed:" in printed.out
     predictions = {k[1]: p for k, p in predictions_by_item(s.out).items()}
     assert len(predictions) == ITEMS  # nothing dropped
     for item_id, kind in fatal.items():

@@ -16,6 +16,7 @@ from typing import Any
 from eval.backends._retry import is_retryable_status, parse_retry_after, parse_retry_delay
 from eval.backends.policy import EFFORT_HINT, refuse_options
 from eval.endpoints import host_of, require_http_url, resolve_api_key
+from eval.limiter import Pacing
 from eval.redact import redact
 from eval.settings import RunSettings
 from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
@@ -158,18 +159,19 @@ class GeminiBackend:
             if status is not None and 300 <= status < 400:
                 raise BackendError(f"HTTP {status}: the server redirected; not followed", retryable=False,
                                    status=status) from None
+            # A quota error (429 RESOURCE_EXHAUSTED) names its wait in google.rpc.RetryInfo: the endpoint pauses for it.
             raise BackendError(f"HTTP {status} from the Gemini API: {_short(redact(exc.message or '', self._key))}",
-                               retryable=is_retryable_status(status), status=status,
-                               retry_after=retry_after) from None
+                               retryable=is_retryable_status(status), status=status, retry_after=retry_after,
+                               pacing=Pacing(retry_after) if retry_after is not None else None) from None
         except TimeoutError:
-            raise BackendError("request timed out", retryable=True) from None
+            raise BackendError("request timed out", retryable=True, timed_out=True) from None
         except (OSError, ConnectionError) as exc:
             raise BackendError(f"cannot reach the Gemini API ({type(exc).__name__})", retryable=True,
                                unreachable=True) from None
         except Exception as exc:  # transport errors of aiohttp/httpx, malformed bodies
             kind = type(exc).__name__
             if "Timeout" in kind:
-                raise BackendError("request timed out", retryable=True) from None
+                raise BackendError("request timed out", retryable=True, timed_out=True) from None
             if kind in ("ConnectError", "ClientConnectorError", "ClientConnectorDNSError"):  # no connection made
                 raise BackendError(f"cannot reach the Gemini API ({kind})", retryable=True, unreachable=True) from None
             raise BackendError(f"bad or no response from the Gemini API ({kind})", retryable=True) from None

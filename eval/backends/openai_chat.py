@@ -31,6 +31,7 @@ import pybase64
 from eval.backends._retry import is_retryable_status, parse_retry_after
 from eval.backends.policy import ChatPolicy, error_message, refuse_options, rough_prompt_tokens
 from eval.endpoints import host_of, require_http_url, resolve_api_key
+from eval.limiter import pacing_from_headers
 from eval.redact import redact
 from eval.settings import RunSettings
 from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
@@ -272,10 +273,14 @@ class OpenAIChatBackend:
                 break
             self.policy.count_resent()
             limit = detail if isinstance(detail, int) else None
+        retry_after = parse_retry_after(headers) if status >= 400 else None
         if not 200 <= status < 300:
             raise BackendError(self._http_error(status, payload), retryable=is_retryable_status(status),
-                               status=status, retry_after=parse_retry_after(headers))
-        return self._response(payload, prompt_size)
+                               status=status, retry_after=retry_after,
+                               pacing=pacing_from_headers(headers, retry_after))
+        response = self._response(payload, prompt_size)
+        response.pacing = pacing_from_headers(headers)
+        return response
 
     async def _post(self, body: bytes) -> tuple[int, Any, bytes]:
         aiohttp = self._aiohttp
@@ -290,7 +295,7 @@ class OpenAIChatBackend:
                                        retryable=False, status=reply.status)
                 return reply.status, reply.headers, await read_bounded(reply, MAX_RESPONSE_BYTES)
         except (TimeoutError, aiohttp.ServerTimeoutError):
-            raise BackendError("request timed out", retryable=True) from None
+            raise BackendError("request timed out", retryable=True, timed_out=True) from None
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body, DNS, TLS, proxy
             # Scrub before shortening: a cut through the key would leave part of it behind.
             raise BackendError(f"cannot reach the model server ({_short(redact(_describe(exc), self._key))})",

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from eval.agreement import read_agreement, scoring_judge
 from eval.circular import circular_figures, read_rotations
+from eval.limiter import settled_line
 from eval.numbers import (
     breakdown,
     chance_accuracy,
@@ -327,6 +329,37 @@ def outcome_table(runs: Sequence[RunData]) -> str:
     return text
 
 
+TOP_ERRORS = 5
+
+
+def top_errors(items: Sequence[dict[str, Any]], n: int = TOP_ERRORS) -> list[tuple[str, int]]:
+    """The most frequent error messages of failed items, with their counts (most frequent first)."""
+    return Counter(str(r["error"]) for r in items if r.get("error")).most_common(n)
+
+
+def failure_lines(runs: Sequence[RunData]) -> str:
+    """Per run and task, the most frequent reasons its items failed: `- 4 × HTTP 400: ...`."""
+    lines = []
+    for label, by_task in group_runs(runs).items():
+        for task in task_names():
+            if task in by_task:
+                for message, count in top_errors(by_task[task].scores[task]):
+                    lines.append(f"- {as_text(label)}, {task}: {count} × {as_text(message)}")
+    return "\n".join(lines)
+
+
+def concurrency_lines(runs: Sequence[RunData]) -> str:
+    """What each endpoint's limiter settled on (run.json's `concurrency`), one line per endpoint."""
+    lines = []
+    for run in runs:
+        found = run.info.get("concurrency")
+        endpoints = found.get("endpoints") if isinstance(found, dict) else None
+        for endpoint in endpoints if isinstance(endpoints, list) else []:
+            if isinstance(endpoint, dict):
+                lines.append(f"- {as_text(run.path.name)}: {as_text(settled_line(endpoint))}")
+    return "\n".join(lines)
+
+
 def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bool = True,
                  n_boot: int = N_BOOT, plot_dir: Path | None = None) -> str:
     """The whole markdown report for these runs."""
@@ -343,6 +376,12 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
     outcomes = outcome_table(runs)
     if outcomes:
         parts += ["## Answers that did not count", outcomes]
+    why = failure_lines(runs)
+    if why:
+        parts += ["### Why items failed", why]
+    pace = concurrency_lines(runs)
+    if pace:
+        parts += ["## Requests in flight", pace]
     vqa = _judged_rows(runs)
     unscored = sum(r.get("correct") is None for r in vqa)
     if unscored:

@@ -265,7 +265,7 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
 
         run_settings = RunSettings(task=request.task, model=spec, dataset=settings.dataset,
                                    limit=int(request.n_items), lang=request.lang,
-                                   concurrency=settings.request_concurrency, max_attempts=MAX_ATTEMPTS,
+                                   concurrency="auto", max_concurrency=settings.request_concurrency, max_attempts=MAX_ATTEMPTS,
                                    timeout=REQUEST_TIMEOUT)
         run_settings.validate()
         backend = await asyncio.to_thread(make_backend_for, spec, options, slots)  # SDK imports off the loop

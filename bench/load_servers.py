@@ -1,0 +1,317 @@
+"""Servers that push back the way real ones do, for the adaptive-concurrency bench and the tests.
+
+Three kinds, each an OpenAI-compatible chat endpoint (raw asyncio HTTP/1.1, canned answer, in its
+own process for the bench or on a thread for the tests):
+
+- `vllm`: a `vllm serve`-like server. It runs at most K sequences at once (`max_num_seqs`) and
+  queues the rest first come, first served, refusing none; a sequence's time grows with the batch
+  it runs in (each decode step of a larger batch is slower): latency x (1 + slope x running / K).
+- `ratelimited`: a hosted API with a request token bucket (RPM per minute, `burst` seconds of it at
+  most). Every answer carries OpenAI's headers (x-ratelimit-limit/remaining/reset-requests and
+  the -tokens ones; reset written as "48ms", "1.2s", "6m0s"); a request over the limit gets a 429
+  with OpenAI's JSON error body ("Rate limit reached ... Please try again in 48ms.", code
+  rate_limit_exceeded), Retry-After (whole seconds, rounded up) and retry-after-ms. A refused
+  request takes no token.
+- `flaky`: as `vllm`, but a seeded share of the requests is answered 503 at once (no Retry-After).
+
+    python -m bench.load_servers --kind vllm --slots 32 --latency 0.1   # prints "listening http://..."
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bench.server import DEFAULT_ANSWER, REPO, completion_bytes
+
+KINDS = ("vllm", "ratelimited", "flaky")
+TOKENS_PER_REQUEST = 120  # the canned answer's usage: prompt 100 + completion 20
+
+
+@dataclass
+class ServerSpec:
+    kind: str = "vllm"
+    slots: int | None = 32  # sequences at once (None: no limit)
+    latency: float = 0.1  # seconds for a sequence alone
+    slope: float = 0.5  # how much slower a sequence in a full batch is: latency x (1 + slope x running / slots)
+    rpm: float | None = None  # ratelimited: requests per minute
+    burst: float = 1.0  # ratelimited: bucket capacity in seconds of the rate
+    error_share: float = 0.0  # flaky: share of requests answered 503
+    seed: int = 0
+
+
+def _duration(seconds: float) -> str:
+    """OpenAI's reset format: 48ms, 1.2s, 6m0s."""
+    if seconds < 1:
+        return f"{max(1, math.ceil(seconds * 1000))}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s".replace(".0s", "s")
+    return f"{int(seconds // 60)}m{int(seconds % 60)}s"
+
+
+def _response(status: str, body: bytes, headers: dict[str, str] | None = None) -> bytes:
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            f"{extra}Connection: keep-alive\r\n\r\n").encode() + body
+
+
+class _Bucket:
+    def __init__(self, capacity: float, rate: float) -> None:
+        self.capacity, self.rate, self.level, self.at = capacity, rate, capacity, time.monotonic()
+
+    def take(self, cost: float = 1.0) -> bool:
+        now = time.monotonic()
+        self.level = min(self.capacity, self.level + self.rate * (now - self.at))
+        self.at = now
+        if self.level >= cost:
+            self.level -= cost
+            return True
+        return False
+
+    def wait(self, cost: float = 1.0) -> float:
+        return max(0.0, (cost - self.level) / self.rate)
+
+    def reset(self) -> float:
+        return (self.capacity - self.level) / self.rate
+
+
+class Counters:
+    def __init__(self) -> None:
+        self.requests = self.answered = self.refused = self.running = self.queued = 0
+        self.max_running = self.max_queued = 0
+        self.first: float | None = None
+        self.last: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requests": self.requests, "answered": self.answered, "refused": self.refused,
+                "max_running": self.max_running, "max_queued": self.max_queued,
+                "busy_s": None if self.first is None or self.last is None else round(self.last - self.first, 4)}
+
+
+async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
+    ok_body = completion_bytes(DEFAULT_ANSWER)
+    counters = Counters()
+    rng = random.Random(spec.seed)
+    slots = asyncio.Semaphore(spec.slots) if spec.slots else None
+    rate = (spec.rpm or 0) / 60.0
+    bucket = _Bucket(max(1.0, rate * spec.burst), rate) if spec.rpm else None
+    tpm = 2_000_000.0
+    tokens = _Bucket(tpm, tpm / 60.0)
+
+    def limit_headers() -> dict[str, str]:
+        if bucket is None:
+            return {}
+        return {"x-ratelimit-limit-requests": str(int(spec.rpm or 0)),
+                "x-ratelimit-remaining-requests": str(int(bucket.level)),
+                "x-ratelimit-reset-requests": _duration(bucket.reset()),
+                "x-ratelimit-limit-tokens": str(int(tpm)),
+                "x-ratelimit-remaining-tokens": str(int(tokens.level)),
+                "x-ratelimit-reset-tokens": _duration(tokens.reset())}
+
+    async def complete() -> bytes:
+        now = time.monotonic()
+        counters.first = counters.first or now
+        if spec.error_share and rng.random() < spec.error_share:
+            counters.refused += 1
+            counters.last = time.monotonic()
+            return _response("503 Service Unavailable", b'{"error": {"message": "Service Unavailable", "code": 503}}')
+        if bucket is not None and not bucket.take():
+            counters.refused += 1
+            wait = bucket.wait()
+            body = json.dumps({"error": {
+                "message": f"Rate limit reached for bench-vlm in organization org-bench on requests per min (RPM): "
+                           f"Limit {int(spec.rpm or 0)}, Used {int(spec.rpm or 0)}, Requested 1. Please try again in "
+                           f"{_duration(wait)}. Visit https://platform.openai.com/account/rate-limits to learn more.",
+                "type": "requests", "param": None, "code": "rate_limit_exceeded"}}).encode()
+            headers = {**limit_headers(), "retry-after": str(max(1, math.ceil(wait))),
+                       "retry-after-ms": str(max(1, math.ceil(wait * 1000)))}
+            counters.last = time.monotonic()
+            return _response("429 Too Many Requests", body, headers)
+        tokens.take(TOKENS_PER_REQUEST)
+        headers = limit_headers()
+        waits = slots is not None and slots.locked()
+        if waits:  # every slot taken: queued first come, first served, as vLLM's scheduler does
+            counters.queued += 1
+            counters.max_queued = max(counters.max_queued, counters.queued)
+        if slots is not None:
+            await slots.acquire()
+        if waits:
+            counters.queued -= 1
+        counters.running += 1
+        counters.max_running = max(counters.max_running, counters.running)
+        try:
+            batch = counters.running / spec.slots if spec.slots else 0.0
+            await asyncio.sleep(spec.latency * (1 + spec.slope * batch))
+        finally:
+            counters.running -= 1
+            if slots is not None:
+                slots.release()
+        counters.answered += 1
+        counters.last = time.monotonic()
+        return _response("200 OK", ok_body, headers)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                request_line, *lines = head.split(b"\r\n")
+                length = 0
+                for line in lines:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                if length:
+                    await reader.readexactly(length)
+                if request_line.startswith(b"GET /stats"):
+                    writer.write(_response("200 OK", json.dumps(counters.to_json()).encode()))
+                elif request_line.startswith(b"GET /v1/models"):
+                    writer.write(_response("200 OK", json.dumps({"object": "list", "data": [
+                        {"id": "bench-vlm", "object": "model", "max_model_len": 32768}]}).encode()))
+                elif request_line.startswith(b"POST "):
+                    counters.requests += 1
+                    writer.write(await complete())
+                else:
+                    writer.write(_response("404 Not Found", b'{"error": {"message": "not found"}}'))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=2048, limit=1 << 22)
+    bound = server.sockets[0].getsockname()[1]
+    if on_ready is not None:
+        on_ready(bound)
+    else:
+        print(f"listening http://127.0.0.1:{bound}/v1", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def stats(base_url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/stats", timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+class ThreadServer:
+    """A server on a thread of this process (tests): `with ThreadServer(spec) as s: s.base_url`."""
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.base_url = ""
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
+
+        def ready(port: int) -> None:
+            self.base_url = f"http://127.0.0.1:{port}/v1"
+            self._ready.set()
+
+        self._task = self._loop.create_task(serve(self.spec, on_ready=ready))
+        try:
+            self._loop.run_until_complete(self._task)
+        except (asyncio.CancelledError, RuntimeError):
+            pass
+        finally:  # the connections' handlers end here, on their own loop, before it closes
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                self._loop.run_until_complete(asyncio.wait(pending))
+            self._loop.close()
+
+    def __enter__(self) -> ThreadServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("load server did not start")
+        return self
+
+    def stats(self) -> dict[str, Any]:
+        return stats(self.base_url)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
+        self._thread.join(timeout=10)
+
+
+class ProcessServer:
+    """A server in a child process (the bench: it must not share the client's interpreter)."""
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.base_url = ""
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> ProcessServer:
+        args = [f"--{k.replace('_', '-')}={v}" for k, v in asdict(self.spec).items() if v is not None]
+        self._proc = subprocess.Popen([sys.executable, "-m", "bench.load_servers", *args], stdout=subprocess.PIPE,
+                                      text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line.startswith("listening "):
+            self.__exit__()
+            raise RuntimeError(f"load server did not start (said {line!r})")
+        self.base_url = line.split()[1]
+        return self
+
+    def stats(self) -> dict[str, Any]:
+        return stats(self.base_url)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+            self._proc = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.load_servers", description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", choices=KINDS, default="vllm")
+    parser.add_argument("--slots", type=int, default=None)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--slope", type=float, default=0.5)
+    parser.add_argument("--rpm", type=float, default=None)
+    parser.add_argument("--burst", type=float, default=1.0)
+    parser.add_argument("--error-share", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    spec = ServerSpec(args.kind, args.slots, args.latency, args.slope, args.rpm, args.burst, args.error_share, args.seed)
+    try:
+        import uvloop
+
+        loop_factory: Any = uvloop.new_event_loop
+    except ImportError:
+        loop_factory = None
+    try:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(serve(spec, args.port))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,400 @@
+"""How many requests go to each model endpoint at once: a fixed number (`--concurrency N`) or a limit
+learnt while the run goes (`--concurrency auto`), paced by what the server says of its rate limit.
+
+One `Limits` per run (or judge, or construction phase) holds one `Limiter` per endpoint (base URL;
+replicas each their own). An adaptive limiter starts at today's fixed default and, each round (about
+`limit` answers), doubles while every slot is busy and the median latency stays near the lowest
+median it has measured (a server that queues shows it in latency long before it refuses); after a
+first sign of load it grows by a quarter while latency stays within NEAR x that floor, by a tenth
+within TOLERANCE x. It shrinks by a tenth when latency climbs past TOLERANCE x the floor, and
+multiplicatively (BACKOFF) on a 429, a 503 that comes with load or Retry-After, or a timeout, once
+per round so that one burst of refusals is one signal. Whatever the mode, a Retry-After pauses the whole endpoint, and the OpenAI-style
+`x-ratelimit-*` headers (requests and tokens) are mirrored in a client-side token bucket, so requests
+are spaced to what is left instead of finding the limit by being refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# The setting's values are declared with the settings; the limiter's users find them here too.
+from eval.settings import AUTO as AUTO
+from eval.settings import MAX_CONCURRENCY as MAX_CONCURRENCY
+from eval.settings import concurrency_value as concurrency_value
+
+START = 8  # the fixed default of old: auto begins where it did, so it is never slower at the start
+NEAR = 1.25  # a round's median latency up to this many times the floor: no queue, grow by a quarter
+TOLERANCE = 2.0  # a round's median latency up to this many times the floor still counts as "near the floor"
+BACKOFF = 0.7  # the limit after a refusal
+OVERLOAD_SHARE = 0.5  # 503s without Retry-After cut the limit only above this share of a round (or with slow answers)
+RESERVE = 1.0  # requests (or their tokens) kept unspent in a mirrored rate-limit bucket
+TRACE_POINTS = 400  # a limiter's trace keeps at most this many points (halved by dropping every other)
+
+# What a finished attempt says about the endpoint's capacity.
+OK, REFUSED, OVERLOADED, TIMEOUT, FAILED = "ok", "refused", "overloaded", "timeout", "failed"
+
+
+def threads_for(concurrency: int | str, max_concurrency: int = MAX_CONCURRENCY) -> int:
+    """Worker threads for code that calls a sync judge: N, or the cap under `auto` (the judge's own
+    limiter decides how many of them have a request out)."""
+    return max_concurrency if concurrency == AUTO else max(1, int(concurrency))
+
+
+# ------------------------------------------------------------------ what a server says of its limit
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration(text: str | None) -> float | None:
+    """OpenAI's reset times ("1s", "6m0s", "12ms", "1h2m3.5s") or plain seconds, in seconds.
+
+    >>> [parse_duration(t) for t in ("12ms", "6m0s", "1.5s", "0.25", "1h2m3s", "soon")]
+    [0.012, 360.0, 1.5, 0.25, 3723.0, None]
+    """
+    if text is None:
+        return None
+    text = str(text).strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One rate limit as an answer's headers gave it: the limit, what is left, seconds until it is full again."""
+
+    limit: float
+    remaining: float
+    reset_s: float | None
+
+    @property
+    def rate(self) -> float:
+        """Refill per second. The limit is per minute (OpenAI's RPM and TPM); what was spent over the
+        time to refill it says more when it is lower (a provider that counts a shorter window, or a day).
+
+        >>> Budget(1200, 0, 1.0).rate, Budget(1200, 1100, 5.0).rate, Budget(1200, 1200, 0.0).rate
+        (20.0, 20.0, 20.0)
+        """
+        per_minute = self.limit / 60.0
+        spent = self.limit - self.remaining
+        if self.reset_s and spent > 0:
+            return min(per_minute, spent / self.reset_s)
+        return per_minute
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """What one answer said about the endpoint's limits (any of it may be missing)."""
+
+    retry_after: float | None = None
+    requests: Budget | None = None
+    tokens: Budget | None = None
+
+
+def _number(headers: Any, name: str) -> float | None:
+    try:
+        value = headers.get(name)
+        return float(value) if value is not None else None
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def pacing_from_headers(headers: Mapping[str, str] | Any | None, retry_after: float | None = None) -> Pacing | None:
+    """The `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` headers OpenAI-compatible providers
+    send with every answer, and a Retry-After already read; None when there is none of it."""
+    if headers is None and retry_after is None:
+        return None
+    budgets: dict[str, Budget | None] = {}
+    for kind in ("requests", "tokens"):
+        limit = _number(headers, f"x-ratelimit-limit-{kind}") if headers is not None else None
+        remaining = _number(headers, f"x-ratelimit-remaining-{kind}") if headers is not None else None
+        reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}")) if headers is not None else None
+        budgets[kind] = Budget(limit, remaining, reset) if limit and remaining is not None else None
+    if retry_after is None and budgets["requests"] is None and budgets["tokens"] is None:
+        return None
+    return Pacing(retry_after, budgets["requests"], budgets["tokens"])
+
+
+class _Bucket:
+    """A client-side mirror of one of the server's token buckets. Its capacity is what the server has
+    shown it holds (a provider may allow a second's worth at once, not the minute's limit)."""
+
+    __slots__ = ("at", "capacity", "level", "peak", "rate")
+
+    def __init__(self, budget: Budget, level: float, now: float) -> None:
+        self.rate, self.at, self.peak = max(budget.rate, 1e-6), now, budget.remaining
+        self.capacity = min(budget.limit, max(self.peak + 1, self.rate))
+        self.level = min(level, self.capacity)
+
+    def update(self, budget: Budget, level: float, now: float) -> None:
+        self.rate, self.at, self.peak = max(budget.rate, 1e-6), now, max(self.peak, budget.remaining)
+        self.capacity = min(budget.limit, max(self.peak + 1, self.rate))
+        self.level = min(level, self.capacity)
+
+    def refill(self, now: float) -> float:
+        self.level = min(self.capacity, self.level + self.rate * (now - self.at))
+        self.at = now
+        return self.level
+
+    def wait_for(self, cost: float, now: float) -> float:
+        need = cost + RESERVE * cost
+        level = self.refill(now)
+        return 0.0 if level >= need else (need - level) / self.rate
+
+
+@dataclass
+class Slot:
+    """One request's hold on an endpoint, from acquire to `Limiter.done`."""
+
+    started: float
+    seq: int  # how many requests this endpoint had sent before it
+
+
+# ------------------------------------------------------------------ one endpoint
+
+
+class Limiter:
+    """The slots and pace of one endpoint. `fixed` N keeps N; None learns the limit (up to `cap`)."""
+
+    def __init__(self, endpoint: str, *, fixed: int | None = None, cap: int = MAX_CONCURRENCY,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.endpoint = endpoint
+        self.adaptive = fixed is None
+        self.cap = max(1, fixed if fixed is not None else cap)
+        self.limit = float(self.cap if fixed is not None else min(START, self.cap))
+        self.clock = clock
+        self.in_flight = 0
+        self.sent = 0
+        self.answered = 0
+        self.refusals = 0  # 429s and 503s
+        self.timeouts = 0
+        self.floor: float | None = None  # the lowest round median latency seen
+        self._gate = asyncio.Lock()  # FIFO: one acquirer at a time waits for room and pace
+        self._room: asyncio.Future[None] | None = None
+        self._not_before = 0.0
+        self._buckets: dict[str, _Bucket] = {}
+        self._tokens_per_request: float | None = None
+        self._slow_start = True
+        self._round: list[float] = []
+        self._round_size = 0
+        self._round_bad = 0
+        self._round_overloaded = 0
+        self._round_cut = False
+        self._waited = False
+        self._start = clock()
+        self.trace: list[tuple[float, int, int, float | None, int]] = []  # (t, limit, in flight, latency, refusals)
+
+    @property
+    def slots(self) -> int:
+        return max(1, int(self.limit))
+
+    async def acquire(self) -> Slot:
+        """Wait for a free slot and for the endpoint's pace (Retry-After, mirrored rate limits); take the slot."""
+        async with self._gate:
+            while True:
+                if self.in_flight >= self.slots:
+                    self._waited = True
+                    self._room = asyncio.get_running_loop().create_future()
+                    await self._room
+                    continue
+                delay = self._delay(self.clock())
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                    continue
+                break
+            now = self.clock()
+            self.in_flight += 1
+            for kind, bucket in self._buckets.items():
+                bucket.refill(now)
+                bucket.level -= self._cost(kind)
+            self.sent += 1
+            return Slot(now, self.sent - 1)
+
+    def _cost(self, kind: str) -> float:
+        return 1.0 if kind == "requests" else (self._tokens_per_request or 0.0)
+
+    def _delay(self, now: float) -> float:
+        delay = self._not_before - now
+        for kind, bucket in self._buckets.items():
+            cost = self._cost(kind)
+            if cost > 0:
+                delay = max(delay, bucket.wait_for(cost, now))
+        return delay
+
+    def done(self, slot: Slot, kind: str, *, latency: float | None = None, pacing: Pacing | None = None,
+             tokens: int | None = None) -> None:
+        """Give the slot back, with what the attempt said: OK, REFUSED (429, or a 503 with Retry-After),
+        OVERLOADED (a 503 without), TIMEOUT or FAILED (says nothing of capacity)."""
+        now = self.clock()
+        self.in_flight -= 1
+        if pacing is not None:
+            self._learn(pacing, slot, now)
+        if tokens and kind == OK:
+            self._tokens_per_request = tokens if self._tokens_per_request is None else \
+                0.9 * self._tokens_per_request + 0.1 * tokens
+        self.answered += kind == OK
+        self.refusals += kind in (REFUSED, OVERLOADED)
+        self.timeouts += kind == TIMEOUT
+        self._observe(kind, latency, now)
+        if self._room is not None and not self._room.done() and self.in_flight < self.slots:
+            self._room.set_result(None)
+
+    def cancel(self, slot: Slot) -> None:
+        """Give back a slot that sent nothing (no request was left, or the run stopped)."""
+        self.in_flight -= 1
+        self.sent -= 1
+        if self._room is not None and not self._room.done() and self.in_flight < self.slots:
+            self._room.set_result(None)
+
+    def _learn(self, pacing: Pacing, slot: Slot, now: float) -> None:
+        if pacing.retry_after is not None:
+            self._not_before = max(self._not_before, now + pacing.retry_after)
+        for kind in ("requests", "tokens"):
+            budget: Budget | None = getattr(pacing, kind)
+            if budget is None:
+                continue
+            # What was left when the server counted this request, less what was sent since, plus what
+            # refilled since: the same estimate whether the server counts at arrival or at answer.
+            sent_since = (self.sent - slot.seq - 1) * self._cost(kind)
+            level = budget.remaining - sent_since + budget.rate * (now - slot.started)
+            bucket = self._buckets.get(kind)
+            if bucket is None:
+                self._buckets[kind] = _Bucket(budget, level, now)
+            else:
+                bucket.update(budget, level, now)
+
+    def _observe(self, kind: str, latency: float | None, now: float) -> None:
+        """Rounds of about `limit` answers: the latency floor and the trace always; the limit under auto."""
+        self._round_size += 1
+        if kind == OK and latency is not None:
+            self._round.append(latency)
+        elif kind == OVERLOADED:
+            self._round_overloaded += 1
+        if kind in (REFUSED, TIMEOUT) and not self._round_cut:
+            self._cut(now, latency)
+            return
+        if self._round_size >= max(START, self.slots):
+            self._close_round(now)
+
+    def _cut(self, now: float, latency: float | None) -> None:
+        if self.adaptive:
+            self.limit = max(1.0, self.limit * BACKOFF)
+        self._slow_start = False
+        self._record(now, latency)
+        self._new_round(cut=True)  # the rest of this burst, answered under the old limit, is the same signal
+
+    def _close_round(self, now: float) -> None:
+        median = statistics.median(self._round) if self._round else None
+        if median is not None:
+            # The floor may creep up 1% a round: a server that became slower for everyone is not queueing.
+            self.floor = median if self.floor is None else min(median, self.floor * 1.01)
+        slow = median is not None and self.floor is not None and median > TOLERANCE * self.floor
+        # A few 503s in a small round are chance on a flaky server; a majority of a round of 16 or more is load.
+        share = OVERLOAD_SHARE if self._round_size >= 2 * START else 0.75
+        overloaded = self._round_overloaded > share * self._round_size or (slow and self._round_overloaded > 0)
+        if not self.adaptive:
+            pass
+        elif overloaded:
+            self.limit = max(1.0, self.limit * BACKOFF)
+            self._slow_start = False
+        elif slow:
+            self.limit = max(1.0, self.limit * 0.9)
+            self._slow_start = False
+        elif self._waited:  # every slot was busy: more may help
+            if self._slow_start:
+                grown = self.limit * 2
+            elif median is not None and self.floor is not None and median <= NEAR * self.floor:
+                grown = self.limit * 1.25  # no sign of a queue at all
+            else:
+                grown = self.limit + max(1.0, self.limit * 0.1)
+            self.limit = min(float(self.cap), grown)
+        self._record(now, median)
+        self._new_round()
+
+    def _new_round(self, *, cut: bool = False) -> None:
+        self._round = []
+        self._round_size = self._round_bad = self._round_overloaded = 0
+        self._round_cut, self._waited = cut, False
+
+    def _record(self, now: float, latency: float | None) -> None:
+        self.trace.append((round(now - self._start, 3), self.slots, self.in_flight,
+                           None if latency is None else round(latency, 4), self.refusals))
+        if len(self.trace) > TRACE_POINTS:
+            self.trace = self.trace[::2]
+
+    def settled(self) -> int:
+        """The limit it settled on: the median of its last half (the fixed N, or where it started)."""
+        if not self.adaptive or not self.trace:
+            return self.slots
+        end = self.trace[-1][0]
+        late = [point[1] for point in self.trace if point[0] >= end / 2]
+        return int(statistics.median(late))
+
+    def describe(self) -> dict[str, Any]:
+        sent = max(self.sent, 1)
+        return {"endpoint": self.endpoint, "mode": AUTO if self.adaptive else "fixed", "cap": self.cap,
+                "settled": self.settled(), "limit": self.slots, "sent": self.sent, "refusals": self.refusals,
+                "refused_share": round(self.refusals / sent, 4), "timeouts": self.timeouts,
+                "latency_floor_s": None if self.floor is None else round(self.floor, 4),
+                "trace_fields": ["t_s", "limit", "in_flight", "latency_s", "refusals"],
+                "trace": [list(point) for point in self.trace]}
+
+
+# ------------------------------------------------------------------ a run's endpoints
+
+
+class Limits:
+    """The limiters of one run, one per endpoint, made as endpoints are first used."""
+
+    def __init__(self, concurrency: int | str = AUTO, max_concurrency: int = MAX_CONCURRENCY, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        value = concurrency_value(concurrency)
+        self.adaptive = value == AUTO
+        self.fixed = None if self.adaptive else max(1, int(value))
+        self.max_concurrency = max(1, max_concurrency)
+        self.clock = clock
+        self.limiters: dict[str, Limiter] = {}
+
+    def endpoint(self, name: str | None) -> Limiter:
+        key = name or "default"
+        if key not in self.limiters:
+            self.limiters[key] = Limiter(key, fixed=self.fixed, cap=self.max_concurrency, clock=self.clock)
+        return self.limiters[key]
+
+    @property
+    def in_flight(self) -> int:
+        return sum(limiter.in_flight for limiter in self.limiters.values())
+
+    @property
+    def limit(self) -> int:
+        return sum(limiter.slots for limiter in self.limiters.values())
+
+    def describe(self) -> dict[str, Any]:
+        """run.json's `concurrency`: the mode, the cap, and per endpoint what it settled on and its trace."""
+        return {"mode": AUTO if self.adaptive else "fixed",
+                "max_concurrency": self.max_concurrency if self.adaptive else self.fixed,
+                "endpoints": [limiter.describe() for limiter in self.limiters.values()]}
+
+
+def settled_line(endpoint: Mapping[str, Any]) -> str:
+    """One endpoint's line for a report: `settled at 44 in flight; 3 refusals, 0.3%`.
+
+    >>> settled_line({"endpoint": "h:1", "mode": "auto", "settled": 44, "refusals": 3, "sent": 1000, "refused_share": 0.003})
+    'h:1: settled at 44 in flight; 3 refusals, 0.3% (auto)'
+    """
+    share = float(endpoint.get("refused_share") or 0.0)
+    how = "settled at" if endpoint.get("mode") == AUTO else "fixed at"
+    return (f"{endpoint.get('endpoint')}: {how} {endpoint.get('settled')} in flight; {endpoint.get('refusals', 0)} "
+            f"refusals, {share:.1%} ({endpoint.get('mode')})")
