@@ -37,6 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, json_depth_within
+from eval.limiter import threads_for
 from eval.tasks import figure_of, is_judged
 from eval.types import TASKS
 
@@ -560,7 +561,8 @@ def verify(files: Mapping[str, Path | bytes], release_for: Callable[[list[str]],
     run_dir.mkdir(parents=True)
     identity = {name: getattr(settings, name) for name in IDENTITY_FIELDS}
     public = {**settings.to_json(), "out": None, "judge": judge, "judge_cache": None, "engine_extra": {},
-              "dataset": release.source, "concurrency": min(settings.concurrency, 4)}
+              "dataset": release.source,
+              "concurrency": min(threads_for(settings.concurrency), 4)}  # re-judging here: 4 at most, auto or not
     # The one run.json builder; the prompt version is this Space's, which _check_release required.
     kept = build_run_json(settings=public, tasks=tasks, backend=_flat(info.get("backend")) or {},
                           dataset_source=release.source, fingerprints=release.fingerprints, judge=None,
