@@ -1,0 +1,466 @@
+"""Dish near-duplicate candidates for the dishes stage, grown near-linearly with the export; the model
+judges each pair and construct/dedupe.py:`resolve` drops a dish only as the twin of one kept before it.
+
+Dishes (`candidate_pairs`, the dishes stage) are compared on a shared representation: the food concepts
+of their names and ingredient entries (construct/lexicon.py: synonyms, spellings, quantities and
+Chinese or English wording all read as one concept; marketing words dropped), each weighted by its
+rarity among the dishes (ln(1 + dishes / dishes with it)) times its kind's weight: staples and
+seasonings (rice, egg, oil, scallion, soy sauce) carry a quarter, so sharing them is almost no evidence.
+Two dishes' similarity is the weighted Jaccard of their concepts. Candidates come from prefix
+filtering, exact for every pair at or above FLOOR: each dish's heaviest concepts, until what is left
+weighs less than FLOOR of the whole, are its prefix, and two dishes that reach FLOOR must share a
+prefix concept, so only dishes that share a rare concept are ever compared. A prefix concept shared by
+more than BUCKET dishes (a chain's one dish on many menus) pairs each with the first STAR of them and its
+WINDOW neighbours in concept order, so one popular dish cannot make the work quadratic.
+Two keys add candidates whatever the similarity (`dish_keys`, `key_pairs`): dishes of one normalised
+name (the name's concepts, sorted) always meet, and dishes of one protein + base set when they are at all
+alike (CORE_FLOOR); a key shared by more than KEY_ALL dishes (a standard dish on hundreds of menus) is
+searched within its dishes, by concepts weighted among them and by the grams they state
+(`composition_alike`: a merchant's copy of another's dish keeps its amounts). Each dish keeps K partners
+listed before it (`bounded`), the partners that share its keys first, so a near miss (another protein)
+never takes a twin's place: resolution (`resolve`) drops a dish only as the twin of one before it, so a
+dish needs no other partners. The judge is asked in groups (`judge_groups`): a dish that many later
+dishes meet, with them, and each other dish with its partners, so the questions grow with the dishes.
+With vectors (construct/neighbours.py), each dish also gets its K_VECTOR nearest earlier neighbours of
+another merchant at cosine VECTOR_FLOOR or more: names that share no concept meet there.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from construct.neighbours import (
+    K_VECTOR,
+    VECTOR_FLOOR,
+    Scored,
+    checked_vectors,
+    nearest_earlier,
+    place_in_run,
+)
+
+FLOOR = 0.5  # weighted Jaccard at which two dishes become a candidate pair
+K = 4  # earlier partners a dish is checked against, from its concepts and keys
+BUCKET, STAR, WINDOW = 64, 4, 8  # a prefix concept shared by more dishes: each against its first STAR and WINDOW neighbours
+KEY_ALL, KEY_STAR = 12, 2  # a key (normalised name, protein + base) shared by more dishes is blocked within them
+CORE_FLOOR = 0.3  # a partner of one protein + base set at least this alike (weighted Jaccard) is a candidate
+K_GRAMS, GRAMS_FLOOR = 2, 0.5  # and its most alike there by concepts and by grams (composition_alike)
+GRAMS_REACH = 256  # of a key's dishes, those this far back are searched by grams
+GROUP_WIDE, GROUP_SIZE = 3, 12  # a dish met by this many later dishes is judged with them, this many a question
+KIND_WEIGHT = {"i": 1.0, "w": 1.0, "h": 0.7, "d": 0.6, "c": 0.5, "s": 0.25}  # construct/lexicon.py's kinds
+Key = tuple[str, ...] | None  # a dish's normalised name or protein + base set (`dish_keys`)
+BASES = frozenset({"rice"})  # a staple that is also what a dish is served on: 牛肉饭, beef over rice
+
+
+def dish_concepts(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
+    """{concept: its kind's weight} of each dish's name and ingredient entries (construct/lexicon.py);
+    `glossary` maps a name (or an entry) to its English, e.g. the build's dish-name glossary."""
+    return _read_dishes(dishes, glossary).concepts
+
+
+def dish_keys(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> tuple[list[Key], list[Key]]:
+    """Each dish's normalised name (its name's concepts, sorted: marketing and filler words, spacing,
+    punctuation and word order gone, synonyms and the other language folded by construct/lexicon.py) and
+    its protein + base set (the proteins of its name and ingredients with its name's dish words; a dish
+    without a protein has none). Both are None where a dish has nothing to key on.
+
+    >>> from construct.raw import Dish
+    >>> names, cores = dish_keys([Dish("a", "m1", "招牌鱼香牛肉青豆盖饭", "", "", ("牛肉 100克", "米饭 200克"), ""),
+    ...                           Dish("b", "m2", "Beef and Peas Rice Bowl, Fish-Fragrant", "", "", ("beef 100 g",), "")])
+    >>> names[0] == names[1], cores[0]
+    (True, ('beef', 'bowl'))
+    """
+    reading = _read_dishes(dishes, glossary)
+    return reading.names, reading.cores
+
+
+@dataclass
+class Reading:
+    """What dedupe reads of each dish: its concepts with their kinds' weights, its two keys (`dish_keys`)
+    and its grams per food concept (`dish_grams`)."""
+
+    concepts: list[dict[str, float]]
+    names: list[Key]
+    cores: list[Key]
+    grams: list[dict[str, float]]
+
+
+def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None) -> Reading:
+    from construct.fdc import entry_grams
+    from construct.lexicon import PROTEINS, terms
+
+    read: dict[str, list[tuple[str, str]]] = {}  # menus repeat their entries ("salt 3 g"): read each once
+    weighed: dict[str, tuple[str, float] | None] = {}
+    out = Reading([], [], [], [])
+    for d in dishes:
+        found: dict[str, float] = {}
+        protein: set[str] = set()
+        grams: dict[str, float] = {}
+        for text in (d.name, *d.ingredients):
+            if text not in read:
+                read[text] = terms(text, glossary)
+            for concept, kind in read[text]:
+                found[concept] = max(found.get(concept, 0.0), KIND_WEIGHT.get(kind, 1.0))
+                if concept in PROTEINS:
+                    protein.add(concept)
+        for entry in d.ingredients:
+            if entry not in weighed:  # an entry counts for its last food concept: 鸡蛋面 is noodles
+                g = entry_grams(entry)
+                food = [c for c, kind in read[entry] if kind not in ("c", "m", "x")]
+                weighed[entry] = (food[-1], g) if g and food else None
+            hit = weighed[entry]
+            if hit is not None:
+                grams[hit[0]] = grams.get(hit[0], 0.0) + hit[1]
+        squeezed = _squeezed(d.name)
+        if squeezed not in read:
+            read[squeezed] = terms(squeezed, glossary)
+        named = read[d.name] if glossary and d.name in glossary else read[squeezed]
+        out.concepts.append(found)
+        out.names.append(tuple(sorted({c for c, _ in named})) or None)
+        base = {c for c, kind in named if kind == "d" or c in BASES}
+        out.cores.append(tuple(sorted(protein | base)) if protein else None)
+        out.grams.append(grams)
+    return out
+
+
+_BETWEEN_CJK = re.compile(r"(?<=[\u3400-\u9fff])[\s\W_]+(?=[\u3400-\u9fff])")
+
+
+def _squeezed(name: str) -> str:
+    """A name with the spaces and punctuation between Chinese characters gone (鱼香 牛肉·盖饭: 鱼香牛肉盖饭),
+    so the lexicon reads its words whole."""
+    return _BETWEEN_CJK.sub("", name)
+
+
+def dish_grams(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
+    """{food concept: the grams the dish's ingredient entries state of it} per dish (an entry counts for
+    its last food concept: 鸡蛋面 is noodles)."""
+    return _read_dishes(dishes, glossary).grams
+
+
+def composition_alike(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    """How alike two dishes' stated grams are, 0 to 1: the share of their entries they have in common
+    times exp(-the mean squared log ratio of the grams of those). One merchant's copy of another's dish,
+    a gram or two off and an entry swapped, stays near 0.9; two cooks' kung pao chicken seldom pass 0.7.
+
+    >>> round(composition_alike({"beef": 150, "rice": 250}, {"beef": 140, "rice": 250}), 3)
+    0.998
+    >>> composition_alike({"beef": 150}, {"pork": 150})
+    0.0
+    """
+    shared = [c for c in a if c in b]
+    if not shared:
+        return 0.0
+    spread = sum(math.log(a[c] / b[c]) ** 2 for c in shared) / len(shared)
+    return len(shared) / max(len(a), len(b)) * math.exp(-spread)
+
+
+def nearest_by_grams(grams: Sequence[Mapping[str, float]], k: int, floor: float, groups: np.ndarray | None = None,
+                     block: int = 128, reach: int = GRAMS_REACH) -> np.ndarray:
+    """Rows (i, j) of each record j's `k` earlier records i most alike by `composition_alike` at `floor`
+    or more, among the `reach` records before it (another group when given): an exact search, three
+    matrix products per block of rows, so its cost grows with records x reach, not records squared."""
+    vocab: dict[str, int] = {}
+    cells = [(r, vocab.setdefault(c, len(vocab)), g) for r, d in enumerate(grams) for c, g in d.items() if g > 0]
+    x = np.zeros((len(grams), max(1, len(vocab))), np.float32)  # log grams
+    m = np.zeros_like(x)  # which entries a record has (1 g logs to 0: presence is its own table)
+    for r, c, g in cells:
+        x[r, c], m[r, c] = math.log(g), 1.0
+    size = m.sum(axis=1)
+    out: list[np.ndarray] = []
+    for start in range(1, len(grams), block):
+        stop, first = min(start + block, len(grams)), max(0, start - reach)
+        a, ma, b, mb = x[start:stop], m[start:stop], x[first:stop - 1], m[first:stop - 1]
+        shared = ma @ mb.T
+        spread = np.maximum(((a * a) @ mb.T + ma @ (b * b).T - 2 * a @ b.T) / np.maximum(shared, 1), 0)
+        alike = shared / np.maximum(np.maximum.outer(size[start:stop], size[first:stop - 1]), 1) * np.exp(-spread)
+        rows, cols = np.arange(start, stop), np.arange(first, stop - 1)
+        alike[(cols[None, :] >= rows[:, None]) | (cols[None, :] < rows[:, None] - reach)] = -1  # earlier, in reach
+        if groups is not None:
+            alike[groups[rows][:, None] == groups[None, cols]] = -1
+        top = min(k, alike.shape[1])
+        best = np.argpartition(-alike, top - 1, axis=1)[:, :top]
+        hit = np.take_along_axis(alike, best, axis=1) >= floor
+        out.append(np.stack([cols[best[hit]], np.repeat(rows[:, None], top, axis=1)[hit]], 1))
+    return np.concatenate(out).astype(np.int64) if out else np.zeros((0, 2), np.int64)
+
+
+@dataclass
+class Weighted:
+    """Records' concepts as ids, their kinds' weights, each concept's rarity (idf) and each record's total."""
+
+    ids: list[np.ndarray]
+    kind: list[np.ndarray]
+    idf: np.ndarray
+    totals: np.ndarray
+
+    @classmethod
+    def of(cls, concepts: Sequence[Mapping[str, float]]) -> Weighted:
+        n = len(concepts)
+        vocab: dict[str, int] = {}
+        ids = [np.array([vocab.setdefault(c, len(vocab)) for c in cs], dtype=np.int64) for cs in concepts]
+        kind = [np.array(list(cs.values()), dtype=np.float64) for cs in concepts]
+        tok = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+        kw = np.concatenate(kind) if kind else np.zeros(0)
+        rec = np.repeat(np.arange(n, dtype=np.int64), [len(t) for t in ids])
+        idf = np.log1p(n / np.maximum(np.bincount(tok, minlength=len(vocab)), 1))
+        return cls(ids, kind, idf, np.bincount(rec, weights=idf[tok] * kw, minlength=n))
+
+    def jaccard(self, ij: np.ndarray) -> np.ndarray:
+        return _weighted_jaccard(ij, self.ids, self.kind, self.idf, self.totals)
+
+
+def prefix_pairs(w: Weighted, groups: np.ndarray | None = None, floor: float = FLOOR) -> Scored:
+    """Every pair at weighted Jaccard `floor` or more (of two groups when given) that prefix filtering
+    meets: all of them but where a prefix concept is shared by more than BUCKET records (there each meets
+    the concept's first STAR and its WINDOW neighbours in concept order)."""
+    n = len(w.ids)
+    if not len(w.idf):
+        return Scored.empty()
+    tok, kw = np.concatenate(w.ids), np.concatenate(w.kind)
+    rec = np.repeat(np.arange(n, dtype=np.int64), [len(t) for t in w.ids])
+    idf, totals = w.idf, w.totals
+    weight = idf[tok] * kw  # a concept weighs its rarity times its kind
+    rank = np.empty(len(idf), dtype=np.int64)
+    rank[np.argsort(-idf, kind="stable")] = np.arange(len(idf))  # the global order: the rarest first
+    order = np.lexsort((rank[tok], rec))  # each record's concepts, the rarest first
+    tok_o, rec_o, w_o = tok[order], rec[order], weight[order]
+    start = np.r_[0, np.flatnonzero(np.diff(rec_o)) + 1]
+    run = np.diff(np.r_[start, len(rec_o)])
+    cum = np.cumsum(w_o)
+    before = cum - w_o - np.repeat(cum[start] - w_o[start], run)  # weight of the record's earlier concepts
+    prefix = before <= (1 - floor) * totals[rec_o] + 1e-9  # what is left after them still reaches `floor`
+    place = np.arange(len(rec_o)) - np.repeat(start, run)
+    lead = np.full((n, 4), len(idf), dtype=np.int64)  # the first concepts in global order: a sort key
+    first = place < 4
+    lead[rec_o[first], place[first]] = rank[tok_o[first]]
+    p_tok, p_rec = tok_o[prefix], rec_o[prefix]
+    by = np.lexsort((p_rec, p_tok))
+    p_tok, p_rec = p_tok[by], p_rec[by]
+    bounds = np.r_[0, np.flatnonzero(np.diff(p_tok)) + 1, len(p_tok)]
+    pairs: list[np.ndarray] = []
+    for a, c in zip(bounds[:-1], bounds[1:], strict=True):
+        m = int(c - a)
+        if m < 2:
+            continue
+        b = p_rec[a:c]
+        if m <= BUCKET:
+            x, y = np.triu_indices(m, 1)
+            pairs.append(np.stack([b[x], b[y]], 1))
+            continue
+        star = np.stack(np.meshgrid(b[:STAR], b[STAR:], indexing="ij"), -1).reshape(-1, 2)
+        by_lead = b[np.lexsort(lead[b].T[::-1])]
+        pairs += [star, *(np.stack([by_lead[:-w], by_lead[w:]], 1) for w in range(1, min(WINDOW, m - 1) + 1))]
+    ij = _distinct(pairs, n, groups)
+    score = w.jaccard(ij)
+    keep = score >= floor - 1e-9
+    return Scored(ij[keep, 0], ij[keep, 1], score[keep])
+
+
+def _distinct(pairs: list[np.ndarray], n: int, groups: np.ndarray | None) -> np.ndarray:
+    """The pairs as (earlier, later) rows, each once, of two groups when `groups` is given."""
+    if not pairs:
+        return np.zeros((0, 2), np.int64)
+    ij = np.sort(np.concatenate(pairs).astype(np.int64), axis=1)
+    key = np.unique(ij[:, 0] * np.int64(n) + ij[:, 1])
+    ij = np.stack([key // n, key % n], 1)
+    ij = ij[ij[:, 0] != ij[:, 1]]
+    return ij[groups[ij[:, 0]] != groups[ij[:, 1]]] if groups is not None else ij
+
+
+def key_pairs(keys: Sequence[Key], concepts: Sequence[Mapping[str, float]], grams: Sequence[Mapping[str, float]],
+              groups: np.ndarray | None = None) -> np.ndarray:
+    """(earlier, later) rows of records with one key (of two groups when given): every pair of a key
+    shared by at most KEY_ALL records; of a key shared by more (one standard dish on hundreds of menus),
+    each record with the key's first KEY_STAR records, with its K_GRAMS most alike of the key's records by concepts
+    weighted among those records alone (what tells one merchant's kung pao chicken from another's is
+    what the key's dishes do not share) and with its K_GRAMS most alike by their grams among the key's
+    GRAMS_REACH records before it (`composition_alike`: copies of one dish that name the same things
+    differ in their grams). Grouping by a key is linear, and so is each search within a key's records."""
+    members: dict[tuple[str, ...], list[int]] = {}
+    for x, key in enumerate(keys):
+        if key is not None:
+            members.setdefault(key, []).append(x)
+    pairs: list[np.ndarray] = []
+    for found in members.values():
+        if len(found) < 2:
+            continue
+        m = np.array(found, dtype=np.int64)
+        if len(m) <= KEY_ALL:
+            a, b = np.triu_indices(len(m), 1)
+            pairs.append(np.stack([m[a], m[b]], 1))
+            continue
+        pairs.append(np.stack(np.meshgrid(m[:KEY_STAR], m, indexing="ij"), -1).reshape(-1, 2))
+        local = None if groups is None else groups[m]
+        pairs.append(m[nearest_by_grams([grams[x] for x in m], K_GRAMS, GRAMS_FLOOR, local)])
+    return _distinct(pairs, len(keys), groups)
+
+
+def _weighted_jaccard(ij: np.ndarray, ids: list[np.ndarray], kind: list[np.ndarray], idf: np.ndarray,
+                      totals: np.ndarray) -> np.ndarray:
+    """Weighted Jaccard of each pair: the shared concepts' weight (each at the lighter of its two kinds)
+    over the two totals less the shared weight. Vectorised: each pair's concepts as (pair, concept) keys,
+    a shared concept is a key that comes twice."""
+    lengths = np.array([len(t) for t in ids], dtype=np.int64)
+    ptr = np.r_[0, np.cumsum(lengths)]
+    tok = np.concatenate(ids) if len(ids) else np.zeros(0, np.int64)
+    kw = np.concatenate(kind) if len(kind) else np.zeros(0)
+    out = np.zeros(len(ij))
+    span = np.int64(len(idf))
+    for start in range(0, len(ij), 1 << 18):
+        block = ij[start:start + (1 << 18)]
+        keys, weights = [], []
+        for side in (0, 1):
+            rows = block[:, side]
+            n_of = lengths[rows]
+            pair = np.repeat(np.arange(len(rows), dtype=np.int64), n_of)
+            first = np.repeat(ptr[rows] - (np.cumsum(n_of) - n_of), n_of)
+            at = first + np.arange(int(n_of.sum()), dtype=np.int64)
+            keys.append(pair * span + tok[at])
+            weights.append(kw[at])
+        key, weight = np.concatenate(keys), np.concatenate(weights)
+        order = np.argsort(key, kind="stable")
+        key, weight = key[order], weight[order]
+        twice = np.flatnonzero(key[1:] == key[:-1])
+        concept = key[twice] % span
+        shared = idf[concept] * np.minimum(weight[twice], weight[twice + 1])
+        overlap = np.bincount(key[twice] // span, weights=shared, minlength=len(block))
+        denominator = totals[block[:, 0]] + totals[block[:, 1]] - overlap
+        out[start:start + len(block)] = np.divide(overlap, denominator, out=np.zeros(len(block)), where=denominator > 0)
+    return out
+
+
+def bounded(found: Scored, second: np.ndarray, same_name: np.ndarray, same_core: np.ndarray, k: int = K) -> np.ndarray:
+    """Which pairs each later record keeps, at most `k`, in this order: of the partners of its normalised
+    name, the most alike by concepts, the most alike by composition (`second`) and the earliest (a dish
+    on many menus: each copy meets the first, the one kept); of the partners of its protein + base set,
+    the most alike by composition and by concepts; then the most alike of the rest by concepts. Alike by
+    concepts: the score to 3 decimals, then `second`, then the earliest partner (by composition: `second`
+    to 3 decimals first). A near miss (another protein) can fill a free place; it never takes a place
+    from a partner that shares a key."""
+    if not len(found.i):
+        return np.zeros(0, bool)
+    score, near = np.round(found.score, 3), np.round(second, 3)
+    by_concepts = np.lexsort((found.i, -second, -score, found.j))
+    by_composition = np.lexsort((found.i, -score, -near, found.j))
+    earliest = np.lexsort((found.i, found.j))
+    slot = np.full(len(found.i), 9)
+    for rank, (order, mask) in enumerate(((by_concepts, same_name), (by_composition, same_name), (earliest, same_name),
+                                          (by_composition, same_core), (by_concepts, same_core))):
+        rows = order[mask[order] & (slot[order] == 9)]  # each later record's untaken partners of the key, best first
+        if len(rows):
+            slot[rows[np.r_[True, found.j[rows][1:] != found.j[rows][:-1]]]] = rank
+    place = np.empty(len(found.i), np.int64)
+    place[by_concepts] = np.arange(len(found.i))
+    final = np.lexsort((place, slot, found.j))
+    keep = np.zeros(len(found.i), bool)
+    keep[final[place_in_run(found.j[final]) < k]] = True
+    return keep
+
+
+@dataclass
+class DishCandidates:
+    """The dish pairs to ask about: (earlier, later) indices, how each was found and its similarity."""
+
+    via: dict[tuple[int, int], list[str]]
+    score: dict[tuple[int, int], dict[str, float]]
+
+    def pairs(self) -> list[tuple[int, int]]:
+        return sorted(self.via)
+
+
+def dish_candidates(dishes: Sequence[Any], vectors: Any = None, *, glossary: Mapping[str, str] | None = None,
+                    groups: Sequence[str] | None = None) -> DishCandidates:
+    """Candidate pairs of `dishes` (in their order: a pair's later dish is the one a confirmed verdict
+    drops): each dish's K earlier partners from its concepts and keys (`bounded`: those of its normalised
+    name and of its protein + base set first) and, with `vectors`, its K_VECTOR nearest earlier
+    neighbours; pairs of one merchant (`groups`, default each dish's merchant_id) never."""
+    labels = list(groups) if groups is not None else [d.merchant_id for d in dishes]
+    codes = np.unique(np.array(labels, dtype=object).astype(str), return_inverse=True)[1] if labels else np.zeros(0, np.int64)
+    via: dict[tuple[int, int], list[str]] = {}
+    score: dict[tuple[int, int], dict[str, float]] = {}
+    reading = _read_dishes(dishes, glossary)
+    concepts, names, cores, grams = reading.concepts, reading.names, reading.cores, reading.grams
+    w = Weighted.of(concepts)
+    by_concepts = prefix_pairs(w, codes)
+    routes = {"concepts": np.stack([by_concepts.i, by_concepts.j], 1), "name": key_pairs(names, concepts, grams, codes),
+              "protein_base": key_pairs(cores, concepts, grams, codes)}
+    found_by: dict[tuple[int, int], list[str]] = {}
+    for route, rows in routes.items():
+        for i, j in rows.tolist():
+            found_by.setdefault((i, j), []).append(route)
+    if found_by:
+        ij = np.array(sorted(found_by), dtype=np.int64)
+        found = Scored(ij[:, 0], ij[:, 1], w.jaccard(ij))
+        second = np.array([composition_alike(grams[a], grams[b]) for a, b in ij.tolist()])
+        same_name = np.array([names[a] is not None and names[a] == names[b] for a, b in ij.tolist()], dtype=bool)
+        same_core = np.array([cores[a] is not None and cores[a] == cores[b] for a, b in ij.tolist()], dtype=bool)
+        # A partner of the same name always; of the same protein + base set when the two are at all alike;
+        # any other only at FLOOR (the prefix filter's floor, which the name and key routes do not apply).
+        worth = same_name | (found.score >= FLOOR - 1e-9) | (same_core & (found.score >= CORE_FLOOR))
+        found, second, same_name, same_core = (Scored(found.i[worth], found.j[worth], found.score[worth]),
+                                               second[worth], same_name[worth], same_core[worth])
+        keep = bounded(found, second, same_name, same_core)
+        for i, j, s in zip(found.i[keep].tolist(), found.j[keep].tolist(), found.score[keep].tolist(), strict=True):
+            via[(i, j)] = list(found_by[(i, j)])
+            score[(i, j)] = {"concepts": round(s, 3)}
+    if vectors is not None:
+        near = nearest_earlier(checked_vectors(vectors, len(dishes)), K_VECTOR, VECTOR_FLOOR, codes)
+        for i, j, s in near.tolist():
+            via.setdefault((int(i), int(j)), []).append("embedding")
+            score.setdefault((int(i), int(j)), {})["embedding"] = round(s, 3)
+    return DishCandidates(via, score)
+
+
+def candidate_pairs(dishes: Sequence[Any], vectors: Any = None, *,
+                    glossary: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """The dish pairs (earlier dish id, later dish id) a model should judge: `dishes` are
+    `construct.raw.Dish` in the order resolution takes them (`resolve`), `vectors` one embedding per dish
+    (optional), `glossary` English for names in another language (optional). Pairs of one merchant never.
+
+    >>> from construct.raw import Dish
+    >>> menu = [Dish("a1", "a", "Spicy Beef Noodle Soup", "", "", ("beef 150 g", "noodles 200 g", "bok choy 40 g"), ""),
+    ...         Dish("b1", "b", "招牌香辣牛肉面", "", "", ("牛肉 150克", "面条 200克", "青菜 40克"), ""),
+    ...         Dish("b2", "b", "Egg Fried Rice", "", "", ("rice 250 g", "egg 2", "scallion 5 g"), "")]
+    >>> candidate_pairs(menu)
+    [('a1', 'b1')]
+    """
+    found = dish_candidates(dishes, vectors, glossary=glossary)
+    return [(dishes[i].dish_id, dishes[j].dish_id) for i, j in found.pairs()]
+
+
+def judge_groups(pairs: Iterable[tuple[int, int]], wide: int = GROUP_WIDE,
+                 size: int = GROUP_SIZE) -> list[tuple[int, tuple[int, ...]]]:
+    """The judge's questions for candidate `pairs` (earlier, later): (a dish, the dishes it is compared
+    with), every pair in exactly one. A dish that `wide` or more later dishes meet (one dish on many
+    menus: its copies each meet it) is asked about with them, `size` at a time; each other later dish
+    with its remaining earlier partners, in one question. So the questions grow with the dishes, not with
+    their pairs; each verdict is still one pair's, and `resolve` takes them as pairs (no chaining).
+
+    >>> judge_groups([(0, 1), (0, 2), (0, 3), (1, 3), (2, 3), (1, 4)])
+    [(0, (1, 2, 3)), (3, (1, 2)), (1, (4,))]
+    """
+    pairs = sorted(set(pairs))
+    later: dict[int, list[int]] = {}
+    for i, j in pairs:
+        later.setdefault(i, []).append(j)
+    out: list[tuple[int, tuple[int, ...]]] = []
+    rest: dict[int, list[int]] = {}
+    for i, members in later.items():
+        if len(members) >= wide:
+            out += [(i, tuple(members[k:k + size])) for k in range(0, len(members), size)]
+        else:
+            for j in members:
+                rest.setdefault(j, []).append(i)
+    for j in sorted(rest):
+        earlier = rest[j]
+        if len(earlier) == 1:
+            out.append((earlier[0], (j,)))
+        else:
+            out += [(j, tuple(earlier[k:k + size])) for k in range(0, len(earlier), size)]
+    return out
