@@ -15,8 +15,9 @@ WINDOW neighbours in concept order, so one popular dish cannot make the work qua
 Two keys add candidates whatever the similarity (`dish_keys`, `key_pairs`): dishes of one normalised
 name (the name's concepts, sorted) always meet, and dishes of one protein + base set when they are at all
 alike (CORE_FLOOR); a key shared by more than KEY_ALL dishes (a standard dish on hundreds of menus) is
-searched within its dishes, by concepts weighted among them and by the grams they state
-(`composition_alike`: a merchant's copy of another's dish keeps its amounts). Each dish keeps K partners
+searched within its dishes by the grams they state (construct/composition.py: a merchant's copy of
+another's dish keeps its amounts), exactly among the nearest before it and in a few sorted orders of all
+of them, at a fixed cost per dish. Each pair is scored once, in arrays. Each dish keeps K partners
 listed before it (`bounded`), the partners that share its keys first, so a near miss (another protein)
 never takes a twin's place: resolution (`resolve`) drops a dish only as the twin of one before it, so a
 dish needs no other partners. The judge is asked in groups (`judge_groups`): a dish that many later
@@ -27,7 +28,6 @@ another merchant at cosine VECTOR_FLOOR or more: names that share no concept mee
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from construct.composition import Grams, partners
 from construct.neighbours import (
     K_VECTOR,
     VECTOR_FLOOR,
@@ -49,8 +50,8 @@ K = 4  # earlier partners a dish is checked against, from its concepts and keys
 BUCKET, STAR, WINDOW = 64, 4, 8  # a prefix concept shared by more dishes: each against its first STAR and WINDOW neighbours
 KEY_ALL, KEY_STAR = 12, 2  # a key (normalised name, protein + base) shared by more dishes is blocked within them
 CORE_FLOOR = 0.3  # a partner of one protein + base set at least this alike (weighted Jaccard) is a candidate
-K_GRAMS, GRAMS_FLOOR = 2, 0.5  # and its most alike there by concepts and by grams (composition_alike)
-GRAMS_REACH = 256  # of a key's dishes, those this far back are searched by grams
+K_GRAMS, GRAMS_FLOOR = 2, 0.5  # and its most alike there by the grams they state (composition.composition_alike)
+ROUTES = ("concepts", "name", "protein_base")  # how a pair was found: the prefix filter, each key
 GROUP_WIDE, GROUP_SIZE = 3, 12  # a dish met by this many later dishes is judged with them, this many a question
 KIND_WEIGHT = {"i": 1.0, "w": 1.0, "h": 0.7, "d": 0.6, "c": 0.5, "s": 0.25}  # construct/lexicon.py's kinds
 Key = tuple[str, ...] | None  # a dish's normalised name or protein + base set (`dish_keys`)
@@ -143,53 +144,6 @@ def dish_grams(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None)
     return _read_dishes(dishes, glossary).grams
 
 
-def composition_alike(a: Mapping[str, float], b: Mapping[str, float]) -> float:
-    """How alike two dishes' stated grams are, 0 to 1: the share of their entries they have in common
-    times exp(-the mean squared log ratio of the grams of those). One merchant's copy of another's dish,
-    a gram or two off and an entry swapped, stays near 0.9; two cooks' kung pao chicken seldom pass 0.7.
-
-    >>> round(composition_alike({"beef": 150, "rice": 250}, {"beef": 140, "rice": 250}), 3)
-    0.998
-    >>> composition_alike({"beef": 150}, {"pork": 150})
-    0.0
-    """
-    shared = [c for c in a if c in b]
-    if not shared:
-        return 0.0
-    spread = sum(math.log(a[c] / b[c]) ** 2 for c in shared) / len(shared)
-    return len(shared) / max(len(a), len(b)) * math.exp(-spread)
-
-
-def nearest_by_grams(grams: Sequence[Mapping[str, float]], k: int, floor: float, groups: np.ndarray | None = None,
-                     block: int = 128, reach: int = GRAMS_REACH) -> np.ndarray:
-    """Rows (i, j) of each record j's `k` earlier records i most alike by `composition_alike` at `floor`
-    or more, among the `reach` records before it (another group when given): an exact search, three
-    matrix products per block of rows, so its cost grows with records x reach, not records squared."""
-    vocab: dict[str, int] = {}
-    cells = [(r, vocab.setdefault(c, len(vocab)), g) for r, d in enumerate(grams) for c, g in d.items() if g > 0]
-    x = np.zeros((len(grams), max(1, len(vocab))), np.float32)  # log grams
-    m = np.zeros_like(x)  # which entries a record has (1 g logs to 0: presence is its own table)
-    for r, c, g in cells:
-        x[r, c], m[r, c] = math.log(g), 1.0
-    size = m.sum(axis=1)
-    out: list[np.ndarray] = []
-    for start in range(1, len(grams), block):
-        stop, first = min(start + block, len(grams)), max(0, start - reach)
-        a, ma, b, mb = x[start:stop], m[start:stop], x[first:stop - 1], m[first:stop - 1]
-        shared = ma @ mb.T
-        spread = np.maximum(((a * a) @ mb.T + ma @ (b * b).T - 2 * a @ b.T) / np.maximum(shared, 1), 0)
-        alike = shared / np.maximum(np.maximum.outer(size[start:stop], size[first:stop - 1]), 1) * np.exp(-spread)
-        rows, cols = np.arange(start, stop), np.arange(first, stop - 1)
-        alike[(cols[None, :] >= rows[:, None]) | (cols[None, :] < rows[:, None] - reach)] = -1  # earlier, in reach
-        if groups is not None:
-            alike[groups[rows][:, None] == groups[None, cols]] = -1
-        top = min(k, alike.shape[1])
-        best = np.argpartition(-alike, top - 1, axis=1)[:, :top]
-        hit = np.take_along_axis(alike, best, axis=1) >= floor
-        out.append(np.stack([cols[best[hit]], np.repeat(rows[:, None], top, axis=1)[hit]], 1))
-    return np.concatenate(out).astype(np.int64) if out else np.zeros((0, 2), np.int64)
-
-
 @dataclass
 class Weighted:
     """Records' concepts as ids, their kinds' weights, each concept's rarity (idf) and each record's total."""
@@ -273,15 +227,12 @@ def _distinct(pairs: list[np.ndarray], n: int, groups: np.ndarray | None) -> np.
     return ij[groups[ij[:, 0]] != groups[ij[:, 1]]] if groups is not None else ij
 
 
-def key_pairs(keys: Sequence[Key], concepts: Sequence[Mapping[str, float]], grams: Sequence[Mapping[str, float]],
-              groups: np.ndarray | None = None) -> np.ndarray:
+def key_pairs(keys: Sequence[Key], grams: Grams, groups: np.ndarray | None = None) -> np.ndarray:
     """(earlier, later) rows of records with one key (of two groups when given): every pair of a key
     shared by at most KEY_ALL records; of a key shared by more (one standard dish on hundreds of menus),
-    each record with the key's first KEY_STAR records, with its K_GRAMS most alike of the key's records by concepts
-    weighted among those records alone (what tells one merchant's kung pao chicken from another's is
-    what the key's dishes do not share) and with its K_GRAMS most alike by their grams among the key's
-    GRAMS_REACH records before it (`composition_alike`: copies of one dish that name the same things
-    differ in their grams). Grouping by a key is linear, and so is each search within a key's records."""
+    each record with the key's first KEY_STAR records and with its K_GRAMS most alike by the grams they
+    state (construct/composition.py: copies of one dish that name the same things differ in their grams).
+    Grouping by a key is linear, and so is each search within a key's records."""
     members: dict[tuple[str, ...], list[int]] = {}
     for x, key in enumerate(keys):
         if key is not None:
@@ -296,8 +247,7 @@ def key_pairs(keys: Sequence[Key], concepts: Sequence[Mapping[str, float]], gram
             pairs.append(np.stack([m[a], m[b]], 1))
             continue
         pairs.append(np.stack(np.meshgrid(m[:KEY_STAR], m, indexing="ij"), -1).reshape(-1, 2))
-        local = None if groups is None else groups[m]
-        pairs.append(m[nearest_by_grams([grams[x] for x in m], K_GRAMS, GRAMS_FLOOR, local)])
+        pairs.append(partners(grams, m, K_GRAMS, GRAMS_FLOOR, groups))
     return _distinct(pairs, len(keys), groups)
 
 
@@ -363,6 +313,12 @@ def bounded(found: Scored, second: np.ndarray, same_name: np.ndarray, same_core:
     return keep
 
 
+def _codes(keys: Sequence[Key]) -> np.ndarray:
+    """Each record's key as a number (-1: none), so that keys compare as arrays."""
+    known: dict[tuple[str, ...], int] = {}
+    return np.array([-1 if k is None else known.setdefault(k, len(known)) for k in keys], np.int64)
+
+
 @dataclass
 class DishCandidates:
     """The dish pairs to ask about: (earlier, later) indices, how each was found and its similarity."""
@@ -385,29 +341,39 @@ def dish_candidates(dishes: Sequence[Any], vectors: Any = None, *, glossary: Map
     via: dict[tuple[int, int], list[str]] = {}
     score: dict[tuple[int, int], dict[str, float]] = {}
     reading = _read_dishes(dishes, glossary)
-    concepts, names, cores, grams = reading.concepts, reading.names, reading.cores, reading.grams
-    w = Weighted.of(concepts)
+    w, grams = Weighted.of(reading.concepts), Grams.of(reading.grams)
+    names, cores = _codes(reading.names), _codes(reading.cores)
     by_concepts = prefix_pairs(w, codes)
-    routes = {"concepts": np.stack([by_concepts.i, by_concepts.j], 1), "name": key_pairs(names, concepts, grams, codes),
-              "protein_base": key_pairs(cores, concepts, grams, codes)}
-    found_by: dict[tuple[int, int], list[str]] = {}
-    for route, rows in routes.items():
-        for i, j in rows.tolist():
-            found_by.setdefault((i, j), []).append(route)
-    if found_by:
-        ij = np.array(sorted(found_by), dtype=np.int64)
-        found = Scored(ij[:, 0], ij[:, 1], w.jaccard(ij))
-        second = np.array([composition_alike(grams[a], grams[b]) for a, b in ij.tolist()])
-        same_name = np.array([names[a] is not None and names[a] == names[b] for a, b in ij.tolist()], dtype=bool)
-        same_core = np.array([cores[a] is not None and cores[a] == cores[b] for a, b in ij.tolist()], dtype=bool)
+    routes = (np.stack([by_concepts.i, by_concepts.j], 1), key_pairs(reading.names, grams, codes),
+              key_pairs(reading.cores, grams, codes))
+    n = np.int64(max(1, len(dishes)))
+    pair_key = np.concatenate([r[:, 0] * n + r[:, 1] for r in routes])
+    route_bit = np.concatenate([np.full(len(r), 1 << k, np.int64) for k, r in enumerate(routes)])
+    if len(pair_key):
+        order = np.argsort(pair_key, kind="stable")
+        pair_key, route_bit = pair_key[order], route_bit[order]
+        starts = np.r_[0, np.flatnonzero(np.diff(pair_key)) + 1]
+        bits, pair_key = np.bitwise_or.reduceat(route_bit, starts), pair_key[starts]
+        ij = np.stack([pair_key // n, pair_key % n], 1)
+        similarity = np.full(len(ij), np.nan)  # the prefix filter's pairs come scored: score the others once
+        known = np.searchsorted(pair_key, by_concepts.i * n + by_concepts.j)
+        similarity[known] = by_concepts.score
+        unscored = np.isnan(similarity)
+        similarity[unscored] = w.jaccard(ij[unscored])
+        found = Scored(ij[:, 0], ij[:, 1], similarity)
+        second = grams.alike(ij)
+        same_name = (names[ij[:, 0]] >= 0) & (names[ij[:, 0]] == names[ij[:, 1]])
+        same_core = (cores[ij[:, 0]] >= 0) & (cores[ij[:, 0]] == cores[ij[:, 1]])
         # A partner of the same name always; of the same protein + base set when the two are at all alike;
         # any other only at FLOOR (the prefix filter's floor, which the name and key routes do not apply).
         worth = same_name | (found.score >= FLOOR - 1e-9) | (same_core & (found.score >= CORE_FLOOR))
-        found, second, same_name, same_core = (Scored(found.i[worth], found.j[worth], found.score[worth]),
-                                               second[worth], same_name[worth], same_core[worth])
+        found, second, same_name, same_core, bits = (Scored(found.i[worth], found.j[worth], found.score[worth]),
+                                                     second[worth], same_name[worth], same_core[worth], bits[worth])
         keep = bounded(found, second, same_name, same_core)
-        for i, j, s in zip(found.i[keep].tolist(), found.j[keep].tolist(), found.score[keep].tolist(), strict=True):
-            via[(i, j)] = list(found_by[(i, j)])
+        labels = [[route for k, route in enumerate(ROUTES) if b >> k & 1] for b in range(1 << len(ROUTES))]
+        for i, j, s, b in zip(found.i[keep].tolist(), found.j[keep].tolist(), found.score[keep].tolist(),
+                              bits[keep].tolist(), strict=True):
+            via[(i, j)] = list(labels[b])
             score[(i, j)] = {"concepts": round(s, 3)}
     if vectors is not None:
         near = nearest_earlier(checked_vectors(vectors, len(dishes)), K_VECTOR, VECTOR_FLOOR, codes)

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from construct import dedupe, dish_dedupe, dishes, neighbours
+from construct import composition, dedupe, dish_dedupe, dishes, neighbours
 from construct.dedupe import band_pairs, candidate_pairs, candidates, char_ngrams, minhash, resolve
 from construct.errors import BuildError, StageFailed
 from construct.models import Answer
@@ -98,6 +98,46 @@ def test_a_judge_wrong_on_five_percent_of_other_candidates_drops_at_most_two_per
     # dish per wrong "same".
     wrong_pairs = [p for p in pairs if frozenset(p) not in planted]
     assert bad <= len(wrong_pairs)
+
+
+def test_every_copy_that_keeps_a_standard_dishs_grams_meets_its_source_among_hundreds_of_copies_and_near_misses():
+    """One standard dish on 500 menus under one name, each merchant's own grams; 500 near misses with another
+    protein (the same technique, vegetable and staples); then 16 merchants copy one of the first 80 menus'
+    dish, an entry swapped and the grams a few percent off. Each copy must meet its source, however many
+    copies of the name stand between them."""
+    rng = np.random.default_rng(7)
+    staples = ("vegetable oil", "salt", "soy sauce", "scallion", "ginger", "garlic")
+
+    def recipe(protein: str) -> dict[str, int]:
+        return {protein: int(rng.integers(80, 220)), "peas": int(rng.integers(20, 120)),
+                "rice": int(rng.integers(150, 300)), **{s: int(rng.integers(2, 20)) for s in staples}}
+
+    def render(k: int, name: str, grams: dict[str, int]) -> Dish:
+        return Dish(f"m{k:04d}-d", f"m{k:04d}", name, "", "", tuple(f"{c} {g} g" for c, g in grams.items()), "")
+
+    menus = [("Fish-Fragrant Beef and Peas Rice Bowl", recipe("beef")) if k % 2 == 0 else
+             ("Fish-Fragrant Pork and Peas Rice Bowl", recipe("pork")) for k in range(1000)]
+    copied = {}
+    for _ in range(16):
+        source = 2 * int(rng.integers(40))
+        name, grams = menus[source]
+        copy = {c: max(1, round(g * rng.uniform(0.95, 1.05))) for c, g in grams.items() if c != "garlic"}
+        copied[len(menus)] = source
+        menus.append((name, copy | {"carrot": int(rng.integers(10, 40))}))
+    records = [render(k, name, grams) for k, (name, grams) in enumerate(menus)]
+    pairs = set(candidate_pairs(records))
+    assert {(records[source].dish_id, records[k].dish_id) for k, source in copied.items()} <= pairs
+    assert len(pairs) <= dish_dedupe.K * len(records)
+
+
+def test_pairs_scored_in_arrays_score_as_composition_alike_does_one_pair():
+    rng = np.random.default_rng(3)
+    foods = ["beef", "rice", "peas", "salt", "carrot", "egg"]
+    grams = [{f: float(rng.integers(1, 300)) for f in foods if rng.random() < 0.6} for _ in range(60)]
+    ij = np.array([(a, b) for a in range(60) for b in range(a + 1, 60)])
+    table = composition.Grams.of(grams)
+    expected = [composition.composition_alike(grams[a], grams[b]) for a, b in ij.tolist()]
+    assert np.allclose(table.alike(ij), expected)
 
 
 def test_resolve_never_chains_and_respects_allowed():
