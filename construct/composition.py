@@ -128,14 +128,17 @@ def partners(grams: Grams, members: np.ndarray, k: int, floor: float, groups: np
 def within_reach(x: np.ndarray, present: np.ndarray, size: np.ndarray, groups: np.ndarray | None,
                  k: int = 2, floor: float = 0.5, reach: int = REACH) -> np.ndarray:
     """Local rows (i, j) of each record j's `k` most alike of the `reach` records before it: an exact
-    search, three matrix products per BLOCK of rows over the entries they share."""
+    search, two products per BLOCK of rows over the entries two records share."""
     out: list[np.ndarray] = []
     n = len(x)
     for start in range(1, n, BLOCK):
         stop, first = min(start + BLOCK, n), max(0, start - reach)
         a, ma, b, mb = x[start:stop], present[start:stop], x[first:stop - 1], present[first:stop - 1]
-        shared = ma @ mb.T
-        spread = np.maximum(((a * a) @ mb.T + ma @ (b * b).T - 2 * a @ b.T) / np.maximum(shared, 1), 0)
+        # einsum, not matmul: BLAS threads spinning for products this small cost many times their work in
+        # CPU time on a busy machine (measured: 7 s instead of 0.4 s at 32,000 dishes on 2 shared cores).
+        shared = np.einsum("ik,jk->ij", ma, mb)
+        squares = np.einsum("ik,jk->ij", np.hstack([a * a, ma, a]), np.hstack([mb, b * b, -2 * b]))
+        spread = np.maximum(squares / np.maximum(shared, 1), 0)
         alike = shared / np.maximum(np.maximum.outer(size[start:stop], size[first:stop - 1]), 1) * np.exp(-spread)
         rows, cols = np.arange(start, stop), np.arange(first, stop - 1)
         alike[(cols[None, :] >= rows[:, None]) | (cols[None, :] < rows[:, None] - reach)] = -1  # earlier, in reach

@@ -146,38 +146,62 @@ def dish_grams(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None)
 
 @dataclass
 class Weighted:
-    """Records' concepts as ids, their kinds' weights, each concept's rarity (idf) and each record's total."""
+    """Records' concepts: record r's are rows ptr[r]:ptr[r + 1] of `tok` (ids, ascending) and `kind` (their
+    kinds' weights); each concept's rarity (idf) and each record's total. `key` (record * concepts +
+    concept) is ascending, so a pair's shared concepts are found by binary search."""
 
-    ids: list[np.ndarray]
-    kind: list[np.ndarray]
+    ptr: np.ndarray
+    tok: np.ndarray
+    kind: np.ndarray
     idf: np.ndarray
     totals: np.ndarray
+    key: np.ndarray
 
     @classmethod
     def of(cls, concepts: Sequence[Mapping[str, float]]) -> Weighted:
         n = len(concepts)
         vocab: dict[str, int] = {}
-        ids = [np.array([vocab.setdefault(c, len(vocab)) for c in cs], dtype=np.int64) for cs in concepts]
-        kind = [np.array(list(cs.values()), dtype=np.float64) for cs in concepts]
-        tok = np.concatenate(ids) if ids else np.zeros(0, np.int64)
-        kw = np.concatenate(kind) if kind else np.zeros(0)
-        rec = np.repeat(np.arange(n, dtype=np.int64), [len(t) for t in ids])
+        tok = np.array([vocab.setdefault(c, len(vocab)) for cs in concepts for c in cs], dtype=np.int64)
+        kw = np.array([v for cs in concepts for v in cs.values()], dtype=np.float64)
+        lengths = np.array([len(cs) for cs in concepts], dtype=np.int64)
+        rec = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        order = np.lexsort((tok, rec))
+        tok, kw = tok[order], kw[order]
         idf = np.log1p(n / np.maximum(np.bincount(tok, minlength=len(vocab)), 1))
-        return cls(ids, kind, idf, np.bincount(rec, weights=idf[tok] * kw, minlength=n))
+        return cls(np.r_[0, np.cumsum(lengths)], tok, kw, idf, np.bincount(rec, weights=idf[tok] * kw, minlength=n),
+                   rec * np.int64(max(1, len(vocab))) + tok)
 
-    def jaccard(self, ij: np.ndarray) -> np.ndarray:
-        return _weighted_jaccard(ij, self.ids, self.kind, self.idf, self.totals)
+    def jaccard(self, ij: np.ndarray, chunk: int = 1 << 18) -> np.ndarray:
+        """Weighted Jaccard of each pair: the shared concepts' weight (each at the lighter of its two kinds)
+        over the two totals less the shared weight; each concept of the first record looked up among the
+        second's."""
+        out = np.zeros(len(ij))
+        span = np.int64(max(1, len(self.idf)))
+        lengths = np.diff(self.ptr)
+        for start in range(0, len(ij), chunk):
+            a, b = ij[start:start + chunk, 0], ij[start:start + chunk, 1]
+            n_a = lengths[a]
+            pair = np.repeat(np.arange(len(a), dtype=np.int64), n_a)
+            at = np.repeat(self.ptr[a] - (np.cumsum(n_a) - n_a), n_a) + np.arange(int(n_a.sum()), dtype=np.int64)
+            wanted = b[pair] * span + self.tok[at]
+            pos = np.minimum(np.searchsorted(self.key, wanted), max(0, len(self.key) - 1))
+            hit = self.key[pos] == wanted if len(self.key) else np.zeros(len(wanted), bool)
+            shared = self.idf[self.tok[at[hit]]] * np.minimum(self.kind[at[hit]], self.kind[pos[hit]])
+            overlap = np.bincount(pair[hit], weights=shared, minlength=len(a))
+            denominator = self.totals[a] + self.totals[b] - overlap
+            out[start:start + len(a)] = np.divide(overlap, denominator, out=np.zeros(len(a)), where=denominator > 0)
+        return out
 
 
 def prefix_pairs(w: Weighted, groups: np.ndarray | None = None, floor: float = FLOOR) -> Scored:
     """Every pair at weighted Jaccard `floor` or more (of two groups when given) that prefix filtering
     meets: all of them but where a prefix concept is shared by more than BUCKET records (there each meets
     the concept's first STAR and its WINDOW neighbours in concept order)."""
-    n = len(w.ids)
+    n = len(w.ptr) - 1
     if not len(w.idf):
         return Scored.empty()
-    tok, kw = np.concatenate(w.ids), np.concatenate(w.kind)
-    rec = np.repeat(np.arange(n, dtype=np.int64), [len(t) for t in w.ids])
+    tok, kw = w.tok, w.kind
+    rec = np.repeat(np.arange(n, dtype=np.int64), np.diff(w.ptr))
     idf, totals = w.idf, w.totals
     weight = idf[tok] * kw  # a concept weighs its rarity times its kind
     rank = np.empty(len(idf), dtype=np.int64)
@@ -249,40 +273,6 @@ def key_pairs(keys: Sequence[Key], grams: Grams, groups: np.ndarray | None = Non
         pairs.append(np.stack(np.meshgrid(m[:KEY_STAR], m, indexing="ij"), -1).reshape(-1, 2))
         pairs.append(partners(grams, m, K_GRAMS, GRAMS_FLOOR, groups))
     return _distinct(pairs, len(keys), groups)
-
-
-def _weighted_jaccard(ij: np.ndarray, ids: list[np.ndarray], kind: list[np.ndarray], idf: np.ndarray,
-                      totals: np.ndarray) -> np.ndarray:
-    """Weighted Jaccard of each pair: the shared concepts' weight (each at the lighter of its two kinds)
-    over the two totals less the shared weight. Vectorised: each pair's concepts as (pair, concept) keys,
-    a shared concept is a key that comes twice."""
-    lengths = np.array([len(t) for t in ids], dtype=np.int64)
-    ptr = np.r_[0, np.cumsum(lengths)]
-    tok = np.concatenate(ids) if len(ids) else np.zeros(0, np.int64)
-    kw = np.concatenate(kind) if len(kind) else np.zeros(0)
-    out = np.zeros(len(ij))
-    span = np.int64(len(idf))
-    for start in range(0, len(ij), 1 << 18):
-        block = ij[start:start + (1 << 18)]
-        keys, weights = [], []
-        for side in (0, 1):
-            rows = block[:, side]
-            n_of = lengths[rows]
-            pair = np.repeat(np.arange(len(rows), dtype=np.int64), n_of)
-            first = np.repeat(ptr[rows] - (np.cumsum(n_of) - n_of), n_of)
-            at = first + np.arange(int(n_of.sum()), dtype=np.int64)
-            keys.append(pair * span + tok[at])
-            weights.append(kw[at])
-        key, weight = np.concatenate(keys), np.concatenate(weights)
-        order = np.argsort(key, kind="stable")
-        key, weight = key[order], weight[order]
-        twice = np.flatnonzero(key[1:] == key[:-1])
-        concept = key[twice] % span
-        shared = idf[concept] * np.minimum(weight[twice], weight[twice + 1])
-        overlap = np.bincount(key[twice] // span, weights=shared, minlength=len(block))
-        denominator = totals[block[:, 0]] + totals[block[:, 1]] - overlap
-        out[start:start + len(block)] = np.divide(overlap, denominator, out=np.zeros(len(block)), where=denominator > 0)
-    return out
 
 
 def bounded(found: Scored, second: np.ndarray, same_name: np.ndarray, same_core: np.ndarray, k: int = K) -> np.ndarray:
