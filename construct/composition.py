@@ -108,7 +108,7 @@ def partners(grams: Grams, members: np.ndarray, k: int, floor: float, groups: np
     the exact search (`within_reach`) and the sorted orders (`sorted_neighbours`) meet."""
     x, present = grams.table(members)
     local = None if groups is None else groups[members]
-    near = np.concatenate([within_reach(x, present, grams.size[members], local),
+    near = np.concatenate([within_reach(x, present, grams.size[members], local, k, floor),
                            sorted_neighbours(x, present, grams.total[members], local)])
     if not len(near):
         return np.zeros((0, 2), np.int64)
