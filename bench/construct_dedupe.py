@@ -8,7 +8,7 @@ of the other candidates would drop, with the former all-pairs rule timed beside 
 Each size is measured on two generators written apart: `realistic_menus` below, and
 `bench/dedupe_menus.py:standard_menus` (Zipf-popular standard dishes under one name on many menus,
 technique + protein + vegetables + base names, a quarter of merchants in English). Judge questions per
-dish count the questions `construct.dedupe.judge_groups` makes of the candidate pairs.
+dish count the questions `construct.dish_dedupe.judge_groups` makes of the candidate pairs.
 
 The menus (`realistic_menus`): 20 dishes per merchant; each dish 3 to 5 staples and seasonings (rice,
 egg, oil, scallion, soy sauce, salt, garlic, ginger ...), 2 to 4 main ingredients of the lexicon's ~100
@@ -21,7 +21,7 @@ ingredient dropped and a seasoning added) and `language` (the name and ingredien
 ingredient in characters the lexicon does not know). `near_miss` dishes (3%) are another merchant's dish
 with its main protein swapped: alike, not twins.
 
-Blocking is timed as the dishes stage runs it (`construct.dedupe.dish_candidates`: concepts, weights,
+Blocking is timed as the dishes stage runs it (`construct.dish_dedupe.dish_candidates`: concepts, weights,
 prefix filtering, the K best earlier partners per dish); recall counts a planted pair found among the
 candidates. The `language` kind is measured twice: with the lexicon alone, and with a glossary of the
 dish names in English (what the build asks the model for; here the generator's own English names). The
@@ -197,7 +197,7 @@ def made_up_vectors(concepts: list[list[str]], dim: int = 64, noise: float = 0.3
 
 def blocked(dishes: list[Any], vectors: np.ndarray | None = None,
             glossary: dict[str, str] | None = None) -> tuple[float, list[tuple[str, str]]]:
-    from construct.dedupe import dish_candidates
+    from construct.dish_dedupe import dish_candidates
 
     start = time.process_time()
     found = dish_candidates(dishes, vectors, glossary=glossary)
@@ -301,8 +301,8 @@ def run(sizes: tuple[int, ...] = (2_000, 8_000, 32_000), all_pairs_up_to: int = 
 
 
 def questions(dishes: list[Any], found: list[tuple[str, str]]) -> int:
-    """The judge's questions for these candidate pairs (construct/dedupe.py:judge_groups)."""
-    from construct.dedupe import judge_groups
+    """The judge's questions for these candidate pairs (construct/dish_dedupe.py:judge_groups)."""
+    from construct.dish_dedupe import judge_groups
 
     at = {d.dish_id: k for k, d in enumerate(dishes)}
     return len(judge_groups([(at[a], at[b]) for a, b in found]))

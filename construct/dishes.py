@@ -4,7 +4,7 @@ list, near-duplicate dishes across merchants removed, cuisines capped.
 Rules, each threshold a setting (construct/work.py:BuildSettings), and one model question: the same
 dish under another name? Candidate pairs across merchants come from blocking that grows near-linearly
 (weighted food concepts, the normalised name and the protein + base set, optionally embeddings:
-construct/dedupe.py); the model judges each pair, a dish that many others meet together with them in
+construct/dish_dedupe.py); the model judges each pair, a dish that many others meet together with them in
 one question; WORK/dishes/pairs.jsonl keeps every checked pair with how it was found and the verdict,
 and a dropped dish's decision names its twin, the pair's verdict and reason.
 """
@@ -17,10 +17,12 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from construct.context import Context
-from construct.dedupe import dish_candidates, embed_texts, judge_groups, resolve
+from construct.dedupe import resolve
+from construct.dish_dedupe import dish_candidates, judge_groups
 from construct.errors import StageFailed
 from construct.lexicon import QUANTITY, terms
 from construct.models import Answer, Ask, parse_json_object
+from construct.neighbours import embed_texts
 from construct.photos import NAME as PHOTOS
 from construct.photos import RULED_OUT
 from construct.raw import Dish
@@ -31,7 +33,7 @@ NAME = "dishes"
 REVIEWED = "dish_review"  # the dishes a person approved (construct/review.py): what the task stages read
 PAIR_VERSION = "same-dish-v1"
 GLOSSARY_VERSION = "dedupe-glossary-v1"
-BLOCKING_VERSION = "concepts-keys-v3"  # construct/dedupe.py's candidates and questions: a new version reruns the stage
+BLOCKING_VERSION = "concepts-keys-v4"  # construct/dish_dedupe.py's candidates and questions: a new version reruns the stage
 GLOSSARY_FILE = "glossary.json"  # the model's English for names the lexicon cannot read (nutrition reads it too)
 GLOSSARY_CHUNK = 80  # names per glossary call
 GLOSSARY_MAX_CHARS = 120
@@ -69,7 +71,7 @@ def pair_prompt(a: Dish, b: Dish) -> str:
 
 
 def group_prompt(a: Dish, others: list[Dish]) -> str:
-    """The question for one dish and the dishes it is compared with (construct/dedupe.py:judge_groups)."""
+    """The question for one dish and the dishes it is compared with (construct/dish_dedupe.py:judge_groups)."""
     return GROUP_PROMPT.format(a_id=a.dish_id, a=_card(a),
                                others="\n".join(f"Dish B{k} ({d.dish_id}): {_card(d)}" for k, d in enumerate(others, 1)))
 
@@ -114,7 +116,7 @@ def parse_glossary(text: str | None, asked: set[str]) -> dict[str, str]:
 
 
 def pair_asks(survivors: list[Dish], groups: list[tuple[int, tuple[int, ...]]]) -> Iterator[Ask]:
-    """Ask: one same-dish question per judge group (construct/dedupe.py:judge_groups), made as the calls
+    """Ask: one same-dish question per judge group (construct/dish_dedupe.py:judge_groups), made as the calls
     go: a lone pair as "dish_a|dish_b", a dish and several others as "dish_a|dish_b1|dish_b2|..."."""
     for a, others in groups:
         ids = "|".join(survivors[x].dish_id for x in (a, *others))
@@ -159,7 +161,7 @@ def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], dic
     WORK/dishes/pairs.jsonl is written), complete, a summary for the card: how dishes were compared and
     what the verdicts were). Candidate pairs across merchants come from blocking
     on the dishes' concepts, names the lexicon cannot read given in English by a glossary the model is
-    asked for, and the dishes' vectors with --embed-model (construct/dedupe.py); the model judges each
+    asked for, and the dishes' vectors with --embed-model (construct/neighbours.py); the model judges each
     pair. Each answer is kept as its verdict and reason only. A verdict that cannot be read counts as a
     failure: above MAX_UNREADABLE of the pairs the stage stops (StageFailed) with a summary."""
     s = ctx.settings

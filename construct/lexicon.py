@@ -175,7 +175,7 @@ filler | x | with; and; in; on; of; the; a; an; over; served; style; topped; dis
 
 
 # The concepts that make a dish what it is more than anything else on the plate: a kung pao chicken and a
-# kung pao beef are two dishes, a kung pao chicken with or without carrot one (construct/dedupe.py keys on them).
+# kung pao beef are two dishes, a kung pao chicken with or without carrot one (construct/dish_dedupe.py keys on them).
 PROTEINS = frozenset({
     "chicken", "chicken thigh", "chicken wing", "duck", "beef", "ground beef", "pork", "pork belly", "ground pork",
     "pork rib", "lamb", "bacon", "ham", "sausage", "shrimp", "fish", "salmon", "tuna", "cod", "squid", "crab", "clam",

@@ -15,9 +15,10 @@ import re
 from collections.abc import Mapping
 
 from construct.context import Context
-from construct.dedupe import candidates, char_ngrams, embed_texts, resolve
+from construct.dedupe import candidates, char_ngrams, resolve
 from construct.dishes import REVIEWED as DISHES
 from construct.models import Answer, Ask, parse_json_object
+from construct.neighbours import embed_texts
 from construct.nutrition import NAME as NUTRITION
 from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import NUTRIENTS
@@ -88,7 +89,7 @@ def question_problem(question: str) -> str | None:
 def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> tuple[dict[str, dict], bool]:
     """{dropped item: {"of": twin, "via": ..., "reason": ...}} and whether every pair was answered.
     Within each category, candidate pairs come from MinHash LSH over the questions' character n-grams
-    (and, with --embed-model, their vectors: construct/dedupe.py) and the model judges each; items are
+    (and, with --embed-model, their vectors: construct/neighbours.py) and the model judges each; items are
     taken in `items` order."""
     s = ctx.settings
     checked: dict[tuple[str, str], dict] = {}  # the confirmed pairs only: the rest need no row

@@ -1,7 +1,8 @@
-"""Dedupe by blocking then a model's verdict (construct/dedupe.py, the dishes and VQA stages): dishes meet on
-rarity-weighted food concepts (staples are no evidence, synonyms and another language read as one), each
-dish gets at most K earlier partners, embeddings add neighbours by meaning, confirmed pairs never chain,
-and the model (not a word-overlap rule) decides each candidate pair."""
+"""Dedupe by blocking then a model's verdict (construct/dish_dedupe.py for the dishes stage,
+construct/dedupe.py for the VQA stage and what both share): dishes meet on rarity-weighted food concepts
+(staples are no evidence, synonyms and another language read as one), each dish gets at most K earlier
+partners, embeddings add neighbours by meaning, confirmed pairs never chain, and the model (not a
+word-overlap rule) decides each candidate pair."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from construct import dedupe, dishes
+from construct import composition, dedupe, dish_dedupe, dishes, neighbours
 from construct.dedupe import band_pairs, candidate_pairs, candidates, char_ngrams, minhash, resolve
 from construct.errors import BuildError, StageFailed
 from construct.models import Answer
@@ -40,7 +41,7 @@ def test_renamed_dish_with_the_same_ingredients_is_a_candidate_and_an_unrelated_
     records = [dish("a", "m1", "Spicy Beef Noodle Soup", BEEF), dish("b", "m2", "Hot Beef Noodles", BEEF),
                dish("c", "m2", "Egg Fried Rice", ["rice 250 g", "egg 50 g", "scallion 5 g", "soy sauce 5 ml"])]
     assert candidate_pairs(records) == [("a", "b")]
-    assert "concepts" in dedupe.dish_candidates(records).via[(0, 1)]
+    assert "concepts" in dish_dedupe.dish_candidates(records).via[(0, 1)]
 
 
 STAPLES = ["rice 200 g", "egg 1", "vegetable oil 10 g", "scallion 5 g", "soy sauce 10 ml", "salt 2 g", "garlic 5 g",
@@ -76,7 +77,7 @@ def test_each_dish_is_checked_against_at_most_k_earlier_dishes_the_first_of_a_ch
     menu = [dish(f"m{k:02d}-d", f"m{k:02d}", "Beef Noodles", BEEF) for k in range(200)]  # one dish on 200 menus
     pairs = candidate_pairs(menu)
     later = [b for _, b in pairs]
-    assert max(later.count(b) for b in set(later)) == dedupe.K and len(pairs) <= dedupe.K * len(menu)
+    assert max(later.count(b) for b in set(later)) == dish_dedupe.K and len(pairs) <= dish_dedupe.K * len(menu)
     assert all(("m00-d", f"m{k:02d}-d") in pairs for k in range(1, 200))  # each against the chain's first dish
     assert resolve([d.dish_id for d in menu], pairs) == {f"m{k:02d}-d": "m00-d" for k in range(1, 200)}
 
@@ -97,6 +98,46 @@ def test_a_judge_wrong_on_five_percent_of_other_candidates_drops_at_most_two_per
     # dish per wrong "same".
     wrong_pairs = [p for p in pairs if frozenset(p) not in planted]
     assert bad <= len(wrong_pairs)
+
+
+def test_every_copy_that_keeps_a_standard_dishs_grams_meets_its_source_among_hundreds_of_copies_and_near_misses():
+    """One standard dish on 500 menus under one name, each merchant's own grams; 500 near misses with another
+    protein (the same technique, vegetable and staples); then 16 merchants copy one of the first 80 menus'
+    dish, an entry swapped and the grams a few percent off. Each copy must meet its source, however many
+    copies of the name stand between them."""
+    rng = np.random.default_rng(7)
+    staples = ("vegetable oil", "salt", "soy sauce", "scallion", "ginger", "garlic")
+
+    def recipe(protein: str) -> dict[str, int]:
+        return {protein: int(rng.integers(80, 220)), "peas": int(rng.integers(20, 120)),
+                "rice": int(rng.integers(150, 300)), **{s: int(rng.integers(2, 20)) for s in staples}}
+
+    def render(k: int, name: str, grams: dict[str, int]) -> Dish:
+        return Dish(f"m{k:04d}-d", f"m{k:04d}", name, "", "", tuple(f"{c} {g} g" for c, g in grams.items()), "")
+
+    menus = [("Fish-Fragrant Beef and Peas Rice Bowl", recipe("beef")) if k % 2 == 0 else
+             ("Fish-Fragrant Pork and Peas Rice Bowl", recipe("pork")) for k in range(1000)]
+    copied = {}
+    for _ in range(16):
+        source = 2 * int(rng.integers(40))
+        name, grams = menus[source]
+        copy = {c: max(1, round(g * rng.uniform(0.95, 1.05))) for c, g in grams.items() if c != "garlic"}
+        copied[len(menus)] = source
+        menus.append((name, copy | {"carrot": int(rng.integers(10, 40))}))
+    records = [render(k, name, grams) for k, (name, grams) in enumerate(menus)]
+    pairs = set(candidate_pairs(records))
+    assert {(records[source].dish_id, records[k].dish_id) for k, source in copied.items()} <= pairs
+    assert len(pairs) <= dish_dedupe.K * len(records)
+
+
+def test_pairs_scored_in_arrays_score_as_composition_alike_does_one_pair():
+    rng = np.random.default_rng(3)
+    foods = ["beef", "rice", "peas", "salt", "carrot", "egg"]
+    grams = [{f: float(rng.integers(1, 300)) for f in foods if rng.random() < 0.6} for _ in range(60)]
+    ij = np.array([(a, b) for a in range(60) for b in range(a + 1, 60)])
+    table = composition.Grams.of(grams)
+    expected = [composition.composition_alike(grams[a], grams[b]) for a, b in ij.tolist()]
+    assert np.allclose(table.alike(ij), expected)
 
 
 def test_resolve_never_chains_and_respects_allowed():
@@ -121,9 +162,9 @@ def test_a_glossary_lets_names_the_lexicon_cannot_read_meet_their_english_twin()
                dish("m2-a", "m2", "干炒牛河", ["牛肉 100克", "河粉 250克", "豆芽 50克", "曼果酱 10克"])]
     # Unread, the made-up sauce is the rarest concept and keeps their concepts apart; they still meet as
     # two dishes of one protein + base set (beef, no dish word) that are somewhat alike.
-    assert dedupe.dish_candidates(records).via == {(0, 1): ["protein_base"]}
-    found = dedupe.dish_candidates(records, glossary={"曼果酱": "mungo sauce"})
-    assert found.via == {(0, 1): ["concepts", "protein_base"]} and found.score[(0, 1)]["concepts"] >= dedupe.FLOOR
+    assert dish_dedupe.dish_candidates(records).via == {(0, 1): ["protein_base"]}
+    found = dish_dedupe.dish_candidates(records, glossary={"曼果酱": "mungo sauce"})
+    assert found.via == {(0, 1): ["concepts", "protein_base"]} and found.score[(0, 1)]["concepts"] >= dish_dedupe.FLOOR
 
 
 @pytest.mark.parametrize("vectors, message", [
@@ -132,7 +173,7 @@ def test_a_glossary_lets_names_the_lexicon_cannot_read_meet_their_english_twin()
     ([[1.0, 0.0], [1.0]], "not a table of numbers"),
     ([[1.0, 0.0]], "1 vectors"),
     ([[0.0, 0.0], [1.0, 0.0]], "vector 0 is all zeros"),
-    (np.ones((2, dedupe.MAX_DIM + 1)), f"{dedupe.MAX_DIM + 1} dimensions"),
+    (np.ones((2, neighbours.MAX_DIM + 1)), f"{neighbours.MAX_DIM + 1} dimensions"),
 ])
 def test_bad_vectors_are_refused_in_one_line(vectors, message):
     records = [dish("a", "m1", "Beef Noodles", BEEF), dish("b", "m2", "Beef Noodles", BEEF)]
@@ -145,8 +186,8 @@ def test_nearest_earlier_keeps_k_neighbours_above_the_floor_and_never_a_later_on
     rng = np.random.default_rng(0)
     base = rng.standard_normal((50, 16))
     vectors = np.vstack([base, base + 0.01 * rng.standard_normal((50, 16))])  # rows 50.. repeat rows 0..
-    unit = dedupe.checked_vectors(vectors, 100)
-    near = dedupe.nearest_earlier(unit, 2, 0.95)
+    unit = neighbours.checked_vectors(vectors, 100)
+    near = neighbours.nearest_earlier(unit, 2, 0.95)
     assert (near[:, 0] < near[:, 1]).all() and (near[:, 2] >= 0.95).all()
     assert {(int(i), int(j)) for i, j, _ in near if j >= 50} >= {(k, k + 50) for k in range(50)}
     assert max(np.bincount(near[:, 1].astype(int))) <= 2
@@ -287,7 +328,7 @@ def test_config_json_keeps_no_key_put_in_the_embed_url(tmp_path):
 
 def test_a_bad_embed_model_is_one_clear_error():
     with pytest.raises(ValueError, match="--embed-model wants openai:MODEL"):
-        dedupe.embed("gemini:x", ["a"], base_url=None, timeout=1)
+        neighbours.embed("gemini:x", ["a"], base_url=None, timeout=1)
 
 
 def test_the_dedupe_bench_reports_pairs_recall_by_kind_and_an_exponent():
@@ -372,7 +413,7 @@ def test_the_embeddings_key_never_follows_a_redirect(monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         with pytest.raises(BuildError, match="HTTP 302.*not followed") as info:
-            dedupe.embed("openai:emb", ["a"], base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", timeout=5)
+            neighbours.embed("openai:emb", ["a"], base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", timeout=5)
     finally:
         server.shutdown()
         server.server_close()
@@ -429,10 +470,10 @@ def test_a_twin_of_the_same_name_is_found_among_thousands_of_dishes_and_near_mis
 def test_a_dish_on_hundreds_of_menus_is_judged_in_groups_and_every_copy_dropped_as_the_first_ones_twin(tmp_path):
     records = [dish(f"m{k:03d}-d", f"m{k:03d}", "红烧牛肉面" if k % 2 else "Braised Beef Noodles", BEEF)
                for k in range(300)]
-    pairs = dedupe.dish_candidates(records).pairs()
-    groups = dedupe.judge_groups(pairs)
+    pairs = dish_dedupe.dish_candidates(records).pairs()
+    groups = dish_dedupe.judge_groups(pairs)
     assert sorted((min(a, b), max(a, b)) for a, others in groups for b in others) == pairs  # each pair once
-    assert len(groups) <= len(records) // 2 and len(pairs) <= dedupe.K * len(records)
+    assert len(groups) <= len(records) // 2 and len(pairs) <= dish_dedupe.K * len(records)
     models = FakeModels({frozenset((a.dish_id, b.dish_id)) for a in records for b in records})
     twins, _, rows, complete, summary = dishes.find_twins(
         SimpleNamespace(settings=BuildSettings(model="openai:gen"), models=models, work=tmp_path), records)
