@@ -40,7 +40,7 @@ def test_one_build_on_two_replicas_asks_both_in_turn_and_releases_what_one_repli
     root, truth = export
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     # A fixed --concurrency hands requests to the replicas in turn (under auto each replica's own limiter
-    # decides, so a faster one takes more: test_limiter.py); the releases are the same either way.
+    # decides, so a faster one takes more); the releases are the same either way.
     common = ["--model", "openai:gen", "--filter-models", ",".join(FILTERS), "--cuisine-caps", "chinese=2",
               "--concurrency", "8"]
     # Two replicas of one model: one oracle behind both (its answer depends only on the prompt).
