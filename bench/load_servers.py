@@ -23,17 +23,14 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import random
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bench.server import DEFAULT_ANSWER, REPO, completion_bytes
+from bench.server import DEFAULT_ANSWER, ChildServer, completion_bytes, serve_until_stopped
 
 KINDS = ("vllm", "ratelimited", "flaky")
 TOKENS_PER_REQUEST = 120  # the canned answer's usage: prompt 100 + completion 20
@@ -250,40 +247,24 @@ class ThreadServer:
         self._thread.join(timeout=10)
 
 
-class ProcessServer:
+class ProcessServer(ChildServer):
     """A server in a child process (the bench: it must not share the client's interpreter)."""
 
+    module = "bench.load_servers"
+
     def __init__(self, spec: ServerSpec) -> None:
+        super().__init__()
         self.spec = spec
-        self.base_url = ""
-        self._proc: subprocess.Popen[str] | None = None
+
+    def args(self) -> list[str]:
+        return [f"--{k.replace('_', '-')}={v}" for k, v in asdict(self.spec).items() if v is not None]
 
     def __enter__(self) -> ProcessServer:
-        args = [f"--{k.replace('_', '-')}={v}" for k, v in asdict(self.spec).items() if v is not None]
-        self._proc = subprocess.Popen([sys.executable, "-m", "bench.load_servers", *args], stdout=subprocess.PIPE,
-                                      text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        if not line.startswith("listening "):
-            self.__exit__()
-            raise RuntimeError(f"load server did not start (said {line!r})")
-        self.base_url = line.split()[1]
+        super().__enter__()
         return self
 
     def stats(self) -> dict[str, Any]:
         return stats(self.base_url)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            if self._proc.stdout is not None:
-                self._proc.stdout.close()
-            self._proc = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,18 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     spec = ServerSpec(args.kind, args.slots, args.latency, args.slope, args.rpm, args.burst, args.error_share, args.seed)
-    try:
-        import uvloop
-
-        loop_factory: Any = uvloop.new_event_loop
-    except ImportError:
-        loop_factory = None
-    try:
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(serve(spec, args.port))
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return serve_until_stopped(serve(spec, args.port))
 
 
 if __name__ == "__main__":

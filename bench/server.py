@@ -107,36 +107,29 @@ async def serve(port: int, latency: float, answer: str, ready: Any = None, *, mo
         await server.serve_forever()
 
 
-class BenchServer:
-    """Runs `python -m bench.server` in a child process; `base_url` for clients, `stats()` for checks."""
+class ChildServer:
+    """A server module run in a child process (the benches: it must not share the client's interpreter);
+    it prints `listening URL` once bound. Subclasses name the module and its arguments."""
 
-    def __init__(self, latency: float = 0.0, answer: str = DEFAULT_ANSWER, *, models_listed: bool = True) -> None:
-        """`models_listed=False`: GET /v1/models is a 404, so the client learns no context (as from a
-        gateway that only routes completions; OpenAI's own listing reports none either)."""
-        self.latency = latency
-        self.answer = answer
-        self.models_listed = models_listed
+    module = "bench.server"
+
+    def __init__(self) -> None:
         self._proc: subprocess.Popen[str] | None = None
         self.base_url = ""
 
-    def __enter__(self) -> BenchServer:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.server", "--latency", str(self.latency), "--answer", self.answer,
-             *([] if self.models_listed else ["--no-models"])],
-            stdout=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    def args(self) -> list[str]:
+        return []
+
+    def __enter__(self) -> ChildServer:
+        self._proc = subprocess.Popen([sys.executable, "-m", self.module, *self.args()], stdout=subprocess.PIPE,
+                                      text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
         if not line.startswith("listening "):
             self.__exit__()
-            raise RuntimeError(f"bench server did not start (said {line!r})")
+            raise RuntimeError(f"{self.module} did not start (said {line!r})")
         self.base_url = line.split()[1]
         return self
-
-    def stats(self) -> dict[str, int]:
-        url = self.base_url.removesuffix("/v1") + "/stats"
-        with urllib.request.urlopen(url, timeout=10) as reply:
-            return json.loads(reply.read())
 
     def __exit__(self, *exc: object) -> None:
         if self._proc is not None:
@@ -151,6 +144,30 @@ class BenchServer:
             self._proc = None
 
 
+class BenchServer(ChildServer):
+    """Runs `python -m bench.server` in a child process; `base_url` for clients, `stats()` for checks."""
+
+    def __init__(self, latency: float = 0.0, answer: str = DEFAULT_ANSWER, *, models_listed: bool = True) -> None:
+        """`models_listed=False`: GET /v1/models is a 404, so the client learns no context (as from a
+        gateway that only routes completions; OpenAI's own listing reports none either)."""
+        super().__init__()
+        self.latency = latency
+        self.answer = answer
+        self.models_listed = models_listed
+
+    def args(self) -> list[str]:
+        return ["--latency", str(self.latency), "--answer", self.answer, *([] if self.models_listed else ["--no-models"])]
+
+    def __enter__(self) -> BenchServer:
+        super().__enter__()
+        return self
+
+    def stats(self) -> dict[str, int]:
+        url = self.base_url.removesuffix("/v1") + "/stats"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return json.loads(reply.read())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.server", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="0 = any free port (printed)")
@@ -158,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--answer", default=DEFAULT_ANSWER, help="the text every completion returns")
     parser.add_argument("--no-models", action="store_true", help="answer GET /v1/models with a 404 (no context)")
     args = parser.parse_args(argv)
+    return serve_until_stopped(serve(args.port, args.latency, args.answer, models_listed=not args.no_models))
+
+
+def serve_until_stopped(server: Any) -> int:
+    """Run a server coroutine on uvloop's event loop (when installed) until the process is stopped."""
     try:
         import uvloop
 
@@ -166,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         loop_factory = None
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(serve(args.port, args.latency, args.answer, models_listed=not args.no_models))
+            runner.run(server)
     except KeyboardInterrupt:
         pass
     return 0
