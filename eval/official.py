@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dataset.official_rows import PROTOCOL
+from dataset.official_rows import NUTRIENT_KEYS, PROTOCOL
 from eval.types import ALPHABET, NUTRIENTS
 
 
@@ -143,14 +143,9 @@ def classification_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int
 
 
 # ------------------------------------------------------------------ nutrition
-def _key_map() -> dict[str, str]:
-    return {name: nutrient for nutrient, names in facts()["nutrition_keys"].items()
-            if not nutrient.startswith("_") for name in names}
-
-
 def normalize_keys(values: Mapping[str, Any]) -> dict[str, Any]:
     """Their key normalisation: Chinese or English nutrient keys to English; the first one seen wins."""
-    mapping, normalized = _key_map(), {}
+    mapping, normalized = NUTRIENT_KEYS, {}
     for key, value in values.items():
         standard = mapping.get(key)
         if standard is None:
