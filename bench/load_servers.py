@@ -14,6 +14,11 @@ own process for the bench or on a thread for the tests):
   request takes no token.
 - `flaky`: as `vllm`, but a seeded share of the requests is answered 503 at once (no Retry-After).
 
+Two hostile kinds, for the memory a refused body costs (`bench.refused_bodies`):
+
+- `endless`: 200, chunked, a body that never ends (until the client hangs up).
+- `gzip_bomb`: 200, `Content-Encoding: gzip`, chunked: 1 GiB of zeros in about 1 MB on the wire.
+
     python -m bench.load_servers --kind vllm --slots 32 --latency 0.1   # prints "listening http://..."
 """
 
@@ -21,18 +26,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import math
 import random
 import threading
 import time
 import urllib.request
+import zlib
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.server import DEFAULT_ANSWER, ChildServer, completion_bytes, serve_until_stopped
 
-KINDS = ("vllm", "ratelimited", "flaky")
+KINDS = ("vllm", "ratelimited", "flaky", "endless", "gzip_bomb")
 TOKENS_PER_REQUEST = 120  # the canned answer's usage: prompt 100 + completion 20
 
 
@@ -81,6 +89,34 @@ class _Bucket:
 
     def reset(self) -> float:
         return (self.capacity - self.level) / self.rate
+
+
+_BOMB: list[bytes] = []
+
+
+def gzip_bomb(gib: int = 1) -> bytes:
+    """`gib` GiB of zeros, gzip-compressed (about 1 MB per GiB), made once per process."""
+    if not _BOMB:
+        packer, block = zlib.compressobj(9, zlib.DEFLATED, 31), bytes(1 << 20)
+        _BOMB.append(b"".join([*(packer.compress(block) for _ in range(gib << 10)), packer.flush()]))
+    return _BOMB[0]
+
+
+async def send_body(writer: asyncio.StreamWriter, kind: str) -> None:
+    """A hostile 200: an endless chunked body, or a gzip bomb; the connection closes after it."""
+    encoding = "Content-Encoding: gzip\r\n" if kind == "gzip_bomb" else ""
+    writer.write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                  f"{encoding}Connection: close\r\n\r\n").encode())
+    if kind == "gzip_bomb":
+        bomb = gzip_bomb()
+        pieces: Iterator[bytes] = (bomb[i:i + 65536] for i in range(0, len(bomb), 65536))
+    else:
+        pieces = itertools.chain([b'{"choices": [{"message": {"content": "'], itertools.repeat(b"A" * 65536))
+    for piece in pieces:
+        writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        await writer.drain()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
 
 
 class Counters:
@@ -175,6 +211,13 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
                 elif request_line.startswith(b"GET /v1/models"):
                     writer.write(_response("200 OK", json.dumps({"object": "list", "data": [
                         {"id": "bench-vlm", "object": "model", "max_model_len": 32768}]}).encode()))
+                elif request_line.startswith(b"POST ") and spec.kind in ("endless", "gzip_bomb"):
+                    counters.requests += 1
+                    counters.first = counters.first or time.monotonic()
+                    counters.refused += 1
+                    await send_body(writer, spec.kind)
+                    counters.last = time.monotonic()
+                    break
                 elif request_line.startswith(b"POST "):
                     counters.requests += 1
                     writer.write(await complete())
