@@ -54,6 +54,7 @@ class ServerSpec:
     burst: float = 1.0  # ratelimited: bucket capacity in seconds of the rate
     error_share: float = 0.0  # flaky: share of requests answered 503
     seed: int = 0
+    bomb_mib: int = 1024  # gzip_bomb: MiB of zeros in the compressed body
 
 
 def _duration(seconds: float) -> str:
@@ -91,24 +92,24 @@ class _Bucket:
         return (self.capacity - self.level) / self.rate
 
 
-_BOMB: list[bytes] = []
+_BOMBS: dict[int, bytes] = {}
 
 
-def gzip_bomb(gib: int = 1) -> bytes:
-    """`gib` GiB of zeros, gzip-compressed (about 1 MB per GiB), made once per process."""
-    if not _BOMB:
+def gzip_bomb(mib: int = 1024) -> bytes:
+    """`mib` MiB of zeros, gzip-compressed (about 1 MB per GiB), made once per process and size."""
+    if mib not in _BOMBS:
         packer, block = zlib.compressobj(9, zlib.DEFLATED, 31), bytes(1 << 20)
-        _BOMB.append(b"".join([*(packer.compress(block) for _ in range(gib << 10)), packer.flush()]))
-    return _BOMB[0]
+        _BOMBS[mib] = b"".join([*(packer.compress(block) for _ in range(mib)), packer.flush()])
+    return _BOMBS[mib]
 
 
-async def send_body(writer: asyncio.StreamWriter, kind: str) -> None:
+async def send_body(writer: asyncio.StreamWriter, kind: str, bomb_mib: int = 1024) -> None:
     """A hostile 200: an endless chunked body, or a gzip bomb; the connection closes after it."""
     encoding = "Content-Encoding: gzip\r\n" if kind == "gzip_bomb" else ""
     writer.write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                   f"{encoding}Connection: close\r\n\r\n").encode())
     if kind == "gzip_bomb":
-        bomb = gzip_bomb()
+        bomb = gzip_bomb(bomb_mib)
         pieces: Iterator[bytes] = (bomb[i:i + 65536] for i in range(0, len(bomb), 65536))
     else:
         pieces = itertools.chain([b'{"choices": [{"message": {"content": "'], itertools.repeat(b"A" * 65536))
@@ -215,7 +216,7 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
                     counters.requests += 1
                     counters.first = counters.first or time.monotonic()
                     counters.refused += 1
-                    await send_body(writer, spec.kind)
+                    await send_body(writer, spec.kind, spec.bomb_mib)
                     counters.last = time.monotonic()
                     break
                 elif request_line.startswith(b"POST "):
@@ -320,9 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=float, default=1.0)
     parser.add_argument("--error-share", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bomb-mib", type=int, default=1024)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
-    spec = ServerSpec(args.kind, args.slots, args.latency, args.slope, args.rpm, args.burst, args.error_share, args.seed)
+    spec = ServerSpec(args.kind, args.slots, args.latency, args.slope, args.rpm, args.burst, args.error_share, args.seed,
+                      args.bomb_mib)
     return serve_until_stopped(serve(spec, args.port))
 
 
