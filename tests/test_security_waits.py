@@ -178,3 +178,25 @@ async def test_a_refused_body_is_released_as_soon_as_it_is_refused(kind, monkeyp
             gc.enable()
     assert all(o.response is None and "limit" in o.error for o in outcomes), [o.error for o in outcomes]
     assert alive == 0
+
+
+async def test_the_space_stops_an_evaluation_at_its_wall_clock_limit_and_frees_its_requests():
+    """A server that holds every answer (an allow-listed one that stalls, or asks to wait) cannot hold
+    an evaluation's place: at its limit the evaluation ends in one line and its requests are cancelled."""
+    from space.diningspace.evaluation import OWN_KEY, EvalRequest, stream_evaluation
+    from space.diningspace.guard import GuardError
+    from space.diningspace.limits import RequestSlots, within_wall_clock
+    from space.diningspace.settings import SpaceSettings
+
+    settings = SpaceSettings(allowed_hosts=("127.0.0.1",), max_items=20, request_concurrency=4)
+    with HostileServer("slow", delay=30, fast=1) as server:  # one quick answer, then answers that never come in time
+        asked = EvalRequest(task="classification", model=OWN_KEY, n_items=8, own_model="fake-vlm",
+                            api_key="sk-visitor-0123456789abcdef", base_url=server.url)
+        updates = stream_evaluation(asked, settings, RequestSlots(8))
+        seen = []
+        with pytest.raises(GuardError, match="limit of 3 s and was stopped"):
+            async for update in within_wall_clock(updates, 3.0):
+                seen.append(len(update.results))
+        await updates.aclose()
+        assert await asyncio.to_thread(server.wait_for, lambda s: s.in_flight == 0, 5)
+    assert seen[:2] == [0, 1]
