@@ -124,12 +124,13 @@ class Counters:
     def __init__(self) -> None:
         self.requests = self.answered = self.refused = self.running = self.queued = 0
         self.max_running = self.max_queued = 0
+        self.in_flight = self.max_in_flight = 0  # requests in the server at once, queued or running
         self.first: float | None = None
         self.last: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "answered": self.answered, "refused": self.refused,
-                "max_running": self.max_running, "max_queued": self.max_queued,
+                "max_running": self.max_running, "max_queued": self.max_queued, "max_in_flight": self.max_in_flight,
                 "busy_s": None if self.first is None or self.last is None else round(self.last - self.first, 4)}
 
 
@@ -178,6 +179,8 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
         if waits:  # every slot taken: queued first come, first served, as vLLM's scheduler does
             counters.queued += 1
             counters.max_queued = max(counters.max_queued, counters.queued)
+        counters.in_flight += 1
+        counters.max_in_flight = max(counters.max_in_flight, counters.in_flight)
         if slots is not None:
             await slots.acquire()
         if waits:
@@ -189,6 +192,7 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
             await asyncio.sleep(spec.latency * (1 + spec.slope * batch))
         finally:
             counters.running -= 1
+            counters.in_flight -= 1
             if slots is not None:
                 slots.release()
         counters.answered += 1

@@ -4,9 +4,10 @@ learnt while the run goes (`--concurrency auto`), paced by what the server says 
 One `Limits` per run (or judge, or construction phase) holds one `Limiter` per endpoint (base URL;
 replicas each their own). An adaptive limiter starts at today's fixed default and, each round (about
 `limit` answers), doubles while every slot is busy and the median latency stays near the lowest
-median it has measured (a server that queues shows it in latency long before it refuses); after a
-first sign of load it grows by a quarter while latency stays within NEAR x that floor, by a tenth
-within TOLERANCE x. It shrinks by a tenth when latency climbs past TOLERANCE x the floor, and
+median it has measured, within NEAR x (a server that queues shows it in latency long before it
+refuses); after that it grows by a quarter while latency stays within NEAR x that floor, by a tenth
+within TOLERANCE x. It shrinks when latency climbs past TOLERANCE x the floor (by a tenth, or in
+proportion to how far past, at most by half), and
 multiplicatively (BACKOFF) on a 429, a 503 that comes with load or Retry-After, or a timeout, once
 per round so that one burst of refusals is one signal. Whatever the mode, a Retry-After pauses the whole endpoint, and the OpenAI-style
 `x-ratelimit-*` headers (requests and tokens) are mirrored in a client-side token bucket, so requests
@@ -157,18 +158,19 @@ def pacing_from_headers(headers: Mapping[str, str] | Any | None, retry_after: fl
 
 class _Bucket:
     """A client-side mirror of one of the server's token buckets. Its capacity is what the server has
-    shown it holds (a provider may allow a second's worth at once, not the minute's limit)."""
+    shown it holds (a provider may allow a second's worth at once, or less, not the minute's limit):
+    a mirror that assumed more would send bursts the server refuses."""
 
     __slots__ = ("at", "capacity", "level", "peak", "rate")
 
     def __init__(self, budget: Budget, level: float, now: float) -> None:
         self.rate, self.at, self.peak = max(budget.rate, 1e-6), now, budget.remaining
-        self.capacity = min(budget.limit, max(self.peak + 1, self.rate))
+        self.capacity = min(budget.limit, max(self.peak + 1, 1 + RESERVE))
         self.level = min(level, self.capacity)
 
     def update(self, budget: Budget, level: float, now: float) -> None:
         self.rate, self.at, self.peak = max(budget.rate, 1e-6), now, max(self.peak, budget.remaining)
-        self.capacity = min(budget.limit, max(self.peak + 1, self.rate))
+        self.capacity = min(budget.limit, max(self.peak + 1, 1 + RESERVE))
         self.level = min(level, self.capacity)
 
     def refill(self, now: float) -> float:
@@ -352,14 +354,20 @@ class Limiter:
             self.limit = max(1.0, self.limit * BACKOFF)
             self._slow_start = False
         elif slow:
-            self.limit = max(1.0, self.limit * 0.9)
+            # Latency past TOLERANCE x the floor is a queue in the server: come down in proportion (by a
+            # tenth at least, by half at most), so an overshoot of slow start is undone in a round or two.
+            queued = median / self.floor if median is not None and self.floor else TOLERANCE
+            self.limit = max(1.0, self.limit * min(0.9, max(0.5, TOLERANCE / queued)))
             self._slow_start = False
         elif self._waited:  # every slot was busy: more may help
-            if self._slow_start:
+            near = median is not None and self.floor is not None and median <= NEAR * self.floor
+            if self._slow_start and near:
                 grown = self.limit * 2
-            elif median is not None and self.floor is not None and median <= NEAR * self.floor:
+            elif near:
                 grown = self.limit * 1.25  # no sign of a queue at all
             else:
+                # A queue has begun: slow start ends here, before a doubling overshoots the server's slots.
+                self._slow_start = False
                 grown = self.limit + max(1.0, self.limit * 0.1)
             self.limit = min(float(self.cap), grown)
         self._record(now, median)
