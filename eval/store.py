@@ -12,6 +12,9 @@ a complete record gets its newline, a fragment is cut off, so the next row start
 own and is never glued to the fragment. For predictions the latest line per (task, id, epoch, rotation) wins.
 (The judge_accuracy metric's verdict cache keeps a copy of this rule, since a metric works copied
 alone; tests/test_store_jsonl.py holds both to the same behaviour.)
+
+It is also where every file is written into a run folder (`write_atomically`, `open_own`): never through
+a link, never half-written, temp files of unique names that the next holder of the folder's lock clears.
 """
 
 from __future__ import annotations
