@@ -69,20 +69,22 @@ class UploadFolder:
         self._walked = None
 
     def note(self, paths: Iterable[str]) -> None:
-        """Files an upload just wrote (Gradio's answer names them); paths outside the folder are ignored."""
+        """Files an upload just wrote (Gradio's answer names them). A path the ledger cannot place (outside
+        the folder as named here, or gone) makes the next sweep walk the folder instead."""
         root = os.path.join(os.path.abspath(self.root), "")
         with self._lock:
             for path in paths:
-                if isinstance(path, str) and os.path.abspath(path).startswith(root):
-                    self._add(os.path.abspath(path))
+                if not (isinstance(path, str) and os.path.abspath(path).startswith(root)
+                        and self._add(os.path.abspath(path))):
+                    self._walked = None
 
-    def _add(self, path: str) -> None:
+    def _add(self, path: str) -> bool:
         try:
             st = os.lstat(path)
         except OSError:
-            return
+            return False
         if stat.S_ISDIR(st.st_mode):
-            return
+            return False
         previous = self._files.get(path)
         if previous is not None:
             self._bytes -= previous[1]
@@ -90,6 +92,7 @@ class UploadFolder:
         self._files[path] = (st.st_mtime, size)
         self._bytes += size
         heapq.heappush(self._oldest, (st.st_mtime, path))
+        return True
 
     def _walk(self) -> None:
         self._files, self._oldest, self._bytes = {}, [], 0
