@@ -124,7 +124,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from eval.official_io import export_official
 
-    for path in export_official(args.run, args.out):
+    for path in export_official(args.run, args.out, overwrite=args.overwrite):
         print(f"wrote {path}")
     return 0
 
@@ -312,7 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run", type=Path, metavar="RUN", help="a run folder made with --protocol official")
     export.add_argument("--format", choices=("official",), default="official", help="official: the authors' "
                         "prediction files (idx, model_pred, model_full_pred, ...)")
-    export.add_argument("--out", type=Path, required=True, help="folder to write the files into")
+    export.add_argument("--out", type=Path, required=True, help="a new or empty folder to write the files into")
+    export.add_argument("--overwrite", action="store_true", help="replace the files of an earlier export in --out "
+                        "(a folder holding anything else is still refused)")
     export.set_defaults(handler=cmd_export)
     rep = sub.add_parser("report", help="tables, breakdowns, CIs, plots, model card")
     report.add_arguments(rep)
