@@ -285,7 +285,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
         try:
             fresh, done = _call(_generate(settings, data, backend, out, on_prediction, progress, limits))
         finally:
-            requests.VIEW_HASHES.save()  # for the next run over the same release (an interrupted one too)
+            protocols.base.VIEW_HASHES.save()  # for the next run over the same release (an interrupted one too)
         info["backend"] = backend.describe()  # with what the request policy learnt during the run
         if limits.limiters:  # what each endpoint's limiter settled on, and its trace (API backends)
             info["concurrency"] = limits.describe()

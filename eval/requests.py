@@ -10,7 +10,7 @@ from typing import Any
 
 from eval import protocols, tasks
 from eval.images import stored_views
-from eval.protocols.base import VIEW_HASHES, request_hash  # noqa: F401 - where callers find them
+from eval.protocols.base import request_hash  # noqa: F401 - where callers find it
 from eval.settings import RunSettings
 from eval.types import GenerationConfig, Request
 

@@ -58,6 +58,11 @@ def _kept_view_hashes() -> Path:
 VIEW_HASHES = ViewHashes(folder=_kept_view_hashes)
 
 
+def view_hashes() -> ViewHashes:
+    """The process's view hashes (read at each call: tests replace them)."""
+    return VIEW_HASHES
+
+
 @dataclass
 class TaskScoring:
     """One task of a run folder, as scoring hands it to the run's protocol: the answers in dataset order
@@ -214,7 +219,7 @@ def get(name: str | None) -> Protocol:
     try:
         return _REGISTRY[name or DEFAULT]
     except (KeyError, TypeError):
-        raise UsageError(f"unknown --protocol {name!r}; choose one of {', '.join(_REGISTRY)}") from None
+        raise UsageError(f"unknown --protocol {name!r}; choose one of {', '.join(sorted(_REGISTRY))}") from None
 
 
 def of(settings: RunSettings | Mapping[str, Any] | None) -> Protocol:

@@ -13,7 +13,7 @@ from typing import Any
 from eval import tasks
 from eval.images import ImageError, ImagePart, select_views, stored_views, views_for_request
 from eval.limiter import threads_for
-from eval.protocols.base import VIEW_HASHES, Protocol, Tally, TaskScoring, register, request_hash
+from eval.protocols.base import Protocol, Tally, TaskScoring, register, request_hash, view_hashes
 from eval.protocols.records import (
     DECIDED_BY,
     authors_rows,
@@ -96,7 +96,7 @@ class Ours(Protocol):
         else:
             chosen = select_views(row.get("image_roles") or [], settings.images, settings.image_order,
                                   seed=settings.seed, item_id=str(row["id"]))
-            hashes = [VIEW_HASHES.digest(f"{scope}:{task}", str(row["id"]), i, settings.max_image_side, v.data,
+            hashes = [view_hashes().digest(f"{scope}:{task}", str(row["id"]), i, settings.max_image_side, v.data,
                                          stored=stored)
                       for i, v in zip(chosen, views, strict=True)]
         digest = request_hash(settings, task, text, hashes, epoch, rotation, self.recorded)
