@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
-from eval import official, scoring, tasks
+from eval import official, protocols, scoring, tasks
 from eval.api import RUN_FILES, check_out, locked
+from eval.protocols.official import official_preds, rules_for
 from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, read_run_json, write_run_json
 from eval.settings import LANGS, N_BOOT, RunSettings, UsageError
@@ -57,7 +58,7 @@ def _paths(row: dict[str, Any], task: str, settings: RunSettings) -> dict[str, A
     from eval.settings import image_indices
 
     paths = list(row.get("image_paths") or [])
-    chosen = [paths[k] for k in tasks.get(task).official_images(row, image_indices(settings.image_indices))
+    chosen = [paths[k] for k in rules_for(task).images(row, image_indices(settings.image_indices))
               if k < len(paths)]
     return {"image_path": chosen[0]} if len(chosen) == 1 else {"image_paths": chosen}
 
@@ -95,7 +96,7 @@ def export_official(run_dir: Path | str, out: Path | str, *, overwrite: bool = F
     if info is None or not (run_dir / PREDICTIONS).is_file():
         raise UsageError(f"{run_dir} is not a run folder (needs run.json and {PREDICTIONS})")
     settings = RunSettings.from_saved(info.get("settings") or {})
-    if settings.protocol != "official":
+    if not protocols.of(settings).asks_as_published:
         raise UsageError(f"{run_dir} was asked under our protocol (our prompts and images), not the authors'; their "
                          "scripts would score other questions: run it again with --protocol official")
     predictions = read_predictions(run_dir / PREDICTIONS)
@@ -107,7 +108,7 @@ def export_official(run_dir: Path | str, out: Path | str, *, overwrite: bool = F
         if not mine:
             continue
         rows = scoring.load_rows(task, settings.dataset, settings.lang)
-        preds = scoring.official_preds(task, mine, [rows[p.id] for p in mine], settings.model, settings.image_indices)
+        preds = official_preds(task, mine, [rows[p.id] for p in mine], settings.model, settings.image_indices)
         lines = []
         for p in mine:
             row = rows[p.id]
