@@ -287,8 +287,8 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
         finally:
             protocols.base.VIEW_HASHES.save()  # for the next run over the same release (an interrupted one too)
         info["backend"] = backend.describe()  # with what the request policy learnt during the run
-        if limits.limiters:  # what each endpoint's limiter settled on, and its trace (API backends)
-            info["concurrency"] = limits.describe()
+        if (found := limits.describe()) is not None:  # what each server's limiter settled on, and its trace
+            info["concurrency"] = found
         info["counts"] = {d.task: {"predictions": sum(1 for k in done if k[0] == d.task),
                                    "failed": sum(1 for k, p in done.items() if k[0] == d.task and p.error),
                                    "truncated": sum(1 for k, p in done.items() if k[0] == d.task and p.truncated)}

@@ -416,9 +416,12 @@ class Limits:
         self.max_concurrency = max(1, max_concurrency)
         self.clock = clock
         self.limiters: dict[str, Limiter] = {}
+        self.served: set[str] = set()  # endpoints that are a server (a name): what a run reports
 
     def endpoint(self, name: str | None) -> Limiter:
         key = name or "default"
+        if name:
+            self.served.add(key)
         if key not in self.limiters:
             self.limiters[key] = Limiter(key, fixed=self.fixed, cap=self.max_concurrency, clock=self.clock)
         return self.limiters[key]
@@ -431,11 +434,14 @@ class Limits:
     def limit(self) -> int:
         return sum(limiter.slots for limiter in self.limiters.values())
 
-    def describe(self) -> dict[str, Any]:
-        """run.json's `concurrency`: the mode, the cap, and per endpoint what it settled on and its trace."""
+    def describe(self) -> dict[str, Any] | None:
+        """run.json's `concurrency`: the mode, the cap, and per server endpoint what it settled on and its
+        trace; None when no request went to a server (a no-skill baseline, a local engine)."""
+        if not self.served:
+            return None
         return {"mode": AUTO if self.adaptive else "fixed",
                 "max_concurrency": self.max_concurrency if self.adaptive else self.fixed,
-                "endpoints": [limiter.describe() for limiter in self.limiters.values()]}
+                "endpoints": [limiter.describe() for key, limiter in self.limiters.items() if key in self.served]}
 
 
 def settled_line(endpoint: Mapping[str, Any]) -> str:
