@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from .guard import GuardError
 
-
 EVALUATION_SECONDS = 600.0  # one evaluation's wall-clock limit: each attempt is bounded (60 s), the whole too
 
 T = TypeVar("T")
