@@ -323,12 +323,14 @@ def remove_orphaned_temps(folder: Path) -> list[str]:
 
 
 def refuse_planted_links(folder: Path, what: str = "--out") -> None:
-    """A folder to be written into may hold no symbolic link (to a file, a folder or nothing): each would
-    be a way out of the folder for a writer, ours or a metric's judge cache. Refused in one line naming
-    the first."""
+    """A folder to be written into may hold no symbolic link (to a file, a folder or nothing), neither
+    among its files nor in its folders (a run's `judge_cache/verdicts.jsonl`, which the judge metric
+    appends to): each would be a way out of the folder for a writer. Refused in one line naming the first."""
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-        if entry.is_symlink():
-            raise UsageError(f"{what} {folder} holds a symbolic link, {entry.name}; a folder written here holds "
+        inner = sorted(os.scandir(entry.path), key=lambda e: e.name) if entry.is_dir(follow_symlinks=False) else []
+        for found in [entry] if entry.is_symlink() else [e for e in inner if e.is_symlink()]:
+            name = os.path.relpath(found.path, folder)
+            raise UsageError(f"{what} {folder} holds a symbolic link, {name}; a folder written here holds "
                              "only files of its own: remove the link")
 
 

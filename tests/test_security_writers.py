@@ -57,7 +57,7 @@ def dead_pid() -> int:
 
 # ---------------------------------------------------------------- planted links in a run folder
 @pytest.mark.parametrize("name", [".lock", "report.md", "run.json", "metrics.json", "scores.jsonl",
-                                  "predictions.jsonl", "run.json.tmp", "judge_cache"])
+                                  "predictions.jsonl", "run.json.tmp", "judge_cache", "judge_cache/verdicts.jsonl"])
 @pytest.mark.parametrize("command", ["score", "resume"])
 def test_a_link_planted_in_a_run_folder_is_refused_in_one_line_and_nothing_outside_is_written(
         release, tmp_path, capsys, name, command) -> None:
@@ -65,6 +65,7 @@ def test_a_link_planted_in_a_run_folder_is_refused_in_one_line_and_nothing_outsi
     target = outside_file(tmp_path) if name != "judge_cache" else tmp_path / "their_folder"
     if name == "judge_cache":
         target.mkdir()
+    (run / name).parent.mkdir(exist_ok=True)
     (run / name).unlink(missing_ok=True)
     (run / name).symlink_to(target)
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and not p.is_symlink()}
