@@ -209,3 +209,9 @@ def test_a_new_stage_is_one_module_and_its_registration(tmp_path):
     assert items == [{"dish_id": d, "caption": result["names_en"][d]} for d in dishes]
     assert f"| captions | all | {len(dishes)} | {len(dishes)} | 0 | - |" in (work / "work" / "funnel.md").read_text()
     assert "| captions | all |" in (work / "release" / "README.md").read_text(encoding="utf-8")
+
+
+def test_add_a_stage_in_architecture_is_two_files():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("- **A construction stage**", 1)[1].split("\n- **", 1)[0]
+    assert "(2 files)" in section and "construct/stages.py" in section and "test_construct_stages.py" in section
