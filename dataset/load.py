@@ -23,6 +23,8 @@ from dataset.cache import (
     datasets_cache,
     hash_file,
     hub_reachable,
+    remove_unheld,
+    temp_file,
 )
 from dataset.official import OfficialRelease, is_official, read_official
 from dataset.schema import SAMPLE_DIR, SPLIT, DatasetError, _check_config, schema_problems
@@ -285,7 +287,9 @@ class LocalRelease:
         """The image column of every file, batch by batch, into an uncompressed Arrow file (written
         aside, then renamed: a reader never maps half a file)."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_unheld(path.parent.glob("*.arrow.*.tmp"))  # killed writers' (a live writer holds its own)
         partial = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # one per writer thread too
+        held = temp_file(partial)
         try:
             with pa.OSFile(str(partial), "wb") as sink:
                 writer = None
@@ -303,6 +307,7 @@ class LocalRelease:
             os.replace(partial, path)
         finally:
             partial.unlink(missing_ok=True)
+            held.close()
 
     def _first_unembedded(self, path: Path, parquet: pq.ParquetFile) -> tuple[str, int] | None:
         """The first image cell with null bytes, reading only the row groups whose statistics do not

@@ -16,17 +16,24 @@ import io
 import json
 import os
 import re
-import shutil
 import stat
 import tarfile
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from dataset.archive import unpack_once
-from dataset.cache import _read_fingerprints, _write_fingerprints, datasets_cache, hash_file, hub_reachable
+from dataset.cache import (
+    Held,
+    _read_fingerprints,
+    _write_fingerprints,
+    datasets_cache,
+    hash_file,
+    hold,
+    hub_reachable,
+    remove_unheld,
+)
 from dataset.jsonl import MAX_JSON_DEPTH, iter_jsonl_objects
 from dataset.official_rows import (
     NO_OPTIONS,
@@ -205,13 +212,20 @@ def _file_problem(real: Path) -> str | None:
     return None
 
 
-def _unpacked_folder(archive: Path) -> Path:
-    """Where `archive` is unpacked (once, named by its path, size, mtime and inode), the least
-    recently used of the others beyond UNPACKED_KEPT removed."""
+def _unpacked_folder(archive: Path) -> tuple[Path, Held]:
+    """Where `archive` is unpacked (once, named by its path, size, mtime, inode and ctime: an archive
+    rewritten in place with its old size and mtime put back still changes its ctime), and a shared
+    hold on it for as long as the reader reads it. Then the sweep: the least recently used unpacked
+    archives beyond UNPACKED_KEPT, partial folders of killed unpacks and half-removed folders are
+    removed, each only when no process holds it (a folder another run reads is never taken)."""
     st = archive.stat()
-    key = hashlib.sha256(json.dumps([str(archive), st.st_size, st.st_mtime_ns, st.st_ino]).encode()).hexdigest()[:32]
+    key = hashlib.sha256(json.dumps([str(archive), st.st_size, st.st_mtime_ns, st.st_ino,
+                                     st.st_ctime_ns]).encode()).hexdigest()[:32]
     root = datasets_cache() / "diningbench-official"
-    dest = unpack_once(archive, root / key)
+    held = None
+    while held is None:  # None: removed by another run's sweep between its unpacking and our hold
+        dest = unpack_once(archive, root / key)
+        held = hold(dest, shared=True)
     os.utime(dest)  # used now
 
     def used(path: Path) -> int:
@@ -220,12 +234,11 @@ def _unpacked_folder(archive: Path) -> Path:
         except OSError:  # removed meanwhile by another run
             return 0
 
-    kept = sorted((p for p in root.iterdir() if ".partial-" not in p.name), key=used, reverse=True)
-    # a partial folder a day old belongs to a run that was killed; a younger one may be unpacking now
-    stale = kept[UNPACKED_KEPT:] + [p for p in root.glob("*.partial-*") if used(p) < (time.time() - 86400) * 1e9]
-    for old in stale:
-        shutil.rmtree(old, ignore_errors=True)
-    return dest
+    entries = list(root.iterdir())
+    unpacked = sorted((p for p in entries if re.fullmatch(r"[0-9a-f]{32}", p.name)), key=used, reverse=True)
+    remove_unheld([*unpacked[UNPACKED_KEPT:], *(p for p in entries if p.name.startswith(".removing-")
+                                                  or ".partial-" in p.name)])
+    return dest, held
 
 
 # ------------------------------------------------------------------------------------------ release
@@ -236,6 +249,9 @@ class OfficialRelease:
     `iter_rows(positions)` (rows whole, `images` as `{"bytes", "path"}` read from the images folder or
     unpacked archive), `path` (the JSONL), `lang`, `revision` (the Hub commit, or None), `fingerprint`
     and `notes` (one line each: what the rows cannot give).
+
+    An unpacked archive is held while the release lives (`close()` lets go of it sooner): another
+    run's sweep of the shared cache never removes it.
 
     With `refuse` (the default) an image path that escapes the release, a file over MAX_PHOTO_BYTES or
     not a regular file, or a row of more than MAX_IMAGES_PER_ROW images is a DatasetError naming the
@@ -251,6 +267,7 @@ class OfficialRelease:
         self.notes: list[str] = []
         self.problems: list[tuple[str, str, str]] = []
         self._refuse = refuse
+        self._held: Held | None = None
         local = Path(source).expanduser()
         archive: Path | None
         if local.is_dir() or local.suffix == ".jsonl" or os.path.lexists(local):
@@ -261,13 +278,23 @@ class OfficialRelease:
             self.path = jsonl
             self._jsonl = jsonl.resolve()  # a snapshot file links to its blob: the Hugging Face cache is ours
             archive = archive.resolve() if archive is not None else None
-            base = _unpacked_folder(archive) if archive is not None else self._jsonl.parent
+            base = self._hold_unpacked(archive) if archive is not None else self._jsonl.parent
         else:
             raise DatasetError(f"{self.source} is not in the authors' layout (a folder of their JSON-lines files, "
                                f"one such file, or {HUB_ID})")
         self._archive, self._base = archive, base.resolve()
         self.rows: list[dict[str, Any]] = []
         self._read()
+
+    def _hold_unpacked(self, archive: Path) -> Path:
+        """The archive's unpacked folder, held (no other run's sweep removes it) while this release lives."""
+        folder, self._held = _unpacked_folder(archive)
+        return folder
+
+    def close(self) -> None:
+        """Let go of the unpacked archive (it is let go of anyway when the release is collected)."""
+        if self._held is not None:
+            self._held.close()
 
     def _local(self, path: Path) -> tuple[Path, Path | None, Path]:
         if path.is_dir():
@@ -285,7 +312,7 @@ class OfficialRelease:
             return jsonl, None, folder
         if os.path.lexists(folder / IMAGES_ARCHIVE):
             archive = _regular_inside(folder / IMAGES_ARCHIVE, folder)
-            return jsonl, archive, _unpacked_folder(archive)
+            return jsonl, archive, self._hold_unpacked(archive)
         return jsonl, None, folder
 
     def _read(self) -> None:
