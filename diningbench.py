@@ -28,7 +28,16 @@ from dataset.build import (
     push,
     write_release,
 )
-from dataset.cache import FINGERPRINTS_KEPT, datasets_cache, hash_file, hub_reachable
+from dataset.cache import (
+    FINGERPRINTS_KEPT,
+    Held,
+    datasets_cache,
+    hash_file,
+    hold,
+    hub_reachable,
+    remove_unheld,
+    temp_file,
+)
 from dataset.convert import convert, write_sample_official
 from dataset.jsonl import (
     MAX_JSON_DEPTH,
@@ -64,17 +73,11 @@ from dataset.official import (
     PUBLISHED_ROWS,
     UNPACKED_KEPT,
     OfficialRelease,
-    classification_prompt,
     duplicate_ids,
     is_official,
     license_terms,
-    nutrition_ground_truth,
-    nutrition_prompt,
     official_configs,
-    published_row,
     read_official,
-    text_of,
-    vqa_prompt,
     write_official,
 )
 from dataset.official_rows import (
@@ -83,12 +86,21 @@ from dataset.official_rows import (
     NUTRIENT_KEYS,
     PROTOCOL,
     PROTOCOL_FILE,
+    SHAPES,
     VQA_ENDINGS,
+    Shape,
+    classification_prompt,
     derive_row,
+    nutrition_ground_truth,
+    nutrition_prompt,
     nutrition_truth,
     parse_options,
     published_images,
+    published_row,
+    shape_of,
+    text_of,
     vqa_image_fallback,
+    vqa_prompt,
 )
 from dataset.schema import (
     CARD,
@@ -97,6 +109,7 @@ from dataset.schema import (
     COMMON_COLUMNS,
     CONFIGS,
     CUISINES,
+    DECLARED,
     DESCRIPTION,
     ENVIRONMENT_ERRORS,
     GRAMS_PER_UNIT,
@@ -118,10 +131,12 @@ from dataset.schema import (
     SAMPLE_DIR,
     SPLIT,
     VQA_CATEGORIES,
+    Config,
     DatasetError,
     arrow_schema,
     column_type_ok,
     columns,
+    config_of,
     encode_row,
     features,
     portion_grams,
@@ -147,7 +162,8 @@ __all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "col
            "MAX_PHOTO_BYTES", "PUBLISHED_COLUMNS", "NO_OPTIONS", "VQA_ENDINGS", "PROTOCOL", "PROTOCOL_FILE", "hash_file",
            "unpack_once", "DISH_NAME_KEYS", "IMAGES_ARCHIVE", "IMAGES_DIR", "NUTRIENT_KEYS", "OFFICIAL_PAPER", "PUBLISHED_ROWS",
            "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback",
-           "classification_prompt", "nutrition_prompt", "nutrition_ground_truth", "vqa_prompt", "published_row", "text_of"]
+           "classification_prompt", "nutrition_prompt", "nutrition_ground_truth", "vqa_prompt", "published_row", "text_of",
+           "Config", "DECLARED", "config_of", "SHAPES", "Shape", "shape_of", "Held", "hold", "remove_unheld", "temp_file"]
 
 
 # ----------------------------------------------------------------------------------------------- CLI

@@ -37,21 +37,23 @@ from dataset.cache import (
 from dataset.jsonl import MAX_JSON_DEPTH, iter_jsonl_objects
 from dataset.official_rows import (
     NO_OPTIONS,
-    VQA_ENDINGS,
-    _asks_questions,
     derive_row,
     published_images,
+    shape_of,
 )
-from dataset.schema import COLUMNS, CONFIGS, LETTERS, MAX_PHOTO_BYTES, NUTRIENTS, DatasetError, _check_config
+from dataset.official_rows import (
+    published_row as published_row,  # where construction's release finds the writer
+)
+from dataset.schema import CONFIGS, DECLARED, MAX_PHOTO_BYTES, DatasetError, _check_config
 
 HUB_ID = "meituan/DiningBench"
 OFFICIAL_LICENSE = "cc-by-nc-nd-4.0"
 OFFICIAL_PAPER = "arXiv:2604.10425"
 # Rows of each config in the published release (the paper's counts): a file of another size is not it.
-PUBLISHED_ROWS = {"classification": 2884, "nutrition": 1650, "vqa": 804}
+PUBLISHED_ROWS = {config.name: config.published_rows for config in DECLARED}
 LANGS = ("zh", "en")
 OFFICIAL_FILES: dict[tuple[str, str], str] = {
-    (config, lang): f"{config}{'' if lang == 'zh' else '_en'}.jsonl" for config in CONFIGS for lang in LANGS}
+    (config.name, lang): config.official_file(lang) for config in DECLARED for lang in LANGS}
 IMAGES_DIR, IMAGES_ARCHIVE = "images", "images.tar.gz"
 LAYOUTS = ("parquet", "official")  # how a release is written: ours (Parquet, images embedded) or the authors'
 
@@ -338,9 +340,10 @@ class OfficialRelease:
             self.rows.append(row)
         if unreadable > 20:
             self.notes.append(f"... and {unreadable - 20} more {self.config} items whose options cannot be read")
-        if not _asks_questions(self.config) and (n := sum(not r["has_standard_image"] for r in self.rows)):
+        lists_images = shape_of(self.config).lists_images
+        if not lists_images and (n := sum(not r["has_standard_image"] for r in self.rows)):
             self.notes.append(f"{n} {self.config} item(s) have no standard_image: their images are user photos only")
-        if _asks_questions(self.config) and (n := sum(not r["published"].get("images") for r in self.rows)):
+        if lists_images and (n := sum(not r["published"].get("images") for r in self.rows)):
             self.notes.append(f"{n} vqa item(s) have no images: their photo is images/{{id:05d}}.jpg, as the "
                               "authors' script reads it")
 
@@ -461,82 +464,6 @@ def duplicate_ids(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------------------------- write
-
-# How one of our rows is worded in the authors' layout: their shape (the options inside the prompt and
-# the letter asked for; the four nutrients as a JSON object; the question then the fixed ending), our
-# words. The sample and a constructed release (`construct release --layout official`) both write so.
-_CLASSIFY_WORDING = {"zh": ("请根据图片判断这是菜单上的哪一道菜：", "请只输出正确选项的字母（A-H）。"),
-                    "en": ("Which dish on the menu do the photos show?",
-                           "Answer with the letter of the correct option (A-H) only.")}
-_NUTRITION_WORDING = {"zh": "请估计图中这道菜一份的营养成分（卡路里单位千卡，其余单位克），只输出JSON：",
-                     "en": "Estimate the nutrition of one serving of the dish in the photos (calories in kcal, the "
-                           "rest in grams). Output only JSON:"}
-_NUTRIENT_NAMES = {"zh": ("卡路里", "蛋白质", "碳水化合物", "脂肪"), "en": NUTRIENTS}
-_DISH_NAME_KEY = {"zh": "菜品名称", "en": "dish_name"}
-# Our columns holding the texts of each language (the Chinese ones are the unsuffixed columns).
-_TEXTS = {"options": "options_en", "dish_name": "dish_name_en", "question": "question_en", "answer": "answer_en",
-          "rationale": "rationale_en"}
-
-
-def text_of(row: Mapping[str, Any], column: str, lang: str) -> Any:
-    """The row's `column` in `lang`: `options` in en is `options_en`."""
-    return row[_TEXTS[column] if lang == "en" else column]
-
-
-def classification_prompt(options: list[str], lang: str, marker: str = "{}. ") -> str:
-    """The question, one option a line after its letter (`marker` formats it), the letter asked for.
-
-    >>> print(classification_prompt(["Mapo Tofu", "Kung Pao Chicken"], "en"))
-    Which dish on the menu do the photos show?
-    A. Mapo Tofu
-    B. Kung Pao Chicken
-    Answer with the letter of the correct option (A-H) only.
-    """
-    head, tail = _CLASSIFY_WORDING[lang]
-    return "\n".join([head, *(marker.format(LETTERS[j]) + o for j, o in enumerate(options)), tail])
-
-
-def nutrition_prompt(lang: str) -> str:
-    """The request and the JSON object to fill, its nutrient keys in `lang`."""
-    return _NUTRITION_WORDING[lang] + json.dumps(dict.fromkeys(_NUTRIENT_NAMES[lang], 0), ensure_ascii=False)
-
-
-def nutrition_ground_truth(dish_name: Any, values: Iterable[Any], keys_lang: str) -> dict[str, Any]:
-    """{dish name, the four nutrients} under the keys of `keys_lang` (both are read by the authors' script).
-
-    >>> nutrition_ground_truth("宫保鸡丁", [512, 30, 40, 20.5], "zh")
-    {'菜品名称': '宫保鸡丁', '卡路里': 512, '蛋白质': 30, '碳水化合物': 40, '脂肪': 20.5}
-    """
-    return {_DISH_NAME_KEY[keys_lang]: dish_name, **dict(zip(_NUTRIENT_NAMES[keys_lang], values, strict=True))}
-
-
-def vqa_prompt(question: str, lang: str) -> str:
-    """The question and the fixed sentence the authors' VQA prompts end with."""
-    return f"{question}{VQA_ENDINGS[lang]}"
-
-
-def published_row(config: str, item_id: Any, row: Mapping[str, Any], lang: str,
-                  image_paths: list[str]) -> dict[str, Any]:
-    """One of our rows (our columns) as the authors' published object in `lang`, its photos at
-    `image_paths` (relative to the release folder, in the row's order). Classification and nutrition:
-    the first photo is `standard_image` when the row's `image_roles` (or, without them, its order) make
-    it the reference, the others `user_images`; VQA: all of them as `images`, the rationale as
-    `reasoning`. The nutrient keys follow `lang`."""
-    if _asks_questions(config):
-        return {"id": item_id, "prompt": vqa_prompt(text_of(row, "question", lang), lang),
-                "ground_truth": text_of(row, "answer", lang), "images": list(image_paths),
-                "reasoning": text_of(row, "rationale", lang)}
-    if "options" in COLUMNS[config]:
-        prompt, truth = classification_prompt(text_of(row, "options", lang), lang), row["answer"]
-    else:
-        prompt = nutrition_prompt(lang)
-        truth = nutrition_ground_truth(text_of(row, "dish_name", lang), [row[n] for n in NUTRIENTS], lang)
-    roles = row.get("image_roles") or ["reference"]
-    standard = bool(image_paths) and roles[0] == "reference"
-    return {"id": item_id, "prompt": prompt, "ground_truth": truth,
-            "standard_image": image_paths[0] if standard else "", "user_images": list(image_paths[standard:])}
-
-
 
 def _relative_parts(rel: str) -> tuple[str, ...]:
     parts = PurePosixPath(rel).parts
