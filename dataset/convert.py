@@ -10,15 +10,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dataset.build import write_release
-from dataset.load import read_release
+from dataset.load import layout_of, read_release
 from dataset.official import (
     HUB_ID,
     LANGS,
     OFFICIAL_LICENSE,
     OFFICIAL_PAPER,
     OfficialRelease,
-    is_official,
-    official_configs,
     write_official,
 )
 from dataset.official_rows import classification_prompt, nutrition_ground_truth, published_row, text_of
@@ -140,16 +138,12 @@ def convert(source: str | os.PathLike, out_dir: str | os.PathLike, lang: str = "
     columns (their prompts stay in the `_en` file; convert with `en` to keep them)."""
     if lang not in (*LANGS, "both"):
         raise DatasetError(f"unknown language {lang!r}; choose zh, en or both")
-    if not is_official(source):
-        raise DatasetError(f"{source} is not in the authors' layout (their JSON-lines files, or {HUB_ID})")
+    present, first = layout_of(source).published(lang)
     path = Path(source).expanduser()
-    if lang == "both" and path.suffix == ".jsonl":
-        raise DatasetError("--lang both reads a folder (or the Hub) holding both files of each config")
-    present, first = official_configs(source, "en" if lang == "en" else "zh")
     rows: dict[str, tuple[int, Iterator[dict[str, Any]]]] = {c: (0, iter(())) for c in CONFIGS}
     revisions = set()
     for config in present:
-        main = OfficialRelease(config, source, lang=first)
+        main = OfficialRelease(config, source, lang=first)  # `published` said the source is in their layout
         english = OfficialRelease(config, source, lang="en") if lang == "both" else None
         if english is not None and len(english) != len(main):
             raise DatasetError(f"{english.path.name} has {len(english)} rows, {main.path.name} {len(main)}")
