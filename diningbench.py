@@ -28,7 +28,16 @@ from dataset.build import (
     push,
     write_release,
 )
-from dataset.cache import FINGERPRINTS_KEPT, datasets_cache, hash_file, hub_reachable
+from dataset.cache import (
+    FINGERPRINTS_KEPT,
+    Held,
+    datasets_cache,
+    hash_file,
+    hold,
+    hub_reachable,
+    remove_unheld,
+    temp_file,
+)
 from dataset.convert import convert, write_sample_official
 from dataset.jsonl import (
     MAX_JSON_DEPTH,
@@ -42,12 +51,18 @@ from dataset.jsonl import (
 from dataset.load import (
     IMAGE_BATCH,
     IMAGE_CACHES_KEPT,
+    Layout,
     LoadedRelease,
     LocalRelease,
+    OfficialLayout,
+    ParquetLayout,
     _source,
     fingerprint,
+    layout_of,
     load,
     read_release,
+    summary,
+    validate,
 )
 from dataset.official import (
     HUB_ID,
@@ -64,17 +79,11 @@ from dataset.official import (
     PUBLISHED_ROWS,
     UNPACKED_KEPT,
     OfficialRelease,
-    classification_prompt,
     duplicate_ids,
     is_official,
     license_terms,
-    nutrition_ground_truth,
-    nutrition_prompt,
     official_configs,
-    published_row,
     read_official,
-    text_of,
-    vqa_prompt,
     write_official,
 )
 from dataset.official_rows import (
@@ -83,12 +92,21 @@ from dataset.official_rows import (
     NUTRIENT_KEYS,
     PROTOCOL,
     PROTOCOL_FILE,
+    SHAPES,
     VQA_ENDINGS,
+    Shape,
+    classification_prompt,
     derive_row,
+    nutrition_ground_truth,
+    nutrition_prompt,
     nutrition_truth,
     parse_options,
     published_images,
+    published_row,
+    shape_of,
+    text_of,
     vqa_image_fallback,
+    vqa_prompt,
 )
 from dataset.schema import (
     CARD,
@@ -97,6 +115,7 @@ from dataset.schema import (
     COMMON_COLUMNS,
     CONFIGS,
     CUISINES,
+    DECLARED,
     DESCRIPTION,
     ENVIRONMENT_ERRORS,
     GRAMS_PER_UNIT,
@@ -118,10 +137,12 @@ from dataset.schema import (
     SAMPLE_DIR,
     SPLIT,
     VQA_CATEGORIES,
+    Config,
     DatasetError,
     arrow_schema,
     column_type_ok,
     columns,
+    config_of,
     encode_row,
     features,
     portion_grams,
@@ -133,12 +154,7 @@ from dataset.stats import (
     position_bias,
     regularized_gamma_q,
 )
-from dataset.validate import (
-    Problem,
-    image_problem,
-    summary,
-    validate,
-)
+from dataset.validate import Problem, image_problem
 
 __all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "columns", "COMMON_COLUMNS", "CONFIGS", "CUISINES", "DatasetError", "DESCRIPTION", "encode_row", "ENVIRONMENT_ERRORS", "features", "GRAMS_PER_UNIT", "IMAGE", "IMAGE_ROLES", "LETTERS", "LICENSE", "MAX_CALORIES", "MAX_GRAMS", "MAX_PIXELS", "MIN_POSITIVE", "NUTRIENTS", "NUTRITION_SOURCES", "OPTIONAL_COLUMNS", "portion_grams", "release_schema", "ROOT", "ROW_GROUP_SIZE", "SAMPLE_DIR", "schema_problems", "SPLIT", "VQA_CATEGORIES", "iter_jsonl_objects", "file_problem", "json_depth_within", "read_json_file", "MAX_JSON_FILE_BYTES", "JsonlPolicy", "MAX_JSON_DEPTH", "datasets_cache", "fingerprint", "FINGERPRINTS_KEPT", "hub_reachable", "IMAGE_BATCH", "IMAGE_CACHES_KEPT", "load", "LoadedRelease", "LocalRelease", "read_release", "chi_square_sf", "position_bias", "regularized_gamma_q", "image_problem", "Problem", "summary", "validate", "build", "card_info", "card_text", "generate", "push", "ShardWriter", "write_release",
            "MAX_MEMBERS", "MAX_UNPACKED_BYTES", "card_license", "convert", "write_sample_official", "HUB_ID", "LANGS", "LAYOUTS",
@@ -147,7 +163,9 @@ __all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "col
            "MAX_PHOTO_BYTES", "PUBLISHED_COLUMNS", "NO_OPTIONS", "VQA_ENDINGS", "PROTOCOL", "PROTOCOL_FILE", "hash_file",
            "unpack_once", "DISH_NAME_KEYS", "IMAGES_ARCHIVE", "IMAGES_DIR", "NUTRIENT_KEYS", "OFFICIAL_PAPER", "PUBLISHED_ROWS",
            "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback",
-           "classification_prompt", "nutrition_prompt", "nutrition_ground_truth", "vqa_prompt", "published_row", "text_of"]
+           "classification_prompt", "nutrition_prompt", "nutrition_ground_truth", "vqa_prompt", "published_row", "text_of",
+           "Config", "DECLARED", "config_of", "SHAPES", "Shape", "shape_of", "Held", "hold", "remove_unheld", "temp_file",
+           "Layout", "OfficialLayout", "ParquetLayout", "layout_of"]
 
 
 # ----------------------------------------------------------------------------------------------- CLI

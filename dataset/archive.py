@@ -10,6 +10,7 @@ import threading
 import zlib
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from dataset.cache import hold
 from dataset.schema import MAX_PHOTO_BYTES, DatasetError
 
 # The authors' archive holds ~16k photos in a few GB. The bounds stop a hostile one (a 3 GiB member of
@@ -33,8 +34,11 @@ def unpack_once(archive: Path, dest: Path) -> Path:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(f"{dest.name}.partial-{os.getpid()}-{threading.get_ident()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir()
+    held = None
+    while held is None:  # held while it is written: the next start's sweep takes only a killed unpack's
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        held = hold(partial, shared=False, wait=False)
     try:
         _unpack(archive, partial)
         try:
@@ -44,6 +48,7 @@ def unpack_once(archive: Path, dest: Path) -> Path:
                 raise
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+        held.close()
     return dest
 
 

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
     pass
 from dataset.jsonl import iter_jsonl_objects
+from dataset.load import validate
 from dataset.official import license_terms
 from dataset.schema import (
     CARD,
@@ -29,7 +30,6 @@ from dataset.schema import (
     encode_row,
     release_schema,
 )
-from dataset.validate import validate
 
 # ---------------------------------------------------------------------------------- write / build
 

@@ -10,23 +10,17 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dataset.build import write_release
-from dataset.load import read_release
+from dataset.load import layout_of, read_release
 from dataset.official import (
     HUB_ID,
     LANGS,
-    OFFICIAL_FILES,
     OFFICIAL_LICENSE,
     OFFICIAL_PAPER,
     OfficialRelease,
-    classification_prompt,
-    is_official,
-    nutrition_ground_truth,
-    official_configs,
-    published_row,
-    text_of,
     write_official,
 )
-from dataset.schema import CONFIGS, NUTRIENTS, SAMPLE_DIR, DatasetError, columns
+from dataset.official_rows import classification_prompt, nutrition_ground_truth, published_row, text_of
+from dataset.schema import CONFIGS, DECLARED, NUTRIENTS, SAMPLE_DIR, DatasetError, columns, config_of
 
 # --------------------------------------------------------------------- ours -> the authors' layout
 
@@ -50,35 +44,54 @@ def _with_images(config: str, k: int, row: dict[str, Any], lang: str) -> tuple[d
     return published, {p: cell["bytes"] for p, cell in zip(paths, row["images"], strict=True)}
 
 
-def _classification(k: int, row: dict[str, Any], lang: str) -> tuple[dict[str, Any], dict[str, bytes]]:
-    published, files = _with_images("classification", k, row, lang)
-    published["prompt"] = classification_prompt(text_of(row, "options", lang), lang, _MARKERS[k % len(_MARKERS)])
-    if k == 1:  # quirk: user_images as one string (the item then has one customer photo)
-        published["user_images"] = published["user_images"][0]
-        files = {p: files[p] for p in (published["standard_image"], published["user_images"])}
-    return published, files
+Published = list[tuple[dict[str, Any], dict[str, bytes]]]  # a file's rows: (published object, its image files)
 
 
-def _nutrition(k: int, row: dict[str, Any], lang: str) -> tuple[dict[str, Any], dict[str, bytes]]:
-    published, files = _with_images("nutrition", k, row, lang)
-    keys_lang = LANGS[(k + (lang == "en")) % 2]  # quirk: Chinese or English keys, alternating by row
-    values: list[Any] = [row[n] for n in NUTRIENTS]
-    if k == 2:
-        values[3] = 0  # quirk: a zero reference value (the authors leave it out of that nutrient's MAPE)
-    if k % 4 == 3:
-        values[1] = f"{values[1]}"  # quirk: a value as numeric text
-    truth = nutrition_ground_truth(text_of(row, "dish_name", lang), values, keys_lang)
-    # quirk: the ground truth as a JSON string in every third row
-    published["ground_truth"] = json.dumps(truth, ensure_ascii=False) if k % 3 == 1 else truth
-    return published, files
+def _choice_rows(config: str, rows: list[dict[str, Any]], lang: str) -> Published:
+    found = []
+    for k, row in enumerate(rows):
+        published, files = _with_images(config, k, row, lang)
+        published["prompt"] = classification_prompt(text_of(row, "options", lang), lang, _MARKERS[k % len(_MARKERS)])
+        if k == 1:  # quirk: user_images as one string (the item then has one customer photo)
+            published["user_images"] = published["user_images"][0]
+            files = {p: files[p] for p in (published["standard_image"], published["user_images"])}
+        found.append((published, files))
+    return found
 
 
-def _vqa(k: int, row: dict[str, Any], lang: str, fallback: int | None) -> tuple[dict[str, Any], dict[str, bytes]]:
-    published, files = _with_images("vqa", k, row, lang)
-    if k == fallback:  # quirk: no `images`; the authors' script then sends images/{id:05d}.jpg
-        del published["images"]
-        return published, {f"images/{k + 1:05d}.jpg": row["images"][0]["bytes"]}
-    return published, files
+def _nutrient_rows(config: str, rows: list[dict[str, Any]], lang: str) -> Published:
+    found = []
+    for k, row in enumerate(rows):
+        published, files = _with_images(config, k, row, lang)
+        keys_lang = LANGS[(k + (lang == "en")) % 2]  # quirk: Chinese or English keys, alternating by row
+        values: list[Any] = [row[n] for n in NUTRIENTS]
+        if k == 2:
+            values[3] = 0  # quirk: a zero reference value (the authors leave it out of that nutrient's MAPE)
+        if k % 4 == 3:
+            values[1] = f"{values[1]}"  # quirk: a value as numeric text
+        truth = nutrition_ground_truth(text_of(row, "dish_name", lang), values, keys_lang)
+        # quirk: the ground truth as a JSON string in every third row
+        published["ground_truth"] = json.dumps(truth, ensure_ascii=False) if k % 3 == 1 else truth
+        found.append((published, files))
+    return found
+
+
+def _question_rows(config: str, rows: list[dict[str, Any]], lang: str) -> Published:
+    # quirk: one row (the first after the first with a single photo) without `images`; the authors'
+    # script then sends images/{id:05d}.jpg
+    fallback = next((k for k, r in enumerate(rows) if len(r["images"]) == 1 and k >= 1), None)
+    found = []
+    for k, row in enumerate(rows):
+        published, files = _with_images(config, k, row, lang)
+        if k == fallback:
+            del published["images"]
+            files = {f"images/{k + 1:05d}.jpg": row["images"][0]["bytes"]}
+        found.append((published, files))
+    return found
+
+
+# The quirks the authors' scripts accept, spread over a file's rows, by the shape its config is published in.
+_SAMPLE_ROWS = {"choice": _choice_rows, "nutrients": _nutrient_rows, "question": _question_rows}
 
 
 def write_sample_official(out_dir: str | os.PathLike, source: str | os.PathLike | None = None,
@@ -88,26 +101,14 @@ def write_sample_official(out_dir: str | os.PathLike, source: str | os.PathLike 
     (a ground truth as object or JSON string, Chinese or English nutrient keys, a zero reference value,
     numeric text, a VQA row without `images`, `user_images` as one string). Deterministic."""
     rows = {}
-    for config in CONFIGS:
-        release = read_release(config, source or SAMPLE_DIR)
-        rows[config] = list(release.iter_rows(range(len(release))))
-    single = [k for k, r in enumerate(rows["vqa"]) if len(r["images"]) == 1]
-    fallback = next((k for k in single if k >= 1), None)
-    by_file: dict[str, list[tuple[dict[str, Any], dict[str, bytes]]]] = {}
-    for lang in LANGS:
-        by_file[OFFICIAL_FILES[("classification", lang)]] = [_classification(k, r, lang)
-                                                             for k, r in enumerate(rows["classification"])]
-        by_file[OFFICIAL_FILES[("nutrition", lang)]] = [_nutrition(k, r, lang) for k, r in enumerate(rows["nutrition"])]
-        by_file[OFFICIAL_FILES[("vqa", lang)]] = [_vqa(k, r, lang, fallback) for k, r in enumerate(rows["vqa"])]
-    order = [OFFICIAL_FILES[(c, lang)] for lang in LANGS for c in CONFIGS]
-    return write_official(out_dir, {name: by_file[name] for name in order}, tarball=tarball)
+    for config in DECLARED:
+        release = read_release(config.name, source or SAMPLE_DIR)
+        rows[config.name] = list(release.iter_rows(range(len(release))))
+    return write_official(out_dir, {config.official_file(lang): _SAMPLE_ROWS[config.shape](config.name, rows[config.name], lang)
+                                    for lang in LANGS for config in DECLARED}, tarball=tarball)
 
 
 # --------------------------------------------------------------------- the authors' layout -> ours
-
-_ENGLISH = {"classification": {"options": "options_en"}, "nutrition": {"dish_name": "dish_name_en"},
-            "vqa": {"question": "question_en", "answer": "answer_en", "rationale": "rationale_en"}}
-
 
 def _truth_text(value: Any) -> str | None:
     return value if isinstance(value, str) or value is None else json.dumps(value, ensure_ascii=False)
@@ -125,7 +126,7 @@ def _converted(config: str, main: OfficialRelease, english: OfficialRelease | No
                 raise DatasetError(f"{english.path.name} line {k + 1} has id {other['published'].get('id')!r}, "
                                    f"{main.path.name} has {row['published'].get('id')!r}: the two languages must "
                                    "list the same items in the same order")
-            out.update({ours: other[theirs] for theirs, ours in _ENGLISH[config].items()})
+            out.update({english_column: other[column] for column, english_column in config_of(config).english.items()})
         yield out
 
 
@@ -137,16 +138,12 @@ def convert(source: str | os.PathLike, out_dir: str | os.PathLike, lang: str = "
     columns (their prompts stay in the `_en` file; convert with `en` to keep them)."""
     if lang not in (*LANGS, "both"):
         raise DatasetError(f"unknown language {lang!r}; choose zh, en or both")
-    if not is_official(source):
-        raise DatasetError(f"{source} is not in the authors' layout (their JSON-lines files, or {HUB_ID})")
+    present, first = layout_of(source).published(lang)
     path = Path(source).expanduser()
-    if lang == "both" and path.suffix == ".jsonl":
-        raise DatasetError("--lang both reads a folder (or the Hub) holding both files of each config")
-    present, first = official_configs(source, "en" if lang == "en" else "zh")
     rows: dict[str, tuple[int, Iterator[dict[str, Any]]]] = {c: (0, iter(())) for c in CONFIGS}
     revisions = set()
     for config in present:
-        main = OfficialRelease(config, source, lang=first)
+        main = OfficialRelease(config, source, lang=first)  # `published` said the source is in their layout
         english = OfficialRelease(config, source, lang="en") if lang == "both" else None
         if english is not None and len(english) != len(main):
             raise DatasetError(f"{english.path.name} has {len(english)} rows, {main.path.name} {len(main)}")

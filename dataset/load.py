@@ -1,4 +1,5 @@
-"""Loading a release (a folder with pyarrow alone, a Hub id through `datasets`) and fingerprints."""
+"""Loading a release (a folder with pyarrow alone, a Hub id through `datasets`), its layout (`layout_of`:
+ours or the authors', the one object callers ask to read, fingerprint, validate or summarise it)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import hashlib
 import json
 import os
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,28 +25,15 @@ from dataset.cache import (
     datasets_cache,
     hash_file,
     hub_reachable,
+    remove_unheld,
+    temp_file,
 )
-from dataset.official import OfficialRelease, is_official, read_official
-from dataset.schema import SAMPLE_DIR, SPLIT, DatasetError, _check_config, schema_problems
+from dataset.official import HUB_ID, OfficialRelease, is_official, official_configs, read_official
+from dataset.schema import COLUMNS, CONFIGS, SPLIT, DatasetError, _check_config, schema_problems
+from dataset.sources import _data_files, _local, _source
+from dataset.validate import Problem, _official_summary, _validate_official, _validate_parquet
 
 # --------------------------------------------------------------------------------------------- load
-
-
-def _source(source: str | os.PathLike | None) -> str:
-    """Argument -> DININGBENCH_SOURCE -> the embedded sample."""
-    if source is None or str(source) == "":
-        source = os.environ.get("DININGBENCH_SOURCE") or SAMPLE_DIR
-    return str(source)
-
-
-def _local(source: str) -> Path | None:
-    path = Path(source).expanduser()
-    # Absolute: datasets resolves data_files relative to the dataset folder, not the working directory.
-    return path.resolve() if path.is_dir() else None
-
-
-def _data_files(folder: Path, config: str) -> list[Path]:
-    return sorted((folder / "data" / config).glob("*.parquet"))
 
 
 def load(config: str, source: str | os.PathLike | None = None, *, decode_images: bool = True) -> datasets.Dataset:
@@ -150,12 +139,163 @@ def read_release(config: str, source: str | os.PathLike | None = None, *,
     and an images tree or archive: a folder, one file, or `meituan/DiningBench`) is read by
     `read_official` in `lang` (zh or en; a Parquet release ignores it), with the same two faces.
     """
+    return layout_of(source).read(config, lang=lang)
+
+
+# ------------------------------------------------------------------------------------------ layouts
+
+
+class Layout:
+    """How a release is laid out, decided once from its source (`layout_of`): what differs between
+    our layout and the authors' is asked of this object, and no caller asks which one it is.
+
+    `name`: one of LAYOUTS; `source`: the source as given (or its default); `by_language`: whether
+    its rows are read one language at a time (the authors' files come one per language; our rows hold
+    both). `read(config, lang=)`: the rows (`read_release`); `fingerprint(config, lang=)`: the hash a
+    run records; `configs(lang)`: (the configs it holds, the language they are read in);
+    `validate(lang=)`: every problem, never raising on bad data; `summary(lang=)`: counts in lines;
+    `published(lang)`: (the configs in the authors' files of `lang`, the language read), what `convert`
+    reads (ours refuses).
+    """
+
+    name = ""
+    by_language = False
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def read(self, config: str, *, lang: str = "zh") -> LocalRelease | LoadedRelease | OfficialRelease:
+        raise NotImplementedError
+
+    def fingerprint(self, config: str, *, lang: str = "zh") -> str:
+        raise NotImplementedError
+
+    def configs(self, lang: str = "zh") -> tuple[list[str], str]:
+        raise NotImplementedError
+
+    def validate(self, *, lang: str = "zh") -> list[Problem]:
+        raise NotImplementedError
+
+    def summary(self, *, lang: str = "zh") -> str:
+        raise NotImplementedError
+
+    def published(self, lang: str = "zh") -> tuple[list[str], str]:
+        raise NotImplementedError
+
+
+class ParquetLayout(Layout):
+    """Ours: a release folder of `data/<config>/*.parquet` and a card, or a Hub id of one."""
+
+    name = "parquet"
+
+    def read(self, config: str, *, lang: str = "zh") -> LocalRelease | LoadedRelease:
+        if _local(self.source) is not None:
+            return LocalRelease(config, self.source)
+        return LoadedRelease(load(config, self.source, decode_images=False))
+
+    def fingerprint(self, config: str, *, lang: str = "zh") -> str:
+        """A stable hash of the config's data files (content, not mtime); a Hub id's commit."""
+        folder = _local(self.source)
+        if folder is None:
+            from huggingface_hub import HfApi
+
+            try:
+                sha = HfApi().dataset_info(self.source).sha
+            except Exception as exc:
+                raise DatasetError(f"cannot fingerprint Hub dataset {self.source}: {type(exc).__name__}") from None
+            return f"hub:{self.source}@{sha}"
+        files = _data_files(folder, config)
+        if not files:
+            raise DatasetError(f"release folder {self.source} has no data/{config}/*.parquet")
+        # Hashing a paper-size config reads hundreds of MiB: the result is kept per set of files
+        # (path, size, modification time, inode), so it is read again only when a file changes.
+        stats = [(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino) for path in files for st in [path.stat()]]
+        key = hashlib.sha256(json.dumps([config, stats]).encode()).hexdigest()
+        known = _read_fingerprints()
+        if isinstance(known.get(key), str):
+            return known[key]
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(path.name.encode())
+            hash_file(digest, path)
+        found = digest.hexdigest()[:16]
+        _write_fingerprints({**known, key: found})
+        return found
+
+    def configs(self, lang: str = "zh") -> tuple[list[str], str]:
+        folder = _local(self.source)
+        return [c for c in CONFIGS if folder is None or _data_files(folder, c)], lang
+
+    def validate(self, *, lang: str = "zh") -> list[Problem]:
+        return _validate_parquet(self.source, _local(self.source))
+
+    def summary(self, *, lang: str = "zh") -> str:
+        """Counts per config, cuisine, category and images per item (reads metadata, never decodes)."""
+        lines = []
+        for config in CONFIGS:
+            ds = load(config, self.source, decode_images=False)
+            n_images = [len(r) for r in ds["image_roles"]]
+            lines.append(f"{config}: {len(ds)} items, {sum(n_images)} images "
+                         f"({sum(n_images) / max(len(ds), 1):.2f} per item, min {min(n_images, default=0)}, "
+                         f"max {max(n_images, default=0)})")
+            for key in ("cuisine", "category") + (("vqa_category",) if "vqa_category" in COLUMNS[config] else ()):
+                counts = Counter(ds[key])
+                lines.append(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+        return "\n".join(lines)
+
+    def published(self, lang: str = "zh") -> tuple[list[str], str]:
+        raise DatasetError(f"{self.source} is not in the authors' layout (their JSON-lines files, or {HUB_ID})")
+
+
+class OfficialLayout(Layout):
+    """The authors': their JSON-lines files (one per config and language) and an images tree or
+    archive, as a folder, one file, or `meituan/DiningBench[@REVISION]` (`dataset/official.py`)."""
+
+    name = "official"
+    by_language = True
+
+    def read(self, config: str, *, lang: str = "zh") -> OfficialRelease:
+        return read_official(config, self.source, lang=lang)
+
+    def fingerprint(self, config: str, *, lang: str = "zh") -> str:
+        """Of the `lang` file's bytes and its rows' image files (`OfficialRelease.fingerprint`)."""
+        return read_official(config, self.source, lang=lang).fingerprint
+
+    def configs(self, lang: str = "zh") -> tuple[list[str], str]:
+        return official_configs(self.source, lang)
+
+    def validate(self, *, lang: str = "zh") -> list[Problem]:
+        return _validate_official(self.source, lang)
+
+    def summary(self, *, lang: str = "zh") -> str:
+        """Counts and images per item of its `lang` files, and what the layout lacks."""
+        return _official_summary(self.source, lang)
+
+    def published(self, lang: str = "zh") -> tuple[list[str], str]:
+        """`lang` both: the Chinese files, each with its English file beside it (a folder or the Hub)."""
+        if lang == "both" and Path(self.source).expanduser().suffix == ".jsonl":
+            raise DatasetError("--lang both reads a folder (or the Hub) holding both files of each config")
+        return official_configs(self.source, "en" if lang == "en" else "zh")
+
+
+def layout_of(source: str | os.PathLike | None = None) -> Layout:
+    """The layout of `source` (default: DININGBENCH_SOURCE, else the embedded sample): the authors'
+    when it is a folder of their files with no `data/*/*.parquet`, one `.jsonl` file, or their Hub id
+    (`dataset.official.is_official`); ours otherwise. The one place a source's layout is decided."""
     src = _source(source)
-    if is_official(src):
-        return read_official(config, src, lang=lang)
-    if _local(src) is not None:
-        return LocalRelease(config, src)
-    return LoadedRelease(load(config, src, decode_images=False))
+    return OfficialLayout(src) if is_official(src) else ParquetLayout(src)
+
+
+def validate(source: str | os.PathLike | None = None, *, lang: str = "zh") -> list[Problem]:
+    """Every problem of a release (SPEC 3.4), itemised by config and item id; never raises on bad data.
+    The authors' layout is checked in its `lang` files."""
+    return layout_of(source).validate(lang=lang)
+
+
+def summary(source: str | os.PathLike | None = None, *, lang: str = "zh") -> str:
+    """Counts per config, cuisine, category and images per item (reads metadata, never decodes).
+    The authors' layout: counts and images per item of its `lang` files, and what it lacks."""
+    return layout_of(source).summary(lang=lang)
 
 
 class LocalRelease:
@@ -285,7 +425,9 @@ class LocalRelease:
         """The image column of every file, batch by batch, into an uncompressed Arrow file (written
         aside, then renamed: a reader never maps half a file)."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_unheld(path.parent.glob("*.arrow.*.tmp"))  # killed writers' (a live writer holds its own)
         partial = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # one per writer thread too
+        held = temp_file(partial)
         try:
             with pa.OSFile(str(partial), "wb") as sink:
                 writer = None
@@ -303,6 +445,7 @@ class LocalRelease:
             os.replace(partial, path)
         finally:
             partial.unlink(missing_ok=True)
+            held.close()
 
     def _first_unembedded(self, path: Path, parquet: pq.ParquetFile) -> tuple[str, int] | None:
         """The first image cell with null bytes, reading only the row groups whose statistics do not
@@ -392,32 +535,4 @@ def fingerprint(config: str, source: str | os.PathLike | None = None, *, lang: s
     """A stable hash of the config's data files (content, not mtime), for run.json. In the authors'
     layout: of the `lang` file's bytes and its rows' image files (`OfficialRelease.fingerprint`)."""
     _check_config(config)
-    src = _source(source)
-    if is_official(src):
-        return read_official(config, src, lang=lang).fingerprint
-    folder = _local(src)
-    if folder is None:
-        from huggingface_hub import HfApi
-
-        try:
-            sha = HfApi().dataset_info(src).sha
-        except Exception as exc:
-            raise DatasetError(f"cannot fingerprint Hub dataset {src}: {type(exc).__name__}") from None
-        return f"hub:{src}@{sha}"
-    files = _data_files(folder, config)
-    if not files:
-        raise DatasetError(f"release folder {src} has no data/{config}/*.parquet")
-    # Hashing a paper-size config reads hundreds of MiB: the result is kept per set of files
-    # (path, size, modification time, inode), so it is read again only when a file changes.
-    stats = [(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino) for path in files for st in [path.stat()]]
-    key = hashlib.sha256(json.dumps([config, stats]).encode()).hexdigest()
-    known = _read_fingerprints()
-    if isinstance(known.get(key), str):
-        return known[key]
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode())
-        hash_file(digest, path)
-    found = digest.hexdigest()[:16]
-    _write_fingerprints({**known, key: found})
-    return found
+    return layout_of(source).fingerprint(config, lang=lang)

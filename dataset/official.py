@@ -16,35 +16,44 @@ import io
 import json
 import os
 import re
-import shutil
 import stat
 import tarfile
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from dataset.archive import unpack_once
-from dataset.cache import _read_fingerprints, _write_fingerprints, datasets_cache, hash_file, hub_reachable
+from dataset.cache import (
+    Held,
+    _read_fingerprints,
+    _write_fingerprints,
+    datasets_cache,
+    hash_file,
+    hold,
+    hub_reachable,
+    remove_unheld,
+)
 from dataset.jsonl import MAX_JSON_DEPTH, iter_jsonl_objects
 from dataset.official_rows import (
     NO_OPTIONS,
-    VQA_ENDINGS,
-    _asks_questions,
     derive_row,
     published_images,
+    shape_of,
 )
-from dataset.schema import COLUMNS, CONFIGS, LETTERS, MAX_PHOTO_BYTES, NUTRIENTS, DatasetError, _check_config
+from dataset.official_rows import (
+    published_row as published_row,  # where construction's release finds the writer
+)
+from dataset.schema import CONFIGS, DECLARED, MAX_PHOTO_BYTES, DatasetError, _check_config
 
 HUB_ID = "meituan/DiningBench"
 OFFICIAL_LICENSE = "cc-by-nc-nd-4.0"
 OFFICIAL_PAPER = "arXiv:2604.10425"
 # Rows of each config in the published release (the paper's counts): a file of another size is not it.
-PUBLISHED_ROWS = {"classification": 2884, "nutrition": 1650, "vqa": 804}
+PUBLISHED_ROWS = {config.name: config.published_rows for config in DECLARED}
 LANGS = ("zh", "en")
 OFFICIAL_FILES: dict[tuple[str, str], str] = {
-    (config, lang): f"{config}{'' if lang == 'zh' else '_en'}.jsonl" for config in CONFIGS for lang in LANGS}
+    (config.name, lang): config.official_file(lang) for config in DECLARED for lang in LANGS}
 IMAGES_DIR, IMAGES_ARCHIVE = "images", "images.tar.gz"
 LAYOUTS = ("parquet", "official")  # how a release is written: ours (Parquet, images embedded) or the authors'
 
@@ -205,13 +214,20 @@ def _file_problem(real: Path) -> str | None:
     return None
 
 
-def _unpacked_folder(archive: Path) -> Path:
-    """Where `archive` is unpacked (once, named by its path, size, mtime and inode), the least
-    recently used of the others beyond UNPACKED_KEPT removed."""
+def _unpacked_folder(archive: Path) -> tuple[Path, Held]:
+    """Where `archive` is unpacked (once, named by its path, size, mtime, inode and ctime: an archive
+    rewritten in place with its old size and mtime put back still changes its ctime), and a shared
+    hold on it for as long as the reader reads it. Then the sweep: the least recently used unpacked
+    archives beyond UNPACKED_KEPT, partial folders of killed unpacks and half-removed folders are
+    removed, each only when no process holds it (a folder another run reads is never taken)."""
     st = archive.stat()
-    key = hashlib.sha256(json.dumps([str(archive), st.st_size, st.st_mtime_ns, st.st_ino]).encode()).hexdigest()[:32]
+    key = hashlib.sha256(json.dumps([str(archive), st.st_size, st.st_mtime_ns, st.st_ino,
+                                     st.st_ctime_ns]).encode()).hexdigest()[:32]
     root = datasets_cache() / "diningbench-official"
-    dest = unpack_once(archive, root / key)
+    held = None
+    while held is None:  # None: removed by another run's sweep between its unpacking and our hold
+        dest = unpack_once(archive, root / key)
+        held = hold(dest, shared=True)
     os.utime(dest)  # used now
 
     def used(path: Path) -> int:
@@ -220,12 +236,11 @@ def _unpacked_folder(archive: Path) -> Path:
         except OSError:  # removed meanwhile by another run
             return 0
 
-    kept = sorted((p for p in root.iterdir() if ".partial-" not in p.name), key=used, reverse=True)
-    # a partial folder a day old belongs to a run that was killed; a younger one may be unpacking now
-    stale = kept[UNPACKED_KEPT:] + [p for p in root.glob("*.partial-*") if used(p) < (time.time() - 86400) * 1e9]
-    for old in stale:
-        shutil.rmtree(old, ignore_errors=True)
-    return dest
+    entries = list(root.iterdir())
+    unpacked = sorted((p for p in entries if re.fullmatch(r"[0-9a-f]{32}", p.name)), key=used, reverse=True)
+    remove_unheld([*unpacked[UNPACKED_KEPT:], *(p for p in entries if p.name.startswith(".removing-")
+                                                  or ".partial-" in p.name)])
+    return dest, held
 
 
 # ------------------------------------------------------------------------------------------ release
@@ -236,6 +251,9 @@ class OfficialRelease:
     `iter_rows(positions)` (rows whole, `images` as `{"bytes", "path"}` read from the images folder or
     unpacked archive), `path` (the JSONL), `lang`, `revision` (the Hub commit, or None), `fingerprint`
     and `notes` (one line each: what the rows cannot give).
+
+    An unpacked archive is held while the release lives (`close()` lets go of it sooner): another
+    run's sweep of the shared cache never removes it.
 
     With `refuse` (the default) an image path that escapes the release, a file over MAX_PHOTO_BYTES or
     not a regular file, or a row of more than MAX_IMAGES_PER_ROW images is a DatasetError naming the
@@ -251,6 +269,7 @@ class OfficialRelease:
         self.notes: list[str] = []
         self.problems: list[tuple[str, str, str]] = []
         self._refuse = refuse
+        self._held: Held | None = None
         local = Path(source).expanduser()
         archive: Path | None
         if local.is_dir() or local.suffix == ".jsonl" or os.path.lexists(local):
@@ -261,13 +280,23 @@ class OfficialRelease:
             self.path = jsonl
             self._jsonl = jsonl.resolve()  # a snapshot file links to its blob: the Hugging Face cache is ours
             archive = archive.resolve() if archive is not None else None
-            base = _unpacked_folder(archive) if archive is not None else self._jsonl.parent
+            base = self._hold_unpacked(archive) if archive is not None else self._jsonl.parent
         else:
             raise DatasetError(f"{self.source} is not in the authors' layout (a folder of their JSON-lines files, "
                                f"one such file, or {HUB_ID})")
         self._archive, self._base = archive, base.resolve()
         self.rows: list[dict[str, Any]] = []
         self._read()
+
+    def _hold_unpacked(self, archive: Path) -> Path:
+        """The archive's unpacked folder, held (no other run's sweep removes it) while this release lives."""
+        folder, self._held = _unpacked_folder(archive)
+        return folder
+
+    def close(self) -> None:
+        """Let go of the unpacked archive (it is let go of anyway when the release is collected)."""
+        if self._held is not None:
+            self._held.close()
 
     def _local(self, path: Path) -> tuple[Path, Path | None, Path]:
         if path.is_dir():
@@ -285,7 +314,7 @@ class OfficialRelease:
             return jsonl, None, folder
         if os.path.lexists(folder / IMAGES_ARCHIVE):
             archive = _regular_inside(folder / IMAGES_ARCHIVE, folder)
-            return jsonl, archive, _unpacked_folder(archive)
+            return jsonl, archive, self._hold_unpacked(archive)
         return jsonl, None, folder
 
     def _read(self) -> None:
@@ -311,9 +340,10 @@ class OfficialRelease:
             self.rows.append(row)
         if unreadable > 20:
             self.notes.append(f"... and {unreadable - 20} more {self.config} items whose options cannot be read")
-        if not _asks_questions(self.config) and (n := sum(not r["has_standard_image"] for r in self.rows)):
+        lists_images = shape_of(self.config).lists_images
+        if not lists_images and (n := sum(not r["has_standard_image"] for r in self.rows)):
             self.notes.append(f"{n} {self.config} item(s) have no standard_image: their images are user photos only")
-        if _asks_questions(self.config) and (n := sum(not r["published"].get("images") for r in self.rows)):
+        if lists_images and (n := sum(not r["published"].get("images") for r in self.rows)):
             self.notes.append(f"{n} vqa item(s) have no images: their photo is images/{{id:05d}}.jpg, as the "
                               "authors' script reads it")
 
@@ -434,82 +464,6 @@ def duplicate_ids(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------------------------- write
-
-# How one of our rows is worded in the authors' layout: their shape (the options inside the prompt and
-# the letter asked for; the four nutrients as a JSON object; the question then the fixed ending), our
-# words. The sample and a constructed release (`construct release --layout official`) both write so.
-_CLASSIFY_WORDING = {"zh": ("请根据图片判断这是菜单上的哪一道菜：", "请只输出正确选项的字母（A-H）。"),
-                    "en": ("Which dish on the menu do the photos show?",
-                           "Answer with the letter of the correct option (A-H) only.")}
-_NUTRITION_WORDING = {"zh": "请估计图中这道菜一份的营养成分（卡路里单位千卡，其余单位克），只输出JSON：",
-                     "en": "Estimate the nutrition of one serving of the dish in the photos (calories in kcal, the "
-                           "rest in grams). Output only JSON:"}
-_NUTRIENT_NAMES = {"zh": ("卡路里", "蛋白质", "碳水化合物", "脂肪"), "en": NUTRIENTS}
-_DISH_NAME_KEY = {"zh": "菜品名称", "en": "dish_name"}
-# Our columns holding the texts of each language (the Chinese ones are the unsuffixed columns).
-_TEXTS = {"options": "options_en", "dish_name": "dish_name_en", "question": "question_en", "answer": "answer_en",
-          "rationale": "rationale_en"}
-
-
-def text_of(row: Mapping[str, Any], column: str, lang: str) -> Any:
-    """The row's `column` in `lang`: `options` in en is `options_en`."""
-    return row[_TEXTS[column] if lang == "en" else column]
-
-
-def classification_prompt(options: list[str], lang: str, marker: str = "{}. ") -> str:
-    """The question, one option a line after its letter (`marker` formats it), the letter asked for.
-
-    >>> print(classification_prompt(["Mapo Tofu", "Kung Pao Chicken"], "en"))
-    Which dish on the menu do the photos show?
-    A. Mapo Tofu
-    B. Kung Pao Chicken
-    Answer with the letter of the correct option (A-H) only.
-    """
-    head, tail = _CLASSIFY_WORDING[lang]
-    return "\n".join([head, *(marker.format(LETTERS[j]) + o for j, o in enumerate(options)), tail])
-
-
-def nutrition_prompt(lang: str) -> str:
-    """The request and the JSON object to fill, its nutrient keys in `lang`."""
-    return _NUTRITION_WORDING[lang] + json.dumps(dict.fromkeys(_NUTRIENT_NAMES[lang], 0), ensure_ascii=False)
-
-
-def nutrition_ground_truth(dish_name: Any, values: Iterable[Any], keys_lang: str) -> dict[str, Any]:
-    """{dish name, the four nutrients} under the keys of `keys_lang` (both are read by the authors' script).
-
-    >>> nutrition_ground_truth("宫保鸡丁", [512, 30, 40, 20.5], "zh")
-    {'菜品名称': '宫保鸡丁', '卡路里': 512, '蛋白质': 30, '碳水化合物': 40, '脂肪': 20.5}
-    """
-    return {_DISH_NAME_KEY[keys_lang]: dish_name, **dict(zip(_NUTRIENT_NAMES[keys_lang], values, strict=True))}
-
-
-def vqa_prompt(question: str, lang: str) -> str:
-    """The question and the fixed sentence the authors' VQA prompts end with."""
-    return f"{question}{VQA_ENDINGS[lang]}"
-
-
-def published_row(config: str, item_id: Any, row: Mapping[str, Any], lang: str,
-                  image_paths: list[str]) -> dict[str, Any]:
-    """One of our rows (our columns) as the authors' published object in `lang`, its photos at
-    `image_paths` (relative to the release folder, in the row's order). Classification and nutrition:
-    the first photo is `standard_image` when the row's `image_roles` (or, without them, its order) make
-    it the reference, the others `user_images`; VQA: all of them as `images`, the rationale as
-    `reasoning`. The nutrient keys follow `lang`."""
-    if _asks_questions(config):
-        return {"id": item_id, "prompt": vqa_prompt(text_of(row, "question", lang), lang),
-                "ground_truth": text_of(row, "answer", lang), "images": list(image_paths),
-                "reasoning": text_of(row, "rationale", lang)}
-    if "options" in COLUMNS[config]:
-        prompt, truth = classification_prompt(text_of(row, "options", lang), lang), row["answer"]
-    else:
-        prompt = nutrition_prompt(lang)
-        truth = nutrition_ground_truth(text_of(row, "dish_name", lang), [row[n] for n in NUTRIENTS], lang)
-    roles = row.get("image_roles") or ["reference"]
-    standard = bool(image_paths) and roles[0] == "reference"
-    return {"id": item_id, "prompt": prompt, "ground_truth": truth,
-            "standard_image": image_paths[0] if standard else "", "user_images": list(image_paths[standard:])}
-
-
 
 def _relative_parts(rel: str) -> tuple[str, ...]:
     parts = PurePosixPath(rel).parts

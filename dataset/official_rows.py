@@ -1,17 +1,18 @@
-"""The authors' rows read as ours: the options inside a classification prompt, a nutrition ground truth,
-the photos a row names in the authors' order, and the row the harness reads (published fields kept)."""
+"""The authors' rows read as ours, and ours worded as theirs: one rule per published shape (`SHAPES`,
+found by `Config.shape`): the options inside a classification prompt, a nutrition ground truth, the
+photos a row names in the authors' order, and the row the harness reads (published fields kept)."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from dataset.jsonl import MAX_JSON_DEPTH, json_depth_within
-from dataset.schema import COLUMNS, LETTERS, NUTRIENTS
+from dataset.schema import COLUMNS, DECLARED, LETTERS, NUTRIENTS, config_of
 
 # Facts of the authors' scripts (GitHub meituan/DiningBench at 9c9bdf7), byte for byte in
 # official_protocol.json beside this file (the harness's eval/official.py reads the same file): the
@@ -107,36 +108,171 @@ def vqa_image_fallback(item_id: Any) -> list[str]:
         return [f"images/{text.zfill(5)}.jpg"] if text.isdigit() else []
 
 
-def _asks_questions(config: str) -> bool:
-    """Whether the config's published rows list their photos as `images` (the VQA rows) rather than
-    as standard_image + user_images; known from our columns, as every config-specific rule here."""
-    return "question" in COLUMNS[config]
+# ----------------------------------------------------------------------------- the published shapes
+
+# How one of our rows is worded in the authors' layout: their shape (the options inside the prompt and
+# the letter asked for; the four nutrients as a JSON object; the question then the fixed ending), our
+# words. The sample and a constructed release (`construct release --layout official`) both write so.
+_CLASSIFY_WORDING = {"zh": ("请根据图片判断这是菜单上的哪一道菜：", "请只输出正确选项的字母（A-H）。"),
+                    "en": ("Which dish on the menu do the photos show?",
+                           "Answer with the letter of the correct option (A-H) only.")}
+_NUTRITION_WORDING = {"zh": "请估计图中这道菜一份的营养成分（卡路里单位千卡，其余单位克），只输出JSON：",
+                     "en": "Estimate the nutrition of one serving of the dish in the photos (calories in kcal, the "
+                           "rest in grams). Output only JSON:"}
+_NUTRIENT_NAMES = {"zh": ("卡路里", "蛋白质", "碳水化合物", "脂肪"), "en": NUTRIENTS}
+_DISH_NAME_KEY = {"zh": "菜品名称", "en": "dish_name"}
+# Our columns holding the texts of each language (the Chinese ones are the unsuffixed columns).
+_TEXTS = {column: english for config in DECLARED for column, english in config.english.items()}
 
 
-def published_images(config: str, published: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
-    """((field, path) of each image in the authors' order, whether a standard image leads).
+def text_of(row: Mapping[str, Any], column: str, lang: str) -> Any:
+    """The row's `column` in `lang`: `options` in en is `options_en`."""
+    return row[_TEXTS[column] if lang == "en" else column]
 
-    Classification and nutrition: [standard_image when non-empty] + user_images (one string counts
-    as one item); VQA: `images`, or the id's fallback photo when it has none."""
-    if _asks_questions(config):
+
+def classification_prompt(options: list[str], lang: str, marker: str = "{}. ") -> str:
+    """The question, one option a line after its letter (`marker` formats it), the letter asked for.
+
+    >>> print(classification_prompt(["Mapo Tofu", "Kung Pao Chicken"], "en"))
+    Which dish on the menu do the photos show?
+    A. Mapo Tofu
+    B. Kung Pao Chicken
+    Answer with the letter of the correct option (A-H) only.
+    """
+    head, tail = _CLASSIFY_WORDING[lang]
+    return "\n".join([head, *(marker.format(LETTERS[j]) + o for j, o in enumerate(options)), tail])
+
+
+def nutrition_prompt(lang: str) -> str:
+    """The request and the JSON object to fill, its nutrient keys in `lang`."""
+    return _NUTRITION_WORDING[lang] + json.dumps(dict.fromkeys(_NUTRIENT_NAMES[lang], 0), ensure_ascii=False)
+
+
+def nutrition_ground_truth(dish_name: Any, values: Iterable[Any], keys_lang: str) -> dict[str, Any]:
+    """{dish name, the four nutrients} under the keys of `keys_lang` (both are read by the authors' script).
+
+    >>> nutrition_ground_truth("宫保鸡丁", [512, 30, 40, 20.5], "zh")
+    {'菜品名称': '宫保鸡丁', '卡路里': 512, '蛋白质': 30, '碳水化合物': 40, '脂肪': 20.5}
+    """
+    return {_DISH_NAME_KEY[keys_lang]: dish_name, **dict(zip(_NUTRIENT_NAMES[keys_lang], values, strict=True))}
+
+
+def vqa_prompt(question: str, lang: str) -> str:
+    """The question and the fixed sentence the authors' VQA prompts end with."""
+    return f"{question}{VQA_ENDINGS[lang]}"
+
+
+class Shape:
+    """How the rows of one shape (`Config.shape`) are published in the authors' layout: the fields
+    naming their photos, what our columns read from a row, and one of our rows worded as theirs.
+    This base is the shape of a prompt and a ground truth with the photos as `standard_image` (the
+    reference, when one leads) and `user_images`; a subclass says what the prompt and truth hold."""
+
+    lists_images = False  # the photos as one `images` list instead
+
+    def images(self, published: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
+        """((field, path) of each photo in the authors' order, whether a standard image leads):
+        [standard_image when non-empty] + user_images (one string counts as one item)."""
+        standard, users = published.get("standard_image"), published.get("user_images")
+        found = [("standard_image", standard)] if standard else []
+        if isinstance(users, list):
+            found += [(f"user_images[{k}]", p) for k, p in enumerate(users)]
+        elif users:
+            found.append(("user_images", users))
+        return found, bool(standard)
+
+    def read(self, published: Mapping[str, Any], prompt: str, truth: Any) -> dict[str, Any]:
+        """Our columns as the published row gives them (the ones it cannot give are left null)."""
+        raise NotImplementedError
+
+    def words(self, row: Mapping[str, Any], lang: str) -> tuple[str, Any]:
+        """(the prompt, the ground truth) one of our rows is published with in `lang`."""
+        raise NotImplementedError
+
+    def publish(self, item_id: Any, row: Mapping[str, Any], lang: str, image_paths: list[str]) -> dict[str, Any]:
+        """One of our rows as the published object, its photos at `image_paths`: the first is
+        `standard_image` when the row's `image_roles` (or, without them, its order) make it the
+        reference, the others `user_images`."""
+        prompt, truth = self.words(row, lang)
+        roles = row.get("image_roles") or ["reference"]
+        standard = bool(image_paths) and roles[0] == "reference"
+        return {"id": item_id, "prompt": prompt, "ground_truth": truth,
+                "standard_image": image_paths[0] if standard else "", "user_images": list(image_paths[standard:])}
+
+
+class _ChoiceShape(Shape):
+    """Lettered options inside the prompt, the letter as the ground truth."""
+
+    def read(self, published: Mapping[str, Any], prompt: str, truth: Any) -> dict[str, Any]:
+        return {"options": parse_options(prompt), "options_en": None,
+                "answer": truth.strip().upper() if isinstance(truth, str) else None}
+
+    def words(self, row: Mapping[str, Any], lang: str) -> tuple[str, Any]:
+        return classification_prompt(text_of(row, "options", lang), lang), row["answer"]
+
+
+class _NutrientShape(Shape):
+    """A fixed request, the dish's name and four nutrients as the ground truth (an object or its JSON),
+    the nutrient keys in the file's language."""
+
+    def read(self, published: Mapping[str, Any], prompt: str, truth: Any) -> dict[str, Any]:
+        return {**(nutrition_truth(truth) or dict.fromkeys([*NUTRIENTS, "dish_name"])), "nutrition_source": None}
+
+    def words(self, row: Mapping[str, Any], lang: str) -> tuple[str, Any]:
+        return nutrition_prompt(lang), nutrition_ground_truth(text_of(row, "dish_name", lang),
+                                                              [row[n] for n in NUTRIENTS], lang)
+
+
+class _QuestionShape(Shape):
+    """The question then the fixed ending, a free answer, the rationale as `reasoning`, the photos as
+    `images` (none: the id's fallback photo, as the authors' script reads it)."""
+
+    lists_images = True
+
+    def images(self, published: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
         images = published.get("images")
         if not images:
             return [("images (from the id)", p) for p in vqa_image_fallback(published.get("id"))], False
         items = images if isinstance(images, list) else [images]
         return [(f"images[{k}]", p) for k, p in enumerate(items)], False
-    standard, users = published.get("standard_image"), published.get("user_images")
-    found = [("standard_image", standard)] if standard else []
-    if isinstance(users, list):
-        found += [(f"user_images[{k}]", p) for k, p in enumerate(users)]
-    elif users:
-        found.append(("user_images", users))
-    return found, bool(standard)
+
+    def read(self, published: Mapping[str, Any], prompt: str, truth: Any) -> dict[str, Any]:
+        question = prompt
+        for ending in VQA_ENDINGS.values():
+            if question.endswith(ending):
+                question = question[: -len(ending)]
+                break
+        reasoning = published.get("reasoning")
+        return {"question": question.strip(), "answer": truth if isinstance(truth, str) or truth is None else str(truth),
+                "rationale": reasoning if isinstance(reasoning, str) else None, "vqa_category": None}
+
+    def publish(self, item_id: Any, row: Mapping[str, Any], lang: str, image_paths: list[str]) -> dict[str, Any]:
+        return {"id": item_id, "prompt": vqa_prompt(text_of(row, "question", lang), lang),
+                "ground_truth": text_of(row, "answer", lang), "images": list(image_paths),
+                "reasoning": text_of(row, "rationale", lang)}
+
+
+# Each shape a config may declare (`Config.shape`), by name.
+SHAPES: dict[str, Shape] = {"choice": _ChoiceShape(), "nutrients": _NutrientShape(), "question": _QuestionShape()}
+
+
+def shape_of(config: str) -> Shape:
+    """The rule of the shape `config` is published in."""
+    return SHAPES[config_of(config).shape]
+
+
+def published_images(config: str, published: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
+    """((field, path) of each image in the authors' order, whether a standard image leads), by the
+    config's shape: [standard_image when non-empty] + user_images, or VQA's `images` (the id's
+    fallback photo when it has none)."""
+    return shape_of(config).images(published)
 
 
 def derive_row(config: str, idx: int, item_id: str, published: dict[str, Any]) -> dict[str, Any]:
     """One published row as the harness's row: our columns (null where the release cannot give them),
     the published fields, and the whole published object."""
-    images, standard = published_images(config, published)
+    shape = shape_of(config)
+    images, standard = shape.images(published)
     prompt = published.get("prompt")
     prompt = prompt if isinstance(prompt, str) else ""
     truth = published.get("ground_truth")
@@ -145,18 +281,15 @@ def derive_row(config: str, idx: int, item_id: str, published: dict[str, Any]) -
                image_paths=[p for _, p in images], has_standard_image=standard,
                image_roles=["reference" if standard and k == 0 else "user" for k in range(len(images))],
                merchant_id=None, dish_id=None, cuisine=None, category=None)
-    if "options" in COLUMNS[config]:
-        row.update(options=parse_options(prompt), options_en=None,
-                   answer=truth.strip().upper() if isinstance(truth, str) else None)
-    elif NUTRIENTS[0] in COLUMNS[config]:
-        row.update(nutrition_truth(truth) or dict.fromkeys([*NUTRIENTS, "dish_name"]), nutrition_source=None)
-    else:
-        question = prompt
-        for ending in VQA_ENDINGS.values():
-            if question.endswith(ending):
-                question = question[: -len(ending)]
-                break
-        reasoning = published.get("reasoning")
-        row.update(question=question.strip(), answer=truth if isinstance(truth, str) or truth is None else str(truth),
-                   rationale=reasoning if isinstance(reasoning, str) else None, vqa_category=None)
+    row.update(shape.read(published, prompt, truth))
     return row
+
+
+def published_row(config: str, item_id: Any, row: Mapping[str, Any], lang: str,
+                  image_paths: list[str]) -> dict[str, Any]:
+    """One of our rows (our columns) as the authors' published object in `lang`, its photos at
+    `image_paths` (relative to the release folder, in the row's order), worded by the config's shape.
+    Classification and nutrition: the first photo is `standard_image` when the row's `image_roles` (or,
+    without them, its order) make it the reference, the others `user_images`; VQA: all of them as
+    `images`, the rationale as `reasoning`. The nutrient keys follow `lang`."""
+    return shape_of(config).publish(item_id, row, lang, image_paths)

@@ -1,21 +1,21 @@
-"""The columns of each config, how a row is encoded, and the limits a release must keep."""
+"""Each config of the release, declared once (`Config`): its columns, how a row is encoded, and the
+limits a release must keep. Light to import (no pyarrow until a schema is asked for): the harness's
+task list is read from here."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
+if TYPE_CHECKING:  # `datasets` costs most of a second to import, pyarrow a third: the functions that need them import them
     import datasets
+    import pyarrow as pa
 
-
-
-CONFIGS = ("classification", "nutrition", "vqa")
 CUISINES = ("chinese", "western", "worldwide", "asian", "japanese", "latin_american", "indian")
 VQA_CATEGORIES = ("cuisine_technique", "dietary_suggestion", "multi_image_analysis", "counterfactual_reasoning")
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
@@ -61,12 +61,7 @@ class DatasetError(ValueError):
 ENVIRONMENT_ERRORS = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
-def _check_config(config: str) -> None:
-    if config not in CONFIGS:
-        raise DatasetError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
-
-
-# Each config's columns (SPEC 3.1), declared once without `datasets` so that a release can be read
+# Each config's columns (SPEC 3.1), declared without `datasets` so that a release can be read
 # with pyarrow alone: a type name, or a one-item list for a list of that type; IMAGE is an image cell,
 # `{"bytes", "path"}`. `features`, `arrow_schema` and `release_schema` (with the metadata `datasets`
 # reads back) are its readings; `encode_row` stores a row by it and `card_text` states it.
@@ -75,27 +70,76 @@ COMMON_COLUMNS: dict[str, Any] = {
     "id": "string", "dish_id": "string", "merchant_id": "string", "category": "string", "cuisine": "string",
     "images": [IMAGE], "image_roles": ["string"],
 }
-COLUMNS: dict[str, dict[str, Any]] = {
-    "classification": {"options": ["string"], "options_en": ["string"], "answer": "string"},
-    "nutrition": {
+# The published fields a release converted from the authors' layout keeps (`python diningbench.py
+# convert`): the exact `prompt` sent, `ground_truth` as published (an object as its JSON text), the
+# published relative `image_paths` in image order, and the whole published row as JSON (`published`).
+# Every config may carry them.
+PUBLISHED_COLUMNS: dict[str, Any] = {"prompt": "string", "ground_truth": "string", "image_paths": ["string"],
+                                     "published": "string"}
+
+
+@dataclass(frozen=True, eq=False)
+class Config:
+    """One config of the release, declared once: every module of the data contract reads it, and the
+    harness's task list (`eval.types.TASKS`) is these names in this order. A config whose rows the
+    authors' layout publishes in a shape it already has is one more entry in DECLARED.
+
+    `columns`: its own columns after COMMON_COLUMNS, in order; a column `X_en` is the English copy of
+    `X` (`english`). `optional`: the columns a release may add to it besides PUBLISHED_COLUMNS.
+    `shape`: how its rows are published in the authors' layout, which that shape's rule reads and
+    writes (`dataset.official_rows.SHAPES`): `choice` (lettered options inside the prompt, the letter
+    as ground truth), `nutrients` (an object of the four nutrients), `question` (a question ending in
+    a fixed sentence, a free answer, the photos as `images`). `published_rows`: its rows in the
+    authors' publication (the paper's count): a file of another size is not it.
+    """
+
+    name: str
+    columns: Mapping[str, Any]
+    shape: str
+    published_rows: int
+    optional: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def english(self) -> dict[str, str]:
+        """Each column that has an English copy -> that copy (`options` -> `options_en`)."""
+        return {name: f"{name}_en" for name in self.columns if f"{name}_en" in self.columns}
+
+    def official_file(self, lang: str) -> str:
+        """Its JSON-lines file in the authors' layout: `nutrition.jsonl`, `nutrition_en.jsonl`."""
+        return f"{self.name}{'' if lang == 'zh' else '_en'}.jsonl"
+
+
+DECLARED = (
+    # `option_dish_ids`: the dish_id behind each option, in option order, written by `python -m
+    # construct`; every option must come from the target's merchant and menu category (validate checks
+    # the ones whose dish appears in the release).
+    Config("classification", {"options": ["string"], "options_en": ["string"], "answer": "string"},
+           shape="choice", published_rows=2884, optional={"option_dish_ids": ["string"]}),
+    Config("nutrition", {
         "dish_name": "string", "dish_name_en": "string", "ingredients": ["string"], "portion": "string",
         # float64: per-serving values like 682.4 read back as written (float32 made them 682.4000244)
         **dict.fromkeys(NUTRIENTS, "float64"),
         "nutrition_source": "string",
-    },
-    "vqa": {"question": "string", "question_en": "string", "answer": "string", "answer_en": "string",
-            "rationale": "string", "rationale_en": "string", "vqa_category": "string"},
-}
-# Columns a release may add to a config. `option_dish_ids` (classification): the dish_id behind each
-# option, in option order, written by `python -m construct`; every option must come from the target's
-# merchant and menu category (validate checks the ones whose dish appears in the release).
-# The published fields a release converted from the authors' layout keeps (`python diningbench.py
-# convert`): the exact `prompt` sent, `ground_truth` as published (an object as its JSON text), the
-# published relative `image_paths` in image order, and the whole published row as JSON (`published`).
-PUBLISHED_COLUMNS: dict[str, Any] = {"prompt": "string", "ground_truth": "string", "image_paths": ["string"],
-                                     "published": "string"}
-OPTIONAL_COLUMNS: dict[str, dict[str, Any]] = {"classification": {"option_dish_ids": ["string"], **PUBLISHED_COLUMNS},
-                                               "nutrition": dict(PUBLISHED_COLUMNS), "vqa": dict(PUBLISHED_COLUMNS)}
+    }, shape="nutrients", published_rows=1650),
+    Config("vqa", {"question": "string", "question_en": "string", "answer": "string", "answer_en": "string",
+                   "rationale": "string", "rationale_en": "string", "vqa_category": "string"},
+           shape="question", published_rows=804),
+)
+CONFIGS = tuple(c.name for c in DECLARED)
+COLUMNS: dict[str, dict[str, Any]] = {c.name: dict(c.columns) for c in DECLARED}
+OPTIONAL_COLUMNS: dict[str, dict[str, Any]] = {c.name: {**c.optional, **PUBLISHED_COLUMNS} for c in DECLARED}
+
+
+def config_of(config: str) -> Config:
+    """The declaration of the config named `config`, or a DatasetError naming the choices."""
+    for declared in DECLARED:
+        if declared.name == config:
+            return declared
+    raise DatasetError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
+
+
+def _check_config(config: str) -> None:
+    config_of(config)
 
 
 def columns(config: str, *, optional: bool = False) -> dict[str, Any]:
@@ -121,6 +165,7 @@ def features(config: str, *, optional: bool = False) -> datasets.Features:
 def arrow_schema(config: str, *, optional: bool = False) -> pa.Schema:
     """The Arrow schema a config's Parquet files carry: `features(config).arrow_schema` without its
     metadata, known without importing `datasets`."""
+    import pyarrow as pa
 
     def arrow_type(kind: Any) -> pa.DataType:
         if isinstance(kind, list):
@@ -210,6 +255,8 @@ def _encode_image(value: Any, where: Any) -> dict[str, Any]:
 def column_type_ok(name: str, got: pa.DataType, want: pa.DataType) -> bool:
     """Whether a stored column type reads as the declared one: the same, a large_string for a string,
     or a float32 nutrient (releases built before float64 stay valid)."""
+    import pyarrow as pa
+
     return got == want or (pa.types.is_large_string(got) and pa.types.is_string(want)) or (
         name in NUTRIENTS and pa.types.is_float32(got))
 

@@ -1,10 +1,10 @@
-"""Validation of a release: schema, rows, images, the card, option provenance; the summary."""
+"""Validation of a release in either layout (schema, rows, images, the card, option provenance) and
+the summary of one in the authors' layout; `dataset.load`'s Layout asks the one of its layout."""
 
 from __future__ import annotations
 
 import io
 import math
-import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +14,7 @@ import pyarrow.parquet as pq
 
 if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
     pass
-from dataset.load import _data_files, _local, _source, load
-from dataset.official import OfficialRelease, duplicate_ids, is_official, official_configs
+from dataset.official import OfficialRelease, duplicate_ids, official_configs
 from dataset.official_rows import NO_OPTIONS, VQA_ENDINGS, nutrition_truth
 from dataset.schema import (
     COLUMNS,
@@ -33,6 +32,7 @@ from dataset.schema import (
     columns,
     schema_problems,
 )
+from dataset.sources import _data_files
 from dataset.stats import position_bias
 
 # ------------------------------------------------------------------------------------------ validate
@@ -221,13 +221,9 @@ def _declared_configs(readme: Path) -> set[str] | str:
     return {str(c.get("config_name")) for c in configs}
 
 
-def validate(source: str | os.PathLike | None = None, *, lang: str = "zh") -> list[Problem]:
-    """Every problem of a release (SPEC 3.4), itemised by config and item id; never raises on bad data.
-    The authors' layout is checked in its `lang` files (`_validate_official`)."""
-    src = _source(source)
-    if is_official(src):
-        return _validate_official(src, lang)
-    folder = _local(src)
+def _validate_parquet(src: str, folder: Path | None) -> list[Problem]:
+    """Every problem of a release in our layout (SPEC 3.4): a release folder, or (`folder` None) a
+    Hub id whose card and Parquet files are fetched."""
     if folder is None:
         try:
             from huggingface_hub import snapshot_download
@@ -290,26 +286,6 @@ def _option_dish_problems(folder: Path) -> list[Problem]:
                 problems.append(Problem("error", "classification", item, f"option(s) {', '.join(strays)} are not from merchant "
                                         f"{own[0]} / menu category {own[1]}"))
     return problems
-
-
-# ------------------------------------------------------------------------------------------- summary
-
-
-def summary(source: str | os.PathLike | None = None, *, lang: str = "zh") -> str:
-    """Counts per config, cuisine, category and images per item (reads metadata, never decodes).
-    The authors' layout: counts and images per item of its `lang` files, and what it lacks."""
-    if is_official(_source(source)):
-        return _official_summary(_source(source), lang)
-    lines = []
-    for config in CONFIGS:
-        ds = load(config, source, decode_images=False)
-        n_images = [len(r) for r in ds["image_roles"]]
-        lines.append(f"{config}: {len(ds)} items, {sum(n_images)} images "
-                     f"({sum(n_images) / max(len(ds), 1):.2f} per item, min {min(n_images, default=0)}, max {max(n_images, default=0)})")
-        for key in ("cuisine", "category") + (("vqa_category",) if "vqa_category" in COLUMNS[config] else ()):
-            counts = Counter(ds[key])
-            lines.append(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------ the authors' layout
