@@ -271,18 +271,23 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
         yield EvalUpdate(spec=spec, total=total, results=[])
         results: list[SampleResult] = []
         tally: Tally | None = None  # the run's protocol's scoring, one answer at a time
+
+        async def start(row: dict[str, Any]) -> Tally:
+            """The tally of the protocol the harness chose for these rows, and that protocol's own judge."""
+            nonlocal judge
+            protocol = protocols.chosen(run_settings, [[row]])
+            if judge is not None and protocol.judge_options():
+                await judge.close()
+                judge = _VqaJudge(settings.judge or "", slots, **protocol.judge_options())
+            return protocol.tally(request.task, spec, request.lang)
+
         # Leaving this loop early (Stop, a cancelled API job, a closed page) stops the backend, which
         # cancels its requests in flight and refuses new ones, then closes the harness's generator
         # at once rather than whenever it is collected.
         async with aclosing(iter_predictions(run_settings, backend=backend)) as predictions:
             try:
                 async for prediction, row in predictions:
-                    if tally is None:  # the protocol the harness chose for these rows
-                        protocol = protocols.chosen(run_settings, [[row]])
-                        tally = protocol.tally(request.task, spec, request.lang)
-                        if judge is not None and protocol.judge_options():  # its own judge settings
-                            await judge.close()
-                            judge = _VqaJudge(settings.judge or "", slots, **protocol.judge_options())
+                    tally = tally or await start(row)
                     record = tally.add(prediction, row)
                     if judge is not None:
                         await tally.judge(record, prediction, row, judge)
