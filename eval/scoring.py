@@ -22,7 +22,10 @@ from eval.protocols.records import (  # noqa: F401 - the per-item API, as caller
     NO_JUDGE_NOTE,
     item_record,
     parsed_answers,
+    score_judged,
     score_prediction,
+    score_rotations,
+    score_task,
     usable_reference,
 )
 from eval.runinfo import read_run_json
