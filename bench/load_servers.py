@@ -14,6 +14,11 @@ own process for the bench or on a thread for the tests):
   request takes no token.
 - `flaky`: as `vllm`, but a seeded share of the requests is answered 503 at once (no Retry-After).
 
+Two hostile kinds, for the memory a refused body costs (`bench.refused_bodies`):
+
+- `endless`: 200, chunked, a body that never ends (until the client hangs up).
+- `gzip_bomb`: 200, `Content-Encoding: gzip`, chunked: 1 GiB of zeros in about 1 MB on the wire.
+
     python -m bench.load_servers --kind vllm --slots 32 --latency 0.1   # prints "listening http://..."
 """
 
@@ -21,18 +26,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import math
 import random
 import threading
 import time
 import urllib.request
+import zlib
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.server import DEFAULT_ANSWER, ChildServer, completion_bytes, serve_until_stopped
 
-KINDS = ("vllm", "ratelimited", "flaky")
+KINDS = ("vllm", "ratelimited", "flaky", "endless", "gzip_bomb")
 TOKENS_PER_REQUEST = 120  # the canned answer's usage: prompt 100 + completion 20
 
 
@@ -46,6 +54,7 @@ class ServerSpec:
     burst: float = 1.0  # ratelimited: bucket capacity in seconds of the rate
     error_share: float = 0.0  # flaky: share of requests answered 503
     seed: int = 0
+    bomb_mib: int = 1024  # gzip_bomb: MiB of zeros in the compressed body
 
 
 def _duration(seconds: float) -> str:
@@ -83,16 +92,45 @@ class _Bucket:
         return (self.capacity - self.level) / self.rate
 
 
+_BOMBS: dict[int, bytes] = {}
+
+
+def gzip_bomb(mib: int = 1024) -> bytes:
+    """`mib` MiB of zeros, gzip-compressed (about 1 MB per GiB), made once per process and size."""
+    if mib not in _BOMBS:
+        packer, block = zlib.compressobj(9, zlib.DEFLATED, 31), bytes(1 << 20)
+        _BOMBS[mib] = b"".join([*(packer.compress(block) for _ in range(mib)), packer.flush()])
+    return _BOMBS[mib]
+
+
+async def send_body(writer: asyncio.StreamWriter, kind: str, bomb_mib: int = 1024) -> None:
+    """A hostile 200: an endless chunked body, or a gzip bomb; the connection closes after it."""
+    encoding = "Content-Encoding: gzip\r\n" if kind == "gzip_bomb" else ""
+    writer.write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                  f"{encoding}Connection: close\r\n\r\n").encode())
+    if kind == "gzip_bomb":
+        bomb = gzip_bomb(bomb_mib)
+        pieces: Iterator[bytes] = (bomb[i:i + 65536] for i in range(0, len(bomb), 65536))
+    else:
+        pieces = itertools.chain([b'{"choices": [{"message": {"content": "'], itertools.repeat(b"A" * 65536))
+    for piece in pieces:
+        writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        await writer.drain()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+
+
 class Counters:
     def __init__(self) -> None:
         self.requests = self.answered = self.refused = self.running = self.queued = 0
         self.max_running = self.max_queued = 0
+        self.in_flight = self.max_in_flight = 0  # requests in the server at once, queued or running
         self.first: float | None = None
         self.last: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "answered": self.answered, "refused": self.refused,
-                "max_running": self.max_running, "max_queued": self.max_queued,
+                "max_running": self.max_running, "max_queued": self.max_queued, "max_in_flight": self.max_in_flight,
                 "busy_s": None if self.first is None or self.last is None else round(self.last - self.first, 4)}
 
 
@@ -141,6 +179,8 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
         if waits:  # every slot taken: queued first come, first served, as vLLM's scheduler does
             counters.queued += 1
             counters.max_queued = max(counters.max_queued, counters.queued)
+        counters.in_flight += 1
+        counters.max_in_flight = max(counters.max_in_flight, counters.in_flight)
         if slots is not None:
             await slots.acquire()
         if waits:
@@ -152,6 +192,7 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
             await asyncio.sleep(spec.latency * (1 + spec.slope * batch))
         finally:
             counters.running -= 1
+            counters.in_flight -= 1
             if slots is not None:
                 slots.release()
         counters.answered += 1
@@ -175,6 +216,13 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
                 elif request_line.startswith(b"GET /v1/models"):
                     writer.write(_response("200 OK", json.dumps({"object": "list", "data": [
                         {"id": "bench-vlm", "object": "model", "max_model_len": 32768}]}).encode()))
+                elif request_line.startswith(b"POST ") and spec.kind in ("endless", "gzip_bomb"):
+                    counters.requests += 1
+                    counters.first = counters.first or time.monotonic()
+                    counters.refused += 1
+                    await send_body(writer, spec.kind, spec.bomb_mib)
+                    counters.last = time.monotonic()
+                    break
                 elif request_line.startswith(b"POST "):
                     counters.requests += 1
                     writer.write(await complete())
@@ -277,9 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=float, default=1.0)
     parser.add_argument("--error-share", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bomb-mib", type=int, default=1024)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
-    spec = ServerSpec(args.kind, args.slots, args.latency, args.slope, args.rpm, args.burst, args.error_share, args.seed)
+    spec = ServerSpec(args.kind, args.slots, args.latency, args.slope, args.rpm, args.burst, args.error_share, args.seed,
+                      args.bomb_mib)
     return serve_until_stopped(serve(spec, args.port))
 
 

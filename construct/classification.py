@@ -10,17 +10,17 @@ import hashlib
 import numpy as np
 
 from construct.context import Context
-from construct.dishes import REVIEWED as DISHES
 from construct.models import Answer, Ask, parse_json_object
 from construct.raw import Dish
+from construct.stages import CLASSIFICATION as NAME
+from construct.stages import DISH_REVIEW, prompt
 from construct.work import MODEL_ERROR, MODEL_UNPARSED, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import LETTERS
 
-NAME = "classification"
-TASK = "classification"
+TASK = NAME
 PROMPT_VERSION = "classification-v1"
 FILTER_VERDICTS = ("pass", "ambiguous", "too_easy", "label_error")
-SELECT_PROMPT = """Task: hard-negative selection.
+SELECT_PROMPT = prompt("classification.select", """Task: hard-negative selection.
 Target dish: {target}
 Other items on the same merchant's menu, in the same menu category ({category}):
 {candidates}
@@ -33,15 +33,15 @@ Other items on the same merchant's menu, in the same menu category ({category}):
    with 7 different standard names. If fewer than 7 remain, select all that remain.
 Reply with one JSON object and nothing else:
 {{"target_standard_name": "...", "candidates": [{{"dish_id": "...", "standard_name": "...",
-"excluded": null or "same_as_target" or "obviously_different"}}], "selected": ["dish_id", ...]}}"""
-FILTER_PROMPT = """Task: classification item audit.
+"excluded": null or "same_as_target" or "obviously_different"}}], "selected": ["dish_id", ...]}}""")
+FILTER_PROMPT = prompt("classification.audit", """Task: classification item audit.
 The photos show one dish. A benchmark asks which of these names it is:
 {options}
 The ground truth is {letter}. Pass the item only if all hold: the photos are clear with a distinct
 subject; the ground truth correctly names the food; every other option is a wrong name (no second
 correct answer); and the item is hard: the other options are close look-alikes, not trivially different.
 Reply with one JSON object and nothing else: {{"verdict": "pass" or "ambiguous" (the photos cannot tell
-the ground truth from an option) or "too_easy" or "label_error", "reason": "<a few words>"}}"""
+the ground truth from an option) or "too_easy" or "label_error", "reason": "<a few words>"}}""")
 
 
 def _rng(seed: int, *parts: str) -> np.random.Generator:
@@ -72,7 +72,7 @@ def run(ctx: Context) -> None:
     then the answer letters placed and the decisions and items written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
-    dishes = Stage(ctx.work, DISHES)
+    dishes = Stage(ctx.work, DISH_REVIEW)
     filters = s.filter_pair()
     inputs = inputs_key(NAME, PROMPT_VERSION, dishes.items_hash(), s.model, filters, s.seed)
     if stage.is_done(inputs):

@@ -23,41 +23,38 @@ from construct.errors import StageFailed
 from construct.lexicon import QUANTITY, terms
 from construct.models import Answer, Ask, parse_json_object
 from construct.neighbours import embed_texts
-from construct.photos import NAME as PHOTOS
-from construct.photos import RULED_OUT
 from construct.raw import Dish
 from construct.rules import MARKETING, free_dish_rule, ingredient_name, is_detailed  # noqa: F401
+from construct.stages import DISHES as NAME
+from construct.stages import GLOSSARY_FILE, PHOTOS, RULED_OUT, prompt
 from construct.work import Decision, Stage, dropped, inputs_key, kept, read_jsonl, write_jsonl
 
-NAME = "dishes"
-REVIEWED = "dish_review"  # the dishes a person approved (construct/review.py): what the task stages read
 PAIR_VERSION = "same-dish-v1"
 GLOSSARY_VERSION = "dedupe-glossary-v1"
 BLOCKING_VERSION = "concepts-keys-v4"  # construct/dish_dedupe.py's candidates and questions: a new version reruns the stage
-GLOSSARY_FILE = "glossary.json"  # the model's English for names the lexicon cannot read (nutrition reads it too)
 GLOSSARY_CHUNK = 80  # names per glossary call
 GLOSSARY_MAX_CHARS = 120
 MAX_UNREADABLE = 0.03  # of the pairs: more verdicts that cannot be read stop the stage
-GLOSSARY_PROMPT = """Task: dedupe glossary.
+GLOSSARY_PROMPT = prompt("dishes.glossary", """Task: dedupe glossary.
 Give the plain English name of each of these dish names and ingredient names from one restaurant menu
 (as an English menu would name them; keep names that differ different).
 {names}
-Reply with one JSON object and nothing else, mapping each name exactly as given to its English name."""
-PAIR_PROMPT = """Task: same dish check.
+Reply with one JSON object and nothing else, mapping each name exactly as given to its English name.""")
+PAIR_PROMPT = prompt("dishes.same_dish", """Task: same dish check.
 Two dishes from the menus of two different restaurants. Are they one and the same dish under another
 name (the same recipe: the same main ingredients, cooked the same way, about the same portion), not
 merely two dishes of one kind?
 Dish A ({a_id}): {a}
 Dish B ({b_id}): {b}
-Reply with one JSON object and nothing else: {{"same_dish": true or false, "reason": "..."}}"""
-GROUP_PROMPT = """Task: same dish check.
+Reply with one JSON object and nothing else: {{"same_dish": true or false, "reason": "..."}}""")
+GROUP_PROMPT = prompt("dishes.same_dish", """Task: same dish check.
 Dishes from the menus of different restaurants. For each dish B below, is it one and the same dish as
 Dish A under another name (the same recipe: the same main ingredients, cooked the same way, about the same
 portion), not merely a dish of the same kind? Judge each B against A alone.
 Dish A ({a_id}): {a}
 {others}
 Reply with one JSON object and nothing else, one entry per dish B by its id:
-{{"<id of a dish B>": {{"same_dish": true or false, "reason": "..."}}, ...}}"""
+{{"<id of a dish B>": {{"same_dish": true or false, "reason": "..."}}, ...}}""")
 
 
 def _card(d: Dish) -> str:

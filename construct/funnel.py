@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from construct.models import usage_table
-from construct.work import STAGES, BuildSettings, Stage
+from construct.stages import names
+from construct.work import BuildSettings, Stage
 from diningbench import CONFIGS
 from eval.report.tables import as_text
 
@@ -21,7 +22,7 @@ TASKS = CONFIGS
 def counts(work: Path) -> dict[str, dict[str | None, dict[str, Any]]]:
     """stage -> task (None for shared stages) -> {"kept": n, "dropped": n, "reasons": Counter}."""
     out: dict[str, dict[str | None, dict[str, Any]]] = {}
-    for stage in STAGES:
+    for stage in names():
         for d in Stage(work, stage).decisions():
             cell = out.setdefault(stage, {}).setdefault(d.get("task"), {"kept": 0, "dropped": 0, "reasons": Counter()})
             cell[d["verdict"]] += 1
@@ -33,7 +34,7 @@ def counts(work: Path) -> dict[str, dict[str | None, dict[str, Any]]]:
 def markdown(work: Path, settings: BuildSettings) -> str:
     table = counts(work)
     lines = ["| stage | task | in | kept | dropped | dropped by reason |", "|---|---|---:|---:|---:|---|"]
-    for stage in STAGES:
+    for stage in names():
         for task, cell in sorted(table.get(stage, {}).items(), key=lambda kv: str(kv[0])):
             reasons = ", ".join(f"{r} {n}" for r, n in cell["reasons"].most_common()) or "-"
             lines.append(f"| {stage} | {task or 'all'} | {cell['kept'] + cell['dropped']} | {cell['kept']} | "
@@ -58,7 +59,7 @@ def _walls(work: Path) -> dict[str, float]:
 def usage_markdown(work: Path, settings: BuildSettings) -> str:
     """Model calls, failures, tokens, cost (when priced) and model time, per stage and per model, then
     per model alone and in all. Time is the calls' own seconds added up (concurrent calls overlap)."""
-    table = usage_table(work, STAGES)
+    table = usage_table(work, names())
     head = "| calls | failed | prompt tokens | completion tokens | cost (USD) | model time (s) |"
 
     def row(label: str, cell: dict[str, Any]) -> str:
@@ -74,11 +75,11 @@ def usage_markdown(work: Path, settings: BuildSettings) -> str:
     lines = []
     if walls:
         lines += ["Wall time per stage (its last run that asked a model): " + ", ".join(
-            f"{stage} {walls[stage]:.1f} s" for stage in STAGES if stage in walls) + ".", ""]
+            f"{stage} {walls[stage]:.1f} s" for stage in names() if stage in walls) + ".", ""]
     lines += ["| stage | model " + head, "|---|---|---:|---:|---:|---:|---:|---:|"]
     per_model: dict[str, dict[str, Any]] = {}
     total: dict[str, Any] = {}
-    for (stage, model), cell in sorted(table.items(), key=lambda kv: (STAGES.index(kv[0][0]), kv[0][1])):
+    for (stage, model), cell in sorted(table.items(), key=lambda kv: (names().index(kv[0][0]), kv[0][1])):
         lines.append(row(f"| {stage} | {as_text(model)}", cell))
         add(per_model.setdefault(model, {}), cell)
         add(total, cell)

@@ -11,21 +11,19 @@ import math
 from typing import Any
 
 from construct.context import Context
-from construct.dishes import GLOSSARY_FILE
-from construct.dishes import NAME as DISH_STAGE
-from construct.dishes import REVIEWED as DISHES
 from construct.fdc import FoodData, ingredient_check, kcal_gap
 from construct.fdc import load as load_fdc
 from construct.models import Answer, Ask, parse_json_object
+from construct.stages import DISH_REVIEW, DISHES, GLOSSARY_FILE, prompt
+from construct.stages import NUTRITION as NAME
 from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import NUTRIENTS, portion_grams
 
-NAME = "nutrition"
-TASK = "nutrition"
+TASK = NAME
 PROMPT_VERSION = "nutrition-v1"
 USDA_VERSION = "usda-ingredients-v1"
 FDC_MIN_COVERAGE = 0.8  # the USDA check judges only when FDC foods cover most of the stated grams
-ESTIMATE_PROMPT = """Task: nutrition estimation.
+ESTIMATE_PROMPT = prompt("nutrition.estimate", """Task: nutrition estimation.
 Dish: {name}
 Merchant's ingredient list: {ingredients}
 Portion: {portion}
@@ -39,15 +37,15 @@ the ingredient list and the portion. Rules:
 Also break the dish down into its ingredients with grams and the closest USDA FoodData Central food description.
 Reply with one JSON object and nothing else:
 {{"calories": n, "protein": n, "carbohydrates": n, "fat": n,
-"ingredients": [{{"name": "...", "grams": n, "usda_description": "..."}}]}}"""
-PLAUSIBILITY_PROMPT = """Task: nutrition plausibility check.
+"ingredients": [{{"name": "...", "grams": n, "usda_description": "..."}}]}}""")
+PLAUSIBILITY_PROMPT = prompt("nutrition.plausibility", """Task: nutrition plausibility check.
 Dish: {name}
 Ingredients: {ingredients}
 Portion: {portion}
 Labelled nutrition for one serving: {values}
 Do these values plausibly describe the food in the photos (its kind, its visible fat, its amount)? A fatty
 cut labelled almost fat-free, or a plain salad at 800 kcal, is implausible.
-Reply with one JSON object and nothing else: {{"plausible": true or false, "reason": "<a few words>"}}"""
+Reply with one JSON object and nothing else: {{"plausible": true or false, "reason": "<a few words>"}}""")
 
 
 def per_serving(nutrition: dict[str, Any], portion: str) -> tuple[dict[str, float] | None, str]:
@@ -103,9 +101,9 @@ def run(ctx: Context) -> None:
     through the gates, the FDC cross-check and the plausibility check; the decisions and items written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
-    dishes = Stage(ctx.work, DISHES)
+    dishes = Stage(ctx.work, DISH_REVIEW)
     checker = s.filter_pair()[0]
-    glossary_path = ctx.work / DISH_STAGE / GLOSSARY_FILE
+    glossary_path = ctx.work / DISHES / GLOSSARY_FILE
     glossary = json.loads(glossary_path.read_text(encoding="utf-8")) if glossary_path.exists() else {}
     inputs = inputs_key(NAME, PROMPT_VERSION, USDA_VERSION, dishes.items_hash(), s.model, checker, s.fdc,
                         s.atwater_tolerance, s.fdc_tolerance, glossary)

@@ -30,23 +30,23 @@ from construct.imagehash import hamming
 from construct.models import Answer, Ask, parse_json_object
 from construct.prefilter import prefilter  # noqa: F401  (the rules' entry point, where tests and benches find it)
 from construct.rules import free_dish_rule
+from construct.stages import PHOTOS as NAME
+from construct.stages import RULED_OUT, prompt
 from construct.work import Decision, Stage, dropped, inputs_key, kept, triage, write_jsonl
 
-NAME = "photos"
 PROMPT_VERSION = "photos-v1"
-RULED_OUT = "ruled_out.jsonl"  # the dishes a free rule ruled out: {"dish_id", "reason", ...}
 STATE = "state.sqlite"
 PAGE = 1000
-QUALITY_PROMPT = """Task: photo quality check.
+QUALITY_PROMPT = prompt("photos.quality", """Task: photo quality check.
 You screen photos uploaded to a restaurant platform for a food benchmark. Keep a photo only if it is a
 clear, well-exposed photo whose main subject is one dish of food: not blurred or out of focus, not too
 dark, not a screenshot, menu, receipt or promotional graphic, not a scene without identifiable food.
-Reply with one JSON object and nothing else: {"quality": "good" or "bad", "reason": "<a few words>"}"""
-MATCH_PROMPT = """Task: reference matching.
+Reply with one JSON object and nothing else: {"quality": "good" or "bad", "reason": "<a few words>"}""")
+MATCH_PROMPT = prompt("photos.match", """Task: reference matching.
 The first image is the merchant's photo of a dish ("{name}"). The second image is a customer's photo
 uploaded for the same menu item. Does the customer's photo show the same dish (same components; angle,
 light and plating may differ)? A photo of a different dish, of several dishes or of no food is not a match.
-Reply with one JSON object and nothing else: {{"same_dish": true or false, "reason": "<a few words>"}}"""
+Reply with one JSON object and nothing else: {{"same_dish": true or false, "reason": "<a few words>"}}""")
 
 
 class PhotoState:
@@ -192,7 +192,7 @@ def quality_of(answer: tuple[str | None, str | None] | None) -> tuple[str | None
 def check_quality(ctx: Context, state: PhotoState) -> bool:
     """Ask `--photo-quality-model` about each photo still in and not answered yet; whether every call of
     the check (this run's and recorded ones) was answered."""
-    asks = (Ask(pid, QUALITY_PROMPT, photos=((str(ctx.raw.root / path), role, pid),)) for _, pid, role, path in state.pages(
+    asks = (Ask(pid, QUALITY_PROMPT.template, photos=((str(ctx.raw.root / path), role, pid),)) for _, pid, role, path in state.pages(
         "SELECT p.seq, p.photo_id, p.role, p.path FROM photo p LEFT JOIN answer a ON a.photo_id = p.photo_id AND "
         "a.kind = 'quality' WHERE p.rule IS NULL AND (a.photo_id IS NULL OR a.error IS NOT NULL) AND p.seq > ? "
         "ORDER BY p.seq LIMIT ?"))

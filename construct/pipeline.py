@@ -1,27 +1,33 @@
-"""Run the stages in order on one work folder; each stage skips itself when its inputs are unchanged."""
+"""Run the stages in order on one work folder; each stage skips itself when its inputs are unchanged.
+
+The stages and their order are construct/stages.py's; each stage the pipeline runs is the module
+`construct/<name>.py`, imported here by that name (`stage_runs`)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from construct import classification, dishes, nutrition, photos, translate, vqa
 from construct.context import Context
 from construct.engine import make_engine
 from construct.errors import BuildError, StageFailed
 from construct.models import Models
 from construct.raw import EXPORT_INDEX, load_raw
 from construct.review import write_decisions, write_dish_decisions
+from construct.stages import DISHES, STAGES
 from construct.work import BuildSettings, save_settings, write_json
 from eval.endpoints import check_reachable, require_http_url
 from eval.settings import UsageError
 from eval.types import ConfigError
 
-STAGE_RUNNERS: tuple[tuple[str, Callable[[Context], None]], ...] = (
-    (photos.NAME, photos.run), (dishes.NAME, dishes.run), (classification.NAME, classification.run),
-    (nutrition.NAME, nutrition.run), (vqa.NAME, vqa.run), (translate.NAME, translate.run))
+
+def stage_runs() -> list[tuple[str, Callable[[Context], None]]]:
+    """(name, run) of each stage the pipeline runs, in order: `construct/<name>.py`'s `run(ctx)`. Importing
+    a stage's module also declares its prompts (and any stand-in answer it registers)."""
+    return [(s.name, importlib.import_module(f"construct.{s.name}").run) for s in STAGES if s.runs]
 
 
 def run(work: str | Path, settings: BuildSettings, *, models: Models | None = None,
@@ -39,14 +45,14 @@ def run(work: str | Path, settings: BuildSettings, *, models: Models | None = No
     engine = make_engine(settings, work)
     try:
         ctx = Context(raw, work, settings, models or Models(settings, work, engine=engine), engine)
-        for name, stage in STAGE_RUNNERS:
+        for name, stage in stage_runs():
             if on_stage:
                 on_stage(name)
             start = time.monotonic()
             stage(ctx)
             record_wall(work, name, time.monotonic() - start, ctx.models.stats.get(name))
             check_failures(name, ctx.models.stats.get(name))
-            if name == dishes.NAME and write_dish_decisions(work):
+            if name == DISHES and write_dish_decisions(work):
                 return ctx
         write_decisions(work)
         return ctx
@@ -74,7 +80,7 @@ def record_wall(work: Path, stage: str, seconds: float, stats: dict | None) -> N
 
 def pending_dish_review(work: str | Path) -> int:
     """Base dishes selected but not yet approved or rejected (0 once reviewed, exempt, or in a shard)."""
-    return write_dish_decisions(Path(work)) if (Path(work) / dishes.NAME / "items.jsonl").exists() else 0
+    return write_dish_decisions(Path(work)) if (Path(work) / DISHES / "items.jsonl").exists() else 0
 
 
 def check_servers(settings: BuildSettings) -> None:

@@ -19,9 +19,8 @@ from construct.errors import BuildError
 from construct.prefilter import read_photo
 from construct.raw import EXPORT_INDEX, RawExport, load_raw
 from construct.review import card_markdown, released_rows
-from construct.vqa import MIX_NAMES
-from construct.vqa import TASK as VQA
-from construct.work import Stage, load_settings
+from construct.stages import VQA
+from construct.work import MIX_NAMES, Stage, load_settings
 from dataset.official import (
     IMAGES_ARCHIVE,
     IMAGES_DIR,

@@ -29,15 +29,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from construct.dishes import NAME as DISHES
-from construct.dishes import REVIEWED
 from construct.errors import BuildError
 from construct.raw import EXPORT_INDEX, load_raw
-from construct.translate import NAME as TRANSLATE
+from construct.stages import DISH_REVIEW, DISHES, TRANSLATE
+from construct.stages import REVIEW as NAME
 from construct.work import Stage, dropped, kept, load_settings, read_jsonl, write_jsonl
 from eval import tasks
 
-NAME = "review"
 DECISIONS = ("approve", "reject")
 BULK = "bulk"  # the reviewer of an --approve-all decision
 PASSES = ("items", "dishes", "audit")  # the final review, the base-dish review, the audit
@@ -84,7 +82,7 @@ def is_exempt(row: dict[str, Any], exempt: set[str]) -> bool:
 def _log_path(work: Path, stage: str) -> Path:
     if stage not in PASSES:
         raise BuildError(f"review stage must be one of {', '.join(PASSES)}, got {stage!r}")
-    return work / (REVIEWED if stage == "dishes" else NAME) / ("audit.jsonl" if stage == "audit" else "log.jsonl")
+    return work / (DISH_REVIEW if stage == "dishes" else NAME) / ("audit.jsonl" if stage == "audit" else "log.jsonl")
 
 
 def _log(work: Path, stage: str = "items") -> dict[str, dict[str, Any]]:
@@ -358,7 +356,7 @@ def write_dish_decisions(work: str | Path) -> int:
             pending += 1
         if decisions[-1].verdict == "kept":
             items.append(row)
-    stage = Stage(work, REVIEWED)
+    stage = Stage(work, DISH_REVIEW)
     write_jsonl(stage.dir / "decisions.jsonl", (asdict(d) for d in decisions))
     write_jsonl(stage.dir / "items.jsonl", items)
     return pending

@@ -16,6 +16,9 @@ recognises a photo by the SHA-256 of the bytes it receives (small JPEGs travel a
 by its id or name, and answers as a careful model would, except where the truth plants a defect that
 only a model can make: an ambiguous or too-easy classification item (found by one of the two filter
 models), and VQA drafts that break a question rule, repeat another question or fail an audit.
+It answers each prompt by its id (construct/stages.py: the registered prompt whose opening line the
+request's text has), with the answer registered for that id: the stages below, here; a new stage, in
+its own module.
 A dedupe pair (named by its ids in the prompt; a group question names a dish and several others, each
 answered apart) is the same dish when the truth gives both one recipe,
 and the same question when the truth gives both items one question text. The
@@ -39,7 +42,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
+from construct import classification, dishes, nutrition, photos, vqa
+from construct import translate as translation
 from construct.errors import BuildError
+from construct.pipeline import stage_runs
+from construct.stages import STANDIN_ANSWERS, prompt_of, standin_answer
 from diningbench import iter_jsonl_objects
 from synthetic.raw_export import CLASSIFICATION_PLANTS, VQA_PLANTS
 
@@ -101,19 +108,15 @@ class ConstructOracle:
                     self.en.setdefault(zh[k], en[k])
                 self.generated.setdefault(zh["question"], dish_id)
         self.calls: list[str] = []  # the task line of every prompt, for tests that count calls
+        self.prompt_ids: list[str | None] = []  # the id of every prompt (None: no stage's), in the order asked
+        stage_runs()  # every registered stage's module imported: its prompts and stand-in answers declared
 
     def __call__(self, request: StageRequest) -> str:
-        task = request.prompt.split("\n", 1)[0]
-        self.calls.append(task)
-        handler = {"Task: photo quality check.": self.quality, "Task: reference matching.": self.matching,
-                   "Task: hard-negative selection.": self.selection, "Task: classification item audit.": self.cls_filter,
-                   "Task: nutrition estimation.": self.estimate, "Task: nutrition plausibility check.": self.plausible,
-                   "Task: VQA audit.": self.audit, "Task: dish name glossary.": self.glossary,
-                   "Task: same dish check.": self.same_dish, "Task: dedupe glossary.": self.dedupe_glossary, "Task: same question check.": self.same_question,
-                   "Task: translation to English.": self.translate}.get(task)
-        if handler is None and task.startswith("Task: VQA generation"):
-            handler = self.generate
-        return json.dumps(handler(request), ensure_ascii=False) if handler else "I cannot help with that."
+        self.calls.append(request.prompt.split("\n", 1)[0])
+        prompt = prompt_of(request.prompt)
+        self.prompt_ids.append(prompt.id if prompt else None)
+        answer = STANDIN_ANSWERS.get(prompt.id) if prompt else None
+        return json.dumps(answer(self, request), ensure_ascii=False) if answer else "I cannot help with that."
 
     # -- helpers
     def photo(self, data: bytes) -> dict[str, Any]:
@@ -127,16 +130,19 @@ class ConstructOracle:
         return 1 + self.filter_models.index(f"openai:{model}") if f"openai:{model}" in self.filter_models else 0
 
     # -- photos
+    @standin_answer(photos.QUALITY_PROMPT)
     def quality(self, request: StageRequest) -> dict:
         bad = self.photo(request.images[0])["quality"] == "bad"
         return {"quality": "bad" if bad else "good", "reason": "blurred" if bad else "clear"}
 
+    @standin_answer(photos.MATCH_PROMPT)
     def matching(self, request: StageRequest) -> dict:
         ref, user = self.photo(request.images[0]), self.photo(request.images[1])
         same = user["shows"] == ref["dish_id"]
         return {"same_dish": same, "reason": "same components" if same else "a different dish"}
 
     # -- dedupe: pairs named by id in the prompt, judged from the truth alone
+    @standin_answer(dishes.PAIR_PROMPT, dishes.GROUP_PROMPT)
     def same_dish(self, request: StageRequest) -> dict:
         named = re.findall(r"^Dish (A|B\d*) \((\S+)\):", request.prompt, flags=re.M)
         recipe = ("standard_name", "slots", "grams")
@@ -150,12 +156,14 @@ class ConstructOracle:
             return verdict(a, self.dishes[named[1][1]])
         return {i: verdict(a, self.dishes[i]) for _, i in named[1:]}  # a dish and several: one verdict each
 
+    @standin_answer(vqa.PAIR_PROMPT)
     def same_question(self, request: StageRequest) -> dict:
         a, b = (self.texts(*item.split(":"))[0]["question"]
                 for item in re.findall(r"^Question [AB] \((\S+)\):", request.prompt, flags=re.M))
         return {"same_question": a == b, "reason": "asks the same thing" if a == b else "asks different things"}
 
     # -- classification
+    @standin_answer(classification.SELECT_PROMPT)
     def selection(self, request: StageRequest) -> dict:
         ids = re.findall(r"^- (\S+): ", request.prompt, flags=re.M)
         target_name = _found(r"^Target dish: (.+)$", request.prompt)
@@ -173,6 +181,7 @@ class ConstructOracle:
         return {"target_standard_name": target["standard_name"], "candidates": rows,
                 "selected": [i for _, i in sorted(pool)[:7]]}
 
+    @standin_answer(classification.FILTER_PROMPT)
     def cls_filter(self, request: StageRequest) -> dict:
         dish = self.dish_of(request)
         planted = self.cls_plants.get(dish["dish_id"])
@@ -181,10 +190,12 @@ class ConstructOracle:
         return {"verdict": "pass", "reason": "close look-alikes"}
 
     # -- nutrition
+    @standin_answer(nutrition.ESTIMATE_PROMPT)
     def estimate(self, request: StageRequest) -> dict:
         dish = self.dish_of(request)
         return {**dish["nutrition"], "ingredients": dish["ingredients"]}
 
+    @standin_answer(nutrition.PLAUSIBILITY_PROMPT)
     def plausible(self, request: StageRequest) -> dict:
         dish = self.dish_of(request)
         values = json.loads(_found(r"^Labelled nutrition for one serving: (.+)$", request.prompt))
@@ -231,10 +242,12 @@ class ConstructOracle:
             zh, en = self.texts(planted.split(":", 1)[1], category)
         return zh, en
 
+    @standin_answer(vqa.GENERATE_PROMPT)
     def generate(self, request: StageRequest) -> dict:
         category = _found(r"\((\w+)\)", request.prompt.split("\n", 1)[0])
         return self.texts(self.dish_of(request)["dish_id"], category)[0]
 
+    @standin_answer(vqa.AUDIT_PROMPT)
     def audit(self, request: StageRequest) -> dict:
         question = _found(r"^Question: (.+)$", request.prompt)
         planted = self.vqa_plants.get(self.generated.get(question, ""), "")
@@ -243,10 +256,12 @@ class ConstructOracle:
         return {"verdict": "pass", "issue_category": None}
 
     # -- translation
+    @standin_answer(translation.GLOSSARY_PROMPT)
     def glossary(self, request: StageRequest) -> dict:
         names = json.loads(next(line for line in request.prompt.splitlines() if line.startswith("[")))
         return {n: self.truth["names_en"][n] for n in names}
 
+    @standin_answer(dishes.GLOSSARY_PROMPT)
     def dedupe_glossary(self, request: StageRequest) -> dict:
         """English for dish names (the truth's) and ingredient names (the synthetic table's)."""
         from synthetic.nutrients import table
@@ -255,6 +270,7 @@ class ConstructOracle:
         known = {**{i.name_zh: i.name_en for i in table().values()}, **self.truth["names_en"]}
         return {n: known[n] for n in names if n in known}
 
+    @standin_answer(translation.TEXT_PROMPT)
     def translate(self, request: StageRequest) -> dict:
         texts = json.loads(request.prompt.strip().splitlines()[-2])
         return {k: self.en.get(v, f"(untranslated) {v}") for k, v in texts.items()}

@@ -7,25 +7,23 @@ from __future__ import annotations
 
 import json
 
-from construct.classification import NAME as CLASSIFICATION
 from construct.context import Context
 from construct.models import Answer, Ask, parse_json_object
-from construct.nutrition import NAME as NUTRITION
-from construct.vqa import NAME as VQA
+from construct.stages import CLASSIFICATION, NUTRITION, VQA, prompt
+from construct.stages import TRANSLATE as NAME
 from construct.work import Decision, Stage, dropped, inputs_key, kept, triage
 
-NAME = "translate"
 PROMPT_VERSION = "translate-v1"
-GLOSSARY_PROMPT = """Task: dish name glossary.
+GLOSSARY_PROMPT = prompt("translate.glossary", """Task: dish name glossary.
 Translate these dish names of one restaurant menu into natural English menu names. Names that differ
 must stay different in English.
 {names}
-Reply with one JSON object and nothing else, mapping each name exactly as given to its English name."""
-TEXT_PROMPT = """Task: translation to English.
+Reply with one JSON object and nothing else, mapping each name exactly as given to its English name.""")
+TEXT_PROMPT = prompt("translate.text", """Task: translation to English.
 Translate the values of this JSON object into English; keep the keys. Use these dish names exactly:
 {glossary}
 {texts}
-Reply with one JSON object and nothing else, with the same keys."""
+Reply with one JSON object and nothing else, with the same keys.""")
 FIELDS = ("question", "answer", "rationale")
 
 

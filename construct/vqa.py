@@ -16,25 +16,24 @@ from collections.abc import Mapping
 
 from construct.context import Context
 from construct.dedupe import candidates, char_ngrams, resolve
-from construct.dishes import REVIEWED as DISHES
 from construct.models import Answer, Ask, parse_json_object
 from construct.neighbours import embed_texts
-from construct.nutrition import NAME as NUTRITION
-from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
+from construct.stages import DISH_REVIEW, NUTRITION, prompt
+from construct.stages import VQA as NAME
+from construct.work import MIX_NAMES, MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import NUTRIENTS
 
-NAME = "vqa"
-TASK = "vqa"
+TASK = NAME
 PROMPT_VERSION = "vqa-v1"
 ISSUES = ("multi_part", "false_premise", "not_visible", "trivial", "verbose_answer", "subjective", "wrong_answer")
 PAIR_VERSION = "same-question-v1"
 BLOCKING_VERSION = "lsh-top3-v1"  # construct/dedupe.py's question candidates: a new version reruns the stage
-PAIR_PROMPT = """Task: same question check.
+PAIR_PROMPT = prompt("vqa.same_question", """Task: same question check.
 Two questions of one VQA category ({category}) of a food benchmark. Do they ask the same thing, so
 that the second tests nothing the first does not, whatever the wording?
 Question A ({a_id}): {a}
 Question B ({b_id}): {b}
-Reply with one JSON object and nothing else: {{"same_question": true or false, "reason": "..."}}"""
+Reply with one JSON object and nothing else: {{"same_question": true or false, "reason": "..."}}""")
 # Phrases that hand the model what it should see for itself (the "visual-agnostic phrasing" rule).
 DESCRIBES_IMAGE = ("可以看到", "可见的", "图中的", "图片中的", "画面中", "金黄", "酥脆的", "油亮的",
                    "we can see", "as shown", "shown in the", "visible in the", "the golden", "the crispy", "glossy")
@@ -49,7 +48,7 @@ GUIDANCE = {
                           "allergy); the answer starts with a clear verdict.",
     "counterfactual_reasoning": "Counterfactual: ask how the dish would change if one visible element were different.",
 }
-GENERATE_PROMPT = """Task: VQA generation ({category}).
+GENERATE_PROMPT = prompt("vqa.generate", """Task: VQA generation ({category}).
 {guidance}
 Metadata of the dish (God view; the answer and rationale must agree with it, the question must not quote it):
 {metadata}
@@ -57,8 +56,8 @@ Rules: one single-focused question ending with one question mark; never describe
 question (not "given the golden crust..." but "evaluate the surface texture..."); it needs reasoning
 from what is visible, not captioning; the answer is short and factual; the rationale goes observation ->
 culinary principle -> conclusion. Write in Chinese.
-Reply with one JSON object and nothing else: {{"question": "...", "answer": "...", "rationale": "..."}}"""
-AUDIT_PROMPT = """Task: VQA audit.
+Reply with one JSON object and nothing else: {{"question": "...", "answer": "...", "rationale": "..."}}""")
+AUDIT_PROMPT = prompt("vqa.audit", """Task: VQA audit.
 Question: {question}
 Reference answer: {answer}
 Rationale: {rationale}
@@ -66,7 +65,7 @@ Reject the item if any holds: several questions in one (multi_part); a false pre
 not clearly visible (not_visible); a non-expert answers it in half a second without thinking (trivial); a
 verbose answer (verbose_answer); a subjective answer (subjective); the answer is wrong (wrong_answer).
 Reply with one JSON object and nothing else: {{"verdict": "pass" or "reject", "issue_category": null or one of
-{issues}}}"""
+{issues}}}""")
 
 
 def question_problem(question: str) -> str | None:
@@ -124,9 +123,6 @@ def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> t
             for item, twin in twins.items()}, complete
 
 
-MIX_NAMES = {"technique": "cuisine_technique", "dietary": "dietary_suggestion",
-             "multi_image": "multi_image_analysis", "counterfactual": "counterfactual_reasoning"}
-
 
 def quotas(n: int, mix: dict[str, float]) -> dict[str, int]:
     """Items per category for n dishes: largest-remainder rounding of n x share (ties: the mix's order).
@@ -179,7 +175,7 @@ def run(ctx: Context) -> None:
     questions dropped; the two audit passes; the decisions and items written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
-    dishes, nutrition = Stage(ctx.work, DISHES), Stage(ctx.work, NUTRITION)
+    dishes, nutrition = Stage(ctx.work, DISH_REVIEW), Stage(ctx.work, NUTRITION)
     audits = s.filter_pair()
     inputs = inputs_key(NAME, PROMPT_VERSION, PAIR_VERSION, BLOCKING_VERSION, dishes.items_hash(), nutrition.items_hash(), s.model,
                         audits, s.embed_model, s.vqa_mix, s.seed)

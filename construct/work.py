@@ -23,7 +23,6 @@ from eval.settings import concurrency_arg, opt
 from eval.store import json_line, read_jsonl, write_atomically
 from eval.types import DEFAULT_MAX_TOKENS
 
-STAGES = ("photos", "dishes", "dish_review", "classification", "nutrition", "vqa", "translate", "review")
 KEPT, DROPPED = "kept", "dropped"
 URL_FIELDS = ("base_url", "photo_quality_base_url", "photo_match_base_url", "embed_base_url")
 
@@ -60,8 +59,10 @@ def _price(text: str) -> tuple[float, float]:
     return a, b
 
 
-# The keys of --vqa-mix: short names of the release's VQA categories (construct.vqa.MIX_NAMES maps them).
-VQA_MIX_KEYS = ("technique", "dietary", "multi_image", "counterfactual")
+# The keys of --vqa-mix: short names of the release's VQA categories, each mapped to the category's name.
+MIX_NAMES = {"technique": "cuisine_technique", "dietary": "dietary_suggestion",
+             "multi_image": "multi_image_analysis", "counterfactual": "counterfactual_reasoning"}
+VQA_MIX_KEYS = tuple(MIX_NAMES)
 PAPER_VQA_MIX = {"technique": 0.662, "dietary": 0.272, "multi_image": 0.044, "counterfactual": 0.022}
 
 

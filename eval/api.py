@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval import requests, scoring, tasks
+from eval import protocols, requests, scoring, tasks
 from eval.backends import SpecError, make_backend, release
 from eval.circular import ROTATIONS
 from eval.endpoints import check_reachable, host_of
@@ -85,13 +85,6 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
                 why = f"cannot load {task} from {source}: {why}"
             raise UsageError(why) from None
         meta = release.rows
-        official_rows = bool(meta) and "prompt" in meta[0]  # the authors' release (or its conversion)
-        try:  # a reference that cannot be scored stops the run before any request is sent
-            for row in meta:
-                if not official_rows:  # theirs runs every row and says which ones ours cannot read
-                    tasks.reference_of(task, row, settings.lang)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
         indices = list(range(len(meta)))
         if wanted is not None:
             positions = {str(r["id"]): i for i, r in enumerate(meta)}
@@ -106,18 +99,22 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
 
 
 def resolve_protocol(settings: RunSettings, data: list[_TaskData]) -> RunSettings:
-    """The settings with `protocol` decided: the one asked, else official when the rows are the authors'
-    release (they carry its `prompt`), ours otherwise. Official on rows without a prompt is refused."""
-    theirs = all(d.rows and "prompt" in d.rows[0] for d in data)
-    if settings.protocol == "official" and not theirs:
-        raise UsageError(f"--protocol official asks each row's own prompt: {settings.dataset or 'the embedded sample'} "
-                         "is not the authors' release (no prompt in its rows); drop --protocol or pass their files")
-    chosen = settings.protocol or ("official" if theirs else "ours")
+    """The settings with `protocol` decided (`protocols.chosen`: the one asked, else the one that claims
+    the rows) and checked, on the settings and on the rows, before any request is sent."""
+    protocol = protocols.chosen(settings, [d.rows for d in data])
     read = {lang for d in data if (lang := getattr(d.release, "lang", None))}
     lang = read.pop() if len(read) == 1 else settings.lang  # one file of theirs is in its own language
-    resolved = dataclasses.replace(settings, protocol=chosen, lang=lang)
+    resolved = dataclasses.replace(settings, protocol=protocol.name, lang=lang)
     resolved.validate()
+    protocol.check(resolved)
+    for d in data:
+        protocol.check_rows(d.task, d.rows, resolved)
     return resolved
+
+
+def default_out(settings: RunSettings) -> Path:
+    """The run folder a run without --out writes, named by its protocol's question too."""
+    return settings.default_out(protocols.of(settings).folder_parts(settings))
 
 
 def max_views(data: list[_TaskData]) -> int:
@@ -145,7 +142,7 @@ def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[dict[str,
     return {d.task: [{"id": str(r["id"]), "group": r.get("category"),
                       **{name: r.get(name) for name in tasks.get(d.task).item_fields},
                       "reference": tasks.reference_of(d.task, r, lang)} for r in d.rows
-                     if scoring.usable_reference(d.task, r, lang)] for d in data}  # the authors' rows may lack one
+                     if scoring.usable_reference(d.task, r, lang)] for d in data}  # a published row may lack one
 
 
 def build_backend(settings: RunSettings, data: list[_TaskData]) -> Backend:
@@ -260,7 +257,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     """Generate (resuming what is already answered), score and report; return the run folder.
 
     Writes predictions.jsonl, run.json, scores.jsonl, metrics.json and report.md into
-    `settings.out` (or `settings.default_out()`). `on_prediction` is called once per newly
+    `settings.out` (or `default_out(settings)`). `on_prediction` is called once per newly
     finished sample. `backend` overrides building one from `settings.model` (tests).
     """
     settings.validate()
@@ -270,7 +267,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
         check_out(Path(settings.out))
     data = load_task_data(settings)
     settings = resolve_protocol(settings, data)
-    out = Path(settings.out) if settings.out is not None else settings.default_out()  # named by the protocol too
+    out = Path(settings.out) if settings.out is not None else default_out(settings)
     check_out(out)
     backend = backend or build_backend(settings, data)
     _call(check_backend(backend))
@@ -288,10 +285,10 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
         try:
             fresh, done = _call(_generate(settings, data, backend, out, on_prediction, progress, limits))
         finally:
-            requests.VIEW_HASHES.save()  # for the next run over the same release (an interrupted one too)
+            protocols.base.VIEW_HASHES.save()  # for the next run over the same release (an interrupted one too)
         info["backend"] = backend.describe()  # with what the request policy learnt during the run
-        if limits.limiters:  # what each endpoint's limiter settled on, and its trace (API backends)
-            info["concurrency"] = limits.describe()
+        if (found := limits.describe()) is not None:  # what each server's limiter settled on, and its trace
+            info["concurrency"] = found
         info["counts"] = {d.task: {"predictions": sum(1 for k in done if k[0] == d.task),
                                    "failed": sum(1 for k, p in done.items() if k[0] == d.task and p.error),
                                    "truncated": sum(1 for k, p in done.items() if k[0] == d.task and p.truncated)}
@@ -429,22 +426,27 @@ def sweep_cells(base: RunSettings, *, models: Sequence[str], langs: Sequence[str
 
     On the authors' release (their protocol) a view count N is their image indices 0..N-1: the
     merchant's photo and the first N-1 customer photos, as their multi-view experiment sends them."""
-    from dataset.official import is_official
-
-    theirs = base.protocol == "official" or (base.protocol is None and is_official(base.dataset))
+    protocol = protocols.get(base.protocol) if base.protocol else protocols.chosen(
+        base, [load_rows_of(base, task) for task in base.tasks])
     cells = []
     for model, lang, cot, n in itertools.product(models, langs, cots, images):
-        if theirs:
-            if cot:
-                raise UsageError("--cot is this project's protocol; the authors' release is asked with its own prompts")
-            cell = dataclasses.replace(base, model=model, lang=lang, protocol="official", images=None,
-                                       image_indices=",".join(str(k) for k in range(n)), out=None)
-        else:
-            cell = dataclasses.replace(base, model=model, lang=lang, cot=cot, images=n, out=None)
+        cell = protocol.sweep_cell(dataclasses.replace(base, model=model, lang=lang, out=None), cot=cot, views=n)
         cell.validate()
-        cell.out = Path(out) / cell.default_out().name
+        protocol.check(cell)
+        cell.out = Path(out) / default_out(cell).name
         cells.append(cell)
     return cells
+
+
+def load_rows_of(settings: RunSettings, task: str) -> list[dict[str, Any]]:
+    """A task's rows (metadata) from the settings' source: what decides its protocol."""
+    import diningbench
+
+    try:
+        return diningbench.read_release(tasks.get(task).source_config, settings.dataset, lang=settings.lang).rows
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        raise UsageError(f"cannot load {task} from {settings.dataset or 'the embedded sample'}: "
+                         f"{' '.join(str(exc).split())[:300]}") from None
 
 
 def run_sweep(cells: Sequence[RunSettings], out: Path, *, progress: bool = True,
@@ -462,6 +464,11 @@ def run_sweep(cells: Sequence[RunSettings], out: Path, *, progress: bool = True,
                         n_boot=cells[0].n_boot if cells else N_BOOT, plot_dir=out)
     (out / "report.md").write_text(text, encoding="utf-8")
     return text
+
+
+def run_settings(run_dir: Path) -> RunSettings:
+    """The settings a run folder was asked with, as its run.json keeps them."""
+    return RunSettings.from_saved((read_run_json(Path(run_dir)) or {}).get("settings") or {})
 
 
 def read_metrics(run_dir: Path) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval import analysis, api, tasks
+from eval import analysis, api, protocols, tasks
 from eval.agreement import agreement_of_specs, parse_judge_spec
 from eval.report import report
 from eval.report.tables import pct, results_table, with_ci
@@ -33,14 +33,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = api.run(settings, progress=not args.no_progress)
     metrics = api.read_metrics(out)
     source = settings.dataset or os.environ.get("DININGBENCH_SOURCE") or "the embedded synthetic sample"
-    asked_with = (api.read_run_json(out) or {}).get("settings") or {}  # as the run resolved them
-    protocol = asked_with.get("protocol")
-    if protocol == "official":
-        asked = f"the authors' protocol, image indices {settings.image_indices or '0'}"
-    else:
-        asked = f"{settings.images or 'all'} views{', CoT' if settings.cot else ''}"
-    print(f"{settings.model} on {source} ({asked_with.get('lang') or settings.lang}, {asked})\n")
-    print(results_table(metrics))
+    asked_with = api.run_settings(out)  # as the run resolved them
+    asked = protocols.of(asked_with).describe(asked_with)
+    print(f"{settings.model} on {source} ({asked_with.lang}, {asked})\n")
+    print(results_table(metrics, protocols.of(asked_with)))
     line = circular_line(metrics.get("classification") or {})
     if line:
         print("\n" + line)
@@ -117,35 +113,42 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 def cmd_score(args: argparse.Namespace) -> int:
     metrics = api.score(args.dir, judge=args.judge, judge_base_url=args.judge_base_url)
-    print(results_table(metrics))
+    print(results_table(metrics, protocols.of(api.run_settings(args.dir))))
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from eval.official_io import export_official
 
-    for path in export_official(args.run, args.out):
+    for path in export_official(args.run, args.out, overwrite=args.overwrite):
         print(f"wrote {path}")
     return 0
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    if args.framework == "official":
-        from eval.official_io import import_official
+def _import_official(args: argparse.Namespace) -> Path:
+    from eval.official_io import import_official
 
-        if not args.task or not args.dataset:
-            raise UsageError("--from official needs --task (the file's task) and --dataset (the authors' release "
-                             "it was made on: a folder, one of its JSONL files, or meituan/DiningBench)")
-        out = import_official(args.log, args.task, args.out, dataset=args.dataset, lang=args.lang, model=args.model,
-                              judge=args.judge, judge_base_url=args.judge_base_url)
-        print(results_table(api.read_metrics(out)))
-        print(f"\nimported into {out}/ (predictions.jsonl, scores.jsonl, metrics.json, run.json, report.md)")
-        return 0
+    if not args.task or not args.dataset:
+        raise UsageError("--from official needs --task (the file's task) and --dataset (the authors' release "
+                         "it was made on: a folder, one of its JSONL files, or meituan/DiningBench)")
+    return import_official(args.log, args.task, args.out, dataset=args.dataset, lang=args.lang, model=args.model,
+                           judge=args.judge, judge_base_url=args.judge_base_url)
+
+
+def _import_framework(args: argparse.Namespace) -> Path:
     from eval.importer import import_run
 
-    out = import_run(args.log, args.framework, args.out, dataset=args.dataset, judge=args.judge,
-                     judge_base_url=args.judge_base_url)
-    print(results_table(api.read_metrics(out)))
+    return import_run(args.log, args.framework, args.out, dataset=args.dataset, judge=args.judge,
+                      judge_base_url=args.judge_base_url)
+
+
+# `eval import --from F`: the authors' prediction files, or a framework's log (eval/importer.py).
+IMPORTS: dict[str, Callable[[argparse.Namespace], Path]] = {"official": _import_official}
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    out = IMPORTS.get(args.framework, _import_framework)(args)
+    print(results_table(api.read_metrics(out), protocols.of(api.run_settings(out))))
     from eval.runinfo import read_run_json
 
     left_out = (read_run_json(out) or {}).get("imported", {}).get("left_out") or []
@@ -312,7 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run", type=Path, metavar="RUN", help="a run folder made with --protocol official")
     export.add_argument("--format", choices=("official",), default="official", help="official: the authors' "
                         "prediction files (idx, model_pred, model_full_pred, ...)")
-    export.add_argument("--out", type=Path, required=True, help="folder to write the files into")
+    export.add_argument("--out", type=Path, required=True, help="a new or empty folder to write the files into")
+    export.add_argument("--overwrite", action="store_true", help="replace the files of an earlier export in --out "
+                        "(a folder holding anything else is still refused)")
     export.set_defaults(handler=cmd_export)
     rep = sub.add_parser("report", help="tables, breakdowns, CIs, plots, model card")
     report.add_arguments(rep)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from eval import tasks
+from eval import protocols, tasks
 from eval.numbers import clusters, paired_difference, resampled_unit
 from eval.report.runs import ReportError, RunData
 from eval.settings import N_BOOT
@@ -180,11 +180,11 @@ def _asked(run: RunData, name: str) -> Any:
 
     default = RunSettings.__dataclass_fields__[name].default
     settings = run.info.get("settings")
+    if name == "protocol":  # runs made before there was a choice were asked our way
+        return protocols.of(settings if isinstance(settings, dict) else None).name
     if not isinstance(settings, dict) or name not in settings:
-        return "ours" if name == "protocol" else default
+        return default
     value = settings[name]
-    if name == "protocol" and value in (None, "ours"):  # runs made before there was a choice were asked our way
-        return "ours"
     return default if value is None and name != "images" else value
 
 

@@ -4,18 +4,24 @@ learnt while the run goes (`--concurrency auto`), paced by what the server says 
 One `Limits` per run (or judge, or construction phase) holds one `Limiter` per endpoint (base URL;
 replicas each their own). An adaptive limiter starts at today's fixed default and, each round (about
 `limit` answers), doubles while every slot is busy and the median latency stays near the lowest
-median it has measured (a server that queues shows it in latency long before it refuses); after a
-first sign of load it grows by a quarter while latency stays within NEAR x that floor, by a tenth
-within TOLERANCE x. It shrinks by a tenth when latency climbs past TOLERANCE x the floor, and
+median it has measured, within NEAR x (a server that queues shows it in latency long before it
+refuses); after that it grows by a quarter while latency stays within NEAR x that floor, by a tenth
+within TOLERANCE x. It shrinks when latency climbs past TOLERANCE x the floor (by a tenth, or in
+proportion to how far past, at most by half), and
 multiplicatively (BACKOFF) on a 429, a 503 that comes with load or Retry-After, or a timeout, once
 per round so that one burst of refusals is one signal. Whatever the mode, a Retry-After pauses the whole endpoint, and the OpenAI-style
 `x-ratelimit-*` headers (requests and tokens) are mirrored in a client-side token bucket, so requests
 are spaced to what is left instead of finding the limit by being refused.
+
+No header makes a request wait longer than MAX_SERVER_WAIT: a Retry-After over it does not pause the
+endpoint (the runner fails that attempt, naming the header), an odd number is ignored with a warning,
+and one acquire waits for pace at most that long.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import statistics
 import time
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # The setting's values are declared with the settings; the limiter's users find them here too.
+from eval.backends._retry import MAX_SERVER_WAIT, finite_seconds, warn_once
 from eval.settings import AUTO as AUTO
 from eval.settings import MAX_CONCURRENCY as MAX_CONCURRENCY
 from eval.settings import concurrency_value as concurrency_value
@@ -52,18 +59,21 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
 def parse_duration(text: str | None) -> float | None:
-    """OpenAI's reset times ("1s", "6m0s", "12ms", "1h2m3.5s") or plain seconds, in seconds.
+    """OpenAI's reset times ("1s", "6m0s", "12ms", "1h2m3.5s") or plain seconds, in seconds; None
+    for anything else (a negative, NaN or infinite number too).
 
-    >>> [parse_duration(t) for t in ("12ms", "6m0s", "1.5s", "0.25", "1h2m3s", "soon")]
-    [0.012, 360.0, 1.5, 0.25, 3723.0, None]
+    >>> [parse_duration(t) for t in ("12ms", "6m0s", "1.5s", "0.25", "1h2m3s", "soon", "-3", "inf")]
+    [0.012, 360.0, 1.5, 0.25, 3723.0, None, None, None]
     """
     if text is None:
         return None
     text = str(text).strip()
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
@@ -104,23 +114,42 @@ class Pacing:
 
 
 def _number(headers: Any, name: str) -> float | None:
+    """A rate-limit count: a finite number >= 0, else None (with a warning when one was sent)."""
     try:
         value = headers.get(name)
-        return float(value) if value is not None else None
     except (TypeError, ValueError, AttributeError):
         return None
+    return None if value is None else finite_seconds(value, name, unit="a count")
+
+
+def _reset(headers: Any, name: str) -> float | None:
+    """A reset time; None (the bucket then refills at its per-minute rate) when unreadable or longer than
+    MAX_SERVER_WAIT, which no per-minute limit needs, with a warning."""
+    try:
+        value = headers.get(name)
+    except (TypeError, ValueError, AttributeError):
+        return None
+    if value is None:
+        return None
+    seconds = parse_duration(value)
+    if seconds is None or seconds > MAX_SERVER_WAIT:
+        warn_once(f"ignored the server's {name} header {str(value)[:40]!r}: "
+                  + ("not a duration" if seconds is None else f"longer than {MAX_SERVER_WAIT:g} s"))
+        return None
+    return seconds
 
 
 def pacing_from_headers(headers: Mapping[str, str] | Any | None, retry_after: float | None = None) -> Pacing | None:
     """The `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` headers OpenAI-compatible providers
-    send with every answer, and a Retry-After already read; None when there is none of it."""
+    send with every answer, and a Retry-After already read; None when there is none of it. A budget
+    whose limit is not a positive number is ignored."""
     if headers is None and retry_after is None:
         return None
     budgets: dict[str, Budget | None] = {}
     for kind in ("requests", "tokens"):
         limit = _number(headers, f"x-ratelimit-limit-{kind}") if headers is not None else None
         remaining = _number(headers, f"x-ratelimit-remaining-{kind}") if headers is not None else None
-        reset = parse_duration(headers.get(f"x-ratelimit-reset-{kind}")) if headers is not None else None
+        reset = _reset(headers, f"x-ratelimit-reset-{kind}") if headers is not None else None
         budgets[kind] = Budget(limit, remaining, reset) if limit and remaining is not None else None
     if retry_after is None and budgets["requests"] is None and budgets["tokens"] is None:
         return None
@@ -129,18 +158,19 @@ def pacing_from_headers(headers: Mapping[str, str] | Any | None, retry_after: fl
 
 class _Bucket:
     """A client-side mirror of one of the server's token buckets. Its capacity is what the server has
-    shown it holds (a provider may allow a second's worth at once, not the minute's limit)."""
+    shown it holds (a provider may allow a second's worth at once, or less, not the minute's limit):
+    a mirror that assumed more would send bursts the server refuses."""
 
     __slots__ = ("at", "capacity", "level", "peak", "rate")
 
     def __init__(self, budget: Budget, level: float, now: float) -> None:
         self.rate, self.at, self.peak = max(budget.rate, 1e-6), now, budget.remaining
-        self.capacity = min(budget.limit, max(self.peak + 1, self.rate))
+        self.capacity = min(budget.limit, max(self.peak + 1, 1 + RESERVE))
         self.level = min(level, self.capacity)
 
     def update(self, budget: Budget, level: float, now: float) -> None:
         self.rate, self.at, self.peak = max(budget.rate, 1e-6), now, max(self.peak, budget.remaining)
-        self.capacity = min(budget.limit, max(self.peak + 1, self.rate))
+        self.capacity = min(budget.limit, max(self.peak + 1, 1 + RESERVE))
         self.level = min(level, self.capacity)
 
     def refill(self, now: float) -> float:
@@ -149,9 +179,15 @@ class _Bucket:
         return self.level
 
     def wait_for(self, cost: float, now: float) -> float:
-        need = cost + RESERVE * cost
+        """Seconds until `cost` can be spent and RESERVE x cost kept. A cost the bucket cannot hold
+        with its reserve (a tight budget: 16k tokens an answer under a 30k limit) waits for a full
+        bucket instead, so it is still sent."""
+        need = min(cost + RESERVE * cost, self.capacity)
         level = self.refill(now)
         return 0.0 if level >= need else (need - level) / self.rate
+
+    def tight(self, cost: float) -> bool:
+        return cost + RESERVE * cost > self.capacity
 
 
 @dataclass
@@ -186,6 +222,7 @@ class Limiter:
         self._not_before = 0.0
         self._buckets: dict[str, _Bucket] = {}
         self._tokens_per_request: float | None = None
+        self._tight: set[str] = set()  # the budgets already said to be tight
         self._slow_start = True
         self._round: list[float] = []
         self._round_size = 0
@@ -203,15 +240,17 @@ class Limiter:
     async def acquire(self) -> Slot:
         """Wait for a free slot and for the endpoint's pace (Retry-After, mirrored rate limits); take the slot."""
         async with self._gate:
+            paced = 0.0  # seconds this acquire has waited for pace: never more than MAX_SERVER_WAIT
             while True:
                 if self.in_flight >= self.slots:
                     self._waited = True
                     self._room = asyncio.get_running_loop().create_future()
                     await self._room
                     continue
-                delay = self._delay(self.clock())
+                delay = min(self._delay(self.clock()), MAX_SERVER_WAIT - paced)
                 if delay > 0:
                     await asyncio.sleep(delay)
+                    paced += delay
                     continue
                 break
             now = self.clock()
@@ -230,6 +269,10 @@ class Limiter:
         for kind, bucket in self._buckets.items():
             cost = self._cost(kind)
             if cost > 0:
+                if kind not in self._tight and bucket.tight(cost):
+                    self._tight.add(kind)
+                    warn_once(f"{self.endpoint}: the server's {kind} budget ({bucket.capacity:.0f} at once) is tight "
+                              f"for a request of about {cost:.0f}: each waits for a full budget")
                 delay = max(delay, bucket.wait_for(cost, now))
         return delay
 
@@ -259,7 +302,8 @@ class Limiter:
             self._room.set_result(None)
 
     def _learn(self, pacing: Pacing, slot: Slot, now: float) -> None:
-        if pacing.retry_after is not None:
+        # A longer wait pauses nothing: the runner fails the attempt that carried it, naming the header.
+        if pacing.retry_after is not None and pacing.retry_after <= MAX_SERVER_WAIT:
             self._not_before = max(self._not_before, now + pacing.retry_after)
         for kind in ("requests", "tokens"):
             budget: Budget | None = getattr(pacing, kind)
@@ -310,14 +354,20 @@ class Limiter:
             self.limit = max(1.0, self.limit * BACKOFF)
             self._slow_start = False
         elif slow:
-            self.limit = max(1.0, self.limit * 0.9)
+            # Latency past TOLERANCE x the floor is a queue in the server: come down in proportion (by a
+            # tenth at least, by half at most), so an overshoot of slow start is undone in a round or two.
+            queued = median / self.floor if median is not None and self.floor else TOLERANCE
+            self.limit = max(1.0, self.limit * min(0.9, max(0.5, TOLERANCE / queued)))
             self._slow_start = False
         elif self._waited:  # every slot was busy: more may help
-            if self._slow_start:
+            near = median is not None and self.floor is not None and median <= NEAR * self.floor
+            if self._slow_start and near:
                 grown = self.limit * 2
-            elif median is not None and self.floor is not None and median <= NEAR * self.floor:
+            elif near:
                 grown = self.limit * 1.25  # no sign of a queue at all
             else:
+                # A queue has begun: slow start ends here, before a doubling overshoots the server's slots.
+                self._slow_start = False
                 grown = self.limit + max(1.0, self.limit * 0.1)
             self.limit = min(float(self.cap), grown)
         self._record(now, median)
@@ -366,9 +416,12 @@ class Limits:
         self.max_concurrency = max(1, max_concurrency)
         self.clock = clock
         self.limiters: dict[str, Limiter] = {}
+        self.served: set[str] = set()  # endpoints that are a server (a name): what a run reports
 
     def endpoint(self, name: str | None) -> Limiter:
         key = name or "default"
+        if name:
+            self.served.add(key)
         if key not in self.limiters:
             self.limiters[key] = Limiter(key, fixed=self.fixed, cap=self.max_concurrency, clock=self.clock)
         return self.limiters[key]
@@ -381,11 +434,14 @@ class Limits:
     def limit(self) -> int:
         return sum(limiter.slots for limiter in self.limiters.values())
 
-    def describe(self) -> dict[str, Any]:
-        """run.json's `concurrency`: the mode, the cap, and per endpoint what it settled on and its trace."""
+    def describe(self) -> dict[str, Any] | None:
+        """run.json's `concurrency`: the mode, the cap, and per server endpoint what it settled on and its
+        trace; None when no request went to a server (a no-skill baseline, a local engine)."""
+        if not self.served:
+            return None
         return {"mode": AUTO if self.adaptive else "fixed",
                 "max_concurrency": self.max_concurrency if self.adaptive else self.fixed,
-                "endpoints": [limiter.describe() for limiter in self.limiters.values()]}
+                "endpoints": [limiter.describe() for key, limiter in self.limiters.items() if key in self.served]}
 
 
 def settled_line(endpoint: Mapping[str, Any]) -> str:

@@ -20,12 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
-from eval import official, scoring, tasks
+from eval import official, protocols, scoring, tasks
 from eval.api import RUN_FILES, check_out, locked
+from eval.protocols.official import official_preds, rules_for
 from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, read_run_json, write_run_json
-from eval.settings import N_BOOT, RunSettings, UsageError
-from eval.store import PREDICTIONS, PredictionStore, read_predictions
+from eval.settings import LANGS, N_BOOT, RunSettings, UsageError
+from eval.store import (
+    LOCK,
+    PREDICTIONS,
+    PredictionStore,
+    read_predictions,
+    refuse_planted_links,
+    write_atomically,
+)
 from eval.tasks.base import MAX_PARSED_CHARS
 from eval.types import Prediction, UserError
 
@@ -50,19 +58,45 @@ def _paths(row: dict[str, Any], task: str, settings: RunSettings) -> dict[str, A
     from eval.settings import image_indices
 
     paths = list(row.get("image_paths") or [])
-    chosen = [paths[k] for k in tasks.get(task).official_images(row, image_indices(settings.image_indices))
+    chosen = [paths[k] for k in rules_for(task).images(row, image_indices(settings.image_indices))
               if k < len(paths)]
     return {"image_path": chosen[0]} if len(chosen) == 1 else {"image_paths": chosen}
 
 
-def export_official(run_dir: Path | str, out: Path | str) -> list[Path]:
-    """Write the run's answers as the authors' prediction files (one per task) into `out`."""
+def export_names() -> list[str]:
+    """Every file name an export may write: each task's in each language."""
+    return [file_name(task, lang) for task in tasks.names() for lang in LANGS]
+
+
+def check_export_out(out: Path, overwrite: bool) -> list[str]:
+    """`--out` of an export is, as `eval run --out` is, a new or empty folder (`check_out`: not a file,
+    the root or the home folder, nor a folder of someone's files), or, with `--overwrite`, one an earlier
+    export wrote (it holds the authors' prediction files and nothing else, none of them a link). A run
+    folder is refused: its files are not an export's. Returns the earlier export's files."""
+    if out.is_dir():
+        refuse_planted_links(out)
+        held = sorted(p.name for p in out.iterdir() if p.name != LOCK)
+        if held and set(held) <= set(export_names()) and all((out / name).is_file() for name in held):
+            if not overwrite:
+                raise UsageError(f"--out {out} holds an earlier export ({', '.join(held)}); add --overwrite to "
+                                 "replace it, or choose a new folder")
+            return held
+    check_out(out)
+    if out.is_dir() and any(p.name != LOCK for p in out.iterdir()):  # check_out lets a run resume there
+        raise UsageError(f"--out {out} is a run folder; export into a new or empty folder")
+    return []
+
+
+def export_official(run_dir: Path | str, out: Path | str, *, overwrite: bool = False) -> list[Path]:
+    """Write the run's answers as the authors' prediction files (one per task) into `out`: a new or empty
+    folder, or with `overwrite` one an earlier export wrote (its files are replaced)."""
     run_dir, out = Path(run_dir), Path(out)
+    earlier = check_export_out(out, overwrite)
     info = read_run_json(run_dir)
     if info is None or not (run_dir / PREDICTIONS).is_file():
         raise UsageError(f"{run_dir} is not a run folder (needs run.json and {PREDICTIONS})")
     settings = RunSettings.from_saved(info.get("settings") or {})
-    if settings.protocol != "official":
+    if not protocols.of(settings).asks_as_published:
         raise UsageError(f"{run_dir} was asked under our protocol (our prompts and images), not the authors'; their "
                          "scripts would score other questions: run it again with --protocol official")
     predictions = read_predictions(run_dir / PREDICTIONS)
@@ -74,7 +108,7 @@ def export_official(run_dir: Path | str, out: Path | str) -> list[Path]:
         if not mine:
             continue
         rows = scoring.load_rows(task, settings.dataset, settings.lang)
-        preds = scoring.official_preds(task, mine, [rows[p.id] for p in mine], settings.model, settings.image_indices)
+        preds = official_preds(task, mine, [rows[p.id] for p in mine], settings.model, settings.image_indices)
         lines = []
         for p in mine:
             row = rows[p.id]
@@ -96,10 +130,12 @@ def export_official(run_dir: Path | str, out: Path | str) -> list[Path]:
             lines.append(item)
         lines.sort(key=lambda item: item["idx"])
         path = out / file_name(task, settings.lang)
-        path.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in lines), encoding="utf-8")
+        write_atomically(path, [json.dumps(item, ensure_ascii=False) + "\n" for item in lines])
         written.append(path)
     if not written:
         raise UsageError(f"{run_dir} holds no answers to export")
+    for name in set(earlier) - {path.name for path in written}:  # the earlier export's other tasks
+        (out / name).unlink(missing_ok=True)
     return written
 
 

@@ -12,7 +12,9 @@
   full collection after; it is paused during the imports and what they made is then frozen
   (`gc.freeze`), out of its reach. A run then allocates a few dicts per request, almost none of
   them in cycles, so the collector runs every 20,000 allocations instead of Python's 700 (and its
-  older generations as rarely, in proportion): about 5% of a run's CPU on this workload.
+  older generations as rarely, in proportion): about 5% of a run's CPU on this workload. What
+  must not wait for the collector does not: the runner drops a failed attempt's traceback at once,
+  so a refused body (up to the 4 MiB bound) is freed when it is refused, not at a collection.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from typing import Any
 from dataset.jsonl import read_json_file
 from eval.prompts import PROMPT_VERSION
 from eval.settings import IDENTITY_FIELDS
+from eval.store import write_atomically
 
 RUN_JSON = "run.json"
 PACKAGES = ("datasets", "evaluate", "numpy", "pillow", "aiohttp", "orjson", "google-genai", "transformers", "torch", "vllm")
@@ -74,10 +75,7 @@ def read_run_json(run_dir: Path) -> dict[str, Any] | None:
 
 
 def write_run_json(run_dir: Path, info: dict[str, Any]) -> None:
-    path = Path(run_dir) / RUN_JSON
-    tmp = path.with_name(RUN_JSON + ".tmp")
-    tmp.write_text(json.dumps(info, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomically(Path(run_dir) / RUN_JSON, json.dumps(info, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
 def build_run_json(*, settings: dict[str, Any], tasks: list[str], backend: dict[str, Any],

@@ -9,6 +9,7 @@ A request that still fails after its retries is an Outcome with an `error`, neve
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import random
 import sys
@@ -21,6 +22,7 @@ from functools import partial
 from itertools import islice
 from typing import Any
 
+from eval.backends._retry import MAX_SERVER_WAIT, wait_header
 from eval.limiter import FAILED, MAX_CONCURRENCY, OK, OVERLOADED, REFUSED, TIMEOUT, Limiter, Limits, Slot
 from eval.settings import RunSettings
 from eval.types import Backend, BackendError, Request, Response, UserError
@@ -58,8 +60,8 @@ class RetryPolicy:
         """`base` replaces base_delay: a request refused while others are answered backs off on the
         scale of the endpoint's own latency, not of an outage."""
         ceiling = min(self.max_delay, (self.base_delay if base is None else base) * 2 ** (attempt - 1))
-        if retry_after is not None:
-            wait = max(retry_after, 0.0)
+        if retry_after is not None and math.isfinite(retry_after):
+            wait = min(max(retry_after, 0.0), MAX_SERVER_WAIT)  # a longer one never reaches here (see server_wait_refused)
             return min(wait + random.uniform(0.0, max(wait, ceiling) / 2), max(self.max_delay, wait))
         return random.uniform(ceiling / 2, ceiling)  # jitter keeps concurrent retries from syncing up
 
@@ -76,6 +78,17 @@ def signal_of(error: BackendError) -> str:
     if error.timed_out:
         return TIMEOUT
     return FAILED
+
+
+def server_wait_refused(error: BackendError) -> BackendError | None:
+    """A refusal whose server asked for a wait over MAX_SERVER_WAIT, as an error of its own: that attempt
+    fails saying which header asked what, and is retried as any fault (no longer than the item's time),
+    never slept on. None when the wait, if any, is within the bound."""
+    wait = error.retry_after
+    if wait is None or wait <= MAX_SERVER_WAIT:
+        return None
+    return BackendError(f"{error_text(error)} (the server asked to wait {wait:.3g} s in {wait_header(wait)}, over the "
+                        f"{MAX_SERVER_WAIT:g} s a run waits at once; not waited)", retryable=error.retryable)
 
 
 def error_text(error: BaseException) -> str:
@@ -173,6 +186,10 @@ async def call_with_retries(backend: Backend, request: Request, policy: RetryPol
             if limiter is not None and slot is not None:
                 limiter.cancel(slot)
             raise
+        # The error's traceback holds the frames it came through (a refused body in the backend's, and
+        # this frame, whose `error` holds it back: a cycle only the collector would free). It is read
+        # for its fields alone, so the frames go now and the body with them.
+        error.__traceback__ = error.__context__ = error.__cause__ = None
         if limiter is not None and slot is not None:
             limiter.done(slot, signal_of(error), latency=time.monotonic() - sent, pacing=error.pacing)
             slot = None
@@ -183,6 +200,9 @@ async def call_with_retries(backend: Backend, request: Request, policy: RetryPol
         # Back-pressure while the endpoint answers others is contention: the limit comes down and this
         # request waits its turn without spending an attempt. Refused while nobody is answered, it spends one.
         answered = limiter.answered if limiter is not None else 0
+        refused_wait = server_wait_refused(error)
+        if refused_wait is not None:
+            error = refused_wait  # spends an attempt: a server that asks for hours is no contention
         contention = error.status in BACK_PRESSURE and answered > seen_answered
         faults += not contention
         seen_answered = answered

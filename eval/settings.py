@@ -22,9 +22,6 @@ from eval.types import DEFAULT_MAX_TOKENS, UserError
 
 IMAGE_ORDERS = ("reference-first", "user-first", "random")
 LANGS = ("zh", "en")
-# How items are asked and scored: "official" is the authors' scripts (eval/official.py), "ours" this
-# project's prompts and parsers. None (the default) picks official for the authors' release, ours otherwise.
-PROTOCOLS = ("official", "ours")
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 AUTO = "auto"  # --concurrency auto: each endpoint's limit learnt while the run goes (eval/limiter.py)
 MAX_CONCURRENCY = 256  # --max-concurrency's default: above vLLM's default max_num_seqs (128-256), ~36 MB of views
@@ -90,7 +87,7 @@ class RunSettings:
                                       "prompt verbatim, images chosen by --image-indices and sent as stored, "
                                       "14,336 tokens, their figures as the headline, ours beside them) or ours "
                                       "(this project's prompts and parsers); default: official on the authors' "
-                                      "release, ours otherwise", identity=True, choices=PROTOCOLS)
+                                      "release, ours otherwise (eval/protocols/)", identity=True)
     image_indices: str | None = _opt(None, "--protocol official: the images to send, e.g. 0,1,2 (0 the merchant's "
                                            "photo, k the k-th customer photo; default 0, the authors'); VQA rows "
                                            "send their own images", identity=True, metavar="I,J,...")
@@ -165,20 +162,8 @@ class RunSettings:
             raise UsageError(f"--images must be at least 1 (got {self.images}); omit it to send every view")
         if self.image_order not in IMAGE_ORDERS:
             raise UsageError(f"unknown --image-order {self.image_order!r}; choose one of {', '.join(IMAGE_ORDERS)}")
-        if self.protocol is not None and self.protocol not in PROTOCOLS:
-            raise UsageError(f"unknown --protocol {self.protocol!r}; choose official or ours")
         if self.image_indices is not None:
             image_indices(self.image_indices)  # a UsageError naming the flag
-            if self.protocol == "ours":
-                raise UsageError("--image-indices chooses images under --protocol official; with ours use --images N "
-                                 "and --image-order")
-        if self.protocol == "official":
-            for flag, value, default in (("--images", self.images, None), ("--cot", self.cot, False),
-                                         ("--circular", self.circular, False),
-                                         ("--image-order", self.image_order, "reference-first")):
-                if value != default:
-                    raise UsageError(f"{flag} is this project's protocol; --protocol official sends each row's prompt "
-                                     "verbatim with the images --image-indices names")
         if self.lang not in LANGS:
             raise UsageError(f"unknown --lang {self.lang!r}; choose zh or en")
         try:
@@ -213,13 +198,11 @@ class RunSettings:
                 except SpecError as exc:
                     raise UsageError(f"{flag}: {exc}") from None
 
-    def default_out(self) -> Path:
-        """`results/<model>-<task>-<settings>/`, readable and unique per setting that changes answers."""
+    def default_out(self, question: Sequence[str]) -> Path:
+        """`results/<model>-<task>-<settings>/`, readable and unique per setting that changes answers;
+        `question` names how the protocol asks (its `folder_parts`)."""
         model = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-")
-        if self.protocol == "official":
-            parts = [model, self.task, self.lang, "official", "idx" + "-".join(map(str, image_indices(self.image_indices)))]
-        else:
-            parts = [model, self.task, self.lang, f"img{self.images or 'all'}", self.image_order]
+        parts = [model, self.task, self.lang, *question]
         if self.cot:
             parts.append("cot")
         if self.reasoning_effort:
@@ -236,8 +219,10 @@ class RunSettings:
     def from_saved(cls, saved: dict[str, Any]) -> RunSettings:
         """The settings a run.json keeps, back as RunSettings (paths, the judge cache and backend extras
         are not part of what was asked, so they are left out)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in saved.items() if k in names and k not in ("out", "judge_cache", "engine_extra")}
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        # A setting a run.json holds as null where the field has a value (an older run) keeps its default.
+        values = {k: v for k, v in saved.items() if k in fields and k not in ("out", "judge_cache", "engine_extra")
+                  and not (v is None and fields[k].default is not None)}
         if isinstance(values.get("ids"), list):
             values["ids"] = tuple(values["ids"])
         return cls(**values)

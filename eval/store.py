@@ -12,6 +12,9 @@ a complete record gets its newline, a fragment is cut off, so the next row start
 own and is never glued to the fragment. For predictions the latest line per (task, id, epoch, rotation) wins.
 (The judge_accuracy metric's verdict cache keeps a copy of this rule, since a metric works copied
 alone; tests/test_store_jsonl.py holds both to the same behaviour.)
+
+It is also where every file is written into a run folder (`write_atomically`, `open_own`): never through
+a link, never half-written, temp files of unique names that the next holder of the folder's lock clears.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
+import secrets
 import socket
-import threading
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -78,9 +83,9 @@ TAIL_CHUNK = 1 << 16
 def repair_torn_tail(path: Path) -> None:
     """A last line without its newline was cut by a kill mid-write, or lost only its newline: a
     complete JSON record gets its newline back, a fragment is cut off. Reads only the file's tail."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return
-    with path.open("rb+") as fh:
+    with os.fdopen(open_own(path, os.O_RDWR), "rb+") as fh:
         size = fh.seek(0, os.SEEK_END)
         if size == 0:
             return
@@ -122,7 +127,7 @@ class JsonlLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         repair_torn_tail(self.path)
         self._fsync_every_s = fsync_every_s
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._fh = os.fdopen(open_own(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a", encoding="utf-8")
         self._synced = time.monotonic()
 
     def append(self, row: dict[str, Any]) -> None:
@@ -230,16 +235,103 @@ class PredictionStore:
         self.close()
 
 
-def write_atomically(path: Path, lines: Iterable[str]) -> None:
-    """Write to a sibling temp file, fsync, then rename over `path` (never a half-written file). The
-    temp file is this writer's own (process and thread), so two writers never write into one."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for line in lines:
-            fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+# ---------------------------------------------------------------- writing into a folder
+# Every file the harness writes into a run folder (or a work folder, an export, a sweep) is written
+# by the two functions below: appended to through `open_own`, or replaced whole by `write_atomically`.
+# Neither follows a symbolic link nor writes into a file that another name also holds (a hard link):
+# a folder from elsewhere may carry `report.md -> ~/.bashrc`, and writing through it would change a
+# file outside the folder.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# A temp file is `<name>.<pid>-<12 hex>.tmp`: made with exclusive create, so a planted file or link of
+# that name is never written into, and recognisable, so that what a killed writer left is removed at
+# the next start (`remove_orphaned_temps`).
+TEMP_NAME = re.compile(r"^(?P<name>.+)\.(?P<pid>[0-9]+)-[0-9a-f]{12}\.tmp$")
+
+
+def refuse_link(path: Path) -> None:
+    """A symbolic link where a file is to be written is refused in one line naming it."""
+    if path.is_symlink():
+        raise UsageError(f"{path} is a symbolic link; files here are written only as files of their own, "
+                         "never through a link: remove it")
+
+
+def open_own(path: Path, flags: int) -> int:
+    """`os.open` of a file to write into that refuses, in one line, a symbolic link and anything but a
+    regular file (a FIFO would block the writer, a device is not ours)."""
+    try:
+        fd = os.open(path, flags | NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError:
+        refuse_link(path)  # O_NOFOLLOW's ELOOP, said in words
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError(f"{path} is not a regular file; files here are written only as files of their own: remove it")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def write_atomically(path: Path, content: str | bytes | Iterable[str] | Iterable[bytes]) -> None:
+    """Write `content` (text, bytes, or an iterable of either: lines) to a sibling temp file of a name
+    no other writer uses (this process's id and 48 random bits, made with exclusive create), fsync, then
+    rename it over `path`: never a half-written file, never a write through a link at `path` (refused
+    in one line) or into a file another name holds (the rename replaces the name, not the file)."""
+    path = Path(path)
+    refuse_link(path)
+    chunks: Iterable[str | bytes] = [content] if isinstance(content, str | bytes) else content
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | os.O_CLOEXEC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_orphaned_temps(folder: Path) -> list[str]:
+    """Remove the temp files that killed writers left in `folder` (called holding its lock, so no writer
+    of the folder is running): only regular files named as `write_atomically` names them, and only when
+    the process named in the name is not alive on this machine. Returns the names removed."""
+    removed = []
+    for entry in os.scandir(folder):
+        found = TEMP_NAME.match(entry.name)
+        if found is None or not entry.is_file(follow_symlinks=False):
+            continue
+        pid = int(found["pid"])
+        if pid == os.getpid() or _alive(pid):
+            continue
+        try:
+            os.unlink(entry.path)
+        except FileNotFoundError:
+            continue
+        removed.append(entry.name)
+    return removed
+
+
+def refuse_planted_links(folder: Path, what: str = "--out") -> None:
+    """A folder to be written into may hold no symbolic link (to a file, a folder or nothing), neither
+    among its files nor in its folders (a run's `judge_cache/verdicts.jsonl`, which the judge metric
+    appends to): each would be a way out of the folder for a writer. Refused in one line naming the first."""
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        inner = sorted(os.scandir(entry.path), key=lambda e: e.name) if entry.is_dir(follow_symlinks=False) else []
+        for found in [entry] if entry.is_symlink() else [e for e in inner if e.is_symlink()]:
+            name = os.path.relpath(found.path, folder)
+            raise UsageError(f"{what} {folder} holds a symbolic link, {name}; a folder written here holds "
+                             "only files of its own: remove the link")
 
 
 LOCK = ".lock"
@@ -248,9 +340,12 @@ LOCK = ".lock"
 @contextmanager
 def locked(out: Path, what: str = "--out") -> Iterator[None]:
     """One writer per folder (a run folder, a construction work folder): a second writer is refused
-    in one line naming the holder (its process id and host, written into the lock file), not interleaved."""
+    in one line naming the holder (its process id and host, written into the lock file), not interleaved.
+    A lock file or any file in the folder that is a symbolic link is refused in one line; holding the
+    lock, the temp files of killed writers are removed."""
     out.mkdir(parents=True, exist_ok=True)
-    handle = (out / LOCK).open("a+", encoding="utf-8")
+    refuse_planted_links(out, what)  # the lock file among them
+    handle = os.fdopen(open_own(out / LOCK, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -258,6 +353,7 @@ def locked(out: Path, what: str = "--out") -> Iterator[None]:
             handle.seek(0)
             holder = " ".join(handle.read(200).split()) or "another process"
             raise UsageError(f"{what} {out} is in use by {holder}; wait for it or choose another folder") from None
+        remove_orphaned_temps(out)
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")

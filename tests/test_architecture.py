@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metrics", ("metrics/",)),
     ("harness contracts", ("eval/__init__.py", "eval/types.py", "eval/settings.py", "eval/specs.py",
                            "eval/redact.py", "eval/process.py", "eval/prompts.py", "eval/official.py", "eval/tasks/")),
-    ("harness", ("eval/images.py", "eval/requests.py", "eval/endpoints.py", "eval/limiter.py", "eval/backends/", "eval/runner.py",
+    ("harness", ("eval/images.py", "eval/protocols/", "eval/requests.py", "eval/endpoints.py", "eval/limiter.py", "eval/backends/", "eval/runner.py",
                  "eval/store.py", "eval/runinfo.py", "eval/judge.py", "eval/numbers.py", "eval/circular.py",
                  "eval/scoring.py", "eval/agreement.py", "eval/progress.py", "eval/stats.py")),
     ("reports", ("eval/report/", "eval/analysis.py", "eval/compare.py")),

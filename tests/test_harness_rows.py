@@ -19,6 +19,7 @@ from dataset import load as dataset_load
 from eval import api, requests
 from eval.api import RunSettings
 from eval.images import ViewHashes
+from eval.protocols import base as protocols_base
 from tests.helpers_harness import make_release, read_jsonl
 
 
@@ -139,7 +140,7 @@ def test_rows_handed_to_requests_are_whole_and_in_order(release):
 
 def test_each_view_is_hashed_once_across_epochs_rotations_and_cells(release, tmp_path, monkeypatch):
     hashes = ViewHashes()
-    monkeypatch.setattr(requests, "VIEW_HASHES", hashes)
+    monkeypatch.setattr(protocols_base, "VIEW_HASHES", hashes)
     base = dict(model="baseline:first", dataset=str(release), n_boot=20, images=2)
     api.run(RunSettings(task="classification", out=tmp_path / "a", epochs=2, circular=True, **base), progress=False)
     # 6 items x 2 views, asked 2 epochs x 8 rotations each: 12 views hashed.
@@ -153,17 +154,17 @@ def test_the_next_run_over_the_same_release_reads_the_kept_view_hashes(release, 
     kept = tmp_path / "kept"
     base = dict(task="classification", model="baseline:first", dataset=str(release), n_boot=20, images=2)
     first = ViewHashes(folder=lambda: kept)
-    monkeypatch.setattr(requests, "VIEW_HASHES", first)
+    monkeypatch.setattr(protocols_base, "VIEW_HASHES", first)
     api.run(RunSettings(out=tmp_path / "a", **base), progress=False)
     assert first.computed == 12 and len(list(kept.glob("*.json"))) == 1
     second = ViewHashes(folder=lambda: kept)  # a new process
-    monkeypatch.setattr(requests, "VIEW_HASHES", second)
+    monkeypatch.setattr(protocols_base, "VIEW_HASHES", second)
     api.run(RunSettings(out=tmp_path / "b", **base), progress=False)
     assert second.computed == 0
     hashes_a = [p["request_hash"] for p in read_jsonl(tmp_path / "a" / "predictions.jsonl")]
     assert hashes_a == [p["request_hash"] for p in read_jsonl(tmp_path / "b" / "predictions.jsonl")]
     third = ViewHashes(folder=lambda: kept)  # another size bound is another view: hashed again
-    monkeypatch.setattr(requests, "VIEW_HASHES", third)
+    monkeypatch.setattr(protocols_base, "VIEW_HASHES", third)
     api.run(RunSettings(out=tmp_path / "c", max_image_side=2048, **base), progress=False)
     assert third.computed == 12
 

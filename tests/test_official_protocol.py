@@ -229,8 +229,12 @@ def test_official_on_our_own_release_is_refused_in_one_line():
 
 @pytest.mark.parametrize("flags", [{"images": 2}, {"cot": True}, {"circular": True}])
 def test_our_protocol_flags_are_refused_under_official(flags):
+    from eval import protocols
+
     with pytest.raises(UsageError, match="--protocol official"):
-        RunSettings(task="classification", model="baseline:zero", protocol="official", **flags).validate()
+        settings = RunSettings(task="classification", model="baseline:zero", protocol="official", **flags)
+        settings.validate()
+        protocols.of(settings).check(settings)
 
 
 @pytest.mark.parametrize(("published", "indices", "fails"), [
@@ -240,17 +244,17 @@ def test_our_protocol_flags_are_refused_under_official(flags):
     ({"standard_image": "s.jpg", "user_images": ["u.jpg"]}, (0, 1), False),
 ])
 def test_a_nutrition_row_whose_user_images_is_one_string_fails_where_their_script_fails(published, indices, fails):
-    from eval import tasks
+    from eval.protocols.official import rules_for
 
-    found = tasks.get("nutrition").official_fails({"published": published}, indices)
+    found = rules_for("nutrition").fails({"published": published}, indices)
     assert (found is not None) == fails
     if fails:
         assert official.is_error(official.infer_error(found))
 
 
 def test_a_vqa_row_whose_images_is_one_string_fails_where_their_script_fails():
-    from eval import tasks
+    from eval.protocols.official import rules_for
 
-    assert tasks.get("vqa").official_fails({"published": {"images": "images/1.jpg"}}, (0,)) is not None
-    assert tasks.get("vqa").official_fails({"published": {"images": ["images/1.jpg"]}}, (0,)) is None
-    assert tasks.get("vqa").official_fails({"published": json.dumps({"images": "x.jpg"})}, (0,)) is not None
+    assert rules_for("vqa").fails({"published": {"images": "images/1.jpg"}}, (0,)) is not None
+    assert rules_for("vqa").fails({"published": {"images": ["images/1.jpg"]}}, (0,)) is None
+    assert rules_for("vqa").fails({"published": json.dumps({"images": "x.jpg"})}, (0,)) is not None

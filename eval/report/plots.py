@@ -7,11 +7,14 @@ wider image is scaled down until its labels blur.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from eval.store import write_atomically
 
 # text.parse_math off: labels are model names and categories from run folders, drawn as the
 # characters they are (a name with `$\x$` would otherwise be parsed as math, and fail the report).
@@ -131,7 +134,7 @@ def plot_views(path: Path, title: str, panels: Sequence[Panel | None], *, column
             fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False, bbox_to_anchor=(0.5, 0.0))
         fig.tight_layout(rect=(0, legend_in / height, 1, 1 - 0.7 / height))
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=DPI)
+        _save(fig, path)
         plt.close(fig)
     return path
 
@@ -184,9 +187,16 @@ def plot_cot(path: Path, title: str, ylabel: str, bars: Sequence[CotBar], *,
                      fontsize=8.5, color="0.35")
         fig.tight_layout(rect=(0, 0, 1, top_margin - 0.05 / height * 4))
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=DPI)
+        _save(fig, path)
         plt.close(fig)
     return path
+
+
+def _save(fig: Any, path: Path) -> None:
+    """The figure as its file, written by the one writer that never follows a link (`write_atomically`)."""
+    drawn = io.BytesIO()
+    fig.savefig(drawn, format=path.suffix.lstrip(".") or "png", dpi=DPI)
+    write_atomically(path, drawn.getvalue())
 
 
 def _top(point: Point) -> float:

@@ -39,6 +39,7 @@ from eval.report.tables import (
     with_ci,
 )
 from eval.settings import N_BOOT
+from eval.store import write_atomically
 from eval.tasks import Task, all_tasks
 from eval.tasks import get as get_task
 from eval.tasks import names as task_names
@@ -421,7 +422,7 @@ def _judged_rows(runs: Sequence[RunData]) -> list[dict[str, Any]]:
 def write_run_report(run_dir: Path) -> None:
     """Write `report.md` for one scored run folder (called by `python -m eval run` and `score`)."""
     run_dir = Path(run_dir)
-    (run_dir / "report.md").write_text(build_report([load_run(run_dir)]), encoding="utf-8")
+    write_atomically(run_dir / "report.md", build_report([load_run(run_dir)]))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -471,7 +472,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+        write_atomically(args.out, text)
         print(f"wrote {args.out}")
     else:
         print(text, end="")

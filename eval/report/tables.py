@@ -14,6 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from eval import protocols
+from eval.protocols import Protocol
 from eval.tasks import all_tasks
 
 MISSING = "–"
@@ -131,9 +133,11 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def results_table(metrics: dict[str, Any]) -> str:
+def results_table(metrics: dict[str, Any], protocol: Protocol | None = None) -> str:
     """The end-of-run table (metrics.json content): headline with its 95% interval, the items that
-    did not count as answered, and token totals; notes on what to do about them follow."""
+    did not count as answered, and token totals; notes on what to do about them follow. Under a
+    protocol whose headline is not ours (`protocol.headline`), its figure leads and ours stands beside."""
+    protocol = protocol or protocols.get(None)
     rows, notes = [], []
     tokens: dict[str, int] = {}
     for spec in all_tasks():
@@ -155,9 +159,13 @@ def results_table(metrics: dict[str, Any]) -> str:
                          headline_cell(m[figure], m.get(f"{figure}_ci95"), failed=failed, n=m["n"]),
                          f"{m.get('unscored', 0)} unscored" if spec.judged else str(m["parse_failures"]),
                          str(truncated), str(failed), token_cell])
-        if isinstance(m.get("official"), dict):
-            rows[-1] = official_row(spec, m, rows[-1])
-            notes.append(official_note(spec, m))
+        theirs = protocol.headline(spec, m)
+        if theirs is not None:
+            rows[-1] = headline_row((f"{protocol.name} {theirs[0]}", theirs[1]), m, rows[-1])
+            notes.append(protocol.headline_note(spec, m))
+        elif m.get("ours_left_out"):
+            notes.append(f"{task}: {m['ours_left_out']} items whose reference cannot be read (the release publishes "
+                         "none for them) were asked and left out of the figures")
         if spec.components:
             parts = ", ".join(f"{c} {pct(m.get(f'{c}_mape'))}" for c in spec.components)
             notes.append(f"{task} MAPE per component (%): {parts}")
@@ -179,21 +187,13 @@ def results_table(metrics: dict[str, Any]) -> str:
     return "\n".join([table, ""] + notes).rstrip()
 
 
-def official_row(spec: Any, m: dict[str, Any], ours: list[str]) -> list[str]:
-    """A task's summary row under the authors' protocol: their figure is the headline, ours beside it
-    with the number of items the two readings read differently."""
-    name, value = spec.official_headline(m["official"])
+def headline_row(theirs: tuple[str, float | None], m: dict[str, Any], ours: list[str]) -> list[str]:
+    """A task's summary row under a protocol whose figure leads: (its name, its value) as the headline,
+    ours beside it with the number of items the two readings read differently."""
+    name, value = theirs
     mine = ours[3]
-    return [ours[0], ours[1], f"official {name}", f"{pct(value)} (ours: {mine}; {m.get('official_disagreements', 0)} "
+    return [ours[0], ours[1], name, f"{pct(value)} (ours: {mine}; {m.get('official_disagreements', 0)} "
             "read differently)", *ours[4:]]
-
-
-def official_note(spec: Any, m: dict[str, Any]) -> str:
-    """What the official headline is and what ours is, in one line."""
-    left = m.get("ours_left_out")
-    left_text = f"; {left} items whose reference ours cannot read are left out of ours only" if left else ""
-    return (f"{spec.name}: the headline is the authors' scoring (their scripts' figures, metrics.json `official`); "
-            f"ours reads answers with this project's strict parsers{left_text}")
 
 
 def _tokens(totals: dict[str, int] | None) -> str:

@@ -11,7 +11,6 @@ A new task is one module that subclasses `Task` and calls `register(MyTask())` (
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
@@ -116,42 +115,6 @@ class Task:
               lang: str) -> dict[str, Any]:
         """Fill each record's score fields (`correct`, or `ape`/`abs_error`) from its parsed answer (None
         = unparsed or failed) and return the metric's result (its figures, without the intervals)."""
-        raise NotImplementedError
-
-    # ------------------------------------------------------------ the authors' protocol (eval/official.py)
-    def official_headline(self, figures: Mapping[str, Any]) -> tuple[str, float | None]:
-        """(name, value as a fraction) of the figure their script prints that Table 2 reports."""
-        raise NotImplementedError
-
-    def official_images(self, row: Mapping[str, Any], indices: Sequence[int]) -> list[int]:
-        """Positions in the row's images that the authors' script sends for `indices` (their
-        --num_images_idxs). By default every image the row lists, as their VQA script sends."""
-        return list(range(len(row.get("images") or row.get("image_paths") or [])))
-
-    @staticmethod
-    def published(row: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The row as the authors published it (a converted release keeps it as JSON text); {} if none."""
-        found = row.get("published")
-        if isinstance(found, str):
-            try:
-                found = json.loads(found)
-            except ValueError:
-                return {}
-        return found if isinstance(found, Mapping) else {}
-
-    def official_fails(self, row: Mapping[str, Any], indices: Sequence[int]) -> str | None:
-        """Why their script cannot make this row's request for `indices` (its item then counts as a failed
-        request, as in their files), or None: it can."""
-        return None
-
-    def official_item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
-        """What their script reads of one answer (`read`) and whether it counts as right (`correct`;
-        None for a task without right and wrong)."""
-        raise NotImplementedError
-
-    def official_figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]
-                         ) -> dict[str, Any]:
-        """The figures their script prints, from the file's rows and the predictions by position."""
         raise NotImplementedError
 
     def agreement_answer(self, record: Mapping[str, Any]) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eval import official, prompts
+from eval import prompts
 from eval.tasks.base import VALIDATE_HINT, Task, register
 
 
@@ -78,26 +78,6 @@ class Classification(Task):
         for record, correct, letter in zip(records, result["correct"], result["parsed"], strict=True):
             record["correct"], record["parsed"] = bool(correct), letter
         return result
-
-
-    def official_headline(self, figures: Mapping[str, Any]) -> tuple[str, float | None]:
-        return "acc", figures.get("acc")
-
-    def official_images(self, row: Mapping[str, Any], indices: Sequence[int]) -> list[int]:
-        """Their classification script indexes the list [merchant photo (when there is one)] + customer
-        photos, so a row without a merchant photo shifts every index; nothing valid: the first image."""
-        n = len(row.get("images") or row.get("image_paths") or [])
-        chosen = [k for k in indices if (k == 0 and n > 0) or (k != 0 and k < n)]
-        return chosen or ([0] if n else [])
-
-    def official_item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
-        gt = gt_answer or official.classification_gt(row)
-        correct, unreadable, letter = official.classification_item(model_pred, gt)
-        return {"read": letter or None, "correct": correct, "unreadable": unreadable}
-
-    def official_figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]
-                         ) -> dict[str, Any]:
-        return official.classification_figures(rows, preds)
 
 
 TASK = register(Classification())

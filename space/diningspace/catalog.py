@@ -45,12 +45,12 @@ class ConfigIndex:
 
 
 def is_authors_layout(source: str | None) -> bool:
-    """Whether `source` is the authors' release (their JSON-lines files, or their Hub id): its rows are
-    read per prompt language, and they name no merchant, cuisine or category."""
+    """Whether `source` is read per prompt language (the authors' release: their JSON-lines files, or their
+    Hub id), as its layout says; such rows name no merchant, cuisine or category."""
     import diningbench
 
     try:
-        return diningbench.is_official(source)
+        return source is not None and diningbench.layout_of(source).by_language
     except ValueError:  # a Hub id with path characters: refused when it is loaded, with the reason
         return False
 

@@ -23,7 +23,7 @@ from .evaluation import (
     supports_own_keys,
 )
 from .guard import REDACTED, GuardError
-from .limits import RequestSlots, VisitorJobs, client_address
+from .limits import EVALUATION_SECONDS, RequestSlots, VisitorJobs, client_address, within_wall_clock
 from .results_view import metrics_table, results_table, summary_line, thumbnail_uri
 from .settings import BASELINES, KEY_PROVIDERS, SpaceSettings
 
@@ -38,6 +38,7 @@ class EvaluateTab:
         self.own_keys = False
         self.jobs = VisitorJobs(settings.jobs_per_visitor, settings.jobs_per_address)
         self.slots = RequestSlots(settings.max_requests)
+        self.wall_s = EVALUATION_SECONDS
 
     def _thumb(self, task: str, item_id: str) -> str | None:
         try:
@@ -70,7 +71,7 @@ class EvaluateTab:
                     available = None  # the harness reports why the data cannot be loaded
                 async with aclosing(stream_evaluation(eval_request, self.settings, self.slots,
                                                       available=available)) as updates:
-                    async for update in updates:
+                    async for update in within_wall_clock(updates, self.wall_s):
                         for result in update.results:
                             if result.id not in thumbs and (uri := await asyncio.to_thread(self._thumb, task, result.id)):
                                 thumbs[result.id] = uri
@@ -105,7 +106,8 @@ class EvaluateTab:
         s = self.settings
         per_address = f", {s.jobs_per_address} per address" if s.jobs_per_address else ""
         return (f"At most {s.jobs_per_visitor} evaluation(s) at a time per visitor{per_address}; "
-                f"{s.max_requests} model requests in flight across this Space. **Stop** ends a run and its requests.")
+                f"{s.max_requests} model requests in flight across this Space; an evaluation stops after "
+                f"{self.wall_s / 60:g} minutes. **Stop** ends a run and its requests.")
 
     def build(self) -> None:
         s = self.settings

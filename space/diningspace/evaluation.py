@@ -17,7 +17,7 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval.redact import redact
 
@@ -25,6 +25,9 @@ from .guard import REDACTED, GuardError, allowed_base_url, check_model_name
 from .limits import RequestSlots, SlotBackend
 from .settings import KEY_PROVIDERS, PUBLIC_ENDPOINTS, SpaceSettings
 from .warmup import warm_harness
+
+if TYPE_CHECKING:
+    from eval.protocols import Tally
 
 OWN_KEY = "Use my own API key"
 OPERATOR_SECRETS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
@@ -163,20 +166,15 @@ def final_metrics(task: str, records: list[dict[str, Any]], rows: list[dict[str,
 
 
 class _VqaJudge:
-    """Verdicts for VQA answers as they arrive: the metric's rules first, then the operator's judge; on
-    the authors' release, their judge prompt and settings (`reply`)."""
+    """Verdicts for VQA answers as they arrive, through the Space's request slots: the metric's rules
+    first, then the operator's judge (`verdict`), or a protocol's own judge prompt (`reply`), with the
+    judge settings the run's protocol asks for (`options`)."""
 
-    def __init__(self, spec: str, slots: RequestSlots, *, authors: bool = False) -> None:
-        from eval import official
+    def __init__(self, spec: str, slots: RequestSlots, **options: Any) -> None:
         from eval.judge import make_judge
 
         self.spec, self.slots = spec, slots
-        if authors:  # their judge step: no seed, their attempts and token limit (eval.scoring does the same)
-            vqa = official.facts()["vqa"]
-            self.judge = make_judge(spec, timeout=REQUEST_TIMEOUT, seed=None, max_attempts=int(vqa["judge_attempts"]),
-                                    max_tokens=int(vqa["judge_max_tokens"]))
-        else:
-            self.judge = make_judge(spec, timeout=REQUEST_TIMEOUT, max_attempts=MAX_ATTEMPTS)
+        self.judge = make_judge(spec, timeout=REQUEST_TIMEOUT, **{"max_attempts": MAX_ATTEMPTS, **options})
 
     async def reply(self, prompt: str) -> str | None:
         """The judge's reply to one of the authors' judge prompts; None when every attempt failed."""
@@ -256,12 +254,9 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
     judge: _VqaJudge | None = None
     try:
         await asyncio.to_thread(warm_harness)  # waits for the start-up imports if they still run
-        from eval import tasks
+        from eval import protocols, tasks
         from eval.api import iter_predictions
-        from eval.scoring import DECIDED_BY, score_prediction, usable_reference
         from eval.settings import RunSettings
-
-        from .official_tally import OfficialTally, is_authors_rows
 
         run_settings = RunSettings(task=request.task, model=spec, dataset=settings.dataset,
                                    limit=int(request.n_items), lang=request.lang,
@@ -269,62 +264,42 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
                                    timeout=REQUEST_TIMEOUT)
         run_settings.validate()
         backend = await asyncio.to_thread(make_backend_for, spec, options, slots)  # SDK imports off the loop
-        if tasks.get(request.task).judged and settings.judge:
-            judge = _VqaJudge(settings.judge, slots)
+        judged = tasks.get(request.task).judged and bool(settings.judge)
+        if judged:
+            judge = _VqaJudge(settings.judge or "", slots)
         total = min(int(request.n_items), available) if available else int(request.n_items)
         yield EvalUpdate(spec=spec, total=total, results=[])
         results: list[SampleResult] = []
-        records: list[dict[str, Any]] = []  # ours (on the authors' release: the rows whose reference ours reads)
-        rows: list[dict[str, Any]] = []
-        decided: list[str] = []
-        tally: OfficialTally | None = None  # the authors' figures, when the rows are theirs
+        tally: Tally | None = None  # the run's protocol's scoring, one answer at a time
+
+        async def start(row: dict[str, Any]) -> Tally:
+            """The tally of the protocol the harness chose for these rows, and that protocol's own judge."""
+            nonlocal judge
+            protocol = protocols.chosen(run_settings, [[row]])
+            if judge is not None and protocol.judge_options():
+                await judge.close()
+                judge = _VqaJudge(settings.judge or "", slots, **protocol.judge_options())
+            return protocol.tally(request.task, spec, request.lang)
+
         # Leaving this loop early (Stop, a cancelled API job, a closed page) stops the backend, which
         # cancels its requests in flight and refuses new ones, then closes the harness's generator
         # at once rather than whenever it is collected.
         async with aclosing(iter_predictions(run_settings, backend=backend)) as predictions:
             try:
                 async for prediction, row in predictions:
-                    if tally is None and is_authors_rows(row):
-                        tally = OfficialTally(request.task, spec)
-                        if judge is not None:  # their judge prompt, read by their keywords and by ours strictly
-                            await judge.close()
-                            judge = _VqaJudge(settings.judge or "", slots, authors=True)
-                    if tally is not None:
-                        ours = usable_reference(request.task, row, request.lang)
-                        record = (score_prediction(prediction, row, request.lang) if ours
-                                  else {"id": prediction.id, "reference": row.get("ground_truth")})
-                        line = tally.add(prediction, row, record)
-                        if judge is not None:
-                            prompt = tally.judge_prompt(row, record)
-                            tally.judged(line, record, await judge.reply(prompt) if prompt else None)
-                        if ours:
-                            records.append(record)
-                            rows.append(row)
-                            if judge is not None:
-                                decided.append("judge" if record.get("verdict") else "unscored")
-                        results.append(_sample_result(record, prediction, secrets, settings.max_answer_chars))
-                        yield EvalUpdate(spec=spec, total=total, results=list(results))
-                        continue
-                    record = score_prediction(prediction, row, request.lang)
-                    raw = prediction.raw if prediction.error is None else None
+                    tally = tally or await start(row)
+                    record = tally.add(prediction, row)
                     if judge is not None:
-                        verdict, decided_by = await judge.verdict(tasks.get(request.task).question(row, request.lang) or "",
-                                                                  record["reference"], raw)
-                        record.update(verdict=verdict, decided_by=DECIDED_BY.get(decided_by),
-                                      correct=None if verdict is None else verdict == "C")
-                        decided.append(decided_by)
-                    records.append(record)
-                    rows.append(row)
+                        await tally.judge(record, prediction, row, judge)
                     results.append(_sample_result(record, prediction, secrets, settings.max_answer_chars))
                     yield EvalUpdate(spec=spec, total=total, results=list(results))
             finally:
                 if isinstance(backend, SlotBackend):
                     backend.stop()  # first: no retry of a cancelled request may go out meanwhile
-        metrics = await asyncio.to_thread(final_metrics, request.task, records, rows, request.lang, decided)
-        if tally is not None:
-            metrics.update(await asyncio.to_thread(tally.figures))
-            if len(tally.records) > len(records):
-                metrics["ours_left_out"] = len(tally.records) - len(records)
+        found = tally or protocols.get(None).tally(request.task, spec, request.lang)
+        metrics = await asyncio.to_thread(final_metrics, request.task, found.records, found.rows, request.lang,
+                                          found.decided)
+        metrics.update(await asyncio.to_thread(found.figures))
         yield EvalUpdate(spec=spec, total=total, results=results,
                          metrics=json.loads(redact(json.dumps(metrics, default=str), secrets, mark=REDACTED)))
     except GuardError:

@@ -14,7 +14,7 @@ import math
 import re
 import urllib.parse
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,9 @@ from diningbench import (
     iter_jsonl_objects,
     read_json_file,
 )
-from eval import tasks
+from eval import protocols, tasks
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
+from eval.protocols import Protocol
 from eval.report.runs import RunData, file_signature
 from eval.report.tables import MISSING, SMALL_MARK, SMALL_SAMPLE
 from eval.settings import N_BOOT
@@ -243,7 +244,7 @@ def data_kind(run: RunData, metrics: dict[str, Any] | None = None) -> str:
     source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
     if not source or str(source) in ("embedded sample", "embedded synthetic sample"):
         return "synthetic"
-    sizes = _file_sizes(metrics or {})
+    sizes = _file_sizes(protocols.of(run.info.get("settings")), metrics or {})
     if sizes and all(sample_rows().get(config) == n for config, n in sizes.items()):
         return "synthetic"
     if sizes and any(PUBLISHED_ROWS.get(config) != n for config, n in sizes.items()):
@@ -255,13 +256,13 @@ def data_kind(run: RunData, metrics: dict[str, Any] | None = None) -> str:
     return "full release"
 
 
-def _file_sizes(metrics: dict[str, Any]) -> dict[str, int]:
+def _file_sizes(protocol: Protocol, metrics: dict[str, Any]) -> dict[str, int]:
     """The rows of each config's file a run in the authors' layout read (their figures' `test_count`)."""
     sizes = {}
     for task in tasks.all_tasks():
         entry = metrics.get(task.name)
-        found = entry.get("official") if isinstance(entry, dict) else None
-        count = found.get("test_count") if isinstance(found, dict) else None
+        found = protocol.own_figures(entry) if isinstance(entry, dict) else None
+        count = found.get("test_count") if found is not None else None
         if isinstance(count, int) and not isinstance(count, bool):
             sizes[task.source_config] = count
     return sizes
@@ -359,13 +360,14 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
         submission = run.info.get("submission") if isinstance(run.info.get("submission"), dict) else None
         row = _empty_row()
         counts = {}
-        protocols = set()
+        named = set()
+        protocol = protocols.of(run.info.get("settings"))
         for task in tasks.all_tasks():
             entry: dict[str, Any] = metrics[task.name] if isinstance(metrics.get(task.name), dict) else {}
-            theirs = entry.get("official") if isinstance(entry.get("official"), dict) else None
+            theirs = protocol.own_figures(entry)
             if theirs is not None:
-                _official_figures(row, task, theirs)
-                protocols.add(OFFICIAL)
+                _official_figures(row, protocol, task, entry, theirs)
+                named.add(OFFICIAL)
             else:
                 row[headline_column(task)] = _percent(entry.get(task.figure))
                 row[interval_column(task)] = _interval(entry.get(f"{task.figure}_ci95"), entry.get("merchants"))
@@ -374,11 +376,11 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
                 for name, column in error_columns(task).items():
                     row[column] = _mean_error(entry, task, name.removeprefix("avg_"))
                 if entry:
-                    protocols.add("ours")
+                    named.add("ours")
             counts[task.name] = theirs.get("total_eval", entry.get("n")) if theirs else entry.get("n")
         row.update({
             "Model": run.label, "Data": data_kind(run, metrics),
-            "Protocol": " + ".join(sorted(protocols)) or None,
+            "Protocol": " + ".join(sorted(named)) or None,
             "Source": f"submitted: {str(submission.get('source'))[:80]}" if submission else f"local run: {rel}",
             "Lang": str(run.setting("lang") or ""),
             "Items": _items(counts),
@@ -392,11 +394,12 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
     return rows
 
 
-def _official_figures(row: dict[str, Any], task: Task, figures: dict[str, Any]) -> None:
-    """A task's cells from the authors' figures (metrics.json `official`): their headline (the task's
-    `official_headline`, Table 2's figure), their per-nutrient MAPE (in percent) and Avg MAE / RMSE. Their
+def _official_figures(row: dict[str, Any], protocol: Protocol, task: Task, entry: dict[str, Any],
+                      figures: Mapping[str, Any]) -> None:
+    """A task's cells from the authors' figures (metrics.json `official`): their headline (the protocol's
+    `headline`, Table 2's figure), their per-nutrient MAPE (in percent) and Avg MAE / RMSE. Their
     scripts give no interval, so the cell has none (ours, with its interval, is in the run's report)."""
-    _, value = task.official_headline(figures)
+    _, value = protocol.headline(task, entry) or ("", None)
     row[headline_column(task)] = _percent(value)
     row[interval_column(task)] = None
     for part, column in component_columns(task).items():

@@ -2,7 +2,8 @@
 
 Gradio's queue already runs at most `eval_concurrency` evaluations at once. These add what it
 cannot: a visitor (browser session, or client address) runs at most a few evaluations at a time,
-and every evaluation together keeps at most `max_requests` model requests in flight.
+every evaluation together keeps at most `max_requests` model requests in flight, and an evaluation
+stops after EVALUATION_SECONDS of wall-clock time, so one slow server cannot hold a place for good.
 """
 
 from __future__ import annotations
@@ -14,9 +15,29 @@ import weakref
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from .guard import GuardError
+
+EVALUATION_SECONDS = 600.0  # one evaluation's wall-clock limit: each attempt is bounded (60 s), the whole too
+
+T = TypeVar("T")
+
+
+async def within_wall_clock(updates: AsyncIterator[T], seconds: float) -> AsyncIterator[T]:
+    """`updates` until `seconds` have passed since the first was asked for, then GuardError. The
+    pending update is cancelled, which stops the evaluation's requests in flight as Stop does."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        try:
+            update = await asyncio.wait_for(anext(updates), max(0.0, deadline - loop.time()))
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11
+            raise GuardError(f"the evaluation reached its limit of {seconds:g} s and was stopped, with its "
+                             "requests: the model server is too slow for this many items; try fewer") from None
+        yield update
 
 
 class VisitorJobs:

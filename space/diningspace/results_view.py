@@ -80,13 +80,17 @@ def _headline(task: str, metrics: dict[str, Any]) -> tuple[str, str]:
 OFFICIAL_LABELS = {"acc": "accuracy (%)", "avg_mape": "Average MAPE (%)", "model_evaluate_accuracy": "judge accuracy (%)"}
 
 
-def official_headline(metrics: dict[str, Any]) -> tuple[str, str] | None:
-    """(name, percent) of the authors' figure when the run was on their release (their protocol); None otherwise."""
-    found = metrics.get("official_headline")
-    if not (isinstance(found, list | tuple) and len(found) == 2):
+def official_headline(task: str, metrics: dict[str, Any]) -> tuple[str, str] | None:
+    """(name, percent) of the figure the evaluation's protocol reports first (the authors' on their
+    release); None when ours is the headline."""
+    from eval import protocols, tasks
+
+    protocol = protocols.get(metrics.get("protocol") if isinstance(metrics.get("protocol"), str) else None)
+    found = protocol.headline(tasks.get(task), metrics)
+    if found is None:
         return None
     name, value = found
-    return f"official {OFFICIAL_LABELS.get(str(name), str(name))}", pct(value)
+    return f"{protocol.name} {OFFICIAL_LABELS.get(str(name), str(name))}", pct(value)
 
 
 def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
@@ -95,7 +99,7 @@ def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
     n, failures = metrics.get("n"), metrics.get("parse_failures")
     tail = f" · {n} items" + (f" · {failures} unparsed" if failures else "")
     name, value = _headline(task, metrics)
-    theirs = official_headline(metrics)
+    theirs = official_headline(task, metrics)
     if theirs is not None:
         left = metrics.get("ours_left_out")
         differ = metrics.get("official_disagreements") or 0
@@ -118,7 +122,7 @@ def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
     """The end figures as a small table (not JSON): per nutrient MAPE, median APE and MAE for nutrition."""
     if not metrics:
         return ""
-    theirs = official_headline(metrics)
+    theirs = official_headline(task, metrics)
     if not _by_errors(task):
         name, value = _headline(task, metrics)
         rows = [*([theirs, (f"ours: {name}", value)] if theirs else [(name, value)]),
@@ -133,7 +137,7 @@ def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
     name, value = _headline(task, metrics)
     body.append(f"<tr class='db-total'><td>Average</td><td class='db-num'>{as_text(value, lines=True)}</td>"
                 f"<td class='db-num'>{pct(metrics.get('median_ape'))}</td><td></td></tr>")
-    figures = metrics.get("official") if isinstance(metrics.get("official"), dict) else None
+    figures = _own_figures(metrics)
     if theirs and figures:  # their MAPE is in percent already, their averages the means of the four nutrients
         body.insert(0, f"<tr class='db-total'><td>{as_text(theirs[0], lines=True)}</td>"
                        f"<td class='db-num'>{as_text(theirs[1], lines=True)}</td><td></td>"
@@ -145,6 +149,12 @@ def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
             "<th class='db-num' title='mean absolute error'>MAE</th></tr>")
     return (f"<div class='db-scroll'><table class='db-metrics'><thead>{head}</thead>"
             f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _own_figures(metrics: dict[str, Any]) -> Any:
+    from eval import protocols
+
+    return protocols.get(metrics.get("protocol") if isinstance(metrics.get("protocol"), str) else None).own_figures(metrics)
 
 
 def _mae(value: Any, unit: str) -> str:

@@ -1,0 +1,241 @@
+"""What a protocol is: how a row is asked, how an answer is read and which figures a run reports.
+
+A protocol is one object, like a task (`eval/tasks/`): `ours` (this project's prompts and parsers) and
+`official` (the authors' three scripts) are two instances over the same rows and the same predictions.
+A run records its protocol by name (run.json `settings.protocol`; a run made before there was a choice
+was asked our way); everything downstream asks the object (`protocols.of(settings)`), never the name.
+
+A new protocol is one module that subclasses `Protocol` and calls `register(MyProtocol())`, plus its
+line in `eval/protocols/__init__.py` (see ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from eval import prompts, tasks
+from eval.images import ViewHashes
+from eval.settings import IDENTITY_FIELDS, RunSettings, UsageError
+from eval.store import Key
+from eval.types import GenerationConfig, Prediction, Request
+
+
+def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list[str], epoch: int = 0,
+                 rotation: int = 0, recorded: Collection[str] = ()) -> str:
+    """Identity of a request for resume: same hash = same question asked of the same model.
+
+    Made of the settings' identity fields (eval/settings.py marks them), the prompt and the images;
+    epoch and rotation only when not 0, so the plain request keeps its hash (and its answer is reused).
+    `protocol` and `image_indices` count only for a protocol that records them (`recorded`): requests
+    made before there was a choice keep their hashes.
+    """
+    identity = {name: getattr(settings, name) for name in IDENTITY_FIELDS
+                if name not in ("protocol", "image_indices") or name in recorded}
+    for name in recorded:
+        if identity.get(name) is None:
+            identity.pop(name, None)
+    identity.update(task=task, prompt=text, images=image_hashes, prompt_version=prompts.PROMPT_VERSION)
+    if epoch:
+        identity["epoch"] = epoch
+    if rotation:
+        identity["rotation"] = rotation
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
+def _kept_view_hashes() -> Path:
+    from dataset import load  # where the datasets cache folder is decided (tests move it)
+
+    return load.datasets_cache() / "diningbench-view-hashes"
+
+
+# The view hashes of every dataset this process has asked about (bounded), those of views sent as
+# stored also kept on disk for the next run over the same release (`eval.api.run` saves them).
+VIEW_HASHES = ViewHashes(folder=_kept_view_hashes)
+
+
+def view_hashes() -> ViewHashes:
+    """The process's view hashes (read at each call: tests replace them)."""
+    return VIEW_HASHES
+
+
+@dataclass
+class TaskScoring:
+    """One task of a run folder, as scoring hands it to the run's protocol: the answers in dataset order
+    (epoch by epoch), the rows by id, and what the judge step needs."""
+
+    task: str
+    predictions: list[Prediction]
+    by_id: dict[str, dict[str, Any]]
+    settings: RunSettings
+    lang: str
+    judge: str | None  # the judge's spec
+    judge_base_url: str | None
+    judge_fn: Any  # eval.judge.BackendJudge with the run's settings, or None
+    cache_dir: Path
+    n_boot: int
+    fresh: Collection[Key] = ()
+    views_sent: Callable[[dict[str, Any]], int] | None = None  # lines written before n_images was kept
+    rotated: list[dict[str, Any]] = field(default_factory=list)  # rotations.jsonl lines (--circular)
+
+    @property
+    def spec(self) -> tasks.Task:
+        return tasks.get(self.task)
+
+
+class Tally:
+    """A live evaluation's scoring, one answer at a time (the Space), by the same functions a run folder's
+    scoring calls: `add` reads and scores an answer, `judge` takes a judged task's verdict, and at the end
+    `records`/`rows`/`decided` give ours and `figures` what the protocol adds to the task's entry."""
+
+    records: list[dict[str, Any]]  # ours: each record our figures read
+    rows: list[dict[str, Any]]
+    decided: list[str]  # a judged task: who decided each of `records`' verdicts
+
+    def add(self, prediction: Prediction, row: dict[str, Any]) -> dict[str, Any]:
+        """The answer's record (what the page shows)."""
+        raise NotImplementedError
+
+    async def judge(self, record: dict[str, Any], prediction: Prediction, row: dict[str, Any], judge: Any) -> None:
+        """A judged task's verdict for one record; `judge` has `reply(prompt)` and `verdict(question,
+        reference, raw)` (the Space's request-slot judge)."""
+        raise NotImplementedError
+
+    def figures(self) -> dict[str, Any]:
+        return {}
+
+
+class Protocol:
+    """One protocol. Subclasses set `name` and override what differs."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]  # "the authors' protocol": what summaries call it
+    # Settings that change the question under this protocol and are part of its requests' identity
+    # (`request_hash`) beside IDENTITY_FIELDS' own.
+    recorded: ClassVar[tuple[str, ...]] = ()
+    # Whether its requests are the release's rows as published (their prompt, their images), so that the
+    # authors' scripts may score its answers (`eval export --format official`).
+    asks_as_published: ClassVar[bool] = False
+
+    # ------------------------------------------------------------ which runs are its own
+    def claims(self, rows: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether these rows are asked this way when the run names no protocol."""
+        return False
+
+    def check(self, settings: RunSettings) -> None:
+        """A UsageError (one line, naming the flag) for a setting this protocol cannot honour."""
+
+    def check_rows(self, task: str, rows: Sequence[Mapping[str, Any]], settings: RunSettings) -> None:
+        """A UsageError for rows this protocol cannot ask (before any request is sent)."""
+
+    def folder_parts(self, settings: RunSettings) -> list[str]:
+        """What names the question in the default run folder's name, after model, task and language."""
+        raise NotImplementedError
+
+    def describe(self, settings: RunSettings) -> str:
+        """How the items were asked, for the run's first line ("all views, CoT")."""
+        raise NotImplementedError
+
+    def sweep_cell(self, cell: RunSettings, *, cot: bool, views: int) -> RunSettings:
+        """A sweep's cell for (CoT, view count) under this protocol."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ asking
+    def generation(self, settings: RunSettings, epoch: int = 0) -> GenerationConfig:
+        raise NotImplementedError
+
+    def request(self, task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+                scope: str | None = None) -> Request | Callable[[], Request]:
+        """The request itself when building it takes microseconds (views sent as stored), else the call
+        that builds it (decode, shrink, re-encode) for a worker thread: what `runner.built_ahead` takes."""
+        raise NotImplementedError
+
+    def build(self, task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+              scope: str | None = None) -> Request:
+        """The request, built now (in this thread)."""
+        job = self.request(task, row, settings, epoch, rotation, scope)
+        return job if isinstance(job, Request) else job()
+
+    # ------------------------------------------------------------ reading and scoring
+    def scores_row(self, task: str, row: Mapping[str, Any], lang: str) -> bool:
+        """Whether our figures read this row (its reference is readable); every row is asked."""
+        return True
+
+    def score(self, job: TaskScoring) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The task's scores.jsonl records and its metrics.json entry."""
+        raise NotImplementedError
+
+    def tally(self, task: str, model: str, lang: str) -> Tally:
+        raise NotImplementedError
+
+    def judge_options(self) -> dict[str, Any]:
+        """The judge's request settings under this protocol (BackendJudge keywords)."""
+        return {}
+
+    # ------------------------------------------------------------ what a run reports
+    def headline(self, task: tasks.Task, entry: Mapping[str, Any]) -> tuple[str, float | None] | None:
+        """(name, fraction) of the figure this protocol reports first for a task's metrics.json entry,
+        when it is not ours (`task.figure`); None: ours is the headline."""
+        return None
+
+    def own_figures(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The figures this protocol adds to a task's metrics.json entry beside ours; None: ours alone."""
+        return None
+
+    def headline_note(self, task: tasks.Task, entry: Mapping[str, Any]) -> str:
+        """One line saying what the headline is and what ours beside it is."""
+        return ""
+
+    def __repr__(self) -> str:
+        return f"<protocol {self.name}>"
+
+
+_REGISTRY: dict[str, Protocol] = {}
+DEFAULT = "ours"  # what a run that names no protocol was asked with, before there was a choice
+
+
+def register(protocol: Protocol) -> Protocol:
+    """Add a protocol under its name (a second one of that name replaces the first: tests and plugins)."""
+    if not isinstance(getattr(protocol, "name", None), str) or not protocol.name.isidentifier():
+        raise ValueError(f"a protocol needs a name made of letters, digits and _ (got {getattr(protocol, 'name', None)!r})")
+    _REGISTRY[protocol.name] = protocol
+    return protocol
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def get(name: str | None) -> Protocol:
+    """The protocol called `name` (None: ours, what a run recorded before there was a choice)."""
+    try:
+        return _REGISTRY[name or DEFAULT]
+    except (KeyError, TypeError):
+        raise UsageError(f"unknown --protocol {name!r}; choose one of {', '.join(sorted(_REGISTRY))}") from None
+
+
+def of(settings: RunSettings | Mapping[str, Any] | None) -> Protocol:
+    """The protocol a run's settings (RunSettings, or run.json's `settings`) name."""
+    if isinstance(settings, RunSettings):
+        return get(settings.protocol)
+    name = settings.get("protocol") if isinstance(settings, Mapping) else None
+    return get(name if isinstance(name, str) else None)
+
+
+def chosen(settings: RunSettings, rows: Sequence[Sequence[Mapping[str, Any]]]) -> Protocol:
+    """The protocol a run uses: the one asked, else the first (in registration order after ours) that
+    claims every task's rows, else ours."""
+    if settings.protocol is not None:
+        return get(settings.protocol)
+    for protocol in _REGISTRY.values():
+        if protocol.name != DEFAULT and rows and all(protocol.claims(found) for found in rows):
+            return protocol
+    return get(DEFAULT)

@@ -1,0 +1,167 @@
+"""A scored item: the scores.jsonl line of one answer, built and scored by this project's reading.
+
+Both protocols build their records here (`eval.protocols`): the authors' adds its own reading beside
+ours under `official`. Scoring a run folder is `eval.scoring`, which joins these per task.
+
+scores.jsonl — one JSON object per line, one line per scored item (all tasks of the run folder):
+
+    id             str    item id (unique within its task)
+    task           str    "classification" | "nutrition" | "vqa"
+    merchant_id    str    the bootstrap cluster
+    cuisine        str
+    category       str    the menu category
+    vqa_category   str | null   (vqa only)
+    nutrition_source str | null (nutrition only)
+    epoch          int    0, or k for the k-th repeat of `--epochs`
+    n_images       int    images actually sent with the request
+    n_options      int | null   classification only: options offered (chance is 1 / n_options)
+    parsed         the task parser's output: letter | {calories, protein, carbohydrates, fat} | answer
+                   text (vqa); null when unparsed or when the sample failed
+    error          str | null   generation error (a failed sample: scored as a failure, never dropped)
+    truncated      bool   the token limit cut the answer (finish reason `length`)
+    finish_reason  str | null   as the backend normalised it (`stop`, `length`, ...)
+    usage          {prompt_tokens, completion_tokens, reasoning_tokens} | null   as the server reported
+    reference      letter | {calories, protein, carbohydrates, fat} | reference answer text (vqa)
+    correct        bool | null  classification: parsed == reference (unparsed/failed = false);
+                                vqa: verdict == "C" (null while unscored); nutrition: null
+    ape            {component: fraction | null} | null  nutrition only: |pred - gt| / gt; null for a
+                   component whose gt == 0; 1.0 for every component when unparsed or failed
+    abs_error      {component: float} | null  nutrition only: |pred - gt| (unparsed: |gt|)
+    verdict        "C" | "I" | null   vqa only: judge or rule verdict; null = unscored
+    injection_suspected bool   vqa only, when judged: the answer carried text aimed at the judge
+    decided_by     "rule" | "judge" | null   vqa only: who decided the verdict
+
+rotations.jsonl (`run --circular` only) — the classification answers to rotated options, the same
+fields (reference and parsed letters as that rotation showed them) plus `rotation` (1..n-1) and
+`n_options`; scores.jsonl keeps rotation 0, the item as stored (eval/circular.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from eval import circular, numbers, tasks
+from eval.limiter import START
+from eval.settings import N_BOOT
+from eval.store import Key, key_of
+from eval.types import Prediction
+from metrics.judge_accuracy.core import final_answer, injection_suspected, judge_items, score_verdicts
+
+# judge_items' provenance -> scores.jsonl's decided_by: a cached verdict was a judge's; a missing
+# answer ("I") and an unscored item were decided by nobody.
+DECIDED_BY = {"rule": "rule", "judge": "judge", "cache": "judge"}
+NO_JUDGE_NOTE = ("VQA is not scored: no judge configured. Re-score with a judge, e.g. "
+                 "`python -m eval score DIR --judge openai:gpt-4o` (set OPENAI_API_KEY) or "
+                 "`--judge openai:MODEL --judge-base-url http://localhost:8000/v1` for a local server.")
+
+
+def authors_rows(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether rows are the authors' release as published (or its conversion): they carry its prompt.
+    The one place the protocols look at a row's shape."""
+    return bool(rows) and "prompt" in rows[0]
+
+
+# ---------------------------------------------------------------- per item
+def item_record(task: str, row: dict[str, Any], prediction: Prediction, *, lang: str,
+                n_images: int | None = None) -> dict[str, Any]:
+    """The scores.jsonl line of one item before task scoring fills correct/ape/verdict."""
+    spec = tasks.get(task)
+    failed = prediction.error is not None
+    record = {
+        "id": str(row["id"]), "task": task, "epoch": prediction.epoch, "merchant_id": row.get("merchant_id"),
+        "cuisine": row.get("cuisine"), "category": row.get("category"),
+        "vqa_category": None, "nutrition_source": None,
+        "n_images": prediction.n_images if n_images is None else n_images,
+        "n_options": spec.n_options(row),
+        "parsed": None if failed else prediction.parsed, "error": prediction.error,
+        "truncated": prediction.truncated, "finish_reason": prediction.finish_reason, "usage": prediction.usage,
+        "reference": spec.reference(row, lang),
+        "correct": None, "ape": None, "abs_error": None, "verdict": None, "decided_by": None,
+    }
+    record.update({name: row.get(name) for name in spec.item_fields})
+    return record
+
+
+def score_prediction(prediction: Prediction, row: dict[str, Any], lang: str = "zh") -> dict[str, Any]:
+    """One live prediction scored on its own (the Space): a scores.jsonl-like dict; a judged task's item
+    stays unscored.
+
+    Its answer was parsed when it was made (`prediction.parsed`), so it is not parsed again."""
+    record = item_record(prediction.task, row, prediction, lang=lang)
+    spec = tasks.get(prediction.task)
+    if not spec.judged:
+        spec.score([record], [record["parsed"]], [row], lang)
+    return record
+
+
+def parsed_answers(task: str, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]], lang: str,
+                   fresh: Collection[Key] = ()) -> list[Any]:
+    """Each prediction's parsed answer (None when it failed): kept as parsed when it was made in this
+    process (`fresh`: its key), else parsed now from the raw text (an older parser may have written
+    the saved one). Either way each answer is parsed once per run."""
+    return [None if p.error is not None or p.raw is None
+            else p.parsed if key_of(p) in fresh
+            else tasks.parse_output(task, p.raw, row, lang)
+            for p, row in zip(predictions, rows, strict=True)]
+
+
+# ---------------------------------------------------------------- per task
+def score_rotations(task: str, predictions: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
+                    plain: list[dict[str, Any]], lang: str, n_boot: int = N_BOOT, fresh: Collection[Key] = ()
+                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """`--circular`: the rotated answers scored against the letter their rotation moved the answer to
+    (rotations.jsonl lines), and the circular figures of the task's entry."""
+    spec = tasks.get(task)
+    rows = [spec.rotate(by_id[p.id], p.rotation) for p in predictions]
+    records = [{**item_record(task, row, p, lang=lang), "rotation": p.rotation} for row, p in zip(rows, predictions, strict=True)]
+    spec.score(records, parsed_answers(task, predictions, rows, lang, fresh), rows, lang)
+    found = circular.circular_figures(plain, records, n_boot=n_boot) or {}
+    headline = {k: found.pop(k, None) for k in ("circular_accuracy", "circular_accuracy_ci95")}
+    return records, {**headline, "circular": found}
+
+
+def score_task(task: str, records: list[dict[str, Any]], parsed: list[Any], rows: Sequence[dict[str, Any]],
+               lang: str, n_boot: int = N_BOOT) -> dict[str, Any]:
+    """Each record's score from its parsed answer (None = unparsed or failed) and the task's figures."""
+    result = tasks.get(task).score(records, parsed, rows, lang)
+    return numbers.task_figures(task, records, result, n_boot=n_boot)
+
+
+def score_judged(task: str, records: list[dict[str, Any]], raws: list[str | None], questions: list[str],
+                 judge: Callable[[str], str] | None, judge_model: str | None, cache_dir: Path,
+                 concurrency: int = START, n_boot: int = N_BOOT) -> dict[str, Any]:
+    """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I").
+
+    The judge reads the raw answers through the metric's own `final_answer`, exactly as the
+    judge_accuracy metric does, so both give one verdict (and one cache entry) per answer.
+    """
+    if judge is None:
+        return {"scored": False, "n": len(records), **numbers.outcome_counts(records),
+                "tokens": numbers.token_totals(records), "note": NO_JUDGE_NOTE}
+    results = judge_items(questions, [r["reference"] for r in records], raws, judge, judge_model,
+                          cache_dir, concurrency=concurrency)
+    verdicts = [verdict for verdict, _, _ in results]
+    decided = [decided_by for _, decided_by, _ in results]
+    for record, raw, verdict, decided_by in zip(records, raws, verdicts, decided, strict=True):
+        record["verdict"] = verdict
+        record["decided_by"] = DECIDED_BY.get(decided_by)
+        record["correct"] = None if verdict is None else verdict == "C"
+        record["injection_suspected"] = injection_suspected(final_answer(raw))
+    result = score_verdicts(verdicts, decided)
+    metrics = numbers.task_figures(task, records, result, n_boot=n_boot)
+    metrics.update(scored=True, judge=judge_model, judge_errors=sum(d == "judge_error" for d in decided),
+                   injection_suspected=sum(r["injection_suspected"] for r in records))
+    return metrics
+
+
+def usable_reference(task: str, row: Mapping[str, Any], lang: str) -> bool:
+    """Whether this project's scoring can read the row's reference (the authors' scoring runs either way)."""
+    try:
+        tasks.reference_of(task, row, lang)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return True
+
+
