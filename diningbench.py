@@ -58,6 +58,7 @@ from dataset.load import (
     ParquetLayout,
     _source,
     fingerprint,
+    is_official,
     layout_of,
     load,
     read_release,
@@ -80,7 +81,7 @@ from dataset.official import (
     UNPACKED_KEPT,
     OfficialRelease,
     duplicate_ids,
-    is_official,
+    in_authors_layout,
     license_terms,
     official_configs,
     read_official,
@@ -165,7 +166,7 @@ __all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "col
            "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback",
            "classification_prompt", "nutrition_prompt", "nutrition_ground_truth", "vqa_prompt", "published_row", "text_of",
            "Config", "DECLARED", "config_of", "SHAPES", "Shape", "shape_of", "Held", "hold", "remove_unheld", "temp_file",
-           "Layout", "OfficialLayout", "ParquetLayout", "layout_of"]
+           "Layout", "OfficialLayout", "ParquetLayout", "layout_of", "in_authors_layout"]
 
 
 # ----------------------------------------------------------------------------------------------- CLI

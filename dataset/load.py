@@ -28,7 +28,7 @@ from dataset.cache import (
     remove_unheld,
     temp_file,
 )
-from dataset.official import HUB_ID, OfficialRelease, is_official, official_configs, read_official
+from dataset.official import HUB_ID, OfficialRelease, in_authors_layout, official_configs, read_official
 from dataset.schema import COLUMNS, CONFIGS, SPLIT, DatasetError, _check_config, schema_problems
 from dataset.sources import _data_files, _local, _source
 from dataset.validate import Problem, _official_summary, _validate_official, _validate_parquet
@@ -281,9 +281,15 @@ class OfficialLayout(Layout):
 def layout_of(source: str | os.PathLike | None = None) -> Layout:
     """The layout of `source` (default: DININGBENCH_SOURCE, else the embedded sample): the authors'
     when it is a folder of their files with no `data/*/*.parquet`, one `.jsonl` file, or their Hub id
-    (`dataset.official.is_official`); ours otherwise. The one place a source's layout is decided."""
+    (`dataset.official.in_authors_layout`); ours otherwise. The one place a source's layout is decided."""
     src = _source(source)
-    return OfficialLayout(src) if is_official(src) else ParquetLayout(src)
+    return OfficialLayout(src) if in_authors_layout(src) else ParquetLayout(src)
+
+
+def is_official(source: str | os.PathLike | None) -> bool:
+    """Whether `source` (not its default: None is no source) is in the authors' layout. Kept for
+    callers written before `layout_of`; ask the Layout what differs instead."""
+    return source is not None and str(source) != "" and isinstance(layout_of(source), OfficialLayout)
 
 
 def validate(source: str | os.PathLike | None = None, *, lang: str = "zh") -> list[Problem]:

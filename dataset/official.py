@@ -85,12 +85,12 @@ def _hub_ref(text: str) -> tuple[str, str | None] | None:
     return HUB_ID, revision if at else None
 
 
-def is_official(source: str | os.PathLike | None) -> bool:
-    """Whether `source` is in the authors' layout: a folder holding any of OFFICIAL_FILES and no
+def in_authors_layout(source: str | os.PathLike | None) -> bool:
+    """Whether `source` has the authors' layout's shape (what `dataset.load.layout_of` decides by): a folder holding any of OFFICIAL_FILES and no
     `data/*/*.parquet`, a path to one `.jsonl` file, or `meituan/DiningBench[@REVISION]` (a revision
     with path characters is refused here, before anything is fetched).
 
-    >>> is_official("meituan/DiningBench@main"), is_official("someone/other")
+    >>> in_authors_layout("meituan/DiningBench@main"), in_authors_layout("someone/other")
     (True, False)
     """
     if source is None or str(source) == "":

@@ -30,6 +30,7 @@ from dataset.schema import (
     NUTRITION_SOURCES,
     VQA_CATEGORIES,
     columns,
+    config_of,
     schema_problems,
 )
 from dataset.sources import _data_files
@@ -118,49 +119,62 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
     for key in () if published else ("dish_id", "merchant_id", "category"):
         if not row.get(key):
             report("error", item, f"{key} is empty")
-    columns = COLUMNS[config]
-    if "options" in columns:  # classification: lettered options
-        keys: tuple[str, ...] = ("options", "options_en")
-        if published:  # options come from the prompt text: maybe unreadable, and there is no English copy
-            keys = tuple(k for k in keys if row.get(k) is not None)
-            if row.get("options") is None:
-                report("warning", item, NO_OPTIONS)
-        for key in keys:
-            opts = row.get(key) or []
-            if len(opts) != 8 or len(set(opts)) != 8 or not all(opts):
-                report("warning" if published else "error", item,
-                       f"{key} must be 8 distinct non-empty names, got {len(set(opts))} distinct of {len(opts)}")
-        answer, n = row.get("answer"), len(LETTERS) if published else len(row.get("options") or [])
-        if not (isinstance(answer, str) and len(answer) == 1 and answer in LETTERS[:n]):
-            report("error", item, f"answer {answer!r} is not a letter of an existing option (A-{LETTERS[max(n, 1) - 1]})")
-    elif NUTRIENTS[0] in columns:  # nutrition: per-serving values
-        found = {n: row.get(n) for n in NUTRIENTS}
-        if published and all(v is None for v in found.values()):
-            report("error", item, "ground truth unreadable: no calories, protein, carbohydrates or fat in it")
-            return
-        bad = [f"{n}={v}" for n, v in found.items() if not _finite_nonneg(v)]
-        values = {n: float(v) for n, v in found.items() if isinstance(v, int | float)}
-        absurd = [] if bad else _nutrition_problems(values)
-        if bad:
-            report("error", item, f"nutrition must be finite and >= 0: {', '.join(bad)}")
-        elif absurd:
-            report("error", item, f"nutrition not physically possible: {'; '.join(absurd)}")
-        elif values["calories"] > 0:
-            atwater = 4 * values["protein"] + 4 * values["carbohydrates"] + 9 * values["fat"]
-            gap = abs(values["calories"] - atwater) / values["calories"]
-            if gap > 0.10:
-                report("warning", item, f"Atwater gap {gap:.0%}: {values['calories']:.0f} kcal vs 4P+4C+9F = {atwater:.0f}")
-        if not published and row.get("nutrition_source") not in NUTRITION_SOURCES:
-            report("error", item, f"nutrition_source {row.get('nutrition_source')!r} is not one of {', '.join(NUTRITION_SOURCES)}")
-        for key in () if published else ("dish_name", "dish_name_en"):
-            if not row.get(key):
-                report("error", item, f"{key} is empty")
-    else:
-        if not published and row.get("vqa_category") not in VQA_CATEGORIES:
-            report("error", item, f"vqa_category {row.get('vqa_category')!r} is not one of {', '.join(VQA_CATEGORIES)}")
-        for key in ("question", "answer") if published else ("question", "question_en", "answer", "answer_en"):
-            if not row.get(key):
-                report("error", item, f"{key} is empty")
+    _ROW_CHECKS[config_of(config).shape](item, row, published, report)
+
+
+def _choice_row(item: str, row: dict[str, Any], published: bool, report) -> None:
+    """Lettered options, in both languages (one read from the prompt, for a converted row)."""
+    keys: tuple[str, ...] = ("options", "options_en")
+    if published:  # options come from the prompt text: maybe unreadable, and there is no English copy
+        keys = tuple(k for k in keys if row.get(k) is not None)
+        if row.get("options") is None:
+            report("warning", item, NO_OPTIONS)
+    for key in keys:
+        opts = row.get(key) or []
+        if len(opts) != 8 or len(set(opts)) != 8 or not all(opts):
+            report("warning" if published else "error", item,
+                   f"{key} must be 8 distinct non-empty names, got {len(set(opts))} distinct of {len(opts)}")
+    answer, n = row.get("answer"), len(LETTERS) if published else len(row.get("options") or [])
+    if not (isinstance(answer, str) and len(answer) == 1 and answer in LETTERS[:n]):
+        report("error", item, f"answer {answer!r} is not a letter of an existing option (A-{LETTERS[max(n, 1) - 1]})")
+
+
+def _nutrient_row(item: str, row: dict[str, Any], published: bool, report) -> None:
+    """Per-serving values a dish can have, close to their Atwater sum; its names and source."""
+    found = {n: row.get(n) for n in NUTRIENTS}
+    if published and all(v is None for v in found.values()):
+        report("error", item, "ground truth unreadable: no calories, protein, carbohydrates or fat in it")
+        return
+    bad = [f"{n}={v}" for n, v in found.items() if not _finite_nonneg(v)]
+    values = {n: float(v) for n, v in found.items() if isinstance(v, int | float)}
+    absurd = [] if bad else _nutrition_problems(values)
+    if bad:
+        report("error", item, f"nutrition must be finite and >= 0: {', '.join(bad)}")
+    elif absurd:
+        report("error", item, f"nutrition not physically possible: {'; '.join(absurd)}")
+    elif values["calories"] > 0:
+        atwater = 4 * values["protein"] + 4 * values["carbohydrates"] + 9 * values["fat"]
+        gap = abs(values["calories"] - atwater) / values["calories"]
+        if gap > 0.10:
+            report("warning", item, f"Atwater gap {gap:.0%}: {values['calories']:.0f} kcal vs 4P+4C+9F = {atwater:.0f}")
+    if not published and row.get("nutrition_source") not in NUTRITION_SOURCES:
+        report("error", item, f"nutrition_source {row.get('nutrition_source')!r} is not one of {', '.join(NUTRITION_SOURCES)}")
+    for key in () if published else ("dish_name", "dish_name_en"):
+        if not row.get(key):
+            report("error", item, f"{key} is empty")
+
+
+def _question_row(item: str, row: dict[str, Any], published: bool, report) -> None:
+    """A question and its answer in both languages (one, for a converted row), and its category."""
+    if not published and row.get("vqa_category") not in VQA_CATEGORIES:
+        report("error", item, f"vqa_category {row.get('vqa_category')!r} is not one of {', '.join(VQA_CATEGORIES)}")
+    for key in ("question", "answer") if published else ("question", "question_en", "answer", "answer_en"):
+        if not row.get(key):
+            report("error", item, f"{key} is empty")
+
+
+# The checks of a row's own columns, by the kind of item its config declares (`Config.shape`).
+_ROW_CHECKS = {"choice": _choice_row, "nutrients": _nutrient_row, "question": _question_row}
 
 
 def _validate_config(folder: Path, config: str, report) -> None:
@@ -295,35 +309,51 @@ def _official_row_problems(config: str, row: dict[str, Any]) -> list[tuple[str, 
     """(level, message) of one row of the authors' layout: what their scripts could not score is an
     error, what only our analyses miss a warning."""
     found: list[tuple[str, str]] = []
-    truth = row["ground_truth"]
     if not row["prompt"].strip():
         found.append(("error", "prompt is empty or not text"))
-    if "options" in COLUMNS[config]:
-        if not (isinstance(row["answer"], str) and len(row["answer"]) == 1 and row["answer"] in LETTERS):
-            found.append(("error", f"ground truth {truth!r:.40} is not an option letter A-H"))
-        elif row["options"] is not None and LETTERS.index(row["answer"]) >= len(row["options"]):
-            found.append(("error", f"ground truth {row['answer']} names no option: the prompt lists {len(row['options'])}"))
-        if row["options"] is None:
-            found.append(("warning", NO_OPTIONS))
-        elif len(row["options"]) != len(LETTERS):
-            found.append(("warning", f"the prompt lists {len(row['options'])} options, not {len(LETTERS)}"))
-    elif NUTRIENTS[0] in COLUMNS[config]:
-        values = nutrition_truth(truth)
-        if values is None:
-            return [*found, ("error", "ground truth unreadable: not an object, nor a JSON string of one")]
-        if missing := [n for n in NUTRIENTS if values[n] is None]:
-            found.append(("error", f"ground truth has no readable {', '.join(missing)}"))
-        numbers = {n: v for n, v in values.items() if n in NUTRIENTS and v is not None}
-        if negative := [f"{n}={v:g}" for n, v in numbers.items() if v < 0]:
-            found.append(("error", f"nutrition must be >= 0: {', '.join(negative)}"))
-        found += [("error", f"nutrition not physically possible: {p}") for p in _nutrition_problems(numbers)]
-        found += [("warning", f"{n} is 0: the authors leave it out of its MAPE") for n, v in numbers.items() if v == 0]
-    else:
-        if not (isinstance(truth, str) and truth.strip()):
-            found.append(("warning", "empty ground truth: the authors leave the item out of the judge's total"))
-        if not any(row["prompt"].endswith(ending) for ending in VQA_ENDINGS.values()):
-            found.append(("warning", "the prompt does not end with the fixed sentence asking for the final answer only"))
+    return found + _OFFICIAL_CHECKS[config_of(config).shape](row)
+
+
+def _official_choice(row: dict[str, Any]) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    if not (isinstance(row["answer"], str) and len(row["answer"]) == 1 and row["answer"] in LETTERS):
+        found.append(("error", f"ground truth {row['ground_truth']!r:.40} is not an option letter A-H"))
+    elif row["options"] is not None and LETTERS.index(row["answer"]) >= len(row["options"]):
+        found.append(("error", f"ground truth {row['answer']} names no option: the prompt lists {len(row['options'])}"))
+    if row["options"] is None:
+        found.append(("warning", NO_OPTIONS))
+    elif len(row["options"]) != len(LETTERS):
+        found.append(("warning", f"the prompt lists {len(row['options'])} options, not {len(LETTERS)}"))
     return found
+
+
+def _official_nutrients(row: dict[str, Any]) -> list[tuple[str, str]]:
+    values = nutrition_truth(row["ground_truth"])
+    if values is None:
+        return [("error", "ground truth unreadable: not an object, nor a JSON string of one")]
+    found: list[tuple[str, str]] = []
+    if missing := [n for n in NUTRIENTS if values[n] is None]:
+        found.append(("error", f"ground truth has no readable {', '.join(missing)}"))
+    numbers = {n: v for n, v in values.items() if n in NUTRIENTS and v is not None}
+    if negative := [f"{n}={v:g}" for n, v in numbers.items() if v < 0]:
+        found.append(("error", f"nutrition must be >= 0: {', '.join(negative)}"))
+    found += [("error", f"nutrition not physically possible: {p}") for p in _nutrition_problems(numbers)]
+    found += [("warning", f"{n} is 0: the authors leave it out of its MAPE") for n, v in numbers.items() if v == 0]
+    return found
+
+
+def _official_question(row: dict[str, Any]) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    truth = row["ground_truth"]
+    if not (isinstance(truth, str) and truth.strip()):
+        found.append(("warning", "empty ground truth: the authors leave the item out of the judge's total"))
+    if not any(row["prompt"].endswith(ending) for ending in VQA_ENDINGS.values()):
+        found.append(("warning", "the prompt does not end with the fixed sentence asking for the final answer only"))
+    return found
+
+
+# What the authors' scripts need of a row, by the shape its config is published in (`Config.shape`).
+_OFFICIAL_CHECKS = {"choice": _official_choice, "nutrients": _official_nutrients, "question": _official_question}
 
 
 def _validate_official(source: str, lang: str) -> list[Problem]:

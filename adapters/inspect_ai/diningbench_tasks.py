@@ -106,7 +106,8 @@ def _task(name: str, language: str, views: int | None, cot: bool, dataset: str |
     return Task(
         dataset=MemoryDataset(samples, name=f"diningbench_{name}", location=common.source_name(dataset)),
         solver=generate(),
-        scorer=_scorer_for(name)(language),
+        scorer=_scorer_for(name)(name, language),
+        metrics=[headline_metric(name)()],
         config=GenerateConfig(temperature=common.TEMPERATURE, max_tokens=common.MAX_TOKENS),
         metadata={"diningbench": {"task": name, "lang": language, "images": views, "cot": cot,
                                   "dataset": dataset, "fingerprint": common.fingerprint(name, dataset),
@@ -140,33 +141,18 @@ def _records(scores: list[SampleScore]) -> list[dict[str, Any]]:
     return [s.score.metadata["record"] for s in scores if s.score.metadata and "record" in s.score.metadata]
 
 
-def _headline(task_name: str, scores: list[SampleScore]) -> float:
-    value = common.headline(task_name, _records(scores))
-    return float("nan") if value is None else float(value)
-
-
-@metric
-def dining_accuracy() -> Metric:
-    """Classification accuracy, as metrics.json's `accuracy` (unparsed answers count as wrong)."""
-    def compute(scores: list[SampleScore]) -> float:
-        return _headline("classification", scores)
-    return compute
-
-
-@metric
-def avg_mape() -> Metric:
-    """Nutrition Average MAPE over the four components, as metrics.json's headline (a fraction)."""
-    def compute(scores: list[SampleScore]) -> float:
-        return _headline("nutrition", scores)
-    return compute
-
-
-@metric
-def judge_accuracy() -> Metric:
-    """VQA accuracy; an unscored answer counts as not correct, as in metrics.json."""
-    def compute(scores: list[SampleScore]) -> float:
-        return _headline("vqa", scores)
-    return compute
+@functools.cache
+def headline_metric(task_name: str) -> Any:
+    """The task's headline figure, as metrics.json has it (accuracy, unparsed or unscored answers
+    counting as wrong; Average MAPE for nutrition, a fraction), as an inspect metric named by the task
+    object's `adapter_metric`."""
+    @metric(name=common.task_spec(task_name).adapter_metric)
+    def headline() -> Metric:
+        def compute(scores: list[SampleScore]) -> float:
+            value = common.headline(task_name, _records(scores))
+            return float("nan") if value is None else float(value)
+        return compute
+    return headline
 
 
 # ---------------------------------------------------------------- scorers
@@ -182,20 +168,20 @@ def _score(record: dict[str, Any], state: TaskState, value: Any) -> Score:
                  metadata={"record": record})
 
 
-@scorer(metrics=[dining_accuracy()])
-def choice_scorer(language: str = "zh"):  # noqa: ANN201 - inspect's scorer protocol
+@scorer(metrics=[])  # the task's headline metric is given by the task (`headline_metric`)
+def choice_scorer(task_name: str, language: str = "zh"):  # noqa: ANN201 - inspect's scorer protocol
     """The option letter read by dining_accuracy's `parse_choice`, against the answer."""
     async def score(state: TaskState, target: Target) -> Score:
-        record = common.score_answer("classification", state.metadata["row"], _answer(state), lang=language)
+        record = common.score_answer(task_name, state.metadata["row"], _answer(state), lang=language)
         return _score(record, state, 1.0 if record["correct"] else 0.0)
     return score
 
 
-@scorer(metrics=[avg_mape()])
-def nutrition_scorer(language: str = "zh"):  # noqa: ANN201
+@scorer(metrics=[])
+def nutrition_scorer(task_name: str, language: str = "zh"):  # noqa: ANN201
     """nutrition_error's `parse_nutrition` and per-item APE; the sample value is its mean APE."""
     async def score(state: TaskState, target: Target) -> Score:
-        record = common.score_answer("nutrition", state.metadata["row"], _answer(state), lang=language)
+        record = common.score_answer(task_name, state.metadata["row"], _answer(state), lang=language)
         apes = [v for v in (record["ape"] or {}).values() if v is not None]
         return _score(record, state, sum(apes) / len(apes) if apes else 0.0)
     return score
@@ -215,8 +201,8 @@ def _grader() -> Model | None:
     return model_roles().get(GRADER_ROLE)
 
 
-@scorer(metrics=[judge_accuracy()])
-def judge_scorer(language: str = "zh"):  # noqa: ANN201
+@scorer(metrics=[])
+def judge_scorer(task_name: str, language: str = "zh"):  # noqa: ANN201
     """judge_accuracy's rule, then DiningBench's judge prompt sent to the grader role."""
     async def score(state: TaskState, target: Target) -> Score:
         grader = _grader()
@@ -228,7 +214,7 @@ def judge_scorer(language: str = "zh"):  # noqa: ANN201
             return future.result().completion
 
         record = await loop.run_in_executor(_SCORING_THREADS, functools.partial(
-            common.score_answer, "vqa", state.metadata["row"], _answer(state), lang=language,
+            common.score_answer, task_name, state.metadata["row"], _answer(state), lang=language,
             judge=judge if grader is not None else None))
         verdict = record.get("verdict")
         return _score(record, state, {"C": 1.0, "I": 0.0}.get(verdict, 0.0))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+from collections.abc import Callable
 from typing import Any
 
 from adapters import common
@@ -51,27 +52,15 @@ def _process_docs(task: str, dataset: Any) -> Any:
 
     settings = _settings(task)
     if settings.dataset:
-        return diningbench.load(task, settings.dataset, decode_images=False)
+        return diningbench.load(tasks.get(task).source_config, settings.dataset, decode_images=False)
     return dataset.cast_column("images", List(Image(decode=False)))
-
-
-def classification_process_docs(dataset: Any) -> Any:
-    return _process_docs("classification", dataset)
-
-
-def nutrition_process_docs(dataset: Any) -> Any:
-    return _process_docs("nutrition", dataset)
-
-
-def vqa_process_docs(dataset: Any) -> Any:
-    return _process_docs("vqa", dataset)
 
 
 def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
     """Every view the harness sends (first N with DININGBENCH_VIEWS), in its order, as PIL images."""
     from PIL import Image
 
-    settings = _settings("classification")
+    settings = _settings(tasks.names()[0])  # which views go out does not depend on the task
     views = views_for_request(doc, n=settings.images, order=settings.image_order, seed=settings.seed,
                               max_side=settings.max_image_side)
     return [Image.open(io.BytesIO(view.data)).convert("RGB") for view in views]
@@ -81,28 +70,10 @@ def _text(task: str, doc: dict[str, Any]) -> str:
     return tasks.prompt_text(task, doc, _settings(task))
 
 
-def classification_doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict | None = None) -> str:
-    return _text("classification", doc)
-
-
-def nutrition_doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict | None = None) -> str:
-    return _text("nutrition", doc)
-
-
-def vqa_doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict | None = None) -> str:
-    return _text("vqa", doc)
-
-
-def classification_doc_to_target(doc: dict[str, Any]) -> str:
-    return tasks.reference_of("classification", doc, options()["lang"])
-
-
-def nutrition_doc_to_target(doc: dict[str, Any]) -> str:
-    return common.json_text(tasks.reference_of("nutrition", doc, options()["lang"]))
-
-
-def vqa_doc_to_target(doc: dict[str, Any]) -> str:
-    return tasks.reference_of("vqa", doc, options()["lang"])
+def _target(task: str, doc: dict[str, Any]) -> str:
+    """The reference as text: a letter or an answer as it is, the nutrients as one line of JSON."""
+    reference = tasks.reference_of(task, doc, options()["lang"])
+    return reference if isinstance(reference, str) or reference is None else common.json_text(reference)
 
 
 # ---------------------------------------------------------------- scoring
@@ -142,33 +113,29 @@ def _fingerprint(task: str, dataset: str | None) -> str:
     return common.fingerprint(task, dataset)
 
 
-def classification_process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    return _process("classification", doc, results)
-
-
-def nutrition_process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    return _process("nutrition", doc, results)
-
-
-def vqa_process_results(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    return _process("vqa", doc, results)
-
-
 def _aggregate(task: str, records: list[dict[str, Any]]) -> float:
     value = common.headline(task, records)
     return float("nan") if value is None else float(value)
 
 
-def classification_aggregate(records: list[dict[str, Any]]) -> float:
-    """Accuracy, as metrics.json's headline (unparsed answers count as wrong)."""
-    return _aggregate("classification", records)
+# lmms-eval finds a task's functions by the names its YAML gives (`!function utils.nutrition_process_results`):
+# `<task>_<kind>` for every registered task, so a new task needs its YAML and nothing here.
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "process_docs": _process_docs,
+    "doc_to_text": lambda task, doc, lmms_eval_specific_kwargs=None: _text(task, doc),
+    "doc_to_target": _target,
+    "process_results": _process,
+    "aggregate": _aggregate,  # the task's headline, as metrics.json has it (accuracy; Average MAPE, lower is better)
+}
 
 
-def nutrition_aggregate(records: list[dict[str, Any]]) -> float:
-    """Average MAPE over the four components (a fraction; lower is better)."""
-    return _aggregate("nutrition", records)
-
-
-def vqa_aggregate(records: list[dict[str, Any]]) -> float:
-    """Judge accuracy; unscored answers count as not correct."""
-    return _aggregate("vqa", records)
+def __getattr__(name: str) -> Callable[..., Any]:
+    """`<task>_<kind>`: the function of kind `kind` (a key of _FUNCTIONS) for the registered `task`."""
+    for kind, function in _FUNCTIONS.items():
+        task = name.removesuffix(f"_{kind}")
+        if task != name and tasks.is_task(task):
+            bound = functools.partial(function, task)  # its signature: the function's, less `task`
+            bound.__name__ = bound.__qualname__ = name
+            bound.__doc__ = function.__doc__
+            return bound
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
