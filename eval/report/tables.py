@@ -30,6 +30,13 @@ SMALL_SAMPLE = 20  # merchants: below this a 95% interval covers less than 95% (
 SMALL_MARK = "‡"
 SMALL_NOTE = (f"{SMALL_MARK} fewer than {SMALL_SAMPLE} merchants: a 95% interval that resamples merchants covers "
               "less than 95% with so few (about 0.84 measured at 5 merchants); read it as rough.")
+SMALL_ITEMS_NOTE = (f"{SMALL_MARK} fewer than {SMALL_SAMPLE} items: a 95% interval that resamples so few items covers "
+                    "less than 95%; read it as rough.")
+
+
+def small_note(units: set[str]) -> str:
+    """The note for `‡`, in the words of what the marked intervals resampled (merchants or items)."""
+    return SMALL_ITEMS_NOTE if units == {"items"} else SMALL_NOTE
 
 
 NUTRIENT_LABELS = (("calories", "", " kcal"), ("protein", "P ", " g"), ("carbohydrates", "C ", " g"),
