@@ -191,6 +191,11 @@ class Protocol:
         headline is not ours."""
         return None
 
+    def read_rows(self, task: tasks.Task, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """scores.jsonl records as this protocol's headline reads them (`correct`, or `ape` per component),
+        for what resamples or pairs items (`eval compare`, breakdowns): ours reads them as scored."""
+        return list(rows)
+
     def own_figures(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The figures this protocol adds to a task's metrics.json entry beside ours; None: ours alone."""
         return None

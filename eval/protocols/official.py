@@ -551,6 +551,26 @@ class Official(Protocol):
         figures = self.own_figures(entry)
         return None if figures is None else rules_for(task.name).headline(figures)
 
+    def read_rows(self, task: tasks.Task, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each record with their reading as its score: right or wrong as their script counts it, or their
+        per-nutrient percentage errors (an unread answer penalised at 100%, a zero reference not counted).
+        Records without their reading (epochs after the first) are left out, as their figures leave them."""
+        found = []
+        for row in rows:
+            mine = row.get("official")
+            if not isinstance(mine, Mapping):
+                continue
+            if task.measure == "ape":
+                reference = row["reference"] if isinstance(row.get("reference"), Mapping) else {}
+                read = mine["read"] if isinstance(mine.get("read"), Mapping) else None
+                errors = rules.nutrition_errors(reference, read)
+                ape = {k: errors[k][2] if k in errors else None for k in task.components}
+                found.append({**row, "ape": {k: None if v is None else v / 100 for k, v in ape.items()},
+                              "abs_error": {k: errors[k][0] for k in task.components if k in errors}})
+            elif mine.get("counted", True):
+                found.append({**row, "correct": mine.get("correct") is True})
+        return found
+
     def interval(self, entry: Mapping[str, Any]) -> tuple[float, float] | None:
         found = entry.get("official_ci95")
         return (float(found[0]), float(found[1])) if isinstance(found, list) and len(found) == 2 else None
