@@ -110,6 +110,25 @@ def resampled_unit(rows: Sequence[dict[str, Any]]) -> str:
     return "merchants" if any(r.get("merchant_id") is not None for r in rows) else "items"
 
 
+def trials(rows: Sequence[dict[str, Any]]) -> int:
+    """What an interval of these rows resamples, counted: their merchants, or their items where the release
+    names no merchant (`clusters`)."""
+    return len(set(clusters(rows)))
+
+
+def resampled_words(units: set[str]) -> str:
+    """How a text says what its intervals resampled, from the units the runs record (`resampled`).
+
+    >>> resampled_words({"merchants"}), resampled_words({"items"})
+    ('whole merchants (items of one restaurant are not independent)', 'items (the release names no merchant)')
+    """
+    if units <= {"merchants"}:
+        return "whole merchants (items of one restaurant are not independent)"
+    if units == {"items"}:
+        return "items (the release names no merchant)"
+    return "whole merchants where the release names them (items of one restaurant are not independent), else items"
+
+
 def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = N_BOOT,
                 seed: int = 0) -> tuple[float, float] | None:
     """95% interval for `headline`, resampling merchants (the items' `merchant_id`).

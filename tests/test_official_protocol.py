@@ -258,3 +258,26 @@ def test_a_vqa_row_whose_images_is_one_string_fails_where_their_script_fails():
     assert rules_for("vqa").fails({"published": {"images": "images/1.jpg"}}, (0,)) is not None
     assert rules_for("vqa").fails({"published": {"images": ["images/1.jpg"]}}, (0,)) is None
     assert rules_for("vqa").fails({"published": json.dumps({"images": "x.jpg"})}, (0,)) is not None
+
+
+def test_their_headline_has_an_item_bootstrap_interval_around_it(tmp_path):
+    import numpy as np
+
+    from eval.protocols.official import item_interval, rules_for
+    from eval.stats import mean_of_column_means
+
+    for task, file in (("classification", "classification_pred.jsonl"), ("nutrition", "nutrition_pred.jsonl"),
+                       ("vqa", "vqa_judged_pred.jsonl")):
+        folder = write_folder(tmp_path / task / "release")
+        out = import_official(CORPUS / file, task, tmp_path / task / "run", dataset=str(folder))
+        entry = json.loads((out / "metrics.json").read_text())[task]
+        name, value = rules_for(task).headline(entry["official"])
+        low, high = entry["official_ci95"]
+        assert entry["official_resampled"] == "items"
+        assert low <= value <= high and low < high, (task, value, entry["official_ci95"])
+        # the resampled values are their figure's own: all items give exactly the headline
+        rows = corpus_rows(f"{task}.jsonl")
+        values = rules_for(task).item_values(rows, _preds(file))
+        whole = mean_of_column_means(values / 100)(np.arange(len(values))) if values.ndim == 2 else values.mean()
+        assert whole == pytest.approx(value)
+    assert item_interval(np.array([1.0, 1.0, 1.0, 1.0]), 100) == pytest.approx([0.05 ** (1 / 4), 1.0])

@@ -182,6 +182,20 @@ class Protocol:
         when it is not ours (`task.figure`); None: ours is the headline."""
         return None
 
+    def interval(self, entry: Mapping[str, Any]) -> tuple[float, float] | None:
+        """The 95% interval of `headline` (a fraction), when the protocol's headline is not ours."""
+        return None
+
+    def component(self, task: tasks.Task, entry: Mapping[str, Any], part: str, stat: str) -> float | None:
+        """A component's figure (`mae`, `rmse`; `mape` as a fraction) under this protocol's reading, when its
+        headline is not ours."""
+        return None
+
+    def read_rows(self, task: tasks.Task, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """scores.jsonl records as this protocol's headline reads them (`correct`, or `ape` per component),
+        for what resamples or pairs items (`eval compare`, breakdowns): ours reads them as scored."""
+        return list(rows)
+
     def own_figures(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The figures this protocol adds to a task's metrics.json entry beside ours; None: ours alone."""
         return None

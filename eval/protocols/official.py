@@ -14,17 +14,20 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from eval import numbers, tasks
 from eval import official as rules
 from eval.images import ImageError, ImagePart, stored_bytes
 from eval.judge import BackendJudge, JudgeError
 from eval.limiter import threads_for
+from eval.numbers import one_sided_bound
 from eval.protocols.base import Protocol, Tally, TaskScoring, register, request_hash
 from eval.protocols.ours import left_out, records_of
 from eval.protocols.records import (
@@ -35,8 +38,9 @@ from eval.protocols.records import (
     score_task,
     usable_reference,
 )
-from eval.settings import RunSettings, UsageError, image_indices
+from eval.settings import N_BOOT, RunSettings, UsageError, image_indices
 from eval.specs import SpecError, parse_spec
+from eval.stats import cluster_bootstrap_column_means_ci, cluster_bootstrap_mean_ci
 from eval.types import DEFAULT_MAX_TOKENS, NUTRIENTS, GenerationConfig, Message, Prediction, Request
 from metrics.judge_accuracy.core import VerdictCache, score_verdicts
 
@@ -78,6 +82,17 @@ class ScriptRules:
     def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+        """Each item's share of the headline, as their script counts it: 1/0 for right/wrong (a vector whose
+        mean is the headline), or per-component percentage errors (items x components, NaN = not counted),
+        whose mean of column means is it. What the item bootstrap resamples."""
+        raise NotImplementedError
+
+
+def _paired(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> Iterator[int]:
+    """The positions their scripts pair (below min(rows, predictions)) that hold a prediction."""
+    return (i for i in range(min(len(rows), len(preds))) if preds.get(i) is not None)
+
 
 class ClassificationRules(ScriptRules):
     writes_gt_answer = True
@@ -99,6 +114,11 @@ class ClassificationRules(ScriptRules):
 
     def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
         return rules.classification_figures(rows, preds)
+
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+        return np.array([float(rules.classification_item(str(preds[i].get("model_pred", "")),
+                                                         preds[i].get("gt_answer") or rules.classification_gt(rows[i]))[0])
+                         for i in _paired(rows, preds)])
 
 
 class NutritionRules(ScriptRules):
@@ -136,6 +156,17 @@ class NutritionRules(ScriptRules):
     def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
         return rules.nutrition_figures(rows, preds)
 
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+        """Percentage errors per nutrient (an unread answer: 100; a zero reference: not counted)."""
+        found = []
+        for i in _paired(rows, preds):
+            reference = rules.nutrition_reference(rows[i])
+            if reference is None:
+                continue  # ground truth missing: left out, as theirs
+            errors = rules.nutrition_errors(reference, rules.parse_nutrition_answer(str(preds[i].get("model_pred", "")).strip()))
+            found.append([np.nan if errors.get(k) is None or errors[k][2] is None else errors[k][2] for k in NUTRIENTS])
+        return np.array(found, dtype=float).reshape(-1, len(NUTRIENTS))
+
 
 class VqaRules(ScriptRules):
     judged = True
@@ -169,6 +200,11 @@ class VqaRules(ScriptRules):
             figures.update(rules.vqa_judge_figures(verdicts))
         return figures
 
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+        """Their judge's verdict per judged item (none before a judge ran: their figure is then ROUGE)."""
+        return np.array([float(bool(preds[i].get("eval_match"))) for i, *_ in rules.vqa_tasks(rows, preds)
+                         if "eval_match" in preds[i]])
+
 
 RULES: dict[str, ScriptRules] = {"classification": ClassificationRules(), "nutrition": NutritionRules(),
                                  "vqa": VqaRules()}
@@ -180,6 +216,30 @@ def rules_for(task: str) -> ScriptRules:
     except KeyError:
         raise UsageError(f"--protocol official has no script for task {task!r} (theirs score "
                          f"{', '.join(RULES)})") from None
+
+
+def item_interval(values: np.ndarray, n_boot: int) -> list[float] | None:
+    """95% interval of their headline over item resamples (their release names no merchant), as a
+    fraction; an all-right or all-wrong figure gets the one-sided bound, items counted as the trials."""
+    if len(values) < 2:
+        return None
+    if values.ndim == 2:  # percentage errors: the mean of the components' means, as a fraction
+        if np.isnan(values).all(axis=0).any():
+            return None
+        low, high = cluster_bootstrap_column_means_ci(values / 100, None, n_boot=n_boot)
+    else:
+        low, high = cluster_bootstrap_mean_ci(values, None, n_boot=n_boot)
+        if low == high and low in (0.0, 1.0):
+            low, high = one_sided_bound(low, len(values))
+    return [float(low), float(high)]
+
+
+def interval_figures(task: str, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]],
+                     n_boot: int) -> dict[str, Any]:
+    """`official_ci95` (their headline's item-bootstrap interval, a fraction; null when it cannot be
+    resampled) and `official_resampled` beside their figures in a task's entry."""
+    return {"official_ci95": item_interval(rules_for(task).item_values(rows, preds), n_boot),
+            "official_resampled": "items"}
 
 
 # ------------------------------------------------------------------ their prediction lines
@@ -476,7 +536,8 @@ class Official(Protocol):
             official_judge(records, preds, file_rows, judge, job.judge, job.cache_dir,
                            threads_for(job.settings.concurrency, job.settings.max_concurrency))
         figures = rules_for(job.task).figures(file_rows, preds)
-        return {"official": figures, "official_disagreements": disagreements(job.task, list(scored.values()))}
+        return {"official": figures, **interval_figures(job.task, file_rows, preds, job.n_boot),
+                "official_disagreements": disagreements(job.task, list(scored.values()))}
 
     def tally(self, task: str, model: str, lang: str) -> Tally:
         return OfficialTally(task, model, lang)
@@ -489,6 +550,39 @@ class Official(Protocol):
     def headline(self, task: tasks.Task, entry: Mapping[str, Any]) -> tuple[str, float | None] | None:
         figures = self.own_figures(entry)
         return None if figures is None else rules_for(task.name).headline(figures)
+
+    def read_rows(self, task: tasks.Task, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each record with their reading as its score: right or wrong as their script counts it, or their
+        per-nutrient percentage errors (an unread answer penalised at 100%, a zero reference not counted).
+        Records without their reading (epochs after the first) are left out, as their figures leave them."""
+        found = []
+        for row in rows:
+            mine = row.get("official")
+            if not isinstance(mine, Mapping):
+                continue
+            if task.measure == "ape":
+                reference = row["reference"] if isinstance(row.get("reference"), Mapping) else {}
+                read = mine["read"] if isinstance(mine.get("read"), Mapping) else None
+                errors = rules.nutrition_errors(reference, read)
+                ape = {k: errors[k][2] if k in errors else None for k in task.components}
+                found.append({**row, "ape": {k: None if v is None else v / 100 for k, v in ape.items()},
+                              "abs_error": {k: errors[k][0] for k in task.components if k in errors}})
+            elif mine.get("counted", True):
+                found.append({**row, "correct": mine.get("correct") is True})
+        return found
+
+    def interval(self, entry: Mapping[str, Any]) -> tuple[float, float] | None:
+        found = entry.get("official_ci95")
+        return (float(found[0]), float(found[1])) if isinstance(found, list) and len(found) == 2 else None
+
+    def component(self, task: tasks.Task, entry: Mapping[str, Any], part: str, stat: str) -> float | None:
+        """Their per-nutrient MAE and RMSE (units) and MAPE (their percent, as a fraction)."""
+        figures = self.own_figures(entry) or {}
+        found = figures.get(part)
+        value = found.get(stat) if isinstance(found, Mapping) else None
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return None
+        return value / 100 if stat == "mape" else float(value)
 
     def headline_note(self, task: tasks.Task, entry: Mapping[str, Any]) -> str:
         left = entry.get("ours_left_out")
@@ -546,9 +640,11 @@ class OfficialTally(Tally):
         ([name, fraction]: what Table 2 reports), `official_disagreements` and `ours_left_out`."""
         ordered = sorted(self._answers, key=lambda a: int(a.row["idx"]))
         script = rules_for(self.task)
-        figures = script.figures([a.row for a in ordered], {k: a.line for k, a in enumerate(ordered)})
+        rows, lines = [a.row for a in ordered], {k: a.line for k, a in enumerate(ordered)}
+        figures = script.figures(rows, lines)
         name, value = script.headline(figures)
         found = {"protocol": "official", "official": figures, "official_headline": [name, value],
+                 **interval_figures(self.task, rows, lines, N_BOOT),
                  "official_disagreements": disagreements(self.task, self.all_records)}
         if len(self.all_records) > len(self.records):
             found["ours_left_out"] = len(self.all_records) - len(self.records)

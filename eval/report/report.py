@@ -23,19 +23,22 @@ from eval.numbers import (
     headline,
     headline_ci,
     outcome_counts,
+    resampled_unit,
+    resampled_words,
     score_nutrition_rows,
+    trials,
 )
 from eval.report import model_card
 from eval.report.paired import comparison, group_runs
 from eval.report.runs import ReportError, RunData, expand_run_dirs, load_reported, load_run
 from eval.report.sweeps import sweep_sections
 from eval.report.tables import (
-    SMALL_NOTE,
     SMALL_SAMPLE,
     as_text,
     headline_cell,
     md_table,
     pct,
+    small_note,
     with_ci,
 )
 from eval.settings import N_BOOT
@@ -69,7 +72,12 @@ def table2_headers() -> list[str]:
             + [f"n ({'/'.join(t.short[:3].lower() for t in shown)})"])
 
 
-def _task_cells(task: Task, run: RunData | None, n_boot: int) -> list[str]:
+def _task_cells(task: Task, run: RunData | None, n_boot: int, *, ours: bool = False) -> list[str]:
+    """A task's cells for one run: the figures of the run's protocol (ours, or theirs on their release,
+    with their interval), or with `ours` our reading of the same answers."""
+    theirs = None if run is None or ours else run.headline(task)
+    if run is not None and theirs is not None:
+        return _protocol_cells(task, run, theirs)
     if task.measure != "ape":
         return [_headline_cell(task.name, run, n_boot)]
     figs = score_nutrition_rows(run.scores[task.name]) if run else {}
@@ -78,6 +86,27 @@ def _task_cells(task: Task, run: RunData | None, n_boot: int) -> list[str]:
         mae, rmse, mape = (component(figs, part, s) for s in ("mae", "rmse", "mape"))
         cells += ["–" if mae is None else f"{mae:.2f}", "–" if rmse is None else f"{rmse:.2f}", pct(mape)]
     return [*cells, _headline_cell(task.name, run, n_boot)]
+
+
+def _protocol_cells(task: Task, run: RunData, theirs: tuple[str, float | None, tuple[float, float] | None]
+                    ) -> list[str]:
+    """A task's cells from the figures the run's protocol reported (metrics.json): its headline with its
+    interval, and for a task of components each one's MAE, RMSE and MAPE as that protocol computes them."""
+    _, value, interval = theirs
+    head = with_ci(value, interval) if value is not None else "–"
+    if task.measure != "ape":
+        return [head]
+    entry, cells = run.entry(task.name), []
+    for part in task.components:
+        mae, rmse, mape = (run.protocol.component(task, entry, part, stat) for stat in ("mae", "rmse", "mape"))
+        cells += ["–" if mae is None else f"{mae:.2f}", "–" if rmse is None else f"{rmse:.2f}", pct(mape)]
+    return [*cells, head]
+
+
+def _source(runs: Sequence[RunData], what: str) -> str:
+    """`measured (folder; how it was asked)`: the run folders and the question they were asked."""
+    asked = sorted({run.question() for run in runs})
+    return f"{what} ({', '.join(sorted({r.path.name for r in runs}))}; {'; '.join(asked)})"
 
 
 def _reported_cells(task: Task, row: dict[str, Any]) -> list[str]:
@@ -94,14 +123,21 @@ def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = N_BO
     measured: list[list[str]] = []
     baselines: list[list[str]] = []
     for label, by_task in grouped.items():
-        cells = [label]
         any_run = next(iter(by_task.values()))
-        cells.append("baseline (no skill)" if any_run.is_baseline
-                     else "measured (" + ", ".join(sorted({r.path.name for r in by_task.values()})) + ")")
+        asked = list(by_task.values())
+        cells = [label, _source(asked, "baseline, no skill" if any_run.is_baseline else "measured")]
         for task in all_tasks():
             cells += _task_cells(task, by_task.get(task.name), n_boot)
-        cells.append("/".join(str(len(by_task[t].scores[t])) if t in by_task else "–" for t in task_names()))
+        cells.append("/".join(_count(by_task.get(t), t) for t in task_names()))
         (baselines if any_run.is_baseline else measured).append(cells)
+        differ = [int(run.entry(t).get("official_disagreements") or 0) for t, run in by_task.items()
+                  if run.headline(get_task(t)) is not None]
+        if differ:  # the run's protocol reads answers its own way: ours beside it, on the same answers
+            ours = [label, f"ours' reading of the same answers ({sum(differ)} read differently)"]
+            for task in all_tasks():
+                ours += _task_cells(task, by_task.get(task.name), n_boot, ours=True)
+            ours.append("/".join(str(len(by_task[t].scores[t])) if t in by_task else "–" for t in task_names()))
+            (baselines if any_run.is_baseline else measured).append(ours)
     rows = measured + baselines + _chance_rows(runs)
     langs = sorted({str(r.setting("lang") or "zh") for r in runs}) or ["zh"]
     if reported:
@@ -110,6 +146,15 @@ def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = N_BO
             cells = [label, "reported (paper)"] + [c for task in all_tasks() for c in _reported_cells(task, row)]
             rows.append([*cells, "–"])
     return md_table(table2_headers(), rows)
+
+
+def _count(run: RunData | None, task: str) -> str:
+    """Items a task's figures read: what the run's protocol counted (their `total_eval`), else ours."""
+    if run is None:
+        return "–"
+    figures = run.protocol.own_figures(run.entry(task)) if run.headline(get_task(task)) is not None else None
+    total = figures.get("total_eval") if figures is not None else None
+    return str(total) if isinstance(total, int) and not isinstance(total, bool) else str(len(run.scores[task]))
 
 
 def _chance_rows(runs: Sequence[RunData]) -> list[list[str]]:
@@ -141,7 +186,7 @@ def _headline_cell(task: str, run: RunData | None, n_boot: int) -> str:
         return headline_cell(None, None, failed=failed, n=len(rows))
     if value is None:
         return "not scored" if get_task(task).judged else "–"
-    return with_ci(value, headline_ci(task, rows, n_boot=n_boot), len({str(r.get("merchant_id")) for r in rows}))
+    return with_ci(value, headline_ci(task, rows, n_boot=n_boot), trials(rows))
 
 
 def breakdown_tables(runs: Sequence[RunData]) -> str:
@@ -281,6 +326,19 @@ def vqa_judge_lines(runs: Sequence[RunData]) -> list[str]:
 
 
 # ---------------------------------------------------------------- the report and its CLI
+def resampled_units(runs: Sequence[RunData]) -> set[str]:
+    """What the runs' intervals resampled, as they recorded it (metrics.json `resampled`, and
+    `official_resampled` for the authors' figures), else as their rows say."""
+    units = set()
+    for run in runs:
+        for task, rows in run.scores.items():
+            entry = run.entry(task)
+            units.add(str(entry.get("resampled") or resampled_unit(rows)))
+            if run.headline(get_task(task)) is not None:
+                units.add(str(entry.get("official_resampled") or "items"))
+    return units or {"merchants"}
+
+
 def dataset_note(runs: Sequence[RunData]) -> str:
     """Which data each run used: the paper's rows only compare with runs on the full release."""
     seen: dict[str, list[str]] = {}
@@ -292,6 +350,9 @@ def dataset_note(runs: Sequence[RunData]) -> str:
         prints = data.get("fingerprints")
         if isinstance(prints, dict) and prints:
             text += " (fingerprints " + ", ".join(f"{k} {str(v)[:10]}" for k, v in sorted(prints.items())) + ")"
+        revisions = run.info.get("dataset_revision")
+        if isinstance(revisions, dict) and revisions:  # the Hub commit of the authors' release
+            text += " (revision " + ", ".join(sorted({str(v)[:12] for v in revisions.values()})) + ")"
         seen.setdefault(text, []).append(run.path.name)
     lines = []
     for text, names in seen.items():
@@ -364,16 +425,18 @@ def concurrency_lines(runs: Sequence[RunData]) -> str:
 def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bool = True,
                  n_boot: int = N_BOOT, plot_dir: Path | None = None) -> str:
     """The whole markdown report for these runs."""
+    units = resampled_units(runs)
+    trial = "merchants" if units <= {"merchants"} else "items" if units == {"items"} else "merchants or items"
     parts = ["# DiningBench results", dataset_note(runs), "## Results (Table 2 layout)", table2(
         runs, reported=reported, n_boot=n_boot),
-        "Percentages with 2 decimals; `[low, high]` is a 95% bootstrap interval resampling whole "
-        "merchants (items of one restaurant are not independent). MAE/RMSE per serving in kcal or g; "
+        f"Percentages with 2 decimals; `[low, high]` is a 95% bootstrap interval resampling {resampled_words(units)}. "
+        "MAE/RMSE per serving in kcal or g; "
         "Avg MAPE is the mean of the four MAPEs, lower is better. Baseline rows show what no skill "
         "scores; the *chance* row is the exact expectation of a uniform guess among each item's options. Rows marked *reported (paper)* are copied from the paper (full benchmark), not "
         "reproduced here, and compare only with runs on the full release. An all-right or all-wrong figure "
-        "gets a one-sided 95% bound (merchants counted as the trials), never a zero-width interval."]
-    if any(len({str(r.get("merchant_id")) for r in rows}) < SMALL_SAMPLE for run in runs for rows in run.scores.values()):
-        parts.append(SMALL_NOTE)
+        f"gets a one-sided 95% bound ({trial} counted as the trials), never a zero-width interval."]
+    if any(trials(rows) < SMALL_SAMPLE for run in runs for rows in run.scores.values()):
+        parts.append(small_note(units))
     outcomes = outcome_table(runs)
     if outcomes:
         parts += ["## Answers that did not count", outcomes]

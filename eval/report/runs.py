@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_json_file
-from eval import tasks
+from eval import protocols, tasks
+from eval.protocols import Protocol
 from eval.store import RUN_FILE_BYTES, RUN_LINE_BYTES, json_line
 from eval.types import NUTRIENTS, UserError
 
@@ -36,6 +37,42 @@ class RunData:
     path: Path
     info: dict[str, Any]
     scores: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)  # metrics.json: what the run's protocol reported
+
+    @property
+    def protocol(self) -> Protocol:
+        """The protocol the run was asked and scored under (run.json `settings.protocol`; ours before there
+        was a choice)."""
+        settings = self.info.get("settings")
+        try:
+            return protocols.of(settings if isinstance(settings, dict) else None)
+        except UserError:  # a name no protocol registered (a folder from elsewhere): read as ours
+            return protocols.get(None)
+
+    def entry(self, task: str) -> dict[str, Any]:
+        """A task's metrics.json entry ({} when there is none)."""
+        found = self.metrics.get(task)
+        return found if isinstance(found, dict) else {}
+
+    def headline(self, task: tasks.Task) -> tuple[str, float | None, tuple[float, float] | None] | None:
+        """(name, value, 95% interval) of the figure the run's protocol reports first for `task`, when it is
+        not ours (the authors' on their release); None: ours is the headline."""
+        entry = self.entry(task.name)
+        found = self.protocol.headline(task, entry) if entry else None
+        if found is None:
+            return None
+        return found[0], found[1], self.protocol.interval(entry)
+
+    def question(self) -> str:
+        """How the run asked, for the tables: the protocol and its images, or our views and CoT."""
+        from eval.settings import RunSettings
+
+        settings = self.info.get("settings")
+        try:
+            asked = RunSettings.from_saved(settings if isinstance(settings, dict) else {})
+            return self.protocol.describe(asked)
+        except (TypeError, ValueError, UserError):
+            return "settings unreadable"
 
     def setting(self, key: str, default: Any = None) -> Any:
         """A setting as run.json holds it, or `default` when its type is not the one the harness writes
@@ -169,12 +206,25 @@ def load_run(path: Path | str, problems: list[str] | None = None) -> RunData:
             if problems is None:
                 raise ReportError(f"{path / 'run.json'}: {str(exc).split(': ', 1)[-1]}") from None
             problems.append(f"{exc}; its settings are not used")
-    run = RunData(path=path, info=info)
+    run = RunData(path=path, info=info, metrics=_metrics(path, problems))
     for row in _read_jsonl(scores_path, problems):
         run.scores.setdefault(row["task"], []).append(row)
     if not run.scores:
         raise ReportError(f"{scores_path}: no scored items")
     return run
+
+
+def _metrics(path: Path, problems: list[str] | None) -> dict[str, Any]:
+    """metrics.json ({} when absent or unusable: the figures are then read from scores.jsonl alone)."""
+    if not (path / "metrics.json").is_file() or _run_file_problem(path, "metrics.json") is not None:
+        return {}
+    try:
+        found = read_json_file(path / "metrics.json")
+    except ValueError as exc:
+        if problems is not None:
+            problems.append(f"{exc}; its figures are not used")
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _run_file_problem(folder: Path, name: str) -> str | None:

@@ -30,6 +30,13 @@ SMALL_SAMPLE = 20  # merchants: below this a 95% interval covers less than 95% (
 SMALL_MARK = "‡"
 SMALL_NOTE = (f"{SMALL_MARK} fewer than {SMALL_SAMPLE} merchants: a 95% interval that resamples merchants covers "
               "less than 95% with so few (about 0.84 measured at 5 merchants); read it as rough.")
+SMALL_ITEMS_NOTE = (f"{SMALL_MARK} fewer than {SMALL_SAMPLE} items: a 95% interval that resamples so few items covers "
+                    "less than 95%; read it as rough.")
+
+
+def small_note(units: set[str]) -> str:
+    """The note for `‡`, in the words of what the marked intervals resampled (merchants or items)."""
+    return SMALL_ITEMS_NOTE if units == {"items"} else SMALL_NOTE
 
 
 NUTRIENT_LABELS = (("calories", "", " kcal"), ("protein", "P ", " g"), ("carbohydrates", "C ", " g"),
@@ -161,7 +168,7 @@ def results_table(metrics: dict[str, Any], protocol: Protocol | None = None) -> 
                          str(truncated), str(failed), token_cell])
         theirs = protocol.headline(spec, m)
         if theirs is not None:
-            rows[-1] = headline_row((f"{protocol.name} {theirs[0]}", theirs[1]), m, rows[-1])
+            rows[-1] = headline_row((f"{protocol.name} {theirs[0]}", theirs[1]), protocol.interval(m), m, rows[-1])
             notes.append(protocol.headline_note(spec, m))
         elif m.get("ours_left_out"):
             notes.append(f"{task}: {m['ours_left_out']} items whose reference cannot be read (the release publishes "
@@ -187,12 +194,13 @@ def results_table(metrics: dict[str, Any], protocol: Protocol | None = None) -> 
     return "\n".join([table, ""] + notes).rstrip()
 
 
-def headline_row(theirs: tuple[str, float | None], m: dict[str, Any], ours: list[str]) -> list[str]:
-    """A task's summary row under a protocol whose figure leads: (its name, its value) as the headline,
-    ours beside it with the number of items the two readings read differently."""
+def headline_row(theirs: tuple[str, float | None], interval: Sequence[float] | None, m: dict[str, Any],
+                 ours: list[str]) -> list[str]:
+    """A task's summary row under a protocol whose figure leads: (its name, its value) and its interval as
+    the headline, ours beside it with the number of items the two readings read differently."""
     name, value = theirs
     mine = ours[3]
-    return [ours[0], ours[1], name, f"{pct(value)} (ours: {mine}; {m.get('official_disagreements', 0)} "
+    return [ours[0], ours[1], name, f"{with_ci(value, interval)} (ours: {mine}; {m.get('official_disagreements', 0)} "
             "read differently)", *ours[4:]]
 
 
