@@ -21,7 +21,7 @@ import pytest
 
 from construct import pipeline, stages, standin
 from construct.stages import STANDIN_ANSWERS, prompt, prompt_of
-from tests.tools.imports import ROOT
+from tests.tools.imports import ROOT, edges
 
 STAGE_PACKAGE = ROOT / "construct"
 
@@ -62,6 +62,23 @@ def test_the_stages_are_registered_in_the_order_of_a_build():
                               "review")
     assert [name for name, _ in pipeline.stage_runs()] == ["photos", "dishes", "classification", "nutrition", "vqa",
                                                            "translate"]
+
+
+def test_the_stage_modules_the_pipeline_imports_by_name_make_no_circle():
+    """pipeline.stage_runs imports `construct/<name>.py` by a name it builds, which the import graph of
+    tests/test_architecture.py cannot read: its edges are added here, and no stage may lead back to it."""
+    graph = edges()
+    runs = {f"construct/{name}.py" for name, _ in pipeline.stage_runs()}
+    assert runs <= set(graph)
+    graph["construct/pipeline.py"] |= runs
+    seen: set[str] = set()
+    todo = sorted(runs)
+    while todo:
+        rel = todo.pop()
+        if rel not in seen:
+            seen.add(rel)
+            todo += graph[rel]
+    assert "construct/pipeline.py" not in seen and "construct/standin.py" not in seen
 
 
 # ---------------------------------------------------------------- prompts: an id each, answered by it
