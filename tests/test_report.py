@@ -44,7 +44,7 @@ def test_reported_rows_are_marked_and_never_mixed_with_runs(tmp_path):
     gemini = table_rows(text, "Gemini-3-Pro-Preview")[0]
     assert gemini[1] == "reported (paper)"
     assert gemini[2] == "81.55" and gemini[-3] == "24.45" and gemini[-2] == "90.42"
-    assert table_rows(text, "openai:model-a")[0][1] == "measured (a)"
+    assert table_rows(text, "openai:model-a")[0][1] == "measured (a; all views)"
     assert not table_rows(text, "Gemini-3-Pro-Preview (en)")  # only the languages of the runs
 
 
@@ -61,7 +61,7 @@ def test_baselines_get_their_own_labelled_rows_after_models(tmp_path):
     text = report.table2([first, model], reported=False, n_boot=50)
     lines = [line for line in text.splitlines() if line.startswith("| ") and "Model" not in line]
     assert lines[0].startswith("| openai:model-a")
-    assert lines[1].startswith("| baseline:first | baseline (no skill) | 25.00")
+    assert lines[1].startswith("| baseline:first | baseline, no skill (first; all views) | 25.00")
 
 
 def test_tasks_from_separate_folders_share_one_row(tmp_path):
@@ -136,7 +136,7 @@ def test_cli_writes_the_report_and_run_report(tmp_path, capsys):
     folder = classification_run(tmp_path / "a", "xx.")
     out = tmp_path / "out" / "report.md"
     assert report.main(report_args(str(folder), "--out", str(out), "--n-boot", "50")) == 0
-    assert "| openai:model-a | measured (a) | 66.67 [" in out.read_text()
+    assert "| openai:model-a | measured (a; all views) | 66.67 [" in out.read_text()
     report.write_run_report(folder)
     assert "## Breakdowns" in (folder / "report.md").read_text()
 
