@@ -32,12 +32,8 @@ from dataset.official import (
 )
 
 COMMON = ("id", "dish_id", "merchant_id", "category", "cuisine")
-FIELDS = {
-    "classification": ("options", "options_en", "answer", "option_dish_ids"),
-    "nutrition": ("dish_name", "dish_name_en", "ingredients", "portion", "calories", "protein", "carbohydrates",
-                  "fat", "nutrition_source"),
-    "vqa": ("question", "question_en", "answer", "answer_en", "rationale", "rationale_en", "vqa_category"),
-}
+# Each config's own columns, optional ones included, as the data contract declares them once.
+FIELDS = {config.name: (*config.columns, *config.optional) for config in diningbench.DECLARED}
 
 
 def image_roles(item: dict[str, Any]) -> list[str]:

@@ -15,9 +15,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from dataset.schema import CONFIGS
 
 Task = str  # a registered task's name (eval/tasks/); the benchmark's three are TASKS
-# The harness's constants, imported from here by eval/, space/ and bench/. diningbench.py and each
-# metrics module are self-contained on purpose (each works copied alone, or loaded from the Hub), so
-# they keep their own copies; tests/test_architecture.py checks that they agree with these.
+# The harness's constants, imported from here by eval/, space/ and bench/. The task list is the data
+# contract's (dataset/schema.py DECLARED). Each metrics module is self-contained on purpose (each works
+# copied alone, or loaded from the Hub), so it keeps its own copies; tests/test_architecture.py checks
+# that they agree with these.
 TASKS: tuple[Task, ...] = CONFIGS  # one task per config the data contract declares (dataset/schema.py)
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 LETTERS = "ABCDEFGH"
