@@ -27,7 +27,8 @@ from .settings import KEY_PROVIDERS, PUBLIC_ENDPOINTS, SpaceSettings
 from .warmup import warm_harness
 
 if TYPE_CHECKING:
-    from eval.protocols import Tally
+    from eval.protocols import Protocol, Tally
+    from eval.settings import RunSettings
 
 OWN_KEY = "Use my own API key"
 OPERATOR_SECRETS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
@@ -246,60 +247,72 @@ def stream_evaluation(request: EvalRequest, settings: SpaceSettings, slots: Requ
     return EvalStream(_updates(request, settings, slots, available))
 
 
+class _Judging:
+    """An evaluation's judge for a judged task (None otherwise): the operator's, with the judge settings of
+    the protocol the harness chose once the first answer says which (`start`)."""
+
+    def __init__(self, spec: str | None, slots: RequestSlots) -> None:
+        self.spec, self.slots = spec, slots
+        self.judge = _VqaJudge(spec, slots) if spec else None
+
+    async def start(self, protocol: Protocol, task: str, model: str, lang: str) -> Tally:
+        """The protocol's tally, its own judge settings taken (the authors': their attempts and limit)."""
+        if self.judge is not None and protocol.judge_options():
+            await self.judge.close()
+            self.judge = _VqaJudge(self.spec or "", self.slots, **protocol.judge_options())
+        return protocol.tally(task, model, lang)
+
+    async def close(self) -> None:
+        if self.judge is not None:
+            await self.judge.close()
+
+
+def _run_settings(request: EvalRequest, spec: str, settings: SpaceSettings) -> RunSettings:
+    from eval.settings import RunSettings
+
+    found = RunSettings(task=request.task, model=spec, dataset=settings.dataset, limit=int(request.n_items),
+                        lang=request.lang, concurrency="auto", max_concurrency=settings.request_concurrency,
+                        max_attempts=MAX_ATTEMPTS, timeout=REQUEST_TIMEOUT)
+    found.validate()
+    return found
+
+
 async def _updates(request: EvalRequest, settings: SpaceSettings, slots: RequestSlots,
                    available: int | None) -> AsyncIterator[EvalUpdate]:
     spec, options = resolve(request, settings)
     # The operator's keys are scrubbed too: a model server may echo whatever key it was sent.
     secrets = [options.get("api_key"), *(os.environ.get(name) for name in OPERATOR_SECRETS)]
-    judge: _VqaJudge | None = None
+    judging: _Judging | None = None
     try:
         await asyncio.to_thread(warm_harness)  # waits for the start-up imports if they still run
         from eval import protocols, tasks
         from eval.api import iter_predictions
-        from eval.settings import RunSettings
 
-        run_settings = RunSettings(task=request.task, model=spec, dataset=settings.dataset,
-                                   limit=int(request.n_items), lang=request.lang,
-                                   concurrency="auto", max_concurrency=settings.request_concurrency, max_attempts=MAX_ATTEMPTS,
-                                   timeout=REQUEST_TIMEOUT)
-        run_settings.validate()
+        run_settings = _run_settings(request, spec, settings)
         backend = await asyncio.to_thread(make_backend_for, spec, options, slots)  # SDK imports off the loop
-        judged = tasks.get(request.task).judged and bool(settings.judge)
-        if judged:
-            judge = _VqaJudge(settings.judge or "", slots)
+        judging = _Judging(settings.judge if tasks.get(request.task).judged else None, slots)
         total = min(int(request.n_items), available) if available else int(request.n_items)
         yield EvalUpdate(spec=spec, total=total, results=[])
         results: list[SampleResult] = []
-        tally: Tally | None = None  # the run's protocol's scoring, one answer at a time
-
-        async def start(row: dict[str, Any]) -> Tally:
-            """The tally of the protocol the harness chose for these rows, and that protocol's own judge."""
-            nonlocal judge
-            protocol = protocols.chosen(run_settings, [[row]])
-            if judge is not None and protocol.judge_options():
-                await judge.close()
-                judge = _VqaJudge(settings.judge or "", slots, **protocol.judge_options())
-            return protocol.tally(request.task, spec, request.lang)
-
+        tally: Tally | None = None  # the scoring of the protocol the harness chose, one answer at a time
         # Leaving this loop early (Stop, a cancelled API job, a closed page) stops the backend, which
         # cancels its requests in flight and refuses new ones, then closes the harness's generator
         # at once rather than whenever it is collected.
         async with aclosing(iter_predictions(run_settings, backend=backend)) as predictions:
             try:
                 async for prediction, row in predictions:
-                    tally = tally or await start(row)
+                    tally = tally or await judging.start(protocols.chosen(run_settings, [[row]]), request.task, spec,
+                                                         request.lang)
                     record = tally.add(prediction, row)
-                    if judge is not None:
-                        await tally.judge(record, prediction, row, judge)
+                    if judging.judge is not None:
+                        await tally.judge(record, prediction, row, judging.judge)
                     results.append(_sample_result(record, prediction, secrets, settings.max_answer_chars))
                     yield EvalUpdate(spec=spec, total=total, results=list(results))
             finally:
                 if isinstance(backend, SlotBackend):
                     backend.stop()  # first: no retry of a cancelled request may go out meanwhile
-        found = tally or protocols.get(None).tally(request.task, spec, request.lang)
-        metrics = await asyncio.to_thread(final_metrics, request.task, found.records, found.rows, request.lang,
-                                          found.decided)
-        metrics.update(await asyncio.to_thread(found.figures))
+        metrics = await asyncio.to_thread(_figures, tally or protocols.get(None).tally(request.task, spec, request.lang),
+                                          request)
         yield EvalUpdate(spec=spec, total=total, results=results,
                          metrics=json.loads(redact(json.dumps(metrics, default=str), secrets, mark=REDACTED)))
     except GuardError:
@@ -308,8 +321,15 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
         message = redact(str(exc) or exc.__class__.__name__, secrets, mark=REDACTED).strip()
         raise RuntimeError(message.splitlines()[0] if message else "evaluation failed") from None
     finally:
-        if judge is not None:
-            await judge.close()
+        if judging is not None:
+            await judging.close()
+
+
+def _figures(tally: Tally, request: EvalRequest) -> dict[str, Any]:
+    """Ours from the records the tally scored, then what the protocol adds (the authors' figures)."""
+    metrics = final_metrics(request.task, tally.records, tally.rows, request.lang, tally.decided)
+    metrics.update(tally.figures())
+    return metrics
 
 
 def _sample_result(record: dict[str, Any], prediction: Any, secrets: list[str | None], limit: int) -> SampleResult:
