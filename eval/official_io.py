@@ -22,7 +22,7 @@ from typing import Any
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import official, protocols, scoring, tasks
 from eval.api import RUN_FILES, check_out, locked
-from eval.protocols.official import official_preds, rules_for
+from eval.protocols.official import official_preds, reading_of, rules_for
 from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, read_run_json, write_run_json
 from eval.settings import LANGS, N_BOOT, RunSettings, UsageError
@@ -146,8 +146,9 @@ def _official_records(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
     if not path.is_file():
         return found
     for _, record in iter_jsonl_objects(path, policy="skip", max_depth=MAX_JSON_DEPTH, max_line_bytes=MAX_LINE_BYTES):
-        if record.get("epoch", 0) == 0 and isinstance(record.get("official"), dict):
-            found[(str(record.get("task")), str(record.get("id")))] = record["official"]
+        mine = reading_of(record) if record.get("epoch", 0) == 0 else None
+        if mine is not None:
+            found[(str(record.get("task")), str(record.get("id")))] = mine
     return found
 
 
@@ -238,7 +239,7 @@ def import_official(source: Path | str, task: str, out: Path | str, *, dataset: 
         predictions.append(Prediction(
             id=str(row["id"]), task=task, raw=raw, parsed=parsed, error=pred if failed else None, attempts=1,
             latency_s=0.0, usage=None, request_hash=hashlib.sha256(identity.encode()).hexdigest()[:32],
-            n_images=sum(1 for p in sent if isinstance(p, str)), official=kept))
+            n_images=sum(1 for p in sent if isinstance(p, str)), imported=kept))
     check_out(out)
     previous = read_run_json(out)
     if previous is not None and "imported" not in previous:

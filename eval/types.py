@@ -175,6 +175,11 @@ class Backend(Protocol):
         ...
 
 
+# The key of predictions.jsonl under which a line imported from the authors' prediction files keeps
+# what their file says (`eval import --from official`).
+IMPORTED_KEY = "official"
+
+
 @dataclass
 class Prediction:
     """One line of predictions.jsonl: what was asked (views sent, epoch, option rotation) and what came back.
@@ -200,7 +205,7 @@ class Prediction:
     rotation: int = 0  # `--circular`: the options were rotated left by this many places (0 = as stored)
     # A line imported from the authors' prediction files: what their file says (`model_pred` as their
     # inference cleaned it, `gt_answer`, and their judge's `eval_match`/`eval_result` when judged).
-    official: dict[str, Any] | None = None
+    imported: dict[str, Any] | None = None  # predictions.jsonl's IMPORTED_KEY
 
     def to_json(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy of `parsed` and `usage` was a tenth of the runner's
@@ -209,13 +214,14 @@ class Prediction:
                 "error": self.error, "attempts": self.attempts, "latency_s": self.latency_s, "usage": self.usage,
                 "finish_reason": self.finish_reason, "truncated": self.truncated, "n_images": self.n_images,
                 "request_hash": self.request_hash, "rotation": self.rotation}
-        if self.official is not None:
-            line["official"] = self.official
+        if self.imported is not None:
+            line[IMPORTED_KEY] = self.imported
         return line
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> Prediction:
         values = {f.name: row[f.name] for f in _PREDICTION_FIELDS if f.name in row}
+        values["imported"] = row.get(IMPORTED_KEY)
         for f in _PREDICTION_FIELDS:
             if f.name not in values and f.default is dataclasses.MISSING:
                 values[f.name] = None
@@ -223,8 +229,8 @@ class Prediction:
             if not isinstance(values.get(name), int) or isinstance(values.get(name), bool):
                 values[name] = 0
         values["truncated"] = values.get("truncated") is True
-        if not isinstance(values.get("official"), dict | None):
-            values["official"] = None
+        if not isinstance(values["imported"], dict):
+            values["imported"] = None
         return cls(**values)
 
 

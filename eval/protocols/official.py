@@ -260,7 +260,7 @@ def official_preds(task: str, predictions: Sequence[Prediction], rows: Sequence[
     chosen = image_indices(indices)
     found: dict[int, dict[str, Any]] = {}
     for p, row in zip(predictions, rows, strict=True):
-        kept = p.official or {}  # an imported line: what their file says
+        kept = p.imported or {}  # an imported line: what their file says
         broken = script.fails(row, chosen)
         line: dict[str, Any] = {"model_pred": kept["model_pred"] if isinstance(kept.get("model_pred"), str)
                                 else rules.infer_error(broken) if broken
@@ -277,6 +277,12 @@ def reading(task: str, line: Mapping[str, Any], row: Mapping[str, Any]) -> dict[
     """A record's `official` object: their reading of one answer, beside ours."""
     return {"idx": int(row["idx"]), "model_pred": line["model_pred"],
             **rules_for(task).item(line["model_pred"], row, line.get("gt_answer"))}
+
+
+def reading_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A scores.jsonl record's reading by their rules (its `official` object), None when it has none."""
+    found = record.get("official")
+    return found if isinstance(found, dict) else None
 
 
 # ------------------------------------------------------------------ their judge, ours beside it
