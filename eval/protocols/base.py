@@ -238,10 +238,9 @@ def get(name: str | None) -> Protocol:
 
 def of(settings: RunSettings | Mapping[str, Any] | None) -> Protocol:
     """The protocol a run's settings (RunSettings, or run.json's `settings`) name."""
-    if isinstance(settings, RunSettings):
-        return get(settings.protocol)
-    name = settings.get("protocol") if isinstance(settings, Mapping) else None
-    return get(name if isinstance(name, str) else None)
+    if not isinstance(settings, RunSettings):  # run.json's settings, read back as the settings they are
+        settings = RunSettings.from_saved(dict(settings) if isinstance(settings, Mapping) else {})
+    return get(settings.protocol if isinstance(settings.protocol, str) else None)
 
 
 def chosen(settings: RunSettings, rows: Sequence[Sequence[Mapping[str, Any]]]) -> Protocol:

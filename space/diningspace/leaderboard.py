@@ -28,7 +28,7 @@ from diningbench import (
     iter_jsonl_objects,
     read_json_file,
 )
-from eval import protocols, tasks
+from eval import tasks
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.protocols import Protocol
 from eval.report.runs import RunData, file_signature
@@ -244,7 +244,7 @@ def data_kind(run: RunData, metrics: dict[str, Any] | None = None) -> str:
     source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
     if not source or str(source) in ("embedded sample", "embedded synthetic sample"):
         return "synthetic"
-    sizes = _file_sizes(protocols.of(run.info.get("settings")), metrics or {})
+    sizes = _file_sizes(run.protocol, metrics or {})
     if sizes and all(sample_rows().get(config) == n for config, n in sizes.items()):
         return "synthetic"
     if sizes and any(PUBLISHED_ROWS.get(config) != n for config, n in sizes.items()):
@@ -361,7 +361,7 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
         row = _empty_row()
         counts = {}
         named = set()
-        protocol = protocols.of(run.info.get("settings"))
+        protocol = run.protocol
         for task in tasks.all_tasks():
             entry: dict[str, Any] = metrics[task.name] if isinstance(metrics.get(task.name), dict) else {}
             theirs = protocol.own_figures(entry)
