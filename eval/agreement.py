@@ -26,13 +26,12 @@ from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import tasks
 from eval.endpoints import host_of
 from eval.judge import JudgeError, make_judge
-from eval.limiter import MAX_CONCURRENCY, START, threads_for
+from eval.limiter import START, threads_for
 from eval.runinfo import read_run_json
 from eval.scoring import JUDGE_CACHE, METRICS, ScoringError, load_rows
 from eval.settings import N_BOOT, RunSettings
 from eval.stats import can_resample, cluster_bootstrap_ci
 from eval.store import PREDICTIONS, read_predictions
-from eval.types import DEFAULT_MAX_TOKENS
 from metrics.judge_accuracy.core import (
     Judge,
     VerdictCache,
@@ -120,14 +119,14 @@ def vqa_answers(run_dir: Path) -> list[Item]:
     info = read_run_json(run_dir)
     if info is None or not (run_dir / PREDICTIONS).exists():
         raise ScoringError(f"{run_dir} is not a run folder (needs run.json and {PREDICTIONS})")
-    settings = info.get("settings") or {}
-    lang = settings.get("lang") or "zh"
+    settings = RunSettings.from_saved(info.get("settings") or {})
+    lang = settings.lang
     predictions = [p for p in read_predictions(run_dir / PREDICTIONS).values() if tasks.is_judged(p.task)]
     if not predictions:
         raise ScoringError(f"{run_dir} has no VQA answers to judge")
     task = tasks.get(predictions[0].task)
     predictions = [p for p in predictions if p.task == task.name]
-    rows = load_rows(task.name, settings.get("dataset"))
+    rows = load_rows(task.name, settings.dataset)
     order = {item_id: n for n, item_id in enumerate(rows)}
     items = []
     for p in sorted(predictions, key=lambda p: (p.epoch, order.get(p.id, len(order)))):
@@ -255,23 +254,20 @@ def agreement_of_specs(run_dir: Path | str, specs: Sequence[str], *, human_label
     others); writes judge_agreement.json and returns its content. Only a server's host is recorded."""
     run_dir = Path(run_dir)
     info = read_run_json(run_dir) or {}
-    settings = info.get("settings") or {}
+    settings = RunSettings.from_saved(info.get("settings") or {})
     parsed = [parse_judge_spec(s) for s in specs if s.strip()]
     if len({spec for spec, _ in parsed}) != len(parsed):
         raise ScoringError("--judges: each judge once (the same spec twice would be compared with itself)")
     judges = {}
-    concurrency = settings.get("concurrency") or RunSettings.concurrency
-    max_concurrency = int(settings.get("max_concurrency") or MAX_CONCURRENCY)
     try:
         for spec, url in parsed:
-            judge = make_judge(spec, url or base_url, timeout=float(settings.get("timeout") or RunSettings.timeout),
-                               max_tokens=int(settings.get("max_tokens") or DEFAULT_MAX_TOKENS),
-                               concurrency=concurrency, max_concurrency=max_concurrency)
+            judge = make_judge(spec, url or base_url, timeout=settings.timeout, max_tokens=settings.max_tokens,
+                               concurrency=settings.concurrency, max_concurrency=settings.max_concurrency)
             judges[spec] = judge
             judge.check()
         labels = read_human_labels(human_labels) if human_labels is not None else None
         result = judge_agreement(run_dir, judges, human_labels=labels, judge_all=judge_all, n_boot=n_boot,
-                                 concurrency=threads_for(concurrency, max_concurrency))
+                                 concurrency=threads_for(settings.concurrency, settings.max_concurrency))
     except JudgeError as exc:
         raise ScoringError(str(exc)) from None
     finally:

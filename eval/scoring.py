@@ -9,7 +9,7 @@ judge added later) without asking the model again. Each task is scored by the ru
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,50 +79,77 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
     if info is None or not (run_dir / PREDICTIONS).exists():
         raise ScoringError(f"{run_dir} is not a run folder (needs run.json and {PREDICTIONS})")
     settings = RunSettings.from_saved(info.get("settings") or {})
-    protocol = protocols.of(settings)
-    if judge is None and isinstance(info.get("judge"), dict):
-        judge = info["judge"].get("spec")
-        if info["judge"].get("base_url_host") and judge_base_url is None:
-            raise ScoringError(f"the run was judged through a server at {info['judge']['base_url_host']}: "
-                               "pass --judge-base-url again (URLs are not stored)")
+    judge = _run_judge(info, judge, judge_base_url)
     if predictions is None:
         predictions = read_predictions(run_dir / PREDICTIONS)
-    judge_fn = BackendJudge(judge, judge_base_url, timeout=settings.timeout, max_tokens=settings.max_tokens,
-                            concurrency=settings.concurrency, max_concurrency=settings.max_concurrency) if judge else None
+    judge_fn = _judge_for(settings, judge, judge_base_url, predictions.values())
     metrics: dict[str, Any] = {}
     all_records: list[dict[str, Any]] = []
     rotated_records: list[dict[str, Any]] = []
     try:
-        if judge_fn is not None and any(tasks.get(p.task).judged for p in predictions.values() if tasks.is_task(p.task)):
-            try:
-                judge_fn.check()  # a missing key fails here, before anything is written
-            except JudgeError as exc:
-                raise ScoringError(str(exc)) from None
         for task in tasks.names():
             mine = [p for p in predictions.values() if p.task == task]
             if not mine:
                 continue
-            by_id = {str(r["id"]): r for r in rows[task]} if rows and task in rows else load_rows(
-                task, settings.dataset, settings.lang)
-            unknown = sorted({p.id for p in mine} - set(by_id))
-            if unknown:
-                raise ScoringError(f"{task}: predictions for ids not in the dataset ({', '.join(unknown[:5])}); "
-                                   "was the run made on another --dataset?")
-            order = {item_id: n for n, item_id in enumerate(by_id)}
-            mine.sort(key=lambda p: (p.epoch, order[p.id], p.rotation))  # dataset order, epoch by epoch
+            by_id = _rows_by_id(task, mine, rows, settings)
             job = TaskScoring(task, mine, by_id, settings, settings.lang, judge, judge_base_url, judge_fn,
                               Path(judge_cache or run_dir / JUDGE_CACHE), n_boot, fresh, _views_sent(settings))
-            records, metrics[task] = protocol.score(job)
+            records, metrics[task] = protocols.of(settings).score(job)
             rotated_records.extend(job.rotated)
             all_records.extend(records)
     finally:
         if judge_fn is not None:
             judge_fn.close()
-    write_atomically(run_dir / SCORES, (json_text(r) + "\n" for r in all_records))
-    if rotated_records:
-        write_atomically(run_dir / circular.ROTATIONS,
-                         (json_text(r) + "\n" for r in rotated_records))
+    _write_scores(run_dir, all_records, rotated_records, metrics)
+    return metrics
+
+
+def _run_judge(info: dict[str, Any], judge: str | None, judge_base_url: str | None) -> str | None:
+    """The judge to score with: the one asked, else the one the run recorded (its server named again)."""
+    if judge is None and isinstance(info.get("judge"), dict):
+        judge = info["judge"].get("spec")
+        if info["judge"].get("base_url_host") and judge_base_url is None:
+            raise ScoringError(f"the run was judged through a server at {info['judge']['base_url_host']}: "
+                               "pass --judge-base-url again (URLs are not stored)")
+    return judge
+
+
+def _judge_for(settings: RunSettings, judge: str | None, judge_base_url: str | None,
+               predictions: Iterable[Prediction]) -> BackendJudge | None:
+    """The judge backend with the run's settings, checked (a missing key fails here, before anything is
+    written) when a judged task has answers; None without a judge."""
+    if not judge:
+        return None
+    judge_fn = BackendJudge(judge, judge_base_url, timeout=settings.timeout, max_tokens=settings.max_tokens,
+                            concurrency=settings.concurrency, max_concurrency=settings.max_concurrency)
+    if any(tasks.get(p.task).judged for p in predictions if tasks.is_task(p.task)):
+        try:
+            judge_fn.check()
+        except JudgeError as exc:
+            judge_fn.close()
+            raise ScoringError(str(exc)) from None
+    return judge_fn
+
+
+def _rows_by_id(task: str, mine: list[Prediction], rows: dict[str, Sequence[dict[str, Any]]] | None,
+                settings: RunSettings) -> dict[str, dict[str, Any]]:
+    """The task's rows by id, in dataset order; `mine` sorted in that order, epoch by epoch."""
+    by_id = {str(r["id"]): r for r in rows[task]} if rows and task in rows else load_rows(
+        task, settings.dataset, settings.lang)
+    unknown = sorted({p.id for p in mine} - set(by_id))
+    if unknown:
+        raise ScoringError(f"{task}: predictions for ids not in the dataset ({', '.join(unknown[:5])}); "
+                           "was the run made on another --dataset?")
+    order = {item_id: n for n, item_id in enumerate(by_id)}
+    mine.sort(key=lambda p: (p.epoch, order[p.id], p.rotation))
+    return by_id
+
+
+def _write_scores(run_dir: Path, records: list[dict[str, Any]], rotated: list[dict[str, Any]],
+                  metrics: dict[str, Any]) -> None:
+    write_atomically(run_dir / SCORES, (json_text(r) + "\n" for r in records))
+    if rotated:
+        write_atomically(run_dir / circular.ROTATIONS, (json_text(r) + "\n" for r in rotated))
     else:
         (run_dir / circular.ROTATIONS).unlink(missing_ok=True)
     write_atomically(run_dir / METRICS, [json.dumps(metrics, indent=2, ensure_ascii=False) + "\n"])
-    return metrics
