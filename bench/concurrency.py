@@ -112,7 +112,7 @@ class Timeline:
 async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concurrency: int, images: int,
                     client: str, latency: float, timeline: list[Timeline] | None = None) -> int:
     from eval import api
-    from eval.backends import make_backend, release
+    from eval.backends import BackendOptions, make_backend, release
     from eval.requests import request_job
     from eval.runner import RetryPolicy, built_ahead, execute
     from eval.settings import RunSettings
@@ -122,7 +122,7 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
     if client == "sleep":
         backend = SleepingBackend(latency)
     else:
-        backend = make_backend("openai:bench-vlm", base_url=base_url, timeout=60.0)
+        backend = make_backend("openai:bench-vlm", BackendOptions(base_url=base_url, timeout=60.0))
     if timeline is not None:
         backend = Timeline(backend)
         timeline.append(backend)
@@ -145,13 +145,13 @@ def request_bodies(rows: list[dict[str, Any]], images: int) -> list[bytes]:
     """The JSON bodies the `openai:` backend would send for `rows` (its own message and body code)."""
     import orjson
 
-    from eval.backends import make_backend
+    from eval.backends import BackendOptions, make_backend
     from eval.backends.openai_chat import rough_prompt_tokens, to_openai_messages
     from eval.requests import build_request
     from eval.settings import RunSettings
 
     settings = RunSettings(task="nutrition", model="openai:bench-vlm", images=images, max_tokens=256)
-    backend = make_backend("openai:bench-vlm", base_url="http://127.0.0.1:1/v1", timeout=60.0)
+    backend = make_backend("openai:bench-vlm", BackendOptions(base_url="http://127.0.0.1:1/v1", timeout=60.0))
     bodies = []
     for row in rows:
         request = build_request("nutrition", row, settings)

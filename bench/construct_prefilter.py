@@ -87,7 +87,7 @@ def call_rows(n_calls: int, concurrency: int = 16) -> list[dict[str, Any]]:
 
     from construct.models import Ask, Models
     from construct.work import BuildSettings
-    from eval.backends import make_backend, release
+    from eval.backends import BackendOptions, make_backend, release
     from eval.runner import RetryPolicy, execute
     from eval.types import GenerationConfig, Message, Request
 
@@ -96,7 +96,7 @@ def call_rows(n_calls: int, concurrency: int = 16) -> list[dict[str, Any]]:
             tempfile.TemporaryDirectory() as tmp:
 
         async def harness() -> int:
-            backend = make_backend("openai:bench", base_url=server.base_url, timeout=30.0)
+            backend = make_backend("openai:bench", BackendOptions(base_url=server.base_url, timeout=30.0))
             config = GenerationConfig(max_tokens=64)
             requests = [Request(id=a.item, task="vqa", config=config, request_hash=a.item,
                                 messages=(Message("user", (a.prompt,)),)) for a in asks]

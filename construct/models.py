@@ -43,7 +43,16 @@ from eval.images import encode_for_transport
 from eval.limiter import MAX_CONCURRENCY, START, Limits
 from eval.runner import BUILD_THREADS, RetryPolicy, built_ahead, execute
 from eval.store import JsonlLog
-from eval.types import Backend, GenerationConfig, ImagePart, Message, Request, Response
+from eval.types import (
+    DEFAULT_MAX_TOKENS,
+    Backend,
+    BackendOptions,
+    GenerationConfig,
+    ImagePart,
+    Message,
+    Request,
+    Response,
+)
 
 MAX_SIDE = 1024  # the harness's transport bound: photos larger than this are shrunk once before sending
 
@@ -390,8 +399,10 @@ def make_pool(factory: Callable[..., Backend], spec: str, urls: list[str | None]
               start: int = 0) -> Backend:
     """One backend per replica URL, behind a `RoundRobin` when there are several (its first request to
     replica `start`: Ray actors start at different replicas)."""
-    made = [factory(spec, base_url=url, timeout=settings.timeout, max_tokens=settings.max_tokens,
-                    seed=settings.seed, images_per_prompt=4) for url in urls]
+    generation = GenerationConfig(max_tokens=settings.max_tokens, seed=settings.seed,
+                                  fit_to_context=settings.max_tokens == DEFAULT_MAX_TOKENS)
+    made = [factory(spec, BackendOptions(base_url=url, timeout=settings.timeout, generation=generation,
+                                         images_per_prompt=4)) for url in urls]
     if len(made) == 1:
         return made[0]
     pool = RoundRobin(made, [host_of(url) for url in urls])

@@ -33,7 +33,7 @@ from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
 from eval.settings import N_BOOT, RunSettings, UsageError
 from eval.store import LOCK, PREDICTIONS, Key, PredictionStore, key_of, locked
-from eval.types import Backend, ConfigError, Prediction, Request
+from eval.types import Backend, BackendOptions, ConfigError, Prediction, Request
 
 __all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
 RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, ROTATIONS, "report.md")
@@ -146,23 +146,15 @@ def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[dict[str,
 
 
 def build_backend(settings: RunSettings, data: list[_TaskData]) -> Backend:
-    """The backend for settings.model, with the options every backend may use.
-
-    `reasoning_effort` and `thinking_budget` are passed only when set: a backend that cannot use
-    one refuses it in one line.
-    """
-    options: dict[str, Any] = {
-        "base_url": settings.base_url, "timeout": settings.timeout, "images_per_prompt": settings.images or max_views(data),
-        "max_tokens": settings.max_tokens, "seed": settings.seed, "batch_size": settings.batch_size,
-        "lang": settings.lang, **settings.engine_options,
-    }
-    for name in ("reasoning_effort", "thinking_budget"):
-        if getattr(settings, name) is not None:
-            options[name] = getattr(settings, name)
-    if settings.model.startswith("baseline:"):
-        options["dataset_items"] = baseline_items(data, settings.lang)
+    """The backend for settings.model, built from one options type; what it generates is the protocol's
+    config (`generation`), the same its requests carry."""
+    options = BackendOptions(
+        base_url=settings.base_url, timeout=settings.timeout, generation=protocols.of(settings).generation(settings),
+        images_per_prompt=settings.images or max_views(data), batch_size=settings.batch_size,
+        engine=settings.engine_options, lang=settings.lang,
+        dataset_items=baseline_items(data, settings.lang) if settings.model.startswith("baseline:") else None)
     try:
-        return make_backend(settings.model, **options)
+        return make_backend(settings.model, options)
     except (SpecError, ConfigError) as exc:
         raise UsageError(str(exc)) from None
     except ImportError as exc:

@@ -14,7 +14,7 @@ from eval.endpoints import host_of
 from eval.limiter import MAX_CONCURRENCY, Limits
 from eval.runner import RetryPolicy, call_with_retries
 from eval.settings import DEFAULTS
-from eval.types import ConfigError, GenerationConfig, Message, Request, UserError
+from eval.types import BackendOptions, ConfigError, GenerationConfig, Message, Request, UserError
 
 
 class JudgeError(UserError):
@@ -61,7 +61,8 @@ class BackendJudge:
             if self._backend is not None:  # another thread got here first
                 return
             try:
-                backend = make_backend(self.spec, base_url=self.base_url, timeout=self.timeout)
+                backend = make_backend(self.spec, BackendOptions(base_url=self.base_url, timeout=self.timeout,
+                                                                 generation=self.config))
             except (SpecError, ConfigError) as exc:
                 raise JudgeError(f"--judge: {exc}") from None
             except ImportError as exc:

@@ -74,6 +74,44 @@ class GenerationConfig:
     seed: int | None = 0  # None: none sent (the authors' protocol)
     reasoning_effort: str | None = None
     thinking_budget: int | None = None
+    # The protocol's own budget may be lowered to what a small context leaves; a limit the user chose
+    # (--max-tokens) is sent as asked, and refused at start-up when it cannot fit.
+    fit_to_context: bool = True
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """How a backend is built: one type for every backend's `make(model, options)`.
+
+    What a model generates is not here: it travels with every request (`Request.config`). `generation`
+    is the run's config as its requests carry it, for the checks a backend makes before the first
+    request (a setting it cannot send, a limit over a server's context) and for what it records.
+    """
+
+    base_url: str | None = None
+    timeout: float = 120.0  # wall-clock seconds for one attempt
+    api_key: str | None = field(default=None, repr=False)  # this instance only, over the environment; never recorded
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    images_per_prompt: int | None = None  # the most views one prompt carries (local engines reserve for it)
+    batch_size: int = 8  # local engines
+    engine: dict[str, Any] = field(default_factory=dict)  # local engines' flags (RunSettings engine=True fields)
+    lang: str = "zh"  # baseline: the language of the references it may see
+    dataset_items: dict[str, list[dict[str, Any]]] | None = field(default=None, repr=False)  # baseline only
+
+
+@dataclass(frozen=True)
+class BackendTraits:
+    """What a backend is, declared beside its `make` (`TRAITS` in its module): the Space, the leaderboard and
+    the docs ask these, never a backend's name."""
+
+    open_weights: bool = False  # runs the weights itself (hf:, vllm:): the model is open
+    key_env: tuple[str, ...] = ()  # environment variables its key is read from; () takes no key
+    public_endpoint: str | None = None  # where a visitor's own key goes unless the operator allows another host
+    packages: tuple[str, ...] = ()  # what it imports beyond requirements.txt's core, for `pip install`
+
+    @property
+    def takes_key(self) -> bool:
+        return bool(self.key_env)
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,13 @@ from google.genai import types
 
 from eval.backends import gemini
 from eval.types import BackendError
+from tests.helpers_backends import opts
 
 SDK_REASONS = set(types.FinishReason.__members__)
 
 
 def backend() -> gemini.GeminiBackend:
-    return gemini.GeminiBackend("gemini-2.5-pro", api_key="AIza-test-finish-0000")
+    return gemini.GeminiBackend("gemini-2.5-pro", opts(api_key="AIza-test-finish-0000"))
 
 
 def response(finish: str, text: str | None = None) -> types.GenerateContentResponse:

@@ -20,6 +20,7 @@ from eval.api import score
 from eval.backends import make_backend
 from eval.backends.hf import HFBackend, to_hf_conversation
 from eval.types import BackendError, ConfigError, GenerationConfig, ImagePart, Message, Request, Response
+from tests.helpers_backends import opts
 from tests.helpers_tiny_vlm import tiny_vlm_dir
 
 HAS_TORCHVISION = importlib.util.find_spec("torchvision") is not None
@@ -33,8 +34,8 @@ def tiny_llava(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def backend(tiny_llava: Path) -> HFBackend:
-    return make_backend(f"hf:{tiny_llava}", images_per_prompt=3, batch_size=4, device="cpu", max_tokens=8, seed=0,
-                        base_url=None, timeout=30.0)
+    return make_backend(f"hf:{tiny_llava}", opts(images_per_prompt=3, batch_size=4, device="cpu", max_tokens=8, seed=0,
+                        base_url=None, timeout=30.0))
 
 
 def photo(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
@@ -130,7 +131,7 @@ def test_a_corrupt_image_fails_only_its_sample(backend: HFBackend) -> None:
 
 
 def test_prompts_longer_than_max_model_len_are_refused(tiny_llava: Path) -> None:
-    short_context = make_backend(f"hf:{tiny_llava}", device="cpu", max_model_len=40)
+    short_context = make_backend(f"hf:{tiny_llava}", opts(device="cpu", max_model_len=40))
     long_prompt, = short_context.generate_batch([request("long", 3)])
     assert isinstance(long_prompt, BackendError) and "max_model_len is 40" in str(long_prompt)
 
@@ -162,7 +163,7 @@ def test_describe_records_what_ran(backend: HFBackend, tiny_llava: Path) -> None
 ])
 def test_setup_problems_are_one_line(tiny_llava: Path, spec: str, options: dict, expected: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        make_backend(spec.replace("TINY", str(tiny_llava)), **{"device": "cpu", **options})
+        make_backend(spec.replace("TINY", str(tiny_llava)), opts(**{"device": "cpu", **options}))
     assert expected in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -171,7 +172,7 @@ def test_a_qwen_vl_model_without_torchvision_is_a_one_line_hint(tmp_path_factory
     """Qwen-VL processors need torchvision: without it, a one-line hint naming the install."""
     folder = tiny_vlm_dir(tmp_path_factory, "qwen2_vl")
     with pytest.raises(ConfigError) as caught:
-        make_backend(f"hf:{folder}", device="cpu")
+        make_backend(f"hf:{folder}", opts(device="cpu"))
     assert "needs torchvision" in str(caught.value) and "pip install torchvision" in str(caught.value)
     assert "\n" not in str(caught.value)
 
@@ -181,7 +182,7 @@ def test_a_qwen_vl_model_without_torchvision_is_a_one_line_hint(tmp_path_factory
 def test_qwen2_vl_style_model(tmp_path_factory: pytest.TempPathFactory) -> None:
     """A Qwen-VL model generates, and its image tokens follow the pixel budget."""
     folder = tiny_vlm_dir(tmp_path_factory, "qwen2_vl")
-    qwen = make_backend(f"hf:{folder}", device="cpu", max_pixels=56 * 56, min_pixels=56 * 56)
+    qwen = make_backend(f"hf:{folder}", opts(device="cpu", max_pixels=56 * 56, min_pixels=56 * 56))
     one, two = qwen.generate_batch([request("q1", 1), request("q2", 2)])
     # 56x56 px → 4x4 patches of 14 px → 4 tokens after the 2x2 merge, + vision start/end.
     assert two.usage["prompt_tokens"] - one.usage["prompt_tokens"] == 6

@@ -18,6 +18,7 @@ from eval.backends import openai_chat, release
 from eval.judge import BackendJudge
 from eval.types import BackendError, ConfigError, GenerationConfig, ImagePart, Message, Request
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers_backends import opts
 
 KEY = "sk-test-backend-3c9e1f70"
 
@@ -53,7 +54,7 @@ def test_body_auth_and_the_answer_read_back(monkeypatch):
     monkeypatch.setenv("OPENAI_ORG_ID", "org-dining")
     monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-bench")
     with FakeOpenAIServer(oracle=lambda r: "B") as server:
-        response = asyncio.run(ask(openai_chat.make("fake-vlm", base_url=server.base_url)))
+        response = asyncio.run(ask(openai_chat.make("fake-vlm", opts(base_url=server.base_url))))
     assert (response.text, response.finish_reason) == ("B", "stop")
     assert response.usage == {"prompt_tokens": 110, "completion_tokens": 5}
     (sent,) = server.requests
@@ -67,20 +68,20 @@ def test_body_auth_and_the_answer_read_back(monkeypatch):
 
 def test_no_organisation_headers_unless_set():
     with FakeOpenAIServer(oracle=lambda r: "A") as server:
-        asyncio.run(ask(openai_chat.make("fake-vlm", base_url=server.base_url)))
+        asyncio.run(ask(openai_chat.make("fake-vlm", opts(base_url=server.base_url))))
     assert not {"openai-organization", "openai-project"} & set(server.requests[0].headers)
 
 
 def test_openai_base_url_is_the_default_server_and_still_needs_a_key(monkeypatch):
     with FakeOpenAIServer(oracle=lambda r: "A") as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        backend = openai_chat.make("fake-vlm")
+        backend = openai_chat.make("fake-vlm", opts())
         assert asyncio.run(ask(backend)).text == "A" and len(server.requests) == 1
         assert backend.describe()["base_url_host"] == f"127.0.0.1:{server.port}"
         monkeypatch.delenv("OPENAI_API_KEY")
         with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
-            openai_chat.make("fake-vlm")
-        assert openai_chat.make("fake-vlm", base_url=server.base_url).describe()["backend"] == "openai"
+            openai_chat.make("fake-vlm", opts())
+        assert openai_chat.make("fake-vlm", opts(base_url=server.base_url)).describe()["backend"] == "openai"
 
 
 def test_the_servers_own_error_is_shown_without_the_key():
@@ -91,7 +92,7 @@ def test_the_servers_own_error_is_shown_without_the_key():
     with Chatty() as server:
         server.inject("400")
         with pytest.raises(BackendError) as caught:
-            asyncio.run(ask(openai_chat.make("fake-vlm", base_url=server.base_url)))
+            asyncio.run(ask(openai_chat.make("fake-vlm", opts(base_url=server.base_url))))
     error = caught.value
     assert str(error).startswith("HTTP 400 from the model server: At most 1 image(s) may be provided")
     assert KEY not in str(error) and "***" in str(error)
@@ -106,13 +107,13 @@ def test_a_key_cut_by_the_message_length_limit_leaves_no_part_behind():
     with Padded() as server:
         server.inject("401")
         with pytest.raises(BackendError) as caught:
-            asyncio.run(ask(openai_chat.make("fake-vlm", base_url=server.base_url)))
+            asyncio.run(ask(openai_chat.make("fake-vlm", opts(base_url=server.base_url))))
     assert KEY[:8] not in str(caught.value) and not caught.value.retryable
 
 
 def test_rate_limits_carry_retry_after_and_bad_bodies_are_retryable():
     with FakeOpenAIServer(oracle=lambda r: "A") as server:
-        backend = openai_chat.make("fake-vlm", base_url=server.base_url)
+        backend = openai_chat.make("fake-vlm", opts(base_url=server.base_url))
         server.inject("429", retry_after=7)
         with pytest.raises(BackendError) as limited:
             asyncio.run(ask(backend))
@@ -130,14 +131,14 @@ def test_a_refused_connection_is_retryable_and_names_no_key():
     with FakeOpenAIServer() as server:
         closed = server.base_url
     with pytest.raises(BackendError, match="cannot reach the model server") as caught:
-        asyncio.run(ask(openai_chat.make("fake-vlm", base_url=closed)))
+        asyncio.run(ask(openai_chat.make("fake-vlm", opts(base_url=closed))))
     assert caught.value.retryable and KEY not in str(caught.value)
 
 
 def test_one_backend_serves_successive_event_loops():
     """Connections belong to the loop that opened them: each asyncio.run gets its own."""
     with FakeOpenAIServer(oracle=lambda r: "A") as server:
-        backend = openai_chat.make("fake-vlm", base_url=server.base_url)
+        backend = openai_chat.make("fake-vlm", opts(base_url=server.base_url))
         assert asyncio.run(ask(backend)).text == "A"
         assert backend._session is None  # released with its loop
         assert asyncio.run(ask(backend, close=False)).text == "A"  # a loop that ends without release...
@@ -162,9 +163,9 @@ def test_a_judge_asked_from_many_threads_builds_one_backend(monkeypatch):
     built = []
     make = backends.make_backend
 
-    def counting(spec: str, **options: Any) -> Any:
+    def counting(spec: str, options: Any) -> Any:
         built.append(spec)
-        return make(spec, **options)
+        return make(spec, options)
 
     monkeypatch.setattr(judge_module, "make_backend", counting)
     with FakeOpenAIServer(oracle=lambda r: "C") as server:
@@ -237,8 +238,8 @@ def test_a_plain_http_server_builds_no_tls_context_and_an_https_one_does(monkeyp
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
-    assert not openai_chat.OpenAIChatBackend("m", base_url="http://127.0.0.1:8000/v1")._tls
-    assert openai_chat.OpenAIChatBackend("m", base_url="https://example.org/v1")._tls
-    assert openai_chat.OpenAIChatBackend("m")._tls  # OpenAI itself
+    assert not openai_chat.OpenAIChatBackend("m", opts(base_url="http://127.0.0.1:8000/v1"))._tls
+    assert openai_chat.OpenAIChatBackend("m", opts(base_url="https://example.org/v1"))._tls
+    assert openai_chat.OpenAIChatBackend("m", opts())._tls  # OpenAI itself
     monkeypatch.setenv("HTTP_PROXY", "https://proxy.example.org:3128")
-    assert openai_chat.OpenAIChatBackend("m", base_url="http://10.0.0.5:8000/v1")._tls  # TLS to the proxy
+    assert openai_chat.OpenAIChatBackend("m", opts(base_url="http://10.0.0.5:8000/v1"))._tls  # TLS to the proxy

@@ -29,6 +29,7 @@ from eval.backends.vllm_offline import (
     response_from_output,
 )
 from eval.types import BackendError, ConfigError, GenerationConfig, ImagePart, Message, Request
+from tests.helpers_backends import opts
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +100,7 @@ def test_data_parallel_points_to_vllm_serve() -> None:
 ])
 def test_bad_engine_options_name_the_flag(options: dict, flag: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        make_backend("vllm:Qwen/Qwen3-VL-8B-Instruct", **options)
+        make_backend("vllm:Qwen/Qwen3-VL-8B-Instruct", opts(**options))
     assert flag in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -211,7 +212,7 @@ def test_describe_records_engine_args_and_versions() -> None:
 @pytest.mark.skipif(HAS_VLLM, reason="vllm is installed here")
 def test_missing_vllm_is_one_line_saying_what_to_install() -> None:
     with pytest.raises(ConfigError) as caught:
-        make_backend("vllm:Qwen/Qwen3-VL-8B-Instruct", images_per_prompt=4)
+        make_backend("vllm:Qwen/Qwen3-VL-8B-Instruct", opts(images_per_prompt=4))
     assert str(caught.value) == INSTALL_HINT
     assert INSTALL_HINT == "vllm is not installed: pip install -r requirements-vllm.txt (needs a CUDA GPU)"
 

@@ -65,7 +65,7 @@ class Passes:
 
 raw, work = sys.argv[1], Path(sys.argv[2])
 settings = BuildSettings(raw=raw, model="openai:fake", concurrency=16)
-pipeline.run(work, settings, models=Models(settings, work, factory=lambda spec, **kw: Passes()))
+pipeline.run(work, settings, models=Models(settings, work, factory=lambda spec, options: Passes()))
 with open('/proc/self/status') as fh:
     print('PEAK_KB', next(int(line.split()[1]) for line in fh if line.startswith('VmHWM:')))
 """

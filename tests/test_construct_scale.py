@@ -124,7 +124,7 @@ def test_models_read_photos_just_ahead_of_need_not_all_at_once(tmp_path, monkeyp
         return ImagePart(data=b"\xff\xd8" + item.encode(), role=role)
 
     monkeypatch.setattr(models, "photo_part", photo_part)
-    pool = models.Models(BuildSettings(model="openai:x", concurrency=2), tmp_path, factory=lambda spec, **kw: Fake())
+    pool = models.Models(BuildSettings(model="openai:x", concurrency=2), tmp_path, factory=lambda spec, options: Fake())
     asks = [models.Ask(f"i{k}", "p", photos=((f"/nowhere/{k}.jpg", "user", f"i{k}"),)) for k in range(60)]
     answers = pool.ask("photos", "openai:x", "v1", asks)
     assert sorted(answers) == sorted(a.item for a in asks) and len(loaded) == 60
@@ -152,7 +152,7 @@ def test_models_record_the_seconds_of_the_call_phases_that_made_calls(tmp_path):
             return {}
 
     def pool():
-        return models.Models(BuildSettings(model="openai:x", concurrency=1), tmp_path, factory=lambda spec, **kw: Fake())
+        return models.Models(BuildSettings(model="openai:x", concurrency=1), tmp_path, factory=lambda spec, options: Fake())
 
     record = tmp_path / models.CALL_SECONDS
     asks = [models.Ask(f"i{k}", f"p{k}") for k in range(3)]
@@ -236,7 +236,7 @@ def test_calls_flow_on_while_one_call_is_slow(tmp_path):
         def describe(self):
             return {}
 
-    pool = models.Models(BuildSettings(model="openai:x", concurrency=4), tmp_path, factory=lambda spec, **kw: Fake())
+    pool = models.Models(BuildSettings(model="openai:x", concurrency=4), tmp_path, factory=lambda spec, options: Fake())
     answers = pool.ask("vqa", "openai:x", "v1", [models.Ask(f"i{k}", f"p{k}") for k in range(300)])
     assert all(a.error is None for a in answers.values()) and len(answers) == 300
     assert pool.stats["vqa"] == {"asked": 300, "failed": 0, "errors": {}}
@@ -263,7 +263,7 @@ def test_a_cut_answer_is_cached_as_cut_and_asked_again_only_with_a_higher_limit(
 
     def ask(limit: int) -> models.Answer:
         pool = models.Models(BuildSettings(model="openai:x", max_tokens=limit), tmp_path,
-                             factory=lambda spec, **kw: Fake())
+                             factory=lambda spec, options: Fake())
         return pool.ask("vqa", "openai:x", "v1", [models.Ask("i0", "p")])["i0"]
 
     first = ask(50)

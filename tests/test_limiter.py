@@ -32,6 +32,7 @@ from eval.limiter import (
 from eval.runner import RetryPolicy, execute
 from eval.settings import RunSettings
 from eval.types import BackendError, GenerationConfig, Message, Request, Response
+from tests.helpers_backends import opts
 from tests.helpers_harness import make_release
 
 
@@ -165,7 +166,7 @@ async def test_a_refused_request_gives_its_slot_back_while_it_waits():
 
 
 async def ask_all(server: ThreadServer, n: int, concurrency: int | str = "auto") -> tuple[list, Limits]:
-    backend = make_backend("openai:bench-vlm", base_url=server.base_url, timeout=10.0)
+    backend = make_backend("openai:bench-vlm", opts(base_url=server.base_url, timeout=10.0))
     limits = Limits(concurrency)
     try:
         outcomes = [o async for o in execute(backend, [request(i) for i in range(n)], limits=limits,

@@ -9,6 +9,7 @@ import pytest
 
 import diningbench
 from eval import cli
+from tests.helpers_backends import opts
 
 
 def test_a_hub_dataset_id_offline_is_one_line_at_once(monkeypatch, capsys):
@@ -31,5 +32,5 @@ def test_an_hf_model_that_is_nowhere_offline_is_one_line_at_once(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     start = time.monotonic()
     with pytest.raises(EngineUnavailable, match="neither a folder nor in the Hugging Face cache"):
-        make_backend("hf:someone/no-such-vlm", device="cpu")
+        make_backend("hf:someone/no-such-vlm", opts(device="cpu"))
     assert time.monotonic() - start < 30

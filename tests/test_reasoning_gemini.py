@@ -15,6 +15,7 @@ from eval.backends import gemini, make_backend
 from eval.settings import RunSettings
 from eval.types import ConfigError
 from tests.fakes.gemini_server import FakeGeminiServer
+from tests.helpers_backends import opts
 from tests.helpers_harness import make_release, model_oracle, read_jsonl
 
 KEY = "AIza-test-thinking-0c1d"
@@ -87,7 +88,7 @@ def test_gemini_3_takes_the_reasoning_effort_as_its_thinking_level(release_dir, 
 ])
 def test_thinking_settings_the_api_would_refuse_are_refused_at_start(model, options, message):
     with pytest.raises(ConfigError, match=message):
-        gemini.make(model, base_url="http://127.0.0.1:9", **options)
+        gemini.make(model, opts(base_url="http://127.0.0.1:9", **options))
 
 
 @pytest.mark.parametrize("spec, options, flag", [
@@ -100,5 +101,5 @@ def test_thinking_settings_the_api_would_refuse_are_refused_at_start(model, opti
 ])
 def test_backends_that_cannot_use_a_thinking_option_refuse_it_in_one_line(spec, options, flag):
     with pytest.raises(ConfigError, match=flag) as caught:
-        make_backend(spec, **options)
+        make_backend(spec, opts(**options))
     assert "\n" not in str(caught.value) and spec in str(caught.value)

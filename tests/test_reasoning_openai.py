@@ -21,6 +21,7 @@ from eval.backends.policy import ChatPolicy, is_openai_reasoning_model, parse_re
 from eval.settings import RunSettings
 from eval.types import ConfigError, GenerationConfig, Message, Request
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers_backends import opts
 from tests.helpers_harness import make_release, model_oracle, read_jsonl
 
 KEY = "sk-test-reasoning-1b2c3d"
@@ -118,7 +119,7 @@ def test_64_requests_in_flight_at_once_refused_max_tokens_are_each_resent_once(l
     with FakeOpenAIServer(oracle=lambda r: r.prompt.split()[-1].rstrip("?"), reasoning=True, thinking_tokens=100,
                           list_models=list_models) as server:
         server.hold_first(64)
-        backend = openai_chat.make("house-reasoner", base_url=server.base_url)
+        backend = openai_chat.make("house-reasoner", opts(base_url=server.base_url))
         responses = asyncio.run(ask_all(backend))
     assert server.held_together  # the first 64 POSTs were all in flight together
     assert server.gets == ["/v1/models"]  # asked once for a context, which it did not give
@@ -169,12 +170,12 @@ def test_reasoning_effort_a_model_refuses_fails_in_one_line_without_asking_every
 
 def test_a_thinking_budget_is_refused_before_any_request():
     with pytest.raises(ConfigError, match="--thinking-budget.*openai:o3.*--reasoning-effort"):
-        openai_chat.make("o3", thinking_budget=1024)
+        openai_chat.make("o3", opts(thinking_budget=1024))
 
 
 def test_no_limit_sends_no_limit():
     with FakeOpenAIServer(oracle=lambda r: "A") as server:
-        backend = openai_chat.make("gpt-4o", base_url=server.base_url, max_tokens=None)
+        backend = openai_chat.make("gpt-4o", opts(base_url=server.base_url, max_tokens=None))
         request = Request(id="x", task="vqa", messages=(Message("user", ("Hi",)),),
                           config=GenerationConfig(max_tokens=None), request_hash="x")
 

@@ -17,6 +17,7 @@ from eval.backends.policy import parse_context_overflow, parse_limit_over_contex
 from eval.settings import RunSettings, UsageError
 from eval.types import ConfigError, GenerationConfig, Message, Request
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers_backends import opts
 from tests.helpers_harness import make_release, model_oracle, read_jsonl
 
 ITEMS = 6 + 4 + 3
@@ -115,7 +116,7 @@ def test_a_limit_the_user_chose_beyond_the_context_is_one_clear_error(release_di
         with pytest.raises(UsageError, match="--max-tokens 20000 does not fit the server's context of 8192") as info:
             run(release_dir, fake, tmp_path / "run", task="classification", max_tokens=20000)
         assert "--max-model-len" in str(info.value) and not (tmp_path / "run" / "predictions.jsonl").exists()
-        backend = openai_chat.make(MODEL, base_url=fake.base_url, max_tokens=20000)
+        backend = openai_chat.make(MODEL, opts(base_url=fake.base_url, max_tokens=20000))
 
         async def check():
             try:
@@ -133,7 +134,7 @@ def test_a_prompt_larger_than_the_context_fails_that_item_with_what_to_change(wo
     request = Request(id="x", task="vqa", messages=(Message("user", ("Hi",)),), config=GenerationConfig(max_tokens=4),
                       request_hash="x")
     with server(max_model_len=8, report_context=False, context_error=wording) as fake:
-        backend = openai_chat.make(MODEL, base_url=fake.base_url, max_tokens=4)
+        backend = openai_chat.make(MODEL, opts(base_url=fake.base_url, max_tokens=4))
 
         async def ask():
             try:
@@ -158,7 +159,7 @@ def test_reasoning_returned_apart_is_not_the_answer(field):
             await release(backend)
 
     with server(oracle=lambda r: "Yes, deep-fried.", reasoning_field=field, reasoning_text="golden crust...") as fake:
-        response = asyncio.run(ask(openai_chat.make(MODEL, base_url=fake.base_url)))
+        response = asyncio.run(ask(openai_chat.make(MODEL, opts(base_url=fake.base_url))))
     assert (response.text, response.finish_reason, response.truncated) == ("Yes, deep-fried.", "stop", False)
 
 
@@ -181,7 +182,7 @@ def test_thinking_cut_by_the_limit_is_a_truncated_empty_answer():
             await release(backend)
 
     with StillThinking() as fake:
-        response = asyncio.run(ask(openai_chat.make(MODEL, base_url=fake.base_url)))
+        response = asyncio.run(ask(openai_chat.make(MODEL, opts(base_url=fake.base_url))))
     assert (response.text, response.truncated) == ("", True)
 
 
@@ -196,7 +197,7 @@ def test_inline_think_blocks_stay_in_the_raw_text_for_the_parsers():
             await release(backend)
 
     with server(oracle=lambda r: "<think>A? no, B.</think>B") as fake:
-        response = asyncio.run(ask(openai_chat.make(MODEL, base_url=fake.base_url)))
+        response = asyncio.run(ask(openai_chat.make(MODEL, opts(base_url=fake.base_url))))
     from metrics.dining_accuracy.core import parse_choice
 
     assert response.text == "<think>A? no, B.</think>B" and parse_choice(response.text) == "B"

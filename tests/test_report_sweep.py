@@ -9,6 +9,7 @@ from eval import numbers
 from eval.backends import baseline
 from eval.report import report
 from eval.types import ConfigError
+from tests.helpers_backends import opts
 
 REF = {"calories": 500.0, "protein": 25.0, "carbohydrates": 60.0, "fat": 20.0}
 
@@ -82,7 +83,7 @@ def test_no_chance_row_without_classification(tmp_path):
 
 def test_baseline_chance_spec_points_to_the_computed_row():
     with pytest.raises(ConfigError, match="computed, not sampled"):
-        baseline.make("chance", dataset_items={})
+        baseline.make("chance", opts(dataset_items={}))
     assert numbers.chance_accuracy([{"n_options": 8}, {"n_options": 4}]) == 0.1875
 
 

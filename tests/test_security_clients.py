@@ -12,6 +12,7 @@ from eval.backends import make_backend, release
 from eval.redact import redact
 from eval.types import BackendError, GenerationConfig, Message, Request
 from tests.fakes.hostile_openai import HostileServer
+from tests.helpers_backends import opts
 from tests.helpers_memory import peak_growth_mb
 
 KEY = "sk-hostile-0123456789abcdefghijKLMN"
@@ -23,7 +24,7 @@ def request() -> Request:
 
 
 async def ask(spec: str, base_url: str, **options) -> BackendError:
-    backend = make_backend(spec, base_url=base_url, timeout=10.0, api_key=KEY, **options)
+    backend = make_backend(spec, opts(base_url=base_url, timeout=10.0, api_key=KEY, **options))
     try:
         with pytest.raises(BackendError) as info:
             await backend.generate(request())
@@ -67,12 +68,12 @@ def test_an_endless_body_costs_bounded_memory_in_a_fresh_process():
         from eval.backends import make_backend, release
         from eval.types import BackendError
         from tests.fakes.hostile_openai import HostileServer
-        from tests.test_security_clients import KEY, request
+        from tests.test_security_clients import KEY, opts, request
         """,
         """
         async def main():
             with HostileServer("endless") as server:
-                backend = make_backend("openai:fake-vlm", base_url=server.url, timeout=10.0, api_key=KEY)
+                backend = make_backend("openai:fake-vlm", opts(base_url=server.url, timeout=10.0, api_key=KEY))
                 try:
                     await backend.generate(request())
                 except BackendError as exc:

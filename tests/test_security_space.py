@@ -21,7 +21,7 @@ from space.diningspace.evaluation import (
 )
 from space.diningspace.guard import GuardError
 from space.diningspace.limits import RequestSlots, VisitorJobs, client_address
-from space.diningspace.settings import PUBLIC_ENDPOINTS, SpaceSettings
+from space.diningspace.settings import SpaceSettings
 from tests.fakes.hostile_openai import HostileServer
 
 KEY = "sk-visitor-0123456789abcdef"
@@ -124,15 +124,17 @@ def test_a_visitors_key_goes_to_the_public_endpoint_not_the_operators_server(
     request = EvalRequest(task="classification", model=OWN_KEY, n_items=1, provider=provider, own_model="m",
                           api_key=KEY)
     spec, options = resolve(request, _settings())
-    assert options["base_url"] == PUBLIC_ENDPOINTS[provider]
+    public = {"openai": "https://api.openai.com/v1", "gemini": "https://generativelanguage.googleapis.com/"}[provider]
+    assert options["base_url"] == public
     backend = make_backend_for(spec, options, RequestSlots(1))
-    assert backend.describe()["base_url_host"] == PUBLIC_ENDPOINTS[provider].split("/")[2]
+    assert backend.describe()["base_url_host"] == public.split("/")[2]
 
 
 def test_the_public_openai_endpoint_is_the_backends_own() -> None:
-    from eval.backends import provider_module
+    from eval.backends import provider_module, traits
 
-    assert PUBLIC_ENDPOINTS["openai"] == provider_module("openai").OPENAI_URL
+    assert traits("openai").public_endpoint == provider_module("openai").OPENAI_URL
+    assert not traits("vllm").takes_key and traits("vllm").open_weights and not traits("baseline").takes_key
 
 
 @pytest.mark.parametrize("status", [302, 307])

@@ -19,6 +19,7 @@ from eval.runner import RetryPolicy, execute
 from eval.types import GenerationConfig, Message, Request
 from tests.fakes.hostile_openai import HostileServer
 from tests.fakes.hostile_waits import WaitingServer
+from tests.helpers_backends import opts
 
 QUICK = RetryPolicy(base_delay=0.01, max_delay=0.05, max_attempts=3)
 FOREVER_DATE = "Fri, 31 Dec 9999 23:59:59 GMT"
@@ -30,7 +31,7 @@ def request(i: int) -> Request:
 
 
 async def run(url: str, n: int = 1, policy: RetryPolicy = QUICK, concurrency: int | str = "auto") -> list:
-    backend = make_backend("openai:fake-vlm", base_url=url, timeout=10.0, api_key="sk-test-waits")
+    backend = make_backend("openai:fake-vlm", opts(base_url=url, timeout=10.0, api_key="sk-test-waits"))
     try:
         # The bound is the code's: a hang here (a sleep of days) fails the test instead of the suite.
         return await asyncio.wait_for(_collect(backend, n, policy, concurrency), 60)

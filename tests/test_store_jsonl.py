@@ -63,7 +63,7 @@ class _Counting:
 
 def test_the_construction_call_cache_keeps_the_answer_after_a_torn_line(tmp_path: Path) -> None:
     backend = _Counting()
-    models = Models(BuildSettings(model="fake:count"), tmp_path, factory=lambda spec, **kw: backend)
+    models = Models(BuildSettings(model="fake:count"), tmp_path, factory=lambda spec, options: backend)
     assert models.ask("vqa", "fake:count", "v1", [Ask("a", "q a")])["a"].text == "answer a"
     calls = tmp_path / "vqa" / "calls.jsonl"
     with calls.open("a", encoding="utf-8") as fh:

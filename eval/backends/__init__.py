@@ -1,9 +1,10 @@
 """Backend registry: `backend:model` spec → Backend instance, importing heavy SDKs lazily.
 
-Adding a backend = one module here with a `make(model, **options) -> Backend` function, its line in
-MODULES below, and its name in `eval/specs.py:BACKENDS` (the names live there, below the settings that
-check them; tests/test_architecture.py holds the two lists to each other and reads MODULES' strings as
-this package's imports, so the layer check sees the modules it loads by name).
+Adding a backend = one module here with `make(model, options: BackendOptions) -> Backend` and its
+`TRAITS` (eval.types.BackendTraits), its line in MODULES below, and its name in `eval/specs.py:BACKENDS`
+(the names live there, below the settings that check them; tests/test_architecture.py holds the two lists
+to each other and reads MODULES' strings as this package's imports, so the layer check sees the modules it
+loads by name). tests/test_backend_registry.py adds one.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from eval.specs import BACKENDS, SpecError, parse_spec
-from eval.types import Backend
+from eval.specs import SpecError, parse_spec
+from eval.types import Backend, BackendOptions, BackendTraits
 
-__all__ = ["SpecError", "make_backend", "parse_spec", "provider_module", "release"]
+__all__ = ["BackendOptions", "SpecError", "make_backend", "parse_spec", "provider_module", "release", "traits"]
 
 MODULES: dict[str, str] = {
     "openai": "eval.backends.openai_chat",
@@ -24,7 +25,6 @@ MODULES: dict[str, str] = {
     "hf": "eval.backends.hf",
     "vllm": "eval.backends.vllm_offline",
 }
-_REGISTRY = MODULES
 
 
 async def release(backend: Any) -> None:
@@ -38,14 +38,19 @@ async def release(backend: Any) -> None:
 
 
 def provider_module(name: str) -> ModuleType:
-    """The module that implements backend `name` (imported now), e.g. to inspect what its make() takes."""
-    if name not in BACKENDS:
-        raise SpecError(f"unknown backend {name!r}; choose one of {', '.join(sorted(_REGISTRY))}")
-    return importlib.import_module(_REGISTRY[name])
+    """The module that implements backend `name` (imported now)."""
+    if name not in MODULES:
+        raise SpecError(f"unknown backend {name!r}; choose one of {', '.join(sorted(MODULES))}")
+    return importlib.import_module(MODULES[name])
 
 
-def make_backend(spec: str, **options: Any) -> Backend:
-    """Build the backend for `spec`. Options (base_url, image count, ...) go to the module's `make`."""
+def traits(name: str) -> BackendTraits:
+    """What backend `name` declares of itself (open weights, the key it takes, its public endpoint)."""
+    found = getattr(provider_module(name), "TRAITS", None)
+    return found if isinstance(found, BackendTraits) else BackendTraits()
+
+
+def make_backend(spec: str, options: BackendOptions | None = None) -> Backend:
+    """Build the backend for `spec` from one options type (its module's `make`)."""
     backend, model = parse_spec(spec)
-    module = importlib.import_module(_REGISTRY[backend])
-    return module.make(model, **options)
+    return provider_module(backend).make(model, options or BackendOptions())

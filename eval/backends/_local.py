@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, Request, Response
+from eval.types import BackendError, BackendOptions, ConfigError, Request, Response
 
 DEFAULT_MAX_MODEL_LEN = 16384  # the paper's protocol: 16,384 tokens of context
 DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -36,7 +36,6 @@ class LocalEngineOptions:
     """
 
     images_per_prompt: int | None = None
-    max_tokens: int = DEFAULT_MAX_TOKENS
     seed: int = 0
     batch_size: int = 8
     tensor_parallel_size: int = 1
@@ -47,6 +46,14 @@ class LocalEngineOptions:
     dtype: str = "auto"
     device: str = "auto"
     trust_remote_code: bool = False
+
+    @classmethod
+    def of(cls, options: BackendOptions) -> LocalEngineOptions:
+        """The engine's settings from the backend options: its own flags, the view count, the batch size
+        and the run's seed (the limit travels with each request)."""
+        seed = options.generation.seed
+        return cls.from_options({**options.engine, "images_per_prompt": options.images_per_prompt,
+                                 "batch_size": options.batch_size, "seed": seed})
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> LocalEngineOptions:

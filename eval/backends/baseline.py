@@ -36,7 +36,7 @@ from typing import Any
 
 from eval import tasks
 from eval.backends.policy import refuse_options
-from eval.types import ALPHABET, ConfigError, Request, Response
+from eval.types import ALPHABET, BackendOptions, BackendTraits, ConfigError, Request, Response
 
 NAMES = ("random", "first", "zero", "median", "category-mean")
 CHANCE_NOTE = ("chance is computed, not sampled: every report's Table 2 has a `chance` row (the mean of "
@@ -223,14 +223,17 @@ class BaselineBackend:
                 "note": "reference baseline without weights; leave-one-out over the dataset's references"}
 
 
-def make(model: str, *, dataset_items: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-         lang: str = "zh", reasoning_effort: str | None = None, thinking_budget: int | None = None,
-         **_: Any) -> BaselineBackend:
-    refuse_options(f"baseline:{model}", reasoning_effort=reasoning_effort, thinking_budget=thinking_budget)
+TRAITS = BackendTraits()  # no weights, no key, no server: leave-one-out over the references
+
+
+def make(model: str, options: BackendOptions) -> BaselineBackend:
+    refuse_options(f"baseline:{model}", reasoning_effort=options.generation.reasoning_effort,
+                   thinking_budget=options.generation.thinking_budget)
+    dataset_items = options.dataset_items
     if model == "chance":
         raise ConfigError(CHANCE_NOTE)
     if model not in NAMES:
         raise ConfigError(f"unknown baseline {model!r}; choose one of {', '.join(NAMES)}")
     if dataset_items is None:
         raise ConfigError(f"baseline:{model} needs the dataset's references (the harness passes dataset_items)")
-    return BaselineBackend(model, dataset_items, lang=lang)
+    return BaselineBackend(model, dataset_items, lang=options.lang)

@@ -18,8 +18,16 @@ from eval.backends.policy import EFFORT_HINT, refuse_options
 from eval.endpoints import host_of, require_http_url, resolve_api_key
 from eval.limiter import Pacing
 from eval.redact import redact
-from eval.settings import RunSettings
-from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
+from eval.types import (
+    BackendError,
+    BackendOptions,
+    BackendTraits,
+    ConfigError,
+    ImagePart,
+    Message,
+    Request,
+    Response,
+)
 
 # Finish reasons: an answer ended normally (STOP) or at the limit (MAX_TOKENS); a few say nothing about the
 # content, so asking again may answer. Every other reason of the installed SDK's `FinishReason` enum
@@ -105,9 +113,9 @@ def _name(value: Any) -> str | None:
 class GeminiBackend:
     """generateContent at temperature 0 with max_output_tokens, seed and the thinking configuration."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, timeout: float = RunSettings.timeout,
-                 api_key: str | None = None, max_tokens: int | None = DEFAULT_MAX_TOKENS,
-                 thinking_budget: int | None = None, reasoning_effort: str | None = None) -> None:
+    def __init__(self, model: str, options: BackendOptions | None = None) -> None:
+        options = options or BackendOptions()
+        base_url, timeout, api_key, asked = options.base_url, options.timeout, options.api_key, options.generation
         try:
             from google import genai
             from google.genai import errors, types
@@ -121,16 +129,16 @@ class GeminiBackend:
         self._key = resolve_api_key(("GEMINI_API_KEY", "GOOGLE_API_KEY"), base_url=base_url, what="gemini:", explicit=api_key)
         # No redirects, with either of the SDK's HTTP clients: a 307 would re-send the request and its
         # x-goog-api-key header to wherever the server points.
-        options = types.HttpOptions(base_url=base_url, timeout=int(timeout * 1000),
-                                    retry_options=types.HttpRetryOptions(attempts=1),
-                                    client_args={"follow_redirects": False},
-                                    async_client_args={"allow_redirects": False, "follow_redirects": False})
-        self.client = genai.Client(api_key=self._key, http_options=options)
-        self._thinking = thinking_config(model, thinking_budget=thinking_budget, reasoning_effort=reasoning_effort,
-                                         max_tokens=max_tokens)
+        http = types.HttpOptions(base_url=base_url, timeout=int(timeout * 1000),
+                                 retry_options=types.HttpRetryOptions(attempts=1),
+                                 client_args={"follow_redirects": False},
+                                 async_client_args={"allow_redirects": False, "follow_redirects": False})
+        self.client = genai.Client(api_key=self._key, http_options=http)
+        self._thinking = thinking_config(model, thinking_budget=asked.thinking_budget,
+                                         reasoning_effort=asked.reasoning_effort, max_tokens=asked.max_tokens)
         if "thinking_level" in self._thinking and "thinking_level" not in types.ThinkingConfig.model_fields:
             raise ConfigError(f"google-genai {self._version} has no thinking_level: pip install -U google-genai")
-        self._max_tokens = max_tokens
+        self._max_tokens = asked.max_tokens
         self._requested: dict[str, Any] = {}
         self._truncated = 0
 
@@ -227,15 +235,17 @@ def _short(text: str) -> str:
     return " ".join(str(text).split())[:200]
 
 
-def make(model: str, *, base_url: str | None = None, timeout: float = RunSettings.timeout, api_key: str | None = None,
-         max_tokens: int | None = DEFAULT_MAX_TOKENS, thinking_budget: int | None = None,
-         reasoning_effort: str | None = None, **_: Any) -> GeminiBackend:
-    """`api_key` overrides the environment for this instance only; it is never recorded.
+TRAITS = BackendTraits(key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+                       public_endpoint="https://generativelanguage.googleapis.com/", packages=("google-genai",))
+
+
+def make(model: str, options: BackendOptions) -> GeminiBackend:
+    """`options.api_key` overrides the environment for this instance only; it is never recorded.
 
     `reasoning_effort` is accepted for Gemini 3 only (as its thinking level); thinking settings the
     API would refuse are refused here, before any request.
     """
-    refuse_options(f"gemini:{model}", reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
+    asked = options.generation
+    refuse_options(f"gemini:{model}", reasoning_effort=asked.reasoning_effort, thinking_budget=asked.thinking_budget,
                    usable=("thinking_budget", "reasoning_effort"))
-    return GeminiBackend(model, base_url=base_url, timeout=timeout, api_key=api_key, max_tokens=max_tokens,
-                         thinking_budget=thinking_budget, reasoning_effort=reasoning_effort)
+    return GeminiBackend(model, options)

@@ -24,7 +24,7 @@ from eval.backends._local import (
     short_error,
 )
 from eval.backends.policy import refuse_options
-from eval.types import BackendError, Message, Request, Response
+from eval.types import BackendError, BackendOptions, BackendTraits, Message, Request, Response
 
 INSTALL_HINT = "pip install -r requirements-dev.txt (torch + transformers)"
 
@@ -279,15 +279,18 @@ class HFBackend:
         return ids
 
 
-def make(model: str, **options: Any) -> HFBackend:
+TRAITS = BackendTraits(open_weights=True, packages=("torch", "transformers"))
+
+
+def make(model: str, options: BackendOptions) -> HFBackend:
     """Build the `hf:` backend; options as the CLI passes them (unknown ones are ignored).
 
     A chat template's own thinking switch is the model's business: `reasoning_effort` and
     `thinking_budget` have nothing to map to here and are refused.
     """
-    refuse_options(f"hf:{model}", reasoning_effort=options.get("reasoning_effort"),
-                   thinking_budget=options.get("thinking_budget"))
-    return HFBackend(model, LocalEngineOptions.from_options(options))
+    refuse_options(f"hf:{model}", reasoning_effort=options.generation.reasoning_effort,
+                   thinking_budget=options.generation.thinking_budget)
+    return HFBackend(model, LocalEngineOptions.of(options))
 
 
 def _cached_on_disk(repo_id: str) -> bool:

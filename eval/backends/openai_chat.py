@@ -33,8 +33,16 @@ from eval.backends.policy import ChatPolicy, error_message, refuse_options, roug
 from eval.endpoints import host_of, require_http_url, resolve_api_key
 from eval.limiter import pacing_from_headers
 from eval.redact import redact
-from eval.settings import RunSettings
-from eval.types import DEFAULT_MAX_TOKENS, BackendError, ConfigError, ImagePart, Message, Request, Response
+from eval.types import (
+    BackendError,
+    BackendOptions,
+    BackendTraits,
+    ConfigError,
+    ImagePart,
+    Message,
+    Request,
+    Response,
+)
 
 OPENAI_URL = "https://api.openai.com/v1"
 # A completion body larger than this is refused unread (an endless or hostile server must not take
@@ -119,9 +127,9 @@ def _with_uris(body: dict[str, Any], deferred: list[ImagePart]) -> dict[str, Any
 class OpenAIChatBackend:
     """POST {base_url}/chat/completions with what the request policy says (temperature 0, a limit, seed)."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, timeout: float = RunSettings.timeout,
-                 api_key: str | None = None, reasoning_effort: str | None = None,
-                 max_tokens: int | None = DEFAULT_MAX_TOKENS, max_tokens_explicit: bool | None = None) -> None:
+    def __init__(self, model: str, options: BackendOptions | None = None) -> None:
+        options = options or BackendOptions()
+        base_url, timeout, api_key = options.base_url, options.timeout, options.api_key
         try:
             import aiohttp
             import orjson
@@ -150,8 +158,7 @@ class OpenAIChatBackend:
         self._session_loop: asyncio.AbstractEventLoop | None = None
         # A self-hosted server (vllm serve...) is asked for its context once; OpenAI itself is not.
         local = base_url is not None and host_of(base_url) != "api.openai.com"
-        self.policy = ChatPolicy(model, reasoning_effort=reasoning_effort, local=local, max_tokens=max_tokens,
-                                 max_tokens_explicit=max_tokens_explicit)
+        self.policy = ChatPolicy(model, options.generation, local=local)
         self._models_url = (base_url or OPENAI_URL).rstrip("/") + "/models"
         self._probed = not local
         self._probe: asyncio.Task[None] | None = None
@@ -412,17 +419,15 @@ def _short(text: str) -> str:
     return " ".join(str(text).split())[:200]
 
 
-def make(model: str, *, base_url: str | None = None, timeout: float = RunSettings.timeout, api_key: str | None = None,
-         reasoning_effort: str | None = None, thinking_budget: int | None = None,
-         max_tokens: int | None = DEFAULT_MAX_TOKENS, max_tokens_explicit: bool | None = None,
-         **_: Any) -> OpenAIChatBackend:
-    """`api_key` overrides the environment for this instance only; it is never recorded.
+TRAITS = BackendTraits(key_env=("OPENAI_API_KEY",), public_endpoint=OPENAI_URL, packages=("aiohttp", "orjson"))
 
-    `max_tokens` is the run's limit (a local server's context is checked against it);
-    `max_tokens_explicit` says the user chose it (default: any value but DEFAULT_MAX_TOKENS).
+
+def make(model: str, options: BackendOptions) -> OpenAIChatBackend:
+    """`options.api_key` overrides the environment for this instance only; it is never recorded.
+
+    `options.generation` is the run's config: a local server's context is checked against its limit at
+    start-up (`check`), and a setting the API cannot take is refused here.
     """
-    refuse_options(f"openai:{model}", reasoning_effort=reasoning_effort, thinking_budget=thinking_budget,
-                   usable=("reasoning_effort",))
-    return OpenAIChatBackend(model, base_url=base_url, timeout=timeout, api_key=api_key,
-                             reasoning_effort=reasoning_effort, max_tokens=max_tokens,
-                             max_tokens_explicit=max_tokens_explicit)
+    refuse_options(f"openai:{model}", reasoning_effort=options.generation.reasoning_effort,
+                   thinking_budget=options.generation.thinking_budget, usable=("reasoning_effort",))
+    return OpenAIChatBackend(model, options)

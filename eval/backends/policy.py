@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from eval.types import DEFAULT_MAX_TOKENS, ConfigError, ImagePart, Message
+from eval.types import ConfigError, GenerationConfig, ImagePart, Message
 
 # --- options a backend cannot use: refused at make(), in one line ------------------------------
 
@@ -212,16 +212,16 @@ class ChatPolicy:
     learns from refusals: each adaptation is made once, and every later request uses it.
     """
 
-    def __init__(self, model: str, *, reasoning_effort: str | None = None, local: bool = False,
-                 max_tokens: int | None = DEFAULT_MAX_TOKENS, max_tokens_explicit: bool | None = None) -> None:
+    def __init__(self, model: str, generation: GenerationConfig | None = None, *, local: bool = False) -> None:
+        generation = generation or GenerationConfig()
         self.model = model
         self.reasoning = is_openai_reasoning_model(model)
-        self.reasoning_effort = reasoning_effort
+        self.reasoning_effort = generation.reasoning_effort
         self.local = local  # a self-hosted server: ask it for its context once
-        self.max_tokens = max_tokens
-        # The default limit is fitted under a small context; a limit the user chose is refused instead.
-        self.max_tokens_explicit = (max_tokens is not None and max_tokens != DEFAULT_MAX_TOKENS
-                                    if max_tokens_explicit is None else max_tokens_explicit)
+        # The run's limit, as its requests carry it: the protocol's budget is fitted under a small
+        # context; a limit the user chose is refused at start-up instead.
+        self.max_tokens = generation.max_tokens
+        self.max_tokens_explicit = not generation.fit_to_context
         self.token_param = "max_completion_tokens" if self.reasoning else "max_tokens"
         self.send_temperature = not self.reasoning
         self.send_seed = True

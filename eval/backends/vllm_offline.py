@@ -20,7 +20,7 @@ from eval.backends._local import (
 )
 from eval.backends.openai_chat import to_openai_messages
 from eval.backends.policy import refuse_options
-from eval.types import BackendError, GenerationConfig, Request, Response
+from eval.types import BackendError, BackendOptions, BackendTraits, GenerationConfig, Request, Response
 
 INSTALL_HINT = "vllm is not installed: pip install -r requirements-vllm.txt (needs a CUDA GPU)"
 DEFAULT_IMAGE_LIMIT = 8  # when the run sends every view: DiningBench items carry ~5 photos
@@ -129,15 +129,18 @@ class VLLMBackend:
         return [response_from_output(o) for o in outputs]
 
 
-def make(model: str, **options: Any) -> VLLMBackend:
+TRAITS = BackendTraits(open_weights=True, packages=("vllm",))
+
+
+def make(model: str, options: BackendOptions) -> VLLMBackend:
     """Start the engine (loads the weights onto the GPUs); one-line errors when it cannot.
 
     `reasoning_effort` and `thinking_budget` are API settings with nothing to map to in `vllm.LLM`:
     refused before the engine starts. A thinking checkpoint thinks in its output (`<think>...`).
     """
-    refuse_options(f"vllm:{model}", reasoning_effort=options.get("reasoning_effort"),
-                   thinking_budget=options.get("thinking_budget"))
-    opts = LocalEngineOptions.from_options(options)
+    refuse_options(f"vllm:{model}", reasoning_effort=options.generation.reasoning_effort,
+                   thinking_budget=options.generation.thinking_budget)
+    opts = LocalEngineOptions.of(options)
     engine_args = build_engine_args(model, opts)
     try:
         import vllm

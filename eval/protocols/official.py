@@ -459,11 +459,13 @@ class Official(Protocol):
     # ------------------------------------------------------------ asking
     def generation(self, settings: RunSettings, epoch: int = 0) -> GenerationConfig:
         """Temperature 0 and their budget (14,336 tokens, unless --max-tokens says otherwise) and no seed,
-        as their scripts send."""
+        as their scripts send; a reasoning setting the user asked for is sent too (their scripts send none)."""
         budget = rules.facts()["generation"]
-        tokens = budget["max_tokens"] if settings.max_tokens == DEFAULT_MAX_TOKENS else settings.max_tokens
-        return GenerationConfig(temperature=budget["temperature"], max_tokens=tokens,
-                                seed=settings.seed + epoch if epoch else None)
+        theirs = settings.max_tokens == DEFAULT_MAX_TOKENS
+        return GenerationConfig(temperature=budget["temperature"], max_tokens=budget["max_tokens"] if theirs
+                                else settings.max_tokens, seed=settings.seed + epoch if epoch else None,
+                                reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget,
+                                fit_to_context=theirs)
 
     def views(self, task: str, row: dict[str, Any], settings: RunSettings) -> list[ImagePart]:
         """The images their scripts send for this row: chosen by the task's rule from --image-indices,

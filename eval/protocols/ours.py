@@ -26,7 +26,7 @@ from eval.protocols.records import (
     usable_reference,
 )
 from eval.settings import RunSettings, UsageError
-from eval.types import GenerationConfig, Message, Prediction, Request
+from eval.types import DEFAULT_MAX_TOKENS, GenerationConfig, Message, Prediction, Request
 
 
 class Ours(Protocol):
@@ -63,7 +63,8 @@ class Ours(Protocol):
     def generation(self, settings: RunSettings, epoch: int = 0) -> GenerationConfig:
         """Epoch k > 0 asks again with seed + k: a model that samples gives an independent answer."""
         return GenerationConfig(temperature=0.0, max_tokens=settings.max_tokens, seed=settings.seed + epoch,
-                                reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget)
+                                reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget,
+                                fit_to_context=settings.max_tokens == DEFAULT_MAX_TOKENS)
 
     def request(self, task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:

@@ -10,7 +10,6 @@ finished sample into a row of the live table. Nothing is written to disk.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import os
 import re
@@ -23,7 +22,7 @@ from eval.redact import redact
 
 from .guard import REDACTED, GuardError, allowed_base_url, check_model_name
 from .limits import RequestSlots, SlotBackend
-from .settings import KEY_PROVIDERS, PUBLIC_ENDPOINTS, SpaceSettings
+from .settings import KEY_PROVIDERS, SpaceSettings
 from .warmup import warm_harness
 
 if TYPE_CHECKING:
@@ -106,27 +105,36 @@ def resolve(request: EvalRequest, settings: SpaceSettings) -> tuple[str, dict[st
     if not supports_own_keys(request.provider):
         raise GuardError(f"{request.provider}: this installation cannot use a visitor's own key")
     spec = f"{request.provider}:{check_model_name(request.own_model)}"
-    base_url = allowed_base_url(request.base_url, settings.allowed_hosts) or PUBLIC_ENDPOINTS[request.provider]
+    base_url = allowed_base_url(request.base_url, settings.allowed_hosts) or public_endpoint(request.provider)
     return spec, {"api_key": request.api_key.strip(), "base_url": base_url}
 
 
 def supports_own_keys(provider: str) -> bool:
-    """Whether the harness's backend for `provider` takes a key as an argument (not only from env)."""
-    from eval.backends import provider_module
+    """Whether the harness's backend for `provider` takes a key (its declared traits): a visitor's key goes
+    into that backend's options for one evaluation, never into the environment."""
+    from eval.backends import traits
 
-    return "api_key" in inspect.signature(provider_module(provider).make).parameters
+    return traits(provider).takes_key
+
+
+def public_endpoint(provider: str) -> str | None:
+    """Where a visitor's key goes unless the operator allow-lists another host: the backend's public API,
+    always passed explicitly (left to its defaults, a backend would read the operator's *_BASE_URL)."""
+    from eval.backends import traits
+
+    return traits(provider).public_endpoint
 
 
 def make_backend_for(spec: str, options: dict[str, Any], slots: RequestSlots) -> Any:
     """The backend of an API model, each request behind a Space-wide slot; None for the others
     (baselines need the dataset's references and send no requests: the harness builds them).
     A visitor's key goes into a backend of its own, never into an environment variable."""
-    from eval.backends import make_backend, parse_spec
+    from eval.backends import BackendOptions, make_backend, parse_spec
 
     provider, _ = parse_spec(spec)
     if provider not in KEY_PROVIDERS:
         return None
-    return SlotBackend(make_backend(spec, timeout=REQUEST_TIMEOUT, **options), slots)
+    return SlotBackend(make_backend(spec, BackendOptions(timeout=REQUEST_TIMEOUT, **options)), slots)
 
 
 def visitor_error(error: str) -> str:

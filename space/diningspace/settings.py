@@ -17,11 +17,9 @@ from eval.backends.baseline import NAMES as BASELINE_NAMES
 # what it does per task is in eval/backends/baseline.py). VQA is offered only with a judge.
 BASELINES: dict[str, tuple[str, ...]] = {task: tuple(f"baseline:{name}" for name in BASELINE_NAMES)
                                          for task in task_registry.names()}
-# Providers a visitor may use with a key of their own (the key is used for one request only), and
-# where such a key goes unless the operator allow-lists another host. Always passed explicitly: a
-# backend left to its defaults would read the operator's OPENAI_BASE_URL / GOOGLE_GEMINI_BASE_URL.
+# Providers a visitor may use with a key of their own (the key is used for one request only); where such
+# a key goes is the backend's declared public endpoint (eval.types.BackendTraits).
 KEY_PROVIDERS = ("openai", "gemini")
-PUBLIC_ENDPOINTS = {"openai": "https://api.openai.com/v1", "gemini": "https://generativelanguage.googleapis.com/"}
 
 
 class SettingsError(ValueError):
