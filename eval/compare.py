@@ -289,17 +289,26 @@ class TaskComparison:
     headline: Comparison | None  # None: no shared scored item (VQA without a judge's verdicts)
     ours: Comparison | None = None
     reading: str | None = None  # the protocol's title when its reading is not ours
+    # Items the protocol's figure reads that have no record in each run's scores.jsonl (ours cannot read
+    # their reference: metrics.json `ours_left_out`), so that no paired test can read them.
+    unrecorded: tuple[int, int] = (0, 0)
 
     def describe(self, label_a: str = "A", label_b: str = "B") -> str | None:
         if self.headline is None:
             return None
-        return describe(self.headline, label_a, label_b, reading=self.reading, ours=self.ours)
+        text = describe(self.headline, label_a, label_b, reading=self.reading, ours=self.ours)
+        if any(self.unrecorded):
+            text += (f"\n  Left out of both readings here: {self.unrecorded[0]} items that {self.reading} counts in "
+                     f"{label_a}'s figure and {self.unrecorded[1]} in {label_b}'s, whose reference ours cannot read "
+                     "(scores.jsonl holds no record of them).")
+        return text
 
     def to_json(self) -> dict[str, Any]:
         """The headline comparison's JSON; under a protocol of its own, which one and ours beside it."""
         found: dict[str, Any] = self.headline.to_json() if self.headline else {"task": self.task}
         if self.reading:
-            found.update(reading=self.reading, ours=self.ours.to_json() if self.ours else None)
+            found.update(reading=self.reading, ours=self.ours.to_json() if self.ours else None,
+                         unrecorded={"a": self.unrecorded[0], "b": self.unrecorded[1]})
         return found
 
 
@@ -331,7 +340,12 @@ def compare_runs_task(a: RunData, b: RunData, task: str, *, n_boot: int = N_BOOT
     theirs = compare_task(task, a.protocol.read_rows(spec, rows_a), b.protocol.read_rows(spec, rows_b),
                           n_boot=n_boot, n_perm=n_perm, seed=seed)
     ours = compare_task(task, rows_a, rows_b, n_boot=n_boot, n_perm=n_perm, seed=seed)
-    return TaskComparison(task, theirs, ours, a.protocol.title)
+    return TaskComparison(task, theirs, ours, a.protocol.title, (_unrecorded(a, task), _unrecorded(b, task)))
+
+
+def _unrecorded(run: RunData, task: str) -> int:
+    found = run.entry(task).get("ours_left_out")
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else 0
 
 
 def release(run: RunData) -> str:
