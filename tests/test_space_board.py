@@ -87,6 +87,23 @@ def test_one_row_per_model_and_settings_the_newest_run_naming_the_earlier(tmp_pa
     assert rows["b"]["Cls acc %"] == 25.0 and rows["b"]["Source"] == "local run: b · newest of 2 runs (earlier: a)"
 
 
+def test_a_run_without_an_identity_is_keyed_by_the_settings_marked_identity(tmp_path: Path) -> None:
+    """run.json written before it kept `identity`: the settings eval/settings.py marks as identity (and the
+    tasks) say which runs are one model + settings; how a run was made (max concurrency, timeout) does not."""
+    results = tmp_path / "results"
+    for name, extra, accuracy in (("a", {"max_concurrency": 8, "timeout": 60.0}, 0.25),
+                                  ("b", {"max_concurrency": 64, "timeout": 300.0}, 0.375),
+                                  ("c", {"max_concurrency": 8, "seed": 3}, 0.5),
+                                  ("d", {"max_concurrency": 8, "task": "nutrition"}, 0.625)):
+        _run(results, name, "baseline:random", accuracy, updated_at=f"2026-11-0{1 + 'abcd'.index(name)}T10:00:00Z")
+        info = json.loads((results / name / "run.json").read_text())
+        info["settings"].update(extra)
+        (results / name / "run.json").write_text(json.dumps(info))
+    rows = {r["Run"]: r for r in all_rows(None, results)}
+    assert sorted(rows) == ["b", "c", "d"]  # a and b differ only in how they were made: b, the newest, stands
+    assert rows["b"]["Source"] == "local run: b · newest of 2 runs (earlier: a)"
+
+
 def test_search_and_filters(tmp_path: Path) -> None:
     csv_path, results = _results(tmp_path)
     rows = all_rows(csv_path, results)

@@ -33,7 +33,7 @@ from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.protocols import Protocol
 from eval.report.runs import RunData, file_signature
 from eval.report.tables import MISSING, SMALL_MARK, SMALL_SAMPLE
-from eval.settings import N_BOOT
+from eval.settings import IDENTITY_FIELDS, N_BOOT
 from eval.store import RUN_LINE_BYTES
 from eval.tasks import Task
 
@@ -432,20 +432,18 @@ def _mean_error(entry: dict[str, Any], task: Task, kind: str) -> float | None:
     return _figure(sum(values) / len(values))
 
 
-# Settings that change how a run is made, not its answers: two runs differing only in these are the same.
-OPERATIONAL = frozenset({"out", "concurrency", "batch_size", "timeout", "max_attempts", "n_boot", "base_url",
-                         "judge_base_url", "progress", "resume"})
-
-
 def _settings_key(run: RunData) -> str:
     """The run's model + settings as one string: run.json's `identity` (what the harness hashes a request
-    by), else its settings less the operational ones."""
+    by), else the same fields read from its settings (eval/settings.py marks them: settings outside them,
+    such as concurrency, change how a run is made, not its answers), with its prompt version and tasks:
+    the fingerprints that tell such a run's tasks apart in its data source may not have been kept."""
     import json
 
     identity = run.info.get("identity")
     if not isinstance(identity, dict):
-        settings = run.info.get("settings")
-        identity = {k: v for k, v in settings.items() if k not in OPERATIONAL} if isinstance(settings, dict) else {}
+        settings = run.info.get("settings") if isinstance(run.info.get("settings"), dict) else {}
+        identity = {name: settings.get(name) for name in IDENTITY_FIELDS}
+        identity.update(prompt_version=run.info.get("prompt_version"), task=settings.get("task"))
     return json.dumps(identity, sort_keys=True, default=str)
 
 
