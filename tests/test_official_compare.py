@@ -177,3 +177,14 @@ def test_the_spaces_compare_and_leaderboard_show_their_figure_with_ours_beside(r
     page = leaderboard_html(list(rows.values()), "Cls acc %")
     assert "ours&#x27; reading of the same answers: 66.67" in page
     assert "title='official: the authors&#x27; protocol, image indices 0'" in page
+
+
+def test_the_recap_reads_an_official_runs_answers_as_it_reads_yours_and_says_so(runs: dict[str, Path]) -> None:
+    from space.diningspace.recap import model_answers, tally
+
+    found = dict(model_answers(runs["root"] / "results", "classification", ["0", "1", "6"]))
+    label = "openai:b (ours' reading; its headline is the authors' protocol's, on the Leaderboard)"
+    assert set(found) == {label, label.replace("openai:b", "openai:a")}
+    # ours reads B's "The answer is B" as B (right) where their rule reads T; row 6's "c" is no capital letter
+    assert [found[label][i]["correct"] for i in ("0", "1", "6")] == [True, True, False]
+    assert "2 of 3 right on the same items" in tally("classification", [], [(label, found[label])])
