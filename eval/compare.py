@@ -289,8 +289,8 @@ class TaskComparison:
     headline: Comparison | None  # None: no shared scored item (VQA without a judge's verdicts)
     ours: Comparison | None = None
     reading: str | None = None  # the protocol's title when its reading is not ours
-    # Items the protocol's figure reads that have no record in each run's scores.jsonl (ours cannot read
-    # their reference: metrics.json `ours_left_out`), so that no paired test can read them.
+    # Items of each run without a record in its scores.jsonl (ours cannot read their reference: metrics.json
+    # `ours_left_out`): no paired test reads them, though the protocol's figure counts those it can read.
     unrecorded: tuple[int, int] = (0, 0)
 
     def describe(self, label_a: str = "A", label_b: str = "B") -> str | None:
@@ -298,9 +298,9 @@ class TaskComparison:
             return None
         text = describe(self.headline, label_a, label_b, reading=self.reading, ours=self.ours)
         if any(self.unrecorded):
-            text += (f"\n  Left out of both readings here: {self.unrecorded[0]} items that {self.reading} counts in "
-                     f"{label_a}'s figure and {self.unrecorded[1]} in {label_b}'s, whose reference ours cannot read "
-                     "(scores.jsonl holds no record of them).")
+            text += (f"\n  Left out of both readings here: {self.unrecorded[0]} items of {label_a} and "
+                     f"{self.unrecorded[1]} of {label_b} whose reference ours cannot read (scores.jsonl holds no "
+                     f"record of them); the figure of {self.reading} counts those its rules can read.")
         return text
 
     def to_json(self) -> dict[str, Any]:

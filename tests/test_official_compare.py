@@ -120,8 +120,8 @@ def test_nutrition_is_compared_on_their_avg_mape_with_ours_beside(runs: dict[str
     assert abs(result["diff"] - result["ours"]["diff"]) > 0.05  # the two readings differ: a swap would fail
     assert result["mcnemar"] is None and result["unrecorded"] == {"a": 2, "b": 2}
     assert "Avg MAPE (the authors' protocol) A − B = +73.91 pp" in text
-    assert ("Left out of both readings here: 2 items that the authors' protocol counts in A's figure and 2 in "
-            "B's, whose reference ours cannot read") in text
+    assert ("Left out of both readings here: 2 items of A and 2 of B whose reference ours cannot read (scores.jsonl "
+            "holds no record of them); the figure of the authors' protocol counts those its rules can read.") in text
 
 
 def test_runs_of_different_protocols_are_refused_in_one_line(runs: dict[str, Path], tmp_path: Path, capsys) -> None:
@@ -137,6 +137,10 @@ def test_runs_of_different_protocols_are_refused_in_one_line(runs: dict[str, Pat
     assert cli_main(["compare", str(runs["a"]), str(ours)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "their headlines are not the same figure; not compared" in err[0]
+    from eval.report.paired import comparison
+
+    table = comparison([load_run(runs["a"]), load_run(ours)], n_boot=50)
+    assert "| not compared: they were scored under different protocols |" in table
 
 
 def test_the_report_and_the_model_card_compare_on_their_reading_with_ours_beside(runs: dict[str, Path]) -> None:
@@ -188,3 +192,24 @@ def test_the_recap_reads_an_official_runs_answers_as_it_reads_yours_and_says_so(
     # ours reads B's "The answer is B" as B (right) where their rule reads T; row 6's "c" is no capital letter
     assert [found[label][i]["correct"] for i in ("0", "1", "6")] == [True, True, False]
     assert "2 of 3 right on the same items" in tally("classification", [], [(label, found[label])])
+
+
+def test_vqa_is_compared_on_their_judges_keywords_with_the_strict_reading_beside(runs: dict[str, Path]) -> None:
+    """A: the judged corpus file. Their keywords count 4 of its 7 counted answers right (rows 0, 1, 2, 5);
+    the strict reading of the same replies 3 (是, 是。, Yes; 不是 is no). B differs on two rows: row 0 judged
+    否 (wrong in both readings) and row 7 judged 不是 (right by their keywords, wrong strictly). Theirs:
+    4/7 − 4/7 = 0; ours: 3/7 − 2/7 = +1/7. Row 6 has an empty reference: neither reading counts it."""
+    root = runs["root"]
+    lines = corpus_rows("vqa_judged_pred.jsonl")
+    lines[0].update(eval_match=False, eval_result="否")
+    lines[7].update(eval_match=True, eval_result="不是")
+    changed = root / "vqa_b_pred.jsonl"
+    changed.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    release = root / "release"
+    a = import_official(CORPUS / "vqa_judged_pred.jsonl", "vqa", root / "vqa" / "a", dataset=str(release), n_boot=200)
+    b = import_official(changed, "vqa", root / "vqa" / "b", dataset=str(release), n_boot=200)
+    text, [result] = compare_runs([a, b], n_perm=999, n_boot=200)
+    assert result["diff"] == pytest.approx(0.0) and result["ours"]["diff"] == pytest.approx(1 / 7)
+    assert result["mcnemar"] == {"b": 1, "c": 1, "p_value": 1.0} and result["n"] == 7
+    assert "vqa: accuracy (the authors' protocol) A − B = +0.00 pp" in text
+    assert "Ours' reading of the same answers: accuracy A − B = +14.29 pp" in text
