@@ -74,8 +74,8 @@ class Comparison:
         return "A" if (self.diff < 0) == self.lower_is_better else "B"
 
     def to_json(self) -> dict[str, Any]:
-        return {"task": self.task, "n": self.n, "merchants": self.merchants if self.unit == "merchants" else None,
-                "only_a": self.only_a,
+        return {"task": self.task, "n": self.n,  # a count of merchants only where the rows name them
+                "merchants": self.merchants if self.unit == "merchants" else None, "only_a": self.only_a,
                 "only_b": self.only_b, "diff": self.diff, "ci95": list(self.ci95), "p_value": self.p_value,
                 "permutations": self.permutations, "exact": self.exact, "mcnemar": self.mcnemar,
                 "better": self.better, "resampled": self.unit}
