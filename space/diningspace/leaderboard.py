@@ -365,6 +365,7 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
         row = _empty_row()
         counts = {}
         named = set()
+        own, ours = False, False  # figures of the run's protocol's own reading; figures of ours
         protocol = run.protocol
         for task in tasks.all_tasks():
             entry: dict[str, Any] = metrics[task.name] if isinstance(metrics.get(task.name), dict) else {}
@@ -372,6 +373,7 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
             if theirs is not None:
                 _official_figures(row, protocol, task, entry, theirs)
                 named.add(protocol.name)
+                own = True
             else:
                 row[headline_column(task)] = _percent(entry.get(task.figure))
                 row[interval_column(task)] = _interval(entry.get(f"{task.figure}_ci95"), entry.get("merchants"))
@@ -381,6 +383,7 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
                     row[column] = _mean_error(entry, task, name.removeprefix("avg_"))
                 if entry:
                     named.add("ours")
+                    ours = True
             counts[task.name] = theirs.get("total_eval", entry.get("n")) if theirs else entry.get("n")
         row.update({
             "Model": run.label, "Data": data_kind(run, metrics),
@@ -394,8 +397,10 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
             "_updated": str(run.info.get("updated_at") or "") if isinstance(run.info.get("updated_at"), str) else "",
             "_settings": _settings_key(run), "_owner": _owner_key(run),
         })
-        if row.get("_beside"):  # the run's protocol reads answers its own way: the hover says how it asked
+        if own:  # the run's protocol reads answers its own way: the hover says how it asked
             row["_asked"] = run.question()
+            if not ours:  # every figure its own: ranked among the runs of that protocol alone
+                row["_own_protocol"] = protocol.name
         rows.append(row)
     return rows
 
@@ -587,8 +592,9 @@ def group_of(row: dict[str, Any]) -> tuple[str, bool]:
     """
     kind = row_kind(row)
     lang = str(row.get("Lang") or "zh")
-    if kind == "full release" and row.get("Protocol") == OFFICIAL:  # their figures: not ranked with ours
-        return f"{kind} · {lang} · {OFFICIAL} protocol", True
+    own = row.get("_own_protocol")
+    if kind == "full release" and isinstance(own, str) and own:  # another reading's figures: not ranked with ours
+        return f"{kind} · {lang} · {own} protocol", True
     if kind in ("full release", "paper", "self-reported"):
         return f"{kind} · {lang}", True
     return kind, False
