@@ -413,7 +413,8 @@ def _official_figures(row: dict[str, Any], protocol: Protocol, task: Task, entry
     cell's hover (`_beside`)."""
     _, value = protocol.headline(task, entry) or ("", None)
     row[headline_column(task)] = _percent(value)
-    row[interval_column(task)] = _interval(protocol.interval(entry), figures.get("total_eval"))
+    # ‡ from the items its figure read, counted as the Items cell counts them (the run's items where it names none)
+    row[interval_column(task)] = _interval(protocol.interval(entry), figures.get("total_eval", entry.get("n")))
     for part, column in component_columns(task).items():
         nutrient = figures.get(part)
         row[column] = _figure(nutrient.get("mape") if isinstance(nutrient, dict) else None)  # already percent

@@ -103,7 +103,7 @@ def official_headline(task: str, metrics: dict[str, Any]) -> tuple[str, str, str
     name, value = found
     interval = protocol.interval(metrics)
     figures = protocol.own_figures(metrics) or {}
-    counted = figures.get("total_eval")  # the items their figure read: what their interval resampled
+    counted = figures.get("total_eval", metrics.get("n"))  # the items its figure read, as the Leaderboard counts them
     small = isinstance(counted, int) and not isinstance(counted, bool) and counted < SMALL_SAMPLE
     shown = f"[{pct(interval[0])}, {pct(interval[1])}]{SMALL_MARK if small else ''}" if interval else ""
     return f"{protocol.name} {OFFICIAL_LABELS.get(str(name), str(name))}", pct(value), shown
