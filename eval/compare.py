@@ -18,12 +18,17 @@ Only like is compared with like: runs made on different releases (their fingerpr
 or an id's reference differs between them) are refused, since their items are not the same questions;
 runs asked differently (another prompt version, language, views, chain of thought) are compared, and
 the first line says how they differ, since the difference then includes that.
+
+A run scored under a protocol that reads answers its own way (the authors' on their release) is compared
+on that protocol's reading (`Protocol.read_rows`: its headline), with ours' reading of the same answers
+beside it, and the lines name the protocol, the image indices sent and the release. Runs scored under
+different protocols are refused: their headlines are not the same figure.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +74,8 @@ class Comparison:
         return "A" if (self.diff < 0) == self.lower_is_better else "B"
 
     def to_json(self) -> dict[str, Any]:
-        return {"task": self.task, "n": self.n, "merchants": self.merchants, "only_a": self.only_a,
+        return {"task": self.task, "n": self.n,  # a count of merchants only where the rows name them
+                "merchants": self.merchants if self.unit == "merchants" else None, "only_a": self.only_a,
                 "only_b": self.only_b, "diff": self.diff, "ci95": list(self.ci95), "p_value": self.p_value,
                 "permutations": self.permutations, "exact": self.exact, "mcnemar": self.mcnemar,
                 "better": self.better, "resampled": self.unit}
@@ -162,6 +168,7 @@ def asked_differently(a: RunData, b: RunData, shared: Sequence[str]) -> list[str
         if task in fa and task in fb and fa[task] != fb[task]:
             raise ReportError(f"{a.path.name} and {b.path.name} were made on different releases ({task}: fingerprint "
                               f"{fa[task][:12]} vs {fb[task][:12]}): their items are not the same questions; not compared")
+    same_protocol(a, b)
     found = []
     version_a, version_b = a.info.get("prompt_version"), b.info.get("prompt_version")
     if version_a is not None and version_b is not None and version_a != version_b:
@@ -224,39 +231,154 @@ def compare_task(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[d
                       mcnemar=mcnemar_exact(a_rows, b_rows) if tasks.get(task).measure != "ape" else None)
 
 
-def describe(c: Comparison, label_a: str = "A", label_b: str = "B") -> str:
-    """One paragraph: the difference, its interval and p-value, McNemar, what was left out."""
-    unit = "pp"
+def describe(c: Comparison, label_a: str = "A", label_b: str = "B", *, reading: str | None = None,
+             ours: Comparison | None = None) -> str:
+    """One paragraph: the difference, its interval and p-value, McNemar, what was left out. `reading`: the
+    protocol whose reading `c` is (its title), when it is not ours; `ours`: ours' reading of the same
+    answers, said beside it."""
     figure = "Avg MAPE" if c.lower_is_better else "accuracy"
-    low, high = c.ci95
-    one = c.unit.removesuffix("s")  # merchant, or item where the release names no merchant
-    test = (f"exact over all {c.permutations:,} {one} swaps" if c.exact
-            else f"{c.permutations:,} random {one} swaps")
-    verdict = (f"{label_a if c.better == 'A' else label_b} is better at the 5% level" if c.better
-               else "no significant difference at the 5% level")
-    lines = [f"{c.task}: {figure} {label_a} − {label_b} = {100 * c.diff:+.2f} {unit}, 95% CI "
-             f"[{100 * low:+.2f}, {100 * high:+.2f}] (paired {one} bootstrap), p = {_p(c.p_value)} "
-             f"(clustered paired permutation, {test}, {c.merchants} {c.unit}): {verdict}."]
+    lines = [f"{c.task}: {figure}{f' ({reading})' if reading else ''} {label_a} − {label_b} = {_difference(c)} "
+             f"({_test(c)}): {_verdict(c, label_a, label_b)}."]
+    if reading:
+        lines.append(f"  Ours' reading of the same answers: {figure} {label_a} − {label_b} = "
+                     + (f"{_difference(ours)} ({ours.n} items both read; {_verdict(ours, label_a, label_b)})."
+                        if ours else "none (no item both runs' answers ours can read)."))
     if c.mcnemar:
         m = c.mcnemar
         lines.append(f"  McNemar exact (items as independent): {m['b']} items only {label_a} got right, {m['c']} only "
                      f"{label_b}, p = {_p(m['p_value'])}.")
     lines.append(f"  {c.n} items both answered; left out: {c.only_a} only in {label_a}, {c.only_b} only in {label_b}.")
     if c.merchants < SMALL_SAMPLE:
-        floor = f"; with {c.merchants} merchants no p-value can be below {2 / 2 ** c.merchants:.3f}" if c.exact else ""
-        lines.append(f"  Fewer than {SMALL_SAMPLE} merchants: the interval covers less than 95% "
-                     f"(0.84 measured at 5 merchants); read it as rough{floor}.")
+        least = 2 / 2 ** c.merchants
+        floor = (f"; with {c.merchants} {c.unit} no p-value can be below "
+                 f"{f'{least:.3f}' if least >= 0.001 else f'{least:.2g}'}" if c.exact else "")
+        measured = " (0.84 measured at 5 merchants)" if c.unit == "merchants" else ""
+        lines.append(f"  Fewer than {SMALL_SAMPLE} {c.unit}: the interval covers less than 95%{measured}; "
+                     f"read it as rough{floor}.")
     return "\n".join(lines)
+
+
+def _difference(c: Comparison) -> str:
+    """`+8.33 pp, 95% CI [-4.17, +20.83] (paired merchant bootstrap), p = 0.500`."""
+    low, high = c.ci95
+    return (f"{100 * c.diff:+.2f} pp, 95% CI [{100 * low:+.2f}, {100 * high:+.2f}] "
+            f"(paired {c.unit.removesuffix('s')} bootstrap), p = {_p(c.p_value)}")
+
+
+def _test(c: Comparison) -> str:
+    one = c.unit.removesuffix("s")  # merchant, or item where the release names no merchant
+    swaps = f"exact over all {c.permutations:,} {one} swaps" if c.exact else f"{c.permutations:,} random {one} swaps"
+    return f"clustered paired permutation, {swaps}, {c.merchants} {c.unit}"
+
+
+def _verdict(c: Comparison, label_a: str, label_b: str) -> str:
+    return (f"{label_a if c.better == 'A' else label_b} is better at the 5% level" if c.better
+            else "no significant difference at the 5% level")
 
 
 def _p(value: float) -> str:
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
+@dataclass
+class TaskComparison:
+    """One task of A against B: on the runs' protocol's headline reading, and, when that protocol reads
+    answers its own way (the authors' on their release), ours' reading of the same answers beside it."""
+
+    task: str
+    headline: Comparison | None  # None: no shared scored item (VQA without a judge's verdicts)
+    ours: Comparison | None = None
+    reading: str | None = None  # the protocol's title when its reading is not ours
+    # Items of each run without a record in its scores.jsonl (ours cannot read their reference: metrics.json
+    # `ours_left_out`): no paired test reads them, though the protocol's figure counts those it can read.
+    unrecorded: tuple[int, int] = (0, 0)
+
+    def describe(self, label_a: str = "A", label_b: str = "B") -> str | None:
+        if self.headline is None:
+            return None
+        text = describe(self.headline, label_a, label_b, reading=self.reading, ours=self.ours)
+        if any(self.unrecorded):
+            text += (f"\n  Left out of both readings here: {self.unrecorded[0]} items of {label_a} and "
+                     f"{self.unrecorded[1]} of {label_b} whose reference ours cannot read (scores.jsonl holds no "
+                     f"record of them); the figure of {self.reading} counts those its rules can read.")
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        """The headline comparison's JSON; under a protocol of its own, which one and ours beside it."""
+        found: dict[str, Any] = self.headline.to_json() if self.headline else {"task": self.task}
+        if self.reading:
+            found.update(reading=self.reading, ours=self.ours.to_json() if self.ours else None,
+                         unrecorded={"a": self.unrecorded[0], "b": self.unrecorded[1]})
+        return found
+
+
+def same_protocol(a: RunData, b: RunData) -> None:
+    """A ReportError of one line when A and B were scored under different protocols: each run's headline
+    is its own protocol's figure, so a difference between them would mix two readings."""
+    if a.protocol.name != b.protocol.name:
+        raise ReportError(f"{a.path.name} was scored under {a.protocol.title} and {b.path.name} under "
+                          f"{b.protocol.title}: their headlines are not the same figure; not compared "
+                          "(compare runs of one protocol)")
+
+
+def reads_its_own_way(runs: Sequence[RunData], task: str) -> bool:
+    """Whether the runs' protocol reports its own headline for `task` (not ours' reading)."""
+    spec = tasks.get(task)
+    return any(run.headline(spec) is not None for run in runs)
+
+
+def compare_runs_task(a: RunData, b: RunData, task: str, *, n_boot: int = N_BOOT, n_perm: int = N_PERM,
+                      seed: int = 0) -> TaskComparison:
+    """A against B on one task both scored, on their protocol's reading (ours beside it when the protocol
+    reads its own way). A ReportError when they were scored under different protocols or an id's
+    reference differs."""
+    same_protocol(a, b)
+    rows_a, rows_b = a.scores[task], b.scores[task]
+    if not reads_its_own_way((a, b), task):
+        return TaskComparison(task, compare_task(task, rows_a, rows_b, n_boot=n_boot, n_perm=n_perm, seed=seed))
+    spec = tasks.get(task)
+    theirs = compare_task(task, a.protocol.read_rows(spec, rows_a), b.protocol.read_rows(spec, rows_b),
+                          n_boot=n_boot, n_perm=n_perm, seed=seed)
+    ours = compare_task(task, rows_a, rows_b, n_boot=n_boot, n_perm=n_perm, seed=seed)
+    return TaskComparison(task, theirs, ours, a.protocol.title, (_unrecorded(a, task), _unrecorded(b, task)))
+
+
+def _unrecorded(run: RunData, task: str) -> int:
+    found = run.entry(task).get("ours_left_out")
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else 0
+
+
+def release(run: RunData) -> str:
+    """The release a run read, with its fingerprints and, for a Hub release, its revision."""
+    data = run.info.get("dataset")
+    data = data if isinstance(data, dict) else {"source": data or run.setting("dataset")}
+    text = str(data.get("source") or "embedded sample")
+    prints = data.get("fingerprints")
+    if isinstance(prints, dict) and prints:
+        text += " (fingerprints " + ", ".join(f"{k} {str(v)[:12]}" for k, v in sorted(prints.items())) + ")"
+    revisions = run.info.get("dataset_revision")
+    if isinstance(revisions, dict) and revisions:
+        text += " (revision " + ", ".join(sorted({str(v)[:12] for v in revisions.values()})) + ")"
+    return text
+
+
+def protocol_line(a: RunData, b: RunData, shared: Sequence[str],
+                  release_of: Callable[[RunData], str] = release) -> str | None:
+    """The line that names the protocol whose reading the figures are, the image indices sent and the
+    release, when that protocol reads answers its own way; None under ours (its lines stay as they were)."""
+    if not any(reads_its_own_way((a, b), task) for task in shared):
+        return None
+    asked = a.question() if a.question() == b.question() else f"{a.question()} (A), {b.question()} (B)"
+    data = release_of(a) if release_of(a) == release_of(b) else f"{release_of(a)} (A), {release_of(b)} (B)"
+    return (f"Protocol: {a.protocol.title}, whose reading gives the headline figures; ours' reading of "
+            f"the same answers beside them. Asked: {asked}. Release: {data}.")
+
+
 def compare_runs(dirs: Sequence[Any], *, n_perm: int = N_PERM, n_boot: int = N_BOOT) -> tuple[str, list[dict[str, Any]]]:
     """`python -m eval compare`: the second and later run folders each against the first, every task
     both scored; (the text printed, the comparisons as JSON). Runs asked differently are named on the
-    first lines; runs made on different releases are refused (ReportError)."""
+    first lines; runs made on different releases or scored under different protocols are refused
+    (ReportError)."""
     from eval.report.runs import load_run
     from eval.settings import UsageError
 
@@ -275,14 +397,18 @@ def compare_runs(dirs: Sequence[Any], *, n_perm: int = N_PERM, n_boot: int = N_B
             raise ReportError(f"{first.path} and {other.path} share no task")
         if differences := asked_differently(first, other, shared):
             notes.append(asked_note(differences, other.path.name))
+        if (named := protocol_line(first, other, shared)) is not None:
+            out.append(named)
         for task in shared:
-            c = compare_task(task, first.scores[task], other.scores[task], n_boot=n_boot, n_perm=n_perm)
-            if c is None:
+            c = compare_runs_task(first, other, task, n_boot=n_boot, n_perm=n_perm)
+            if c.headline is None:
                 out.append(f"{task}: no shared scored items (VQA needs a judge's verdicts in both runs)")
                 continue
-            out.append(describe(c))
+            out.append(str(c.describe()))
             found.append({"a": str(first.path), "b": str(other.path), **c.to_json(),
-                          "asked_differently": differences})
+                          "asked_differently": differences,
+                          **({"protocol": first.protocol.name, "asked": {"a": first.question(), "b": other.question()},
+                              "release": {"a": release(first), "b": release(other)}} if c.reading else {})})
         out.append("")
     return "\n".join([*notes, *out]).rstrip() + "\n", found
 

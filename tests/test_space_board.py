@@ -87,6 +87,23 @@ def test_one_row_per_model_and_settings_the_newest_run_naming_the_earlier(tmp_pa
     assert rows["b"]["Cls acc %"] == 25.0 and rows["b"]["Source"] == "local run: b · newest of 2 runs (earlier: a)"
 
 
+def test_a_run_without_an_identity_is_keyed_by_the_settings_marked_identity(tmp_path: Path) -> None:
+    """run.json written before it kept `identity`: the settings eval/settings.py marks as identity (and the
+    tasks) say which runs are one model + settings; how a run was made (max concurrency, timeout) does not."""
+    results = tmp_path / "results"
+    for name, extra, accuracy in (("a", {"max_concurrency": 8, "timeout": 60.0}, 0.25),
+                                  ("b", {"max_concurrency": 64, "timeout": 300.0}, 0.375),
+                                  ("c", {"max_concurrency": 8, "seed": 3}, 0.5),
+                                  ("d", {"max_concurrency": 8, "task": "nutrition"}, 0.625)):
+        _run(results, name, "baseline:random", accuracy, updated_at=f"2026-11-0{1 + 'abcd'.index(name)}T10:00:00Z")
+        info = json.loads((results / name / "run.json").read_text())
+        info["settings"].update(extra)
+        (results / name / "run.json").write_text(json.dumps(info))
+    rows = {r["Run"]: r for r in all_rows(None, results)}
+    assert sorted(rows) == ["b", "c", "d"]  # a and b differ only in how they were made: b, the newest, stands
+    assert rows["b"]["Source"] == "local run: b · newest of 2 runs (earlier: a)"
+
+
 def test_search_and_filters(tmp_path: Path) -> None:
     csv_path, results = _results(tmp_path)
     rows = all_rows(csv_path, results)
@@ -191,3 +208,45 @@ def test_rank_ranges_equal_the_pairwise_rule_on_boards_with_ties_and_rows_withou
                 rows.append(row)
             rows.sort(key=lambda r: -r[metric] if higher_better else r[metric])
             assert rank_ranges(rows, metric, higher_better) == _ranges_pair_by_pair(rows, metric, higher_better)
+
+
+def test_runs_of_a_protocol_with_its_own_reading_are_ranked_among_themselves(tmp_path: Path) -> None:
+    """Any protocol whose figures are its own (not only the authors'): its full-release runs form a group of
+    their own, never ranked against ours; the page says how they were asked."""
+    from collections.abc import Mapping
+    from typing import Any
+
+    from eval import protocols, tasks
+    from eval.protocols.ours import Ours
+
+    class Lenient(Ours):
+        name = "lenient"
+        title = "a lenient reading"
+
+        def own_figures(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+            found = entry.get("lenient")
+            return found if isinstance(found, Mapping) else None
+
+        def headline(self, task: tasks.Task, entry: Mapping[str, Any]) -> tuple[str, float | None] | None:
+            found = self.own_figures(entry)
+            return None if found is None else ("acc", found.get("acc"))
+
+    protocols.register(Lenient())
+    try:
+        results = tmp_path / "results"
+        _run(results, "ours", "openai:a", 0.5)
+        _run(results, "lenient", "openai:b", 0.25)
+        folder = results / "lenient"
+        (folder / "metrics.json").write_text(json.dumps({"classification": {"accuracy": 0.25, "n": 40,
+                                                                             "lenient": {"acc": 0.75}}}))
+        info = json.loads((folder / "run.json").read_text())
+        info["settings"]["protocol"] = "lenient"
+        (folder / "run.json").write_text(json.dumps(info))
+        rows = {r["Run"]: r for r in leaderboard_rows(None, results)}
+    finally:
+        protocols.unregister("lenient")
+    assert rows["lenient"]["Group"] == "full release · zh · lenient protocol" and rows["lenient"]["#"] == 1
+    assert rows["lenient"]["Cls acc %"] == 75.0 and rows["lenient"]["Protocol"] == "lenient"
+    assert rows["lenient"]["_asked"] == "all views" and rows["ours"]["Group"] == "full release · zh"
+    assert rows["lenient"]["_beside"]["Cls acc %"].startswith("the figure of a lenient reading; ours' reading of the "
+                                                              "same answers: 25.00")

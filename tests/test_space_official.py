@@ -165,7 +165,13 @@ def test_a_run_on_the_sample_in_their_layout_is_synthetic_and_shows_their_figure
     assert cls["Cls acc %"] == round(metrics["classification"]["official"]["acc"] * 100, 2)
     assert nutr["Avg MAPE %"] == round(metrics["nutrition"]["official"]["avg_mape"], 2)  # theirs is in percent
     assert nutr["Avg MAE"] == round(metrics["nutrition"]["official"]["avg_mae"], 2)
-    assert cls["Cls 95% CI"] is None  # their scripts give no interval
+    low, high = metrics["classification"]["official_ci95"]  # their figure's own interval, resampling items
+    assert metrics["classification"]["official"]["total_eval"] >= 20  # enough items: no ‡
+    assert cls["Cls 95% CI"] == f"[{100 * low:.2f}, {100 * high:.2f}]"
+    ours = metrics["classification"]["accuracy"]
+    assert cls["_beside"]["Cls acc %"].startswith(f"the figure of the authors' protocol; ours' reading of the same "
+                                                  f"answers: {100 * ours:.2f} [")
+    assert cls["_asked"] == "the authors' protocol, image indices 0"
     prints = json.loads((results / "classification" / "run.json").read_text())["dataset"]["fingerprints"]
     assert prints["classification"][:16] in cls["_data_source"]
     page = leaderboard_html(leaderboard_rows(None, results), "Cls acc %")

@@ -33,7 +33,7 @@ from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.protocols import Protocol
 from eval.report.runs import RunData, file_signature
 from eval.report.tables import MISSING, SMALL_MARK, SMALL_SAMPLE
-from eval.settings import N_BOOT
+from eval.settings import IDENTITY_FIELDS, N_BOOT
 from eval.store import RUN_LINE_BYTES
 from eval.tasks import Task
 
@@ -286,15 +286,19 @@ def dataset_label(source: str | None) -> str | None:
     return Path(source).name
 
 
-def _data_source(run: RunData) -> str:
+def data_source(run: RunData) -> str:
     """The run's data as the Data cell's hover shows it: the release and, when run.json names them, the
-    fingerprint of each config's data (what says which version of the release the figures are on)."""
+    fingerprint of each config's data and the Hub revision it was read at (what says which version of the
+    release the figures are on)."""
     dataset = run.info.get("dataset")
     source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
     label = str(dataset_label(str(source)) if source else "embedded synthetic sample")
     prints = dataset.get("fingerprints") if isinstance(dataset, dict) else None
     if isinstance(prints, dict) and prints:
         label += " · fingerprints " + ", ".join(f"{k} {str(v)[:24]}" for k, v in sorted(prints.items())[:3])
+    revisions = run.info.get("dataset_revision")
+    if isinstance(revisions, dict) and revisions:  # the Hub commit of the authors' release
+        label += " · revision " + ", ".join(sorted({str(v)[:12] for v in revisions.values()}))
     return label
 
 
@@ -361,13 +365,15 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
         row = _empty_row()
         counts = {}
         named = set()
+        own, ours = False, False  # figures of the run's protocol's own reading; figures of ours
         protocol = run.protocol
         for task in tasks.all_tasks():
             entry: dict[str, Any] = metrics[task.name] if isinstance(metrics.get(task.name), dict) else {}
             theirs = protocol.own_figures(entry)
             if theirs is not None:
                 _official_figures(row, protocol, task, entry, theirs)
-                named.add(OFFICIAL)
+                named.add(protocol.name)
+                own = True
             else:
                 row[headline_column(task)] = _percent(entry.get(task.figure))
                 row[interval_column(task)] = _interval(entry.get(f"{task.figure}_ci95"), entry.get("merchants"))
@@ -377,6 +383,7 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
                     row[column] = _mean_error(entry, task, name.removeprefix("avg_"))
                 if entry:
                     named.add("ours")
+                    ours = True
             counts[task.name] = theirs.get("total_eval", entry.get("n")) if theirs else entry.get("n")
         row.update({
             "Model": run.label, "Data": data_kind(run, metrics),
@@ -384,29 +391,43 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
             "Source": f"submitted: {str(submission.get('source'))[:80]}" if submission else f"local run: {rel}",
             "Lang": str(run.setting("lang") or ""),
             "Items": _items(counts),
-            "_data_source": _data_source(run),
+            "_data_source": data_source(run),
             "Status": _status(run), "Weights": weights_of(run), "Size (B)": model_size(run.model),
             "Run": rel if (folder / "scores.jsonl").is_file() else None, "_spec": run.model,
             "_updated": str(run.info.get("updated_at") or "") if isinstance(run.info.get("updated_at"), str) else "",
             "_settings": _settings_key(run), "_owner": _owner_key(run),
         })
+        if own:  # the run's protocol reads answers its own way: the hover says how it asked
+            row["_asked"] = run.question()
+            if not ours:  # every figure its own: ranked among the runs of that protocol alone
+                row["_own_protocol"] = protocol.name
         rows.append(row)
     return rows
 
 
 def _official_figures(row: dict[str, Any], protocol: Protocol, task: Task, entry: dict[str, Any],
                       figures: Mapping[str, Any]) -> None:
-    """A task's cells from the authors' figures (metrics.json `official`): their headline (the protocol's
-    `headline`, Table 2's figure), their per-nutrient MAPE (in percent) and Avg MAE / RMSE. Their
-    scripts give no interval, so the cell has none (ours, with its interval, is in the run's report)."""
+    """A task's cells from the figures of the run's protocol (the authors': metrics.json `official`): its
+    headline with its item-bootstrap interval (`protocol.interval`), their per-nutrient MAPE (in percent)
+    and Avg MAE / RMSE; ours' reading of the same answers, with its interval, is kept for the headline
+    cell's hover (`_beside`)."""
     _, value = protocol.headline(task, entry) or ("", None)
     row[headline_column(task)] = _percent(value)
-    row[interval_column(task)] = None
+    # ‡ from the items its figure read, counted as the Items cell counts them (the run's items where it names none)
+    row[interval_column(task)] = _interval(protocol.interval(entry), figures.get("total_eval", entry.get("n")))
     for part, column in component_columns(task).items():
         nutrient = figures.get(part)
         row[column] = _figure(nutrient.get("mape") if isinstance(nutrient, dict) else None)  # already percent
     for name, column in error_columns(task).items():
         row[column] = _figure(figures.get(name))
+    ours = _percent(entry.get(task.figure))
+    if ours is not None:
+        interval = _interval(entry.get(f"{task.figure}_ci95"), entry.get("merchants"))
+        differ = entry.get("official_disagreements")
+        row.setdefault("_beside", {})[headline_column(task)] = (
+            f"the figure of {protocol.title}; ours' reading of the same answers: {ours:.2f}"
+            + (f" {interval}" if interval else "")
+            + (f", {differ} items read differently" if isinstance(differ, int) and not isinstance(differ, bool) else ""))
 
 
 def _mean_error(entry: dict[str, Any], task: Task, kind: str) -> float | None:
@@ -417,20 +438,19 @@ def _mean_error(entry: dict[str, Any], task: Task, kind: str) -> float | None:
     return _figure(sum(values) / len(values))
 
 
-# Settings that change how a run is made, not its answers: two runs differing only in these are the same.
-OPERATIONAL = frozenset({"out", "concurrency", "batch_size", "timeout", "max_attempts", "n_boot", "base_url",
-                         "judge_base_url", "progress", "resume"})
-
-
 def _settings_key(run: RunData) -> str:
     """The run's model + settings as one string: run.json's `identity` (what the harness hashes a request
-    by), else its settings less the operational ones."""
+    by), else the same fields read from its settings (eval/settings.py marks them: settings outside them,
+    such as concurrency, change how a run is made, not its answers), with its prompt version and tasks:
+    the fingerprints that tell such a run's tasks apart in its data source may not have been kept."""
     import json
 
     identity = run.info.get("identity")
     if not isinstance(identity, dict):
-        settings = run.info.get("settings")
-        identity = {k: v for k, v in settings.items() if k not in OPERATIONAL} if isinstance(settings, dict) else {}
+        found = run.info.get("settings")
+        settings: dict[str, Any] = found if isinstance(found, dict) else {}
+        identity = {name: settings.get(name) for name in IDENTITY_FIELDS}
+        identity.update(prompt_version=run.info.get("prompt_version"), task=settings.get("task"))
     return json.dumps(identity, sort_keys=True, default=str)
 
 
@@ -573,8 +593,9 @@ def group_of(row: dict[str, Any]) -> tuple[str, bool]:
     """
     kind = row_kind(row)
     lang = str(row.get("Lang") or "zh")
-    if kind == "full release" and row.get("Protocol") == OFFICIAL:  # their figures: not ranked with ours
-        return f"{kind} · {lang} · {OFFICIAL} protocol", True
+    own = row.get("_own_protocol")
+    if kind == "full release" and isinstance(own, str) and own:  # another reading's figures: not ranked with ours
+        return f"{kind} · {lang} · {own} protocol", True
     if kind in ("full release", "paper", "self-reported"):
         return f"{kind} · {lang}", True
     return kind, False
@@ -862,7 +883,12 @@ def leaderboard_html(rows: Sequence[dict[str, Any]], metric: str, columns: Seque
             elif column in RANKABLE:
                 value, _, interval = text.partition(" ")  # the interval may wrap below its value on a phone
                 inner = f"{value} <span class='db-ci'>{interval}</span>" if interval else value
-                cells.append(f"<td class='{'db-num db-ranked' if column == metric else 'db-num'}{opt}'>{inner}</td>")
+                beside = (row.get("_beside") or {}).get(column)  # ours, beside the protocol's own figure
+                hover = f" title='{html.escape(str(beside), quote=True)}'" if beside else ""
+                cells.append(f"<td class='{'db-num db-ranked' if column == metric else 'db-num'}{opt}'{hover}>{inner}</td>")
+            elif column == "Protocol" and row.get("_asked"):  # how the run asked: protocol and image indices
+                hover = html.escape(f"{row.get('Protocol')}: {row['_asked']}", quote=True)
+                cells.append(f"<td class='db-opt' title='{hover}'>{text}</td>")
             else:
                 cells.append(f"<td class='db-opt' title='{text}'>{text}</td>")
         human = " class='db-humans'" if row_kind(row) == "people" else ""

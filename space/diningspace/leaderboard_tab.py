@@ -21,6 +21,7 @@ from .leaderboard import (
     SHOWN,
     SIZES,
     all_rows,
+    data_source,
     filter_rows,
     leaderboard_html,
     leaderboard_table,
@@ -40,7 +41,10 @@ NOTE = ("Rows are ranked only against comparable rows: the **full release** unde
         "figures did not match; *flagged for review* for a perfect figure or answers that repeat the public "
         "references), *self-reported* ones come from a model card. Identical rows are "
         "shown once, and each model + settings once: its newest run (Source names the earlier ones). Intervals "
-        "are 95%, clustered by merchant, as `value [low, high]`; click a model to open its run in the Runs tab; "
+        "are 95%, clustered by merchant (by item where the release names no merchant, as the authors' does), as "
+        "`value [low, high]`, ‡ after one from fewer than 20 of them. A run under the authors' protocol shows their "
+        "figure, with its interval; hover it for ours' reading of the same answers, the Protocol cell for the image "
+        "indices sent and the Data cell for the release. Click a model to open its run in the Runs tab; "
         "click a header to sort by it, hover it for its full name. On a phone the table shows the rank, the "
         "model and the figure it is ranked by (**Rank by** chooses it).")
 # A click on a header (`data-sort`) or Enter on a focused one sends its column to the server.
@@ -109,8 +113,9 @@ class LeaderboardTab:
                 gr.update(choices=choices, value=choices[1] if len(choices) > 1 else None))
 
     def compare(self, first: str | None, second: str | None) -> str:
-        """/compare: the paired test of two rows' runs, per task both scored (`python -m eval compare`)."""
-        from eval.compare import asked_differently, asked_note, compare_task, describe
+        """/compare: the paired test of two rows' runs, per task both scored (`python -m eval compare`): on
+        their protocol's reading, ours beside it when that protocol reads answers its own way."""
+        from eval.compare import asked_differently, asked_note, compare_runs_task, protocol_line
         from eval.report.runs import ReportError, load_run
 
         known = set(self.runs())
@@ -125,9 +130,11 @@ class LeaderboardTab:
             differences = asked_differently(a, b, shared)
             parts = [as_text(asked_note(differences))] if differences else []
             parts.append(f"**A** = {as_text(a.label)} · **B** = {as_text(b.label)}")
+            if (named := protocol_line(a, b, shared, release_of=data_source)) is not None:
+                parts.append(as_text(named))  # the release by its name only: the operator's paths stay theirs
             for task in shared:
-                c = compare_task(task, a.scores[task], b.scores[task], n_perm=1999)
-                parts.append(as_text(describe(c), lines=True) if c else f"{task}: no shared scored items")
+                found = compare_runs_task(a, b, task, n_perm=1999).describe()
+                parts.append(as_text(found, lines=True) if found else f"{task}: no shared scored items")
         except ReportError as exc:
             raise gr.Error(as_text(str(exc).replace(str(self.settings.results_dir), "")), print_exception=False) from None
         return "\n\n".join(parts) if shared else "These two runs share no task."

@@ -11,7 +11,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from eval.report.runs import ReportError, load_run, run_folders
+from eval import tasks
+from eval.report.runs import ReportError, RunData, load_run, run_folders
 from eval.report.tables import as_text
 from eval.tasks import answer_format, options_of
 from eval.types import NUTRIENTS
@@ -136,8 +137,16 @@ def model_answers(results_dir: Path, task: str, ids: list[str], *, exclude: Path
         found = {str(r["id"]): r for r in run.scores.get(task, []) if str(r["id"]) in wanted and not r.get("epoch")}
         if found and run.label not in seen:  # one entry per model + settings: its newest run
             seen.add(run.label)
-            out.append((run.label, found))
+            out.append((run.label + _reading_note(run, task), found))
     return out
+
+
+def _reading_note(run: RunData, task: str) -> str:
+    """What a run's answers are read by here, when its protocol's headline reads them another way (the
+    authors' on their release): the recap reads every run's answers and yours alike, by ours."""
+    if not tasks.is_task(task) or run.headline(tasks.get(task)) is None:
+        return ""
+    return f" (ours' reading; its headline is {run.protocol.title}'s, on the Leaderboard)"
 
 
 def _score_words(task: str, rows: list[dict[str, Any]]) -> str:

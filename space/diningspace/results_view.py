@@ -11,7 +11,17 @@ from typing import Any
 
 from PIL import Image
 
-from eval.report.tables import MISSING, SMALL_MARK, SMALL_NOTE, as_text, headline_cell, pct, readable
+from eval.report.tables import (
+    MISSING,
+    SMALL_ITEMS_NOTE,
+    SMALL_MARK,
+    SMALL_NOTE,
+    SMALL_SAMPLE,
+    as_text,
+    headline_cell,
+    pct,
+    readable,
+)
 
 from .evaluation import SampleResult
 
@@ -80,9 +90,10 @@ def _headline(task: str, metrics: dict[str, Any]) -> tuple[str, str]:
 OFFICIAL_LABELS = {"acc": "accuracy (%)", "avg_mape": "Average MAPE (%)", "model_evaluate_accuracy": "judge accuracy (%)"}
 
 
-def official_headline(task: str, metrics: dict[str, Any]) -> tuple[str, str] | None:
-    """(name, percent) of the figure the evaluation's protocol reports first (the authors' on their
-    release); None when ours is the headline."""
+def official_headline(task: str, metrics: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(name, percent, `[low, high]` or "") of the figure the evaluation's protocol reports first (the
+    authors' on their release), its interval the protocol's own (theirs resamples items); None when ours
+    is the headline."""
     from eval import protocols, tasks
 
     protocol = protocols.get(metrics.get("protocol") if isinstance(metrics.get("protocol"), str) else None)
@@ -90,12 +101,28 @@ def official_headline(task: str, metrics: dict[str, Any]) -> tuple[str, str] | N
     if found is None:
         return None
     name, value = found
-    return f"{protocol.name} {OFFICIAL_LABELS.get(str(name), str(name))}", pct(value)
+    interval = protocol.interval(metrics)
+    figures = protocol.own_figures(metrics) or {}
+    counted = figures.get("total_eval", metrics.get("n"))  # the items its figure read, as the Leaderboard counts them
+    small = isinstance(counted, int) and not isinstance(counted, bool) and counted < SMALL_SAMPLE
+    shown = f"[{pct(interval[0])}, {pct(interval[1])}]{SMALL_MARK if small else ''}" if interval else ""
+    return f"{protocol.name} {OFFICIAL_LABELS.get(str(name), str(name))}", pct(value), shown
+
+
+def asked(metrics: dict[str, Any]) -> str:
+    """How a live evaluation asked, in its protocol's words ("the authors' protocol, image indices 0"): the
+    Space asks with the harness's default settings under the protocol the harness chose."""
+    from eval import protocols
+    from eval.settings import RunSettings
+
+    protocol = protocols.get(metrics.get("protocol") if isinstance(metrics.get("protocol"), str) else None)
+    return protocol.describe(RunSettings(protocol=protocol.name))
 
 
 def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
     """The headline of a finished run in words, as in the paper (percentages). On the authors' release
-    their figure is the headline, ours beside it."""
+    their figure is the headline with its interval, named with the protocol and the image indices, ours
+    beside it."""
     n, failures = metrics.get("n"), metrics.get("parse_failures")
     tail = f" · {n} items" + (f" · {failures} unparsed" if failures else "")
     name, value = _headline(task, metrics)
@@ -103,9 +130,11 @@ def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
     if theirs is not None:
         left = metrics.get("ours_left_out")
         differ = metrics.get("official_disagreements") or 0
-        return (f"**{as_text(spec)}** — {theirs[0]} **{as_text(theirs[1])}** (the authors' scoring) · ours: {name} "
-                f"{as_text(value)}{tail} · {differ} read differently"
-                + (f" · {left} left out of ours (reference unreadable)" if left else ""))
+        interval = f" {as_text(theirs[2])}" if theirs[2] else ""
+        small = f" · {as_text(SMALL_ITEMS_NOTE)}" if SMALL_MARK in theirs[2] else ""
+        return (f"**{as_text(spec)}** — {theirs[0]} **{as_text(theirs[1])}**{interval} ({as_text(asked(metrics))}) "
+                f"· ours: {name} {as_text(value)}{tail} · {differ} read differently"
+                + (f" · {left} left out of ours (reference unreadable)" if left else "") + small)
     why = ""
     if SMALL_MARK in value:
         why = SMALL_NOTE
@@ -125,7 +154,8 @@ def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
     theirs = official_headline(task, metrics)
     if not _by_errors(task):
         name, value = _headline(task, metrics)
-        rows = [*([theirs, (f"ours: {name}", value)] if theirs else [(name, value)]),
+        rows = [*([(theirs[0], f"{theirs[1]} {theirs[2]}".strip()), (f"ours: {name}", value)] if theirs
+                  else [(name, value)]),
                 ("items", str(metrics.get("n", MISSING))), ("unparsed", str(metrics.get("parse_failures") or 0))]
         body = "".join(f"<tr><td>{as_text(k, lines=True)}</td><td class='db-num'>{as_text(v, lines=True)}</td></tr>" for k, v in rows)
         return f"<div class='db-scroll'><table class='db-metrics'><tbody>{body}</tbody></table></div>"
@@ -140,7 +170,7 @@ def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
     figures = _own_figures(metrics)
     if theirs and figures:  # their MAPE is in percent already, their averages the means of the four nutrients
         body.insert(0, f"<tr class='db-total'><td>{as_text(theirs[0], lines=True)}</td>"
-                       f"<td class='db-num'>{as_text(theirs[1], lines=True)}</td><td></td>"
+                       f"<td class='db-num'>{as_text(f'{theirs[1]} {theirs[2]}'.strip(), lines=True)}</td><td></td>"
                        f"<td class='db-num' title='their Avg MAE: the mean of the MAE of the four nutrients'>"
                        f"{_mae(figures.get('avg_mae'), '(avg)')}</td></tr>")
         body.insert(1, "<tr><td colspan='4' class='db-hint'>Ours, per nutrient:</td></tr>")
