@@ -144,6 +144,11 @@ class Protocol:
         """A sweep's cell for (CoT, view count) under this protocol."""
         raise NotImplementedError
 
+    def indices_sent(self, settings: RunSettings) -> tuple[int, ...] | None:
+        """The image indices each request names (positions in a row's images), for what a run's figures
+        say they were asked with; None: views are sent by count (`--images`, all when unset)."""
+        return None
+
     # ------------------------------------------------------------ asking
     def generation(self, settings: RunSettings, epoch: int = 0) -> GenerationConfig:
         raise NotImplementedError

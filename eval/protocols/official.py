@@ -448,6 +448,9 @@ class Official(Protocol):
     def describe(self, settings: RunSettings) -> str:
         return f"the authors' protocol, image indices {settings.image_indices or '0'}"
 
+    def indices_sent(self, settings: RunSettings) -> tuple[int, ...] | None:
+        return image_indices(settings.image_indices)
+
     def sweep_cell(self, cell: RunSettings, *, cot: bool, views: int) -> RunSettings:
         """A view count N is their image indices 0..N-1: the merchant's photo and the first N-1 customer
         photos, as their multi-view experiment sends them."""

@@ -15,8 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from eval import protocols
+from eval.numbers import resampled_unit
 from eval.protocols import Protocol
+from eval.report.runs import RunData
 from eval.tasks import all_tasks
+from eval.tasks import get as get_task
 
 MISSING = "–"
 
@@ -37,6 +40,19 @@ SMALL_ITEMS_NOTE = (f"{SMALL_MARK} fewer than {SMALL_SAMPLE} items: a 95% interv
 def small_note(units: set[str]) -> str:
     """The note for `‡`, in the words of what the marked intervals resampled (merchants or items)."""
     return SMALL_ITEMS_NOTE if units == {"items"} else SMALL_NOTE
+
+
+def resampled_units(runs: Sequence[RunData]) -> set[str]:
+    """What the runs' intervals resampled, as they recorded it (metrics.json `resampled`, and
+    `official_resampled` for the authors' figures), else as their rows say."""
+    units = set()
+    for run in runs:
+        for task, rows in run.scores.items():
+            entry = run.entry(task)
+            units.add(str(entry.get("resampled") or resampled_unit(rows)))
+            if run.headline(get_task(task)) is not None:
+                units.add(str(entry.get("official_resampled") or "items"))
+    return units or {"merchants"}
 
 
 NUTRIENT_LABELS = (("calories", "", " kcal"), ("protein", "P ", " g"), ("carbohydrates", "C ", " g"),
