@@ -286,7 +286,31 @@ def _summary(run: RunData) -> dict[str, Any]:
             counts[status_of(row)] += 1
         out["tasks"][task] = {"n": len(rows), "headline": headline(task, rows),
                               "counts": {k: v for k, v in counts.items() if v}}
+        if tasks.is_task(task) and (led := _protocol_headline(run, tasks.get(task))) is not None:
+            out["tasks"][task]["protocol"] = led
+            out["asked"] = run.question()
     return out
+
+
+def _protocol_headline(run: RunData, spec: tasks.Task) -> dict[str, Any] | None:
+    """The figure the run's protocol reports first for a task when it is not ours (the authors' on their
+    release): its name, value and interval, the items it read, how many answers ours reads differently and
+    the release it was read on (the fingerprint run.json recorded); None: ours is the headline."""
+    found = run.headline(spec)
+    if found is None:
+        return None
+    entry = run.entry(spec.name)
+    figures = run.protocol.own_figures(entry) or {}
+    total = figures.get("total_eval")
+    data = run.info.get("dataset")
+    prints = data.get("fingerprints") if isinstance(data, dict) else None
+    revisions = run.info.get("dataset_revision")
+    return {"title": run.protocol.title, "name": found[0], "value": found[1], "interval": found[2],
+            "items": total if isinstance(total, int) and not isinstance(total, bool) else None,
+            "differ": int(entry.get("official_disagreements") or 0),
+            "resampled": str(entry.get("official_resampled") or "items"),
+            "fingerprint": prints.get(spec.name) if isinstance(prints, dict) else None,
+            "revision": revisions.get(spec.name) if isinstance(revisions, dict) else None}
 
 
 @dataclass
