@@ -136,6 +136,12 @@ def test_the_viewer_shows_their_figure_with_ours_beside(official):
     assert "image indices 0,1" in text.splitlines()[0]
     label = viewer.run_label("run-classification", run)
     assert f"classification official acc {THEIR_ACC}" in label and OUR_ACC not in label
+    # each item: their reading first, ours beside ("The answer is B": their first letter is T)
+    rows, _ = viewer.table(str(run), "all", "all", "all", problems=[])
+    scores = {row[1]: row[6] for row in rows}
+    assert scores["0"] == "correct (the authors' protocol) · ours correct"
+    assert scores["1"] == "wrong (the authors' protocol) · ours correct"
+    assert sum(s.startswith("correct") for s in scores.values()) == 6  # theirs: 6 of 12
 
 
 # ------------------------------------------------------------------ eval analyze

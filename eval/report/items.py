@@ -178,7 +178,8 @@ def status_of(row: dict[str, Any]) -> str:
 def run_items(run_dir: Path | str, *, status: str | None = None, task: str | None = None,
               cuisine: str | None = None, search: str | None = None,
               problems: list[str] | None = None) -> list[dict[str, Any]]:
-    """The run's scored items (scores.jsonl lines plus `status`), filtered; `wrong` also matches
+    """The run's scored items (scores.jsonl lines plus `status`; where the run's protocol's figure leads,
+    `protocol` (its title) and `protocol_reading`, the item as that protocol reads it), filtered; `wrong` also matches
     unparsed, truncated and failed items, since each of them counts as wrong. `search` keeps the
     items whose raw answer, prompt, parsed answer, reference or error holds it (any case). With
     `problems`, bad lines are left out and named there (`scores.jsonl:N: why`) instead of stopping
@@ -191,8 +192,13 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
     for task_name, rows in run.scores.items():
         if task is not None and task_name != task:
             continue
+        spec = tasks.get(task_name) if tasks.is_task(task_name) else None
+        led = spec is not None and run.headline(spec) is not None
         for row in rows:
             item = {**row, "status": status_of(row)}
+            if led and spec is not None:  # the run's protocol's own reading of the answer, beside ours
+                read = run.protocol.read_rows(spec, [row])
+                item.update(protocol=run.protocol.title, protocol_reading=read[0] if read else None)
             if cuisine is not None and row.get("cuisine") != cuisine:
                 continue
             if status is not None and item["status"] != status and not (

@@ -77,6 +77,16 @@ URL_JS = """(run, task, status, cuisine, q, item, sort, desc) => {
 
 
 def _score(row: dict[str, Any]) -> str:
+    """The item's score; where the run's protocol's figure leads, its reading first and ours beside
+    (`wrong (the authors' protocol) · ours correct`)."""
+    if row.get("protocol"):
+        read = row.get("protocol_reading")
+        theirs = _own_score({k: v for k, v in read.items() if k != "verdict"}) if isinstance(read, dict) else "not counted"
+        return f"{theirs} ({row['protocol']}) · ours {_own_score(row)}"
+    return _own_score(row)
+
+
+def _own_score(row: dict[str, Any]) -> str:
     if figure_of(row.get("task")) == "avg_mape" and isinstance(row.get("ape"), dict):
         values = [v for v in row["ape"].values() if isinstance(v, int | float)]
         return f"mean APE {pct(sum(values) / len(values))}%" if values else "–"
