@@ -20,7 +20,7 @@ from eval import tasks
 from eval.numbers import headline, paired_difference
 from eval.report.plots import DPI, MAX_WIDTH_IN, STYLE, series_style
 from eval.report.runs import RunData, load_run
-from eval.report.tables import as_text, md_table, pct
+from eval.report.tables import as_text, md_table, pct, resampled_units
 from eval.scoring import ScoringError, load_rows
 from eval.settings import N_BOOT
 from eval.store import PREDICTIONS, read_predictions
@@ -286,7 +286,7 @@ def mode_pairs_section(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
             continue
         for task in run.scores:
             by_family.setdefault((key[0], task), {})[key[1]] = run
-    rows = []
+    rows, paired = [], []
     for (family, task), modes in sorted(by_family.items()):
         if set(modes) != {"thinking", "instruct"}:
             continue
@@ -295,6 +295,7 @@ def mode_pairs_section(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
         if found is None:
             continue
         low, high = found["ci95"]
+        paired += [modes["thinking"], modes["instruct"]]
         rows.append([family, task, str(found["n"]), pct(headline(task, thinking)),
                      pct(headline(task, instruct)), f"{100 * found['diff']:+.2f}",
                      f"[{100 * low:+.2f}, {100 * high:+.2f}]"])
@@ -302,7 +303,16 @@ def mode_pairs_section(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
         return ""
     return (md_table(["Family", "Task", "Shared items", "Thinking (%)", "Instruct (%)", "Thinking − instruct (pp)",
                       "95% CI (pp)"], rows)
-            + "\n\nAccuracy, or Avg MAPE for nutrition (lower is better); paired merchant bootstrap.")
+            + f"\n\nAccuracy, or Avg MAPE for nutrition (lower is better); paired {_bootstrap_unit(paired)} bootstrap.")
+
+
+def _bootstrap_unit(runs: Sequence[RunData]) -> str:
+    """What the paired intervals resampled, in the runs' own record (`resampled`): merchants, or items
+    where the release names none."""
+    units = resampled_units(runs)
+    if units <= {"merchants"}:
+        return "merchant"
+    return "item" if units == {"items"} else "merchant (item, where the release names no merchant)"
 
 
 def protocol_lines(runs: Sequence[RunData]) -> str:

@@ -155,6 +155,18 @@ def test_analyze_reads_each_run_by_its_protocol(official):
     assert f"vqa model_evaluate_accuracy {THEIR_VQA}" in text
 
 
+def test_thinking_against_instruct_on_their_release_reads_theirs_and_resamples_items(official, tmp_path):
+    folder, found = official["release"], []
+    for model in ("openai:Fam-8B-Thinking", "openai:Fam-8B-Instruct"):  # the same answers from both
+        with FakeOpenAIServer(_model_oracle(folder, "classification")) as server:
+            found.append(api.run(RunSettings(task="classification", model=model, base_url=server.base_url,
+                                             dataset=str(folder), n_boot=50, out=tmp_path / model[7:]),
+                                 progress=False))
+    text = analyze(found, n_boot=50)
+    assert f"| openai:Fam-8B | classification | 12 | {THEIR_ACC} | {THEIR_ACC} | +0.00 |" in text
+    assert "paired item bootstrap." in text and "merchant bootstrap" not in text
+
+
 # ------------------------------------------------------------------ sweeps
 def test_an_official_sweep_counts_views_by_the_indices_sent(official, tmp_path):
     folder = official["release"]
