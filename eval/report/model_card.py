@@ -28,12 +28,13 @@ from eval.report.tables import (
     SMALL_MARK,
     SMALL_SAMPLE,
     as_text,
+    indices_sent,
     md_table,
     pct,
     resampled_units,
     small_note,
 )
-from eval.settings import N_BOOT, RunSettings
+from eval.settings import N_BOOT
 from eval.tasks import Task, all_tasks
 from eval.tasks import get as get_task
 
@@ -127,20 +128,14 @@ def _settings(run: RunData) -> dict[str, Any]:
             "cot": bool(run.setting("cot"))}
 
 
-def _asked(run: RunData) -> RunSettings:
-    settings = run.info.get("settings")
-    return RunSettings.from_saved(settings if isinstance(settings, dict) else {})
-
-
 def _protocol_args(run: RunData, task: str, ref: DatasetRef) -> dict[str, Any]:
     """The dataset args of a result whose figure is the run's protocol's own: the protocol by name, the
     image indices its requests named (or the views by count) and, where the release has no revision,
     the fingerprint of the task's release as the run recorded it."""
-    settings = _asked(run)
     args: dict[str, Any] = {"lang": str(run.setting("lang") or "zh"), "protocol": run.protocol.name}
-    indices = run.protocol.indices_sent(settings)
+    indices = indices_sent(run)
     if indices is None:
-        args.update(images=settings.images or "all", cot=bool(settings.cot))
+        args.update((k, v) for k, v in _settings(run).items() if k != "lang")
     else:
         args["image_indices"] = ",".join(map(str, indices))
     fingerprint = dict(ref.fingerprints).get(task)

@@ -21,12 +21,12 @@ from eval.numbers import (
 )
 from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report.runs import RunData
-from eval.report.tables import as_text, md_table, pct, with_ci
-from eval.settings import N_BOOT, RunSettings
+from eval.report.tables import as_text, indices_sent, md_table, pct, with_ci
+from eval.settings import N_BOOT
 from eval.tasks import Task, is_task
 from eval.tasks import get as get_task
 from eval.tasks import names as task_names
-from eval.types import NUTRIENT_UNITS, UserError
+from eval.types import NUTRIENT_UNITS
 
 
 def figure(task: Task) -> tuple[str, str]:
@@ -50,19 +50,6 @@ def _series(run: RunData, *, without: str) -> str:
     if _led(run):
         parts.append(run.protocol.title)
     return " · ".join(parts)
-
-
-def _asked(run: RunData) -> RunSettings:
-    settings = run.info.get("settings")
-    return RunSettings.from_saved(settings if isinstance(settings, dict) else {})
-
-
-def indices_sent(run: RunData) -> tuple[int, ...] | None:
-    """The image indices the run's requests named (`Protocol.indices_sent`), None when views went by count."""
-    try:
-        return run.protocol.indices_sent(_asked(run))
-    except (TypeError, ValueError, UserError):
-        return None
 
 
 def views_sent(run: RunData) -> int | None:

@@ -18,8 +18,10 @@ from eval import protocols
 from eval.numbers import resampled_unit
 from eval.protocols import Protocol
 from eval.report.runs import RunData
+from eval.settings import RunSettings
 from eval.tasks import all_tasks
 from eval.tasks import get as get_task
+from eval.types import UserError
 
 MISSING = "–"
 
@@ -53,6 +55,16 @@ def resampled_units(runs: Sequence[RunData]) -> set[str]:
             if run.headline(get_task(task)) is not None:
                 units.add(str(entry.get("official_resampled") or "items"))
     return units or {"merchants"}
+
+
+def indices_sent(run: RunData) -> tuple[int, ...] | None:
+    """The image indices the run's requests named (`Protocol.indices_sent`: the authors' protocol), None
+    when views went by count (`--images`) or the settings cannot be read back."""
+    settings = run.info.get("settings")
+    try:
+        return run.protocol.indices_sent(RunSettings.from_saved(settings if isinstance(settings, dict) else {}))
+    except (TypeError, ValueError, UserError):
+        return None
 
 
 NUTRIENT_LABELS = (("calories", "", " kcal"), ("protein", "P ", " g"), ("carbohydrates", "C ", " g"),
