@@ -20,7 +20,7 @@ from eval import tasks
 from eval.numbers import headline, paired_difference
 from eval.report.plots import DPI, MAX_WIDTH_IN, STYLE, series_style
 from eval.report.runs import RunData, load_run
-from eval.report.tables import as_text, md_table, pct, resampled_units
+from eval.report.tables import as_text, md_table, pct, read_differently, resampled_units
 from eval.scoring import ScoringError, load_rows
 from eval.settings import N_BOOT
 from eval.store import PREDICTIONS, read_predictions
@@ -339,7 +339,7 @@ def protocol_lines(runs: Sequence[RunData]) -> str:
                 shown += (f" [{pct(interval[0])}, {pct(interval[1])}] (95% CI resampling "
                           f"{entry.get('official_resampled') or 'items'})")
             figures.append(f"{spec.name} {name} {shown} (ours {pct(headline(spec.name, run.scores[spec.name]))}; "
-                           f"{int(entry.get('official_disagreements') or 0)} read differently; release {release})")
+                           f"{read_differently(entry)} read differently; release {release})")
         lines.append(f"- {as_text(run.label)}: {as_text(run.question())}: " + "; ".join(as_text(f) for f in figures))
     if not lines:
         return ""

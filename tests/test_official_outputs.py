@@ -144,6 +144,17 @@ def test_the_viewer_shows_their_figure_with_ours_beside(official):
     assert sum(s.startswith("correct") for s in scores.values()) == 6  # theirs: 6 of 12
 
 
+def test_the_viewer_shows_ours_when_the_protocols_figures_are_unreadable(official, tmp_path):
+    import shutil
+
+    run = shutil.copytree(official["runs"]["classification"], tmp_path / "odd")
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics["classification"].update(official={"acc": "half"}, official_ci95=["a", "b"], official_disagreements="many")
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    found = run_summary(run, [])["tasks"]["classification"]
+    assert "protocol" not in found and round(100 * found["headline"], 2) == 66.67
+
+
 # ------------------------------------------------------------------ eval analyze
 def test_analyze_reads_each_run_by_its_protocol(official):
     text = analyze(_dirs(official), n_boot=50)

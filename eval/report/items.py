@@ -21,6 +21,7 @@ from eval import requests, tasks
 from eval.images import ImageError
 from eval.numbers import headline
 from eval.report.runs import ReportError, RunData, file_signature, load_run
+from eval.report.tables import read_differently
 from eval.scoring import JUDGE_CACHE
 from eval.settings import RunSettings
 from eval.store import PREDICTIONS, Prediction, read_predictions
@@ -302,8 +303,11 @@ def _protocol_headline(run: RunData, spec: tasks.Task) -> dict[str, Any] | None:
     """The figure the run's protocol reports first for a task when it is not ours (the authors' on their
     release): its name, value and interval, the items it read, how many answers ours reads differently and
     the release it was read on (the fingerprint run.json recorded); None: ours is the headline."""
-    found = run.headline(spec)
-    if found is None:
+    try:
+        found = run.headline(spec)
+    except (TypeError, ValueError):  # an interval that is no pair of numbers (a folder from elsewhere)
+        found = None
+    if found is None or not (found[1] is None or isinstance(found[1], int | float) and not isinstance(found[1], bool)):
         return None
     entry = run.entry(spec.name)
     figures = run.protocol.own_figures(entry) or {}
@@ -313,7 +317,7 @@ def _protocol_headline(run: RunData, spec: tasks.Task) -> dict[str, Any] | None:
     revisions = run.info.get("dataset_revision")
     return {"title": run.protocol.title, "name": found[0], "value": found[1], "interval": found[2],
             "items": total if isinstance(total, int) and not isinstance(total, bool) else None,
-            "differ": int(entry.get("official_disagreements") or 0),
+            "differ": read_differently(entry),
             "resampled": str(entry.get("official_resampled") or "items"),
             "fingerprint": prints.get(spec.name) if isinstance(prints, dict) else None,
             "revision": revisions.get(spec.name) if isinstance(revisions, dict) else None}

@@ -31,6 +31,7 @@ from eval.report.tables import (
     indices_sent,
     md_table,
     pct,
+    read_differently,
     resampled_units,
     small_note,
 )
@@ -306,7 +307,7 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
                          str(count)])
             entry = run.entry(task)
             beside.append([run.model, spec.hub_name or spec.title, figure, *ours, _items_cell(items),
-                           str(entry.get("official_disagreements") or 0)])
+                           str(read_differently(entry))])
             notes.append(run.protocol.headline_note(spec, entry))
     table = md_table(["Model", "Task", "Setting", "Figure", "Value", "95% CI", "Items"], rows)
     if beside:

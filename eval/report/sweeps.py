@@ -21,7 +21,7 @@ from eval.numbers import (
 )
 from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report.runs import RunData
-from eval.report.tables import as_text, indices_sent, md_table, pct, with_ci
+from eval.report.tables import as_text, indices_sent, md_table, pct, read_differently, with_ci
 from eval.settings import N_BOOT
 from eval.tasks import Task, is_task
 from eval.tasks import get as get_task
@@ -187,7 +187,7 @@ def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boo
 def _ours_beside(task: str, run: RunData) -> str:
     """` (ours 66.67; 2 read differently)`: ours of the same answers beside the protocol's figure."""
     return (f" (ours {pct(headline(task, run.scores[task]))}; "
-            f"{int(run.entry(task).get('official_disagreements') or 0)} read differently)")
+            f"{read_differently(run.entry(task))} read differently)")
 
 
 def _cot_slices(task: str, pairs: dict[str, dict[bool, RunData]]

@@ -57,6 +57,13 @@ def resampled_units(runs: Sequence[RunData]) -> set[str]:
     return units or {"merchants"}
 
 
+def read_differently(entry: dict[str, Any]) -> int:
+    """How many answers the run's protocol and ours read differently (a task's metrics.json
+    `official_disagreements`); 0 when the entry holds no count (a folder from elsewhere may hold anything)."""
+    found = entry.get("official_disagreements")
+    return found if isinstance(found, int) and not isinstance(found, bool) and found >= 0 else 0
+
+
 def indices_sent(run: RunData) -> tuple[int, ...] | None:
     """The image indices the run's requests named (`Protocol.indices_sent`: the authors' protocol), None
     when views went by count (`--images`) or the settings cannot be read back."""
@@ -228,7 +235,7 @@ def headline_row(theirs: tuple[str, float | None], interval: Sequence[float] | N
     the headline, ours beside it with the number of items the two readings read differently."""
     name, value = theirs
     mine = ours[3]
-    return [ours[0], ours[1], name, f"{with_ci(value, interval)} (ours: {mine}; {m.get('official_disagreements', 0)} "
+    return [ours[0], ours[1], name, f"{with_ci(value, interval)} (ours: {mine}; {read_differently(m)} "
             "read differently)", *ours[4:]]
 
 
