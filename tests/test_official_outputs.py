@@ -20,10 +20,10 @@ from huggingface_hub import ModelCard
 from eval import api
 from eval.analysis import analyze
 from eval.report import report
-from eval.report.items import run_summary
+from eval.report.items import item_detail, run_items, run_summary
 from eval.settings import RunSettings
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers_official import AUTHORS_PRINTED, corpus_rows, write_folder
+from tests.helpers_official import AUTHORS_PRINTED, corpus_rows, image_bytes, image_paths, write_folder
 from tests.test_official_protocol import _judge_oracle, _model_oracle
 
 # Theirs (their scripts' printed figures, as percentages with 2 decimals)
@@ -142,6 +142,17 @@ def test_the_viewer_shows_their_figure_with_ours_beside(official):
     assert scores["0"] == "correct (the authors' protocol) · ours correct"
     assert scores["1"] == "wrong (the authors' protocol) · ours correct"
     assert sum(s.startswith("correct") for s in scores.values()) == 6  # theirs: 6 of 12
+
+
+def test_the_viewer_opens_an_item_as_the_authors_protocol_asked_it(official):
+    run = official["runs"]["classification"]
+    row = corpus_rows("classification.jsonl")[1]
+    detail = item_detail(run, "classification", str(row["id"]))
+    assert detail.prompt == row["prompt"] and detail.prompt_verified  # their prompt verbatim, hash checked
+    sent = [image_bytes(official["release"], path) for path in image_paths(row)[:2]]  # image indices 0,1
+    assert [view.data for view in detail.views] == sent
+    word = row["prompt"].split()[0][:6]
+    assert str(row["id"]) in {r["id"] for r in run_items(run, search=word, problems=[])}  # prompts are searched
 
 
 def test_the_viewer_shows_ours_when_the_protocols_figures_are_unreadable(official, tmp_path):

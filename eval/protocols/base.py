@@ -165,6 +165,10 @@ class Protocol:
         job = self.request(task, row, settings, epoch, rotation, scope)
         return job if isinstance(job, Request) else job()
 
+    def prompt_text(self, task: str, row: dict[str, Any], settings: RunSettings) -> str:
+        """The text of a row's request (no views, no rotation): what a viewer searches and shows."""
+        return tasks.prompt_text(task, row, settings)
+
     # ------------------------------------------------------------ reading and scoring
     def scores_row(self, task: str, row: Mapping[str, Any], lang: str) -> bool:
         """Whether our figures read this row (its reference is readable); every row is asked."""

@@ -494,6 +494,9 @@ class Official(Protocol):
                        config=self.generation(settings, epoch), request_hash=digest,
                        metadata={"n_images": len(views), "epoch": epoch, "rotation": 0})
 
+    def prompt_text(self, task: str, row: dict[str, Any], settings: RunSettings) -> str:
+        return str(row.get("prompt") or "")  # the row's prompt verbatim, as `request` sends it
+
     # ------------------------------------------------------------ scoring
     def scores_row(self, task: str, row: Mapping[str, Any], lang: str) -> bool:
         return usable_reference(task, row, lang)

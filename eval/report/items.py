@@ -257,17 +257,15 @@ def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, s
     for task, rows in run.scores.items():
         wanted = {str(r["id"]) for r in rows}
         try:
-            dataset, _ = _dataset(task, settings.dataset)
+            release, _ = _dataset(task, settings.dataset, settings.lang)
         except ReportError as exc:
             if problems is not None:
                 problems.append(f"prompts not searched: {str(exc)[:160]}")
             continue
-        if "images" in dataset.column_names:
-            dataset = dataset.remove_columns("images")
-        for row in dataset:
+        for row in release.rows:  # metadata: the prompt needs no image
             if str(row["id"]) in wanted:
                 try:
-                    out[(task, str(row["id"]))] = tasks.prompt_text(task, row, settings)
+                    out[(task, str(row["id"]))] = run.protocol.prompt_text(task, row, settings)
                 except (ValueError, TypeError, KeyError):
                     continue
     return out
@@ -364,7 +362,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
     except (TypeError, ValueError) as exc:
         raise ReportError(f"{run_dir.name}/run.json: its settings cannot be read ({str(exc)[:200]})") from None
     prediction = _predictions(run_dir, loaded, problems).get((task, str(item_id), epoch, 0))
-    full = _row_with_images(task, str(item_id), settings.dataset)
+    full = _row_with_images(task, str(item_id), settings.dataset, settings.lang)
     detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored), prompt="", prompt_verified=False,
                         raw=prediction.raw if prediction else None, parsed=scored.get("parsed"),
                         reference=scored.get("reference"), error=scored.get("error"),
@@ -393,21 +391,24 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
     return detail
 
 
-def _dataset(task: str, source: str | None) -> tuple[Any, dict[str, int]]:
-    """The task's dataset (images not decoded) and each id's position, kept for the last few sources."""
-    key = (tasks.get(task).source_config, source)
+def _dataset(task: str, source: str | None, lang: str) -> tuple[Any, dict[str, int]]:
+    """The task's release as the harness reads it (`diningbench.read_release`: our Parquet or the authors'
+    layout, in the run's language; images read per row) and each id's position, kept for the last few
+    sources."""
+    key = (tasks.get(task).source_config, source, lang)
     found = _DATASETS.get(key, None)
     if found is None:
         try:
-            dataset = diningbench.load(key[0], source, decode_images=False)
+            release = diningbench.read_release(key[0], source, lang=lang)
         except (ValueError, OSError) as exc:
             raise ReportError(f"cannot load {task} from {source or 'the embedded sample'}: {exc}") from None
-        found = (dataset, {str(i): n for n, i in enumerate(dataset["id"])})
+        found = (release, {str(row["id"]): n for n, row in enumerate(release.rows)})
         _DATASETS.put(key, None, found)
     return found
 
 
-def _row_with_images(task: str, item_id: str, source: str | None) -> dict[str, Any] | None:
-    """The item's dataset row with its stored image bytes, or None when the dataset lacks it."""
-    dataset, position = _dataset(task, source)
-    return dataset[position[item_id]] if item_id in position else None
+def _row_with_images(task: str, item_id: str, source: str | None, lang: str) -> dict[str, Any] | None:
+    """The item's dataset row with its stored image bytes (as the run read it), or None when the release
+    lacks it."""
+    release, position = _dataset(task, source, lang)
+    return next(iter(release.iter_rows([position[item_id]])), None) if item_id in position else None
