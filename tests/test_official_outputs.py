@@ -23,7 +23,15 @@ from eval.report import report
 from eval.report.items import item_detail, run_items, run_summary
 from eval.settings import RunSettings
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers_official import AUTHORS_PRINTED, corpus_rows, image_bytes, image_paths, write_folder
+from tests.helpers_official import (
+    AUTHORS_PRINTED,
+    answers,
+    corpus_rows,
+    image_bytes,
+    image_paths,
+    judge_replies,
+    write_folder,
+)
 from tests.test_official_protocol import _judge_oracle, _model_oracle
 
 # Theirs (their scripts' printed figures, as percentages with 2 decimals)
@@ -151,6 +159,9 @@ def test_the_viewer_opens_an_item_as_the_authors_protocol_asked_it(official):
     assert detail.prompt == row["prompt"] and detail.prompt_verified  # their prompt verbatim, hash checked
     sent = [image_bytes(official["release"], path) for path in image_paths(row)[:2]]  # image indices 0,1
     assert [view.data for view in detail.views] == sent
+    vqa = corpus_rows("vqa.jsonl")[0]
+    answer = answers("vqa")[0]
+    assert item_detail(official["runs"]["vqa"], "vqa", str(vqa["id"])).judge_reply == judge_replies()[answer]
     word = row["prompt"].split()[0][:6]
     assert str(row["id"]) in {r["id"] for r in run_items(run, search=word, problems=[])}  # prompts are searched
 

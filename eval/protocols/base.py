@@ -185,6 +185,11 @@ class Protocol:
         """The judge's request settings under this protocol (BackendJudge keywords)."""
         return {}
 
+    def judge_reply(self, record: Mapping[str, Any]) -> str | None:
+        """The judge's reply to a scored answer as this protocol kept it on its record; None: the run's
+        verdict cache holds it under our judge prompt (ours)."""
+        return None
+
     # ------------------------------------------------------------ what a run reports
     def headline(self, task: tasks.Task, entry: Mapping[str, Any]) -> tuple[str, float | None] | None:
         """(name, fraction) of the figure this protocol reports first for a task's metrics.json entry,

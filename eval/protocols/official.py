@@ -505,6 +505,10 @@ class Official(Protocol):
         """Their judge step: no seed, their attempts and token limit."""
         return {"seed": None, "max_attempts": int(JUDGE["judge_attempts"]), "max_tokens": int(JUDGE["judge_max_tokens"])}
 
+    def judge_reply(self, record: Mapping[str, Any]) -> str | None:
+        reply = (reading_of(record) or {}).get("judge_reply")  # their judge prompt's reply, kept by take_reply
+        return reply if isinstance(reply, str) else None
+
     def score(self, job: TaskScoring) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Ours on the rows whose reference ours can read (its judged task from their judge's replies,
         read strictly), then theirs on every answer, as the `official` object of the entry."""

@@ -384,7 +384,8 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
         detail.note = ("rebuilt from run.json's settings, but it does not hash to the request the prediction kept "
                        "(the prompts or the data changed since the run)")
     judge = run.info["judge"].get("spec") if isinstance(run.info.get("judge"), dict) else None
-    if tasks.get(task).judged and judge and detail.raw is not None:
+    detail.judge_reply = run.protocol.judge_reply(scored) if tasks.get(task).judged else None
+    if tasks.get(task).judged and judge and detail.raw is not None and detail.judge_reply is None:
         question = tasks.get(task).question(full, settings.lang) or ""
         hit = VerdictCache(run_dir / JUDGE_CACHE, judge).get(build_judge_prompt(question, detail.reference, detail.raw))
         detail.judge_reply = hit.get("raw") if hit else None
