@@ -175,6 +175,7 @@ def test_the_viewer_shows_ours_when_the_protocols_figures_are_unreadable(officia
     (run / "metrics.json").write_text(json.dumps(metrics))
     found = run_summary(run, [])["tasks"]["classification"]
     assert "protocol" not in found and round(100 * found["headline"], 2) == 66.67
+    assert all("protocol" not in item for item in run_items(run, problems=[]))
 
 
 # ------------------------------------------------------------------ eval analyze

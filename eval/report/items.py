@@ -194,7 +194,7 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
         if task is not None and task_name != task:
             continue
         spec = tasks.get(task_name) if tasks.is_task(task_name) else None
-        led = spec is not None and run.headline(spec) is not None
+        led = spec is not None and _protocol_headline(run, spec) is not None
         for row in rows:
             item = {**row, "status": status_of(row)}
             if led and spec is not None:  # the run's protocol's own reading of the answer, beside ours
