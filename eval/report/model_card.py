@@ -3,6 +3,9 @@
 `--out README.md` writes a card `huggingface_hub.ModelCard.load` reads (a `model-index` YAML header,
 then a results table); `--format yaml|json` prints only the metadata for `huggingface_hub.metadata_update`.
 Only full-release runs are exported: a synthetic or partial run needs `--allow-partial` and says so.
+A run whose protocol reports its own headline (the authors' on their release) is exported with that
+figure, typed and named with the protocol, its image indices and the release's revision or fingerprint;
+ours of the same answers stands beside it in the body, with the count of answers the two read differently.
 """
 
 from __future__ import annotations
