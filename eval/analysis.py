@@ -20,7 +20,7 @@ from eval import tasks
 from eval.numbers import headline, paired_difference
 from eval.report.plots import DPI, MAX_WIDTH_IN, STYLE, series_style
 from eval.report.runs import RunData, load_run
-from eval.report.tables import as_text, md_table, pct
+from eval.report.tables import as_text, md_table, pct, read_differently, resampled_units
 from eval.scoring import ScoringError, load_rows
 from eval.settings import N_BOOT
 from eval.store import PREDICTIONS, read_predictions
@@ -121,11 +121,20 @@ def _first_epoch(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if not r.get("epoch")]
 
 
+def read_rows(run: RunData, task: str) -> list[dict[str, Any]]:
+    """A task's items as the run's protocol's headline reads them (`Protocol.read_rows`: ours as scored, the
+    authors' right/wrong and percentage errors where their figure leads), so each figure below follows the
+    run's protocol."""
+    rows = run.scores.get(task, [])
+    return run.protocol.read_rows(tasks.get(task), rows) if rows and tasks.is_task(task) else list(rows)
+
+
 def item_difficulty(runs: Sequence[RunData], task: str) -> dict[str, float]:
-    """Item id -> share of the runs (that have the item scored) that got it right."""
+    """Item id -> share of the runs (that have the item scored) that got it right, each run read by its
+    protocol."""
     right: dict[str, list[bool]] = {}
     for run in runs:
-        for row in _first_epoch(run.scores.get(task, [])):
+        for row in _first_epoch(read_rows(run, task)):
             if row.get("correct") is not None:
                 right.setdefault(str(row["id"]), []).append(row["correct"] is True)
     return {item: sum(v) / len(v) for item, v in right.items()}
@@ -240,7 +249,7 @@ def nutrition_section(runs: Sequence[RunData], portions: dict[str, str | None]) 
                 errors = [abs(e["calories"]) for e in map(signed_errors, subset) if "calories" in e]
                 portion_rows.append([run.label, label, str(len(subset)),
                                      pct(statistics.median(errors)) if errors else "–",
-                                     pct(headline(task, subset))])
+                                     pct(headline(task, run.protocol.read_rows(tasks.get(task), subset)))])
     if not lines:
         return ""
     return (md_table(["Model", *(f"{n}: over / under (%) / median signed error (%)" for n in NUTRIENTS)], lines)
@@ -277,22 +286,66 @@ def mode_pairs_section(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
             continue
         for task in run.scores:
             by_family.setdefault((key[0], task), {})[key[1]] = run
-    rows = []
+    rows, paired = [], []
     for (family, task), modes in sorted(by_family.items()):
         if set(modes) != {"thinking", "instruct"}:
             continue
-        found = paired_difference(task, modes["thinking"].scores[task], modes["instruct"].scores[task], n_boot=n_boot)
+        thinking, instruct = read_rows(modes["thinking"], task), read_rows(modes["instruct"], task)
+        found = paired_difference(task, thinking, instruct, n_boot=n_boot)
         if found is None:
             continue
         low, high = found["ci95"]
-        rows.append([family, task, str(found["n"]), pct(headline(task, modes["thinking"].scores[task])),
-                     pct(headline(task, modes["instruct"].scores[task])), f"{100 * found['diff']:+.2f}",
+        paired += [modes["thinking"], modes["instruct"]]
+        rows.append([family, task, str(found["n"]), pct(headline(task, thinking)),
+                     pct(headline(task, instruct)), f"{100 * found['diff']:+.2f}",
                      f"[{100 * low:+.2f}, {100 * high:+.2f}]"])
     if not rows:
         return ""
     return (md_table(["Family", "Task", "Shared items", "Thinking (%)", "Instruct (%)", "Thinking − instruct (pp)",
                       "95% CI (pp)"], rows)
-            + "\n\nAccuracy, or Avg MAPE for nutrition (lower is better); paired merchant bootstrap.")
+            + f"\n\nAccuracy, or Avg MAPE for nutrition (lower is better); paired {_bootstrap_unit(paired)} bootstrap.")
+
+
+def _bootstrap_unit(runs: Sequence[RunData]) -> str:
+    """What the paired intervals resampled, in the runs' own record (`resampled`): merchants, or items
+    where the release names none."""
+    units = resampled_units(runs)
+    if units <= {"merchants"}:
+        return "merchant"
+    return "item" if units == {"items"} else "merchant (item, where the release names no merchant)"
+
+
+def protocol_lines(runs: Sequence[RunData]) -> str:
+    """For each run whose protocol's figure leads (the authors' on their release): how it asked (protocol,
+    image indices), the release it read (fingerprint or revision) and, per task, the protocol's headline
+    with ours beside and the items the two readings read differently. Empty when every run is ours."""
+    lines = []
+    for run in runs:
+        led = [(spec, found) for spec in tasks.all_tasks() if spec.name in run.scores
+               and (found := run.headline(spec)) is not None]
+        if not led:
+            continue
+        data = run.info.get("dataset")
+        prints = data.get("fingerprints") if isinstance(data, dict) else None
+        revisions = run.info.get("dataset_revision")
+        figures = []
+        for spec, (name, value, interval) in led:
+            entry = run.entry(spec.name)
+            release = (f"revision {str(revisions[spec.name])[:12]}" if isinstance(revisions, dict) and revisions.get(spec.name)
+                       else f"fingerprint {str(prints[spec.name])[:16]}" if isinstance(prints, dict) and prints.get(spec.name)
+                       else "release not recorded")
+            shown = "–" if value is None else pct(value)
+            if interval is not None:
+                shown += (f" [{pct(interval[0])}, {pct(interval[1])}] (95% CI resampling "
+                          f"{entry.get('official_resampled') or 'items'})")
+            figures.append(f"{spec.name} {name} {shown} (ours {pct(headline(spec.name, run.scores[spec.name]))}; "
+                           f"{read_differently(entry)} read differently; release {release})")
+        lines.append(f"- {as_text(run.label)}: {as_text(run.question())}: " + "; ".join(as_text(f) for f in figures))
+    if not lines:
+        return ""
+    return ("Runs whose protocol's figures lead: item difficulty, the Avg MAPE by portion and thinking vs instruct "
+            "read their answers as that protocol does; distractors and the direction of nutrition errors read "
+            "ours' parse of the same answers.\n\n" + "\n".join(lines))
 
 
 # ---------------------------------------------------------------- plots
@@ -372,6 +425,8 @@ def analyze(dirs: Sequence[Path | str], *, out: Path | None = None, n_boot: int 
                 ("Truncated and looping outputs", output_section(runs)),
                 ("Thinking vs instruct", mode_pairs_section(runs, n_boot=n_boot))]
     parts = [f"# DiningBench error analysis ({len(runs)} runs)"]
+    if (asked := protocol_lines(runs)):
+        parts.append(asked)
     parts += [f"## {title}\n\n{body}" for title, body in sections if body]
     if out is not None:
         out = Path(out)

@@ -3,6 +3,8 @@ and truncation, thinking vs instruct, each checked on cases small enough to coun
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from diningbench import portion_grams
@@ -85,6 +87,9 @@ def test_analysis_of_a_thinking_and_an_instruct_run(runs, tmp_path):
     assert "| vllm:Fam-8B-Instruct | classification | 6 | 1 | 1 | 1 |" in text  # c1 truncated while looping
     # thinking 4/6, instruct 2/6 on the same items: +33.33 pp
     assert "| vllm:Fam-8B | classification | 6 | 66.67 | 33.33 | +33.33 |" in text
+    # the interval's words name what the runs recorded they resampled
+    [recorded] = {json.loads((run / "metrics.json").read_text())["classification"]["resampled"] for run in runs}
+    assert f"paired {recorded.removesuffix('s')} bootstrap." in text
     assert (tmp_path / "analysis.md").read_text() == text and (tmp_path / "analysis_difficulty.png").stat().st_size
     assert load_run(runs[0]).scores["classification"][0]["correct"] is True
     assert CLASSIFICATION_ANSWERS == ["A", "B", "A", "C", "A", "D"]

@@ -151,3 +151,16 @@ def test_one_model_per_card_and_a_hub_id_for_dataset(tmp_path, capsys):
     assert code == 2 and "openai:model-a, openai:model-b" in err
     code, _, err = export(capsys, *map(str, a), "--model-card", "--allow-partial", "--dataset", "not a hub id")
     assert code == 2 and err.startswith("error: --dataset")
+
+
+def test_the_revision_of_a_hub_release_read_in_the_authors_layout_is_named(tmp_path, capsys):
+    runs = [on_source(p, HUB) for p in model_runs(tmp_path)]  # fingerprints name no Hub commit
+    for folder in runs:
+        info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        info["dataset_revision"] = {"classification": SHA, "nutrition": SHA}  # what their release's reader records
+        (folder / "run.json").write_text(json.dumps(info), encoding="utf-8")
+    code, printed, _ = export(capsys, *map(str, runs), "--model-card")
+    assert code == 0
+    assert f"at revision {SHA[:12]}" in printed
+    meta = yaml.safe_load(printed.split("---\n")[1])
+    assert {r["dataset"]["revision"] for r in meta["model-index"][0]["results"]} == {SHA}

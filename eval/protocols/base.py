@@ -144,6 +144,11 @@ class Protocol:
         """A sweep's cell for (CoT, view count) under this protocol."""
         raise NotImplementedError
 
+    def indices_sent(self, settings: RunSettings) -> tuple[int, ...] | None:
+        """The image indices each request names (positions in a row's images), for what a run's figures
+        say they were asked with; None: views are sent by count (`--images`, all when unset)."""
+        return None
+
     # ------------------------------------------------------------ asking
     def generation(self, settings: RunSettings, epoch: int = 0) -> GenerationConfig:
         raise NotImplementedError
@@ -160,6 +165,10 @@ class Protocol:
         job = self.request(task, row, settings, epoch, rotation, scope)
         return job if isinstance(job, Request) else job()
 
+    def prompt_text(self, task: str, row: dict[str, Any], settings: RunSettings) -> str:
+        """The text of a row's request (no views, no rotation): what a viewer searches and shows."""
+        return tasks.prompt_text(task, row, settings)
+
     # ------------------------------------------------------------ reading and scoring
     def scores_row(self, task: str, row: Mapping[str, Any], lang: str) -> bool:
         """Whether our figures read this row (its reference is readable); every row is asked."""
@@ -175,6 +184,11 @@ class Protocol:
     def judge_options(self) -> dict[str, Any]:
         """The judge's request settings under this protocol (BackendJudge keywords)."""
         return {}
+
+    def judge_reply(self, record: Mapping[str, Any]) -> str | None:
+        """The judge's reply to a scored answer as this protocol kept it on its record; None: the run's
+        verdict cache holds it under our judge prompt (ours)."""
+        return None
 
     # ------------------------------------------------------------ what a run reports
     def headline(self, task: tasks.Task, entry: Mapping[str, Any]) -> tuple[str, float | None] | None:

@@ -448,6 +448,9 @@ class Official(Protocol):
     def describe(self, settings: RunSettings) -> str:
         return f"the authors' protocol, image indices {settings.image_indices or '0'}"
 
+    def indices_sent(self, settings: RunSettings) -> tuple[int, ...] | None:
+        return image_indices(settings.image_indices)
+
     def sweep_cell(self, cell: RunSettings, *, cot: bool, views: int) -> RunSettings:
         """A view count N is their image indices 0..N-1: the merchant's photo and the first N-1 customer
         photos, as their multi-view experiment sends them."""
@@ -493,6 +496,9 @@ class Official(Protocol):
                        config=self.generation(settings, epoch), request_hash=digest,
                        metadata={"n_images": len(views), "epoch": epoch, "rotation": 0})
 
+    def prompt_text(self, task: str, row: dict[str, Any], settings: RunSettings) -> str:
+        return str(row.get("prompt") or "")  # the row's prompt verbatim, as `request` sends it
+
     # ------------------------------------------------------------ scoring
     def scores_row(self, task: str, row: Mapping[str, Any], lang: str) -> bool:
         return usable_reference(task, row, lang)
@@ -500,6 +506,10 @@ class Official(Protocol):
     def judge_options(self) -> dict[str, Any]:
         """Their judge step: no seed, their attempts and token limit."""
         return {"seed": None, "max_attempts": int(JUDGE["judge_attempts"]), "max_tokens": int(JUDGE["judge_max_tokens"])}
+
+    def judge_reply(self, record: Mapping[str, Any]) -> str | None:
+        reply = (reading_of(record) or {}).get("judge_reply")  # their judge prompt's reply, kept by take_reply
+        return reply if isinstance(reply, str) else None
 
     def score(self, job: TaskScoring) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Ours on the rows whose reference ours can read (its judged task from their judge's replies,

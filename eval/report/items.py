@@ -21,6 +21,7 @@ from eval import requests, tasks
 from eval.images import ImageError
 from eval.numbers import headline
 from eval.report.runs import ReportError, RunData, file_signature, load_run
+from eval.report.tables import read_differently
 from eval.scoring import JUDGE_CACHE
 from eval.settings import RunSettings
 from eval.store import PREDICTIONS, Prediction, read_predictions
@@ -178,7 +179,8 @@ def status_of(row: dict[str, Any]) -> str:
 def run_items(run_dir: Path | str, *, status: str | None = None, task: str | None = None,
               cuisine: str | None = None, search: str | None = None,
               problems: list[str] | None = None) -> list[dict[str, Any]]:
-    """The run's scored items (scores.jsonl lines plus `status`), filtered; `wrong` also matches
+    """The run's scored items (scores.jsonl lines plus `status`; where the run's protocol's figure leads,
+    `protocol` (its title) and `protocol_reading`, the item as that protocol reads it), filtered; `wrong` also matches
     unparsed, truncated and failed items, since each of them counts as wrong. `search` keeps the
     items whose raw answer, prompt, parsed answer, reference or error holds it (any case). With
     `problems`, bad lines are left out and named there (`scores.jsonl:N: why`) instead of stopping
@@ -191,8 +193,13 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
     for task_name, rows in run.scores.items():
         if task is not None and task_name != task:
             continue
+        spec = tasks.get(task_name) if tasks.is_task(task_name) else None
+        led = spec is not None and _protocol_headline(run, spec) is not None
         for row in rows:
             item = {**row, "status": status_of(row)}
+            if led and spec is not None:  # the run's protocol's own reading of the answer, beside ours
+                read = run.protocol.read_rows(spec, [row])
+                item.update(protocol=run.protocol.title, protocol_reading=read[0] if read else None)
             if cuisine is not None and row.get("cuisine") != cuisine:
                 continue
             if status is not None and item["status"] != status and not (
@@ -250,17 +257,15 @@ def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, s
     for task, rows in run.scores.items():
         wanted = {str(r["id"]) for r in rows}
         try:
-            dataset, _ = _dataset(task, settings.dataset)
+            release, _ = _dataset(task, settings.dataset, settings.lang)
         except ReportError as exc:
             if problems is not None:
                 problems.append(f"prompts not searched: {str(exc)[:160]}")
             continue
-        if "images" in dataset.column_names:
-            dataset = dataset.remove_columns("images")
-        for row in dataset:
+        for row in release.rows:  # metadata: the prompt needs no image
             if str(row["id"]) in wanted:
                 try:
-                    out[(task, str(row["id"]))] = tasks.prompt_text(task, row, settings)
+                    out[(task, str(row["id"]))] = run.protocol.prompt_text(task, row, settings)
                 except (ValueError, TypeError, KeyError):
                     continue
     return out
@@ -286,7 +291,34 @@ def _summary(run: RunData) -> dict[str, Any]:
             counts[status_of(row)] += 1
         out["tasks"][task] = {"n": len(rows), "headline": headline(task, rows),
                               "counts": {k: v for k, v in counts.items() if v}}
+        if tasks.is_task(task) and (led := _protocol_headline(run, tasks.get(task))) is not None:
+            out["tasks"][task]["protocol"] = led
+            out["asked"] = run.question()
     return out
+
+
+def _protocol_headline(run: RunData, spec: tasks.Task) -> dict[str, Any] | None:
+    """The figure the run's protocol reports first for a task when it is not ours (the authors' on their
+    release): its name, value and interval, the items it read, how many answers ours reads differently and
+    the release it was read on (the fingerprint run.json recorded); None: ours is the headline."""
+    try:
+        found = run.headline(spec)
+    except (TypeError, ValueError):  # an interval that is no pair of numbers (a folder from elsewhere)
+        found = None
+    if found is None or not (found[1] is None or isinstance(found[1], int | float) and not isinstance(found[1], bool)):
+        return None
+    entry = run.entry(spec.name)
+    figures = run.protocol.own_figures(entry) or {}
+    total = figures.get("total_eval")
+    data = run.info.get("dataset")
+    prints = data.get("fingerprints") if isinstance(data, dict) else None
+    revisions = run.info.get("dataset_revision")
+    return {"title": run.protocol.title, "name": found[0], "value": found[1], "interval": found[2],
+            "items": total if isinstance(total, int) and not isinstance(total, bool) else None,
+            "differ": read_differently(entry),
+            "resampled": str(entry.get("official_resampled") or "items"),
+            "fingerprint": prints.get(spec.name) if isinstance(prints, dict) else None,
+            "revision": revisions.get(spec.name) if isinstance(revisions, dict) else None}
 
 
 @dataclass
@@ -330,7 +362,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
     except (TypeError, ValueError) as exc:
         raise ReportError(f"{run_dir.name}/run.json: its settings cannot be read ({str(exc)[:200]})") from None
     prediction = _predictions(run_dir, loaded, problems).get((task, str(item_id), epoch, 0))
-    full = _row_with_images(task, str(item_id), settings.dataset)
+    full = _row_with_images(task, str(item_id), settings.dataset, settings.lang)
     detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored), prompt="", prompt_verified=False,
                         raw=prediction.raw if prediction else None, parsed=scored.get("parsed"),
                         reference=scored.get("reference"), error=scored.get("error"),
@@ -352,28 +384,32 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
         detail.note = ("rebuilt from run.json's settings, but it does not hash to the request the prediction kept "
                        "(the prompts or the data changed since the run)")
     judge = run.info["judge"].get("spec") if isinstance(run.info.get("judge"), dict) else None
-    if tasks.get(task).judged and judge and detail.raw is not None:
+    detail.judge_reply = run.protocol.judge_reply(scored) if tasks.get(task).judged else None
+    if tasks.get(task).judged and judge and detail.raw is not None and detail.judge_reply is None:
         question = tasks.get(task).question(full, settings.lang) or ""
         hit = VerdictCache(run_dir / JUDGE_CACHE, judge).get(build_judge_prompt(question, detail.reference, detail.raw))
         detail.judge_reply = hit.get("raw") if hit else None
     return detail
 
 
-def _dataset(task: str, source: str | None) -> tuple[Any, dict[str, int]]:
-    """The task's dataset (images not decoded) and each id's position, kept for the last few sources."""
-    key = (tasks.get(task).source_config, source)
+def _dataset(task: str, source: str | None, lang: str) -> tuple[Any, dict[str, int]]:
+    """The task's release as the harness reads it (`diningbench.read_release`: our Parquet or the authors'
+    layout, in the run's language; images read per row) and each id's position, kept for the last few
+    sources."""
+    key = (tasks.get(task).source_config, source, lang)
     found = _DATASETS.get(key, None)
     if found is None:
         try:
-            dataset = diningbench.load(key[0], source, decode_images=False)
+            release = diningbench.read_release(key[0], source, lang=lang)
         except (ValueError, OSError) as exc:
             raise ReportError(f"cannot load {task} from {source or 'the embedded sample'}: {exc}") from None
-        found = (dataset, {str(i): n for n, i in enumerate(dataset["id"])})
+        found = (release, {str(row["id"]): n for n, row in enumerate(release.rows)})
         _DATASETS.put(key, None, found)
     return found
 
 
-def _row_with_images(task: str, item_id: str, source: str | None) -> dict[str, Any] | None:
-    """The item's dataset row with its stored image bytes, or None when the dataset lacks it."""
-    dataset, position = _dataset(task, source)
-    return dataset[position[item_id]] if item_id in position else None
+def _row_with_images(task: str, item_id: str, source: str | None, lang: str) -> dict[str, Any] | None:
+    """The item's dataset row with its stored image bytes (as the run read it), or None when the release
+    lacks it."""
+    release, position = _dataset(task, source, lang)
+    return next(iter(release.iter_rows([position[item_id]])), None) if item_id in position else None

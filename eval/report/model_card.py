@@ -3,6 +3,9 @@
 `--out README.md` writes a card `huggingface_hub.ModelCard.load` reads (a `model-index` YAML header,
 then a results table); `--format yaml|json` prints only the metadata for `huggingface_hub.metadata_update`.
 Only full-release runs are exported: a synthetic or partial run needs `--allow-partial` and says so.
+A run whose protocol reports its own headline (the authors' on their release) is exported with that
+figure, typed and named with the protocol, its image indices and the release's revision or fingerprint;
+ours of the same answers stands beside it in the body, with the count of answers the two read differently.
 """
 
 from __future__ import annotations
@@ -14,11 +17,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval.numbers import component, headline, headline_ci, score_nutrition_rows
+from eval import protocols
+from eval.numbers import (
+    component,
+    headline,
+    headline_ci,
+    resampled_unit,
+    resampled_words,
+    score_nutrition_rows,
+)
 from eval.report.runs import ReportError, RunData
-from eval.report.tables import SMALL_MARK, SMALL_NOTE, SMALL_SAMPLE, as_text, md_table, pct
+from eval.report.tables import (
+    SMALL_MARK,
+    SMALL_SAMPLE,
+    as_text,
+    indices_sent,
+    md_table,
+    pct,
+    read_differently,
+    resampled_units,
+    small_note,
+)
 from eval.settings import N_BOOT
-from eval.tasks import all_tasks
+from eval.tasks import Task, all_tasks
 from eval.tasks import get as get_task
 
 DATASET_NAME = "DiningBench"
@@ -36,6 +57,7 @@ class DatasetRef:
     revision: str | None
     hub: bool  # `type` is a Hub dataset id
     partial: tuple[str, ...]  # reasons this is not a full-benchmark result; empty when it is
+    fingerprints: tuple[tuple[str, str], ...] = ()  # (task, the release's fingerprint) as run.json recorded them
 
 
 def _card_header(folder: Path) -> tuple[dict[str, Any], str]:
@@ -92,18 +114,90 @@ def dataset_ref(run: RunData, hub_id: str | None = None) -> DatasetRef:
     prints = data.get("fingerprints")
     if isinstance(prints, dict):
         revision = next((str(p).rsplit("@", 1)[1] for p in prints.values() if str(p).startswith("hub:")), None)
+    revisions = run.info.get("dataset_revision")  # the Hub commit of the authors' release, per task
+    if revision is None and isinstance(revisions, dict) and revisions:
+        revision = str(next(iter(revisions.values())))
+    found = tuple(sorted((str(k), str(v)) for k, v in prints.items())) if isinstance(prints, dict) else ()
     if hub_id is not None:
-        return DatasetRef(name, hub_id, revision if source == hub_id else None, True, tuple(reasons))
+        return DatasetRef(name, hub_id, revision if source == hub_id else None, True, tuple(reasons), found)
     if synthetic:
-        return DatasetRef(name, SYNTHETIC, None, False, tuple(reasons))
+        return DatasetRef(name, SYNTHETIC, None, False, tuple(reasons), found)
     if local is None and HUB_ID.fullmatch(source):
-        return DatasetRef(name, source, revision, True, tuple(reasons))
-    return DatasetRef(name, name, None, False, tuple(reasons))
+        return DatasetRef(name, source, revision, True, tuple(reasons), found)
+    return DatasetRef(name, name, None, False, tuple(reasons), found)
 
 
 def _settings(run: RunData) -> dict[str, Any]:
     return {"lang": str(run.setting("lang") or "zh"), "images": run.setting("images") or "all",
             "cot": bool(run.setting("cot"))}
+
+
+def _protocol_args(run: RunData, task: str, ref: DatasetRef) -> dict[str, Any]:
+    """The dataset args of a result whose figure is the run's protocol's own: the protocol by name, the
+    image indices its requests named (or the views by count) and, where the release has no revision,
+    the fingerprint of the task's release as the run recorded it."""
+    args: dict[str, Any] = {"lang": str(run.setting("lang") or "zh"), "protocol": run.protocol.name}
+    indices = indices_sent(run)
+    if indices is None:
+        args.update((k, v) for k, v in _settings(run).items() if k != "lang")
+    else:
+        args["image_indices"] = ",".join(map(str, indices))
+    fingerprint = dict(ref.fingerprints).get(task)
+    if not ref.revision and fingerprint:
+        args["fingerprint"] = fingerprint
+    return args
+
+
+def _figure_name(name: str, run: RunData, spec: Task) -> str:
+    """A figure of the run's protocol as a card names it: the name its scoring prints and the protocol
+    (`acc (%), the authors' protocol`), so that it is never read as ours."""
+    return f"{name} (%{', lower is better' if spec.lower_is_better else ''}), {run.protocol.title}"
+
+
+def _metric_type(run: RunData, name: str) -> str:
+    """A metric `type` of the run's protocol (`official_acc`): distinct from ours' types, so the Hub never
+    merges the two readings."""
+    return re.sub(r"\W+", "_", f"{run.protocol.name}_{name}").strip("_")
+
+
+def _protocol_metrics(run: RunData, spec: Task) -> list[dict[str, Any]] | None:
+    """The figures the run's protocol reports for a task (metrics.json), as percentages, when its headline
+    is not ours (the authors' figure on their release: what the paper's Table 2 reports); None: ours."""
+    found = run.headline(spec)
+    if found is None:
+        return None
+    name, value, _ = found
+    if value is None:
+        return []
+    out = [{"type": _metric_type(run, name), "name": _figure_name(name, run, spec), "value": round(100 * value, 2)}]
+    entry = run.entry(spec.name)
+    for part in spec.components:
+        mape = run.protocol.component(spec, entry, part, "mape")
+        if mape is not None:
+            out.append({"type": _metric_type(run, f"{part}_mape"), "name": f"{part} mape (%), {run.protocol.title}",
+                        "value": round(100 * mape, 2)})
+    return out
+
+
+def items_read(run: RunData, spec: Task) -> int:
+    """How many items a task's headline read: what the run's protocol counted (their `total_eval`) when its
+    figure leads, else the items scored."""
+    figures = run.protocol.own_figures(run.entry(spec.name)) if run.headline(spec) is not None else None
+    total = figures.get("total_eval") if figures is not None else None
+    return total if isinstance(total, int) and not isinstance(total, bool) else len(run.scores[spec.name])
+
+
+def _trials(rows: list[dict[str, Any]]) -> int:
+    """What an interval of ours over these rows resampled, counted: merchants where rows name them, else items."""
+    if resampled_unit(rows) == "merchants":
+        return len({str(r.get("merchant_id")) for r in rows})
+    return len(rows)
+
+
+def _items_cell(rows: list[dict[str, Any]], count: int | None = None) -> str:
+    """`24 (5 merchants)`, the merchants only where the rows name them."""
+    shown = str(len(rows) if count is None else count)
+    return f"{shown} ({_trials(rows)} merchants)" if resampled_unit(rows) == "merchants" else shown
 
 
 def _metrics(task: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -155,10 +249,13 @@ def model_index(runs: Sequence[RunData], *, hub_id: str | None = None,
     for run, ref in zip(runs, checked_refs(runs, hub_id=hub_id, allow_partial=allow_partial), strict=True):
         for spec in all_tasks():
             task, task_type, task_name = spec.name, spec.hub_type, spec.hub_name or spec.title
-            metrics = _metrics(task, run.scores[task]) if task in run.scores else []
+            if task not in run.scores:
+                continue
+            theirs = _protocol_metrics(run, spec)
+            metrics = _metrics(task, run.scores[task]) if theirs is None else theirs
             if not metrics:
                 continue
-            args: dict[str, Any] = _settings(run)
+            args: dict[str, Any] = _settings(run) if theirs is None else _protocol_args(run, task, ref)
             if ref.partial:
                 args["partial"] = "; ".join(ref.partial)
             dataset = {"name": ref.name, "type": ref.type, "config": task, "split": "test"}
@@ -183,8 +280,10 @@ def metadata(runs: Sequence[RunData], *, hub_id: str | None = None, allow_partia
 
 
 def results_table(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
-    """Markdown table for a model card body: headline figures with 95% merchant-clustered intervals."""
-    rows = []
+    """Markdown table for a model card body: headline figures with 95% intervals (resampling what each run
+    recorded). A run whose protocol's figure leads (the authors' on their release) shows that figure, named
+    with its protocol and image indices; ours of the same answers follows in its own table."""
+    rows, beside, notes, small = [], [], [], False
     for run in runs:
         settings = _settings(run)
         setting = f"{settings['lang']}, {settings['images']} views, {'CoT' if settings['cot'] else 'no CoT'}"
@@ -193,19 +292,43 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
             if task not in run.scores:
                 continue
             items = run.scores[task]
+            figure = "Average MAPE (%, lower is better)" if spec.lower_is_better else "Accuracy (%)"
             value = headline(task, items)
             interval = headline_ci(task, items, n_boot=n_boot)
-            merchants = len({str(r.get("merchant_id")) for r in items})
-            mark = SMALL_MARK if merchants < SMALL_SAMPLE else ""
-            figure = "Average MAPE (%, lower is better)" if spec.lower_is_better else "Accuracy (%)"
-            rows.append([run.model, spec.hub_name or spec.title, setting, figure,
-                         "not scored" if value is None else pct(value),
-                         "–" if interval is None else f"[{pct(interval[0])}, {pct(interval[1])}]{mark}",
-                         f"{len(items)} ({merchants} merchants)"])
+            ours = ["not scored" if value is None else pct(value), _interval(interval, _trials(items))]
+            small = small or _trials(items) < SMALL_SAMPLE
+            theirs = run.headline(spec)
+            if theirs is None:
+                rows.append([run.model, spec.hub_name or spec.title, setting, figure, *ours, _items_cell(items)])
+                continue
+            name, their_value, their_interval = theirs
+            count = items_read(run, spec)
+            small = small or count < SMALL_SAMPLE
+            asked = f"{settings['lang']}, {run.question()}"
+            rows.append([run.model, spec.hub_name or spec.title, asked, _figure_name(name, run, spec),
+                         "not scored" if their_value is None else pct(their_value), _interval(their_interval, count),
+                         str(count)])
+            entry = run.entry(task)
+            beside.append([run.model, spec.hub_name or spec.title, figure, *ours, _items_cell(items),
+                           str(read_differently(entry))])
+            notes.append(run.protocol.headline_note(spec, entry))
     table = md_table(["Model", "Task", "Setting", "Figure", "Value", "95% CI", "Items"], rows)
-    small = any(len({str(r.get("merchant_id")) for r in items}) < SMALL_SAMPLE
-                for run in runs for items in run.scores.values())
-    return table + ("\n\n" + SMALL_NOTE if small else "")
+    if beside:
+        # the notes are the protocol's own words (no text from a run folder): Markdown as written
+        table += (f"\n\nThe same answers read by {protocols.get(None).title}, beside the figures above:\n\n"
+                  + md_table(["Model", "Task", "Figure", "Value", "95% CI", "Items", "Items read differently"], beside)
+                  + "\n\n" + "\n".join(f"- {note}" for note in notes if note))
+    return table + ("\n\n" + small_note(resampled_units(runs)) if small else "")
+
+
+def _interval(interval: Sequence[float] | None, trials: int) -> str:
+    return "–" if interval is None else f"[{pct(interval[0])}, {pct(interval[1])}]{SMALL_MARK if trials < SMALL_SAMPLE else ''}"
+
+
+def _resampled(runs: Sequence[RunData]) -> str:
+    """What the card's intervals resampled, from what the runs recorded."""
+    units = resampled_units(runs)
+    return "whole merchants" if units <= {"merchants"} else resampled_words(units)
 
 
 def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, allow_partial: bool = False,
@@ -236,13 +359,20 @@ def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, all
         if paired:
             parts += ["## Settings compared", paired,
                       "Each later setting against the first, on the items both answered: the paired difference "
-                      "(percentage points), its 95% interval resampling merchants, and the p-value of a clustered "
+                      f"(percentage points), its 95% interval resampling {_resampled(runs).removeprefix('whole ')}, "
+                      "and the p-value of a clustered "
                       "paired permutation test (`python -m eval compare`)."]
     sources = []
+    led = any(run.headline(spec) is not None for run in runs for spec in all_tasks() if spec.name in run.scores)
     for ref in {ref.type: ref for ref in refs}.values():
         # ref.type of a Hub dataset matched HUB_ID (letters, digits, `-_./`); names come from a release card.
         link = f"[{as_text(ref.name)}](https://huggingface.co/datasets/{ref.type})" if ref.hub else as_text(ref.type)
-        sources.append(link + (f" at revision {as_text(ref.revision[:12])}" if ref.revision else ""))
-    parts.append(f"Dataset: {', '.join(sources)}, split `test`. Intervals: 95% bootstrap, resampling whole "
-                 "merchants. Values are percentages; for Average MAPE lower is better.")
+        prints = sorted({p for r in refs if r.type == ref.type for p in r.fingerprints})
+        if ref.revision:
+            link += f" at revision {as_text(ref.revision[:12])}"
+        elif led and prints:  # the release a protocol's figures were read on, as the run recorded it
+            link += " (fingerprints " + ", ".join(f"{as_text(k)} {as_text(v[:16])}" for k, v in prints) + ")"
+        sources.append(link)
+    parts.append(f"Dataset: {', '.join(sources)}, split `test`. Intervals: 95% bootstrap, resampling "
+                 f"{_resampled(runs)}. Values are percentages; for Average MAPE lower is better.")
     return "\n\n".join(parts) + "\n"

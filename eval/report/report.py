@@ -23,7 +23,6 @@ from eval.numbers import (
     headline,
     headline_ci,
     outcome_counts,
-    resampled_unit,
     resampled_words,
     score_nutrition_rows,
     trials,
@@ -38,6 +37,7 @@ from eval.report.tables import (
     headline_cell,
     md_table,
     pct,
+    resampled_units,
     small_note,
     with_ci,
 )
@@ -326,19 +326,6 @@ def vqa_judge_lines(runs: Sequence[RunData]) -> list[str]:
 
 
 # ---------------------------------------------------------------- the report and its CLI
-def resampled_units(runs: Sequence[RunData]) -> set[str]:
-    """What the runs' intervals resampled, as they recorded it (metrics.json `resampled`, and
-    `official_resampled` for the authors' figures), else as their rows say."""
-    units = set()
-    for run in runs:
-        for task, rows in run.scores.items():
-            entry = run.entry(task)
-            units.add(str(entry.get("resampled") or resampled_unit(rows)))
-            if run.headline(get_task(task)) is not None:
-                units.add(str(entry.get("official_resampled") or "items"))
-    return units or {"merchants"}
-
-
 def dataset_note(runs: Sequence[RunData]) -> str:
     """Which data each run used: the paper's rows only compare with runs on the full release."""
     seen: dict[str, list[str]] = {}

@@ -21,9 +21,9 @@ from eval.numbers import (
 )
 from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report.runs import RunData
-from eval.report.tables import md_table, with_ci
+from eval.report.tables import as_text, indices_sent, md_table, pct, read_differently, with_ci
 from eval.settings import N_BOOT
-from eval.tasks import Task
+from eval.tasks import Task, is_task
 from eval.tasks import get as get_task
 from eval.tasks import names as task_names
 from eval.types import NUTRIENT_UNITS
@@ -37,16 +37,41 @@ def figure(task: Task) -> tuple[str, str]:
 
 
 def _series(run: RunData, *, without: str) -> str:
-    """Label of the line/bar a run belongs to: its model and settings, except the one being swept."""
+    """Label of the line/bar a run belongs to: its model and settings, except the one being swept; a run
+    whose protocol's figure leads (the authors' on their release) is named with that protocol."""
     parts = [run.model]
     lang = run.setting("lang") or "zh"
     if lang != "zh":
         parts.append(str(lang))
-    if without != "images" and run.setting("images"):
-        parts.append(_views(int(run.setting("images"))))
+    if without != "images" and views_sent(run):
+        parts.append(_views(int(views_sent(run) or 0)))
     if without != "cot" and run.setting("cot"):
         parts.append("CoT")
+    if _led(run):
+        parts.append(run.protocol.title)
     return " · ".join(parts)
+
+
+def views_sent(run: RunData) -> int | None:
+    """How many views each request sent: the image indices named (the authors' protocol: a sweep's N views
+    are their indices 0..N-1), else `--images` (None: all)."""
+    indices = indices_sent(run)
+    return len(indices) if indices is not None else run.setting("images")
+
+
+def _led(run: RunData) -> bool:
+    """Whether the run's protocol's figure leads for some task (the authors' on their release)."""
+    return any(run.headline(get_task(task)) is not None for task in run.scores if is_task(task))
+
+
+def _figure(task: str, run: RunData, n_boot: int) -> tuple[float | None, tuple[float, float] | None]:
+    """The headline a sweep shows for a run: the run's protocol's figure and interval where it leads, else
+    ours over the run's items."""
+    theirs = run.headline(get_task(task))
+    if theirs is not None:
+        return theirs[1], theirs[2]
+    items = run.scores[task]
+    return headline(task, items), headline_ci(task, items, n_boot=n_boot)
 
 
 def _views(n: int) -> str:
@@ -57,7 +82,12 @@ def _ci_point(x: float, task: str, rows: list[dict[str, Any]], n_boot: int) -> P
     value = headline(task, rows)
     if value is None:
         return None
-    interval = headline_ci(task, rows, n_boot=n_boot)
+    return _point(x, value, headline_ci(task, rows, n_boot=n_boot))
+
+
+def _point(x: float, value: float | None, interval: Sequence[float] | None) -> Point | None:
+    if value is None:
+        return None
     low, high = (None, None) if interval is None else (100 * interval[0], 100 * interval[1])
     return Point(x, 100 * value, low, high)
 
@@ -66,8 +96,8 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
     """Figure 4: headline against the number of views, one line per model (needs >= 2 view counts)."""
     series: dict[str, dict[int, RunData]] = {}
     for run in runs:
-        if task in run.scores and run.setting("images"):
-            series.setdefault(_series(run, without="images"), {})[int(run.setting("images"))] = run
+        if task in run.scores and views_sent(run):
+            series.setdefault(_series(run, without="images"), {})[int(views_sent(run) or 0)] = run
     series = {label: cells for label, cells in series.items() if len(cells) >= 2}
     if not series:
         return ""
@@ -78,7 +108,7 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
     # Figure 4 shows MAE and RMSE of every nutrient: (nutrient, stat) -> series
     error_lines: dict[tuple[str, str], dict[str, list[Point]]] = {
         (nutrient, stat): {} for nutrient in spec.components for stat in ("mae", "rmse")}
-    rows = []
+    rows, asked = [], []
     for label, cells in sorted(series.items()):
         row = [label]
         for n in counts:
@@ -87,18 +117,26 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
                 row.append("–")
                 continue
             items = cell.scores[task]
-            row.append(with_ci(headline(task, items), headline_ci(task, items, n_boot=n_boot)))
-            point = _ci_point(n, task, items, n_boot)
+            value, interval = _figure(task, cell, n_boot)
+            led = cell.headline(spec) is not None
+            row.append(with_ci(value, interval) + (_ours_beside(task, cell) if led else ""))
+            point = _point(n, value, interval)
             if point is not None:
                 headline_lines.setdefault(label, []).append(point)
+            if led:
+                asked.append(f"{_views(n)}: {cell.question()}, interval resampling "
+                             f"{cell.entry(task).get('official_resampled') or 'items'}")
             if spec.components:
                 figures = score_nutrition_rows(items)
                 for (nutrient, stat), lines in error_lines.items():
-                    value = component(figures, nutrient, stat)
-                    if value is not None:
-                        lines.setdefault(label, []).append(Point(n, value))
+                    found = (cell.protocol.component(spec, cell.entry(task), nutrient, stat) if led
+                             else component(figures, nutrient, stat))
+                    if found is not None:
+                        lines.setdefault(label, []).append(Point(n, found))
         rows.append(row)
     text = f"### {title} by number of views\n\n" + md_table(["model", *(_views(n) for n in counts)], rows)
+    if asked:  # cells whose protocol's figure leads: how each was asked (its image indices)
+        text += "\n\n" + "; ".join(as_text(line) for line in dict.fromkeys(asked)) + "."
     if plot_dir is not None and headline_lines:
         chance = _chance_percent(task, [run for cells in series.values() for run in cells.values()])
         panels: list[Panel | None] = [Panel(title, ylabel, headline_lines, lower_is_better=spec.lower_is_better,
@@ -146,12 +184,19 @@ def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boo
     return text
 
 
+def _ours_beside(task: str, run: RunData) -> str:
+    """` (ours 66.67; 2 read differently)`: ours of the same answers beside the protocol's figure."""
+    return (f" (ours {pct(headline(task, run.scores[task]))}; "
+            f"{read_differently(run.entry(task))} read differently)")
+
+
 def _cot_slices(task: str, pairs: dict[str, dict[bool, RunData]]
                 ) -> list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
-    """(label, items without CoT, items with CoT) per model; VQA also per VQA category (Figure 10)."""
+    """(label, items without CoT, items with CoT) per model, each as its run's protocol reads them; VQA also
+    per VQA category (Figure 10)."""
     slices = []
     for label, pair in sorted(pairs.items()):
-        plain, cot = pair[False].scores[task], pair[True].scores[task]
+        plain, cot = (pair[k].protocol.read_rows(get_task(task), pair[k].scores[task]) for k in (False, True))
         field = get_task(task).slice_field
         if field is None:
             slices.append((label, plain, cot))

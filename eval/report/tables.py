@@ -15,8 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from eval import protocols
+from eval.numbers import resampled_unit
 from eval.protocols import Protocol
+from eval.report.runs import RunData
+from eval.settings import RunSettings
 from eval.tasks import all_tasks
+from eval.tasks import get as get_task
+from eval.types import UserError
 
 MISSING = "–"
 
@@ -37,6 +42,36 @@ SMALL_ITEMS_NOTE = (f"{SMALL_MARK} fewer than {SMALL_SAMPLE} items: a 95% interv
 def small_note(units: set[str]) -> str:
     """The note for `‡`, in the words of what the marked intervals resampled (merchants or items)."""
     return SMALL_ITEMS_NOTE if units == {"items"} else SMALL_NOTE
+
+
+def resampled_units(runs: Sequence[RunData]) -> set[str]:
+    """What the runs' intervals resampled, as they recorded it (metrics.json `resampled`, and
+    `official_resampled` for the authors' figures), else as their rows say."""
+    units = set()
+    for run in runs:
+        for task, rows in run.scores.items():
+            entry = run.entry(task)
+            units.add(str(entry.get("resampled") or resampled_unit(rows)))
+            if run.headline(get_task(task)) is not None:
+                units.add(str(entry.get("official_resampled") or "items"))
+    return units or {"merchants"}
+
+
+def read_differently(entry: dict[str, Any]) -> int:
+    """How many answers the run's protocol and ours read differently (a task's metrics.json
+    `official_disagreements`); 0 when the entry holds no count (a folder from elsewhere may hold anything)."""
+    found = entry.get("official_disagreements")
+    return found if isinstance(found, int) and not isinstance(found, bool) and found >= 0 else 0
+
+
+def indices_sent(run: RunData) -> tuple[int, ...] | None:
+    """The image indices the run's requests named (`Protocol.indices_sent`: the authors' protocol), None
+    when views went by count (`--images`) or the settings cannot be read back."""
+    settings = run.info.get("settings")
+    try:
+        return run.protocol.indices_sent(RunSettings.from_saved(settings if isinstance(settings, dict) else {}))
+    except (TypeError, ValueError, UserError):
+        return None
 
 
 NUTRIENT_LABELS = (("calories", "", " kcal"), ("protein", "P ", " g"), ("carbohydrates", "C ", " g"),
@@ -200,7 +235,7 @@ def headline_row(theirs: tuple[str, float | None], interval: Sequence[float] | N
     the headline, ours beside it with the number of items the two readings read differently."""
     name, value = theirs
     mine = ours[3]
-    return [ours[0], ours[1], name, f"{with_ci(value, interval)} (ours: {mine}; {m.get('official_disagreements', 0)} "
+    return [ours[0], ours[1], name, f"{with_ci(value, interval)} (ours: {mine}; {read_differently(m)} "
             "read differently)", *ours[4:]]
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import gradio as gr
 
 from diningbench import CUISINES, read_json_file
+from eval import protocols, tasks
 from eval.images import ImageError, decode_bounded
 from eval.report import shown_views
 from eval.report.items import (
@@ -44,6 +45,7 @@ from eval.report.runs import ReportError, file_signature, run_folders
 from eval.report.tables import as_text, pct, readable
 from eval.tasks import figure_of
 from eval.tasks import names as task_names
+from eval.types import UserError
 
 MAX_PROBLEMS_SHOWN = 5
 SHOWN_SIDE = 2048  # views as sent are at most the run's max side (1,568 px by default): shown whole
@@ -75,6 +77,16 @@ URL_JS = """(run, task, status, cuisine, q, item, sort, desc) => {
 
 
 def _score(row: dict[str, Any]) -> str:
+    """The item's score; where the run's protocol's figure leads, its reading first and ours beside
+    (`wrong (the authors' protocol) · ours correct`)."""
+    if row.get("protocol"):
+        read = row.get("protocol_reading")
+        theirs = _own_score({k: v for k, v in read.items() if k != "verdict"}) if isinstance(read, dict) else "not counted"
+        return f"{theirs} ({row['protocol']}) · ours {_own_score(row)}"
+    return _own_score(row)
+
+
+def _own_score(row: dict[str, Any]) -> str:
     if figure_of(row.get("task")) == "avg_mape" and isinstance(row.get("ape"), dict):
         values = [v for v in row["ape"].values() if isinstance(v, int | float)]
         return f"mean APE {pct(sum(values) / len(values))}%" if values else "–"
@@ -233,14 +245,35 @@ def summary(run_dir: str | None, root: Path | None = None, problems: list[str] |
         return ""  # the listing says why
     settings = " · ".join(as_text(hide_paths(f"{k} {v}" if v is not True else k, root))
                           for k, v in found["settings"].items())
-    lines = [f"**{as_text(found['model'])}**" + (f" · {settings}" if settings else "")]
+    lines = [f"**{as_text(found['model'])}**" + (f" · {settings}" if settings else "")
+             + (f" · {as_text(found['asked'])}" if found.get("asked") else "")]
     for task, figures in found["tasks"].items():
         value = figures["headline"]
         figure = ("Average MAPE " if figure_of(task) == "avg_mape" else "accuracy ") + (f"{pct(value)}%" if value is not None
                                                                               else "–")
         counts = ", ".join(f"{n} {name}" for name, n in figures["counts"].items())
+        if figures.get("protocol"):
+            lines.append(f"{as_text(task)}: {_protocol_figure(figures['protocol'])} (ours: {figures['n']} items, "
+                         f"{figure}; {figures['protocol']['differ']} read differently; {as_text(counts)})")
+            continue
         lines.append(f"{as_text(task)}: {figures['n']} items, {figure} ({as_text(counts)})")
     return "  \n".join(lines)
+
+
+def _protocol_figure(led: dict[str, Any]) -> str:
+    """`the authors' protocol acc 50.00% [25.00, 75.21] (95% CI resampling items) on 12 items, release
+    fingerprint 927ffe12808bd631`."""
+    interval = led.get("interval")
+    text = f"{led['title']} {led['name']} " + (f"{pct(led['value'])}%" if led.get("value") is not None else "–")
+    if interval:
+        text += f" [{pct(interval[0])}, {pct(interval[1])}] (95% CI resampling {led.get('resampled') or 'items'})"
+    if led.get("items") is not None:
+        text += f" on {led['items']} items"
+    if led.get("revision"):
+        text += f", release revision {str(led['revision'])[:12]}"
+    elif led.get("fingerprint"):
+        text += f", release fingerprint {str(led['fingerprint'])[:16]}"
+    return as_text(text)
 
 
 def detail(run_dir: str | None, key: str | None, root: Path | None = None, listed: list[str] | None = None
@@ -374,13 +407,22 @@ def run_label(name: str, folder: Path) -> str:
     if isinstance(model, str) and model:
         parts.append(_short_text(model, 60))
     items = 0
+    try:
+        protocol = protocols.of(info.get("settings") if isinstance(info.get("settings"), dict) else None)
+    except (UserError, TypeError, ValueError):  # a name no protocol registered (a folder from elsewhere): ours
+        protocol = protocols.get(None)
     for task, figures in metrics.items():
         if not isinstance(figures, dict) or not isinstance(task, str):
             continue
-        key = figure_of(task) or "accuracy"
-        value = figures.get(key)
-        shown = pct(value) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
-        parts.append(f"{_short_text(task, 30)} {'MAPE ' if key == 'avg_mape' else ''}{shown}")
+        led = protocol.headline(tasks.get(task), figures) if tasks.is_task(task) else None
+        if led is not None:  # the run's protocol's figure, named as its scoring names it
+            shown = pct(led[1]) if isinstance(led[1], int | float) and not isinstance(led[1], bool) else "–"
+            parts.append(f"{_short_text(task, 30)} {protocol.name} {_short_text(led[0], 30)} {shown}")
+        else:
+            key = figure_of(task) or "accuracy"
+            value = figures.get(key)
+            shown = pct(value) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
+            parts.append(f"{_short_text(task, 30)} {'MAPE ' if key == 'avg_mape' else ''}{shown}")
         n = figures.get("n")
         items += n if isinstance(n, int) and not isinstance(n, bool) else 0
     if items:
