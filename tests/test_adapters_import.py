@@ -26,19 +26,28 @@ STAMP = "20260101_000000"
 
 @pytest.fixture(autouse=True)
 def _default_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("DININGBENCH_SOURCE", "DININGBENCH_LANG", "DININGBENCH_VIEWS", "DININGBENCH_COT", "DININGBENCH_JUDGE"):
+    for name in ("DININGBENCH_SOURCE", "DININGBENCH_LANG", "DININGBENCH_VIEWS", "DININGBENCH_COT", "DININGBENCH_JUDGE",
+                 "DININGBENCH_PROTOCOL", "DININGBENCH_IMAGE_INDICES"):
         monkeypatch.delenv(name, raising=False)
 
 
 def docs(task: str) -> list[dict[str, Any]]:
-    """The docs lmms-eval hands the task functions: the loaded rows after process_docs."""
+    """The docs lmms-eval hands the task functions: the loaded rows after process_docs (each row's id
+    and position in the release)."""
     process = getattr(lmms_utils, f"{task}_process_docs")
     return list(process(diningbench.load(task, decode_images=True)))
 
 
+def row_of(task: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """The release row a doc names."""
+    row = diningbench.load(task, decode_images=False)[doc["position"]]
+    assert str(row["id"]) == doc["id"]
+    return row
+
+
 def classification_answer(i: int, doc: dict[str, Any]) -> str:
     """Right for every third item (0, 3, 6, ...), the next letter for the next, no answer for the third."""
-    reference = doc["answer"]
+    reference = row_of("classification", doc)["answer"]
     if i % 3 == 0:
         return reference
     if i % 3 == 1:
@@ -48,7 +57,8 @@ def classification_answer(i: int, doc: dict[str, Any]) -> str:
 
 def nutrition_answer(i: int, doc: dict[str, Any]) -> str:
     """Every component 10% over the reference: APE 0.1 wherever the reference is above zero."""
-    return json.dumps({k: round(doc[k] * 1.1, 6) for k in ("calories", "protein", "carbohydrates", "fat")})
+    row = row_of("nutrition", doc)
+    return json.dumps({k: round(row[k] * 1.1, 6) for k in ("calories", "protein", "carbohydrates", "fat")})
 
 
 def write_samples(folder: Path, task: str, answer, *, edit=None,
@@ -165,7 +175,7 @@ def test_an_item_asked_with_fewer_views_is_refused(tmp_path: Path) -> None:
         return line
 
     write_samples(tmp_path / "logs", "classification", classification_answer, edit=edit)
-    n = len(docs("classification")[6]["images"])
+    n = len(row_of("classification", docs("classification")[6])["images"])
     with pytest.raises(ImportRefused, match=f"item classification-00007: 1 views were sent where DiningBench sends {n}"):
         import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
 
@@ -193,17 +203,18 @@ def test_the_lmms_task_functions_ask_what_the_harness_asks(monkeypatch: pytest.M
     from eval.settings import RunSettings
 
     doc = docs("classification")[0]
+    row = row_of("classification", doc)
     settings = RunSettings(task="classification", model="x")
-    request = requests.build_request("classification", doc, settings)
+    request = requests.build_request("classification", row, settings)
     assert lmms_utils.classification_doc_to_text(doc) == request.messages[0].text
-    visuals = lmms_utils.doc_to_visual(doc)
-    assert len(visuals) == len(doc["images"]) == request.metadata["n_images"]
+    visuals = lmms_utils.classification_doc_to_visual(doc)
+    assert len(visuals) == len(row["images"]) == request.metadata["n_images"]
     monkeypatch.setenv("DININGBENCH_VIEWS", "2")
     monkeypatch.setenv("DININGBENCH_LANG", "en")
     monkeypatch.setenv("DININGBENCH_COT", "1")
     assert len(lmms_utils.doc_to_visual(doc)) == 2
     en = RunSettings(task="classification", model="x", lang="en", cot=True, images=2)
-    assert lmms_utils.classification_doc_to_text(doc) == requests.build_request("classification", doc, en).messages[0].text
+    assert lmms_utils.classification_doc_to_text(doc) == requests.build_request("classification", row, en).messages[0].text
     monkeypatch.setenv("DININGBENCH_VIEWS", "two")
     with pytest.raises(ValueError, match="DININGBENCH_VIEWS='two'"):
         lmms_utils.doc_to_visual(doc)
@@ -216,8 +227,9 @@ def test_the_frameworks_per_item_scores_are_the_harness_scores() -> None:
     records = [lmms_utils.classification_process_results(doc, [classification_answer(i, doc)])["dining_accuracy"]
                for i, doc in enumerate(cls)]
     assert [r["correct"] for r in records] == [True, False, False, True, False, False]  # by hand: i % 3 == 0
-    assert [r["parsed"] for r in records][:2] == [cls[0]["answer"], "A" if cls[1]["answer"] != "A" else "B"]
+    answers = [row_of("classification", doc)["answer"] for doc in cls[:2]]
+    assert [r["parsed"] for r in records][:2] == [answers[0], "A" if answers[1] != "A" else "B"]
     nutrition = docs("nutrition")[0]
-    over = json.dumps({k: nutrition[k] * 1.1 for k in ("calories", "protein", "carbohydrates", "fat")})
+    over = json.dumps({k: row_of("nutrition", nutrition)[k] * 1.1 for k in ("calories", "protein", "carbohydrates", "fat")})
     record = lmms_utils.nutrition_process_results(nutrition, [over])["avg_mape"]
     assert record["ape"] == pytest.approx({k: 0.1 for k in ("calories", "protein", "carbohydrates", "fat")})
