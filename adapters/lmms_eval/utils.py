@@ -12,10 +12,11 @@ otherwise), `DININGBENCH_IMAGE_INDICES` (the authors' protocol: the images to se
 `DININGBENCH_LANG` (zh, en), `DININGBENCH_VIEWS` (first N views) and `DININGBENCH_COT` (1) under ours.
 
 Each document is a row of the release (its id and position); its prompt, views, temperature and token
-budget are the protocol's (`adapters.common`; the task class `DiningbenchTask` sets the budget the
-protocol asks, 16,384 under ours and 14,336 under the authors'). What lmms-eval does not allow: its
-`openai` model decodes every view and sends it re-encoded as PNG (the same pixels, not the stored
-bytes), puts the text before the images, and strips the answer's surrounding blanks before scoring.
+budget are the protocol's (`adapters.common`; each YAML's generation_kwargs are `<task>_generation_kwargs`:
+16,384 tokens under ours and 14,336 under the authors'). What lmms-eval does not allow: its `openai`
+model decodes every view and sends it re-encoded, as PNG (LMMS_IMAGE_ENCODE_FORMAT picks another
+format; never the stored bytes): the same pixels, other bytes. It also strips the blanks around an
+answer before `process_results` reads it.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def _item_at(task: str, position: int, settings: tuple[tuple[str, Any], ...]) ->
 
 def _visual(task: str, doc: dict[str, Any]) -> list[Any]:
     """Every view the protocol sends, in its order, as PIL images (lmms-eval's `openai` model re-encodes
-    each as PNG: the same pixels, not the stored bytes)."""
+    each, as PNG by default: the same pixels, not the stored bytes)."""
     from PIL import Image
 
     return [Image.open(io.BytesIO(view.data)).convert("RGB") for view in _item(task, doc).views]
@@ -148,30 +149,21 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 
 
-@functools.cache
-def _task_class() -> type:
-    """`DiningbenchTask`: lmms-eval's task, with the temperature and token budget the run's protocol
-    sends (`Protocol.generation`): a YAML's generation_kwargs are fixed, the protocol's depend on the
-    release. Made when lmms-eval asks for it, so this module imports without lmms-eval."""
-    from lmms_eval.api.task import ConfigurableTask
-
-    class DiningbenchTask(ConfigurableTask):
-        def __init__(self, *args: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-            config = dict(config or {})
-            config.pop("class", None)
-            super().__init__(*args, config=config, **kwargs)
-            generation = common.generation(asked(str(config["task"]).removeprefix("diningbench_")))
-            self.config.generation_kwargs.update(max_new_tokens=generation.max_tokens,
-                                                 temperature=generation.temperature)
-
-    return DiningbenchTask
+def _generation_kwargs(task: str) -> dict[str, Any]:
+    """`<task>_generation_kwargs`: what lmms-eval sends with every request, read when lmms-eval loads the
+    task's YAML (a YAML's own numbers are fixed; the protocol's budget depends on the release): the
+    protocol's temperature and token budget (`Protocol.generation`), greedy, no stop sequence."""
+    generation = common.generation(asked(task))
+    return {"max_new_tokens": generation.max_tokens, "temperature": generation.temperature, "do_sample": False,
+            "until": []}
 
 
 def __getattr__(name: str) -> Any:
     """`<task>_<kind>`: the function of kind `kind` (a key of _FUNCTIONS) for the registered `task`;
-    `DiningbenchTask`: the task class the YAMLs name."""
-    if name == "DiningbenchTask":
-        return _task_class()
+    `<task>_generation_kwargs`: the task's generation settings under the run's protocol."""
+    task = name.removesuffix("_generation_kwargs")
+    if task != name and tasks.is_task(task):
+        return _generation_kwargs(task)
     for kind, function in _FUNCTIONS.items():
         task = name.removesuffix(f"_{kind}")
         if task != name and tasks.is_task(task):
