@@ -22,6 +22,7 @@ from eval.report.runs import load_run
 from space.diningspace.leaderboard import local_rows
 
 STAMP = "20260101_000000"
+SAMPLE = str(Path(__file__).resolve().parents[1] / "diningbench")  # the embedded sample, the YAMLs' dataset_path
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +36,7 @@ def docs(task: str) -> list[dict[str, Any]]:
     """The docs lmms-eval hands the task functions: the loaded rows after process_docs (each row's id
     and position in the release)."""
     process = getattr(lmms_utils, f"{task}_process_docs")
-    return list(process(diningbench.load(task, decode_images=True)))
+    return list(process(diningbench.load(task, SAMPLE, decode_images=True)))  # what the YAML's dataset_path gives
 
 
 def row_of(task: str, doc: dict[str, Any]) -> dict[str, Any]:
@@ -233,3 +234,80 @@ def test_the_frameworks_per_item_scores_are_the_harness_scores() -> None:
     over = json.dumps({k: row_of("nutrition", nutrition)[k] * 1.1 for k in ("calories", "protein", "carbohydrates", "fat")})
     record = lmms_utils.nutrition_process_results(nutrition, [over])["avg_mape"]
     assert record["ape"] == pytest.approx({k: 0.1 for k in ("calories", "protein", "carbohydrates", "fat")})
+
+
+# ---------------------------------------------------------------- the authors' release, under their protocol
+def _official_lines(task: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """lmms-eval's samples file for the corpus answers on a release in the authors' layout, its lines made
+    by the task functions lmms-eval calls (DININGBENCH_SOURCE names the release: their protocol by default)."""
+    from tests.helpers_official import answers
+
+    monkeypatch.setenv("DININGBENCH_SOURCE", str(folder))
+    said = answers(task)
+    return write_samples(folder.parent / "logs", task, lambda i, doc: said[i])
+
+
+@pytest.mark.parametrize("task", ["classification", "nutrition"])
+def test_on_the_authors_release_lmms_lines_import_to_their_scripts_figures(tmp_path: Path, task: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers_official import AUTHORS_PRINTED, corpus_rows, write_folder
+
+    folder = write_folder(tmp_path / "release")
+    path = _official_lines(task, folder, monkeypatch)
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rows = corpus_rows(f"{task}.jsonl")
+    assert [line["input"] for line in lines] == [row["prompt"] for row in rows]  # each row's prompt verbatim
+    assert getattr(lmms_utils, f"{task}_generation_kwargs")["max_new_tokens"] == 14336
+    record = lines[0][tasks_metric(task)]
+    assert (record["diningbench"]["protocol"], record["diningbench"]["image_indices"]) == ("official", None)
+    # what lmms-eval's own summary shows: their figure (acc; Average MAPE, their four percentages' mean)
+    figure = getattr(lmms_utils, f"{task}_aggregate")([line[tasks_metric(task)] for line in lines])
+    assert figure == pytest.approx({"classification": 0.5, "nutrition": 0.683133}[task], abs=5e-7)
+    out = import_run(path.parent, "lmms-eval", tmp_path / "run")
+    metrics = json.loads((out / "metrics.json").read_text())[task]
+    expected = AUTHORS_PRINTED[task]
+    for key, value in expected.items():
+        if isinstance(value, dict):
+            assert {k: round(metrics["official"][key][k], 4) for k in value} == value, key
+        else:
+            assert round(metrics["official"][key], 4) == value, key
+    info = json.loads((out / "run.json").read_text())
+    assert (info["settings"]["protocol"], info["settings"]["image_indices"]) == ("official", None)
+    # ours beside theirs, on the same answers: a swap of the readings would not give their figure
+    headline = metrics["accuracy"] if task == "classification" else metrics["avg_mape"]
+    assert headline != pytest.approx(figure, abs=1e-3)
+
+
+def tasks_metric(task: str) -> str:
+    from eval import tasks
+
+    return tasks.get(task).adapter_metric
+
+
+def test_the_lmms_settings_follow_the_protocol_and_refuse_a_bad_value(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers_official import corpus_rows, image_bytes, image_paths, write_folder
+
+    folder = write_folder(tmp_path / "release")
+    monkeypatch.setenv("DININGBENCH_SOURCE", str(folder))
+    monkeypatch.setenv("DININGBENCH_IMAGE_INDICES", "0,1,2")
+    [doc, *_] = docs("classification")
+    row = corpus_rows("classification.jsonl")[0]
+    paths = image_paths(row)
+    sent = [image_bytes(folder, p) for p in paths[:3]]
+    item = lmms_utils._item("classification", doc)  # the request the protocol builds for the doc
+    assert [v.data for v in item.views] == sent and item.prompt == row["prompt"]
+    assert len(lmms_utils.classification_doc_to_visual(doc)) == len(sent) > 1
+    monkeypatch.setenv("DININGBENCH_PROTOCOL", "ours")
+    monkeypatch.delenv("DININGBENCH_IMAGE_INDICES")
+    assert lmms_utils.classification_generation_kwargs["max_new_tokens"] == 16384
+    assert lmms_utils.classification_doc_to_text(doc) != row["prompt"]  # ours: this project's prompt
+    monkeypatch.setenv("DININGBENCH_IMAGE_INDICES", "one")
+    with pytest.raises(ValueError, match="DININGBENCH_IMAGE_INDICES='one'"):
+        lmms_utils.classification_doc_to_text(doc)
+    monkeypatch.setenv("DININGBENCH_IMAGE_INDICES", "0,1")
+    with pytest.raises(ValueError, match="--image-indices chooses images under --protocol official"):
+        lmms_utils.classification_doc_to_text(doc)  # ours takes --images, as `eval run` says
+    monkeypatch.setenv("DININGBENCH_PROTOCOL", "nope")
+    with pytest.raises(ValueError, match="unknown --protocol 'nope'"):
+        lmms_utils.classification_doc_to_text(doc)
