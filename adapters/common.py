@@ -14,16 +14,15 @@ import functools
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from eval import api, protocols, tasks
 from eval import numbers as _numbers  # headline figures
+from eval.prompts import PROMPT_VERSION
 from eval.settings import LANGS, RunSettings, image_indices
 from eval.types import DEFAULT_MAX_TOKENS, GenerationConfig, ImagePart, Prediction
 from metrics.judge_accuracy.core import judge_items
 
-ROOT = Path(__file__).resolve().parents[1]
 ADAPTER_MODEL = "openai:adapter"  # the model field of the settings that build prompts (not part of any prompt)
 
 
@@ -74,8 +73,9 @@ class Asked:
 
 
 def asked(settings: RunSettings) -> Asked:
-    """`settings` as the harness resolves them on the release (`eval.api.resolve_protocol`), kept per
-    process: the lmms-eval functions ask once per document."""
+    """`settings` as the harness resolves them on the release (`eval.api.load_task_data`, `resolve_protocol`:
+    a UsageError, one line, for a setting the protocol refuses), kept per process for the same settings:
+    the lmms-eval functions ask once per document."""
     return _asked(*(getattr(settings, name) for name in _KEY))
 
 
@@ -106,13 +106,7 @@ def described(found: Asked) -> dict[str, Any]:
     s = found.settings
     return {"task": s.task, "lang": s.lang, "images": s.images, "cot": s.cot, "dataset": s.dataset,
             "protocol": s.protocol, "image_indices": s.image_indices, "fingerprint": found.fingerprint,
-            "prompt_version": _prompt_version()}
-
-
-def _prompt_version() -> str:
-    from eval.prompts import PROMPT_VERSION
-
-    return PROMPT_VERSION
+            "prompt_version": PROMPT_VERSION}
 
 
 def request_of(found: Asked, row: dict[str, Any]) -> Item:

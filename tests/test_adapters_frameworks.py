@@ -364,7 +364,7 @@ def test_the_readme_adapters_block_runs_as_written(tmp_path: Path) -> None:
 
 
 @needs_inspect
-@pytest.mark.parametrize("option", ["language=fr", "views=two", "cot=maybe"])
+@pytest.mark.parametrize("option", ["language=fr", "views=two", "cot=maybe", "protocol=nope", "image_indices=x"])
 def test_a_bad_task_option_is_one_line_from_inspect(tmp_path: Path, option: str) -> None:
     done = subprocess.run([str(BIN / "inspect"), "eval", f"{TASK_FILE}@diningbench_classification", "--model",
                            "mockllm/model", "-T", option, "--log-dir", str(tmp_path / "logs"), "--display", "none"],
@@ -507,6 +507,49 @@ def test_on_the_authors_release_the_frameworks_ask_and_score_as_eval_run_protoco
             _close(metrics[task]["official"], AUTHORS_PRINTED[OFFICIAL_FIGURES[task]])
         info = json.loads((run / "run.json").read_text())
         assert info["settings"]["protocol"] == "official"
+
+
+@pytest.mark.slow
+@needs_both
+def test_the_image_indices_reach_each_request_as_eval_run_sends_them(tmp_path: Path) -> None:
+    """`-T image_indices=0,1,2` (inspect) and DININGBENCH_IMAGE_INDICES=0,1,2 (lmms-eval) send what
+    `eval run --image-indices 0,1,2` sends: the merchant's photo and two customers' photos where the row
+    has them, in their order (inspect: the stored bytes; lmms-eval: the same pixels as PNG)."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+
+    from tests.helpers_official import AUTHORS_PRINTED, write_folder
+
+    folder = write_folder(tmp_path / "release")
+    with _official_server(folder) as server:
+        url = server.base_url
+        native = api.run(RunSettings(task="classification", model="openai:plain-model", base_url=url,
+                                     dataset=str(folder), image_indices="0,1,2", out=tmp_path / "native"),
+                         progress=False)
+        by_native = len(server.requests)
+        [log] = inspect_eval(_task_module().diningbench_classification(dataset=str(folder), image_indices="0,1,2"),
+                             model=get_model("openai/plain-model", base_url=url, api_key="unused"),
+                             log_dir=str(tmp_path / "inspect"), display="none")
+        by_inspect = len(server.requests)
+        env = {**os.environ, "OPENAI_API_KEY": "unused", "DININGBENCH_SOURCE": str(folder),
+               "DININGBENCH_IMAGE_INDICES": "0,1,2"}
+        done = subprocess.run([str(BIN / "lmms-eval"), "--model", "openai", "--model_args",
+                               f"model_version=plain-model,base_url={url}", "--tasks", "diningbench_classification",
+                               "--include_path", "adapters/lmms_eval", "--log_samples", "--output_path",
+                               str(tmp_path / "lmms")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        requests = list(server.requests)
+    native_sent, inspect_sent, lmms_sent = requests[:by_native], requests[by_native:by_inspect], requests[by_inspect:]
+    assert len(native_sent) == 12 and max(len(r.images) for r in native_sent) == 3
+    assert sorted(map(_sent, inspect_sent)) == sorted(map(_sent, native_sent))
+    assert sorted(map(_pixels, lmms_sent)) == sorted(map(_pixels, native_sent))
+    assert log.results.scores[0].metrics["dining_accuracy"].value == AUTHORS_PRINTED["classification"]["acc"]
+    for run in (native, import_run(tmp_path / "inspect", "inspect", tmp_path / "from-inspect"),
+                import_run(tmp_path / "lmms", "lmms-eval", tmp_path / "from-lmms")):
+        info = json.loads((run / "run.json").read_text())
+        assert (info["settings"]["protocol"], info["settings"]["image_indices"]) == ("official", "0,1,2")
+        metrics = json.loads((run / "metrics.json").read_text())["classification"]
+        _close(metrics["official"], AUTHORS_PRINTED["classification"])
 
 
 def common_metric(task: str) -> str:

@@ -311,3 +311,36 @@ def test_the_lmms_settings_follow_the_protocol_and_refuse_a_bad_value(tmp_path: 
     monkeypatch.setenv("DININGBENCH_PROTOCOL", "nope")
     with pytest.raises(ValueError, match="unknown --protocol 'nope'"):
         lmms_utils.classification_doc_to_text(doc)
+
+
+@pytest.mark.parametrize(("field", "value"), [("protocol", "nope"), ("protocol", 3), ("image_indices", "0;1"),
+                                              ("image_indices", [0, 1])])
+def test_a_log_naming_an_unknown_protocol_or_unreadable_indices_is_refused(tmp_path: Path, field: str,
+                                                                            value: Any) -> None:
+    def edit(i: int, line: dict[str, Any]) -> dict[str, Any]:
+        line["dining_accuracy"]["diningbench"][field] = value
+        return line
+
+    write_samples(tmp_path / "logs", "classification", classification_answer, edit=edit)
+    with pytest.raises(ImportRefused, match="unreadable DiningBench (settings|image indices)"):
+        import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+    assert not (tmp_path / "run" / "predictions.jsonl").exists()
+
+
+def test_a_log_asked_our_way_is_refused_against_the_authors_prompts(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log that says it was asked under their protocol but sent our prompt is refused, naming the item."""
+    from tests.helpers_official import write_folder
+
+    folder = write_folder(tmp_path / "release")
+    monkeypatch.setenv("DININGBENCH_SOURCE", str(folder))
+
+    def edit(i: int, line: dict[str, Any]) -> dict[str, Any]:
+        if i == 3:
+            line["input"] = "Which dish is this? Answer with a letter.\n" + line["input"]
+        return line
+
+    write_samples(tmp_path / "logs", "classification", lambda i, doc: "A", edit=edit)
+    with pytest.raises(ImportRefused, match=r"item \S+: the prompt differs from DiningBench's .zh, the authors' "
+                                            r"protocol, image indices 0"):
+        import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
