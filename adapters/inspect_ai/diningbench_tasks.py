@@ -210,12 +210,12 @@ def diningbench_scorer(task_name: str, language: str = "zh", protocol: str | Non
         loop = asyncio.get_running_loop()
         config = GenerateConfig(temperature=0.0, max_tokens=common.judge_budget(found))
 
-        def judge(prompt: str) -> str:  # the protocol's tally calls it from a scoring thread
+        def judge(prompt: str, grader: Model) -> str:  # the protocol's tally calls it from a scoring thread
             future = asyncio.run_coroutine_threadsafe(grader.generate(prompt, config=config), loop)
             return future.result().completion
 
         record = await loop.run_in_executor(_SCORING_THREADS, functools.partial(
             common.score_answer, found, state.metadata["row"], _answer(state), model=str(state.model).split("/")[-1],
-            judge=judge if grader is not None else None))
+            judge=None if grader is None else functools.partial(judge, grader=grader)))
         return _score(record, state, common.item_value(found, record))
     return score
