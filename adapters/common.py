@@ -224,8 +224,8 @@ def score_answer(settings: RunSettings, row: dict[str, Any], raw: str | None, *,
     """The scores.jsonl record of one answer as the run's protocol scores it (ours: correct, ape or the
     VQA verdict, the rule first and then `judge(prompt) -> str` when given, unscored without one; the
     authors': their reading beside ours, their judge prompt sent to `judge`), with `asked`: what the
-    framework's summary folds again (`summary`). `model`: the served model's name (their scripts strip
-    a thinking model's reasoning by it)."""
+    framework's summary folds again (`summary`). `model`: the model's name as the framework gives it
+    (their scripts strip a listed thinking model's reasoning by its name; lmms-eval tells a task none)."""
     protocol = protocols.of(settings)
     name = model or ADAPTER_MODEL
     live = _Judge(judge)

@@ -344,3 +344,13 @@ def test_a_log_asked_our_way_is_refused_against_the_authors_prompts(tmp_path: Pa
     with pytest.raises(ImportRefused, match=r"item \S+: the prompt differs from DiningBench's .zh, the authors' "
                                             r"protocol, image indices 0"):
         import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+
+
+def test_their_thinking_model_lists_know_a_framework_model_by_the_name_the_server_was_sent() -> None:
+    """inspect names a model `provider/name`; their scripts strip the reasoning of the models on their lists,
+    known by the name the server is sent, as `eval run --model openai:NAME` does."""
+    from eval.protocols.official import served_name
+
+    assert served_name("openai/qwen-3-vl-8b-thinking") == served_name("openai:qwen-3-vl-8b-thinking") \
+        == "qwen-3-vl-8b-thinking"
+    assert served_name("fake-vlm") == "fake-vlm"

@@ -215,7 +215,7 @@ def diningbench_scorer(task_name: str, language: str = "zh", protocol: str | Non
             return future.result().completion
 
         record = await loop.run_in_executor(_SCORING_THREADS, functools.partial(
-            common.score_answer, found, state.metadata["row"], _answer(state), model=str(state.model).split("/")[-1],
+            common.score_answer, found, state.metadata["row"], _answer(state), model=str(state.model),
             judge=None if grader is None else functools.partial(judge, grader=grader)))
         return _score(record, state, common.item_value(found, record))
     return score
