@@ -1,53 +1,94 @@
 """What the framework adapters share: DiningBench items exactly as the harness asks them, and their scores.
 
-The inspect_ai and lmms-eval tasks take every item from here: the prompt (`eval.prompts` through
-`eval.requests.build_request`), the views (`eval.images`, the same bytes `python -m eval run` sends),
-the reference, and the per-item score (`eval.scoring.score_prediction`, i.e. the metric modules'
-parsers and scorers). Headline figures come from the harness's own `headline`, as in metrics.json.
+The inspect_ai and lmms-eval tasks take everything from the run's protocol (`eval.protocols`), decided
+as `python -m eval run` decides it (`eval.api.resolve_protocol`: the one named, else the authors' on
+their release, ours on ours): each request as the protocol builds it (prompt, views, temperature and
+token budget), each answer read and scored by the protocol's `Tally` (the functions a run folder's
+scoring calls), and the summary figure the protocol reports first (the authors' under theirs).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
-from eval import numbers as _numbers  # headline figures and intervals
-from eval import requests, scoring, tasks
-from eval.settings import LANGS, RunSettings
-from eval.types import DEFAULT_MAX_TOKENS, ImagePart, Prediction
+from eval import api, protocols, tasks
+from eval import numbers as _numbers  # headline figures
+from eval.prompts import PROMPT_VERSION
+from eval.settings import LANGS, RunSettings, image_indices
+from eval.types import DEFAULT_MAX_TOKENS, GenerationConfig, ImagePart, Prediction
 from metrics.judge_accuracy.core import judge_items
 
-ROOT = Path(__file__).resolve().parents[1]
-TEMPERATURE = 0.0  # the paper's protocol: greedy decoding with 16,384 tokens
-MAX_TOKENS = DEFAULT_MAX_TOKENS
-ADAPTER_MODEL = "adapter"  # the model field of the settings that build prompts (not part of any prompt)
+ADAPTER_MODEL = "openai:adapter"  # the model field of the settings that build prompts (not part of any prompt)
 
 
 @dataclass(frozen=True)
 class Item:
-    """One question as the harness asks it: prompt text, the views sent, and what scoring needs."""
+    """One question as the harness asks it: prompt text, the views sent, the generation settings, and
+    what scoring needs."""
 
     task: str
     id: str
     prompt: str
     views: tuple[ImagePart, ...]
-    reference: Any
+    reference: Any  # None where the protocol scores the row by its own rules alone
     row: dict[str, Any]  # the dataset row without its images (breakdown fields, options, question)
+    config: GenerationConfig  # temperature and token budget, as the protocol sends them
 
 
 def settings_for(task: str, *, lang: str = "zh", views: int | None = None, cot: bool = False,
-                 dataset: str | None = None) -> RunSettings:
-    """The harness settings behind an adapter task's parameters (a bad one is a one-line ValueError)."""
+                 dataset: str | None = None, protocol: str | None = None,
+                 indices: str | None = None) -> RunSettings:
+    """The harness settings behind an adapter task's parameters, before the protocol is decided (a bad
+    one is a one-line ValueError naming it)."""
     if not tasks.is_task(task):
         raise ValueError(f"unknown task {task!r}; choose one of {', '.join(tasks.names())}")
     if lang not in LANGS:
         raise ValueError(f"language {lang!r}: choose one of {', '.join(LANGS)}")
     if views is not None and (isinstance(views, bool) or not isinstance(views, int) or views < 1):
         raise ValueError(f"views must be a number of views of at least 1, or None for all (got {views!r})")
+    if protocol is not None:
+        protocols.get(protocol)  # an unknown name: one line naming the known ones
+    if indices is not None:
+        indices = ",".join(map(str, image_indices(indices)))  # `0,1,2` or `[0,1,2]`, one spelling
     return RunSettings(task=task, model=ADAPTER_MODEL, lang=lang, images=views, cot=bool(cot),
-                       dataset=str(dataset) if dataset else None)
+                       dataset=str(dataset) if dataset else None, protocol=protocol, image_indices=indices)
+
+
+@dataclass
+class Asked:
+    """A task's settings with the protocol decided and checked, and the release rows it asks."""
+
+    settings: RunSettings
+    data: Any = field(repr=False)  # eval.api's task data: the rows' metadata and their images
+    fingerprint: str
+
+    @property
+    def protocol(self) -> protocols.Protocol:
+        return protocols.of(self.settings)
+
+
+def asked(settings: RunSettings) -> Asked:
+    """`settings` as the harness resolves them on the release (`eval.api.load_task_data`, `resolve_protocol`:
+    a UsageError, one line, for a setting the protocol refuses), kept per process for the same settings:
+    the lmms-eval functions ask once per document."""
+    return _asked(*(getattr(settings, name) for name in _KEY))
+
+
+_KEY = ("task", "lang", "images", "cot", "dataset", "protocol", "image_indices", "limit")
+
+
+@functools.lru_cache(maxsize=16)
+def _asked(task: str, lang: str, images: int | None, cot: bool, dataset: str | None, protocol: str | None,
+           indices: str | None, limit: int | None) -> Asked:
+    settings = RunSettings(task=task, model=ADAPTER_MODEL, lang=lang, images=images, cot=cot, dataset=dataset,
+                           protocol=protocol, image_indices=indices, limit=limit)
+    [data] = api.load_task_data(settings)
+    return Asked(api.resolve_protocol(settings, [data]), data, data.fingerprint)
 
 
 def task_spec(task: str) -> tasks.Task:
@@ -59,52 +100,171 @@ def source_name(dataset: str | None) -> str:
     return str(dataset) if dataset else "embedded sample"
 
 
-def fingerprint(task: str, dataset: str | None) -> str:
-    import diningbench
-
-    return diningbench.fingerprint(task, dataset)
-
-
-def items(task: str, *, lang: str = "zh", views: int | None = None, cot: bool = False,
-          dataset: str | None = None, limit: int | None = None) -> Iterator[Item]:
-    """The task's items in dataset order, each built by `eval.requests.build_request`."""
-    import diningbench
-
-    settings = settings_for(task, lang=lang, views=views, cot=cot, dataset=dataset)
-    rows = diningbench.load(tasks.get(task).source_config, settings.dataset, decode_images=False)
-    if limit is not None:
-        rows = rows.select(range(min(limit, len(rows))))
-    for row in rows:
-        request = requests.build_request(task, row, settings)
-        meta = {k: v for k, v in row.items() if k != "images"}
-        message = request.messages[0]
-        yield Item(task=task, id=str(row["id"]), prompt=message.text, views=message.images,
-                   reference=tasks.reference_of(task, meta, lang), row=meta)
+def described(found: Asked) -> dict[str, Any]:
+    """What a framework's log records of the question, for `eval import`: the settings that make the
+    requests, the protocol and the image indices sent, and the release's fingerprint."""
+    s = found.settings
+    return {"task": s.task, "lang": s.lang, "images": s.images, "cot": s.cot, "dataset": s.dataset,
+            "protocol": s.protocol, "image_indices": s.image_indices, "fingerprint": found.fingerprint,
+            "prompt_version": PROMPT_VERSION}
 
 
-def score_answer(task: str, row: dict[str, Any], raw: str | None, *, lang: str = "zh",
-                 judge: Callable[[str], str] | None = None) -> dict[str, Any]:
-    """The scores.jsonl record of one answer: correct (classification), ape (nutrition), or the
-    VQA verdict (rule first, then `judge(prompt) -> str` when given; unscored without one)."""
-    text = tasks.parse_input(raw) if isinstance(raw, str) else raw
+def request_of(found: Asked, row: dict[str, Any]) -> Item:
+    """The item as the protocol asks it (`Protocol.build`): the same prompt, views and settings that
+    `python -m eval run` sends."""
+    settings, protocol, task = found.settings, found.protocol, found.settings.task
+    request = protocol.build(task, row, settings)
+    meta = {k: v for k, v in row.items() if k != "images"}
+    message = request.messages[0]
+    reference = tasks.reference_of(task, meta, settings.lang) if protocol.scores_row(task, meta, settings.lang) \
+        else None
+    return Item(task=task, id=str(row["id"]), prompt=message.text, views=message.images, reference=reference,
+                row=meta, config=request.config)
+
+
+def items(found: Asked) -> Iterator[Item]:
+    """The task's items in dataset order."""
+    for row in found.data.iter_rows():
+        yield request_of(found, row)
+
+
+def generation(found: Asked) -> GenerationConfig:
+    """Temperature and token budget as the protocol sends them (ours: 16,384; the authors': 14,336)."""
+    return found.protocol.generation(found.settings)
+
+
+# ---------------------------------------------------------------- scoring
+class NoGrader(Exception):
+    """A judged task's reply was asked of a judge that has no model behind it."""
+
+
+class _Judge:
+    """The judge a protocol's `Tally.judge` asks: `verdict` (our rule first, then the judge prompt; the
+    rule alone without a grader) and `reply` (a prompt sent as it is). What it answered is kept, so the
+    framework's summary folds the same answers again without asking twice."""
+
+    def __init__(self, ask: Callable[[str], str] | None, answers: dict[str, list[Any]] | None = None) -> None:
+        self.ask = ask
+        self.replayed = answers  # answers recorded by an earlier fold: given back in order
+        self.kept: dict[str, list[Any]] = {"replies": [], "verdicts": []}
+        self.consulted = False  # asked anything, answered or not
+
+    async def reply(self, prompt: str) -> str:
+        self.consulted = True
+        if self.replayed is not None:
+            if not self.replayed["replies"]:
+                raise NoGrader
+            return str(self.replayed["replies"].pop(0))
+        if self.ask is None:
+            raise NoGrader
+        reply = self.ask(prompt)  # a blocking call: each fold runs its own loop, in its own thread
+        self.kept["replies"].append(reply)
+        return reply
+
+    async def verdict(self, question: str, reference: Any, raw: str | None) -> tuple[str | None, str]:
+        self.consulted = True
+        if self.replayed is not None:
+            verdict, decided_by = self.replayed["verdicts"].pop(0)
+            return verdict, decided_by
+        text = tasks.parse_input(raw) if isinstance(raw, str) else raw
+        verdict, decided_by, _ = judge_items([question], [reference], [text], self.ask)[0]
+        self.kept["verdicts"].append([verdict, decided_by])
+        return verdict, decided_by
+
+
+def _fold(protocol: protocols.Protocol, tally: protocols.Tally, task: str, row: dict[str, Any], raw: str | None,
+          lang: str, judge: _Judge, *, ask_judge: bool = True) -> dict[str, Any]:
+    """One answer through the protocol's tally: read, scored, and judged where the task is."""
     spec = tasks.get(task)
-    parsed = tasks.parse_output(task, text, row, lang) if not spec.judged and isinstance(text, str) else None
-    # score_prediction scores the answer as parsed when it was made: parse it before, not after
+    text = tasks.parse_input(raw) if isinstance(raw, str) else raw
+    if spec.judged:
+        parsed = tasks.parse_output(task, text or "", row, lang)
+    elif isinstance(text, str) and protocol.scores_row(task, row, lang):
+        parsed = tasks.parse_output(task, text, row, lang)
+    else:
+        parsed = None  # no answer, or a reference ours cannot read: the protocol's own reading alone
     prediction = Prediction(id=str(row["id"]), task=task, raw=raw, parsed=parsed, error=None, attempts=1,
                             latency_s=0.0, usage=None, request_hash="")
-    if spec.judged:
-        record = scoring.item_record(task, row, prediction, lang=lang)
-        verdict, decided_by, _ = judge_items([spec.question(row, lang) or ""], [record["reference"]], [text], judge)[0]
-        record.update(parsed=tasks.parse_output(task, text or "", row, lang), verdict=verdict,
-                      decided_by=scoring.DECIDED_BY.get(decided_by),
-                      correct=None if verdict is None else verdict == "C")
-        return record
-    return scoring.score_prediction(prediction, row, lang)
+    record = tally.add(prediction, row)
+    if spec.judged and ask_judge:
+        try:
+            _run(tally.judge(record, prediction, row, judge))
+        except NoGrader:
+            pass  # no grader: what our rule decides stays, the rest unscored
+    return record
 
 
-def headline(task: str, records: Sequence[dict[str, Any]]) -> float | None:
-    """The figure Table 2 ranks by (accuracy; Average MAPE for nutrition), as metrics.json has it."""
-    return _numbers.headline(task, list(records))
+def _run(job: Any) -> Any:
+    """A tally's coroutine run to its end from synchronous code (a framework's scorer thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(job)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # this thread runs a loop already: another one's
+        return pool.submit(asyncio.run, job).result()
+
+
+def scoring(task: str, lang: str, protocol: str | None) -> RunSettings:
+    """The settings an answer is scored under: the task, its language and the run's protocol (decided)."""
+    return RunSettings(task=task, model=ADAPTER_MODEL, lang=lang, protocol=protocol)
+
+
+def judge_budget(settings: RunSettings) -> int:
+    """The judge's token limit under the run's protocol (the authors' judge step: theirs)."""
+    return int(protocols.of(settings).judge_options().get("max_tokens", DEFAULT_MAX_TOKENS))
+
+
+def judge_options(settings: RunSettings) -> dict[str, Any]:
+    """The judge's request settings under the run's protocol (BackendJudge keywords)."""
+    return dict(protocols.of(settings).judge_options())
+
+
+def score_answer(settings: RunSettings, row: dict[str, Any], raw: str | None, *, model: str | None = None,
+                 judge: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """The scores.jsonl record of one answer as the run's protocol scores it (ours: correct, ape or the
+    VQA verdict, the rule first and then `judge(prompt) -> str` when given, unscored without one; the
+    authors': their reading beside ours, their judge prompt sent to `judge`), with `asked`: what the
+    framework's summary folds again (`summary`). `model`: the model's name as the framework gives it
+    (their scripts strip a listed thinking model's reasoning by its name; lmms-eval tells a task none)."""
+    protocol = protocols.of(settings)
+    name = model or ADAPTER_MODEL
+    live = _Judge(judge)
+    record = _fold(protocol, protocol.tally(settings.task, name, settings.lang), settings.task, row, raw,
+                   settings.lang, live)
+    record["asked"] = {"protocol": settings.protocol, "lang": settings.lang, "model": name, "row": row, "raw": raw,
+                       "graded": judge is not None, "consulted": live.consulted, "judge": live.kept}
+    return record
+
+
+def item_value(settings: RunSettings, record: dict[str, Any]) -> float:
+    """One answer's score as the protocol's headline reads it: 1/0 for right/wrong (unscored: 0), or the
+    mean of its percentage errors (a fraction)."""
+    spec = tasks.get(settings.task)
+    read = protocols.of(settings).read_rows(spec, [record])
+    if not read:
+        return 0.0  # not counted by the protocol (a row without a reference)
+    if spec.measure == "ape":
+        apes = [v for v in (read[0].get("ape") or {}).values() if v is not None]
+        return sum(apes) / len(apes) if apes else 0.0
+    return 1.0 if read[0].get("correct") else 0.0
+
+
+def summary(task: str, records: Sequence[dict[str, Any]]) -> float | None:
+    """The figure the run's protocol reports first, as metrics.json has it (ours: accuracy, Average MAPE
+    as a fraction; the authors': their script's figure, Average MAPE as a fraction too), folded again
+    from each record's `asked` with the judge's answers given back, never asked twice."""
+    found = [r["asked"] for r in records if isinstance(r.get("asked"), dict)]
+    if not found:
+        return _numbers.headline(task, list(records))
+    first = found[0]
+    protocol = protocols.get(first["protocol"])
+    tally = protocol.tally(task, first["model"], first["lang"])
+    for one in found:
+        answers = {name: list(values) for name, values in (one.get("judge") or {}).items()}
+        _fold(protocol, tally, task, one["row"], one["raw"], one["lang"], _Judge(None, answers),
+              ask_judge=bool(one.get("graded") or one.get("consulted")))
+    figure = protocol.headline(tasks.get(task), tally.figures())
+    return _numbers.headline(task, tally.records) if figure is None else figure[1]
 
 
 def json_text(value: Any) -> str:

@@ -1,12 +1,14 @@
 """`python -m eval import`: a result made by inspect_ai or lmms-eval becomes a DiningBench run folder.
 
-The answers are kept raw and go through the normal scoring path (`eval.scoring.score_run`: the
-metric modules' parsers and scorers, the merchant-clustered intervals, report.md), so `eval report`,
-model cards and the leaderboard read the folder like any run. Nothing is taken on trust: every item
-must be in the release, its prompt must be the one `eval/prompts.py` writes for it under the
-result's settings (language, chain of thought), and the dataset fingerprint the adapter task
-recorded must be the release's; otherwise the import is refused, naming the first item that differs.
-The framework's own scores are not imported: VQA is judged again (`--judge`), or left unscored.
+The answers are kept raw and go through the normal scoring path (`eval.scoring.score_run`, under the
+protocol the adapter task recorded: ours, or the authors' with their figures beside ours), so `eval
+report`, model cards and the leaderboard read the folder like any run. Nothing is taken on trust: every
+item must be in the release, its prompt must be the one the protocol asks for it under the result's
+settings (language and chain of thought under ours, the row's own prompt under theirs), as many views
+as it sends, and the dataset fingerprint the adapter task recorded must be the release's; otherwise
+the import is refused, naming the first item that differs. The framework's own scores are not
+imported: VQA is judged again (`--judge`), or left unscored. `write_imported` writes and scores the
+folder, for this import and for `eval import --from official` (eval/official_io.py).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
-from eval import requests, scoring, tasks
-from eval.endpoints import host_of
+from eval import protocols, requests, scoring, tasks
+from eval.endpoints import check_reachable, host_of
 from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, read_run_json, write_run_json
-from eval.settings import N_BOOT, RunSettings, UsageError
+from eval.settings import N_BOOT, RunSettings, UsageError, image_indices
 from eval.store import PredictionStore
 from eval.types import TASKS, Prediction, UserError
 
@@ -33,7 +35,7 @@ INSTALL_HINT = "pip install -r adapters/requirements.txt"
 # The settings of a framework's log that reach run.json: an allow-list, never a deny-list (a field
 # named `authorization`, `api_base` or `hf_auth` carries a credential under a name no list foresees).
 ALLOWED = {
-    "task_args": ("language", "views", "cot", "dataset"),  # the adapter tasks' own parameters
+    "task_args": ("language", "views", "cot", "dataset", "protocol", "image_indices"),  # the adapter tasks' own
     "generate_config": ("temperature", "top_p", "top_k", "max_tokens", "seed", "stop_seqs", "frequency_penalty",
                         "presence_penalty", "num_choices", "reasoning_effort", "reasoning_tokens", "max_connections",
                         "timeout", "max_retries", "system_message"),
@@ -75,6 +77,8 @@ class Result:
     dataset: str | None
     fingerprint: str | None
     framework: dict[str, Any]
+    protocol: str | None = None  # the protocol the adapter asked under (None: made before there was a choice)
+    image_indices: str | None = None
     answers: list[Answer] = field(default_factory=list)
 
 
@@ -104,10 +108,19 @@ def _adapter_settings(meta: Any, where: str) -> dict[str, Any]:
                             "run adapters/inspect_ai/diningbench_tasks.py or the adapters/lmms_eval tasks")
     lang = meta.get("lang") or "zh"
     images = meta.get("images")
-    if lang not in ("zh", "en") or not (images is None or (isinstance(images, int) and images >= 1)):
-        raise ImportRefused(f"{where}: unreadable DiningBench settings (lang {lang!r}, images {images!r})")
+    protocol, indices = meta.get("protocol"), meta.get("image_indices")
+    if lang not in ("zh", "en") or not (images is None or (isinstance(images, int) and images >= 1)) \
+            or not (protocol is None or protocol in protocols.names()) \
+            or not (indices is None or isinstance(indices, str)):
+        raise ImportRefused(f"{where}: unreadable DiningBench settings (lang {lang!r}, images {images!r}, "
+                            f"protocol {protocol!r}, image indices {indices!r})")
+    try:
+        indices = None if indices is None else ",".join(map(str, image_indices(indices)))
+    except UsageError:
+        raise ImportRefused(f"{where}: unreadable DiningBench image indices {indices!r}") from None
     return {"task": meta["task"], "lang": lang, "images": images, "cot": bool(meta.get("cot")),
-            "dataset": meta.get("dataset") or None, "fingerprint": meta.get("fingerprint")}
+            "dataset": meta.get("dataset") or None, "fingerprint": meta.get("fingerprint"),
+            "protocol": protocol, "image_indices": indices}
 
 
 # ---------------------------------------------------------------- inspect_ai
@@ -174,7 +187,8 @@ def read_inspect(path: Path) -> list[Result]:
                      "log": log_path.name}
         result = Result(task=meta["task"], source=log_path, model=str(log.eval.model), lang=meta["lang"],
                         images=meta["images"], cot=meta["cot"], dataset=meta["dataset"],
-                        fingerprint=meta["fingerprint"], framework=framework)
+                        fingerprint=meta["fingerprint"], framework=framework, protocol=meta["protocol"],
+                        image_indices=meta["image_indices"])
         for sample in log.samples:
             output = sample.output
             error = sample.error.message if sample.error is not None else None
@@ -240,7 +254,8 @@ def read_lmms(path: Path) -> list[Result]:
             if result is None:
                 result = Result(task=meta["task"], source=samples, model=str(model), lang=meta["lang"],
                                 images=meta["images"], cot=meta["cot"], dataset=meta["dataset"],
-                                fingerprint=meta["fingerprint"], framework=framework)
+                                fingerprint=meta["fingerprint"], framework=framework, protocol=meta["protocol"],
+                                image_indices=meta["image_indices"])
             found = row.get("filtered_resps")
             found = found[0] if isinstance(found, list) and found else found
             raw = found if isinstance(found, str) or found is None else json.dumps(found, ensure_ascii=False)
@@ -267,66 +282,102 @@ def read_lmms(path: Path) -> list[Result]:
 def _settings(results: list[Result], dataset: str | None, judge: str | None) -> RunSettings:
     first = results[0]
     for other in results[1:]:
-        if (other.lang, other.images, other.cot) != (first.lang, first.images, first.cot):
-            raise ImportRefused(f"{other.source}: made with other settings than {first.source} "
-                                "(language, views or chain of thought); import them into separate folders")
+        if (other.lang, other.images, other.cot, other.protocol, other.image_indices) != \
+                (first.lang, first.images, first.cot, first.protocol, first.image_indices):
+            raise ImportRefused(f"{other.source}: made with other settings than {first.source} (language, views, "
+                                "chain of thought, protocol or image indices); import them into separate folders")
         if other.model != first.model:
             raise ImportRefused(f"{other.source}: another model ({other.model}) than {first.source} ({first.model})")
     task_names = {r.task for r in results}
     if len(task_names) != len(results):
         raise ImportRefused("several logs of the same task; import one log per task")
     return RunSettings(task=first.task if len(results) == 1 else "all", model=first.model, lang=first.lang,
-                       images=first.images, cot=first.cot, dataset=dataset, judge=judge)
+                       images=first.images, cot=first.cot, dataset=dataset, judge=judge, protocol=first.protocol,
+                       image_indices=first.image_indices)
+
+
+def _release(task: str, settings: RunSettings) -> tuple[Any, str]:
+    """The task's release as `eval run` reads it (either layout) and its fingerprint."""
+    import diningbench
+
+    config = tasks.get(task).source_config
+    try:
+        return (diningbench.read_release(config, settings.dataset, lang=settings.lang),
+                diningbench.fingerprint(config, settings.dataset, lang=settings.lang))
+    except (ValueError, OSError) as exc:
+        why = " ".join(str(exc).split())[:300]
+        raise ImportRefused(f"cannot read the release {settings.dataset or 'embedded sample'}: {why}") from None
 
 
 def _checked_predictions(result: Result, settings: RunSettings) -> list[Prediction]:
-    """The result's answers as predictions, each checked against the release item it names."""
-    import diningbench
-
+    """The result's answers as predictions, each checked against the release item it names, as the
+    run's protocol asks it."""
     where = f"{result.source.name}"
-    try:
-        expected = diningbench.fingerprint(result.task, settings.dataset)
-        rows = diningbench.load(result.task, settings.dataset, decode_images=False)
-    except (ValueError, OSError) as exc:
-        raise ImportRefused(f"cannot read the release {settings.dataset or 'embedded sample'}: {exc}") from None
+    release, expected = _release(result.task, settings)
     if result.fingerprint is not None and result.fingerprint != expected:
         raise ImportRefused(f"{where}: made on another release of {result.task} (fingerprint {result.fingerprint}, "
                             f"{settings.dataset or 'the embedded sample'} has {expected}); pass --dataset with the "
                             "release it was made on")
-    by_id = {str(r["id"]): r for r in rows}
-    order = {item_id: n for n, item_id in enumerate(by_id)}
-    predictions = []
-    for answer in sorted(result.answers, key=lambda a: (a.epoch, order.get(a.id, -1))):
-        row = by_id.get(answer.id)
-        if row is None:
+    protocol = protocols.of(settings)
+    position = {str(r["id"]): n for n, r in enumerate(release.rows)}
+    answers = sorted(result.answers, key=lambda a: (a.epoch, position.get(a.id, -1)))
+    for answer in answers:
+        if answer.id not in position:
             raise ImportRefused(f"{where}: item {answer.id} is not in the {result.task} release "
                                 f"({settings.dataset or 'embedded sample'})")
+    asked = sorted({position[a.id] for a in answers})
+    rows = dict(zip(asked, release.iter_rows(asked), strict=True))
+    predictions = []
+    for answer in answers:
+        row = rows[position[answer.id]]
         request = requests.build_request(result.task, row, settings, answer.epoch)
         ours = request.messages[0].text
+        sent = request.metadata["n_images"]
         if answer.prompt != ours:
             raise ImportRefused(f"{where}: item {answer.id}: the prompt differs from DiningBench's "
-                                f"({settings.lang}{', CoT' if settings.cot else ''}, {request.metadata['n_images']} "
-                                "views); it was not asked as the benchmark asks it")
-        sent = request.metadata["n_images"]
+                                f"({settings.lang}, {protocol.describe(settings)}: {sent} views); it was not asked as the benchmark "
+                                "asks it")
         if answer.n_views is not None and answer.n_views != sent:
             raise ImportRefused(f"{where}: item {answer.id}: {answer.n_views} views were sent where DiningBench "
                                 f"sends {sent}; it was not asked as the benchmark asks it")
         meta = {k: v for k, v in row.items() if k != "images"}
-        parsed = tasks.parse_output(result.task, answer.raw, meta, settings.lang) if answer.raw is not None else None
+        parsed = tasks.parse_output(result.task, answer.raw, meta, settings.lang) \
+            if answer.raw is not None and protocol.scores_row(result.task, meta, settings.lang) else None
         predictions.append(Prediction(
             id=answer.id, task=result.task, raw=answer.raw, parsed=parsed, error=answer.error, attempts=1,
             latency_s=0.0, usage=answer.usage, request_hash=request.request_hash,
             finish_reason=answer.finish_reason, truncated=answer.finish_reason == "length",
-            n_images=request.metadata["n_images"], epoch=answer.epoch))
+            n_images=sent, epoch=answer.epoch))
     return predictions
+
+
+def write_imported(out: Path, info: dict[str, Any], predictions: list[Prediction], *, judge: str | None,
+                   judge_base_url: str | None, n_boot: int,
+                   rows: dict[str, Any] | None = None) -> Path:
+    """Write an imported run folder (`out`: new, empty, or an earlier import) and score it by the normal
+    path: run.json, predictions.jsonl, then scores.jsonl, metrics.json and report.md."""
+    from eval import api
+
+    api.check_out(out)
+    previous = read_run_json(out)
+    if previous is not None and "imported" not in previous:
+        raise UsageError(f"--out {out} holds a run made by the harness; choose another folder")
+    check_reachable(judge_base_url, "--judge-base-url")
+    with api.locked(out):
+        for name in api.RUN_FILES:
+            (out / name).unlink(missing_ok=True)
+        write_run_json(out, info)
+        with PredictionStore(out) as store:
+            for prediction in predictions:
+                store.append(prediction)
+        scoring.score_run(out, judge=judge, judge_base_url=judge_base_url, n_boot=n_boot, rows=rows)
+        write_run_report(out)
+    return out
 
 
 def import_run(source: Path | str, framework: str, out: Path | str, *, dataset: str | None = None,
                judge: str | None = None, judge_base_url: str | None = None, n_boot: int = N_BOOT) -> Path:
     """Turn an inspect log or lmms-eval samples file (or a folder of them) into a scored run folder."""
-    import diningbench
-    from eval import api
-
     source, out = Path(source), Path(out)
     if framework not in FRAMEWORKS:
         raise UsageError(f"--from {framework!r}: choose one of {', '.join(FRAMEWORKS)}")
@@ -336,12 +387,7 @@ def import_run(source: Path | str, framework: str, out: Path | str, *, dataset: 
     dataset = dataset or results[0].dataset
     settings = _settings(results, dataset, judge)
     predictions = {r.task: _checked_predictions(r, settings) for r in results}
-    api.check_out(out)
-    previous = read_run_json(out)
-    if previous is not None and "imported" not in previous:
-        raise UsageError(f"--out {out} holds a run made by the harness; choose another folder")
-    api.check_reachable(judge_base_url, "--judge-base-url")
-    fingerprints = {r.task: diningbench.fingerprint(r.task, dataset) for r in results}
+    fingerprints = {r.task: _release(r.task, settings)[1] for r in results}
     backend = {"framework": results[0].framework["framework"], "imported_from": [str(r.source.name) for r in results],
                **{r.task: r.framework for r in results}}
     info = build_run_json(settings=settings.to_json(), tasks=[t for t in TASKS if t in predictions], backend=backend,
@@ -352,14 +398,5 @@ def import_run(source: Path | str, framework: str, out: Path | str, *, dataset: 
     left_out = sorted({name for r in results for name in r.framework.pop("left_out", [])})
     info["imported"] = {"framework": results[0].framework["framework"], "logs": [str(r.source) for r in results],
                         "left_out": left_out}
-    with api.locked(out):
-        for name in api.RUN_FILES:
-            (out / name).unlink(missing_ok=True)
-        write_run_json(out, info)
-        with PredictionStore(out) as store:
-            for task in TASKS:
-                for prediction in predictions.get(task, []):
-                    store.append(prediction)
-        scoring.score_run(out, judge=judge, judge_base_url=judge_base_url, n_boot=n_boot)
-        write_run_report(out)
-    return out
+    return write_imported(out, info, [p for task in TASKS for p in predictions.get(task, [])], judge=judge,
+                          judge_base_url=judge_base_url, n_boot=n_boot)

@@ -21,15 +21,14 @@ from typing import Any
 
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import official, protocols, scoring, tasks
-from eval.api import RUN_FILES, check_out, locked
+from eval.api import check_out
+from eval.importer import write_imported
 from eval.protocols.official import official_preds, reading_of, rules_for
-from eval.report.report import write_run_report
-from eval.runinfo import build_run_json, read_run_json, write_run_json
+from eval.runinfo import build_run_json, read_run_json
 from eval.settings import LANGS, N_BOOT, RunSettings, UsageError
 from eval.store import (
     LOCK,
     PREDICTIONS,
-    PredictionStore,
     read_predictions,
     refuse_planted_links,
     write_atomically,
@@ -201,7 +200,7 @@ def import_official(source: Path | str, task: str, out: Path | str, *, dataset: 
                     n_boot: int = N_BOOT) -> Path:
     """Turn a prediction file their scripts wrote into a run folder scored by both readings."""
     import diningbench
-    from eval.endpoints import check_reachable, host_of
+    from eval.endpoints import host_of
 
     if not tasks.is_task(task):
         raise UsageError(f"--task {task!r}: choose one of {', '.join(tasks.names())}")
@@ -240,11 +239,6 @@ def import_official(source: Path | str, task: str, out: Path | str, *, dataset: 
             id=str(row["id"]), task=task, raw=raw, parsed=parsed, error=pred if failed else None, attempts=1,
             latency_s=0.0, usage=None, request_hash=hashlib.sha256(identity.encode()).hexdigest()[:32],
             n_images=sum(1 for p in sent if isinstance(p, str)), imported=kept))
-    check_out(out)
-    previous = read_run_json(out)
-    if previous is not None and "imported" not in previous:
-        raise UsageError(f"--out {out} holds a run made by the harness; choose another folder")
-    check_reachable(judge_base_url, "--judge-base-url")
     info = build_run_json(settings=settings.to_json(), tasks=[task], backend={"framework": "authors' scripts",
                           "imported_from": [source.name]}, dataset_source=dataset, fingerprints={task: fingerprint},
                           judge={"spec": judge, "base_url_host": host_of(judge_base_url)} if judge else None,
@@ -253,17 +247,8 @@ def import_official(source: Path | str, task: str, out: Path | str, *, dataset: 
     info["imported"] = {"framework": "official", "logs": [str(source)], "left_out": []}
     if revision := getattr(release, "revision", None):
         info["dataset_revision"] = {task: revision}
-    with locked(out):
-        for name in RUN_FILES:
-            (out / name).unlink(missing_ok=True)
-        write_run_json(out, info)
-        with PredictionStore(out) as store:
-            for prediction in predictions:
-                store.append(prediction)
-        scoring.score_run(out, judge=judge, judge_base_url=judge_base_url, n_boot=n_boot,
+    return write_imported(out, info, predictions, judge=judge, judge_base_url=judge_base_url, n_boot=n_boot,
                           rows={task: release.rows})
-        write_run_report(out)
-    return out
 
 
 __all__ = ["FORMATS", "OfficialFileError", "export_official", "file_name", "import_official", "read_official_file"]

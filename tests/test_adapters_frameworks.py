@@ -94,9 +94,10 @@ def build_script() -> dict[str, str]:
 
 
 class ScriptedServer(FakeOpenAIServer):
-    def __init__(self) -> None:
+    def __init__(self, otherwise: Any = None) -> None:
         self.script = build_script()
         self.misses: list[str] = []
+        self.otherwise = otherwise  # answers what the script does not (another release's rows)
         super().__init__(self.answer)
 
     def answer(self, request: Any) -> str:
@@ -106,6 +107,8 @@ class ScriptedServer(FakeOpenAIServer):
             same = unicodedata.normalize("NFKC", candidate) == unicodedata.normalize("NFKC", reference)
             return "They agree.\nGRADE: C" if same else "They differ.\nGRADE: I"  # the prompt carries NFKC text
         found = self.script.get(pixels_key(request.prompt, request.images))
+        if found is None and self.otherwise is not None:
+            return self.otherwise(request)
         if found is None:
             self.misses.append(request.prompt[:60])
         return found or ""
@@ -186,8 +189,8 @@ def test_lmms_docs_come_from_the_release_that_diningbench_source_names(tmp_path:
     assert len(lmms_utils.classification_process_docs(loaded)) == 40
     monkeypatch.setenv("DININGBENCH_SOURCE", str(release))
     docs = lmms_utils.classification_process_docs(loaded)
-    assert [d["answer"] for d in docs] == CLASSIFICATION_ANSWERS
-    assert isinstance(docs[0]["images"][0]["bytes"], bytes)  # stored bytes: never decoded twice
+    assert [lmms_utils.classification_doc_to_target(d) for d in docs] == CLASSIFICATION_ANSWERS
+    assert docs.column_names == ["id", "position"]  # a doc names its row; its images are read when it is asked
 
 
 @needs_inspect
@@ -322,8 +325,12 @@ def readme_adapters_block() -> str:
 def test_the_readme_adapters_block_runs_as_written(tmp_path: Path) -> None:
     """The README's block, line for line, in a folder that mirrors the checkout, with a fake server as both
     OpenAI (for gpt-4o and the grader) and the local server at localhost:8000. Only the lines that set
-    up this very environment are left out (the test runs inside it), and the local server's address is
-    the fake's. Every command must succeed, and each imported run must hold what its framework was given."""
+    up this very environment are left out (the test runs inside it), the local server's address is the
+    fake's, and the authors' Hub release is a folder in their layout (tests/helpers_official.py), whose
+    rows the fake answers with the corpus answers. Every command must succeed, and each imported run must
+    hold what its framework was given; on the authors' release, their scripts' figure."""
+    from tests.helpers_official import AUTHORS_PRINTED, write_folder
+
     block = readme_adapters_block()
     setup = ("python3 -m venv", ".venv-adapters/bin/pip", ". .venv-adapters/bin/activate")
     kept = "\n".join(line for line in block.splitlines() if not line.startswith(setup))
@@ -331,8 +338,9 @@ def test_the_readme_adapters_block_runs_as_written(tmp_path: Path) -> None:
     for entry in ROOT.iterdir():  # the checkout as the block sees it, its outputs kept in tmp_path
         if not entry.name.startswith(".") and entry.name not in ("results", "logs"):
             (tmp_path / entry.name).symlink_to(entry)
-    with ScriptedServer() as server:
-        code = kept.replace("http://localhost:8000/v1", server.base_url)
+    authors = write_folder(tmp_path / "authors-release")
+    with ScriptedServer(_official_answer(authors)) as server:
+        code = kept.replace("http://localhost:8000/v1", server.base_url).replace("meituan/DiningBench", str(authors))
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
         env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", OPENAI_API_KEY="sk-test-readme-0000",
                    OPENAI_BASE_URL=server.base_url)
@@ -346,11 +354,17 @@ def test_the_readme_adapters_block_runs_as_written(tmp_path: Path) -> None:
                                ("native-run", {"classification", "nutrition", "vqa"})):
         metrics = json.loads((tmp_path / "results" / folder / "metrics.json").read_text())
         assert set(metrics) == tasks_done, folder
+    for folder in ("MODEL-inspect-official", "MODEL-lmms-official", "native-official"):
+        metrics = json.loads((tmp_path / "results" / folder / "metrics.json").read_text())
+        assert set(metrics) == {"classification"}, folder
+        _close(metrics["classification"]["official"], AUTHORS_PRINTED["classification"])
+        info = json.loads((tmp_path / "results" / folder / "run.json").read_text())
+        assert (info["settings"]["protocol"], info["settings"]["image_indices"]) == ("official", "0,1,2"), folder
     assert "results/native-run" in done.stdout or "native-run" in done.stdout
 
 
 @needs_inspect
-@pytest.mark.parametrize("option", ["language=fr", "views=two", "cot=maybe"])
+@pytest.mark.parametrize("option", ["language=fr", "views=two", "cot=maybe", "protocol=nope", "image_indices=x"])
 def test_a_bad_task_option_is_one_line_from_inspect(tmp_path: Path, option: str) -> None:
     done = subprocess.run([str(BIN / "inspect"), "eval", f"{TASK_FILE}@diningbench_classification", "--model",
                            "mockllm/model", "-T", option, "--log-dir", str(tmp_path / "logs"), "--display", "none"],
@@ -359,3 +373,194 @@ def test_a_bad_task_option_is_one_line_from_inspect(tmp_path: Path, option: str)
     assert "Traceback" not in done.stdout + done.stderr, said[-20:]
     assert done.returncode == 2 and len(said) == 1, said[-20:]
     assert said[0].startswith("error: diningbench_classification: ") and option.split("=")[1] in said[0]
+
+
+# ---------------------------------------------------------------- the authors' release, under their protocol
+def _official_server(folder: Path) -> FakeOpenAIServer:
+    return FakeOpenAIServer(_official_answer(folder))
+
+
+def _official_answer(folder: Path) -> Any:
+    """The model and the judge on a release in the authors' layout: the model replays the hand-built
+    answers of tests/corpus/official (found by the row's prompt and its first image's pixels, whatever the
+    encoding), the judge answers their judge prompt from vqa_judge_replies.json."""
+    from tests.helpers_official import answers, corpus_rows, image_bytes, image_paths, judge_replies
+
+    by_prompt: dict[str, list[tuple[str, bytes, str]]] = {}
+    for task in ("classification", "nutrition", "vqa"):
+        for row, said in zip(corpus_rows(f"{task}.jsonl"), answers(task), strict=True):
+            first = image_bytes(folder, image_paths(row)[0])
+            by_prompt.setdefault(row["prompt"], []).append((task, pixels_key("", [first]), said))
+
+    def answer(request: Any) -> str:
+        if "【预测答案】：\n" in request.prompt:  # their judge prompt
+            said = request.prompt.split("【预测答案】：\n", 1)[1].split("\n\n### 输出", 1)[0]
+            return judge_replies().get(said, "无法判断")
+        found = by_prompt.get(request.prompt, [])
+        for task, key, said in found:
+            if task == "vqa" or pixels_key("", request.images[:1]) == key:
+                return said
+        raise AssertionError(f"no row asks {request.prompt[:60]!r}")
+    return answer
+
+
+def _close(found: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Every figure the authors' script printed, to its fourth decimal (counts exactly)."""
+    for key, value in expected.items():
+        if isinstance(value, dict):
+            _close(found[key], value)
+        elif isinstance(value, int):
+            assert found[key] == value, key
+        else:
+            assert round(found[key], 4) == pytest.approx(value, abs=1e-9), key
+
+
+def _sent(request: Any) -> tuple[str, list[bytes], float, int]:
+    """What a model request carries: its text, its images (bytes as sent), temperature and token budget."""
+    return request.prompt, list(request.images), request.temperature, request.max_tokens
+
+
+def _pixels(request: Any) -> tuple[str, str, float, int]:
+    return request.prompt, pixels_key("", request.images), request.temperature, request.max_tokens
+
+
+# The authors' figures for the corpus answers (tests/helpers_official.py AUTHORS_PRINTED), as the
+# framework summaries show them: accuracy as a fraction; Average MAPE (mean of the four nutrients' MAPE,
+# 65.2679, 62.9932, 67.9514 and 77.0408 percent) as a fraction; their judge's accuracy, 4 of 7.
+AUTHORS_HEADLINE = {"classification": 0.5, "nutrition": 0.683133, "vqa": 4 / 7}
+OFFICIAL_FIGURES = {"classification": "classification", "nutrition": "nutrition", "vqa": "vqa_judge"}
+
+
+@pytest.mark.slow
+@needs_both
+def test_on_the_authors_release_the_frameworks_ask_and_score_as_eval_run_protocol_official(tmp_path: Path) -> None:
+    """inspect_ai and lmms-eval with their defaults on a release in the authors' layout: the authors'
+    protocol, chosen as `eval run` chooses it. Each request equals the harness's (the row's prompt verbatim,
+    the merchant's photo, temperature 0, 14,336 tokens; the stored bytes from inspect, the same pixels
+    re-encoded as PNG from lmms-eval), each framework's summary is the authors' figure, and each imported
+    folder's `official` figures are what their scripts print for the same answers."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+
+    from tests.helpers_official import AUTHORS_PRINTED, write_folder
+
+    folder = write_folder(tmp_path / "release")
+    module = _task_module()
+    names = ("classification", "nutrition", "vqa")
+    with _official_server(folder) as server:
+        url = server.base_url
+        native = api.run(RunSettings(task="all", model="openai:plain-model", base_url=url, dataset=str(folder),
+                                     judge="openai:judge", judge_base_url=url, out=tmp_path / "native"),
+                         progress=False)
+        by_native = len(server.requests)
+        logs = inspect_eval([getattr(module, f"diningbench_{t}")(dataset=str(folder)) for t in names],
+                            model=get_model("openai/plain-model", base_url=url, api_key="unused"),
+                            model_roles={"grader": get_model("openai/judge", base_url=url, api_key="unused")},
+                            log_dir=str(tmp_path / "inspect"), display="none")
+        by_inspect = len(server.requests)
+        env = {**os.environ, "OPENAI_API_KEY": "unused", "DININGBENCH_SOURCE": str(folder),
+               "DININGBENCH_JUDGE": "openai:judge", "DININGBENCH_JUDGE_BASE_URL": url}
+        done = subprocess.run([str(BIN / "lmms-eval"), "--model", "openai", "--model_args",
+                               f"model_version=plain-model,base_url={url}", "--tasks",
+                               ",".join(f"diningbench_{t}" for t in names), "--include_path", "adapters/lmms_eval",
+                               "--log_samples", "--output_path", str(tmp_path / "lmms")],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        from_inspect = import_run(tmp_path / "inspect", "inspect", tmp_path / "imported-inspect",
+                                  judge="openai:judge", judge_base_url=url)
+        from_lmms = import_run(tmp_path / "lmms", "lmms-eval", tmp_path / "imported-lmms",
+                               judge="openai:judge", judge_base_url=url)
+        requests = list(server.requests)
+
+    def split(found: list[Any]) -> tuple[list[Any], list[str]]:
+        model = [r for r in found if "【预测答案】" not in r.prompt]
+        return model, sorted(r.prompt for r in found if "【预测答案】" in r.prompt)
+
+    (native_asked, native_judged), (inspect_asked, inspect_judged), (lmms_asked, lmms_judged) = (
+        split(requests[:by_native]), split(requests[by_native:by_inspect]), split(requests[by_inspect:]))
+    # lmms-eval's run and the two imports (which judge again) come last: lmms-eval's judge prompts are
+    # the ones before the imports began, in equal number
+    assert len(native_asked) == 12 + 9 + 8 and native_judged
+    assert sorted(map(_sent, inspect_asked)) == sorted(map(_sent, native_asked))  # byte for byte
+    assert all(r.body["messages"][0]["content"][0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+               for r in inspect_asked)
+    assert sorted(map(_pixels, lmms_asked)) == sorted(map(_pixels, native_asked))  # the same pixels, as PNG
+    assert {r.temperature for r in requests if "【预测答案】" not in r.prompt} == {0.0}
+    assert {r.max_tokens for r in requests if "【预测答案】" not in r.prompt} == {14336}
+    assert inspect_judged == native_judged and lmms_judged == sorted(native_judged * 3)  # lmms-eval, two imports
+    assert "seed" not in inspect_asked[0].body
+
+    # the frameworks' own summaries: the authors' figure
+    inspect_values = {log.eval.task.split("_", 1)[1]: log.results.scores[0].metrics for log in logs}
+    lmms_results: dict[str, Any] = {}
+    for path in (tmp_path / "lmms").rglob("*_results.json"):
+        lmms_results.update(json.loads(path.read_text())["results"])
+    for task in names:
+        metric = common_metric(task)
+        assert inspect_values[task][metric].value == pytest.approx(AUTHORS_HEADLINE[task], abs=5e-7), task
+        assert lmms_results[f"diningbench_{task}"][f"{metric},none"] == pytest.approx(AUTHORS_HEADLINE[task],
+                                                                                      abs=5e-7), task
+    # the run folders: eval run's, and each framework's log imported
+    for run in (native, from_inspect, from_lmms):
+        metrics = json.loads((run / "metrics.json").read_text())
+        for task in names:
+            _close(metrics[task]["official"], AUTHORS_PRINTED[OFFICIAL_FIGURES[task]])
+        info = json.loads((run / "run.json").read_text())
+        assert info["settings"]["protocol"] == "official"
+
+
+@pytest.mark.slow
+@needs_both
+def test_the_image_indices_reach_each_request_as_eval_run_sends_them(tmp_path: Path) -> None:
+    """`-T image_indices=0,1,2` (inspect) and DININGBENCH_IMAGE_INDICES=0,1,2 (lmms-eval) send what
+    `eval run --image-indices 0,1,2` sends: the merchant's photo and two customers' photos where the row
+    has them, in their order (inspect: the stored bytes; lmms-eval: the same pixels as PNG)."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+
+    from tests.helpers_official import AUTHORS_PRINTED, corpus_rows, image_paths, write_folder
+
+    folder = write_folder(tmp_path / "release")
+    with _official_server(folder) as server:
+        url = server.base_url
+        native = api.run(RunSettings(task="classification", model="openai:plain-model", base_url=url,
+                                     dataset=str(folder), image_indices="0,1,2", out=tmp_path / "native"),
+                         progress=False)
+        by_native = len(server.requests)
+        [log] = inspect_eval(_task_module().diningbench_classification(dataset=str(folder), image_indices="0,1,2"),
+                             model=get_model("openai/plain-model", base_url=url, api_key="unused"),
+                             log_dir=str(tmp_path / "inspect"), display="none")
+        by_inspect = len(server.requests)
+        env = {**os.environ, "OPENAI_API_KEY": "unused", "DININGBENCH_SOURCE": str(folder),
+               "DININGBENCH_IMAGE_INDICES": "0,1,2"}
+        done = subprocess.run([str(BIN / "lmms-eval"), "--model", "openai", "--model_args",
+                               f"model_version=plain-model,base_url={url}", "--tasks", "diningbench_classification",
+                               "--include_path", "adapters/lmms_eval", "--log_samples", "--output_path",
+                               str(tmp_path / "lmms")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        requests = list(server.requests)
+    native_sent, inspect_sent, lmms_sent = requests[:by_native], requests[by_native:by_inspect], requests[by_inspect:]
+    most = max(len(image_paths(row)) for row in corpus_rows("classification.jsonl"))  # 2: merchant + 1 customer
+    assert len(native_sent) == 12 and max(len(r.images) for r in native_sent) == min(most, 3) > 1
+    assert sorted(map(_sent, inspect_sent)) == sorted(map(_sent, native_sent))
+    assert sorted(map(_pixels, lmms_sent)) == sorted(map(_pixels, native_sent))
+    assert log.results.scores[0].metrics["dining_accuracy"].value == AUTHORS_PRINTED["classification"]["acc"]
+    for run in (native, import_run(tmp_path / "inspect", "inspect", tmp_path / "from-inspect"),
+                import_run(tmp_path / "lmms", "lmms-eval", tmp_path / "from-lmms")):
+        info = json.loads((run / "run.json").read_text())
+        assert (info["settings"]["protocol"], info["settings"]["image_indices"]) == ("official", "0,1,2")
+        metrics = json.loads((run / "metrics.json").read_text())["classification"]
+        _close(metrics["official"], AUTHORS_PRINTED["classification"])
+
+
+def common_metric(task: str) -> str:
+    from adapters import common
+
+    return common.task_spec(task).adapter_metric
+
+
+def _task_module() -> Any:
+    spec = importlib.util.spec_from_file_location("diningbench_inspect_tasks", TASK_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

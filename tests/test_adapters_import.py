@@ -22,23 +22,33 @@ from eval.report.runs import load_run
 from space.diningspace.leaderboard import local_rows
 
 STAMP = "20260101_000000"
+SAMPLE = str(Path(__file__).resolve().parents[1] / "diningbench")  # the embedded sample, the YAMLs' dataset_path
 
 
 @pytest.fixture(autouse=True)
 def _default_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("DININGBENCH_SOURCE", "DININGBENCH_LANG", "DININGBENCH_VIEWS", "DININGBENCH_COT", "DININGBENCH_JUDGE"):
+    for name in ("DININGBENCH_SOURCE", "DININGBENCH_LANG", "DININGBENCH_VIEWS", "DININGBENCH_COT", "DININGBENCH_JUDGE",
+                 "DININGBENCH_PROTOCOL", "DININGBENCH_IMAGE_INDICES"):
         monkeypatch.delenv(name, raising=False)
 
 
 def docs(task: str) -> list[dict[str, Any]]:
-    """The docs lmms-eval hands the task functions: the loaded rows after process_docs."""
+    """The docs lmms-eval hands the task functions: the loaded rows after process_docs (each row's id
+    and position in the release)."""
     process = getattr(lmms_utils, f"{task}_process_docs")
-    return list(process(diningbench.load(task, decode_images=True)))
+    return list(process(diningbench.load(task, SAMPLE, decode_images=True)))  # what the YAML's dataset_path gives
+
+
+def row_of(task: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """The release row a doc names."""
+    row = diningbench.load(task, decode_images=False)[doc["position"]]
+    assert str(row["id"]) == doc["id"]
+    return row
 
 
 def classification_answer(i: int, doc: dict[str, Any]) -> str:
     """Right for every third item (0, 3, 6, ...), the next letter for the next, no answer for the third."""
-    reference = doc["answer"]
+    reference = row_of("classification", doc)["answer"]
     if i % 3 == 0:
         return reference
     if i % 3 == 1:
@@ -48,7 +58,8 @@ def classification_answer(i: int, doc: dict[str, Any]) -> str:
 
 def nutrition_answer(i: int, doc: dict[str, Any]) -> str:
     """Every component 10% over the reference: APE 0.1 wherever the reference is above zero."""
-    return json.dumps({k: round(doc[k] * 1.1, 6) for k in ("calories", "protein", "carbohydrates", "fat")})
+    row = row_of("nutrition", doc)
+    return json.dumps({k: round(row[k] * 1.1, 6) for k in ("calories", "protein", "carbohydrates", "fat")})
 
 
 def write_samples(folder: Path, task: str, answer, *, edit=None,
@@ -165,7 +176,7 @@ def test_an_item_asked_with_fewer_views_is_refused(tmp_path: Path) -> None:
         return line
 
     write_samples(tmp_path / "logs", "classification", classification_answer, edit=edit)
-    n = len(docs("classification")[6]["images"])
+    n = len(row_of("classification", docs("classification")[6])["images"])
     with pytest.raises(ImportRefused, match=f"item classification-00007: 1 views were sent where DiningBench sends {n}"):
         import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
 
@@ -193,17 +204,18 @@ def test_the_lmms_task_functions_ask_what_the_harness_asks(monkeypatch: pytest.M
     from eval.settings import RunSettings
 
     doc = docs("classification")[0]
+    row = row_of("classification", doc)
     settings = RunSettings(task="classification", model="x")
-    request = requests.build_request("classification", doc, settings)
+    request = requests.build_request("classification", row, settings)
     assert lmms_utils.classification_doc_to_text(doc) == request.messages[0].text
-    visuals = lmms_utils.doc_to_visual(doc)
-    assert len(visuals) == len(doc["images"]) == request.metadata["n_images"]
+    visuals = lmms_utils.classification_doc_to_visual(doc)
+    assert len(visuals) == len(row["images"]) == request.metadata["n_images"]
     monkeypatch.setenv("DININGBENCH_VIEWS", "2")
     monkeypatch.setenv("DININGBENCH_LANG", "en")
     monkeypatch.setenv("DININGBENCH_COT", "1")
     assert len(lmms_utils.doc_to_visual(doc)) == 2
     en = RunSettings(task="classification", model="x", lang="en", cot=True, images=2)
-    assert lmms_utils.classification_doc_to_text(doc) == requests.build_request("classification", doc, en).messages[0].text
+    assert lmms_utils.classification_doc_to_text(doc) == requests.build_request("classification", row, en).messages[0].text
     monkeypatch.setenv("DININGBENCH_VIEWS", "two")
     with pytest.raises(ValueError, match="DININGBENCH_VIEWS='two'"):
         lmms_utils.doc_to_visual(doc)
@@ -216,8 +228,129 @@ def test_the_frameworks_per_item_scores_are_the_harness_scores() -> None:
     records = [lmms_utils.classification_process_results(doc, [classification_answer(i, doc)])["dining_accuracy"]
                for i, doc in enumerate(cls)]
     assert [r["correct"] for r in records] == [True, False, False, True, False, False]  # by hand: i % 3 == 0
-    assert [r["parsed"] for r in records][:2] == [cls[0]["answer"], "A" if cls[1]["answer"] != "A" else "B"]
+    answers = [row_of("classification", doc)["answer"] for doc in cls[:2]]
+    assert [r["parsed"] for r in records][:2] == [answers[0], "A" if answers[1] != "A" else "B"]
     nutrition = docs("nutrition")[0]
-    over = json.dumps({k: nutrition[k] * 1.1 for k in ("calories", "protein", "carbohydrates", "fat")})
+    over = json.dumps({k: row_of("nutrition", nutrition)[k] * 1.1 for k in ("calories", "protein", "carbohydrates", "fat")})
     record = lmms_utils.nutrition_process_results(nutrition, [over])["avg_mape"]
     assert record["ape"] == pytest.approx({k: 0.1 for k in ("calories", "protein", "carbohydrates", "fat")})
+
+
+# ---------------------------------------------------------------- the authors' release, under their protocol
+def _official_lines(task: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """lmms-eval's samples file for the corpus answers on a release in the authors' layout, its lines made
+    by the task functions lmms-eval calls (DININGBENCH_SOURCE names the release: their protocol by default)."""
+    from tests.helpers_official import answers
+
+    monkeypatch.setenv("DININGBENCH_SOURCE", str(folder))
+    said = answers(task)
+    return write_samples(folder.parent / "logs", task, lambda i, doc: said[i])
+
+
+@pytest.mark.parametrize("task", ["classification", "nutrition"])
+def test_on_the_authors_release_lmms_lines_import_to_their_scripts_figures(tmp_path: Path, task: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers_official import AUTHORS_PRINTED, corpus_rows, write_folder
+
+    folder = write_folder(tmp_path / "release")
+    path = _official_lines(task, folder, monkeypatch)
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rows = corpus_rows(f"{task}.jsonl")
+    assert [line["input"] for line in lines] == [row["prompt"] for row in rows]  # each row's prompt verbatim
+    assert getattr(lmms_utils, f"{task}_generation_kwargs")["max_new_tokens"] == 14336
+    record = lines[0][tasks_metric(task)]
+    assert (record["diningbench"]["protocol"], record["diningbench"]["image_indices"]) == ("official", None)
+    # what lmms-eval's own summary shows: their figure (acc; Average MAPE, their four percentages' mean)
+    figure = getattr(lmms_utils, f"{task}_aggregate")([line[tasks_metric(task)] for line in lines])
+    assert figure == pytest.approx({"classification": 0.5, "nutrition": 0.683133}[task], abs=5e-7)
+    out = import_run(path.parent, "lmms-eval", tmp_path / "run")
+    metrics = json.loads((out / "metrics.json").read_text())[task]
+    expected = AUTHORS_PRINTED[task]
+    for key, value in expected.items():
+        if isinstance(value, dict):
+            assert {k: round(metrics["official"][key][k], 4) for k in value} == value, key
+        else:
+            assert round(metrics["official"][key], 4) == value, key
+    info = json.loads((out / "run.json").read_text())
+    assert (info["settings"]["protocol"], info["settings"]["image_indices"]) == ("official", None)
+    # ours beside theirs, on the same answers: a swap of the readings would not give their figure
+    headline = metrics["accuracy"] if task == "classification" else metrics["avg_mape"]
+    assert headline != pytest.approx(figure, abs=1e-3)
+
+
+def tasks_metric(task: str) -> str:
+    from eval import tasks
+
+    return tasks.get(task).adapter_metric
+
+
+def test_the_lmms_settings_follow_the_protocol_and_refuse_a_bad_value(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers_official import corpus_rows, image_bytes, image_paths, write_folder
+
+    folder = write_folder(tmp_path / "release")
+    monkeypatch.setenv("DININGBENCH_SOURCE", str(folder))
+    monkeypatch.setenv("DININGBENCH_IMAGE_INDICES", "0,1,2")
+    [doc, *_] = docs("classification")
+    row = corpus_rows("classification.jsonl")[0]
+    paths = image_paths(row)
+    sent = [image_bytes(folder, p) for p in paths[:3]]
+    item = lmms_utils._item("classification", doc)  # the request the protocol builds for the doc
+    assert [v.data for v in item.views] == sent and item.prompt == row["prompt"]
+    assert len(lmms_utils.classification_doc_to_visual(doc)) == len(sent) > 1
+    monkeypatch.setenv("DININGBENCH_PROTOCOL", "ours")
+    monkeypatch.delenv("DININGBENCH_IMAGE_INDICES")
+    assert lmms_utils.classification_generation_kwargs["max_new_tokens"] == 16384
+    assert lmms_utils.classification_doc_to_text(doc) != row["prompt"]  # ours: this project's prompt
+    monkeypatch.setenv("DININGBENCH_IMAGE_INDICES", "one")
+    with pytest.raises(ValueError, match="DININGBENCH_IMAGE_INDICES='one'"):
+        lmms_utils.classification_doc_to_text(doc)
+    monkeypatch.setenv("DININGBENCH_IMAGE_INDICES", "0,1")
+    with pytest.raises(ValueError, match="--image-indices chooses images under --protocol official"):
+        lmms_utils.classification_doc_to_text(doc)  # ours takes --images, as `eval run` says
+    monkeypatch.setenv("DININGBENCH_PROTOCOL", "nope")
+    with pytest.raises(ValueError, match="unknown --protocol 'nope'"):
+        lmms_utils.classification_doc_to_text(doc)
+
+
+@pytest.mark.parametrize(("field", "value"), [("protocol", "nope"), ("protocol", 3), ("image_indices", "0;1"),
+                                              ("image_indices", [0, 1])])
+def test_a_log_naming_an_unknown_protocol_or_unreadable_indices_is_refused(tmp_path: Path, field: str,
+                                                                            value: Any) -> None:
+    def edit(i: int, line: dict[str, Any]) -> dict[str, Any]:
+        line["dining_accuracy"]["diningbench"][field] = value
+        return line
+
+    write_samples(tmp_path / "logs", "classification", classification_answer, edit=edit)
+    with pytest.raises(ImportRefused, match="unreadable DiningBench (settings|image indices)"):
+        import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+    assert not (tmp_path / "run" / "predictions.jsonl").exists()
+
+
+def test_a_log_asked_our_way_is_refused_against_the_authors_prompts(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log that says it was asked under their protocol but sent our prompt is refused, naming the item."""
+    from tests.helpers_official import write_folder
+
+    folder = write_folder(tmp_path / "release")
+    monkeypatch.setenv("DININGBENCH_SOURCE", str(folder))
+
+    def edit(i: int, line: dict[str, Any]) -> dict[str, Any]:
+        if i == 3:
+            line["input"] = "Which dish is this? Answer with a letter.\n" + line["input"]
+        return line
+
+    write_samples(tmp_path / "logs", "classification", lambda i, doc: "A", edit=edit)
+    with pytest.raises(ImportRefused, match=r"item \S+: the prompt differs from DiningBench's .zh, the authors' "
+                                            r"protocol, image indices 0"):
+        import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
+
+
+def test_their_thinking_model_lists_know_a_framework_model_by_the_name_the_server_was_sent() -> None:
+    """inspect names a model `provider/name`; their scripts strip the reasoning of the models on their lists,
+    known by the name the server is sent, as `eval run --model openai:NAME` does."""
+    from eval.protocols.official import served_name
+
+    assert served_name("openai/qwen-3-vl-8b-thinking") == served_name("openai:qwen-3-vl-8b-thinking") \
+        == "qwen-3-vl-8b-thinking"
+    assert served_name("fake-vlm") == "fake-vlm"

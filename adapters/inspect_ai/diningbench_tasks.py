@@ -1,17 +1,23 @@
-"""DiningBench as inspect_ai tasks, scored by DiningBench's own metric modules.
+"""DiningBench as inspect_ai tasks, asked and scored under the run's protocol, as `python -m eval run` does.
 
     inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_classification --model openai/gpt-4o
     inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_nutrition -T language=en -T views=2 -T cot=true
     inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_vqa --model-role grader=openai/gpt-4o
+    inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_classification -T dataset=RELEASE \
+        -T protocol=official -T image_indices=0,1,2
     python -m eval import logs/ --from inspect --out results/NAME     # then `python -m eval report`
 
-Each sample is the item exactly as `python -m eval run` asks it (eval/prompts.py's prompt, the same
-views as image content, in the same order and bytes); the scorers call the metric modules' parsers
-and per-item scorers, and the task metrics are the headline figures of metrics.json. Parameters:
-`language` (zh, the paper's, or en), `views` (first N views; default all), `cot` (the
-chain-of-thought prompts), `dataset` (a release folder or Hub id; default the embedded sample).
-VQA answers are graded by the model bound to the `grader` role with DiningBench's judge prompt;
-closed-form answers are decided by the metric's rule first; with no grader, the rest stay unscored.
+Each sample is the item exactly as `python -m eval run` asks it under the same protocol: ours
+(eval/prompts.py's prompt, the views in the harness's order and bytes) or the authors' (each row's
+prompt verbatim, the images `image_indices` picks, each file's bytes as stored), with the protocol's
+temperature and token budget (ours 16,384, theirs 14,336). The scorer reads each answer by the
+protocol's rules, and the task metric is the figure it reports first (the authors' under theirs).
+Parameters: `language` (zh, the paper's, or en), `views` (first N views; default all) and `cot` (the
+chain-of-thought prompts) under ours, `dataset` (a release folder or Hub id; default the embedded
+sample), `protocol` (official or ours; default: official on the authors' release, ours otherwise) and
+`image_indices` (the authors' protocol: 0 the merchant's photo, k the k-th customer photo; default 0).
+VQA answers are graded by the model bound to the `grader` role with the protocol's judge prompt; under
+ours closed-form answers are decided by the metric's rule first; with no grader, the rest stay unscored.
 The views are kept as files named by their hash in ~/.cache/diningbench/views (or
 $DININGBENCH_VIEWS_CACHE), so that a sample holds a path rather than the image itself.
 
@@ -38,7 +44,6 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
 from inspect_ai.solver import TaskState, generate
 
 from adapters import common
-from eval.prompts import PROMPT_VERSION
 from eval.types import ImagePart
 
 GRADER_ROLE = "grader"
@@ -68,15 +73,10 @@ def _view_file(view: ImagePart) -> str:
 
 def _sample(item: common.Item) -> Sample:
     images = [ContentImage(image=_view_file(v)) for v in item.views]
-    target = item.reference if isinstance(item.reference, str) else common.json_text(item.reference)
+    reference = item.reference
+    target = reference if isinstance(reference, str) else "" if reference is None else common.json_text(reference)
     return Sample(id=item.id, input=[ChatMessageUser(content=[*images, ContentText(text=item.prompt)])],
                   target=target, metadata={"row": item.row, "prompt": item.prompt, "n_images": len(item.views)})
-
-
-def _scorer_for(name: str) -> Any:
-    """The task's scorer, by what the task object says: judged, by percentage errors, or right/wrong."""
-    spec = common.task_spec(name)
-    return judge_scorer if spec.judged else nutrition_scorer if spec.measure == "ape" else choice_scorer
 
 
 def _bad_option(message: str) -> Exception:
@@ -90,7 +90,17 @@ def _bad_option(message: str) -> Exception:
     return ValueError(message)
 
 
-def _task(name: str, language: str, views: int | None, cot: bool, dataset: str | None) -> Task:
+def _indices(value: Any) -> str | None:
+    """`-T image_indices=0,1,2` (text), `=[0,1,2]` (a list) or `=0` (a number), as the harness spells it."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _task(name: str, language: str, views: int | None, cot: bool, dataset: str | None, protocol: str | None,
+          image_indices: Any) -> Task:
     try:
         views = None if views in (None, "", "all") else int(views)
     except (TypeError, ValueError):
@@ -99,41 +109,46 @@ def _task(name: str, language: str, views: int | None, cot: bool, dataset: str |
         raise _bad_option(f"diningbench_{name}: -T cot={cot}: give true or false")
     cot = cot if isinstance(cot, bool) else str(cot).strip().lower() in ("1", "true", "yes", "on")
     try:
-        found = list(common.items(name, lang=language, views=views, cot=cot, dataset=dataset))  # a generator
-    except ValueError as exc:  # settings_for's and the release loader's one-line errors
+        settings = common.settings_for(name, lang=language, views=views, cot=cot, dataset=dataset,
+                                       protocol=protocol or None, indices=_indices(image_indices))
+        found = common.asked(settings)  # the protocol decided as `eval run` decides it, and checked
+        samples = [_sample(item) for item in common.items(found)]
+    except ValueError as exc:  # the settings', the protocol's and the release loader's one-line errors
         raise _bad_option(f"diningbench_{name}: {exc}") from None
-    samples = [_sample(item) for item in found]
+    asked = found.settings
+    config = common.generation(found)
     return Task(
         dataset=MemoryDataset(samples, name=f"diningbench_{name}", location=common.source_name(dataset)),
         solver=generate(),
-        scorer=_scorer_for(name)(name, language),
+        scorer=diningbench_scorer(name, asked.lang, asked.protocol),
         metrics=[headline_metric(name)()],
-        config=GenerateConfig(temperature=common.TEMPERATURE, max_tokens=common.MAX_TOKENS),
-        metadata={"diningbench": {"task": name, "lang": language, "images": views, "cot": cot,
-                                  "dataset": dataset, "fingerprint": common.fingerprint(name, dataset),
-                                  "prompt_version": PROMPT_VERSION}},
+        config=GenerateConfig(temperature=config.temperature, max_tokens=config.max_tokens),
+        metadata={"diningbench": common.described(found)},
     )
 
 
 @task
 def diningbench_classification(language: str = "zh", views: int | None = None, cot: bool = False,
-                               dataset: str | None = None) -> Task:
+                               dataset: str | None = None, protocol: str | None = None,
+                               image_indices: str | None = None) -> Task:
     """Dish recognition: the dish's name among its options (accuracy)."""
-    return _task("classification", language, views, cot, dataset)
+    return _task("classification", language, views, cot, dataset, protocol, image_indices)
 
 
 @task
 def diningbench_nutrition(language: str = "zh", views: int | None = None, cot: bool = False,
-                          dataset: str | None = None) -> Task:
+                          dataset: str | None = None, protocol: str | None = None,
+                          image_indices: str | None = None) -> Task:
     """Calories, protein, carbohydrates and fat per serving (Average MAPE, lower is better)."""
-    return _task("nutrition", language, views, cot, dataset)
+    return _task("nutrition", language, views, cot, dataset, protocol, image_indices)
 
 
 @task
 def diningbench_vqa(language: str = "zh", views: int | None = None, cot: bool = False,
-                    dataset: str | None = None) -> Task:
+                    dataset: str | None = None, protocol: str | None = None,
+                    image_indices: str | None = None) -> Task:
     """Dietary questions, graded against the reference by the `grader` role (accuracy)."""
-    return _task("vqa", language, views, cot, dataset)
+    return _task("vqa", language, views, cot, dataset, protocol, image_indices)
 
 
 # ---------------------------------------------------------------- headline metrics
@@ -143,13 +158,13 @@ def _records(scores: list[SampleScore]) -> list[dict[str, Any]]:
 
 @functools.cache
 def headline_metric(task_name: str) -> Any:
-    """The task's headline figure, as metrics.json has it (accuracy, unparsed or unscored answers
-    counting as wrong; Average MAPE for nutrition, a fraction), as an inspect metric named by the task
-    object's `adapter_metric`."""
+    """The figure the run's protocol reports first, as metrics.json has it (ours: accuracy, unparsed or
+    unscored answers counting as wrong, Average MAPE for nutrition, a fraction; the authors': their
+    script's figure), as an inspect metric named by the task object's `adapter_metric`."""
     @metric(name=common.task_spec(task_name).adapter_metric)
     def headline() -> Metric:
         def compute(scores: list[SampleScore]) -> float:
-            value = common.headline(task_name, _records(scores))
+            value = common.summary(task_name, _records(scores))
             return float("nan") if value is None else float(value)
         return compute
     return headline
@@ -168,25 +183,6 @@ def _score(record: dict[str, Any], state: TaskState, value: Any) -> Score:
                  metadata={"record": record})
 
 
-@scorer(metrics=[])  # the task's headline metric is given by the task (`headline_metric`)
-def choice_scorer(task_name: str, language: str = "zh"):  # noqa: ANN201 - inspect's scorer protocol
-    """The option letter read by dining_accuracy's `parse_choice`, against the answer."""
-    async def score(state: TaskState, target: Target) -> Score:
-        record = common.score_answer(task_name, state.metadata["row"], _answer(state), lang=language)
-        return _score(record, state, 1.0 if record["correct"] else 0.0)
-    return score
-
-
-@scorer(metrics=[])
-def nutrition_scorer(task_name: str, language: str = "zh"):  # noqa: ANN201
-    """nutrition_error's `parse_nutrition` and per-item APE; the sample value is its mean APE."""
-    async def score(state: TaskState, target: Target) -> Score:
-        record = common.score_answer(task_name, state.metadata["row"], _answer(state), lang=language)
-        apes = [v for v in (record["ape"] or {}).values() if v is not None]
-        return _score(record, state, sum(apes) / len(apes) if apes else 0.0)
-    return score
-
-
 def _grader() -> Model | None:
     """The model bound to the grader role (`--model-role grader=...`), or None when none is.
 
@@ -201,21 +197,25 @@ def _grader() -> Model | None:
     return model_roles().get(GRADER_ROLE)
 
 
-@scorer(metrics=[])
-def judge_scorer(task_name: str, language: str = "zh"):  # noqa: ANN201
-    """judge_accuracy's rule, then DiningBench's judge prompt sent to the grader role."""
-    async def score(state: TaskState, target: Target) -> Score:
-        grader = _grader()
-        loop = asyncio.get_running_loop()
-        config = GenerateConfig(temperature=0.0, max_tokens=common.MAX_TOKENS)
+@scorer(metrics=[])  # the task's headline metric is given by the task (`headline_metric`)
+def diningbench_scorer(task_name: str, language: str = "zh", protocol: str | None = None):  # noqa: ANN201
+    """The answer read and scored by the run's protocol (`common.score_answer`): ours (the metric modules'
+    parsers and per-item scorers; a VQA answer by judge_accuracy's rule, then DiningBench's judge prompt
+    sent to the grader role) or the authors' (their reading, their judge prompt to the grader)."""
+    found = common.scoring(task_name, language, protocol)
+    judged = common.task_spec(task_name).judged
 
-        def judge(prompt: str) -> str:  # judge_items calls it from its worker thread
+    async def score(state: TaskState, target: Target) -> Score:
+        grader = _grader() if judged else None
+        loop = asyncio.get_running_loop()
+        config = GenerateConfig(temperature=0.0, max_tokens=common.judge_budget(found))
+
+        def judge(prompt: str, grader: Model) -> str:  # the protocol's tally calls it from a scoring thread
             future = asyncio.run_coroutine_threadsafe(grader.generate(prompt, config=config), loop)
             return future.result().completion
 
         record = await loop.run_in_executor(_SCORING_THREADS, functools.partial(
-            common.score_answer, task_name, state.metadata["row"], _answer(state), lang=language,
-            judge=judge if grader is not None else None))
-        verdict = record.get("verdict")
-        return _score(record, state, {"C": 1.0, "I": 0.0}.get(verdict, 0.0))
+            common.score_answer, found, state.metadata["row"], _answer(state), model=str(state.model),
+            judge=None if grader is None else functools.partial(judge, grader=grader)))
+        return _score(record, state, common.item_value(found, record))
     return score

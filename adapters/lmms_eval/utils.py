@@ -1,14 +1,22 @@
-"""DiningBench as lmms-eval tasks: our prompts, views, parsers, scorers and headline figures.
+"""DiningBench as lmms-eval tasks, asked and scored under the run's protocol, as `python -m eval run` does.
 
     lmms-eval --include_path adapters/lmms_eval --tasks diningbench_classification \
         --model openai --model_args model_version=MODEL,base_url=http://localhost:8000/v1 --log_samples --output_path logs/
     python -m eval import logs/ --from lmms-eval --out results/NAME      # then `python -m eval report`
 
 Run from the repository root, with the checkout importable (`pip install -e .` in the environment that
-has lmms-eval, as `make test` does for .venv-adapters): the YAMLs point lmms-eval's `datasets` loader at the embedded sample
-(`diningbench/`). `DININGBENCH_SOURCE` (a release folder or Hub id) swaps in another release;
-`DININGBENCH_LANG` (zh, en), `DININGBENCH_VIEWS` (first N views) and `DININGBENCH_COT` (1) choose the
-prompt, as `--lang`, `--images` and `--cot` do for `python -m eval run`.
+has lmms-eval, as `make test` does for .venv-adapters). The settings are read from the environment, as
+the flags of `python -m eval run`: `DININGBENCH_SOURCE` (a release folder or Hub id; default the embedded
+sample), `DININGBENCH_PROTOCOL` (official or ours; default: official on the authors' release, ours
+otherwise), `DININGBENCH_IMAGE_INDICES` (the authors' protocol: the images to send, e.g. 0,1,2),
+`DININGBENCH_LANG` (zh, en), `DININGBENCH_VIEWS` (first N views) and `DININGBENCH_COT` (1) under ours.
+
+Each document is a row of the release (its id and position); its prompt, views, temperature and token
+budget are the protocol's (`adapters.common`; each YAML's generation_kwargs are `<task>_generation_kwargs`:
+16,384 tokens under ours and 14,336 under the authors'). What lmms-eval does not allow: its `openai`
+model decodes every view and sends it re-encoded, as PNG (LMMS_IMAGE_ENCODE_FORMAT picks another
+format; never the stored bytes): the same pixels, other bytes. It also strips the blanks around an
+answer before `process_results` reads it.
 """
 
 from __future__ import annotations
@@ -21,13 +29,10 @@ from typing import Any
 
 from adapters import common
 from eval import tasks
-from eval.images import select_views, views_for_request
-from eval.prompts import PROMPT_VERSION
-from eval.settings import RunSettings
 
 
 def options() -> dict[str, Any]:
-    """The prompt settings from the environment (a bad value is a one-line ValueError naming it)."""
+    """The settings from the environment (a bad value is a one-line ValueError naming it)."""
     views = os.environ.get("DININGBENCH_VIEWS", "").strip()
     try:
         n = int(views) if views and views != "all" else None
@@ -35,86 +40,100 @@ def options() -> dict[str, Any]:
         raise ValueError(f"DININGBENCH_VIEWS={views!r}: expected a number of views, or all") from None
     cot = os.environ.get("DININGBENCH_COT", "").strip().lower() in ("1", "true", "yes", "on")
     lang = os.environ.get("DININGBENCH_LANG", "").strip() or "zh"
-    return {"lang": lang, "views": n, "cot": cot, "dataset": os.environ.get("DININGBENCH_SOURCE") or None}
+    indices = os.environ.get("DININGBENCH_IMAGE_INDICES", "").strip() or None
+    if indices is not None:
+        try:
+            common.image_indices(indices)
+        except ValueError:
+            raise ValueError(f"DININGBENCH_IMAGE_INDICES={indices!r}: expected indices separated by commas, "
+                             "e.g. 0,1,2") from None
+    return {"lang": lang, "views": n, "cot": cot, "dataset": os.environ.get("DININGBENCH_SOURCE") or None,
+            "protocol": os.environ.get("DININGBENCH_PROTOCOL", "").strip() or None, "indices": indices}
 
 
-def _settings(task: str):  # noqa: ANN202 - eval.settings.RunSettings
-    return common.settings_for(task, **options())
+def asked(task: str) -> common.Asked:
+    """The task's settings with the protocol decided as the harness decides it, and its release."""
+    return common.asked(common.settings_for(task, **options()))
 
 
 # ---------------------------------------------------------------- docs
 def _process_docs(task: str, dataset: Any) -> Any:
-    """The rows with their images as stored bytes (never decoded twice); another release when
-    DININGBENCH_SOURCE names one."""
-    from datasets import Image, List
+    """The release's rows as documents: each one's id and position (its images are read when it is
+    asked), from the release DININGBENCH_SOURCE names (the YAML's dataset, the embedded sample, else)."""
+    from datasets import Dataset
 
-    import diningbench
+    found = asked(task)
+    positions = list(found.data.indices)
+    return Dataset.from_dict({"id": [str(found.data.rows[k]["id"]) for k in positions], "position": positions})
 
-    settings = _settings(task)
-    if settings.dataset:
-        return diningbench.load(tasks.get(task).source_config, settings.dataset, decode_images=False)
-    return dataset.cast_column("images", List(Image(decode=False)))
+
+def _item(task: str, doc: dict[str, Any]) -> common.Item:
+    """The document as the protocol asks it (lmms-eval asks for its text, target, views and score apart)."""
+    return _item_at(task, int(doc["position"]), tuple(sorted(options().items())))
+
+
+@functools.lru_cache(maxsize=32)
+def _item_at(task: str, position: int, settings: tuple[tuple[str, Any], ...]) -> common.Item:
+    return common.request_of(asked(task), next(asked(task).data.release.iter_rows([position])))
+
+
+def _visual(task: str, doc: dict[str, Any]) -> list[Any]:
+    """Every view the protocol sends, in its order, as PIL images (lmms-eval's `openai` model re-encodes
+    each, as PNG by default: the same pixels, not the stored bytes)."""
+    from PIL import Image
+
+    return [Image.open(io.BytesIO(view.data)).convert("RGB") for view in _item(task, doc).views]
 
 
 def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
-    """Every view the harness sends (first N with DININGBENCH_VIEWS), in its order, as PIL images."""
-    from PIL import Image
-
-    settings = _settings(tasks.names()[0])  # which views go out does not depend on the task
-    views = views_for_request(doc, n=settings.images, order=settings.image_order, seed=settings.seed,
-                              max_side=settings.max_image_side)
-    return [Image.open(io.BytesIO(view.data)).convert("RGB") for view in views]
+    """The first task's views (which views go out does not depend on the task under ours); the YAMLs
+    name each task's own `<task>_doc_to_visual`."""
+    return _visual(tasks.names()[0], doc)
 
 
 def _text(task: str, doc: dict[str, Any]) -> str:
-    return tasks.prompt_text(task, doc, _settings(task))
+    return _item(task, doc).prompt
 
 
 def _target(task: str, doc: dict[str, Any]) -> str:
-    """The reference as text: a letter or an answer as it is, the nutrients as one line of JSON."""
-    reference = tasks.reference_of(task, doc, options()["lang"])
-    return reference if isinstance(reference, str) or reference is None else common.json_text(reference)
+    """The reference as text: a letter or an answer as it is, the nutrients as one line of JSON ("" for a
+    row only the authors' rules score)."""
+    reference = _item(task, doc).reference
+    return reference if isinstance(reference, str) else "" if reference is None else common.json_text(reference)
 
 
 # ---------------------------------------------------------------- scoring
-def _judge():  # noqa: ANN202 - a judge(prompt) -> str callable, or None
+def _judge(found: common.Asked):  # noqa: ANN202 - a judge(prompt) -> str callable, or None
     """DININGBENCH_JUDGE (a harness spec, e.g. openai:gpt-4o; DININGBENCH_JUDGE_BASE_URL for a local
-    server): the VQA judge. Without it, VQA answers the rule cannot decide stay unscored."""
+    server): the VQA judge, with the protocol's judge settings. Without it, VQA answers the rule cannot
+    decide stay unscored."""
     spec = os.environ.get("DININGBENCH_JUDGE")
     if not spec:
         return None
     from eval.judge import make_judge
 
-    return make_judge(spec, os.environ.get("DININGBENCH_JUDGE_BASE_URL") or None)
+    return make_judge(spec, os.environ.get("DININGBENCH_JUDGE_BASE_URL") or None,
+                      **common.judge_options(found.settings))
 
 
 def _process(task: str, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
     """The scored record of one answer, under the metric name the task's YAML lists (its `adapter_metric`)."""
     raw = results[0] if results else None
     raw = raw if isinstance(raw, str) else getattr(raw, "text", None)
-    row = {k: v for k, v in doc.items() if k != "images"}
-    judge = _judge() if tasks.get(task).judged else None
+    found = asked(task)
+    item = _item(task, doc)
+    judge = _judge(found) if tasks.get(task).judged else None
     try:
-        record = common.score_answer(task, row, raw, lang=options()["lang"], judge=judge)
+        record = common.score_answer(found.settings, item.row, raw, judge=judge)
     finally:
         if judge is not None:
             judge.close()
-    settings = options()
-    record.update(prompt=_text(task, doc), raw=raw, n_images=len(select_views(
-        doc.get("image_roles") or [], settings["views"], RunSettings.image_order, seed=0, item_id=str(doc["id"]))))
-    record["diningbench"] = {"task": task, "lang": settings["lang"], "images": settings["views"], "cot": settings["cot"],
-                             "dataset": settings["dataset"], "fingerprint": _fingerprint(task, settings["dataset"]),
-                             "prompt_version": PROMPT_VERSION}
+    record.update(prompt=item.prompt, raw=raw, n_images=len(item.views), diningbench=common.described(found))
     return {tasks.get(task).adapter_metric: record}
 
 
-@functools.lru_cache(maxsize=8)
-def _fingerprint(task: str, dataset: str | None) -> str:
-    return common.fingerprint(task, dataset)
-
-
 def _aggregate(task: str, records: list[dict[str, Any]]) -> float:
-    value = common.headline(task, records)
+    value = common.summary(task, records)
     return float("nan") if value is None else float(value)
 
 
@@ -122,15 +141,29 @@ def _aggregate(task: str, records: list[dict[str, Any]]) -> float:
 # `<task>_<kind>` for every registered task, so a new task needs its YAML and nothing here.
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "process_docs": _process_docs,
+    "doc_to_visual": _visual,
     "doc_to_text": lambda task, doc, lmms_eval_specific_kwargs=None: _text(task, doc),
     "doc_to_target": _target,
     "process_results": _process,
-    "aggregate": _aggregate,  # the task's headline, as metrics.json has it (accuracy; Average MAPE, lower is better)
+    "aggregate": _aggregate,  # the protocol's headline, as metrics.json has it (accuracy; Average MAPE, lower is better)
 }
 
 
-def __getattr__(name: str) -> Callable[..., Any]:
-    """`<task>_<kind>`: the function of kind `kind` (a key of _FUNCTIONS) for the registered `task`."""
+def _generation_kwargs(task: str) -> dict[str, Any]:
+    """`<task>_generation_kwargs`: what lmms-eval sends with every request, read when lmms-eval loads the
+    task's YAML (a YAML's own numbers are fixed; the protocol's budget depends on the release): the
+    protocol's temperature and token budget (`Protocol.generation`), greedy, no stop sequence."""
+    generation = common.generation(asked(task))
+    return {"max_new_tokens": generation.max_tokens, "temperature": generation.temperature, "do_sample": False,
+            "until": []}
+
+
+def __getattr__(name: str) -> Any:
+    """`<task>_<kind>`: the function of kind `kind` (a key of _FUNCTIONS) for the registered `task`;
+    `<task>_generation_kwargs`: the task's generation settings under the run's protocol."""
+    task = name.removesuffix("_generation_kwargs")
+    if task != name and tasks.is_task(task):
+        return _generation_kwargs(task)
     for kind, function in _FUNCTIONS.items():
         task = name.removesuffix(f"_{kind}")
         if task != name and tasks.is_task(task):

@@ -244,11 +244,12 @@ def interval_figures(task: str, rows: Sequence[Mapping[str, Any]], preds: Mappin
 
 # ------------------------------------------------------------------ their prediction lines
 def served_name(spec: str | None) -> str:
-    """The model name their scripts know a model by (`--model_name`): the spec's model part."""
+    """The model name their scripts know a model by (`--model_name`): the spec's model part; of a
+    framework's `provider/name` (inspect_ai's), the name the server was sent."""
     try:
         return parse_spec(spec or "")[1]
     except SpecError:
-        return str(spec or "")
+        return str(spec or "").rpartition("/")[2]
 
 
 def official_preds(task: str, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]],
