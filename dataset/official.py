@@ -18,10 +18,12 @@ import os
 import re
 import stat
 import tarfile
+import threading
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from dataset.archive import unpack_once
 from dataset.cache import (
@@ -191,13 +193,32 @@ def _resolve_image(rel: Any, base: Path) -> tuple[Path | None, str | None]:
         return None, "is absolute"
     if ".." in re.split(r"[/\\]", rel):
         return None, "has a '..' component"
-    try:
-        real = (base / rel).resolve()
-    except (OSError, RuntimeError):  # a loop of links
-        return None, "cannot be resolved"
+    real = _unlinked(base, rel)
+    if real is None:  # a link on the way: where it leads decides
+        try:
+            real = (base / rel).resolve()
+        except (OSError, RuntimeError):  # a loop of links
+            return None, "cannot be resolved"
     if not real.is_relative_to(base):
         return None, "resolves outside the release's images"
     return real, None
+
+
+def _unlinked(base: Path, rel: str) -> Path | None:
+    """`base / rel` when no part of `rel` is a symbolic link, which is then what `Path.resolve` gives (a
+    part that does not exist ends the walk, as there); None when one is. `base` is resolved already,
+    so only `rel`'s parts are looked at: a link-free path costs one lstat a part, not a walk from `/`."""
+    path = str(base)
+    parts = [part for part in rel.split("/") if part not in ("", ".")]
+    for k, part in enumerate(parts):
+        path = f"{path}/{part}"
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:  # missing (or under a file): the rest is taken as written, as resolve does
+            return Path(path, *parts[k + 1:])
+        if stat.S_ISLNK(mode):
+            return None
+    return Path(path)
 
 
 def _file_problem(real: Path) -> str | None:
@@ -207,11 +228,43 @@ def _file_problem(real: Path) -> str | None:
         st = real.stat()
     except OSError:
         return None
+    return _stat_problem(st)
+
+
+def _stat_problem(st: os.stat_result) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
     if st.st_size > MAX_PHOTO_BYTES:
         return f"is {st.st_size:,} bytes, over the {MAX_PHOTO_BYTES:,} a photo may have"
     return None
+
+
+class _Checked(NamedTuple):
+    """One image path of a release as it was checked: the file it resolves to inside the release (None:
+    refused or naming nothing), why its path is refused, why the file there is refused by its stat, and
+    the identity (device, inode) of the regular file found there (None: there was none)."""
+
+    real: Path | None
+    refused: str | None
+    problem: str | None
+    identity: tuple[int, int] | None
+
+    @property
+    def why(self) -> str | None:
+        return self.refused or self.problem
+
+
+def _check_path(rel: Any, base: Path) -> _Checked:
+    """`rel` resolved under `base` (`_resolve_image`) and the file there stat'ed, never read."""
+    real, refused = _resolve_image(rel, base)
+    if refused or real is None:
+        return _Checked(real, refused, None, None)
+    try:
+        st = real.stat()
+    except OSError:
+        return _Checked(real, None, None, None)
+    identity = (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+    return _Checked(real, None, _stat_problem(st), identity)
 
 
 def _unpacked_folder(archive: Path) -> tuple[Path, Held]:
@@ -270,6 +323,10 @@ class OfficialRelease:
         self.problems: list[tuple[str, str, str]] = []
         self._refuse = refuse
         self._held: Held | None = None
+        self._closed = False
+        # Each image path checked once per release (resolving a path is most of a row's cost: 14,000
+        # resolutions for a 1,000-request run before); a read still checks the file it opens (`_read_image`).
+        self._checked: dict[str, _Checked] = {}
         local = Path(source).expanduser()
         archive: Path | None
         if local.is_dir() or local.suffix == ".jsonl" or os.path.lexists(local):
@@ -295,6 +352,7 @@ class OfficialRelease:
 
     def close(self) -> None:
         """Let go of the unpacked archive (it is let go of anyway when the release is collected)."""
+        self._closed = True
         if self._held is not None:
             self._held.close()
 
@@ -318,6 +376,7 @@ class OfficialRelease:
         return jsonl, None, folder
 
     def _read(self) -> None:
+        self._signature = _signature(self._jsonl, self._archive)
         published: list[dict[str, Any]] = []
         for _, row in iter_jsonl_objects(self._jsonl, self.path.name, max_line_bytes=MAX_LINE_BYTES,
                                          max_depth=MAX_JSON_DEPTH):
@@ -357,8 +416,7 @@ class OfficialRelease:
         if len(fields) > MAX_IMAGES_PER_ROW:
             found.append(f"{len(fields)} image paths; at most {MAX_IMAGES_PER_ROW} a row")
         for field, rel in fields[:MAX_IMAGES_PER_ROW + 1]:
-            real, why = _resolve_image(rel, self._base)
-            why = why or (_file_problem(real) if real is not None else None)
+            why = self._check(rel).why
             if why:
                 found.append(f"{field} {rel!r} {why}")
         for message in found:
@@ -370,10 +428,29 @@ class OfficialRelease:
         """The row's image paths that name no file (stat only)."""
         gone = []
         for rel in row["image_paths"]:
-            real, why = _resolve_image(rel, self._base)
-            if why is None and (real is None or not real.is_file()):
+            checked = self._check(rel)
+            if checked.refused is None and checked.identity is None:
                 gone.append(str(rel))
         return gone
+
+    def _check(self, rel: Any) -> _Checked:
+        """`rel` as checked when the release was read (`_check_path`), once per path."""
+        if not isinstance(rel, str):
+            return _check_path(rel, self._base)
+        found = self._checked.get(rel)
+        if found is None:
+            found = self._checked[rel] = _check_path(rel, self._base)
+        return found
+
+    def unchanged(self) -> bool:
+        """Whether its JSON-lines file (and archive) are the files it read, and an archive's unpacked
+        folder is still held: what lets one process read a release once."""
+        if self._closed:
+            return False
+        try:
+            return _signature(self._jsonl, self._archive) == self._signature
+        except OSError:
+            return False
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -386,15 +463,20 @@ class OfficialRelease:
             yield {**row, "images": [{"bytes": self._read_image(row, rel), "path": rel} for rel in row["image_paths"]]}
 
     def _read_image(self, row: dict[str, Any], rel: Any) -> bytes:
-        real, why = _resolve_image(rel, self._base)  # again: the folder may have changed since it was opened
-        if why:
-            raise DatasetError(f"{self._where(row)}: image {rel!r} {why}")
-        try:
-            if real is None:
-                raise FileNotFoundError
-            fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        except OSError:
-            raise DatasetError(f"{self._where(row)}: image {rel!r} not found") from None
+        checked = self._check(rel)
+        if checked.refused:
+            raise DatasetError(f"{self._where(row)}: image {rel!r} {checked.refused}")
+        fd = _open_checked(checked)
+        if fd is None:  # the folder changed since it was checked: resolved and checked again
+            real, why = _resolve_image(rel, self._base)
+            if why:
+                raise DatasetError(f"{self._where(row)}: image {rel!r} {why}")
+            try:
+                if real is None:
+                    raise FileNotFoundError
+                fd = os.open(real, _READ_FLAGS)
+            except OSError:
+                raise DatasetError(f"{self._where(row)}: image {rel!r} not found") from None
         with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fh.fileno())
             if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_PHOTO_BYTES:
@@ -410,14 +492,15 @@ class OfficialRelease:
         """sha256[:16] of the JSONL's bytes and, in row order, each image path and its file's bytes: the
         same for a folder, an archive or the Hub. Kept per set of files (path, size, mtime, inode)."""
         paths = list(dict.fromkeys(str(p) for row in self.rows for p in row["image_paths"]))
-        files = {rel: self._resolve_existing(rel) for rel in paths}
+        found_files = {rel: self._existing(rel) for rel in paths}
+        files = {rel: found[0] if found else None for rel, found in found_files.items()}
 
-        def stat_of(path: Path) -> list[Any]:
-            st = path.stat()
+        def stat_of(path: Path, st: os.stat_result | None = None) -> list[Any]:
+            st = st or path.stat()
             return [str(path), st.st_size, st.st_mtime_ns, st.st_ino]
 
         stats = [stat_of(self._jsonl)] + ([stat_of(self._archive)] if self._archive else
-                                          [stat_of(f) if f else None for f in files.values()])
+                                          [stat_of(*f) if f else None for f in found_files.values()])
         key = hashlib.sha256(json.dumps(["official", self.config, str(self._base), stats]).encode()).hexdigest()
         known = _read_fingerprints()
         if isinstance(known.get(key), str):
@@ -436,17 +519,77 @@ class OfficialRelease:
         _write_fingerprints({**known, key: found})
         return found
 
-    def _resolve_existing(self, rel: str) -> Path | None:
-        real, why = _resolve_image(rel, self._base)
-        if why or real is None or _file_problem(real) or not real.is_file():
+    def _existing(self, rel: str) -> tuple[Path, os.stat_result] | None:
+        """The file `rel` names inside the release and its stat now, when it is a regular file within the
+        bounds; None otherwise. The path is resolved again only when the file checked there is gone."""
+        checked = self._check(rel)
+        if checked.why is None and checked.identity is not None and checked.real is not None:
+            try:
+                st = checked.real.stat()
+            except OSError:
+                st = None
+            if st is not None and (st.st_dev, st.st_ino) == checked.identity and not _stat_problem(st):
+                return checked.real, st
+        checked = self._checked[rel] = _check_path(rel, self._base)
+        if checked.why is not None or checked.identity is None or checked.real is None:
             return None
-        return real
+        try:
+            return checked.real, checked.real.stat()
+        except OSError:
+            return None
+
+
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _open_checked(checked: _Checked) -> int | None:
+    """A descriptor of the file `checked` found, opened without following a link, when it is still that
+    file (the same device and inode, so whatever link was put in its path since leads to the file that
+    was checked inside the release); None when it cannot say so."""
+    if checked.real is None or checked.identity is None or checked.problem:
+        return None
+    try:
+        fd = os.open(checked.real, _READ_FLAGS)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) == checked.identity:
+        return fd
+    os.close(fd)
+    return None
+
+
+def _signature(jsonl: Path, archive: Path | None) -> list[Any]:
+    """What says a release's files are the ones read: each one's path, size, mtime, inode and ctime."""
+    found = []
+    for path in (jsonl, archive):
+        if path is not None:
+            st = path.stat()
+            found.append((str(path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
+    return found
+
+
+# The releases this process has open, by (config, source, language): reading the same one again while
+# it is open (the harness reads its rows, then its fingerprint) gives the same object, unless its files
+# changed. Weak: a release nobody holds is read afresh.
+_OPEN: weakref.WeakValueDictionary[tuple[str, str, str], OfficialRelease] = weakref.WeakValueDictionary()
+_OPEN_LOCK = threading.Lock()
 
 
 def read_official(config: str, source: str | os.PathLike, lang: str = "zh") -> OfficialRelease:
     """One config of the authors' layout as the harness reads a release (see OfficialRelease). A folder
-    gives the file of `lang`; one file says its config and language by its name (`nutrition_en.jsonl`)."""
-    return OfficialRelease(config, source, lang=lang)
+    gives the file of `lang`; one file says its config and language by its name (`nutrition_en.jsonl`).
+    A local release this process already has open, its files unchanged, is given again, not read again."""
+    key = (config, str(source), lang)
+    with _OPEN_LOCK:
+        found = _OPEN.get(key)
+    if found is not None and found.revision is None and found.unchanged():
+        return found
+    release = OfficialRelease(config, source, lang=lang)
+    if release.revision is None:  # the Hub's release is asked which commit it is each time
+        with _OPEN_LOCK:
+            _OPEN[key] = release
+    return release
 
 
 def license_terms(license_id: str | None) -> str | None:
