@@ -187,21 +187,26 @@ def _resolve_image(rel: Any, base: Path) -> tuple[Path | None, str | None]:
         return None, f"is a {type(rel).__name__}, not a path"
     if rel == "":
         return None, None
-    if re.search(r"[\x00-\x1f\x7f]", rel):
+    if _CONTROL.search(rel):
         return None, "has control characters"
-    if rel.startswith(("/", "\\")) or PureWindowsPath(rel).drive:
+    if rel.startswith(("/", "\\")) or (":" in rel and PureWindowsPath(rel).drive):  # a drive needs its colon
         return None, "is absolute"
-    if ".." in re.split(r"[/\\]", rel):
+    if ".." in _SEPARATORS.split(rel):
         return None, "has a '..' component"
     real = _unlinked(base, rel)
-    if real is None:  # a link on the way: where it leads decides
-        try:
-            real = (base / rel).resolve()
-        except (OSError, RuntimeError):  # a loop of links
-            return None, "cannot be resolved"
+    if real is not None:
+        return real, None  # below `base` by construction: no link, no '..'
+    try:  # a link on the way: where it leads decides
+        real = (base / rel).resolve()
+    except (OSError, RuntimeError):  # a loop of links
+        return None, "cannot be resolved"
     if not real.is_relative_to(base):
         return None, "resolves outside the release's images"
     return real, None
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SEPARATORS = re.compile(r"[/\\]")
 
 
 def _unlinked(base: Path, rel: str) -> Path | None:
@@ -477,12 +482,14 @@ class OfficialRelease:
                 fd = os.open(real, _READ_FLAGS)
             except OSError:
                 raise DatasetError(f"{self._where(row)}: image {rel!r} not found") from None
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
+        try:
+            st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_PHOTO_BYTES:
                 raise DatasetError(f"{self._where(row)}: image {rel!r} is not a regular file of at most "
                                    f"{MAX_PHOTO_BYTES:,} bytes")
-            data = fh.read(MAX_PHOTO_BYTES + 1)
+            data = _read_bounded(fd, st.st_size)
+        finally:
+            os.close(fd)
         if len(data) > MAX_PHOTO_BYTES:
             raise DatasetError(f"{self._where(row)}: image {rel!r} grew past {MAX_PHOTO_BYTES:,} bytes")
         return data
@@ -537,6 +544,21 @@ class OfficialRelease:
             return checked.real, checked.real.stat()
         except OSError:
             return None
+
+
+def _read_bounded(fd: int, size: int) -> bytes:
+    """The file's bytes, at most MAX_PHOTO_BYTES + 1 (the caller refuses more): first the size its stat
+    gave and one byte more, to see it grew. Asking for the bound at once allocated 64 MiB per photo
+    read: 3x the CPU of reading 3,500 photos of 30 KB."""
+    chunks: list[bytes] = []
+    total, want = 0, size + 1
+    while total <= MAX_PHOTO_BYTES:
+        chunk = os.read(fd, min(want, MAX_PHOTO_BYTES + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total, want = total + len(chunk), 1 << 20
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)

@@ -5,6 +5,7 @@ network), conversion to our Parquet release and `datasets.load_dataset` over it,
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -398,3 +399,22 @@ def test_an_image_rewritten_inside_the_release_after_it_was_opened_is_read_as_it
     (own_copy / first).unlink()
     with pytest.raises(diningbench.DatasetError, match="not found"):
         list(release.iter_rows([0]))
+
+
+def test_a_photo_is_read_to_its_size_and_one_that_grew_past_the_bound_is_seen(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    photo = tmp_path / "photo.jpg"
+    photo.write_bytes(bytes(range(100)))
+    monkeypatch.setattr(official, "MAX_PHOTO_BYTES", 60)
+    for stat_said, read in ((100, 61), (10, 61), (0, 61)):  # a stat taken before it grew: read on, to the bound + 1
+        fd = os.open(photo, os.O_RDONLY)
+        try:
+            assert official._read_bounded(fd, stat_said) == bytes(range(read))
+        finally:
+            os.close(fd)
+    monkeypatch.setattr(official, "MAX_PHOTO_BYTES", 1000)
+    fd = os.open(photo, os.O_RDONLY)
+    try:
+        assert official._read_bounded(fd, 100) == bytes(range(100))
+    finally:
+        os.close(fd)
