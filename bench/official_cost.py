@@ -1,11 +1,12 @@
 """What `--protocol official` costs beside ours: the same 1,000 nutrition requests of one release in the
 authors' layout, each protocol a whole `python -m eval run` process at its defaults against a
-zero-latency local server, side by side in one run. Target: official's CPU <= 1.1x ours'.
+zero-latency local server, side by side in one run; and ours on the same rows converted to our Parquet
+layout, as its own runs read them. Target: official's CPU <= 1.1x ours' on both.
 
 The release is the committed sample's nutrition rows in the authors' layout (`write_sample_official`),
 cycled to `--rows` rows under fresh ids, every row with its own image files (a merchant photo and
 customer photos, as the sample's rows have), so every path of every row is a distinct file to check.
-Each round runs both protocols (ours first, then official, so both see the same machine); each figure
+Each round runs the three (ours, official, ours on Parquet, so all see the same machine); each figure
 is the median of `--repeat` rounds, after one untimed round that makes what a release's first run
 makes once (its fingerprint, its views' hashes). Then, untimed, one more process per protocol counts
 its `Path.resolve` calls: what the release's path checks cost.
