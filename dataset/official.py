@@ -324,11 +324,13 @@ class OfficialRelease:
             raise DatasetError(f"unknown language {lang!r}; choose one of {', '.join(LANGS)}")
         self.config, self.source, self.lang = config, str(source), lang
         self.revision: str | None = None
+        self.local = True  # a folder or file here, not the Hub's release
         self.notes: list[str] = []
         self.problems: list[tuple[str, str, str]] = []
         self._refuse = refuse
         self._held: Held | None = None
         self._closed = False
+        self._folder: Path | None = None  # a local release's folder, whose images/ or archive it reads
         # Each image path checked once per release (resolving a path is most of a row's cost: 14,000
         # resolutions for a 1,000-request run before); a read still checks the file it opens (`_read_image`).
         self._checked: dict[str, _Checked] = {}
@@ -337,6 +339,7 @@ class OfficialRelease:
         if local.is_dir() or local.suffix == ".jsonl" or os.path.lexists(local):
             self.path, archive, base = self._local(local)
         elif (hub := _hub_ref(self.source)) is not None:
+            self.local = False
             (jsonl, archive), self.revision = _fetch_hub(hub[1], [OFFICIAL_FILES[(config, lang)], IMAGES_ARCHIVE])
             assert jsonl is not None
             self.path = jsonl
@@ -373,6 +376,7 @@ class OfficialRelease:
             if named not in (None, self.config):
                 raise DatasetError(f"{path.name} holds {named} rows, not {self.config}")
         self._jsonl = _regular_inside(jsonl, folder)
+        self._folder = folder
         if os.path.lexists(folder / IMAGES_DIR):
             return jsonl, None, folder
         if os.path.lexists(folder / IMAGES_ARCHIVE):
@@ -381,7 +385,7 @@ class OfficialRelease:
         return jsonl, None, folder
 
     def _read(self) -> None:
-        self._signature = _signature(self._jsonl, self._archive)
+        self._signature = self._files_now()
         published: list[dict[str, Any]] = []
         for _, row in iter_jsonl_objects(self._jsonl, self.path.name, max_line_bytes=MAX_LINE_BYTES,
                                          max_depth=MAX_JSON_DEPTH):
@@ -453,9 +457,15 @@ class OfficialRelease:
         if self._closed:
             return False
         try:
-            return _signature(self._jsonl, self._archive) == self._signature
+            return self._files_now() == self._signature
         except OSError:
             return False
+
+    def _files_now(self) -> list[Any]:
+        """Each file's path, size, mtime, inode and ctime, and which of images/ and the archive its
+        folder holds (the one it reads images from)."""
+        marks = [os.path.lexists(self._folder / name) for name in (IMAGES_DIR, IMAGES_ARCHIVE)] if self._folder else []
+        return [*_signature(self._jsonl, self._archive), marks]
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -602,13 +612,13 @@ def read_official(config: str, source: str | os.PathLike, lang: str = "zh") -> O
     """One config of the authors' layout as the harness reads a release (see OfficialRelease). A folder
     gives the file of `lang`; one file says its config and language by its name (`nutrition_en.jsonl`).
     A local release this process already has open, its files unchanged, is given again, not read again."""
-    key = (config, str(source), lang)
+    key = (config, os.path.abspath(Path(source).expanduser()), lang)  # a relative path means its folder now
     with _OPEN_LOCK:
         found = _OPEN.get(key)
-    if found is not None and found.revision is None and found.unchanged():
+    if found is not None and found.unchanged():
         return found
     release = OfficialRelease(config, source, lang=lang)
-    if release.revision is None:  # the Hub's release is asked which commit it is each time
+    if release.local:  # the Hub's release is asked which commit it is each time
         with _OPEN_LOCK:
             _OPEN[key] = release
     return release

@@ -374,6 +374,19 @@ def test_a_release_open_in_this_process_is_read_once_until_its_file_changes(own_
     assert diningbench.read_official("nutrition", own_copy) is not again  # closed: read afresh
 
 
+def test_a_relative_path_names_the_release_of_the_folder_it_is_read_from(own_copy: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "elsewhere" / "release"
+    shutil.copytree(own_copy, other)
+    jsonl = other / "nutrition.jsonl"
+    jsonl.write_text("".join(jsonl.read_text(encoding="utf-8").splitlines(keepends=True)[:2]), encoding="utf-8")
+    monkeypatch.chdir(own_copy.parent)
+    here = diningbench.read_official("nutrition", "release")
+    monkeypatch.chdir(other.parent)
+    there = diningbench.read_official("nutrition", "release")
+    assert (len(here), len(there)) == (len(diningbench.read_official("nutrition", own_copy)), 2)
+
+
 def test_a_link_put_in_an_image_path_after_the_release_was_opened_is_refused(own_copy: Path, tmp_path: Path) -> None:
     release = diningbench.read_official("nutrition", own_copy)
     outside = tmp_path / "outside"
