@@ -183,47 +183,56 @@ def _fetch_hub(revision: str | None, names: list[str]) -> tuple[list[Path | None
 def _resolve_image(rel: Any, base: Path) -> tuple[Path | None, str | None]:
     """(the file `rel` names under `base`, or why it is refused). A path that names nothing yet (an
     empty one) is (None, None): missing, refused when its row is read."""
+    real, why, _ = _locate(rel, base)
+    return real, why
+
+
+def _locate(rel: Any, base: Path) -> tuple[Path | None, str | None, os.stat_result | None]:
+    """`_resolve_image`, and the stat of the file found when the walk took it on the way (None when it
+    did not: a link on the way, or nothing there)."""
     if not isinstance(rel, str):
-        return None, f"is a {type(rel).__name__}, not a path"
+        return None, f"is a {type(rel).__name__}, not a path", None
     if rel == "":
-        return None, None
+        return None, None, None
     if _CONTROL.search(rel):
-        return None, "has control characters"
+        return None, "has control characters", None
     if rel.startswith(("/", "\\")) or (":" in rel and PureWindowsPath(rel).drive):  # a drive needs its colon
-        return None, "is absolute"
+        return None, "is absolute", None
     if ".." in _SEPARATORS.split(rel):
-        return None, "has a '..' component"
-    real = _unlinked(base, rel)
-    if real is not None:
-        return real, None  # below `base` by construction: no link, no '..'
+        return None, "has a '..' component", None
+    walked = _unlinked(base, rel)
+    if walked is not None:
+        return walked[0], None, walked[1]  # below `base` by construction: no link, no '..'
     try:  # a link on the way: where it leads decides
         real = (base / rel).resolve()
     except (OSError, RuntimeError):  # a loop of links
-        return None, "cannot be resolved"
+        return None, "cannot be resolved", None
     if not real.is_relative_to(base):
-        return None, "resolves outside the release's images"
-    return real, None
+        return None, "resolves outside the release's images", None
+    return real, None, None
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SEPARATORS = re.compile(r"[/\\]")
 
 
-def _unlinked(base: Path, rel: str) -> Path | None:
+def _unlinked(base: Path, rel: str) -> tuple[Path, os.stat_result | None] | None:
     """`base / rel` when no part of `rel` is a symbolic link, which is then what `Path.resolve` gives (a
-    part that does not exist ends the walk, as there); None when one is. `base` is resolved already,
-    so only `rel`'s parts are looked at: a link-free path costs one lstat a part, not a walk from `/`."""
+    part that does not exist ends the walk, as there), with the stat of what it names (None: nothing);
+    None when a part is a link. `base` is resolved already, so only `rel`'s parts are looked at: a
+    link-free path costs one lstat a part, not a walk from `/` and a stat."""
     path = str(base)
     parts = [part for part in rel.split("/") if part not in ("", ".")]
+    st = None
     for k, part in enumerate(parts):
         path = f"{path}/{part}"
         try:
-            mode = os.lstat(path).st_mode
+            st = os.lstat(path)
         except OSError:  # missing (or under a file): the rest is taken as written, as resolve does
-            return Path(path, *parts[k + 1:])
-        if stat.S_ISLNK(mode):
+            return Path(path, *parts[k + 1:]), None
+        if stat.S_ISLNK(st.st_mode):
             return None
-    return Path(path)
+    return Path(path), st
 
 
 def _file_problem(real: Path) -> str | None:
@@ -261,11 +270,11 @@ class _Checked(NamedTuple):
 
 def _check_path(rel: Any, base: Path) -> _Checked:
     """`rel` resolved under `base` (`_resolve_image`) and the file there stat'ed, never read."""
-    real, refused = _resolve_image(rel, base)
+    real, refused, st = _locate(rel, base)
     if refused or real is None:
         return _Checked(real, refused, None, None)
     try:
-        st = real.stat()
+        st = st or real.stat()
     except OSError:
         return _Checked(real, None, None, None)
     identity = (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
