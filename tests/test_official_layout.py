@@ -347,13 +347,13 @@ def own_copy(layout: Path, tmp_path: Path) -> Path:
 
 def test_rows_fingerprint_and_every_image_check_each_path_once(own_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     checked: list[Any] = []
-    original = official._resolve_image
+    original = official._locate
 
-    def counted(rel: Any, base: Path) -> tuple[Path | None, str | None]:
+    def counted(rel: Any, base: Path) -> tuple[Path | None, str | None, os.stat_result | None]:
         checked.append(rel)
         return original(rel, base)
 
-    monkeypatch.setattr(official, "_resolve_image", counted)
+    monkeypatch.setattr(official, "_locate", counted)
     release = diningbench.read_official("nutrition", own_copy)
     paths = {p for row in release.rows for p in row["image_paths"]}
     assert diningbench.fingerprint("nutrition", own_copy) == release.fingerprint
