@@ -490,19 +490,8 @@ class OfficialRelease:
         checked = self._check(rel)
         if checked.refused:
             raise DatasetError(f"{self._where(row)}: image {rel!r} {checked.refused}")
-        fd = _open_checked(checked)
-        if fd is None:  # the folder changed since it was checked: resolved and checked again
-            real, why = _resolve_image(rel, self._base)
-            if why:
-                raise DatasetError(f"{self._where(row)}: image {rel!r} {why}")
-            try:
-                if real is None:
-                    raise FileNotFoundError
-                fd = os.open(real, _READ_FLAGS)
-            except OSError:
-                raise DatasetError(f"{self._where(row)}: image {rel!r} not found") from None
+        fd, st = _open_checked(checked) or self._open_again(row, rel)
         try:
-            st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_PHOTO_BYTES:
                 raise DatasetError(f"{self._where(row)}: image {rel!r} is not a regular file of at most "
                                    f"{MAX_PHOTO_BYTES:,} bytes")
@@ -512,6 +501,24 @@ class OfficialRelease:
         if len(data) > MAX_PHOTO_BYTES:
             raise DatasetError(f"{self._where(row)}: image {rel!r} grew past {MAX_PHOTO_BYTES:,} bytes")
         return data
+
+    def _open_again(self, row: dict[str, Any], rel: Any) -> tuple[int, os.stat_result]:
+        """The image opened after resolving and checking its path again: the folder changed since it was
+        checked (a file replaced, a link put in its path, a file that was missing)."""
+        real, why = _resolve_image(rel, self._base)
+        if why:
+            raise DatasetError(f"{self._where(row)}: image {rel!r} {why}")
+        try:
+            if real is None:
+                raise FileNotFoundError
+            fd = os.open(real, _READ_FLAGS)
+        except OSError:
+            raise DatasetError(f"{self._where(row)}: image {rel!r} not found") from None
+        try:
+            return fd, os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
 
     @property
     def fingerprint(self) -> str:
@@ -583,10 +590,10 @@ def _read_bounded(fd: int, size: int) -> bytes:
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
-def _open_checked(checked: _Checked) -> int | None:
-    """A descriptor of the file `checked` found, opened without following a link, when it is still that
-    file (the same device and inode, so whatever link was put in its path since leads to the file that
-    was checked inside the release); None when it cannot say so."""
+def _open_checked(checked: _Checked) -> tuple[int, os.stat_result] | None:
+    """A descriptor of the file `checked` found, opened without following a link, and its stat, when it
+    is still that file (the same device and inode, so whatever link was put in its path since leads to
+    the file that was checked inside the release); None when it cannot say so."""
     if checked.real is None or checked.identity is None or checked.problem:
         return None
     try:
@@ -595,7 +602,7 @@ def _open_checked(checked: _Checked) -> int | None:
         return None
     st = os.fstat(fd)
     if (st.st_dev, st.st_ino) == checked.identity:
-        return fd
+        return fd, st
     os.close(fd)
     return None
 
