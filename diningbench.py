@@ -98,16 +98,20 @@ from dataset.official_rows import (
     Shape,
     classification_prompt,
     derive_row,
+    fixed_ending,
+    normalize_keys,
     nutrition_ground_truth,
     nutrition_prompt,
     nutrition_truth,
     parse_options,
     published_images,
     published_row,
+    reference_letter,
     shape_of,
     text_of,
     vqa_image_fallback,
     vqa_prompt,
+    vqa_question,
 )
 from dataset.schema import (
     CARD,
@@ -164,6 +168,7 @@ __all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "col
            "MAX_PHOTO_BYTES", "PUBLISHED_COLUMNS", "NO_OPTIONS", "VQA_ENDINGS", "PROTOCOL", "PROTOCOL_FILE", "hash_file",
            "unpack_once", "DISH_NAME_KEYS", "IMAGES_ARCHIVE", "IMAGES_DIR", "NUTRIENT_KEYS", "OFFICIAL_PAPER", "PUBLISHED_ROWS",
            "UNPACKED_KEPT", "derive_row", "duplicate_ids", "official_configs", "published_images", "vqa_image_fallback",
+           "fixed_ending", "normalize_keys", "reference_letter", "vqa_question",
            "classification_prompt", "nutrition_prompt", "nutrition_ground_truth", "vqa_prompt", "published_row", "text_of",
            "Config", "DECLARED", "config_of", "SHAPES", "Shape", "shape_of", "Held", "hold", "remove_unheld", "temp_file",
            "Layout", "OfficialLayout", "ParquetLayout", "layout_of", "in_authors_layout"]

@@ -13,7 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import concurrency, construct_dedupe, construct_scale, memory, metric_cost, overhead, scaling
+from bench import (
+    concurrency,
+    construct_dedupe,
+    construct_scale,
+    memory,
+    metric_cost,
+    official_cost,
+    overhead,
+    scaling,
+)
 from bench.common import (
     PAPER_RELEASE,
     BenchError,
@@ -25,7 +34,7 @@ from bench.common import (
     write_json,
 )
 
-BENCHES = ("overhead", "concurrency", "memory", "metrics", "startup", "dedupe", "scaling", "construct")
+BENCHES = ("overhead", "concurrency", "memory", "metrics", "startup", "dedupe", "scaling", "construct", "official")
 # The paper-size synthetic views (448 px) are within the default 1,024 px bound and go out as
 # stored; real photos are larger. A bound below 448 px makes every view take the decode, shrink,
 # re-encode path, so the table shows both.
@@ -36,9 +45,9 @@ def sizes(quick: bool) -> dict[str, Any]:
     """The size of every bench: the paper's, or a small one for --quick."""
     if quick:
         return {"overhead_limit": 100, "requests": 256, "memory_limit": 100, "nutrition": 200, "classification": 300,
-                "dishes": (500, 1000, 2000), "scaling": (100, 400), "merchants": (4, 8)}
+                "dishes": (500, 1000, 2000), "scaling": (100, 400), "merchants": (4, 8), "official_rows": 200}
     return {"overhead_limit": None, "requests": 1000, "memory_limit": None, "nutrition": 1650, "classification": 2884,
-            "dishes": (2000, 8000, 32000), "scaling": (1000, 4000, 16000), "merchants": (20, 80)}
+            "dishes": (2000, 8000, 32000), "scaling": (1000, 4000, 16000), "merchants": (20, 80), "official_rows": 1000}
 
 
 def run(release: Path, *, quick: bool = False, only: tuple[str, ...] = BENCHES, latency: float = 0.1,
@@ -61,6 +70,8 @@ def run(release: Path, *, quick: bool = False, only: tuple[str, ...] = BENCHES, 
         rows += construct_dedupe.run(size["dishes"], all_pairs_up_to=size["dishes"][1])
     if "construct" in only:  # a build from raw exports against the stand-in at 200 ms per call
         rows += construct_scale.run(size["merchants"], latency=0.2, concurrency=16)
+    if "official" in only:  # --protocol official beside ours on one release in the authors' layout
+        rows += official_cost.run(size["official_rows"], repeat=1 if quick else 3)
     if "startup" in only:
         startup = import_seconds()
         rows.append(result("start-up: import the harness and metric parsers", startup, None,

@@ -72,6 +72,23 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def normalize_keys(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Their key normalisation (eval_nutrition.py): a nutrient's Chinese or English key becomes its English
+    name, the first one seen winning; other keys are kept as they are.
+
+    >>> normalize_keys({"卡路里": 512, "calories": 9, "蛋白质": "30", "菜品名称": "宫保鸡丁"})
+    {'calories': 512, 'protein': '30', '菜品名称': '宫保鸡丁'}
+    """
+    normalized: dict[str, Any] = {}
+    for key, value in values.items():
+        standard = NUTRIENT_KEYS.get(key)
+        if standard is None:
+            normalized[key] = value
+        elif standard not in normalized:
+            normalized[standard] = value
+    return normalized
+
+
 def nutrition_truth(ground_truth: Any) -> dict[str, Any] | None:
     """A nutrition ground truth (an object, or a JSON string of one) as our four nutrients (floats,
     None where missing or unreadable) and `dish_name`; None when it is not an object at all. A
@@ -88,13 +105,35 @@ def nutrition_truth(ground_truth: Any) -> dict[str, Any] | None:
             return None
     if not isinstance(value, dict) or not json_depth_within(value, MAX_JSON_DEPTH):
         return None
-    found: dict[str, Any] = {}
-    for key, raw in value.items():
-        nutrient = NUTRIENT_KEYS.get(key)
-        if nutrient and nutrient not in found:
-            found[nutrient] = raw
+    found = normalize_keys(value)
     name = next((value[k].strip() for k in DISH_NAME_KEYS if isinstance(value.get(k), str) and value[k].strip()), None)
     return {**{n: _number(found.get(n)) for n in NUTRIENTS}, "dish_name": name}
+
+
+def reference_letter(ground_truth: Any) -> str | None:
+    """A classification row's reference letter as their inference writes it (`gt_answer`): the ground
+    truth stripped and upper-cased; None when it is not text.
+
+    >>> reference_letter(" b\\n"), reference_letter(2)
+    ('B', None)
+    """
+    return ground_truth.strip().upper() if isinstance(ground_truth, str) else None
+
+
+def fixed_ending(prompt: str) -> str | None:
+    """The fixed sentence a VQA prompt ends with (the English one tried first, as eval_vqa.py strips
+    them), or None when it ends with neither."""
+    return next((ending for ending in (VQA_ENDINGS["en"], VQA_ENDINGS["zh"]) if prompt.endswith(ending)), None)
+
+
+def vqa_question(prompt: str) -> str:
+    """The question a VQA prompt asks, as their judge reads it: the prompt without its fixed ending, stripped.
+
+    >>> vqa_question("这道菜辣吗？" + VQA_ENDINGS["zh"]), vqa_question(" no ending ")
+    ('这道菜辣吗？', 'no ending')
+    """
+    ending = fixed_ending(prompt)
+    return (prompt[: -len(ending)] if ending else prompt).strip()
 
 
 def vqa_image_fallback(item_id: Any) -> list[str]:
@@ -204,8 +243,7 @@ class _ChoiceShape(Shape):
     """Lettered options inside the prompt, the letter as the ground truth."""
 
     def read(self, published: Mapping[str, Any], prompt: str, truth: Any) -> dict[str, Any]:
-        return {"options": parse_options(prompt), "options_en": None,
-                "answer": truth.strip().upper() if isinstance(truth, str) else None}
+        return {"options": parse_options(prompt), "options_en": None, "answer": reference_letter(truth)}
 
     def words(self, row: Mapping[str, Any], lang: str) -> tuple[str, Any]:
         return classification_prompt(text_of(row, "options", lang), lang), row["answer"]
@@ -237,13 +275,8 @@ class _QuestionShape(Shape):
         return [(f"images[{k}]", p) for k, p in enumerate(items)], False
 
     def read(self, published: Mapping[str, Any], prompt: str, truth: Any) -> dict[str, Any]:
-        question = prompt
-        for ending in VQA_ENDINGS.values():
-            if question.endswith(ending):
-                question = question[: -len(ending)]
-                break
         reasoning = published.get("reasoning")
-        return {"question": question.strip(), "answer": truth if isinstance(truth, str) or truth is None else str(truth),
+        return {"question": vqa_question(prompt), "answer": truth if isinstance(truth, str) or truth is None else str(truth),
                 "rationale": reasoning if isinstance(reasoning, str) else None, "vqa_category": None}
 
     def publish(self, item_id: Any, row: Mapping[str, Any], lang: str, image_paths: list[str]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
     pass
 from dataset.official import OfficialRelease, duplicate_ids, official_configs
-from dataset.official_rows import NO_OPTIONS, VQA_ENDINGS, nutrition_truth
+from dataset.official_rows import NO_OPTIONS, fixed_ending, nutrition_truth
 from dataset.schema import (
     COLUMNS,
     CONFIGS,
@@ -347,7 +347,7 @@ def _official_question(row: dict[str, Any]) -> list[tuple[str, str]]:
     truth = row["ground_truth"]
     if not (isinstance(truth, str) and truth.strip()):
         found.append(("warning", "empty ground truth: the authors leave the item out of the judge's total"))
-    if not any(row["prompt"].endswith(ending) for ending in VQA_ENDINGS.values()):
+    if fixed_ending(row["prompt"]) is None:
         found.append(("warning", "the prompt does not end with the fixed sentence asking for the final answer only"))
     return found
 

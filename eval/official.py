@@ -34,7 +34,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dataset.official_rows import NUTRIENT_KEYS, PROTOCOL
+from dataset.official_rows import PROTOCOL, normalize_keys, reference_letter
+from dataset.official_rows import vqa_question as question_of
 from eval.types import ALPHABET, NUTRIENTS
 
 
@@ -109,9 +110,8 @@ def first_letter(pred: str) -> str:
 
 
 def classification_gt(row: Mapping[str, Any]) -> str:
-    """The reference letter their inference writes as `gt_answer`."""
-    truth = row.get("ground_truth", "")
-    return truth.strip().upper() if isinstance(truth, str) else ""
+    """The reference letter their inference writes as `gt_answer` ("" when the row has none)."""
+    return reference_letter(row.get("ground_truth", "")) or ""
 
 
 def classification_item(pred: str, gt_answer: str) -> tuple[bool, bool, str]:
@@ -143,18 +143,6 @@ def classification_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int
 
 
 # ------------------------------------------------------------------ nutrition
-def normalize_keys(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Their key normalisation: Chinese or English nutrient keys to English; the first one seen wins."""
-    mapping, normalized = NUTRIENT_KEYS, {}
-    for key, value in values.items():
-        standard = mapping.get(key)
-        if standard is None:
-            normalized[key] = value
-        elif standard not in normalized:
-            normalized[standard] = value
-    return normalized
-
-
 def nutrition_reference(row: Mapping[str, Any]) -> dict[str, Any] | None:
     """The row's reference as their script reads it; None when it cannot (the row is left out)."""
     truth = row.get("ground_truth", {})
@@ -268,13 +256,8 @@ def nutrition_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Map
 
 # ------------------------------------------------------------------ VQA
 def vqa_question(row: Mapping[str, Any]) -> str:
-    """The question their judge reads: the prompt without its fixed ending (English tried first)."""
-    vqa = facts()["vqa"]
-    prompt = str(row.get("prompt") or "")
-    for ending in (vqa["fixed_ending_en"], vqa["fixed_ending_zh"]):
-        if prompt.endswith(ending):
-            return prompt[: -len(ending)].strip()
-    return prompt.strip()
+    """The question their judge reads: the row's prompt without its fixed ending (English tried first)."""
+    return question_of(str(row.get("prompt") or ""))
 
 
 _PLACEHOLDER = re.compile(r"\{(question|gt_answer|pred_answer)\}")

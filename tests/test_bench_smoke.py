@@ -168,3 +168,19 @@ def test_adaptive_bench_runs_fixed_and_auto_side_by_side_on_each_server_kind():
     assert [r["concurrency"] for r in rows] == ["8", "default"]
     assert all(r["lost"] == 0 and r["exit"] == 0 and r["wall_s"] for r in rows)
     assert "auto (default)" in adaptive.table(rows)
+
+
+def test_official_cost_runs_both_protocols_on_one_release_and_ours_on_its_parquet_copy(tmp_path: Path):
+    from bench import official_cost
+
+    rows = official_cost.run(30, repeat=1, release=tmp_path / "authors")
+    for row in rows[:4]:
+        well_formed(row)
+    runs = rows[0]["runs"]
+    assert sorted(runs) == ["official on official", "ours on official", "ours on parquet"]
+    assert all(r["predictions"] == 30 and not r["failed"] for found in runs.values() for r in found)
+    assert len(official_cost.authors_release(tmp_path / "authors", 30).joinpath("nutrition.jsonl")
+               .read_text(encoding="utf-8").splitlines()) == 30
+    images = sum(1 for _ in (tmp_path / "authors" / "images").iterdir())
+    assert images > 30  # each row its own photos
+    assert rows[-1]["measured"] < images  # paths are checked without resolving each one (once, if at all)

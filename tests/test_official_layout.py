@@ -5,6 +5,7 @@ network), conversion to our Parquet release and `datasets.load_dataset` over it,
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -329,3 +330,104 @@ def test_push_of_the_authors_license_is_private_unless_public(layout: Path, tmp_
     assert "created private" in out
     assert diningbench.main(["push", str(release), "someone/dining", "--public"]) == 0
     assert created == [True, False]
+
+
+# ------------------------------------------------------------------ read once, each path checked once
+
+@pytest.fixture
+def own_copy(layout: Path, tmp_path: Path) -> Path:
+    """The layout's nutrition files and images, in a folder this test may change."""
+    folder = tmp_path / "release"
+    folder.mkdir()
+    for name in ("nutrition.jsonl", "nutrition_en.jsonl"):
+        shutil.copy(layout / name, folder / name)
+    shutil.copytree(layout / "images", folder / "images")
+    return folder
+
+
+def test_rows_fingerprint_and_every_image_check_each_path_once(own_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checked: list[Any] = []
+    original = official._locate
+
+    def counted(rel: Any, base: Path) -> tuple[Path | None, str | None, os.stat_result | None]:
+        checked.append(rel)
+        return original(rel, base)
+
+    monkeypatch.setattr(official, "_locate", counted)
+    release = diningbench.read_official("nutrition", own_copy)
+    paths = {p for row in release.rows for p in row["image_paths"]}
+    assert diningbench.fingerprint("nutrition", own_copy) == release.fingerprint
+    rows = list(release.iter_rows(range(len(release))))
+    assert sum(len(r["images"]) for r in rows) == len(paths) > 0
+    assert sorted(checked) == sorted(paths)  # once each, though asked at load, by the fingerprint and per row
+
+
+def test_a_release_open_in_this_process_is_read_once_until_its_file_changes(own_copy: Path) -> None:
+    first = diningbench.read_official("nutrition", own_copy)
+    assert diningbench.read_official("nutrition", own_copy) is first
+    assert diningbench.read_official("nutrition", own_copy, lang="en") is not first
+    jsonl = own_copy / "nutrition.jsonl"
+    jsonl.write_text("".join(jsonl.read_text(encoding="utf-8").splitlines(keepends=True)[:3]), encoding="utf-8")
+    again = diningbench.read_official("nutrition", own_copy)
+    assert again is not first and len(again) == 3
+    again.close()
+    assert diningbench.read_official("nutrition", own_copy) is not again  # closed: read afresh
+
+
+def test_a_relative_path_names_the_release_of_the_folder_it_is_read_from(own_copy: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "elsewhere" / "release"
+    shutil.copytree(own_copy, other)
+    jsonl = other / "nutrition.jsonl"
+    jsonl.write_text("".join(jsonl.read_text(encoding="utf-8").splitlines(keepends=True)[:2]), encoding="utf-8")
+    monkeypatch.chdir(own_copy.parent)
+    here = diningbench.read_official("nutrition", "release")
+    monkeypatch.chdir(other.parent)
+    there = diningbench.read_official("nutrition", "release")
+    assert (len(here), len(there)) == (len(diningbench.read_official("nutrition", own_copy)), 2)
+
+
+def test_a_link_put_in_an_image_path_after_the_release_was_opened_is_refused(own_copy: Path, tmp_path: Path) -> None:
+    release = diningbench.read_official("nutrition", own_copy)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    first = release.rows[0]["image_paths"][0]
+    (outside / Path(first).name).write_bytes(b"a secret beside the release")
+    (own_copy / first).unlink()
+    (own_copy / first).symlink_to(outside / Path(first).name)
+    with pytest.raises(diningbench.DatasetError, match="resolves outside the release's images"):
+        list(release.iter_rows([0]))
+    shutil.move(own_copy / "images", tmp_path / "moved")  # the whole folder now a link out of the release
+    (own_copy / "images").symlink_to(outside)
+    with pytest.raises(diningbench.DatasetError, match="resolves outside the release's images"):
+        list(release.iter_rows([1]))
+
+
+def test_an_image_rewritten_inside_the_release_after_it_was_opened_is_read_as_it_is_now(own_copy: Path) -> None:
+    release = diningbench.read_official("nutrition", own_copy)
+    first = release.rows[0]["image_paths"][0]
+    (own_copy / first).unlink()
+    (own_copy / first).write_bytes(b"new bytes")  # another file (inode) at the same path
+    assert next(release.iter_rows([0]))["images"][0]["bytes"] == b"new bytes"
+    (own_copy / first).unlink()
+    with pytest.raises(diningbench.DatasetError, match="not found"):
+        list(release.iter_rows([0]))
+
+
+def test_a_photo_is_read_to_its_size_and_one_that_grew_past_the_bound_is_seen(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    photo = tmp_path / "photo.jpg"
+    photo.write_bytes(bytes(range(100)))
+    monkeypatch.setattr(official, "MAX_PHOTO_BYTES", 60)
+    for stat_said, read in ((100, 61), (10, 61), (0, 61)):  # a stat taken before it grew: read on, to the bound + 1
+        fd = os.open(photo, os.O_RDONLY)
+        try:
+            assert official._read_bounded(fd, stat_said) == bytes(range(read))
+        finally:
+            os.close(fd)
+    monkeypatch.setattr(official, "MAX_PHOTO_BYTES", 1000)
+    fd = os.open(photo, os.O_RDONLY)
+    try:
+        assert official._read_bounded(fd, 100) == bytes(range(100))
+    finally:
+        os.close(fd)
