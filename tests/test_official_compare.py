@@ -157,6 +157,8 @@ def test_the_report_and_the_model_card_compare_on_their_reading_with_ours_beside
     section = card.split("## Settings compared", 1)[1]
     assert "| accuracy (the authors' protocol) |" in section and "| +50.00 |" in section
     assert "Protocol: the authors' protocol" in section
+    assert ("resampling items (the release names no merchant), and the p-value of a paired permutation test"
+            in section)  # each item its own cluster: nothing is clustered
 
 
 def test_the_reports_paired_note_says_items_were_resampled_and_swapped(runs: dict[str, Path]) -> None:

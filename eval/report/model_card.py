@@ -356,11 +356,11 @@ def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, all
 
         paired = comparison(runs, against_first=True, n_boot=n_boot)
         if paired:
+            clustered = "a paired" if resampled_units(runs) == {"items"} else "a clustered paired"
             parts += ["## Settings compared", paired,
                       "Each later setting against the first, on the items both answered: the paired difference "
                       f"(percentage points), its 95% interval resampling {_resampled(runs).removeprefix('whole ')}, "
-                      "and the p-value of a clustered "
-                      "paired permutation test (`python -m eval compare`)."]
+                      f"and the p-value of {clustered} permutation test (`python -m eval compare`)."]
     sources = []
     led = any(run.headline(spec) is not None for run in runs for spec in all_tasks() if spec.name in run.scores)
     for ref in {ref.type: ref for ref in refs}.values():
