@@ -344,11 +344,12 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--out", type=Path, help="write analysis.md and its plots into this folder")
     analyze.set_defaults(handler=cmd_analyze)
     compare = sub.add_parser("compare", help="is A better than B? per task the paired difference on shared items, its "
-                                             "merchant-clustered interval and a p-value (the second and later runs "
-                                             "each against the first)")
+                                             "interval resampling merchants where the rows name them, else items, "
+                                             "and a p-value (the second and later runs each against the first)")
     compare.add_argument("dirs", nargs="+", type=Path, metavar="RUN", help="two or more run folders")
     compare.add_argument("--permutations", type=int, default=9_999,
-                         help="random merchant swaps of the permutation test (default 9,999; exact up to 14 merchants)")
+                         help="random swaps of the permutation test, of whole merchants where the rows name them, else "
+                              "of items (default 9,999; exact up to 14 merchants or items)")
     compare.set_defaults(handler=cmd_compare)
     view = sub.add_parser("view", help="browse a run's items in the browser: filters, views, prompt, answer, score")
     view.add_argument("dir", type=Path, metavar="DIR", help="a run folder, or a folder of run folders")

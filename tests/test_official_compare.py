@@ -151,12 +151,35 @@ def test_the_report_and_the_model_card_compare_on_their_reading_with_ours_beside
     theirs, ours = (line for line in table.splitlines() if line.startswith("| classification"))
     assert "| accuracy (the authors' protocol) |" in theirs and "| +50.00 |" in theirs
     assert "| accuracy (ours' reading of the same answers) |" in ours and "| -25.00 |" in ours
-    assert "| 12 (items resampled) |" in theirs and "merchants" not in table
+    assert "| 12 items |" in theirs and "merchants" not in table  # their release names no merchant to count
     assert "Asked: the authors' protocol, image indices 0." in table
     card = render_model_card([load_run(runs["a"]), load_run(runs["card"])], allow_partial=True)
     section = card.split("## Settings compared", 1)[1]
     assert "| accuracy (the authors' protocol) |" in section and "| +50.00 |" in section
     assert "Protocol: the authors' protocol" in section
+    assert ("resampling items (the release names no merchant), and the p-value of a paired permutation test"
+            in section)  # each item its own cluster: nothing is clustered
+
+
+def test_the_reports_paired_note_says_items_were_resampled_and_swapped(runs: dict[str, Path]) -> None:
+    from eval.report.report import build_report
+
+    text = build_report([load_run(runs["a"]), load_run(runs["b"])], reported=False, n_boot=200)
+    section = text.split("## Paired comparison", 1)[1].split("\n## ", 1)[0]
+    assert ("Both runs are resampled on the same items (the release names no merchant), so shared difficulty "
+            "cancels out. p: a paired permutation test (each item's answers swapped between A and B;") in section
+    assert "merchant" not in section.replace("names no merchant", "")
+
+
+def test_the_compare_help_names_items_beside_merchants(capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli_main(["--help"])
+    listed = " ".join(capsys.readouterr().out.split())
+    assert "its interval resampling merchants where the rows name them, else items" in listed
+    assert "merchant-clustered" not in listed
+    with pytest.raises(SystemExit):
+        cli_main(["compare", "--help"])
+    assert "of whole merchants where the rows name them, else of items" in " ".join(capsys.readouterr().out.split())
 
 
 def test_the_spaces_compare_and_leaderboard_show_their_figure_with_ours_beside(runs: dict[str, Path]) -> None:

@@ -101,7 +101,11 @@ def test_the_card_leads_with_the_authors_figures_named_as_theirs(official, capsy
     assert theirs[6] == "12"  # their total_eval
     rows = table_rows(text, "openai:plain-model")
     nut = next(r for r in rows if r[1] == "Nutrition estimation")
-    assert nut[4] == f"{THEIR_AVG_MAPE:.2f}" and nut[6] == str(len(corpus_rows("nutrition.jsonl")))  # their total
+    # the items each of their figures reads: nutrition's 9 rows less the one whose ground truth is no JSON
+    # (their gt_missing), VQA's answers their judge judged (4 of 7), not the 8 rows of their total_eval
+    assert nut[4] == f"{THEIR_AVG_MAPE:.2f}" and nut[6] == str(len(corpus_rows("nutrition.jsonl")) - 1) == "8"
+    vqa = next(r for r in rows if r[1] == "Dietary VQA")
+    assert vqa[4] == THEIR_VQA and vqa[6] == str(AUTHORS_PRINTED["vqa_judge"]["model_evaluate_total"]) == "7"
     # ours beside, in its own table, with the answers read differently
     ours = [r for r in rows if len(r) == 7 and r[2] in ("Accuracy (%)", "Average MAPE (%, lower is better)")]
     cls = next(r for r in ours if r[1] == "Fine-grained dish classification")
@@ -122,6 +126,50 @@ def test_yaml_and_json_carry_the_same_figures_as_the_card(official, capsys):
     assert first["metrics"] == [{"type": "official_acc", "name": "acc (%), the authors' protocol", "value": 50.0}]
     assert first["dataset"]["args"]["protocol"] == "official"
     assert not any(m["type"] in ("accuracy", "avg_mape") for r in results for m in r["metrics"])  # ours stays out
+
+
+def test_the_protocol_counts_the_items_its_headline_reads(official):
+    from eval import protocols
+    from eval.tasks import get as get_task
+
+    theirs, ours = protocols.get("official"), protocols.get("ours")
+    entries = {task: json.loads((path / "metrics.json").read_text())[task] for task, path in official["runs"].items()}
+    counted = {task: theirs.counted(get_task(task), entry) for task, entry in entries.items()}
+    assert counted == {"classification": 12, "nutrition": 8, "vqa": 7}  # total_eval 12, 9 − 1 gt_missing, judged 7
+    assert entries["vqa"]["official"]["total_eval"] == 8  # what the card showed before: a row the judge never read
+    assert all(ours.counted(get_task(task), entry) is None for task, entry in entries.items())  # ours: rows scored
+    no_judge = {"official": {k: v for k, v in entries["vqa"]["official"].items() if not k.startswith("model_evaluate")}}
+    assert theirs.counted(get_task("vqa"), no_judge) == no_judge["official"]["rouge_scored"] == 6  # ROUGE's count
+    assert theirs.counted(get_task("classification"), {"official": {"acc": 0.5, "total_eval": "12"}}) is None
+
+
+# ------------------------------------------------------------------ eval report (Table 2 layout)
+def test_the_report_counts_their_items_and_marks_their_few_items_intervals(official, capsys):
+    text = _report(capsys, *_dirs(official), "--no-reported")
+    theirs, ours = table_rows(text, "openai:plain-model")[:2]  # Table 2: their row, then ours
+    assert theirs[-1] == "12/8/7" and ours[-1] == "12/7/7"  # their counts; ours: the records scored
+    assert theirs[2].startswith(f"{THEIR_ACC} [") and theirs[2].endswith("]‡")  # 12 items resampled, under 20
+    assert theirs[-2].startswith(f"{THEIR_VQA} [") and theirs[-2].endswith("]‡")
+    assert "‡ fewer than 20 items: a 95% interval that resamples so few items" in text
+
+
+def test_the_report_reads_an_odd_disagreement_count_as_none(official, capsys, tmp_path):
+    import shutil
+
+    run = shutil.copytree(official["runs"]["classification"], tmp_path / "odd")
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics["classification"]["official_disagreements"] = "many"  # a folder from elsewhere may hold anything
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    text = _report(capsys, str(run), "--no-reported")
+    assert "| ours' reading of the same answers (0 read differently) |" in text
+    assert "(2 read differently)" not in text
+
+
+def test_ours_on_their_release_says_one_item_where_nothing_can_be_resampled(official, capsys, tmp_path):
+    out = api.run(RunSettings(task="classification", model="baseline:first", protocol="ours", limit=1,
+                              dataset=str(official["release"]), out=tmp_path / "one"), progress=False)
+    [row] = table_rows(_report(capsys, str(out), "--no-reported"), "baseline:first")
+    assert row[2].endswith(" (no interval: one item)") and "merchant" not in row[2]
 
 
 # ------------------------------------------------------------------ eval view

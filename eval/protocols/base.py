@@ -200,6 +200,11 @@ class Protocol:
         """The 95% interval of `headline` (a fraction), when the protocol's headline is not ours."""
         return None
 
+    def counted(self, task: tasks.Task, entry: Mapping[str, Any]) -> int | None:
+        """How many items `headline` reads, as this protocol counted them for a task's metrics.json entry, when
+        its headline is not ours; None: ours, which reads the items scored."""
+        return None
+
     def component(self, task: tasks.Task, entry: Mapping[str, Any], part: str, stat: str) -> float | None:
         """A component's figure (`mae`, `rmse`; `mape` as a fraction) under this protocol's reading, when its
         headline is not ours."""

@@ -594,6 +594,22 @@ class Official(Protocol):
         found = entry.get("official_ci95")
         return (float(found[0]), float(found[1])) if isinstance(found, list) and len(found) == 2 else None
 
+    def counted(self, task: tasks.Task, entry: Mapping[str, Any]) -> int | None:
+        """The items their headline divides by, as their scripts print it beside the figure: their judge's
+        accuracy counts the answers it judged (`model_evaluate_total`; a row with an empty reference is in
+        `total_eval` but never judged), ROUGE the answers it scored; any other figure every paired row
+        with a reference (`total_eval` less `gt_missing_count`)."""
+        figures = self.own_figures(entry)
+        if figures is None:
+            return None
+        name, _ = rules_for(task.name).headline(figures)
+        own = {"model_evaluate_accuracy": "model_evaluate_total", "rougeL_f1 (no judge)": "rouge_scored"}.get(name)
+        found = [figures.get(key) for key in (own or "total_eval", "gt_missing_count")]
+        total, missing = (v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None for v in found)
+        if total is None or own is not None:
+            return total
+        return max(total - (missing or 0), 0)
+
     def component(self, task: tasks.Task, entry: Mapping[str, Any], part: str, stat: str) -> float | None:
         """Their per-nutrient MAE and RMSE (units) and MAPE (their percent, as a fraction)."""
         figures = self.own_figures(entry) or {}

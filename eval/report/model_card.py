@@ -180,11 +180,10 @@ def _protocol_metrics(run: RunData, spec: Task) -> list[dict[str, Any]] | None:
 
 
 def items_read(run: RunData, spec: Task) -> int:
-    """How many items a task's headline read: what the run's protocol counted (their `total_eval`) when its
-    figure leads, else the items scored."""
-    figures = run.protocol.own_figures(run.entry(spec.name)) if run.headline(spec) is not None else None
-    total = figures.get("total_eval") if figures is not None else None
-    return total if isinstance(total, int) and not isinstance(total, bool) else len(run.scores[spec.name])
+    """How many items a task's headline read: what the run's protocol counted (`Protocol.counted`: their
+    judge's total for VQA) when its figure leads, else the items scored."""
+    counted = run.protocol.counted(spec, run.entry(spec.name)) if run.headline(spec) is not None else None
+    return len(run.scores[spec.name]) if counted is None else counted
 
 
 def _trials(rows: list[dict[str, Any]]) -> int:
@@ -357,11 +356,11 @@ def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, all
 
         paired = comparison(runs, against_first=True, n_boot=n_boot)
         if paired:
+            clustered = "a paired" if resampled_units(runs) == {"items"} else "a clustered paired"
             parts += ["## Settings compared", paired,
                       "Each later setting against the first, on the items both answered: the paired difference "
                       f"(percentage points), its 95% interval resampling {_resampled(runs).removeprefix('whole ')}, "
-                      "and the p-value of a clustered "
-                      "paired permutation test (`python -m eval compare`)."]
+                      f"and the p-value of {clustered} permutation test (`python -m eval compare`)."]
     sources = []
     led = any(run.headline(spec) is not None for run in runs for spec in all_tasks() if spec.name in run.scores)
     for ref in {ref.type: ref for ref in refs}.values():

@@ -72,7 +72,8 @@ def _row(task: str, figure: str, label_a: str, label_b: str, result: Comparison)
     verdict = (f"{result.better} better at the 5% level" if result.better
                else "no significant difference at the 5% level")
     mark = SMALL_MARK if result.merchants < SMALL_SAMPLE else ""
-    shared = f"{result.n} ({result.merchants} merchants)" if result.unit == "merchants" else f"{result.n} (items resampled)"
+    # merchants counted only where the rows name them; else the items are what was resampled
+    shared = f"{result.n} ({result.merchants} merchants)" if result.unit == "merchants" else f"{result.n} items"
     return [task, figure, label_a, label_b, shared, f"{100 * result.diff:+.2f}",
             f"[{100 * low:+.2f}, {100 * high:+.2f}]{mark}",
             "below 0.001" if result.p_value < 0.001 else f"{result.p_value:.3f}", verdict]

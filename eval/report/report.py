@@ -23,6 +23,7 @@ from eval.numbers import (
     headline,
     headline_ci,
     outcome_counts,
+    resampled_unit,
     resampled_words,
     score_nutrition_rows,
     trials,
@@ -37,6 +38,7 @@ from eval.report.tables import (
     headline_cell,
     md_table,
     pct,
+    read_differently,
     resampled_units,
     small_note,
     with_ci,
@@ -93,10 +95,11 @@ def _protocol_cells(task: Task, run: RunData, theirs: tuple[str, float | None, t
     """A task's cells from the figures the run's protocol reported (metrics.json): its headline with its
     interval, and for a task of components each one's MAE, RMSE and MAPE as that protocol computes them."""
     _, value, interval = theirs
-    head = with_ci(value, interval) if value is not None else "–"
+    entry, cells = run.entry(task.name), []
+    head = "–" if value is None else with_ci(value, interval, run.protocol.counted(task, entry),
+                                             unit=_unit(entry.get("official_resampled") or "items"))
     if task.measure != "ape":
         return [head]
-    entry, cells = run.entry(task.name), []
     for part in task.components:
         mae, rmse, mape = (run.protocol.component(task, entry, part, stat) for stat in ("mae", "rmse", "mape"))
         cells += ["–" if mae is None else f"{mae:.2f}", "–" if rmse is None else f"{rmse:.2f}", pct(mape)]
@@ -130,8 +133,7 @@ def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = N_BO
             cells += _task_cells(task, by_task.get(task.name), n_boot)
         cells.append("/".join(_count(by_task.get(t), t) for t in task_names()))
         (baselines if any_run.is_baseline else measured).append(cells)
-        differ = [int(run.entry(t).get("official_disagreements") or 0) for t, run in by_task.items()
-                  if run.headline(get_task(t)) is not None]
+        differ = [read_differently(run.entry(t)) for t, run in by_task.items() if run.headline(get_task(t)) is not None]
         if differ:  # the run's protocol reads answers its own way: ours beside it, on the same answers
             ours = [label, f"ours' reading of the same answers ({sum(differ)} read differently)"]
             for task in all_tasks():
@@ -149,12 +151,17 @@ def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = N_BO
 
 
 def _count(run: RunData | None, task: str) -> str:
-    """Items a task's figures read: what the run's protocol counted (their `total_eval`), else ours."""
+    """Items a task's headline reads: what the run's protocol counted (`Protocol.counted`), else the items scored."""
     if run is None:
         return "–"
-    figures = run.protocol.own_figures(run.entry(task)) if run.headline(get_task(task)) is not None else None
-    total = figures.get("total_eval") if figures is not None else None
-    return str(total) if isinstance(total, int) and not isinstance(total, bool) else str(len(run.scores[task]))
+    spec = get_task(task)
+    counted = run.protocol.counted(spec, run.entry(task)) if run.headline(spec) is not None else None
+    return str(len(run.scores[task]) if counted is None else counted)
+
+
+def _unit(resampled: str) -> str:
+    """One of what an interval resampled, as metrics.json names it: `merchants` -> `merchant`."""
+    return str(resampled).removesuffix("s")
 
 
 def _chance_rows(runs: Sequence[RunData]) -> list[list[str]]:
@@ -186,7 +193,8 @@ def _headline_cell(task: str, run: RunData | None, n_boot: int) -> str:
         return headline_cell(None, None, failed=failed, n=len(rows))
     if value is None:
         return "not scored" if get_task(task).judged else "–"
-    return with_ci(value, headline_ci(task, rows, n_boot=n_boot), trials(rows))
+    unit = _unit(run.entry(task).get("resampled") or resampled_unit(rows))
+    return with_ci(value, headline_ci(task, rows, n_boot=n_boot), trials(rows), unit=unit)
 
 
 def breakdown_tables(runs: Sequence[RunData]) -> str:
@@ -447,11 +455,7 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
                      "look at these items (`injection_suspected` in scores.jsonl) before trusting the figure.")
     paired = comparison(runs, against_first=compare, n_boot=n_boot)
     if paired:
-        parts += ["## Paired comparison", paired,
-                  "Both runs are resampled on the same merchants, so shared difficulty cancels out. "
-                  "p: a clustered paired permutation test (whole merchants' answers swapped between A and B; "
-                  "`python -m eval compare` prints it with McNemar's exact test and the items left out). "
-                  "pp = percentage points; for Avg MAPE a negative difference means A errs less."]
+        parts += ["## Paired comparison", paired, paired_note(units)]
     sweep = sweep_sections(runs, plot_dir=plot_dir, n_boot=n_boot)
     if sweep:
         parts.append(sweep)
@@ -462,6 +466,21 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
     if details:
         parts += ["## Breakdowns", details]
     return "\n\n".join(parts) + "\n"
+
+
+def paired_note(units: set[str]) -> str:
+    """What the paired comparison resampled and swapped, in the words of what the runs recorded (`units`)."""
+    if units <= {"merchants"}:
+        same, swapped = "the same merchants", "a clustered paired permutation test (whole merchants' answers"
+    elif units == {"items"}:
+        same, swapped = ("the same items (the release names no merchant)",
+                         "a paired permutation test (each item's answers")
+    else:
+        same = "the same merchants where the release names them, else the same items"
+        swapped = "a clustered paired permutation test (whole merchants' answers, or each item's where none is named,"
+    return (f"Both runs are resampled on {same}, so shared difficulty cancels out. p: {swapped} swapped between "
+            "A and B; `python -m eval compare` prints it with McNemar's exact test and the items left out). "
+            "pp = percentage points; for Avg MAPE a negative difference means A errs less.")
 
 
 def _judged_rows(runs: Sequence[RunData]) -> list[dict[str, Any]]:

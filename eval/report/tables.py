@@ -102,17 +102,21 @@ def readable(value: Any, limit: int = 220) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def with_ci(value: float | None, interval: Sequence[float] | None, merchants: int | None = None) -> str:
-    """`24.45 [20.10, 28.80]`; `‡` after an interval from fewer than SMALL_SAMPLE merchants; the value
-    alone when there is no interval, with why when `merchants` says (one merchant cannot be resampled).
+def with_ci(value: float | None, interval: Sequence[float] | None, merchants: int | None = None, *,
+            unit: str = "merchant") -> str:
+    """`24.45 [20.10, 28.80]`; `‡` after an interval from fewer than SMALL_SAMPLE merchants (or items, the
+    `unit` resampled where the release names no merchant); the value alone when there is no interval, with
+    why when `merchants` says (one merchant cannot be resampled).
 
     >>> with_ci(0.5, (0.4, 0.6), merchants=5), with_ci(0.5, None, merchants=1), with_ci(0.5, (0.4, 0.6), 30)
     ('50.00 [40.00, 60.00]‡', '50.00 (no interval: one merchant)', '50.00 [40.00, 60.00]')
+    >>> with_ci(0.5, None, 1, unit="item")
+    '50.00 (no interval: one item)'
     """
     if value is None:
         return MISSING
     if not interval or any(x is None or math.isnan(x) for x in interval):
-        return pct(value) + (" (no interval: one merchant)" if merchants is not None and merchants < 2 else "")
+        return pct(value) + (f" (no interval: one {unit})" if merchants is not None and merchants < 2 else "")
     mark = SMALL_MARK if merchants is not None and merchants < SMALL_SAMPLE else ""
     return f"{pct(value)} [{pct(interval[0])}, {pct(interval[1])}]{mark}"
 
