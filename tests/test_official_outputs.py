@@ -200,6 +200,22 @@ def test_the_viewer_shows_their_figure_with_ours_beside(official):
     assert sum(s.startswith("correct") for s in scores.values()) == 6  # theirs: 6 of 12
 
 
+def test_the_viewer_and_the_space_count_the_items_their_figure_reads(official):
+    """Their judge's accuracy reads 7 answers (the row with an empty reference is in total_eval but never
+    judged), their nutrition figures 8 (one row's reference is unreadable): not total_eval's 8 and 9."""
+    from eval import tasks
+    from eval.report.runs import load_run
+    from space.diningspace.results_view import official_headline
+
+    for task, items in (("classification", 12), ("nutrition", 8), ("vqa", 7)):
+        assert run_summary(official["runs"][task], [])["tasks"][task]["protocol"]["items"] == items, task
+        metrics = json.loads((official["runs"][task] / "metrics.json").read_text())[task]
+        small = official_headline(task, {**metrics, "protocol": "official"})[2]
+        assert small.endswith("‡"), task  # fewer than 20 items read: marked as rough
+    run = load_run(official["runs"]["vqa"])
+    assert run.protocol.counted(tasks.get("vqa"), run.entry("vqa")) == 7
+
+
 def test_the_viewer_opens_an_item_as_the_authors_protocol_asked_it(official):
     run = official["runs"]["classification"]
     row = corpus_rows("classification.jsonl")[1]

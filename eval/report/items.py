@@ -308,8 +308,7 @@ def _protocol_headline(run: RunData, spec: tasks.Task) -> dict[str, Any] | None:
     if found is None or not (found[1] is None or isinstance(found[1], int | float) and not isinstance(found[1], bool)):
         return None
     entry = run.entry(spec.name)
-    figures = run.protocol.own_figures(entry) or {}
-    total = figures.get("total_eval")
+    total = run.protocol.counted(spec, entry)
     data = run.info.get("dataset")
     prints = data.get("fingerprints") if isinstance(data, dict) else None
     revisions = run.info.get("dataset_revision")

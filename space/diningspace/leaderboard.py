@@ -384,7 +384,8 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
                 if entry:
                     named.add("ours")
                     ours = True
-            counts[task.name] = theirs.get("total_eval", entry.get("n")) if theirs else entry.get("n")
+            counted = protocol.counted(task, entry) if theirs else None
+            counts[task.name] = entry.get("n") if counted is None else counted
         row.update({
             "Model": run.label, "Data": data_kind(run, metrics),
             "Protocol": " + ".join(sorted(named)) or None,
@@ -414,7 +415,8 @@ def _official_figures(row: dict[str, Any], protocol: Protocol, task: Task, entry
     _, value = protocol.headline(task, entry) or ("", None)
     row[headline_column(task)] = _percent(value)
     # ‡ from the items its figure read, counted as the Items cell counts them (the run's items where it names none)
-    row[interval_column(task)] = _interval(protocol.interval(entry), figures.get("total_eval", entry.get("n")))
+    counted = protocol.counted(task, entry)
+    row[interval_column(task)] = _interval(protocol.interval(entry), entry.get("n") if counted is None else counted)
     for part, column in component_columns(task).items():
         nutrient = figures.get(part)
         row[column] = _figure(nutrient.get("mape") if isinstance(nutrient, dict) else None)  # already percent

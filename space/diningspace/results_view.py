@@ -102,8 +102,9 @@ def official_headline(task: str, metrics: dict[str, Any]) -> tuple[str, str, str
         return None
     name, value = found
     interval = protocol.interval(metrics)
-    figures = protocol.own_figures(metrics) or {}
-    counted = figures.get("total_eval", metrics.get("n"))  # the items its figure read, as the Leaderboard counts them
+    counted = protocol.counted(tasks.get(task), metrics)  # the items its figure read, as the Leaderboard counts them
+    if counted is None:
+        counted = metrics.get("n")
     small = isinstance(counted, int) and not isinstance(counted, bool) and counted < SMALL_SAMPLE
     shown = f"[{pct(interval[0])}, {pct(interval[1])}]{SMALL_MARK if small else ''}" if interval else ""
     return f"{protocol.name} {OFFICIAL_LABELS.get(str(name), str(name))}", pct(value), shown
