@@ -24,3 +24,16 @@ def test_only_server_endpoints_are_described():
     limits.endpoint("127.0.0.1:8000")
     found = limits.describe()
     assert found is not None and [e["endpoint"] for e in found["endpoints"]] == ["127.0.0.1:8000"]
+
+
+def test_the_progress_line_speaks_of_requests_in_flight_only_once_a_server_is_asked():
+    import io
+
+    from eval.progress import Progress
+
+    limits = Limits("auto")
+    limits.endpoint(None)  # a baseline's or a local engine's answers: no server
+    bar = Progress(4, label="baseline:first", stream=io.StringIO(), limits=limits)
+    assert "in flight" not in bar.line()
+    limits.endpoint("127.0.0.1:8000")
+    assert "in flight 0/" in bar.line()
