@@ -254,10 +254,11 @@ def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, s
     except (TypeError, ValueError):
         return {}
     out = {}
-    for task, rows in run.scores.items():
+    for spec, rows in run.scored_tasks():
+        task = spec.name
         wanted = {str(r["id"]) for r in rows}
         try:
-            release, _ = _dataset(task, settings.dataset, settings.lang)
+            release, _ = _dataset(spec, settings.dataset, settings.lang)
         except ReportError as exc:
             if problems is not None:
                 problems.append(f"prompts not searched: {str(exc)[:160]}")
@@ -285,14 +286,14 @@ def _summary(run: RunData) -> dict[str, Any]:
     settings: dict[str, Any] = found if isinstance(found, dict) else {}
     shown = {k: settings.get(k) for k in SUMMARY_SETTINGS if settings.get(k) not in (None, "", False)}
     out: dict[str, Any] = {"model": run.model, "settings": shown, "tasks": {}}
-    for task, rows in run.scores.items():
+    for spec, rows in run.scored_tasks():
         counts = dict.fromkeys(STATUSES, 0)
         for row in rows:
             counts[status_of(row)] += 1
-        out["tasks"][task] = {"n": len(rows), "headline": headline(task, rows),
-                              "counts": {k: v for k, v in counts.items() if v}}
-        if tasks.is_task(task) and (led := _protocol_headline(run, tasks.get(task))) is not None:
-            out["tasks"][task]["protocol"] = led
+        out["tasks"][spec.name] = {"n": len(rows), "headline": headline(spec, rows),
+                                   "counts": {k: v for k, v in counts.items() if v}}
+        if (led := _protocol_headline(run, spec)) is not None:
+            out["tasks"][spec.name]["protocol"] = led
             out["asked"] = run.question()
     return out
 
@@ -356,12 +357,13 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
     if not rows:
         raise ReportError(f"{run_dir.name}: no scored {task} item {str(item_id)[:80]!r}")
     scored = rows[0]
+    spec = tasks.get(task)
     try:
         settings = _settings(run.info)
     except (TypeError, ValueError) as exc:
         raise ReportError(f"{run_dir.name}/run.json: its settings cannot be read ({str(exc)[:200]})") from None
     prediction = _predictions(run_dir, loaded, problems).get((task, str(item_id), epoch, 0))
-    full = _row_with_images(task, str(item_id), settings.dataset, settings.lang)
+    full = _row_with_images(spec, str(item_id), settings.dataset, settings.lang)
     detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored), prompt="", prompt_verified=False,
                         raw=prediction.raw if prediction else None, parsed=scored.get("parsed"),
                         reference=scored.get("reference"), error=scored.get("error"),
@@ -383,19 +385,19 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
         detail.note = ("rebuilt from run.json's settings, but it does not hash to the request the prediction kept "
                        "(the prompts or the data changed since the run)")
     judge = run.info["judge"].get("spec") if isinstance(run.info.get("judge"), dict) else None
-    detail.judge_reply = run.protocol.judge_reply(scored) if tasks.get(task).judged else None
-    if tasks.get(task).judged and judge and detail.raw is not None and detail.judge_reply is None:
-        question = tasks.get(task).question(full, settings.lang) or ""
+    detail.judge_reply = run.protocol.judge_reply(scored) if spec.judged else None
+    if spec.judged and judge and detail.raw is not None and detail.judge_reply is None:
+        question = spec.question(full, settings.lang) or ""
         hit = VerdictCache(run_dir / JUDGE_CACHE, judge).get(build_judge_prompt(question, detail.reference, detail.raw))
         detail.judge_reply = hit.get("raw") if hit else None
     return detail
 
 
-def _dataset(task: str, source: str | None, lang: str) -> tuple[Any, dict[str, int]]:
+def _dataset(task: tasks.Task, source: str | None, lang: str) -> tuple[Any, dict[str, int]]:
     """The task's release as the harness reads it (`diningbench.read_release`: our Parquet or the authors'
     layout, in the run's language; images read per row) and each id's position, kept for the last few
     sources."""
-    key = (tasks.get(task).source_config, source, lang)
+    key = (task.source_config, source, lang)
     found = _DATASETS.get(key, None)
     if found is None:
         try:
@@ -407,7 +409,7 @@ def _dataset(task: str, source: str | None, lang: str) -> tuple[Any, dict[str, i
     return found
 
 
-def _row_with_images(task: str, item_id: str, source: str | None, lang: str) -> dict[str, Any] | None:
+def _row_with_images(task: tasks.Task, item_id: str, source: str | None, lang: str) -> dict[str, Any] | None:
     """The item's dataset row with its stored image bytes (as the run read it), or None when the release
     lacks it."""
     release, position = _dataset(task, source, lang)

@@ -171,7 +171,7 @@ def final_metrics(task: str, records: list[dict[str, Any]], rows: list[dict[str,
         result = score_nutrition_rows(records)
     else:
         result = spec.score([dict(r) for r in records], [r["parsed"] for r in records], rows, lang)
-    return task_figures(task, records, result)
+    return task_figures(spec, records, result)
 
 
 class _VqaJudge:
