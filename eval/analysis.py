@@ -409,10 +409,10 @@ def _dataset_fields(runs: Sequence[RunData]) -> tuple[dict[str, list[str]], dict
         try:
             for task in (t for t in tasks.all_tasks() if t.name in run.scores):
                 if task.has_options and not options:
-                    for item, row in load_rows(task.name, source).items():
+                    for item, row in load_rows(task, source).items():
                         options[item] = tasks.options_of(row, lang) if row.get("options") else []
                 if task.measure == "ape" and not portions:
-                    portions = {item: row.get("portion") for item, row in load_rows(task.name, source).items()}
+                    portions = {item: row.get("portion") for item, row in load_rows(task, source).items()}
         except ScoringError:
             continue  # a run made on a release not at hand: its items still count, without text
     return options, portions

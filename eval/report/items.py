@@ -190,10 +190,11 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
     needle = " ".join((search or "").split())[:MAX_SEARCH].casefold()
     found = _matching(run_dir, loaded, needle, problems) if needle else None
     out = []
+    registered = {spec.name: spec for spec, _ in run.scored_tasks()}
     for task_name, rows in run.scores.items():
         if task is not None and task_name != task:
             continue
-        spec = tasks.get(task_name) if tasks.is_task(task_name) else None
+        spec = registered.get(task_name)  # None: a task no module registered, its items listed as they are
         led = spec is not None and _protocol_headline(run, spec) is not None
         for row in rows:
             item = {**row, "status": status_of(row)}
