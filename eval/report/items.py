@@ -155,12 +155,14 @@ def item_facts(run_dir: Path | str, problems: list[str] | None = None) -> dict[t
 
 
 
-def status_of(row: dict[str, Any]) -> str:
-    """What happened to one scored item, in the words the filters use.
+def status_of(row: dict[str, Any], task: tasks.Task | None) -> str:
+    """What happened to one scored item of `task` (None: a task no module registered), in the words the
+    filters use.
 
-    >>> status_of({"task": "classification", "error": None, "parsed": None, "correct": False})
+    >>> from eval.tasks.vqa import TASK as vqa
+    >>> status_of({"task": "vqa", "error": None, "parsed": None, "correct": False}, vqa)
     'unparsed'
-    >>> status_of({"task": "vqa", "error": None, "parsed": "No.", "correct": None})
+    >>> status_of({"task": "vqa", "error": None, "parsed": "No.", "correct": None}, vqa)
     'unscored'
     """
     if row.get("error"):
@@ -169,7 +171,7 @@ def status_of(row: dict[str, Any]) -> str:
         return "truncated"
     if row.get("parsed") is None:
         return "unparsed"
-    if tasks.is_task(row.get("task")) and tasks.get(row["task"]).measure == "ape":
+    if task is not None and task.measure == "ape":
         return "scored"
     if row.get("correct") is None:
         return "unscored"
@@ -197,7 +199,7 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
         spec = registered.get(task_name)  # None: a task no module registered, its items listed as they are
         led = spec is not None and _protocol_headline(run, spec) is not None
         for row in rows:
-            item = {**row, "status": status_of(row)}
+            item = {**row, "status": status_of(row, spec)}
             if led and spec is not None:  # the run's protocol's own reading of the answer, beside ours
                 read = run.protocol.read_rows(spec, [row])
                 item.update(protocol=run.protocol.title, protocol_reading=read[0] if read else None)
@@ -290,7 +292,7 @@ def _summary(run: RunData) -> dict[str, Any]:
     for spec, rows in run.scored_tasks():
         counts = dict.fromkeys(STATUSES, 0)
         for row in rows:
-            counts[status_of(row)] += 1
+            counts[status_of(row, spec)] += 1
         out["tasks"][spec.name] = {"n": len(rows), "headline": headline(spec, rows),
                                    "counts": {k: v for k, v in counts.items() if v}}
         if (led := _protocol_headline(run, spec)) is not None:
@@ -365,7 +367,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
         raise ReportError(f"{run_dir.name}/run.json: its settings cannot be read ({str(exc)[:200]})") from None
     prediction = _predictions(run_dir, loaded, problems).get((task, str(item_id), epoch, 0))
     full = _row_with_images(spec, str(item_id), settings.dataset, settings.lang)
-    detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored), prompt="", prompt_verified=False,
+    detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored, spec), prompt="", prompt_verified=False,
                         raw=prediction.raw if prediction else None, parsed=scored.get("parsed"),
                         reference=scored.get("reference"), error=scored.get("error"),
                         finish_reason=scored.get("finish_reason"),
