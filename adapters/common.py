@@ -253,9 +253,10 @@ def summary(task: str, records: Sequence[dict[str, Any]]) -> float | None:
     """The figure the run's protocol reports first, as metrics.json has it (ours: accuracy, Average MAPE
     as a fraction; the authors': their script's figure, Average MAPE as a fraction too), folded again
     from each record's `asked` with the judge's answers given back, never asked twice."""
+    spec = tasks.get(task)
     found = [r["asked"] for r in records if isinstance(r.get("asked"), dict)]
     if not found:
-        return _numbers.headline(task, list(records))
+        return _numbers.headline(spec, list(records))
     first = found[0]
     protocol = protocols.get(first["protocol"])
     tally = protocol.tally(task, first["model"], first["lang"])
@@ -263,8 +264,8 @@ def summary(task: str, records: Sequence[dict[str, Any]]) -> float | None:
         answers = {name: list(values) for name, values in (one.get("judge") or {}).items()}
         _fold(protocol, tally, task, one["row"], one["raw"], one["lang"], _Judge(None, answers),
               ask_judge=bool(one.get("graded") or one.get("consulted")))
-    figure = protocol.headline(tasks.get(task), tally.figures())
-    return _numbers.headline(task, tally.records) if figure is None else figure[1]
+    figure = protocol.headline(spec, tally.figures())
+    return _numbers.headline(spec, tally.records) if figure is None else figure[1]
 
 
 def json_text(value: Any) -> str:

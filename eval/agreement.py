@@ -126,7 +126,7 @@ def vqa_answers(run_dir: Path) -> list[Item]:
         raise ScoringError(f"{run_dir} has no VQA answers to judge")
     task = tasks.get(predictions[0].task)
     predictions = [p for p in predictions if p.task == task.name]
-    rows = load_rows(task.name, settings.dataset)
+    rows = load_rows(task, settings.dataset)
     order = {item_id: n for n, item_id in enumerate(rows)}
     items = []
     for p in sorted(predictions, key=lambda p: (p.epoch, order.get(p.id, len(order)))):

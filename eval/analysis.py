@@ -121,15 +121,15 @@ def _first_epoch(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if not r.get("epoch")]
 
 
-def read_rows(run: RunData, task: str) -> list[dict[str, Any]]:
+def read_rows(run: RunData, task: tasks.Task) -> list[dict[str, Any]]:
     """A task's items as the run's protocol's headline reads them (`Protocol.read_rows`: ours as scored, the
     authors' right/wrong and percentage errors where their figure leads), so each figure below follows the
     run's protocol."""
-    rows = run.scores.get(task, [])
-    return run.protocol.read_rows(tasks.get(task), rows) if rows and tasks.is_task(task) else list(rows)
+    rows = run.scores.get(task.name, [])
+    return run.protocol.read_rows(task, rows) if rows else list(rows)
 
 
-def item_difficulty(runs: Sequence[RunData], task: str) -> dict[str, float]:
+def item_difficulty(runs: Sequence[RunData], task: tasks.Task) -> dict[str, float]:
     """Item id -> share of the runs (that have the item scored) that got it right, each run read by its
     protocol."""
     right: dict[str, list[bool]] = {}
@@ -141,7 +141,7 @@ def item_difficulty(runs: Sequence[RunData], task: str) -> dict[str, float]:
 
 
 def difficulty_section(runs: Sequence[RunData]) -> tuple[str, dict[str, dict[str, float]]]:
-    shares = {t.name: item_difficulty(runs, t.name) for t in tasks.all_tasks() if t.measure == "correct"}
+    shares = {t.name: item_difficulty(runs, t) for t in tasks.all_tasks() if t.measure == "correct"}
     rows = []
     for task, by_item in shares.items():
         if not by_item:
@@ -221,12 +221,12 @@ def portion_bins(rows: Sequence[dict[str, Any]], portions: dict[str, str | None]
     return "reference calories (portion text gives no grams)", groups
 
 
-def _ape_task_rows(run: RunData) -> tuple[str, list[dict[str, Any]]]:
+def _ape_task_rows(run: RunData) -> tuple[tasks.Task | None, list[dict[str, Any]]]:
     """The first task of the run measured by percentage errors (nutrition), and its items."""
     for t in tasks.all_tasks():
         if t.measure == "ape" and run.scores.get(t.name):
-            return t.name, run.scores[t.name]
-    return "", []
+            return t, run.scores[t.name]
+    return None, []
 
 
 def _signed(value: float | int | None) -> str:
@@ -238,7 +238,7 @@ def nutrition_section(runs: Sequence[RunData], portions: dict[str, str | None]) 
     for run in runs:
         task, rows = _ape_task_rows(run)
         rows = _first_epoch(rows)
-        if not rows:
+        if task is None or not rows:
             continue
         direction = nutrition_direction(rows)
         lines.append([run.label, *(f"{pct(d['over'])} / {pct(d['under'])} / {_signed(d['median_signed'])}"
@@ -249,7 +249,7 @@ def nutrition_section(runs: Sequence[RunData], portions: dict[str, str | None]) 
                 errors = [abs(e["calories"]) for e in map(signed_errors, subset) if "calories" in e]
                 portion_rows.append([run.label, label, str(len(subset)),
                                      pct(statistics.median(errors)) if errors else "–",
-                                     pct(headline(task, run.protocol.read_rows(tasks.get(task), subset)))])
+                                     pct(headline(task, run.protocol.read_rows(task, subset)))])
     if not lines:
         return ""
     return (md_table(["Model", *(f"{n}: over / under (%) / median signed error (%)" for n in NUTRIENTS)], lines)
@@ -280,24 +280,27 @@ def output_section(runs: Sequence[RunData]) -> str:
 def mode_pairs_section(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
     """Thinking minus instruct, per task, for runs whose models differ only by that marker."""
     by_family: dict[tuple[str, str], dict[str, RunData]] = {}
+    named: dict[str, tasks.Task] = {}
     for run in runs:
         key = mode_pair_key(run.model)
         if key is None:
             continue
-        for task in run.scores:
-            by_family.setdefault((key[0], task), {})[key[1]] = run
+        for spec, _ in run.scored_tasks():
+            named[spec.name] = spec
+            by_family.setdefault((key[0], spec.name), {})[key[1]] = run
     rows, paired = [], []
     for (family, task), modes in sorted(by_family.items()):
         if set(modes) != {"thinking", "instruct"}:
             continue
-        thinking, instruct = read_rows(modes["thinking"], task), read_rows(modes["instruct"], task)
-        found = paired_difference(task, thinking, instruct, n_boot=n_boot)
+        spec = named[task]
+        thinking, instruct = read_rows(modes["thinking"], spec), read_rows(modes["instruct"], spec)
+        found = paired_difference(spec, thinking, instruct, n_boot=n_boot)
         if found is None:
             continue
         low, high = found["ci95"]
         paired += [modes["thinking"], modes["instruct"]]
-        rows.append([family, task, str(found["n"]), pct(headline(task, thinking)),
-                     pct(headline(task, instruct)), f"{100 * found['diff']:+.2f}",
+        rows.append([family, task, str(found["n"]), pct(headline(spec, thinking)),
+                     pct(headline(spec, instruct)), f"{100 * found['diff']:+.2f}",
                      f"[{100 * low:+.2f}, {100 * high:+.2f}]"])
     if not rows:
         return ""
@@ -338,7 +341,7 @@ def protocol_lines(runs: Sequence[RunData]) -> str:
             if interval is not None:
                 shown += (f" [{pct(interval[0])}, {pct(interval[1])}] (95% CI resampling "
                           f"{entry.get('official_resampled') or 'items'})")
-            figures.append(f"{spec.name} {name} {shown} (ours {pct(headline(spec.name, run.scores[spec.name]))}; "
+            figures.append(f"{spec.name} {name} {shown} (ours {pct(headline(spec, run.scores[spec.name]))}; "
                            f"{read_differently(entry)} read differently; release {release})")
         lines.append(f"- {as_text(run.label)}: {as_text(run.question())}: " + "; ".join(as_text(f) for f in figures))
     if not lines:
@@ -406,10 +409,10 @@ def _dataset_fields(runs: Sequence[RunData]) -> tuple[dict[str, list[str]], dict
         try:
             for task in (t for t in tasks.all_tasks() if t.name in run.scores):
                 if task.has_options and not options:
-                    for item, row in load_rows(task.name, source).items():
+                    for item, row in load_rows(task, source).items():
                         options[item] = tasks.options_of(row, lang) if row.get("options") else []
                 if task.measure == "ape" and not portions:
-                    portions = {item: row.get("portion") for item, row in load_rows(task.name, source).items()}
+                    portions = {item: row.get("portion") for item, row in load_rows(task, source).items()}
         except ScoringError:
             continue  # a run made on a release not at hand: its items still count, without text
     return options, portions

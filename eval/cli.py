@@ -191,9 +191,10 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    if tasks.get(args.task).judged and not args.judge:
+    task = tasks.get(args.task)
+    if task.judged and not args.judge:
         raise UsageError(f"sweep --task {args.task} needs --judge SPEC (e.g. --judge openai:gpt-4o): "
-                         f"{tasks.get(args.task).title} is scored by a judge")
+                         f"{task.title} is scored by a judge")
     base = settings_from_args(args, model=args.model[0], lang=args.lang[0], cot=False, images=None, out=None,
                               n_boot=args.n_boot, judge_cache=args.out / "judge_cache")
     cells = api.sweep_cells(base, models=args.model, langs=args.lang,

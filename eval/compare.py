@@ -60,11 +60,8 @@ class Comparison:
     permutations: int  # swap patterns used (2**merchants when exact)
     exact: bool
     mcnemar: dict[str, Any] | None  # accuracy: {"b": A right B wrong, "c": A wrong B right, "p_value"}
+    lower_is_better: bool  # the task's headline is an error (Avg MAPE), not an accuracy
     unit: str = "merchants"  # what is resampled and swapped: merchants, or items where the release names none
-
-    @property
-    def lower_is_better(self) -> bool:
-        return tasks.get(self.task).lower_is_better
 
     @property
     def better(self) -> str | None:
@@ -85,10 +82,10 @@ def _key(row: dict[str, Any]) -> tuple[str, int]:
     return str(row["id"]), int(row.get("epoch") or 0)
 
 
-def _values(task: str, rows: Sequence[dict[str, Any]]) -> np.ndarray:
+def _values(task: tasks.Task, rows: Sequence[dict[str, Any]]) -> np.ndarray:
     """Per item, the columns the headline averages: correct (1/0) for accuracy, each nutrient's APE
     (NaN where the metric leaves it out) for Avg MAPE."""
-    if tasks.get(task).measure == "ape":
+    if task.measure == "ape":
         return np.array([[np.nan if not isinstance(r.get("ape"), dict) or r["ape"].get(c) is None else float(r["ape"][c])
                           for c in NUTRIENTS] for r in rows], dtype=float).reshape(len(rows), len(NUTRIENTS))
     return np.array([[float(r.get("correct") is True)] for r in rows], dtype=float)
@@ -113,7 +110,7 @@ def _headline_diffs(flips: np.ndarray, sa: np.ndarray, na: np.ndarray, sb: np.nd
     return np.nanmean(mean_a, axis=1) - np.nanmean(mean_b, axis=1)
 
 
-def permutation_p_value(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]],
+def permutation_p_value(task: tasks.Task, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]],
                         merchants: Sequence[str], *, n_perm: int = N_PERM, seed: int = 0) -> tuple[float, int, bool]:
     """(two-sided p-value, swap patterns used, exact) of the clustered paired permutation test on
     aligned rows (row k of A and of B are one item)."""
@@ -195,19 +192,19 @@ def _asked(run: RunData, name: str) -> Any:
     return default if value is None and name != "images" else value
 
 
-def different_references(task: str, pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> str | None:
+def different_references(task: tasks.Task, pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> str | None:
     """A one-line reason when an id's reference differs between the runs (they were made on different
     releases, or one was edited), None when every shared item's reference is the same."""
     differing = [(a, b) for a, b in pairs if a.get("reference") != b.get("reference")]
     if not differing:
         return None
     a, b = differing[0]
-    return (f"{task}: {len(differing)} of {len(pairs)} shared items have another reference in each run "
+    return (f"{task.name}: {len(differing)} of {len(pairs)} shared items have another reference in each run "
             f"(e.g. {str(a['id'])[:60]!r}: {str(a.get('reference'))[:40]!r} vs {str(b.get('reference'))[:40]!r}): "
             "they were made on different releases; not compared")
 
 
-def compare_task(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], *,
+def compare_task(task: tasks.Task, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], *,
                  n_boot: int = N_BOOT, n_perm: int = N_PERM, seed: int = 0) -> Comparison | None:
     """A's and B's scored items of one task, paired by id and epoch; None when none is shared or a
     headline cannot be computed (VQA without a judge). A ReportError when an id's reference differs
@@ -225,10 +222,11 @@ def compare_task(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[d
         return None
     merchants = clusters(a_rows)  # merchants, or items where the release names none
     p_value, used, exact = permutation_p_value(task, a_rows, b_rows, merchants, n_perm=n_perm, seed=seed)
-    return Comparison(task=task, n=len(pairs), merchants=len(set(merchants)), unit=resampled_unit(a_rows), only_a=len(keys_a - set(by_b)),
+    return Comparison(task=task.name, n=len(pairs), merchants=len(set(merchants)), unit=resampled_unit(a_rows), only_a=len(keys_a - set(by_b)),
                       only_b=len(set(by_b) - keys_a), diff=found["diff"], ci95=tuple(found["ci95"]),
                       p_value=p_value, permutations=used, exact=exact,
-                      mcnemar=mcnemar_exact(a_rows, b_rows) if tasks.get(task).measure != "ape" else None)
+                      mcnemar=mcnemar_exact(a_rows, b_rows) if task.measure != "ape" else None,
+                      lower_is_better=task.lower_is_better)
 
 
 def describe(c: Comparison, label_a: str = "A", label_b: str = "B", *, reading: str | None = None,
@@ -321,26 +319,25 @@ def same_protocol(a: RunData, b: RunData) -> None:
                           "(compare runs of one protocol)")
 
 
-def reads_its_own_way(runs: Sequence[RunData], task: str) -> bool:
+def reads_its_own_way(runs: Sequence[RunData], task: tasks.Task) -> bool:
     """Whether the runs' protocol reports its own headline for `task` (not ours' reading)."""
-    spec = tasks.get(task)
-    return any(run.headline(spec) is not None for run in runs)
+    return any(run.headline(task) is not None for run in runs)
 
 
-def compare_runs_task(a: RunData, b: RunData, task: str, *, n_boot: int = N_BOOT, n_perm: int = N_PERM,
+def compare_runs_task(a: RunData, b: RunData, task: tasks.Task, *, n_boot: int = N_BOOT, n_perm: int = N_PERM,
                       seed: int = 0) -> TaskComparison:
     """A against B on one task both scored, on their protocol's reading (ours beside it when the protocol
     reads its own way). A ReportError when they were scored under different protocols or an id's
     reference differs."""
     same_protocol(a, b)
-    rows_a, rows_b = a.scores[task], b.scores[task]
+    rows_a, rows_b = a.scores[task.name], b.scores[task.name]
     if not reads_its_own_way((a, b), task):
-        return TaskComparison(task, compare_task(task, rows_a, rows_b, n_boot=n_boot, n_perm=n_perm, seed=seed))
-    spec = tasks.get(task)
-    theirs = compare_task(task, a.protocol.read_rows(spec, rows_a), b.protocol.read_rows(spec, rows_b),
+        return TaskComparison(task.name, compare_task(task, rows_a, rows_b, n_boot=n_boot, n_perm=n_perm, seed=seed))
+    theirs = compare_task(task, a.protocol.read_rows(task, rows_a), b.protocol.read_rows(task, rows_b),
                           n_boot=n_boot, n_perm=n_perm, seed=seed)
     ours = compare_task(task, rows_a, rows_b, n_boot=n_boot, n_perm=n_perm, seed=seed)
-    return TaskComparison(task, theirs, ours, a.protocol.title, (_unrecorded(a, task), _unrecorded(b, task)))
+    return TaskComparison(task.name, theirs, ours, a.protocol.title,
+                          (_unrecorded(a, task.name), _unrecorded(b, task.name)))
 
 
 def _unrecorded(run: RunData, task: str) -> int:
@@ -362,7 +359,7 @@ def release(run: RunData) -> str:
     return text
 
 
-def protocol_line(a: RunData, b: RunData, shared: Sequence[str],
+def protocol_line(a: RunData, b: RunData, shared: Sequence[tasks.Task],
                   release_of: Callable[[RunData], str] = release) -> str | None:
     """The line that names the protocol whose reading the figures are, the image indices sent and the
     release, when that protocol reads answers its own way; None under ours (its lines stay as they were)."""
@@ -392,17 +389,18 @@ def compare_runs(dirs: Sequence[Any], *, n_perm: int = N_PERM, n_boot: int = N_B
     for other in runs[1:]:
         label_a, label_b = f"A = {first.label} ({first.path.name})", f"B = {other.label} ({other.path.name})"
         out += [label_a, label_b]
-        shared = [t for t in tasks.names() if t in first.scores and t in other.scores]
+        both = [t for t in tasks.all_tasks() if t.name in first.scores and t.name in other.scores]
+        shared = [t.name for t in both]
         if not shared:
             raise ReportError(f"{first.path} and {other.path} share no task")
         if differences := asked_differently(first, other, shared):
             notes.append(asked_note(differences, other.path.name))
-        if (named := protocol_line(first, other, shared)) is not None:
+        if (named := protocol_line(first, other, both)) is not None:
             out.append(named)
-        for task in shared:
+        for task in both:
             c = compare_runs_task(first, other, task, n_boot=n_boot, n_perm=n_perm)
             if c.headline is None:
-                out.append(f"{task}: no shared scored items (VQA needs a judge's verdicts in both runs)")
+                out.append(f"{task.name}: no shared scored items (VQA needs a judge's verdicts in both runs)")
                 continue
             out.append(str(c.describe()))
             found.append({"a": str(first.path), "b": str(other.path), **c.to_json(),

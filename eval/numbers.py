@@ -81,18 +81,19 @@ def any_answered(rows: Sequence[dict[str, Any]]) -> bool:
     return any(r.get("error") is None for r in rows)
 
 
-def headline(task: str, rows: Sequence[dict[str, Any]]) -> float | None:
+def headline(task: tasks.Task, rows: Sequence[dict[str, Any]]) -> float | None:
     """The figure Table 2 ranks by: accuracy, or Average MAPE for nutrition (both fractions).
 
     None when no item was answered (every generation failed): 0% accuracy or 100% MAPE would score
     the server's refusals as the model's answers.
 
-    >>> headline("vqa", [{"error": "HTTP 400", "correct": False}, {"error": "HTTP 400", "correct": False}]) is None
+    >>> from eval.tasks.vqa import TASK as vqa
+    >>> headline(vqa, [{"error": "HTTP 400", "correct": False}, {"error": "HTTP 400", "correct": False}]) is None
     True
     """
     if rows and not any_answered(rows):
         return None
-    if tasks.get(task).measure == "ape":
+    if task.measure == "ape":
         value = score_nutrition_rows(rows).get("avg_mape")
         return None if value is None else float(value)
     return accuracy(rows)
@@ -129,20 +130,20 @@ def resampled_words(units: set[str]) -> str:
     return "whole merchants where the release names them (items of one restaurant are not independent), else items"
 
 
-def headline_ci(task: str, rows: Sequence[dict[str, Any]], *, n_boot: int = N_BOOT,
+def headline_ci(task: tasks.Task, rows: Sequence[dict[str, Any]], *, n_boot: int = N_BOOT,
                 seed: int = 0) -> tuple[float, float] | None:
     """95% interval for `headline`, resampling merchants (the items' `merchant_id`).
 
     Memoised per item list: a report shows the same interval in several tables and plots, and a
     nutrition interval calls the metric once per resample.
     """
-    key = (task, id(rows), n_boot, seed)
+    key = (task.name, id(rows), n_boot, seed)
     if key in _CI_MEMO and _CI_MEMO[key][0] is rows:
         return _CI_MEMO[key][1]
     # A nutrition interval costs O(items x resamples): the same items read back from scores.jsonl
     # (the report, right after scoring) get the interval scoring computed, by their content.
-    by_ape = tasks.get(task).measure == "ape"
-    content = (task, _content_digest(rows), n_boot, seed) if by_ape else None
+    by_ape = task.measure == "ape"
+    content = (task.name, _content_digest(rows), n_boot, seed) if by_ape else None
     if content is not None and content in _CI_BY_CONTENT:
         _CI_MEMO[key] = (rows, _CI_BY_CONTENT[content])
         return _CI_BY_CONTENT[content]
@@ -211,7 +212,7 @@ def _correct_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:
     return lambda indices: float(values[indices].mean())
 
 
-def paired_difference(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], *,
+def paired_difference(task: tasks.Task, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], *,
                       n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any] | None:
     """Headline of run A minus run B on the items both scored, with a paired cluster-bootstrap interval."""
     by_id = {r["id"]: r for r in rows_b}
@@ -221,7 +222,7 @@ def paired_difference(task: str, rows_a: Sequence[dict[str, Any]], rows_b: Seque
     a_rows, b_rows = [a for a, _ in common], [b for _, b in common]
     if headline(task, a_rows) is None or headline(task, b_rows) is None:
         return None
-    make = _nutrition_statistic if tasks.get(task).measure == "ape" else _correct_statistic  # one call per resample
+    make = _nutrition_statistic if task.measure == "ape" else _correct_statistic  # one call per resample
     diff, interval = paired_bootstrap(len(common), clusters(a_rows),
                                       make(a_rows), make(b_rows), n_boot=n_boot, seed=seed)
     return {"n": len(common), "diff": diff, "ci95": interval}
@@ -281,22 +282,22 @@ def token_totals(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
     return totals
 
 
-def epoch_agreement(task: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def epoch_agreement(task: tasks.Task, rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """With `--epochs K`: K, and the share of items answered alike in every epoch (the same letter;
     the same verdict for VQA; for nutrition the same parsed values). None for a single epoch.
 
     >>> rows = [{"id": "a", "epoch": 0, "parsed": "A"}, {"id": "a", "epoch": 1, "parsed": "A"},
     ...         {"id": "b", "epoch": 0, "parsed": "B"}, {"id": "b", "epoch": 1, "parsed": "C"}]
-    >>> epoch_agreement("classification", rows)
+    >>> from eval.tasks.classification import TASK as classification
+    >>> epoch_agreement(classification, rows)
     {'epochs': 2, 'items': 2, 'agreement': 0.5}
     """
     epochs = {int(r.get("epoch") or 0) for r in rows}
     if len(epochs) < 2:
         return None
-    spec = tasks.get(task)
     answers: dict[str, list[Any]] = {}
     for row in rows:
-        answer = spec.agreement_answer(row)
+        answer = task.agreement_answer(row)
         answers.setdefault(str(row["id"]), []).append(repr(answer) if answer is not None else None)
     complete = [a for a in answers.values() if len(a) == len(epochs)]
     agree = sum(a[0] is not None and len(set(a)) == 1 for a in complete)
@@ -304,7 +305,7 @@ def epoch_agreement(task: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]
             "agreement": agree / len(complete) if complete else None}
 
 
-def task_figures(task: str, rows: Sequence[dict[str, Any]], metric_result: dict[str, Any], *,
+def task_figures(task: tasks.Task, rows: Sequence[dict[str, Any]], metric_result: dict[str, Any], *,
                  n_boot: int = N_BOOT) -> dict[str, Any]:
     """A task's metrics.json entry: the metric's own figures, the outcome counts, token totals and
     the headline's 95% merchant-clustered interval (`accuracy_ci95` or `avg_mape_ci95`).
@@ -319,7 +320,7 @@ def task_figures(task: str, rows: Sequence[dict[str, Any]], metric_result: dict[
     interval = headline_ci(task, rows, n_boot=n_boot)
     figures["merchants"] = len(set(clusters(rows)))  # below 20 the interval is marked
     figures["resampled"] = resampled_unit(rows)  # what the interval resamples: merchants, or items where none is named
-    key = f"{tasks.get(task).figure}_ci95"
+    key = f"{task.figure}_ci95"
     figures[key] = None if interval is None else [float(interval[0]), float(interval[1])]
     if rows and not any_answered(rows):  # no headline: the table shows "–" with the failed count
         figures[key.removesuffix("_ci95")] = None

@@ -46,9 +46,9 @@ class OfficialFileError(UserError):
     """A prediction file in the authors' format that cannot be imported (one line, naming the line)."""
 
 
-def file_name(task: str, lang: str) -> str:
+def file_name(task: tasks.Task, lang: str) -> str:
     """`classification_pred.jsonl`, `vqa_en_pred.jsonl`: one file per task and language."""
-    return f"{tasks.get(task).source_config}{'_en' if lang == 'en' else ''}_pred.jsonl"
+    return f"{task.source_config}{'_en' if lang == 'en' else ''}_pred.jsonl"
 
 
 # ---------------------------------------------------------------- export
@@ -64,7 +64,7 @@ def _paths(row: dict[str, Any], task: str, settings: RunSettings) -> dict[str, A
 
 def export_names() -> list[str]:
     """Every file name an export may write: each task's in each language."""
-    return [file_name(task, lang) for task in tasks.names() for lang in LANGS]
+    return [file_name(task, lang) for task in tasks.all_tasks() for lang in LANGS]
 
 
 def check_export_out(out: Path, overwrite: bool) -> list[str]:
@@ -102,11 +102,12 @@ def export_official(run_dir: Path | str, out: Path | str, *, overwrite: bool = F
     scores = _official_records(run_dir)
     written = []
     out.mkdir(parents=True, exist_ok=True)
-    for task in tasks.names():
+    for spec in tasks.all_tasks():
+        task = spec.name
         mine = [p for p in predictions.values() if p.task == task and p.epoch == 0 and not p.rotation]
         if not mine:
             continue
-        rows = scoring.load_rows(task, settings.dataset, settings.lang)
+        rows = scoring.load_rows(spec, settings.dataset, settings.lang)
         preds = official_preds(task, mine, [rows[p.id] for p in mine], settings.model, settings.image_indices)
         lines = []
         for p in mine:
@@ -115,10 +116,10 @@ def export_official(run_dir: Path | str, out: Path | str, *, overwrite: bool = F
             failed = p.error is not None or p.raw is None or official.is_error(line["model_pred"])
             full = line["model_pred"] if failed else p.raw
             item: dict[str, Any] = {"idx": int(row["idx"])}
-            if tasks.get(task).has_options:
+            if spec.has_options:
                 item["gt_answer"] = line["gt_answer"]
             item.update(model_pred=line["model_pred"], model_full_pred=full, model_input=row.get("prompt", ""))
-            if not tasks.get(task).has_options:
+            if not spec.has_options:
                 item["label"] = row.get("ground_truth")
             item.update(_paths(row, task, settings))
             verdict = scores.get((task, p.id), {})
@@ -128,7 +129,7 @@ def export_official(run_dir: Path | str, out: Path | str, *, overwrite: bool = F
                 item.update(eval_match=line["eval_match"], eval_result=line.get("eval_result"))
             lines.append(item)
         lines.sort(key=lambda item: item["idx"])
-        path = out / file_name(task, settings.lang)
+        path = out / file_name(spec, settings.lang)
         write_atomically(path, [json.dumps(item, ensure_ascii=False) + "\n" for item in lines])
         written.append(path)
     if not written:

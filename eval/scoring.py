@@ -43,14 +43,14 @@ class ScoringError(UserError):
 
 
 # ---------------------------------------------------------------- a run folder
-def load_rows(task: str, source: str | None, lang: str = "zh") -> dict[str, dict[str, Any]]:
+def load_rows(task: tasks.Task, source: str | None, lang: str = "zh") -> dict[str, dict[str, Any]]:
     """Every item's metadata (no images) by id: references and breakdown fields."""
     import diningbench
 
     try:
-        release = diningbench.read_release(tasks.get(task).source_config, source, lang=lang)
+        release = diningbench.read_release(task.source_config, source, lang=lang)
     except (ValueError, FileNotFoundError, OSError) as exc:
-        raise ScoringError(f"cannot load {task} references from {source or 'the embedded sample'}: "
+        raise ScoringError(f"cannot load {task.name} references from {source or 'the embedded sample'}: "
                            f"{' '.join(str(exc).split())[:300]}") from None
     return {str(r["id"]): r for r in release.rows}
 
@@ -87,14 +87,14 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
     all_records: list[dict[str, Any]] = []
     rotated_records: list[dict[str, Any]] = []
     try:
-        for task in tasks.names():
-            mine = [p for p in predictions.values() if p.task == task]
+        for task in tasks.all_tasks():
+            mine = [p for p in predictions.values() if p.task == task.name]
             if not mine:
                 continue
             by_id = _rows_by_id(task, mine, rows, settings)
-            job = TaskScoring(task, mine, by_id, settings, settings.lang, judge, judge_base_url, judge_fn,
+            job = TaskScoring(task.name, mine, by_id, settings, settings.lang, judge, judge_base_url, judge_fn,
                               Path(judge_cache or run_dir / JUDGE_CACHE), n_boot, fresh, _views_sent(settings))
-            records, metrics[task] = protocols.of(settings).score(job)
+            records, metrics[task.name] = protocols.of(settings).score(job)
             rotated_records.extend(job.rotated)
             all_records.extend(records)
     finally:
@@ -122,7 +122,8 @@ def _judge_for(settings: RunSettings, judge: str | None, judge_base_url: str | N
         return None
     judge_fn = BackendJudge(judge, judge_base_url, timeout=settings.timeout, max_tokens=settings.max_tokens,
                             concurrency=settings.concurrency, max_concurrency=settings.max_concurrency)
-    if any(tasks.get(p.task).judged for p in predictions if tasks.is_task(p.task)):
+    judged = {task.name for task in tasks.all_tasks() if task.judged}
+    if any(p.task in judged for p in predictions):
         try:
             judge_fn.check()
         except JudgeError as exc:
@@ -131,14 +132,14 @@ def _judge_for(settings: RunSettings, judge: str | None, judge_base_url: str | N
     return judge_fn
 
 
-def _rows_by_id(task: str, mine: list[Prediction], rows: dict[str, Sequence[dict[str, Any]]] | None,
+def _rows_by_id(task: tasks.Task, mine: list[Prediction], rows: dict[str, Sequence[dict[str, Any]]] | None,
                 settings: RunSettings) -> dict[str, dict[str, Any]]:
     """The task's rows by id, in dataset order; `mine` sorted in that order, epoch by epoch."""
-    by_id = {str(r["id"]): r for r in rows[task]} if rows and task in rows else load_rows(
+    by_id = {str(r["id"]): r for r in rows[task.name]} if rows and task.name in rows else load_rows(
         task, settings.dataset, settings.lang)
     unknown = sorted({p.id for p in mine} - set(by_id))
     if unknown:
-        raise ScoringError(f"{task}: predictions for ids not in the dataset ({', '.join(unknown[:5])}); "
+        raise ScoringError(f"{task.name}: predictions for ids not in the dataset ({', '.join(unknown[:5])}); "
                            "was the run made on another --dataset?")
     order = {item_id: n for n, item_id in enumerate(by_id)}
     mine.sort(key=lambda p: (p.epoch, order[p.id], p.rotation))

@@ -12,6 +12,7 @@ import pytest
 
 from eval.cli import main as cli_main
 from eval.compare import compare_task, mcnemar_exact, permutation_p_value
+from eval import tasks
 
 
 def _null_accuracy(rng: np.random.Generator, merchants: int, per: int = 8) -> tuple[list[dict], list[dict], list[str]]:
@@ -35,7 +36,7 @@ def test_the_permutation_test_rejects_a_true_null_about_five_percent_of_the_time
     rejected = 0
     for k in range(sims):
         a, b, labels = _null_accuracy(rng, merchants)
-        p, used, exact = permutation_p_value("classification", a, b, labels, n_perm=499, seed=k)
+        p, used, exact = permutation_p_value(tasks.get("classification"), a, b, labels, n_perm=499, seed=k)
         rejected += p < 0.05
     rate = rejected / sims
     assert 0.03 <= rate <= 0.07, rate  # 5% +- 2 points
@@ -46,7 +47,7 @@ def test_a_real_difference_is_found_and_the_direction_named() -> None:
     a, b, _ = _null_accuracy(rng, 40)
     for row in a[::3]:
         row["correct"] = True  # A right on a third more items
-    c = compare_task("classification", a, b, n_boot=200, n_perm=999)
+    c = compare_task(tasks.get("classification"), a, b, n_boot=200, n_perm=999)
     assert c is not None and c.p_value < 0.01 and c.diff > 0 and c.better == "A"
     assert c.ci95[0] > 0 and c.merchants == 40 and c.n == 320
 
@@ -67,14 +68,14 @@ def test_nutrition_is_compared_on_avg_mape_where_lower_is_better() -> None:
             ape = {n: float(rng.uniform(0.1, 0.5)) for n in nutrients}
             rows_a.append(row(m, i, {n: v * 0.5 for n, v in ape.items()}))
             rows_b.append(row(m, i, ape))
-    c = compare_task("nutrition", rows_a, rows_b, n_boot=200, n_perm=999)
+    c = compare_task(tasks.get("nutrition"), rows_a, rows_b, n_boot=200, n_perm=999)
     assert c is not None and c.diff < 0 and c.better == "A" and c.mcnemar is None
 
 
 def test_items_only_one_run_answered_are_left_out_and_counted() -> None:
     a = [{"id": f"i{k}", "merchant_id": f"m{k % 5}", "correct": k % 2 == 0} for k in range(40)]
     b = [{"id": f"i{k}", "merchant_id": f"m{k % 5}", "correct": k % 3 == 0} for k in range(3, 45)]
-    c = compare_task("classification", a, b, n_boot=100)
+    c = compare_task(tasks.get("classification"), a, b, n_boot=100)
     assert (c.n, c.only_a, c.only_b) == (37, 3, 5)
     assert c.exact and c.permutations == 2 ** 5  # 5 merchants: every swap pattern
 
@@ -103,9 +104,9 @@ def test_all_right_or_all_wrong_gets_a_one_sided_bound_never_a_zero_width_interv
 
     right = [{"id": f"i{k}", "merchant_id": f"m{k % 30}", "correct": True} for k in range(120)]
     wrong = [{**r, "correct": False} for r in right]
-    low, high = headline_ci("classification", right, n_boot=200)
+    low, high = headline_ci(tasks.get("classification"), right, n_boot=200)
     assert high == 1.0 and low == pytest.approx(0.05 ** (1 / 30)) and low < 1.0
-    low, high = headline_ci("classification", wrong, n_boot=200)
+    low, high = headline_ci(tasks.get("classification"), wrong, n_boot=200)
     assert low == 0.0 and high == pytest.approx(1 - 0.05 ** (1 / 30)) and high > 0.0
 
 

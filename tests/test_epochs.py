@@ -7,6 +7,7 @@ import json
 import pytest
 
 from eval import api
+from eval import tasks
 from eval.numbers import epoch_agreement
 from eval.report.tables import results_table
 from eval.settings import RunSettings
@@ -23,8 +24,8 @@ def test_agreement_counts_items_answered_alike_in_every_epoch():
             (("a", "AAA"), ("b", "ABA"), ("c", "CCC")) for e, p in enumerate(answers)]
     rows.append({"id": "d", "epoch": 0, "parsed": None})
     rows += [{"id": "d", "epoch": e, "parsed": None} for e in (1, 2)]  # unparsed thrice: not "alike"
-    assert epoch_agreement("classification", rows) == {"epochs": 3, "items": 4, "agreement": 0.5}
-    assert epoch_agreement("classification", rows[::3]) is None  # epoch 0 only: nothing to agree
+    assert epoch_agreement(tasks.get("classification"), rows) == {"epochs": 3, "items": 4, "agreement": 0.5}
+    assert epoch_agreement(tasks.get("classification"), rows[::3]) is None  # epoch 0 only: nothing to agree
 
 
 def test_epochs_ask_each_item_k_times_resume_and_report_agreement(release, tmp_path):

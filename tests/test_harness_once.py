@@ -85,5 +85,5 @@ def test_the_report_reuses_the_interval_scoring_computed(release, tmp_path, monk
     interval = json.loads((out / "metrics.json").read_text())["nutrition"]["avg_mape_ci95"]
     records = read_jsonl(out / "scores.jsonl")
     numbers._CI_BY_CONTENT.clear()
-    assert list(numbers.headline_ci("nutrition", records, n_boot=1000)) == interval  # the same when recomputed
+    assert list(numbers.headline_ci(task_nutrition.TASK, records, n_boot=1000)) == interval  # the same when recomputed
     assert computed == [4, 4]

@@ -55,11 +55,11 @@ def test_honest_answers_are_not_suspected_and_still_graded():
 
 
 def test_the_run_counts_suspected_items(tmp_path):
-    from eval import scoring
+    from eval import scoring, tasks
 
     records = [{"reference": REFERENCE, "error": None, "merchant_id": f"m{i % 2}", "parsed": a}
                for i, a in enumerate(ATTACKS[:3] + ["It is deep-fried twice."])]
-    metrics = scoring.score_judged("vqa", records, [r["parsed"] for r in records], [QUESTION] * 4, obedient_judge,
+    metrics = scoring.score_judged(tasks.get("vqa"), records, [r["parsed"] for r in records], [QUESTION] * 4, obedient_judge,
                                 "obedient", tmp_path, concurrency=1, n_boot=10)
     assert metrics["injection_suspected"] == 3 and metrics["accuracy"] == 0.25
     assert [r["injection_suspected"] for r in records] == [True, True, True, False]

@@ -208,7 +208,7 @@ def test_metric_and_harness_judge_the_same_text_of_a_cot_answer(tmp_path):
     judge_items([QUESTIONS[1]], [REFERENCES[1]], [raw], lambda p: asked[0].append(p) or "GRADE: C", None, tmp_path)
     record = {"reference": REFERENCES[1], "error": None, "merchant_id": "m", "parsed": tasks.parse_output(
         "vqa", raw, {}, "zh")}
-    scoring.score_judged("vqa", [record], [raw], [QUESTIONS[1]], lambda p: asked[1].append(p) or "GRADE: C", None,
+    scoring.score_judged(tasks.get("vqa"), [record], [raw], [QUESTIONS[1]], lambda p: asked[1].append(p) or "GRADE: C", None,
                       tmp_path / "cache", concurrency=1, n_boot=10)
     assert asked[0] == asked[1] and len(asked[0]) == 1
     assert "最终答案" not in asked[0][0] and "It is boiled first and then stir-fried." in asked[0][0]

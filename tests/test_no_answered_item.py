@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from eval import api
+from eval import tasks
 from eval.numbers import headline, task_figures
 from eval.report.tables import results_table
 from space.diningspace.results_view import summary_line
@@ -42,7 +43,7 @@ def test_every_request_refused_gives_no_headline_anywhere(release, tmp_path, mon
 
 def test_vqa_all_failed_is_not_zero_accuracy_but_one_answered_item_is_a_headline():
     failed = [{"id": f"v{i}", "error": "HTTP 400: refused", "correct": False, "merchant_id": str(i)} for i in range(3)]
-    figures = task_figures("vqa", failed, {"accuracy": 0.0, "n": 3, "scored": True}, n_boot=50)
-    assert headline("vqa", failed) is None and figures["accuracy"] is None and figures["accuracy_ci95"] is None
+    figures = task_figures(tasks.get("vqa"), failed, {"accuracy": 0.0, "n": 3, "scored": True}, n_boot=50)
+    assert headline(tasks.get("vqa"), failed) is None and figures["accuracy"] is None and figures["accuracy_ci95"] is None
     answered = failed[:2] + [{"id": "v2", "error": None, "correct": False, "merchant_id": "2"}]
-    assert headline("vqa", answered) == 0.0  # one real (wrong) answer: 0% is the model's score
+    assert headline(tasks.get("vqa"), answered) == 0.0  # one real (wrong) answer: 0% is the model's score

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from helpers_report import cls_item, nut_item, report_args, table_rows, vqa_item, write_run
 
+from eval import tasks
 from eval.report import report
 
 REF = {"calories": 400.0, "protein": 20.0, "carbohydrates": 50.0, "fat": 10.0}
@@ -35,7 +36,7 @@ def test_unparsed_and_failed_items_count_as_wrong(tmp_path):
     items = [cls_item("c0", "m0", True), cls_item("c1", "m1", False, parsed=None),
              {**cls_item("c2", "m2", False, parsed=None), "error": "HTTP 500"}, cls_item("c3", "m3", True)]
     run = report.load_run(write_run(tmp_path / "a", "openai:m", items))
-    assert report.headline("classification", run.scores["classification"]) == 0.5
+    assert report.headline(tasks.get("classification"), run.scores["classification"]) == 0.5
 
 
 def test_reported_rows_are_marked_and_never_mixed_with_runs(tmp_path):
@@ -171,13 +172,13 @@ def test_nutrition_columns_come_from_the_metric(tmp_path):
     assert calories == ["70.00", f"{(40**2 / 2 + 100**2 / 2) ** 0.5:.2f}", "17.50"]  # MAE (40+100)/2
     assert [row[8], row[11], row[14]] == ["25.00", "10.00", "20.00"]
     assert row[15].split(" ")[0] in ("18.12", "18.13")
-    assert report.headline("nutrition", run.scores["nutrition"]) == pytest.approx(0.18125)
+    assert report.headline(tasks.get("nutrition"), run.scores["nutrition"]) == pytest.approx(0.18125)
 
 
 def test_unparsed_nutrition_counts_as_100_percent_error(tmp_path):
     items = [nut_item("n0", "m0", None, REF), nut_item("n1", "m1", dict(REF), REF)]
     run = report.load_run(write_run(tmp_path / "n", "openai:m", items))
-    assert report.headline("nutrition", run.scores["nutrition"]) == pytest.approx(0.5)
+    assert report.headline(tasks.get("nutrition"), run.scores["nutrition"]) == pytest.approx(0.5)
 
 
 def test_vqa_breakdown_by_category_counts_unscored_as_not_correct(tmp_path):

@@ -10,7 +10,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from eval import api, cli
+from eval import api, cli, tasks
 from eval.report.items import item_detail, run_items, status_of
 from eval.settings import RunSettings
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -37,7 +37,7 @@ def test_filters_find_each_kind_of_item(run_dir):
     assert {r["id"] for r in run_items(run_dir, task="classification", status="wrong")} == {"c2", "c3"}
     assert {r["status"] for r in run_items(run_dir, task="nutrition")} == {"scored"}
     assert all(r["cuisine"] == "chinese" for r in run_items(run_dir, cuisine="chinese"))
-    assert status_of({"task": "classification", "error": "HTTP 500", "parsed": None}) == "failed"
+    assert status_of({"task": "classification", "error": "HTTP 500", "parsed": None}, tasks.get("classification")) == "failed"
 
 
 def test_one_item_whole_with_the_exact_prompt_sent(run_dir):

@@ -122,14 +122,15 @@ def _process(task: str, doc: dict[str, Any], results: list[Any]) -> dict[str, An
     raw = raw if isinstance(raw, str) else getattr(raw, "text", None)
     found = asked(task)
     item = _item(task, doc)
-    judge = _judge(found) if tasks.get(task).judged else None
+    spec = tasks.get(task)
+    judge = _judge(found) if spec.judged else None
     try:
         record = common.score_answer(found.settings, item.row, raw, judge=judge)
     finally:
         if judge is not None:
             judge.close()
     record.update(prompt=item.prompt, raw=raw, n_images=len(item.views), diningbench=common.described(found))
-    return {tasks.get(task).adapter_metric: record}
+    return {spec.adapter_metric: record}
 
 
 def _aggregate(task: str, records: list[dict[str, Any]]) -> float:

@@ -370,7 +370,7 @@ def strict_verdict_of(record: dict[str, Any]) -> str | None:
     return verdict
 
 
-def score_strict_judged(task: str, records: list[dict[str, Any]], judge_model: str | None,
+def score_strict_judged(task: tasks.Task, records: list[dict[str, Any]], judge_model: str | None,
                         n_boot: int) -> dict[str, Any]:
     """Ours beside theirs for a judged task: the same judge reply read strictly (one word that says yes
     or no, `official.strict_verdict`); a failed or empty answer is wrong; a reply that says neither
@@ -521,7 +521,7 @@ class Official(Protocol):
         entry: dict[str, Any] = {}
         if not job.spec.judged:
             rows = [job.by_id[p.id] for p in mine]
-            entry = score_task(job.task, records, parsed_answers(job.task, mine, rows, job.lang, job.fresh), rows,
+            entry = score_task(job.spec, records, parsed_answers(job.spec, mine, rows, job.lang, job.fresh), rows,
                                job.lang, job.n_boot)
         judge = None
         if job.spec.judged and job.judge:
@@ -531,7 +531,7 @@ class Official(Protocol):
         try:
             found = self.figures_of(job, records, answered, judge)
             if job.spec.judged:
-                entry = score_strict_judged(job.task, records, job.judge, job.n_boot)
+                entry = score_strict_judged(job.spec, records, job.judge, job.n_boot)
             entry.update(found)
             left_out(entry, answered, mine)
         finally:

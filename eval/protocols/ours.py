@@ -117,16 +117,16 @@ class Ours(Protocol):
         records = records_of(job, mine)
         if job.spec.judged:
             raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in mine]
-            entry = score_judged(job.task, records, raws,
+            entry = score_judged(job.spec, records, raws,
                                  [job.spec.question(job.by_id[p.id], job.lang) or "" for p in mine],
                                  job.judge_fn, job.judge, job.cache_dir, concurrency=threads_for(job.settings.concurrency, job.settings.max_concurrency),
                                  n_boot=job.n_boot)
         else:
-            entry = score_task(job.task, records, parsed_answers(job.task, mine, [job.by_id[p.id] for p in mine],
+            entry = score_task(job.spec, records, parsed_answers(job.spec, mine, [job.by_id[p.id] for p in mine],
                                                                  job.lang, job.fresh),
                                [job.by_id[p.id] for p in mine], job.lang, job.n_boot)
             if rotated:
-                job.rotated, found = score_rotations(job.task, rotated, job.by_id, records, job.lang, job.n_boot,
+                job.rotated, found = score_rotations(job.spec, rotated, job.by_id, records, job.lang, job.n_boot,
                                                      job.fresh)
                 entry.update(found)
         left_out(entry, answered, mine, rotated)
@@ -138,7 +138,7 @@ class Ours(Protocol):
 
 def records_of(job: TaskScoring, predictions: Sequence[Prediction]) -> list[dict[str, Any]]:
     """Each answer's scores.jsonl record before its score is filled."""
-    return [item_record(job.task, job.by_id[p.id], p, lang=job.lang,
+    return [item_record(job.spec, job.by_id[p.id], p, lang=job.lang,
                         n_images=None if p.n_images is not None or job.views_sent is None
                         else job.views_sent(job.by_id[p.id]))
             for p in predictions]

@@ -64,23 +64,22 @@ def authors_rows(rows: Sequence[Mapping[str, Any]]) -> bool:
 
 
 # ---------------------------------------------------------------- per item
-def item_record(task: str, row: dict[str, Any], prediction: Prediction, *, lang: str,
+def item_record(task: tasks.Task, row: dict[str, Any], prediction: Prediction, *, lang: str,
                 n_images: int | None = None) -> dict[str, Any]:
     """The scores.jsonl line of one item before task scoring fills correct/ape/verdict."""
-    spec = tasks.get(task)
     failed = prediction.error is not None
     record = {
-        "id": str(row["id"]), "task": task, "epoch": prediction.epoch, "merchant_id": row.get("merchant_id"),
+        "id": str(row["id"]), "task": task.name, "epoch": prediction.epoch, "merchant_id": row.get("merchant_id"),
         "cuisine": row.get("cuisine"), "category": row.get("category"),
         "vqa_category": None, "nutrition_source": None,
         "n_images": prediction.n_images if n_images is None else n_images,
-        "n_options": spec.n_options(row),
+        "n_options": task.n_options(row),
         "parsed": None if failed else prediction.parsed, "error": prediction.error,
         "truncated": prediction.truncated, "finish_reason": prediction.finish_reason, "usage": prediction.usage,
-        "reference": spec.reference(row, lang),
+        "reference": task.reference(row, lang),
         "correct": None, "ape": None, "abs_error": None, "verdict": None, "decided_by": None,
     }
-    record.update({name: row.get(name) for name in spec.item_fields})
+    record.update({name: row.get(name) for name in task.item_fields})
     return record
 
 
@@ -89,47 +88,46 @@ def score_prediction(prediction: Prediction, row: dict[str, Any], lang: str = "z
     stays unscored.
 
     Its answer was parsed when it was made (`prediction.parsed`), so it is not parsed again."""
-    record = item_record(prediction.task, row, prediction, lang=lang)
     spec = tasks.get(prediction.task)
+    record = item_record(spec, row, prediction, lang=lang)
     if not spec.judged:
         spec.score([record], [record["parsed"]], [row], lang)
     return record
 
 
-def parsed_answers(task: str, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]], lang: str,
+def parsed_answers(task: tasks.Task, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]], lang: str,
                    fresh: Collection[Key] = ()) -> list[Any]:
     """Each prediction's parsed answer (None when it failed): kept as parsed when it was made in this
     process (`fresh`: its key), else parsed now from the raw text (an older parser may have written
     the saved one). Either way each answer is parsed once per run."""
     return [None if p.error is not None or p.raw is None
             else p.parsed if key_of(p) in fresh
-            else tasks.parse_output(task, p.raw, row, lang)
+            else task.parse(tasks.parse_input(p.raw), row, lang)
             for p, row in zip(predictions, rows, strict=True)]
 
 
 # ---------------------------------------------------------------- per task
-def score_rotations(task: str, predictions: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
+def score_rotations(task: tasks.Task, predictions: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
                     plain: list[dict[str, Any]], lang: str, n_boot: int = N_BOOT, fresh: Collection[Key] = ()
                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """`--circular`: the rotated answers scored against the letter their rotation moved the answer to
     (rotations.jsonl lines), and the circular figures of the task's entry."""
-    spec = tasks.get(task)
-    rows = [spec.rotate(by_id[p.id], p.rotation) for p in predictions]
+    rows = [task.rotate(by_id[p.id], p.rotation) for p in predictions]
     records = [{**item_record(task, row, p, lang=lang), "rotation": p.rotation} for row, p in zip(rows, predictions, strict=True)]
-    spec.score(records, parsed_answers(task, predictions, rows, lang, fresh), rows, lang)
+    task.score(records, parsed_answers(task, predictions, rows, lang, fresh), rows, lang)
     found = circular.circular_figures(plain, records, n_boot=n_boot) or {}
     headline = {k: found.pop(k, None) for k in ("circular_accuracy", "circular_accuracy_ci95")}
     return records, {**headline, "circular": found}
 
 
-def score_task(task: str, records: list[dict[str, Any]], parsed: list[Any], rows: Sequence[dict[str, Any]],
+def score_task(task: tasks.Task, records: list[dict[str, Any]], parsed: list[Any], rows: Sequence[dict[str, Any]],
                lang: str, n_boot: int = N_BOOT) -> dict[str, Any]:
     """Each record's score from its parsed answer (None = unparsed or failed) and the task's figures."""
-    result = tasks.get(task).score(records, parsed, rows, lang)
+    result = task.score(records, parsed, rows, lang)
     return numbers.task_figures(task, records, result, n_boot=n_boot)
 
 
-def score_judged(task: str, records: list[dict[str, Any]], raws: list[str | None], questions: list[str],
+def score_judged(task: tasks.Task, records: list[dict[str, Any]], raws: list[str | None], questions: list[str],
                  judge: Callable[[str], str] | None, judge_model: str | None, cache_dir: Path,
                  concurrency: int = START, n_boot: int = N_BOOT) -> dict[str, Any]:
     """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I").

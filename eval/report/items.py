@@ -155,12 +155,14 @@ def item_facts(run_dir: Path | str, problems: list[str] | None = None) -> dict[t
 
 
 
-def status_of(row: dict[str, Any]) -> str:
-    """What happened to one scored item, in the words the filters use.
+def status_of(row: dict[str, Any], task: tasks.Task | None) -> str:
+    """What happened to one scored item of `task` (None: a task no module registered), in the words the
+    filters use.
 
-    >>> status_of({"task": "classification", "error": None, "parsed": None, "correct": False})
+    >>> from eval.tasks.vqa import TASK as vqa
+    >>> status_of({"task": "vqa", "error": None, "parsed": None, "correct": False}, vqa)
     'unparsed'
-    >>> status_of({"task": "vqa", "error": None, "parsed": "No.", "correct": None})
+    >>> status_of({"task": "vqa", "error": None, "parsed": "No.", "correct": None}, vqa)
     'unscored'
     """
     if row.get("error"):
@@ -169,7 +171,7 @@ def status_of(row: dict[str, Any]) -> str:
         return "truncated"
     if row.get("parsed") is None:
         return "unparsed"
-    if tasks.is_task(row.get("task")) and tasks.get(row["task"]).measure == "ape":
+    if task is not None and task.measure == "ape":
         return "scored"
     if row.get("correct") is None:
         return "unscored"
@@ -190,13 +192,14 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
     needle = " ".join((search or "").split())[:MAX_SEARCH].casefold()
     found = _matching(run_dir, loaded, needle, problems) if needle else None
     out = []
+    registered = {spec.name: spec for spec, _ in run.scored_tasks()}
     for task_name, rows in run.scores.items():
         if task is not None and task_name != task:
             continue
-        spec = tasks.get(task_name) if tasks.is_task(task_name) else None
+        spec = registered.get(task_name)  # None: a task no module registered, its items listed as they are
         led = spec is not None and _protocol_headline(run, spec) is not None
         for row in rows:
-            item = {**row, "status": status_of(row)}
+            item = {**row, "status": status_of(row, spec)}
             if led and spec is not None:  # the run's protocol's own reading of the answer, beside ours
                 read = run.protocol.read_rows(spec, [row])
                 item.update(protocol=run.protocol.title, protocol_reading=read[0] if read else None)
@@ -254,10 +257,11 @@ def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, s
     except (TypeError, ValueError):
         return {}
     out = {}
-    for task, rows in run.scores.items():
+    for spec, rows in run.scored_tasks():
+        task = spec.name
         wanted = {str(r["id"]) for r in rows}
         try:
-            release, _ = _dataset(task, settings.dataset, settings.lang)
+            release, _ = _dataset(spec, settings.dataset, settings.lang)
         except ReportError as exc:
             if problems is not None:
                 problems.append(f"prompts not searched: {str(exc)[:160]}")
@@ -285,14 +289,14 @@ def _summary(run: RunData) -> dict[str, Any]:
     settings: dict[str, Any] = found if isinstance(found, dict) else {}
     shown = {k: settings.get(k) for k in SUMMARY_SETTINGS if settings.get(k) not in (None, "", False)}
     out: dict[str, Any] = {"model": run.model, "settings": shown, "tasks": {}}
-    for task, rows in run.scores.items():
+    for spec, rows in run.scored_tasks():
         counts = dict.fromkeys(STATUSES, 0)
         for row in rows:
-            counts[status_of(row)] += 1
-        out["tasks"][task] = {"n": len(rows), "headline": headline(task, rows),
-                              "counts": {k: v for k, v in counts.items() if v}}
-        if tasks.is_task(task) and (led := _protocol_headline(run, tasks.get(task))) is not None:
-            out["tasks"][task]["protocol"] = led
+            counts[status_of(row, spec)] += 1
+        out["tasks"][spec.name] = {"n": len(rows), "headline": headline(spec, rows),
+                                   "counts": {k: v for k, v in counts.items() if v}}
+        if (led := _protocol_headline(run, spec)) is not None:
+            out["tasks"][spec.name]["protocol"] = led
             out["asked"] = run.question()
     return out
 
@@ -356,13 +360,14 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
     if not rows:
         raise ReportError(f"{run_dir.name}: no scored {task} item {str(item_id)[:80]!r}")
     scored = rows[0]
+    spec = tasks.get(task)
     try:
         settings = _settings(run.info)
     except (TypeError, ValueError) as exc:
         raise ReportError(f"{run_dir.name}/run.json: its settings cannot be read ({str(exc)[:200]})") from None
     prediction = _predictions(run_dir, loaded, problems).get((task, str(item_id), epoch, 0))
-    full = _row_with_images(task, str(item_id), settings.dataset, settings.lang)
-    detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored), prompt="", prompt_verified=False,
+    full = _row_with_images(spec, str(item_id), settings.dataset, settings.lang)
+    detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored, spec), prompt="", prompt_verified=False,
                         raw=prediction.raw if prediction else None, parsed=scored.get("parsed"),
                         reference=scored.get("reference"), error=scored.get("error"),
                         finish_reason=scored.get("finish_reason"),
@@ -383,19 +388,19 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
         detail.note = ("rebuilt from run.json's settings, but it does not hash to the request the prediction kept "
                        "(the prompts or the data changed since the run)")
     judge = run.info["judge"].get("spec") if isinstance(run.info.get("judge"), dict) else None
-    detail.judge_reply = run.protocol.judge_reply(scored) if tasks.get(task).judged else None
-    if tasks.get(task).judged and judge and detail.raw is not None and detail.judge_reply is None:
-        question = tasks.get(task).question(full, settings.lang) or ""
+    detail.judge_reply = run.protocol.judge_reply(scored) if spec.judged else None
+    if spec.judged and judge and detail.raw is not None and detail.judge_reply is None:
+        question = spec.question(full, settings.lang) or ""
         hit = VerdictCache(run_dir / JUDGE_CACHE, judge).get(build_judge_prompt(question, detail.reference, detail.raw))
         detail.judge_reply = hit.get("raw") if hit else None
     return detail
 
 
-def _dataset(task: str, source: str | None, lang: str) -> tuple[Any, dict[str, int]]:
+def _dataset(task: tasks.Task, source: str | None, lang: str) -> tuple[Any, dict[str, int]]:
     """The task's release as the harness reads it (`diningbench.read_release`: our Parquet or the authors'
     layout, in the run's language; images read per row) and each id's position, kept for the last few
     sources."""
-    key = (tasks.get(task).source_config, source, lang)
+    key = (task.source_config, source, lang)
     found = _DATASETS.get(key, None)
     if found is None:
         try:
@@ -407,7 +412,7 @@ def _dataset(task: str, source: str | None, lang: str) -> tuple[Any, dict[str, i
     return found
 
 
-def _row_with_images(task: str, item_id: str, source: str | None, lang: str) -> dict[str, Any] | None:
+def _row_with_images(task: tasks.Task, item_id: str, source: str | None, lang: str) -> dict[str, Any] | None:
     """The item's dataset row with its stored image bytes (as the run read it), or None when the release
     lacks it."""
     release, position = _dataset(task, source, lang)

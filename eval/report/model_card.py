@@ -40,7 +40,6 @@ from eval.report.tables import (
 )
 from eval.settings import N_BOOT
 from eval.tasks import Task, all_tasks
-from eval.tasks import get as get_task
 
 DATASET_NAME = "DiningBench"
 SYNTHETIC = "synthetic"  # dataset type of the embedded sample and of any `diningbench.py sample` release
@@ -199,13 +198,12 @@ def _items_cell(rows: list[dict[str, Any]], count: int | None = None) -> str:
     return f"{shown} ({_trials(rows)} merchants)" if resampled_unit(rows) == "merchants" else shown
 
 
-def _metrics(task: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _metrics(spec: Task, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The figures a model card shows for one task, as percentages, each with its own `type`; empty
     when unscored. Types are distinct so the Hub's widget and leaderboards never merge two figures."""
-    value = headline(task, rows)
+    value = headline(spec, rows)
     if value is None:
         return []
-    spec = get_task(task)
     if spec.measure != "ape":
         return [{"type": "accuracy", "name": "Accuracy (%)", "value": round(100 * value, 2)}]
     figures = score_nutrition_rows(rows)
@@ -251,7 +249,7 @@ def model_index(runs: Sequence[RunData], *, hub_id: str | None = None,
             if task not in run.scores:
                 continue
             theirs = _protocol_metrics(run, spec)
-            metrics = _metrics(task, run.scores[task]) if theirs is None else theirs
+            metrics = _metrics(spec, run.scores[task]) if theirs is None else theirs
             if not metrics:
                 continue
             args: dict[str, Any] = _settings(run) if theirs is None else _protocol_args(run, task, ref)
@@ -292,8 +290,8 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
                 continue
             items = run.scores[task]
             figure = "Average MAPE (%, lower is better)" if spec.lower_is_better else "Accuracy (%)"
-            value = headline(task, items)
-            interval = headline_ci(task, items, n_boot=n_boot)
+            value = headline(spec, items)
+            interval = headline_ci(spec, items, n_boot=n_boot)
             ours = ["not scored" if value is None else pct(value), _interval(interval, _trials(items))]
             small = small or _trials(items) < SMALL_SAMPLE
             theirs = run.headline(spec)

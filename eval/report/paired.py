@@ -11,8 +11,7 @@ from eval.compare import Comparison, compare_runs_task, protocol_line
 from eval.report.runs import ReportError, RunData
 from eval.report.tables import SMALL_MARK, SMALL_SAMPLE, md_table
 from eval.settings import N_BOOT
-from eval.tasks import get as get_task
-from eval.tasks import names as task_names
+from eval.tasks import all_tasks
 
 
 def group_runs(runs: Sequence[RunData]) -> dict[str, dict[str, RunData]]:
@@ -37,13 +36,14 @@ def comparison(runs: Sequence[RunData], *, against_first: bool = False, n_boot: 
         ([(grouped[0], grouped[1])] if len(grouped) == 2 else [])
     lines, named = [], []
     for (label_a, tasks_a), (label_b, tasks_b) in pairs:
-        for task in task_names():
+        for spec in all_tasks():
+            task = spec.name
             if task not in tasks_a or task not in tasks_b:
                 continue
-            metric = "Avg MAPE" if get_task(task).lower_is_better else "accuracy"
+            metric = "Avg MAPE" if spec.lower_is_better else "accuracy"
             run_a, run_b = tasks_a[task], tasks_b[task]
             try:
-                result = compare_runs_task(run_a, run_b, task, n_boot=n_boot)
+                result = compare_runs_task(run_a, run_b, spec, n_boot=n_boot)
             except ReportError:  # not the same questions, or not the same figure: no paired figure
                 why = ("they were scored under different protocols" if run_a.protocol.name != run_b.protocol.name
                        else "some ids have another reference in each run")
@@ -58,7 +58,7 @@ def comparison(runs: Sequence[RunData], *, against_first: bool = False, n_boot: 
             if result.ours is not None:
                 lines.append(_row(task, f"{metric} (ours' reading of the same answers)", label_a, label_b,
                                   result.ours))
-            line = protocol_line(run_a, run_b, [task])
+            line = protocol_line(run_a, run_b, [spec])
             if line is not None and line not in named:
                 named.append(line)
     if not lines:

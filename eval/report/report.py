@@ -46,7 +46,6 @@ from eval.report.tables import (
 from eval.settings import N_BOOT
 from eval.store import write_atomically
 from eval.tasks import Task, all_tasks
-from eval.tasks import get as get_task
 from eval.tasks import names as task_names
 from eval.types import NUTRIENT_UNITS, is_user_error
 
@@ -81,13 +80,13 @@ def _task_cells(task: Task, run: RunData | None, n_boot: int, *, ours: bool = Fa
     if run is not None and theirs is not None:
         return _protocol_cells(task, run, theirs)
     if task.measure != "ape":
-        return [_headline_cell(task.name, run, n_boot)]
+        return [_headline_cell(task, run, n_boot)]
     figs = score_nutrition_rows(run.scores[task.name]) if run else {}
     cells = []
     for part in task.components:
         mae, rmse, mape = (component(figs, part, s) for s in ("mae", "rmse", "mape"))
         cells += ["–" if mae is None else f"{mae:.2f}", "–" if rmse is None else f"{rmse:.2f}", pct(mape)]
-    return [*cells, _headline_cell(task.name, run, n_boot)]
+    return [*cells, _headline_cell(task, run, n_boot)]
 
 
 def _protocol_cells(task: Task, run: RunData, theirs: tuple[str, float | None, tuple[float, float] | None]
@@ -131,9 +130,10 @@ def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = N_BO
         cells = [label, _source(asked, "baseline, no skill" if any_run.is_baseline else "measured")]
         for task in all_tasks():
             cells += _task_cells(task, by_task.get(task.name), n_boot)
-        cells.append("/".join(_count(by_task.get(t), t) for t in task_names()))
+        cells.append("/".join(_count(by_task.get(t.name), t) for t in all_tasks()))
         (baselines if any_run.is_baseline else measured).append(cells)
-        differ = [read_differently(run.entry(t)) for t, run in by_task.items() if run.headline(get_task(t)) is not None]
+        differ = [read_differently(run.entry(t.name)) for t in all_tasks()
+                  if (run := by_task.get(t.name)) is not None and run.headline(t) is not None]
         if differ:  # the run's protocol reads answers its own way: ours beside it, on the same answers
             ours = [label, f"ours' reading of the same answers ({sum(differ)} read differently)"]
             for task in all_tasks():
@@ -150,13 +150,12 @@ def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = N_BO
     return md_table(table2_headers(), rows)
 
 
-def _count(run: RunData | None, task: str) -> str:
+def _count(run: RunData | None, task: Task) -> str:
     """Items a task's headline reads: what the run's protocol counted (`Protocol.counted`), else the items scored."""
     if run is None:
         return "–"
-    spec = get_task(task)
-    counted = run.protocol.counted(spec, run.entry(task)) if run.headline(spec) is not None else None
-    return str(len(run.scores[task]) if counted is None else counted)
+    counted = run.protocol.counted(task, run.entry(task.name)) if run.headline(task) is not None else None
+    return str(len(run.scores[task.name]) if counted is None else counted)
 
 
 def _unit(resampled: str) -> str:
@@ -183,17 +182,17 @@ def _reported(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
-def _headline_cell(task: str, run: RunData | None, n_boot: int) -> str:
+def _headline_cell(task: Task, run: RunData | None, n_boot: int) -> str:
     if run is None:
         return "–"
-    rows = run.scores[task]
+    rows = run.scores[task.name]
     value = headline(task, rows)
     failed = sum(r.get("error") is not None for r in rows)
     if value is None and rows and failed == len(rows):
         return headline_cell(None, None, failed=failed, n=len(rows))
     if value is None:
-        return "not scored" if get_task(task).judged else "–"
-    unit = _unit(run.entry(task).get("resampled") or resampled_unit(rows))
+        return "not scored" if task.judged else "–"
+    unit = _unit(run.entry(task.name).get("resampled") or resampled_unit(rows))
     return with_ci(value, headline_ci(task, rows, n_boot=n_boot), trials(rows), unit=unit)
 
 
@@ -225,7 +224,7 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
             groups = breakdown([r for _, run in columns for r in run.scores[task]], dimension)
             shown, hidden = groups[:MAX_BREAKDOWN_ROWS], groups[MAX_BREAKDOWN_ROWS:]
             per_run = [dict(breakdown(run.scores[task], dimension)) for _, run in columns]
-            rows = [[value, *(_cell(task, cells.get(value, [])) for cells in per_run)] for value, _ in shown]
+            rows = [[value, *(_cell(spec, cells.get(value, [])) for cells in per_run)] for value, _ in shown]
             name = DIMENSION_TITLES.get(dimension, dimension)
             note = f"\n\n{len(hidden)} smaller groups not shown." if hidden else ""
             sections.append(f"### {task} by {name}: {figure}\n\n"
@@ -235,7 +234,7 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
     return "\n\n".join(sections)
 
 
-def _cell(task: str, subset: Sequence[dict[str, Any]]) -> str:
+def _cell(task: Task, subset: Sequence[dict[str, Any]]) -> str:
     if not subset:
         return "– (n=0)"
     value = headline(task, subset)
@@ -364,12 +363,13 @@ def outcome_table(runs: Sequence[RunData]) -> str:
     by the token limit, failed generations; empty when every answer counted."""
     rows, truncated = [], 0
     for label, by_task in group_runs(runs).items():
-        for task in task_names():
+        for spec in all_tasks():
+            task = spec.name
             if task not in by_task:
                 continue
             items = by_task[task].scores[task]
             counts = outcome_counts(items)
-            if get_task(task).judged:
+            if spec.judged:
                 missing = sum(r.get("correct") is None for r in items)
             else:
                 missing = sum(r.get("parsed") is None and r.get("error") is None for r in items)

@@ -49,6 +49,11 @@ class RunData:
         except UserError:  # a name no protocol registered (a folder from elsewhere): read as ours
             return protocols.get(None)
 
+    def scored_tasks(self) -> list[tuple[tasks.Task, list[dict[str, Any]]]]:
+        """Each task of scores.jsonl a module registered, as its object, with its items, in the file's order
+        (the one place a run folder's task names become tasks; one no module registered is left out)."""
+        return [(tasks.get(name), rows) for name, rows in self.scores.items() if tasks.is_task(name)]
+
     def entry(self, task: str) -> dict[str, Any]:
         """A task's metrics.json entry ({} when there is none)."""
         found = self.metrics.get(task)

@@ -23,9 +23,7 @@ from eval.report.plots import CotBar, Panel, Point, plot_cot, plot_views
 from eval.report.runs import RunData
 from eval.report.tables import as_text, indices_sent, md_table, pct, read_differently, with_ci
 from eval.settings import N_BOOT
-from eval.tasks import Task, is_task
-from eval.tasks import get as get_task
-from eval.tasks import names as task_names
+from eval.tasks import Task, all_tasks
 from eval.types import NUTRIENT_UNITS
 
 
@@ -61,16 +59,16 @@ def views_sent(run: RunData) -> int | None:
 
 def _led(run: RunData) -> bool:
     """Whether the run's protocol's figure leads for some task (the authors' on their release)."""
-    return any(run.headline(get_task(task)) is not None for task in run.scores if is_task(task))
+    return any(run.headline(task) is not None for task in all_tasks() if task.name in run.scores)
 
 
-def _figure(task: str, run: RunData, n_boot: int) -> tuple[float | None, tuple[float, float] | None]:
+def _figure(task: Task, run: RunData, n_boot: int) -> tuple[float | None, tuple[float, float] | None]:
     """The headline a sweep shows for a run: the run's protocol's figure and interval where it leads, else
     ours over the run's items."""
-    theirs = run.headline(get_task(task))
+    theirs = run.headline(task)
     if theirs is not None:
         return theirs[1], theirs[2]
-    items = run.scores[task]
+    items = run.scores[task.name]
     return headline(task, items), headline_ci(task, items, n_boot=n_boot)
 
 
@@ -78,7 +76,7 @@ def _views(n: int) -> str:
     return f"{n} view" + ("" if n == 1 else "s")
 
 
-def _ci_point(x: float, task: str, rows: list[dict[str, Any]], n_boot: int) -> Point | None:
+def _ci_point(x: float, task: Task, rows: list[dict[str, Any]], n_boot: int) -> Point | None:
     value = headline(task, rows)
     if value is None:
         return None
@@ -92,8 +90,9 @@ def _point(x: float, value: float | None, interval: Sequence[float] | None) -> P
     return Point(x, 100 * value, low, high)
 
 
-def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boot: int) -> str:
+def views_section(runs: Sequence[RunData], spec: Task, plot_dir: Path | None, n_boot: int) -> str:
     """Figure 4: headline against the number of views, one line per model (needs >= 2 view counts)."""
+    task = spec.name
     series: dict[str, dict[int, RunData]] = {}
     for run in runs:
         if task in run.scores and views_sent(run):
@@ -102,7 +101,6 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
     if not series:
         return ""
     counts = sorted({n for cells in series.values() for n in cells})
-    spec = get_task(task)
     title, ylabel = figure(spec)
     headline_lines: dict[str, list[Point]] = {}
     # Figure 4 shows MAE and RMSE of every nutrient: (nutrient, stat) -> series
@@ -117,9 +115,9 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
                 row.append("–")
                 continue
             items = cell.scores[task]
-            value, interval = _figure(task, cell, n_boot)
+            value, interval = _figure(spec, cell, n_boot)
             led = cell.headline(spec) is not None
-            row.append(with_ci(value, interval) + (_ours_beside(task, cell) if led else ""))
+            row.append(with_ci(value, interval) + (_ours_beside(spec, cell) if led else ""))
             point = _point(n, value, interval)
             if point is not None:
                 headline_lines.setdefault(label, []).append(point)
@@ -138,7 +136,7 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
     if asked:  # cells whose protocol's figure leads: how each was asked (its image indices)
         text += "\n\n" + "; ".join(as_text(line) for line in dict.fromkeys(asked)) + "."
     if plot_dir is not None and headline_lines:
-        chance = _chance_percent(task, [run for cells in series.values() for run in cells.values()])
+        chance = _chance_percent(spec, [run for cells in series.values() for run in cells.values()])
         panels: list[Panel | None] = [Panel(title, ylabel, headline_lines, lower_is_better=spec.lower_is_better,
                                             chance=chance)]
         if spec.components:  # the headline beside the legend, then one row per nutrient: MAE | RMSE
@@ -151,8 +149,9 @@ def views_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_b
     return text
 
 
-def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boot: int) -> str:
+def cot_section(runs: Sequence[RunData], spec: Task, plot_dir: Path | None, n_boot: int) -> str:
     """Figures 5/9: each model without vs with CoT, and the paired difference with its interval."""
+    task = spec.name
     pairs: dict[str, dict[bool, RunData]] = {}
     for run in runs:
         if task in run.scores:
@@ -160,16 +159,15 @@ def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boo
     pairs = {label: pair for label, pair in pairs.items() if len(pair) == 2}
     if not pairs:
         return ""
-    spec = get_task(task)
     title, ylabel = figure(spec)
     rows, bars = [], []
-    for label, plain, cot in _cot_slices(task, pairs):
-        diff = paired_difference(task, cot, plain, n_boot=n_boot)
-        rows.append([label, with_ci(headline(task, plain), headline_ci(task, plain, n_boot=n_boot)),
-                     with_ci(headline(task, cot), headline_ci(task, cot, n_boot=n_boot)),
+    for label, plain, cot in _cot_slices(spec, pairs):
+        diff = paired_difference(spec, cot, plain, n_boot=n_boot)
+        rows.append([label, with_ci(headline(spec, plain), headline_ci(spec, plain, n_boot=n_boot)),
+                     with_ci(headline(spec, cot), headline_ci(spec, cot, n_boot=n_boot)),
                      "–" if diff is None else
                      f"{100 * diff['diff']:+.2f} [{100 * diff['ci95'][0]:+.2f}, {100 * diff['ci95'][1]:+.2f}]"])
-        without, with_cot = _ci_point(0, task, plain, n_boot), _ci_point(1, task, cot, n_boot)
+        without, with_cot = _ci_point(0, spec, plain, n_boot), _ci_point(1, spec, cot, n_boot)
         if without is not None and with_cot is not None:
             bars.append(CotBar(label, without, with_cot))
     if spec.slice_field:
@@ -179,25 +177,25 @@ def cot_section(runs: Sequence[RunData], task: str, plot_dir: Path | None, n_boo
     if plot_dir is not None and bars:
         path = plot_cot(Path(plot_dir) / f"cot_{task}.png", f"{title}: without vs with CoT", ylabel, bars,
                         lower_is_better=spec.lower_is_better,
-                        chance=_chance_percent(task, [run for pair in pairs.values() for run in pair.values()]))
+                        chance=_chance_percent(spec, [run for pair in pairs.values() for run in pair.values()]))
         text += f"\n\n![{title} with and without CoT]({_link(path, plot_dir)})"
     return text
 
 
-def _ours_beside(task: str, run: RunData) -> str:
+def _ours_beside(task: Task, run: RunData) -> str:
     """` (ours 66.67; 2 read differently)`: ours of the same answers beside the protocol's figure."""
-    return (f" (ours {pct(headline(task, run.scores[task]))}; "
-            f"{read_differently(run.entry(task))} read differently)")
+    return (f" (ours {pct(headline(task, run.scores[task.name]))}; "
+            f"{read_differently(run.entry(task.name))} read differently)")
 
 
-def _cot_slices(task: str, pairs: dict[str, dict[bool, RunData]]
+def _cot_slices(task: Task, pairs: dict[str, dict[bool, RunData]]
                 ) -> list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
     """(label, items without CoT, items with CoT) per model, each as its run's protocol reads them; VQA also
     per VQA category (Figure 10)."""
     slices = []
     for label, pair in sorted(pairs.items()):
-        plain, cot = (pair[k].protocol.read_rows(get_task(task), pair[k].scores[task]) for k in (False, True))
-        field = get_task(task).slice_field
+        plain, cot = (pair[k].protocol.read_rows(task, pair[k].scores[task.name]) for k in (False, True))
+        field = task.slice_field
         if field is None:
             slices.append((label, plain, cot))
             continue
@@ -207,11 +205,11 @@ def _cot_slices(task: str, pairs: dict[str, dict[bool, RunData]]
     return slices
 
 
-def _chance_percent(task: str, runs: Sequence[RunData]) -> float | None:
+def _chance_percent(task: Task, runs: Sequence[RunData]) -> float | None:
     """The chance line of a classification accuracy plot (percent); other tasks have none."""
-    if not get_task(task).has_options:
+    if not task.has_options:
         return None
-    items = {str(r["id"]): r for run in runs for r in run.scores.get(task, [])}
+    items = {str(r["id"]): r for run in runs for r in run.scores.get(task.name, [])}
     value = chance_accuracy(list(items.values()))
     return None if value is None else 100 * value
 
@@ -222,6 +220,6 @@ def _link(path: Path, plot_dir: Path) -> str:
 
 def sweep_sections(runs: Sequence[RunData], *, plot_dir: Path | None = None, n_boot: int = N_BOOT) -> str:
     """The sweep tables (and PNGs in `plot_dir`) for whatever the runs vary: views and/or CoT."""
-    parts = [section for task in task_names() for section in (
+    parts = [section for task in all_tasks() for section in (
         views_section(runs, task, plot_dir, n_boot), cot_section(runs, task, plot_dir, n_boot)) if section]
     return "## Sweeps\n\n" + "\n\n".join(parts) if parts else ""

@@ -20,7 +20,6 @@ from eval.protocols import Protocol
 from eval.report.runs import RunData
 from eval.settings import RunSettings
 from eval.tasks import all_tasks
-from eval.tasks import get as get_task
 from eval.types import UserError
 
 MISSING = "–"
@@ -52,8 +51,9 @@ def resampled_units(runs: Sequence[RunData]) -> set[str]:
         for task, rows in run.scores.items():
             entry = run.entry(task)
             units.add(str(entry.get("resampled") or resampled_unit(rows)))
-            if run.headline(get_task(task)) is not None:
-                units.add(str(entry.get("official_resampled") or "items"))
+        for spec in all_tasks():  # a task whose protocol's figure leads: what that figure resampled
+            if spec.name in run.scores and run.headline(spec) is not None:
+                units.add(str(run.entry(spec.name).get("official_resampled") or "items"))
     return units or {"merchants"}
 
 

@@ -28,6 +28,7 @@ from .warmup import warm_harness
 if TYPE_CHECKING:
     from eval.protocols import Protocol, Tally
     from eval.settings import RunSettings
+    from eval.tasks import Task
 
 OWN_KEY = "Use my own API key"
 OPERATOR_SECRETS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
@@ -154,15 +155,13 @@ def _mean_ape(record: dict[str, Any]) -> float | None:
     return sum(apes) / len(apes) if apes else None
 
 
-def final_metrics(task: str, records: list[dict[str, Any]], rows: list[dict[str, Any]], lang: str,
+def final_metrics(spec: Task, records: list[dict[str, Any]], rows: list[dict[str, Any]], lang: str,
                   decided: list[str]) -> dict[str, Any]:
     """The run's figures from its per-item records: the metric module's result for the task, with
     outcome counts and the merchant-clustered 95% interval added by the harness's one function.
     Each record was scored as its answer came (`score_prediction`): nothing is parsed again."""
-    from eval import tasks
     from eval.numbers import score_nutrition_rows, task_figures
 
-    spec = tasks.get(task)
     if spec.judged:
         from metrics.judge_accuracy.core import score_verdicts
 
@@ -171,7 +170,7 @@ def final_metrics(task: str, records: list[dict[str, Any]], rows: list[dict[str,
         result = score_nutrition_rows(records)
     else:
         result = spec.score([dict(r) for r in records], [r["parsed"] for r in records], rows, lang)
-    return task_figures(task, records, result)
+    return task_figures(spec, records, result)
 
 
 class _VqaJudge:
@@ -298,7 +297,8 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
 
         run_settings = _run_settings(request, spec, settings)
         backend = await asyncio.to_thread(make_backend_for, spec, options, slots)  # SDK imports off the loop
-        judging = _Judging(settings.judge if tasks.get(request.task).judged else None, slots)
+        task = tasks.get(request.task)  # the request's task name, as the Evaluate tab sent it
+        judging = _Judging(settings.judge if task.judged else None, slots)
         total = min(int(request.n_items), available) if available else int(request.n_items)
         yield EvalUpdate(spec=spec, total=total, results=[])
         results: list[SampleResult] = []
@@ -320,7 +320,7 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
                 if isinstance(backend, SlotBackend):
                     backend.stop()  # first: no retry of a cancelled request may go out meanwhile
         metrics = await asyncio.to_thread(_figures, tally or protocols.get(None).tally(request.task, spec, request.lang),
-                                          request)
+                                          request, task)
         yield EvalUpdate(spec=spec, total=total, results=results,
                          metrics=json.loads(redact(json.dumps(metrics, default=str), secrets, mark=REDACTED)))
     except GuardError:
@@ -333,9 +333,9 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
             await judging.close()
 
 
-def _figures(tally: Tally, request: EvalRequest) -> dict[str, Any]:
+def _figures(tally: Tally, request: EvalRequest, task: Task) -> dict[str, Any]:
     """Ours from the records the tally scored, then what the protocol adds (the authors' figures)."""
-    metrics = final_metrics(request.task, tally.records, tally.rows, request.lang, tally.decided)
+    metrics = final_metrics(task, tally.records, tally.rows, request.lang, tally.decided)
     metrics.update(tally.figures())
     return metrics
 

@@ -219,7 +219,7 @@ class HumanTab:
         with gr.Column(visible=True, elem_id="db-human-setup") as setup:
             with gr.Row(equal_height=False):
                 with gr.Column(min_width=260):
-                    task = gr.Radio([(tasks.get(t).human_question, t) for t in s.tasks()], value=s.tasks()[0],
+                    task = gr.Radio([(t.human_question, t.name) for t in s.offered_tasks()], value=s.tasks()[0],
                                     label="What you will do", elem_id="db-human-task")
                     n_items = gr.Slider(1, min(MAX_TEST_ITEMS, s.max_items), value=min(5, s.max_items), step=1,
                                         label="Items", elem_id="db-human-n")

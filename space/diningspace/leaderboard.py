@@ -501,7 +501,7 @@ def _scored_items(folder: Path) -> list[dict[str, Any]]:
         return []
 
 
-def _pooled_figure(task: str, items: list[dict[str, Any]], n_boot: int) -> tuple[float | None, str | None]:
+def _pooled_figure(task: tasks.Task, items: list[dict[str, Any]], n_boot: int) -> tuple[float | None, str | None]:
     value = headline(task, items) if items else None
     interval = headline_ci(task, items, n_boot=n_boot) if value is not None else None
     return _percent(value), _interval(interval)
@@ -544,7 +544,7 @@ def humans_rows(results_dir: Path, *, n_boot: int = N_BOOT) -> list[dict[str, An
 
         for task in tasks.all_tasks():
             row[headline_column(task)], row[interval_column(task)] = _pooled_figure(
-                task.name, by_task.get(task.name) or [], n_boot)
+                task, by_task.get(task.name) or [], n_boot)
             figures = score_nutrition_rows(by_task[task.name]) if task.components and by_task.get(task.name) else {}
             for part, column in component_columns(task).items():
                 row[column] = _percent(component(figures, part, "mape")) if figures else None

@@ -126,15 +126,16 @@ class LeaderboardTab:
         try:  # the same checks as `python -m eval compare`: a submitted run folder may come from anywhere
             a = load_run(self.settings.results_dir / first)
             b = load_run(self.settings.results_dir / second)
-            shared = [task for task in tasks.names() if task in a.scores and task in b.scores]
+            both = [task for task in tasks.all_tasks() if task.name in a.scores and task.name in b.scores]
+            shared = [task.name for task in both]
             differences = asked_differently(a, b, shared)
             parts = [as_text(asked_note(differences))] if differences else []
             parts.append(f"**A** = {as_text(a.label)} · **B** = {as_text(b.label)}")
-            if (named := protocol_line(a, b, shared, release_of=data_source)) is not None:
+            if (named := protocol_line(a, b, both, release_of=data_source)) is not None:
                 parts.append(as_text(named))  # the release by its name only: the operator's paths stay theirs
-            for task in shared:
+            for task in both:
                 found = compare_runs_task(a, b, task, n_perm=1999).describe()
-                parts.append(as_text(found, lines=True) if found else f"{task}: no shared scored items")
+                parts.append(as_text(found, lines=True) if found else f"{task.name}: no shared scored items")
         except ReportError as exc:
             raise gr.Error(as_text(str(exc).replace(str(self.settings.results_dir), "")), print_exception=False) from None
         return "\n\n".join(parts) if shared else "These two runs share no task."

@@ -97,12 +97,13 @@ def official_headline(task: str, metrics: dict[str, Any]) -> tuple[str, str, str
     from eval import protocols, tasks
 
     protocol = protocols.get(metrics.get("protocol") if isinstance(metrics.get("protocol"), str) else None)
-    found = protocol.headline(tasks.get(task), metrics)
+    spec = tasks.get(task)
+    found = protocol.headline(spec, metrics)
     if found is None:
         return None
     name, value = found
     interval = protocol.interval(metrics)
-    counted = protocol.counted(tasks.get(task), metrics)  # the items its figure read, as the Leaderboard counts them
+    counted = protocol.counted(spec, metrics)  # the items its figure read, as the Leaderboard counts them
     if counted is None:
         counted = metrics.get("n")
     small = isinstance(counted, int) and not isinstance(counted, bool) and counted < SMALL_SAMPLE

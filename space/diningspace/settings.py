@@ -172,9 +172,14 @@ class SpaceSettings:
         """No release was configured, so the embedded synthetic sample is what visitors see."""
         return self.dataset is None
 
+    def offered_tasks(self) -> tuple[task_registry.Task, ...]:
+        """The tasks visitors may take: VQA is scored by a judge model, so it is offered only when the
+        operator configured one."""
+        return tuple(t for t in task_registry.all_tasks() if self.judge or not t.judged)
+
     def tasks(self) -> tuple[str, ...]:
-        """VQA is scored by a judge model, so it is offered only when the operator configured one."""
-        return tuple(t.name for t in task_registry.all_tasks() if self.judge or not t.judged)
+        """The names of `offered_tasks`."""
+        return tuple(t.name for t in self.offered_tasks())
 
     def model_choices(self, task: str) -> list[str]:
         """Operator models first, then the baselines that make sense for `task`."""

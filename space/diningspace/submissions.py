@@ -401,13 +401,15 @@ def _check_hashes(predictions: list[Any], settings: Any, release: Release, deadl
 
 
 def _claimed(task: str, scores: list[dict[str, Any]]) -> float | None:
+    from eval import tasks
     from eval.numbers import headline
 
     rows = [r for r in scores if r.get("task") == task]
-    if is_judged(task) and not any(isinstance(r.get("correct"), bool) for r in rows):
+    spec = tasks.get(task)
+    if spec.judged and not any(isinstance(r.get("correct"), bool) for r in rows):
         return None  # a run made without a judge claims no VQA figure: "not claimed", not 0%
     try:
-        return headline(task, rows) if rows else None
+        return headline(spec, rows) if rows else None
     except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError):
         return None
 
