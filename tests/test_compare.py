@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eval import tasks
 from eval.cli import main as cli_main
 from eval.compare import compare_task, mcnemar_exact, permutation_p_value
-from eval import tasks
 
 
 def _null_accuracy(rng: np.random.Generator, merchants: int, per: int = 8) -> tuple[list[dict], list[dict], list[str]]:

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from eval import api
-from eval import tasks
+from eval import api, tasks
 from eval.numbers import epoch_agreement
 from eval.report.tables import results_table
 from eval.settings import RunSettings

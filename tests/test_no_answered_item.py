@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval import api
-from eval import tasks
+from eval import api, tasks
 from eval.numbers import headline, task_figures
 from eval.report.tables import results_table
 from space.diningspace.results_view import summary_line
