@@ -143,6 +143,23 @@ def test_a_fourth_task_runs_end_to_end(recognise, tmp_path):
     assert len((out / "predictions.jsonl").read_text().splitlines()) == 12
 
 
+def test_a_fourth_task_goes_through_the_framework_adapters(recognise):
+    """What inspect_ai's and lmms-eval's tasks call (adapters/common.py, framework-free): the items as the
+    harness asks them, each answer scored by the task object, the summary figure folded again."""
+    from adapters import common
+
+    found = common.asked(common.settings_for("recognise", lang="en"))
+    items = list(common.items(found))[:6]
+    assert items and all(item.prompt.startswith("Is this dish ") and item.views for item in items)
+    assert [item.reference for item in items] == [recognise.reference(item.row) for item in items]
+    scoring = common.scoring("recognise", "en", found.settings.protocol)
+    records = [common.score_answer(scoring, item.row, "yes" if k % 2 else "no") for k, item in enumerate(items)]
+    right = sum(("yes" if k % 2 else "no") == item.reference for k, item in enumerate(items))
+    assert [r["correct"] for r in records] == [("yes" if k % 2 else "no") == item.reference
+                                               for k, item in enumerate(items)]
+    assert common.summary("recognise", records) == right / 6  # hand-counted
+
+
 def test_add_a_task_in_architecture_is_one_module(recognise):
     text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
     section = text.split("- **A task**", 1)[1].split("\n- **", 1)[0]
