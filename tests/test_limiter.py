@@ -3,7 +3,8 @@ server keeps up and comes down on refusals, a refused request waits (with jitter
 server asked) without holding a slot, rate-limit headers pace the requests, and no item is lost to
 back-pressure at the default or at any fixed --concurrency N, on servers that push back the way
 real ones do (`bench.load_servers`: vLLM-like, rate-limited, flaky). Assertions are on behaviour,
-never on wall time (the bench measures that)."""
+never on wall time (the bench measures that); whole runs against a queueing server and rate-limited
+APIs go on a simulated clock, so their figures (settled limit, 429 share, simulated wall) are exact."""
 
 from __future__ import annotations
 
