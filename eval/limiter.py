@@ -4,9 +4,9 @@ learnt while the run goes (`--concurrency auto`), paced by what the server says 
 One `Limits` per run (or judge, or construction phase) holds one `Limiter` per endpoint (base URL;
 replicas each their own). An adaptive limiter first sends one request alone: its answer says whether
 the server meters a budget (rate-limit headers), before a burst could overdraw it. Then it opens to
-today's fixed default (twice that when no budget was shown) and, each round (about `limit` answers),
-doubles while every slot is busy and the median latency stays near the lowest median it has measured
-(within NEAR x). Past that it steers to GAIN x what the server runs at once, read from each answer by
+today's fixed default (four times that when no budget was shown: the first request's round trip
+is made up by the next one) and, each round (about `limit` answers), doubles while every slot is
+busy and the median latency stays near the lowest median it has measured (within NEAR x). Past that it steers to GAIN x what the server runs at once, read from each answer by
 Little's law: the requests in flight when it was sent, times the floor over its latency (a server that
 runs S at once and queues the rest answers n requests in n/S floors, so this reads S however long the
 queue; a server that only slows with load reads n). It comes down multiplicatively (BACKOFF) on a 429,
@@ -329,12 +329,13 @@ class Limiter:
 
     def _end_probe(self, kind: str, latency: float | None, now: float) -> None:
         """The first answer: a budget the server meters (headers) is then paced from the start; a server
-        that shows none gets twice the old default at once, as slow start's first doubling would."""
+        that shows none gets four times the old default at once, where slow start would have been had it
+        sent eight at first and doubled twice (the probe's round trip is made up by the next one)."""
         self._probing = False
         if kind == OK and latency is not None:
             self.floor, self._floor_crowd = latency, 1.0
         if kind == OK and not self._buckets:
-            self.limit = float(min(self.cap, 2 * START))
+            self.limit = float(min(self.cap, 4 * START))
         self._record(now, latency)
         self._new_round()
 
