@@ -4,9 +4,9 @@ learnt while the run goes (`--concurrency auto`), paced by what the server says 
 One `Limits` per run (or judge, or construction phase) holds one `Limiter` per endpoint (base URL;
 replicas each their own). An adaptive limiter first sends one request alone: its answer says whether
 the server meters a budget (rate-limit headers), before a burst could overdraw it. Then it opens to
-today's fixed default (four times that when no budget was shown: the first request's round trip
-is made up by the next one) and, each round (about `limit` answers), doubles while every slot is
-busy and the median latency stays near the lowest median it has measured (within NEAR x). Past that it steers to GAIN x what the server runs at once, read from each answer by
+today's fixed default (twice that when no budget was shown: where slow start would be after the
+first round trip) and, each round (about `limit` answers), doubles while every slot is busy and the
+median latency stays near the lowest median it has measured (within NEAR x). Past that it steers to GAIN x what the server runs at once, read from each answer by
 Little's law: the requests in flight when it was sent, times the floor over its latency (a server that
 runs S at once and queues the rest answers n requests in n/S floors, so this reads S however long the
 queue; a server that only slows with load reads n). It comes down multiplicatively (BACKOFF) on a 429,
@@ -50,6 +50,7 @@ GAIN = 1.8
 BACKOFF = 0.7  # the limit after a refusal
 OVERLOAD_SHARE = 0.5  # 503s without Retry-After cut the limit only above this share of a round (or with slow answers)
 RESERVE = 1.0  # requests (or their tokens) kept unspent in a mirrored rate-limit bucket
+PROBE_SPREAD = 1.5  # the first round's floor is at most this many times the first answer's latency
 COST_SAMPLES = 15  # a request's token cost is the median of this many readings of the headers
 TRACE_POINTS = 400  # a limiter's trace keeps at most this many points (halved by dropping every other)
 
@@ -231,6 +232,7 @@ class Limiter:
         self.floor: float | None = None  # the lowest round median latency seen
         self._floor_crowd = 0.0  # the median in flight of the round that measured the floor
         self._probing = self.adaptive  # the first request goes alone
+        self._probe_latency: float | None = None
         self._gate = asyncio.Lock()  # FIFO: one acquirer at a time waits for room and pace
         self._room: asyncio.Future[None] | None = None
         self._not_before = 0.0
@@ -329,13 +331,17 @@ class Limiter:
 
     def _end_probe(self, kind: str, latency: float | None, now: float) -> None:
         """The first answer: a budget the server meters (headers) is then paced from the start; a server
-        that shows none gets four times the old default at once, where slow start would have been had it
-        sent eight at first and doubled twice (the probe's round trip is made up by the next one)."""
+        that shows none gets twice the old default at once, where slow start's first doubling would be.
+        Not more: the first round measures the latency floor, and a burst larger than the server runs at
+        once would queue in it and pass the queue off as the floor."""
         self._probing = False
+        # Its latency, the only one with nothing else in flight, bounds the floor: the first round may
+        # already queue in a small server. One answer is one draw of the server's spread, so with room
+        # (PROBE_SPREAD): a lucky one taken as the floor would read every later round as queued.
         if kind == OK and latency is not None:
-            self.floor, self._floor_crowd = latency, 1.0
+            self._probe_latency = latency
         if kind == OK and not self._buckets:
-            self.limit = float(min(self.cap, 4 * START))
+            self.limit = float(min(self.cap, 2 * START))
         self._record(now, latency)
         self._new_round()
 
@@ -399,11 +405,14 @@ class Limiter:
     def _close_round(self, now: float) -> None:
         median = statistics.median(lat for lat, _ in self._round) if self._round else None
         crowd = statistics.median(n for _, n in self._round) if self._round else 0.0
-        if median is not None and (self.floor is None or median < self.floor or crowd <= self._floor_crowd):
+        floor = median
+        if floor is not None and self.floor is None and self._probe_latency is not None:
+            floor = min(floor, PROBE_SPREAD * self._probe_latency)
+        if floor is not None and (self.floor is None or floor < self.floor or crowd <= self._floor_crowd):
             # With no more in flight than when the floor was measured, a slower answer is the server's own
             # pace, not a queue of ours: the floor follows it (it never creeps up otherwise: a floor that
             # rose while the server queued would read the queue as capacity, and the limit would climb).
-            self.floor, self._floor_crowd = median, crowd
+            self.floor, self._floor_crowd = floor, crowd
         ratio = median / self.floor if median is not None and self.floor else 1.0
         slow = ratio > TOLERANCE
         # A few 503s in a small round are chance on a flaky server; a majority of a round of 16 or more is load.
