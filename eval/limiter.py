@@ -4,8 +4,8 @@ learnt while the run goes (`--concurrency auto`), paced by what the server says 
 One `Limits` per run (or judge, or construction phase) holds one `Limiter` per endpoint (base URL;
 replicas each their own). An adaptive limiter first sends one request alone: its answer says whether
 the server meters a budget (rate-limit headers), before a burst could overdraw it. Then it opens to
-today's fixed default (twice that when no budget was shown: where slow start would be after the
-first round trip) and, each round (about `limit` answers), doubles while every slot is busy and the
+today's fixed default (four times that when no budget was shown: the probe's round trip is made
+up by the next one) and, each round (about `limit` answers), doubles while every slot is busy and the
 median latency stays near the lowest median it has measured (within NEAR x). Past that it steers to GAIN x what the server runs at once, read from each answer by
 Little's law: the requests in flight when it was sent, times the floor over its latency (a server that
 runs S at once and queues the rest answers n requests in n/S floors, so this reads S however long the
@@ -331,9 +331,10 @@ class Limiter:
 
     def _end_probe(self, kind: str, latency: float | None, now: float) -> None:
         """The first answer: a budget the server meters (headers) is then paced from the start; a server
-        that shows none gets twice the old default at once, where slow start's first doubling would be.
-        Not more: the first round measures the latency floor, and a burst larger than the server runs at
-        once would queue in it and pass the queue off as the floor."""
+        that shows none gets four times the old default at once, where slow start would have been had it
+        sent eight at first and doubled twice (the probe's round trip is made up by the next one). The
+        first round's floor is read from its first START answers (see _close_round), so a burst larger
+        than the server runs at once does not pass its queue off as the floor."""
         self._probing = False
         # Its latency, the only one with nothing else in flight, bounds the floor: the first round may
         # already queue in a small server. One answer is one draw of the server's spread, so with room
@@ -341,7 +342,7 @@ class Limiter:
         if kind == OK and latency is not None:
             self._probe_latency = latency
         if kind == OK and not self._buckets:
-            self.limit = float(min(self.cap, 2 * START))
+            self.limit = float(min(self.cap, 4 * START))
         self._record(now, latency)
         self._new_round()
 
@@ -406,8 +407,15 @@ class Limiter:
         median = statistics.median(lat for lat, _ in self._round) if self._round else None
         crowd = statistics.median(n for _, n in self._round) if self._round else 0.0
         floor = median
-        if floor is not None and self.floor is None and self._probe_latency is not None:
-            floor = min(floor, PROBE_SPREAD * self._probe_latency)
+        if floor is not None and self.floor is None:
+            # The first round went out at once: its first START (sent with at most START in flight) queued
+            # in no server that runs START or more at once, whatever the rest of the burst met; the probe's
+            # answer bounds the floor too.
+            alone = [latency for latency, n in self._round if n <= START]
+            if alone and statistics.median(alone) < floor:
+                floor, crowd = statistics.median(alone), min(crowd, START)
+            if self._probe_latency is not None and PROBE_SPREAD * self._probe_latency < floor:
+                floor, crowd = PROBE_SPREAD * self._probe_latency, 1.0
         if floor is not None and (self.floor is None or floor < self.floor or crowd <= self._floor_crowd):
             # With no more in flight than when the floor was measured, a slower answer is the server's own
             # pace, not a queue of ours: the floor follows it (it never creeps up otherwise: a floor that

@@ -84,7 +84,7 @@ async def test_the_first_request_goes_alone_and_what_its_answer_shows_sets_the_s
     limiter = Limiter("h:1", clock=clock)
     assert limiter.slots == 1  # nothing is known of the server yet
     await probed(limiter)
-    assert limiter.slots == 2 * START  # no budget shown: slow start's first doubling from the old default
+    assert limiter.slots == 4 * START  # no budget shown: where doubling from the old default would be by now
     metered = Limiter("h:1", clock=clock)
     await probed(metered, pacing=Pacing(requests=Budget(300, 4, 0.2)))  # 5 at once, 1 taken
     assert metered.slots == START
@@ -99,14 +99,14 @@ async def test_the_first_request_goes_alone_and_what_its_answer_shows_sets_the_s
 async def test_auto_doubles_while_every_slot_is_busy_and_latency_stays_at_its_floor():
     clock = Clock()
     limiter = await probed(Limiter("h:1", clock=clock))
-    assert limiter.slots == 2 * START
+    assert limiter.slots == 4 * START
     for _ in range(3):  # three rounds, each answered at the same latency with every slot taken
         slots = await fill(limiter, limiter.slots)
         limiter._waited = True  # the dispatcher found no room
         clock.now += 0.1
         for slot in slots:
             limiter.done(slot, OK, latency=0.1)
-    assert limiter.slots == 2 * START * 8
+    assert limiter.slots == 4 * START * 8
 
 
 async def test_a_queueing_server_stops_the_growth_before_it_refuses():
@@ -289,7 +289,7 @@ def queueing_server(clock: Clock, slots: int, service: float):
     return arrive
 
 
-@pytest.mark.parametrize(("slots", "n"), [(48, 10_000), (20, 3000)])
+@pytest.mark.parametrize(("slots", "n"), [(48, 10_000), (20, 3000), (8, 2000)])
 async def test_on_a_queueing_server_auto_settles_within_twice_its_slots_and_keeps_it_full(slots, n):
     clock = Clock()
     limiter = Limiter("h:1", clock=clock)
