@@ -1,18 +1,21 @@
 """Adaptive concurrency: the default `python -m eval run` (`--concurrency auto`) beside fixed
-concurrencies, on three kinds of server that push back the way real ones do (`bench.load_servers`):
-a vLLM-like server (K sequences at once, the rest queued, latency rising with the batch), a hosted
-API with a token-bucket rate limit (429s and OpenAI's rate-limit headers), and a flaky server
-(a share of 503s). For each kind, in one run: today's fixed 8, a sweep of fixed concurrencies (the
-best one is the reference), and auto; optionally inspect_ai's adaptive connections (`--inspect`,
-when its installed version has them).
+concurrencies, on servers that push back the way real ones do (`bench.load_servers`): a vLLM-like
+server (K sequences at once, the rest queued, latency rising with the batch), a queueing server
+(48 at once, the rest queued: latency grows with the queue alone), a hosted API with a token-bucket
+rate limit (429s and OpenAI's rate-limit headers), one whose tight token limit binds and counts
+each request's prompt and max_tokens when it arrives (as OpenAI does), and a flaky server (a share
+of 503s). For each kind, in one run: today's fixed 8, a sweep of fixed concurrencies (the best one
+is the reference), and auto; optionally inspect_ai's adaptive connections (`--inspect`, when its
+installed version has them).
 
 Each cell is a whole `python -m eval run` process against a fresh server process. Wall is the
 server's busy time (first request to last answer: the start-up of the process is the same for every
 cell and is left out); CPU is the client process's user + system time per request (start-up
 included). Targets (issue: fill the server without being told how): vLLM-like wall <= 1.15x the
-best fixed; rate-limited wall <= 1.15x what the limit allows with <= 2% of requests answered 429;
-flaky: every item answered, wall <= 1.2x the best fixed; 0 items lost everywhere; never slower
-than fixed 8; CPU per request <= fixed 8's + 10%.
+best fixed; queueing: settled at most 2x its slots, wall <= 1.15x the best fixed; rate-limited
+(both) wall <= 1.15x what the limit allows with <= 2% of requests answered 429; flaky: every item
+answered, wall <= 1.2x the best fixed; 0 items lost everywhere; never slower than fixed 8; CPU per
+request <= fixed 8's + 10%.
 
     python -m bench.adaptive [--items 600] [--quick] [--json FILE]
 """
@@ -31,31 +34,40 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, BenchError, write_json
-from bench.load_servers import ProcessServer, ServerSpec
+from bench.load_servers import PROMPT_ESTIMATE, TOKENS_PER_REQUEST, ProcessServer, ServerSpec
 from bench.scaling import scaled_release
 
 FIXED_SWEEP = (4, 8, 16, 32, 64, 128, 256)
+MAX_TOKENS = 256  # each request's --max-tokens: what a server that counts requested tokens charges, with the prompt
 
 
 def kinds(items: int) -> dict[str, tuple[ServerSpec, int]]:
-    """Each server kind and the items sent to it (the rate-limited one fewer: it is slow on purpose)."""
+    """Each server and the items sent to it (the rate-limited ones fewer: they are slow on purpose)."""
     return {
         "vllm": (ServerSpec("vllm", slots=48, latency=0.1, slope=0.5), items),
+        "queueing": (ServerSpec("vllm", slots=48, latency=0.2, slope=0.0), items),
         "ratelimited": (ServerSpec("ratelimited", slots=None, latency=0.3, rpm=1200, burst=1.0), max(60, items // 2)),
+        "ratelimited_tpm": (ServerSpec("ratelimited", slots=None, latency=0.3, rpm=600, burst=1.0, tpm=120_000,
+                                       charge="requested"), max(60, items // 4)),
         "flaky": (ServerSpec("flaky", slots=64, latency=0.1, slope=0.3, error_share=0.2, seed=7), items),
     }
 
 
 def ideal_rate_limited(spec: ServerSpec, n: int) -> float:
-    """Seconds the limit allows for n requests: the bucket's burst at once, the rest at the rate, plus one latency."""
+    """Seconds the limits allow for n requests: the buckets' burst at once, the rest at the rate of the
+    tighter limit (requests, or tokens at what the server charges a request), plus one latency."""
+    cost = PROMPT_ESTIMATE + MAX_TOKENS if spec.charge == "requested" else TOKENS_PER_REQUEST
     rate = (spec.rpm or 0) / 60.0
+    if spec.tpm:
+        rate = min(rate, spec.tpm / 60.0 / cost)
     burst = max(1.0, rate * spec.burst)
     return max(0.0, n - burst) / rate + spec.latency
 
 
-def cell(release: Path, spec: ServerSpec, n: int, concurrency: str, work: Path) -> dict[str, Any]:
+def cell(release: Path, spec: ServerSpec, n: int, concurrency: str, work: Path, kind: str = "") -> dict[str, Any]:
     """One `python -m eval run` against a fresh server of `spec`: wall, CPU, items lost, 429 share."""
-    out = work / f"{spec.kind}-{concurrency}"
+    kind = kind or spec.kind
+    out = work / f"{kind}-{concurrency}"
     with ProcessServer(spec) as server:
         env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "bench-placeholder",
                "HF_DATASETS_OFFLINE": "1"}
@@ -63,7 +75,7 @@ def cell(release: Path, spec: ServerSpec, n: int, concurrency: str, work: Path) 
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "eval", "run", "--task", "nutrition", "--model",
                                "openai:bench-vlm", "--base-url", server.base_url, "--dataset", str(release),
-                               "--limit", str(n), "--images", "1", "--max-tokens", "256", "--out", str(out),
+                               "--limit", str(n), "--images", "1", "--max-tokens", str(MAX_TOKENS), "--out", str(out),
                                "--overwrite", "--no-progress", "--timeout", "60",
                                *(["--concurrency", concurrency] if concurrency != "default" else [])],
                               cwd=REPO, env=env, capture_output=True, text=True)
@@ -76,7 +88,7 @@ def cell(release: Path, spec: ServerSpec, n: int, concurrency: str, work: Path) 
     info = json.loads((out / "run.json").read_text(encoding="utf-8")) if (out / "run.json").exists() else {}
     endpoints = (info.get("concurrency") or {}).get("endpoints") or [{}]
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return {"kind": spec.kind, "concurrency": concurrency, "n": n, "exit": done.returncode,
+    return {"kind": kind, "concurrency": concurrency, "n": n, "exit": done.returncode,
             "wall_s": stats["busy_s"], "process_s": round(process_s, 3), "cpu_ms_per_request": 1000 * cpu / n,
             "lost": lost, "requests": stats["requests"], "refused": stats["refused"],
             "refused_share": stats["refused"] / max(1, stats["requests"]), "max_running": stats["max_running"],
@@ -95,12 +107,12 @@ def run(items: int = 600, *, sweep: tuple[int, ...] = FIXED_SWEEP, only: tuple[s
         for kind, (spec, n) in kinds(items).items():
             if only and kind not in only:
                 continue
-            found = [cell(release, spec, n, str(c), work) for c in sweep]
-            auto = cell(release, spec, n, "default", work)
+            found = [cell(release, spec, n, str(c), work, kind) for c in sweep]
+            auto = cell(release, spec, n, "default", work, kind)
             fixed8 = next((r for r in found if r["concurrency"] == "8"), found[0])
             clean = [r for r in found if r["lost"] == 0] or found
             best = min(clean, key=lambda r: r["wall_s"] or 1e9)
-            reference = ideal_rate_limited(spec, n) if kind == "ratelimited" else best["wall_s"]
+            reference = ideal_rate_limited(spec, n) if spec.kind == "ratelimited" else best["wall_s"]
             for r in (*found, auto):
                 r["vs_best"] = (r["wall_s"] or 0) / best["wall_s"] if best["wall_s"] else None
                 r["vs_reference"] = (r["wall_s"] or 0) / reference if reference else None
@@ -129,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.adaptive", description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=600, help="requests per cell (the rate-limited server: half)")
     parser.add_argument("--quick", action="store_true", help="60 items, a short sweep (the smoke test)")
-    parser.add_argument("--only", default="", help="comma-separated server kinds (default: all three)")
+    parser.add_argument("--only", default="", help="comma-separated servers (default: all: " + ", ".join(kinds(1)) + ")")
     parser.add_argument("--sweep", default="", help="comma-separated fixed concurrencies (default: 4…256)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)

@@ -7,11 +7,15 @@ own process for the bench or on a thread for the tests):
   queues the rest first come, first served, refusing none; a sequence's time grows with the batch
   it runs in (each decode step of a larger batch is slower): latency x (1 + slope x running / K).
 - `ratelimited`: a hosted API with a request token bucket (RPM per minute, `burst` seconds of it at
-  most). Every answer carries OpenAI's headers (x-ratelimit-limit/remaining/reset-requests and
-  the -tokens ones; reset written as "48ms", "1.2s", "6m0s"); a request over the limit gets a 429
-  with OpenAI's JSON error body ("Rate limit reached ... Please try again in 48ms.", code
-  rate_limit_exceeded), Retry-After (whole seconds, rounded up) and retry-after-ms. A refused
-  request takes no token.
+  most) and a token bucket (TPM, the same `burst`; 2,000,000 a minute, held a whole minute, when not
+  set). Tokens are counted as the answer's usage (`charge="usage"`, 120) or, as OpenAI and Cerebras
+  count them when the request arrives, as the prompt's estimate plus the request's `max_tokens`
+  (`charge="requested"`), more than the usage the answer reports. Every answer carries OpenAI's
+  headers (x-ratelimit-limit/remaining/reset-requests and the -tokens ones; reset, the time until
+  the bucket is full again, written as "48ms", "1.2s", "6m0s"); a request over either limit gets a
+  429 with OpenAI's JSON error body ("Rate limit reached ... on tokens per min (TPM) ... Please try
+  again in 48ms.", code rate_limit_exceeded), Retry-After (whole seconds, rounded up) and
+  retry-after-ms. A refused request takes nothing from either bucket.
 - `flaky`: as `vllm`, but a seeded share of the requests is answered 503 at once (no Retry-After).
 
 Two hostile kinds, for the memory a refused body costs (`bench.refused_bodies`):
@@ -42,6 +46,7 @@ from bench.server import DEFAULT_ANSWER, ChildServer, completion_bytes, serve_un
 
 KINDS = ("vllm", "ratelimited", "flaky", "endless", "gzip_bomb")
 TOKENS_PER_REQUEST = 120  # the canned answer's usage: prompt 100 + completion 20
+PROMPT_ESTIMATE = 100  # what a "requested" charge counts for the prompt, before the request's max_tokens
 
 
 @dataclass
@@ -52,6 +57,8 @@ class ServerSpec:
     slope: float = 0.5  # how much slower a sequence in a full batch is: latency x (1 + slope x running / slots)
     rpm: float | None = None  # ratelimited: requests per minute
     burst: float = 1.0  # ratelimited: bucket capacity in seconds of the rate
+    tpm: float | None = None  # ratelimited: tokens per minute (None: 2,000,000, held a whole minute)
+    charge: str = "usage"  # ratelimited: tokens a request costs: "usage" (120) or "requested" (prompt + max_tokens)
     error_share: float = 0.0  # flaky: share of requests answered 503
     seed: int = 0
     bomb_mib: int = 1024  # gzip_bomb: MiB of zeros in the compressed body
@@ -141,8 +148,8 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
     slots = asyncio.Semaphore(spec.slots) if spec.slots else None
     rate = (spec.rpm or 0) / 60.0
     bucket = _Bucket(max(1.0, rate * spec.burst), rate) if spec.rpm else None
-    tpm = 2_000_000.0
-    tokens = _Bucket(tpm, tpm / 60.0)
+    tpm = spec.tpm or 2_000_000.0
+    tokens = _Bucket(max(1.0, tpm / 60.0 * spec.burst) if spec.tpm else tpm, tpm / 60.0)
 
     def limit_headers() -> dict[str, str]:
         if bucket is None:
@@ -154,26 +161,42 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
                 "x-ratelimit-remaining-tokens": str(int(tokens.level)),
                 "x-ratelimit-reset-tokens": _duration(tokens.reset())}
 
-    async def complete() -> bytes:
+    def refuse(kind: str, limit: float, used: float, cost: float, wait: float) -> bytes:
+        counters.refused += 1
+        unit = "requests per min (RPM)" if kind == "requests" else "tokens per min (TPM)"
+        body = json.dumps({"error": {
+            "message": f"Rate limit reached for bench-vlm in organization org-bench on {unit}: Limit {int(limit)}, "
+                       f"Used {int(used)}, Requested {int(cost)}. Please try again in {_duration(wait)}. "
+                       f"Visit https://platform.openai.com/account/rate-limits to learn more.",
+            "type": kind, "param": None, "code": "rate_limit_exceeded"}}).encode()
+        headers = {**limit_headers(), "retry-after": str(max(1, math.ceil(wait))),
+                   "retry-after-ms": str(max(1, math.ceil(wait * 1000)))}
+        counters.last = time.monotonic()
+        return _response("429 Too Many Requests", body, headers)
+
+    async def complete(body: bytes) -> bytes:
         now = time.monotonic()
         counters.first = counters.first or now
         if spec.error_share and rng.random() < spec.error_share:
             counters.refused += 1
             counters.last = time.monotonic()
             return _response("503 Service Unavailable", b'{"error": {"message": "Service Unavailable", "code": 503}}')
-        if bucket is not None and not bucket.take():
-            counters.refused += 1
-            wait = bucket.wait()
-            body = json.dumps({"error": {
-                "message": f"Rate limit reached for bench-vlm in organization org-bench on requests per min (RPM): "
-                           f"Limit {int(spec.rpm or 0)}, Used {int(spec.rpm or 0)}, Requested 1. Please try again in "
-                           f"{_duration(wait)}. Visit https://platform.openai.com/account/rate-limits to learn more.",
-                "type": "requests", "param": None, "code": "rate_limit_exceeded"}}).encode()
-            headers = {**limit_headers(), "retry-after": str(max(1, math.ceil(wait))),
-                       "retry-after-ms": str(max(1, math.ceil(wait * 1000)))}
-            counters.last = time.monotonic()
-            return _response("429 Too Many Requests", body, headers)
-        tokens.take(TOKENS_PER_REQUEST)
+        cost = float(TOKENS_PER_REQUEST)
+        if spec.charge == "requested":
+            try:
+                asked = json.loads(body)
+                cost = PROMPT_ESTIMATE + float(asked.get("max_completion_tokens") or asked.get("max_tokens") or 0)
+            except (ValueError, AttributeError):
+                pass
+        if bucket is not None:
+            bucket.take(0.0)  # refilled to now, nothing taken: both limits are checked before either is spent
+            tokens.take(0.0)
+            if bucket.level < 1.0:
+                return refuse("requests", spec.rpm or 0, (spec.rpm or 0) - bucket.level, 1, bucket.wait())
+            if tokens.level < cost:
+                return refuse("tokens", tpm, tpm - tokens.level, cost, tokens.wait(cost))
+            bucket.take()
+        tokens.take(cost)
         headers = limit_headers()
         waits = slots is not None and slots.locked()
         if waits:  # every slot taken: queued first come, first served, as vLLM's scheduler does
@@ -209,8 +232,7 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
                     name, _, value = line.partition(b":")
                     if name.strip().lower() == b"content-length":
                         length = int(value)
-                if length:
-                    await reader.readexactly(length)
+                payload = await reader.readexactly(length) if length else b""
                 if request_line.startswith(b"GET /stats"):
                     writer.write(_response("200 OK", json.dumps(counters.to_json()).encode()))
                 elif request_line.startswith(b"GET /v1/models"):
@@ -225,7 +247,7 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
                     break
                 elif request_line.startswith(b"POST "):
                     counters.requests += 1
-                    writer.write(await complete())
+                    writer.write(await complete(payload))
                 else:
                     writer.write(_response("404 Not Found", b'{"error": {"message": "not found"}}'))
                 await writer.drain()
@@ -323,13 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slope", type=float, default=0.5)
     parser.add_argument("--rpm", type=float, default=None)
     parser.add_argument("--burst", type=float, default=1.0)
+    parser.add_argument("--tpm", type=float, default=None)
+    parser.add_argument("--charge", choices=("usage", "requested"), default="usage")
     parser.add_argument("--error-share", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bomb-mib", type=int, default=1024)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
-    spec = ServerSpec(args.kind, args.slots, args.latency, args.slope, args.rpm, args.burst, args.error_share, args.seed,
-                      args.bomb_mib)
+    spec = ServerSpec(args.kind, args.slots, args.latency, args.slope, args.rpm, args.burst, args.tpm, args.charge,
+                      args.error_share, args.seed, args.bomb_mib)
     return serve_until_stopped(serve(spec, args.port))
 
 

@@ -2,16 +2,20 @@
 learnt while the run goes (`--concurrency auto`), paced by what the server says of its rate limit.
 
 One `Limits` per run (or judge, or construction phase) holds one `Limiter` per endpoint (base URL;
-replicas each their own). An adaptive limiter starts at today's fixed default and, each round (about
-`limit` answers), doubles while every slot is busy and the median latency stays near the lowest
-median it has measured, within NEAR x (a server that queues shows it in latency long before it
-refuses); after that it grows by a quarter while latency stays within NEAR x that floor, by a tenth
-within TOLERANCE x. It shrinks when latency climbs past TOLERANCE x the floor (by a tenth, or in
-proportion to how far past, at most by half), and
-multiplicatively (BACKOFF) on a 429, a 503 that comes with load or Retry-After, or a timeout, once
-per round so that one burst of refusals is one signal. Whatever the mode, a Retry-After pauses the whole endpoint, and the OpenAI-style
+replicas each their own). An adaptive limiter first sends one request alone: its answer says whether
+the server meters a budget (rate-limit headers), before a burst could overdraw it. Then it opens to
+today's fixed default (four times that when no budget was shown: the probe's round trip is made
+up by the next one) and, each round (about `limit` answers), doubles while every slot is busy and the
+median latency stays near the lowest median it has measured (within NEAR x). Past that it steers to GAIN x what the server runs at once, read from each answer by
+Little's law: the requests in flight when it was sent, times the floor over its latency (a server that
+runs S at once and queues the rest answers n requests in n/S floors, so this reads S however long the
+queue; a server that only slows with load reads n). It comes down multiplicatively (BACKOFF) on a 429,
+a 503 that comes with load or Retry-After, or a timeout, once per round so that one burst of refusals
+is one signal. Whatever the mode, a Retry-After pauses the whole endpoint, and the OpenAI-style
 `x-ratelimit-*` headers (requests and tokens) are mirrored in a client-side token bucket, so requests
-are spaced to what is left instead of finding the limit by being refused.
+are spaced to what is left instead of finding the limit by being refused. What a request costs in
+tokens is read from the headers too (OpenAI counts the prompt and `max_tokens` when a request
+arrives, more than the usage an answer reports).
 
 No header makes a request wait longer than MAX_SERVER_WAIT: a Retry-After over it does not pause the
 endpoint (the runner fails that attempt, naming the header), an odd number is ignored with a warning,
@@ -25,6 +29,7 @@ import math
 import re
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,11 +41,17 @@ from eval.settings import MAX_CONCURRENCY as MAX_CONCURRENCY
 from eval.settings import concurrency_value as concurrency_value
 
 START = 8  # the fixed default of old: auto begins where it did, so it is never slower at the start
-NEAR = 1.25  # a round's median latency up to this many times the floor: no queue, grow by a quarter
-TOLERANCE = 2.0  # a round's median latency up to this many times the floor still counts as "near the floor"
+NEAR = 1.25  # a round's median latency up to this many times the floor: no queue yet
+TOLERANCE = 2.0  # a round's median latency past this many times the floor, with 503s, is overload
+# The limit past the first queue: this many times what the server runs at once. Under 2, so a server that
+# queues holds at most twice its slots; well over 1, so the queue in it never runs dry between answers
+# and a server that slows with its batch (whose reading is low) is still filled.
+GAIN = 1.8
 BACKOFF = 0.7  # the limit after a refusal
 OVERLOAD_SHARE = 0.5  # 503s without Retry-After cut the limit only above this share of a round (or with slow answers)
 RESERVE = 1.0  # requests (or their tokens) kept unspent in a mirrored rate-limit bucket
+PROBE_SPREAD = 1.5  # the first round's floor is at most this many times the first answer's latency
+COST_SAMPLES = 15  # a request's token cost is the median of this many readings of the headers
 TRACE_POINTS = 400  # a limiter's trace keeps at most this many points (halved by dropping every other)
 
 # What a finished attempt says about the endpoint's capacity.
@@ -196,6 +207,8 @@ class Slot:
 
     started: float
     seq: int  # how many requests this endpoint had sent before it
+    crowd: int = 1  # requests in flight to the endpoint once it was sent, itself included
+    probe: bool = False  # the first request, sent alone
 
 
 # ------------------------------------------------------------------ one endpoint
@@ -217,14 +230,20 @@ class Limiter:
         self.refusals = 0  # 429s and 503s
         self.timeouts = 0
         self.floor: float | None = None  # the lowest round median latency seen
+        self._floor_crowd = 0.0  # the median in flight of the round that measured the floor
+        self._probing = self.adaptive  # the first request goes alone
+        self._probe_latency: float | None = None
         self._gate = asyncio.Lock()  # FIFO: one acquirer at a time waits for room and pace
         self._room: asyncio.Future[None] | None = None
         self._not_before = 0.0
         self._buckets: dict[str, _Bucket] = {}
-        self._tokens_per_request: float | None = None
+        self._tokens_per_request: float | None = None  # the answers' usage
+        self._token_costs: deque[float] = deque(maxlen=COST_SAMPLES)  # what the headers show a request took
+        self._last_tokens: tuple[int, float, float] | None = None  # (seq, sent, remaining) of the latest answer
+        self._refused_seqs: set[int] = set()  # refused requests: the server took nothing for them
         self._tight: set[str] = set()  # the budgets already said to be tight
         self._slow_start = True
-        self._round: list[float] = []
+        self._round: list[tuple[float, int]] = []  # (latency, in flight once sent) of the round's answers
         self._round_size = 0
         self._round_bad = 0
         self._round_overloaded = 0
@@ -235,7 +254,7 @@ class Limiter:
 
     @property
     def slots(self) -> int:
-        return max(1, int(self.limit))
+        return 1 if self._probing else max(1, int(self.limit))
 
     async def acquire(self) -> Slot:
         """Wait for a free slot and for the endpoint's pace (Retry-After, mirrored rate limits); take the slot."""
@@ -259,10 +278,14 @@ class Limiter:
                 bucket.refill(now)
                 bucket.level -= self._cost(kind)
             self.sent += 1
-            return Slot(now, self.sent - 1)
+            return Slot(now, self.sent - 1, self.in_flight, self._probing)
 
     def _cost(self, kind: str) -> float:
-        return 1.0 if kind == "requests" else (self._tokens_per_request or 0.0)
+        if kind == "requests":
+            return 1.0
+        if self._token_costs:
+            return statistics.median(self._token_costs)
+        return self._tokens_per_request or 0.0
 
     def _delay(self, now: float) -> float:
         delay = self._not_before - now
@@ -282,15 +305,20 @@ class Limiter:
         OVERLOADED (a 503 without), TIMEOUT or FAILED (says nothing of capacity)."""
         now = self.clock()
         self.in_flight -= 1
+        if kind == REFUSED:
+            self._refused_seqs.add(slot.seq)
         if pacing is not None:
-            self._learn(pacing, slot, now)
+            self._learn(pacing, slot, now, counted=kind == OK)
         if tokens and kind == OK:
             self._tokens_per_request = tokens if self._tokens_per_request is None else \
                 0.9 * self._tokens_per_request + 0.1 * tokens
         self.answered += kind == OK
         self.refusals += kind in (REFUSED, OVERLOADED)
         self.timeouts += kind == TIMEOUT
-        self._observe(kind, latency, now)
+        if slot.probe and self._probing:
+            self._end_probe(kind, latency, now)
+        else:
+            self._observe(kind, latency, slot.crowd, now)
         if self._room is not None and not self._room.done() and self.in_flight < self.slots:
             self._room.set_result(None)
 
@@ -301,7 +329,24 @@ class Limiter:
         if self._room is not None and not self._room.done() and self.in_flight < self.slots:
             self._room.set_result(None)
 
-    def _learn(self, pacing: Pacing, slot: Slot, now: float) -> None:
+    def _end_probe(self, kind: str, latency: float | None, now: float) -> None:
+        """The first answer: a budget the server meters (headers) is then paced from the start; a server
+        that shows none gets four times the old default at once, where slow start would have been had it
+        sent eight at first and doubled twice (the probe's round trip is made up by the next one). The
+        first round's floor is read from its first START answers (see _close_round), so a burst larger
+        than the server runs at once does not pass its queue off as the floor."""
+        self._probing = False
+        # Its latency, the only one with nothing else in flight, bounds the floor: the first round may
+        # already queue in a small server. One answer is one draw of the server's spread, so with room
+        # (PROBE_SPREAD): a lucky one taken as the floor would read every later round as queued.
+        if kind == OK and latency is not None:
+            self._probe_latency = latency
+        if kind == OK and not self._buckets:
+            self.limit = float(min(self.cap, 4 * START))
+        self._record(now, latency)
+        self._new_round()
+
+    def _learn(self, pacing: Pacing, slot: Slot, now: float, *, counted: bool = True) -> None:
         # A longer wait pauses nothing: the runner fails the attempt that carried it, naming the header.
         if pacing.retry_after is not None and pacing.retry_after <= MAX_SERVER_WAIT:
             self._not_before = max(self._not_before, now + pacing.retry_after)
@@ -314,16 +359,35 @@ class Limiter:
             sent_since = (self.sent - slot.seq - 1) * self._cost(kind)
             level = budget.remaining - sent_since + budget.rate * (now - slot.started)
             bucket = self._buckets.get(kind)
+            if kind == "tokens" and counted:
+                self._learn_token_cost(budget, slot, bucket)
             if bucket is None:
                 self._buckets[kind] = _Bucket(budget, level, now)
             else:
                 bucket.update(budget, level, now)
 
-    def _observe(self, kind: str, latency: float | None, now: float) -> None:
+    def _learn_token_cost(self, budget: Budget, slot: Slot, bucket: _Bucket | None) -> None:
+        """What one request takes from the tokens budget, from what the server says is left: the first
+        request, sent alone, took what the bucket misses (the time to refill it at its rate); later, what
+        went between two answers, plus what refilled, over the requests counted in between."""
+        last = self._last_tokens
+        if slot.probe and budget.reset_s is not None:
+            self._token_costs.append(budget.reset_s * budget.rate)
+        elif last is not None and last[0] < slot.seq and bucket is not None:
+            seq, sent, remaining = last
+            counted = slot.seq - seq - sum(1 for s in self._refused_seqs if seq < s <= slot.seq)
+            refilled = remaining + budget.rate * max(0.0, slot.started - sent)
+            if counted > 0 and refilled < bucket.capacity:  # a full bucket refills nothing: no reading
+                self._token_costs.append(max(0.0, refilled - budget.remaining) / counted)
+        if last is None or slot.seq > last[0]:
+            self._last_tokens = (slot.seq, slot.started, budget.remaining)
+            self._refused_seqs = {s for s in self._refused_seqs if s > slot.seq}
+
+    def _observe(self, kind: str, latency: float | None, crowd: int, now: float) -> None:
         """Rounds of about `limit` answers: the latency floor and the trace always; the limit under auto."""
         self._round_size += 1
         if kind == OK and latency is not None:
-            self._round.append(latency)
+            self._round.append((latency, crowd))
         elif kind == OVERLOADED:
             self._round_overloaded += 1
         if kind in (REFUSED, TIMEOUT) and not self._round_cut:
@@ -340,11 +404,25 @@ class Limiter:
         self._new_round(cut=True)  # the rest of this burst, answered under the old limit, is the same signal
 
     def _close_round(self, now: float) -> None:
-        median = statistics.median(self._round) if self._round else None
-        if median is not None:
-            # The floor may creep up 1% a round: a server that became slower for everyone is not queueing.
-            self.floor = median if self.floor is None else min(median, self.floor * 1.01)
-        slow = median is not None and self.floor is not None and median > TOLERANCE * self.floor
+        median = statistics.median(lat for lat, _ in self._round) if self._round else None
+        crowd = statistics.median(n for _, n in self._round) if self._round else 0.0
+        floor = median
+        if floor is not None and self.floor is None:
+            # The first round went out at once: its first START (sent with at most START in flight) queued
+            # in no server that runs START or more at once, whatever the rest of the burst met; the probe's
+            # answer bounds the floor too.
+            alone = [latency for latency, n in self._round if n <= START]
+            if alone and statistics.median(alone) < floor:
+                floor, crowd = statistics.median(alone), min(crowd, START)
+            if self._probe_latency is not None and PROBE_SPREAD * self._probe_latency < floor:
+                floor, crowd = PROBE_SPREAD * self._probe_latency, 1.0
+        if floor is not None and (self.floor is None or floor < self.floor or crowd <= self._floor_crowd):
+            # With no more in flight than when the floor was measured, a slower answer is the server's own
+            # pace, not a queue of ours: the floor follows it (it never creeps up otherwise: a floor that
+            # rose while the server queued would read the queue as capacity, and the limit would climb).
+            self.floor, self._floor_crowd = floor, crowd
+        ratio = median / self.floor if median is not None and self.floor else 1.0
+        slow = ratio > TOLERANCE
         # A few 503s in a small round are chance on a flaky server; a majority of a round of 16 or more is load.
         share = OVERLOAD_SHARE if self._round_size >= 2 * START else 0.75
         overloaded = self._round_overloaded > share * self._round_size or (slow and self._round_overloaded > 0)
@@ -353,25 +431,31 @@ class Limiter:
         elif overloaded:
             self.limit = max(1.0, self.limit * BACKOFF)
             self._slow_start = False
-        elif slow:
-            # Latency past TOLERANCE x the floor is a queue in the server: come down in proportion (by a
-            # tenth at least, by half at most), so an overshoot of slow start is undone in a round or two.
-            queued = median / self.floor if median is not None and self.floor else TOLERANCE
-            self.limit = max(1.0, self.limit * min(0.9, max(0.5, TOLERANCE / queued)))
+        elif ratio > NEAR:
+            # A queue has begun: slow start ends here, and the limit goes to GAIN x what the server runs
+            # at once (each answer's crowd x floor / latency), by at most half down or a quarter up a round.
             self._slow_start = False
-        elif self._waited:  # every slot was busy: more may help
-            near = median is not None and self.floor is not None and median <= NEAR * self.floor
-            if self._slow_start and near:
-                grown = self.limit * 2
-            elif near:
-                grown = self.limit * 1.25  # no sign of a queue at all
-            else:
-                # A queue has begun: slow start ends here, before a doubling overshoots the server's slots.
-                self._slow_start = False
-                grown = self.limit + max(1.0, self.limit * 0.1)
-            self.limit = min(float(self.cap), grown)
+            target = GAIN * self._capacity()
+            if target < self.limit:
+                self.limit = max(1.0, self.limit * 0.5, target)
+            elif self._waited:
+                self.limit = min(float(self.cap), self.limit * 1.25, target)
+        elif self._waited:  # every slot was busy and latency is at its floor: more may help
+            self.limit = min(float(self.cap), self.limit * (2 if self._slow_start else 1.25))
         self._record(now, median)
         self._new_round()
+
+    def _capacity(self) -> float:
+        """How many requests the server runs at once, by Little's law over the round's answers.
+
+        >>> limiter = Limiter("h:1"); limiter.floor = 0.2
+        >>> limiter._round = [(0.2 * 96 / 48, 96), (0.2 * 100 / 48, 100), (0.2 * 90 / 48, 90)]
+        >>> round(limiter._capacity(), 6)
+        48.0
+        """
+        floor = self.floor or 0.0
+        return statistics.median(crowd * floor / latency if latency > 0 else float(crowd)
+                                 for latency, crowd in self._round)
 
     def _new_round(self, *, cut: bool = False) -> None:
         self._round = []
