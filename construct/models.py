@@ -271,7 +271,7 @@ async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store
                 yield built
 
     policy = RetryPolicy(max_attempts=4, base_delay=0.5, max_delay=30.0, request_timeout=phase.timeout)
-    limits = limits or Limits(phase.concurrency, phase.max_concurrency)
+    limits = limits or Limits.of(phase)
     async for outcome in execute(backend, requests(), limits=limits, policy=policy):
         item = outcome.request.id
         response = outcome.response

@@ -110,7 +110,7 @@ class CallActor:
         from eval.store import JsonlLog
 
         self.phase = Phase(**{**phase, **concurrency})
-        self.limits = Limits(self.phase.concurrency, self.phase.max_concurrency)  # learnt once, kept across batches
+        self.limits = Limits.of(self.phase)  # learnt once, kept across batches
         self.loop = asyncio.new_event_loop()
         settings_ = BuildSettings(**settings)
         start = int(uuid.uuid4().int % max(1, len(urls)))

@@ -25,7 +25,7 @@ import numpy as np
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import tasks
 from eval.endpoints import host_of
-from eval.judge import JudgeError, make_judge
+from eval.judge import BackendJudge, JudgeError
 from eval.limiter import START, threads_for
 from eval.runinfo import read_run_json
 from eval.scoring import JUDGE_CACHE, METRICS, ScoringError, load_rows
@@ -261,8 +261,7 @@ def agreement_of_specs(run_dir: Path | str, specs: Sequence[str], *, human_label
     judges = {}
     try:
         for spec, url in parsed:
-            judge = make_judge(spec, url or base_url, timeout=settings.timeout, max_tokens=settings.max_tokens,
-                               concurrency=settings.concurrency, max_concurrency=settings.max_concurrency)
+            judge = BackendJudge.from_settings(spec, url or base_url, settings)
             judges[spec] = judge
             judge.check()
         labels = read_human_labels(human_labels) if human_labels is not None else None

@@ -127,8 +127,7 @@ def check_judge(settings: RunSettings) -> None:
     if not settings.judge:
         return
     check_reachable(settings.judge_base_url, "--judge-base-url")
-    judge = BackendJudge(settings.judge, settings.judge_base_url, timeout=settings.timeout,
-                         concurrency=settings.concurrency, max_concurrency=settings.max_concurrency)
+    judge = BackendJudge.from_settings(settings.judge, settings.judge_base_url, settings)
     try:
         judge.check()
     except JudgeError as exc:
@@ -270,7 +269,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     revisions = {d.task: d.release.revision for d in data if getattr(d.release, "revision", None)}
     if revisions:  # the Hub commit of the authors' release each task was read from
         info["dataset_revision"] = revisions
-    limits = Limits(settings.concurrency, settings.max_concurrency)
+    limits = Limits.of(settings)
     with locked(out):
         _check_folder(out, info, settings.overwrite)
         write_run_json(out, info)
@@ -322,7 +321,7 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
         # Failed samples of this selection are asked again; drop their old lines first.
         if any(p.error for k, p in store.done.items() if k in asked):
             store.compact(keep=lambda p: p.error is None or key_of(p) not in asked)
-        limits = limits or Limits(settings.concurrency, settings.max_concurrency)
+        limits = limits or Limits.of(settings)
         bar = Progress(total, label=settings.model, enabled=show_progress, limits=limits)
 
         def skip(request: Request) -> bool:

@@ -13,7 +13,7 @@ from eval.backends import SpecError, make_backend, release
 from eval.endpoints import host_of
 from eval.limiter import MAX_CONCURRENCY, Limits
 from eval.runner import RetryPolicy, call_with_retries
-from eval.settings import DEFAULTS
+from eval.settings import DEFAULTS, RunSettings
 from eval.types import BackendOptions, ConfigError, GenerationConfig, Message, Request, UserError
 
 
@@ -34,10 +34,10 @@ class BackendJudge:
                  max_attempts: int = DEFAULTS.max_attempts, max_tokens: int = DEFAULTS.max_tokens,
                  retry_base_delay: float = DEFAULTS.retry_base_delay, seed: int | None = 0,
                  concurrency: int | str = DEFAULTS.concurrency,
-                 max_concurrency: int = MAX_CONCURRENCY) -> None:
+                 max_concurrency: int = MAX_CONCURRENCY, limits: Limits | None = None) -> None:
         self.spec, self.base_url = spec, base_url
         # Calls from any number of threads share the judge endpoint's limiter (auto, or a fixed N).
-        self.limits = Limits(concurrency, max_concurrency)
+        self.limits = limits or Limits(concurrency, max_concurrency)
         self.config = GenerationConfig(temperature=0.0, max_tokens=max_tokens, seed=seed)
         self.policy = RetryPolicy(max_attempts=max_attempts, base_delay=retry_base_delay, request_timeout=timeout)
         self.timeout = timeout
@@ -45,6 +45,13 @@ class BackendJudge:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()  # judge_items calls from several threads at once
+
+    @classmethod
+    def from_settings(cls, spec: str, base_url: str | None, settings: RunSettings, **options: Any) -> BackendJudge:
+        """The judge of a run: its timeout, token limit and limiters from the run's settings (one road);
+        `options` are what the protocol's judge step asks beside them (`Protocol.judge_options`)."""
+        return cls(spec, base_url, **{"timeout": settings.timeout, "max_tokens": settings.max_tokens,
+                                      "limits": Limits.of(settings), **options})
 
     def check(self) -> None:
         """Build the backend now, so a missing key fails before any generation, not after."""

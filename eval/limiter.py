@@ -502,6 +502,12 @@ class Limits:
         self.limiters: dict[str, Limiter] = {}
         self.served: set[str] = set()  # endpoints that are a server (a name): what a run reports
 
+    @classmethod
+    def of(cls, settings: Any) -> Limits:
+        """The limiters a run's settings ask for: the one place `--concurrency` and `--max-concurrency` are
+        read (a run's RunSettings, a construction phase, a judge's settings)."""
+        return cls(settings.concurrency, settings.max_concurrency)
+
     def endpoint(self, name: str | None) -> Limiter:
         key = name or "default"
         if name:

@@ -120,8 +120,7 @@ def _judge_for(settings: RunSettings, judge: str | None, judge_base_url: str | N
     written) when a judged task has answers; None without a judge."""
     if not judge:
         return None
-    judge_fn = BackendJudge(judge, judge_base_url, timeout=settings.timeout, max_tokens=settings.max_tokens,
-                            concurrency=settings.concurrency, max_concurrency=settings.max_concurrency)
+    judge_fn = BackendJudge.from_settings(judge, judge_base_url, settings)
     judged = {task.name for task in tasks.all_tasks() if task.judged}
     if any(p.task in judged for p in predictions):
         try:

@@ -525,9 +525,7 @@ class Official(Protocol):
                                job.lang, job.n_boot)
         judge = None
         if job.spec.judged and job.judge:
-            judge = BackendJudge(job.judge, job.judge_base_url, concurrency=job.settings.concurrency,
-                                 max_concurrency=job.settings.max_concurrency, timeout=job.settings.timeout,
-                                 **self.judge_options())
+            judge = BackendJudge.from_settings(job.judge, job.judge_base_url, job.settings, **self.judge_options())
         try:
             found = self.figures_of(job, records, answered, judge)
             if job.spec.judged:
