@@ -3,7 +3,8 @@ learnt while the run goes (`--concurrency auto`), paced by what the server says 
 
 One `Limits` per run (or judge, or construction phase) holds one `Limiter` per endpoint (base URL;
 replicas each their own). An adaptive limiter first sends one request alone: its answer says whether
-the server meters a budget (rate-limit headers), before a burst could overdraw it. Then it opens to
+the server meters a budget (rate-limit headers), before a burst could overdraw it (for PROBE_WAIT_S at
+most: a model that thinks for minutes is not asked one item at a time meanwhile). Then it opens to
 today's fixed default (four times that when no budget was shown: the probe's round trip is made
 up by the next one) and, each round (about `limit` answers), doubles while every slot is busy and the
 median latency stays near the lowest median it has measured (within NEAR x). Past that it steers to GAIN x what the server runs at once, read from each answer by
@@ -51,6 +52,9 @@ BACKOFF = 0.7  # the limit after a refusal
 OVERLOAD_SHARE = 0.5  # 503s without Retry-After cut the limit only above this share of a round (or with slow answers)
 RESERVE = 1.0  # requests (or their tokens) kept unspent in a mirrored rate-limit bucket
 PROBE_SPREAD = 1.5  # the first round's floor is at most this many times the first answer's latency
+# The first request goes alone at most this long: a server that has not answered it by then (a model that
+# thinks for a minute, a server that stalls) gets the old default's START at once, as if it showed no budget.
+PROBE_WAIT_S = 5.0
 COST_SAMPLES = 15  # a request's token cost is the median of this many readings of the headers
 TRACE_POINTS = 400  # a limiter's trace keeps at most this many points (halved by dropping every other)
 
@@ -231,7 +235,8 @@ class Limiter:
         self.timeouts = 0
         self.floor: float | None = None  # the lowest round median latency seen
         self._floor_crowd = 0.0  # the median in flight of the round that measured the floor
-        self._probing = self.adaptive  # the first request goes alone
+        self._probing = self.adaptive  # the first request goes alone (PROBE_WAIT_S at most)
+        self._probe_sent = 0.0
         self._probe_latency: float | None = None
         self._gate = asyncio.Lock()  # FIFO: one acquirer at a time waits for room and pace
         self._room: asyncio.Future[None] | None = None
@@ -264,7 +269,14 @@ class Limiter:
                 if self.in_flight >= self.slots:
                     self._waited = True
                     self._room = asyncio.get_running_loop().create_future()
-                    await self._room
+                    if not self._probing:
+                        await self._room
+                        continue
+                    left = PROBE_WAIT_S - (self.clock() - self._probe_sent)
+                    try:
+                        await asyncio.wait_for(self._room, timeout=max(0.0, left))
+                    except TimeoutError:
+                        self._stop_probing()
                     continue
                 delay = min(self._delay(self.clock()), MAX_SERVER_WAIT - paced)
                 if delay > 0:
@@ -278,7 +290,16 @@ class Limiter:
                 bucket.refill(now)
                 bucket.level -= self._cost(kind)
             self.sent += 1
+            if self._probing:
+                self._probe_sent = now
             return Slot(now, self.sent - 1, self.in_flight, self._probing)
+
+    def _stop_probing(self) -> None:
+        """The first request took longer than PROBE_WAIT_S: the rest go out as the old default did (START,
+        then slow start); its answer, when it comes, is read as any other."""
+        if self._probing:
+            self._probing = False
+            self._new_round()
 
     def _cost(self, kind: str) -> float:
         if kind == "requests":

@@ -97,6 +97,21 @@ async def test_the_first_request_goes_alone_and_what_its_answer_shows_sets_the_s
     assert Limiter("h:1", fixed=16, clock=clock).slots == 16  # a fixed N sends N from the start
 
 
+async def test_a_first_request_that_does_not_answer_holds_the_rest_back_only_for_a_moment(monkeypatch):
+    """A model that thinks for minutes, or a server that stalls: after PROBE_WAIT_S the rest go out as the
+    old default sent them (START at once), and the first answer, when it comes, is read as any other."""
+    import eval.limiter as limiter_module
+
+    monkeypatch.setattr(limiter_module, "PROBE_WAIT_S", 0.05)
+    clock = Clock()
+    limiter = Limiter("h:1", clock=clock)
+    [first] = await fill(limiter, 1)
+    rest = await asyncio.wait_for(fill(limiter, START - 1), timeout=5)  # held 0.05 s, not until an answer
+    assert limiter.slots == START and limiter.in_flight == START and len(rest) == START - 1
+    limiter.done(first, OK, latency=0.1)
+    assert limiter.slots == START  # read as an answer of the first round, not as the probe's
+
+
 async def test_auto_doubles_while_every_slot_is_busy_and_latency_stays_at_its_floor():
     clock = Clock()
     limiter = await probed(Limiter("h:1", clock=clock))
