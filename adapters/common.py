@@ -112,13 +112,12 @@ def described(found: Asked) -> dict[str, Any]:
 def request_of(found: Asked, row: dict[str, Any]) -> Item:
     """The item as the protocol asks it (`Protocol.build`): the same prompt, views and settings that
     `python -m eval run` sends."""
-    settings, protocol, task = found.settings, found.protocol, found.settings.task
-    request = protocol.build(task, row, settings)
+    settings, protocol, spec = found.settings, found.protocol, found.data.spec
+    request = protocol.build(spec, row, settings)
     meta = {k: v for k, v in row.items() if k != "images"}
     message = request.messages[0]
-    reference = tasks.reference_of(task, meta, settings.lang) if protocol.scores_row(task, meta, settings.lang) \
-        else None
-    return Item(task=task, id=str(row["id"]), prompt=message.text, views=message.images, reference=reference,
+    reference = spec.reference(meta, settings.lang) if protocol.scores_row(spec, meta, settings.lang) else None
+    return Item(task=spec.name, id=str(row["id"]), prompt=message.text, views=message.images, reference=reference,
                 row=meta, config=request.config)
 
 
@@ -178,9 +177,9 @@ def _fold(protocol: protocols.Protocol, tally: protocols.Tally, task: str, row: 
     spec = tasks.get(task)
     text = tasks.parse_input(raw) if isinstance(raw, str) else raw
     if spec.judged:
-        parsed = tasks.parse_output(task, text or "", row, lang)
-    elif isinstance(text, str) and protocol.scores_row(task, row, lang):
-        parsed = tasks.parse_output(task, text, row, lang)
+        parsed = spec.read_answer(text or "", row, lang)
+    elif isinstance(text, str) and protocol.scores_row(spec, row, lang):
+        parsed = spec.read_answer(text, row, lang)
     else:
         parsed = None  # no answer, or a reference ours cannot read: the protocol's own reading alone
     prediction = Prediction(id=str(row["id"]), task=task, raw=raw, parsed=parsed, error=None, attempts=1,
@@ -229,7 +228,7 @@ def score_answer(settings: RunSettings, row: dict[str, Any], raw: str | None, *,
     protocol = protocols.of(settings)
     name = model or ADAPTER_MODEL
     live = _Judge(judge)
-    record = _fold(protocol, protocol.tally(settings.task, name, settings.lang), settings.task, row, raw,
+    record = _fold(protocol, protocol.tally(tasks.get(settings.task), name, settings.lang), settings.task, row, raw,
                    settings.lang, live)
     record["asked"] = {"protocol": settings.protocol, "lang": settings.lang, "model": name, "row": row, "raw": raw,
                        "graded": judge is not None, "consulted": live.consulted, "judge": live.kept}
@@ -259,7 +258,7 @@ def summary(task: str, records: Sequence[dict[str, Any]]) -> float | None:
         return _numbers.headline(spec, list(records))
     first = found[0]
     protocol = protocols.get(first["protocol"])
-    tally = protocol.tally(task, first["model"], first["lang"])
+    tally = protocol.tally(spec, first["model"], first["lang"])
     for one in found:
         answers = {name: list(values) for name, values in (one.get("judge") or {}).items()}
         _fold(protocol, tally, task, one["row"], one["raw"], one["lang"], _Judge(None, answers),

@@ -48,11 +48,15 @@ class _TaskData:
     """One task's dataset, read once: every row's metadata (read up front) and the image bytes of the
     rows to ask (read as they are asked, `iter_rows`)."""
 
-    task: str
+    spec: tasks.Task
     release: Any  # diningbench.read_release: a release folder through pyarrow, a Hub id through datasets
     rows: list[dict[str, Any]]  # metadata (no images) of every row: references, baselines, scoring
     indices: list[int]  # positions of the rows to ask, in the order asked (dataset order, or as --ids names them)
     fingerprint: str
+
+    @property
+    def task(self) -> str:
+        return self.spec.name
 
     @property
     def selected(self) -> list[dict[str, Any]]:
@@ -74,8 +78,9 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
     found: set[str] = set()
     data = []
     for task in settings.tasks:
+        spec = tasks.get(task)  # the task's name, from the settings, becomes its object here
         try:
-            config = tasks.get(task).source_config
+            config = spec.source_config
             release = diningbench.read_release(config, settings.dataset, lang=settings.lang)
             fingerprint = diningbench.fingerprint(config, settings.dataset, lang=settings.lang)
         except (ValueError, FileNotFoundError, OSError) as exc:
@@ -92,7 +97,7 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
             found.update(i for i in wanted if i in positions)
         if settings.limit is not None:
             indices = indices[: settings.limit]
-        data.append(_TaskData(task, release, meta, indices, fingerprint))
+        data.append(_TaskData(spec, release, meta, indices, fingerprint))
     if wanted is not None and (missing := [i for i in wanted if i not in found]):
         raise UsageError(f"--ids: no item with id {', '.join(missing[:5])} in {', '.join(settings.tasks)}")
     return data
@@ -108,7 +113,7 @@ def resolve_protocol(settings: RunSettings, data: list[_TaskData]) -> RunSetting
     resolved.validate()
     protocol.check(resolved)
     for d in data:
-        protocol.check_rows(d.task, d.rows, resolved)
+        protocol.check_rows(d.spec, d.rows, resolved)
     return resolved
 
 
@@ -139,9 +144,9 @@ def check_judge(settings: RunSettings) -> None:
 def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[dict[str, Any]]]:
     """What `baseline:` backends may see: each item's id, groups and reference answer."""
     return {d.task: [{"id": str(r["id"]), "group": r.get("category"),
-                      **{name: r.get(name) for name in tasks.get(d.task).item_fields},
-                      "reference": tasks.reference_of(d.task, r, lang)} for r in d.rows
-                     if scoring.usable_reference(d.task, r, lang)] for d in data}  # a published row may lack one
+                      **{name: r.get(name) for name in d.spec.item_fields},
+                      "reference": d.spec.reference(r, lang)} for r in d.rows
+                     if scoring.usable_reference(d.spec, r, lang)] for d in data}  # a published row may lack one
 
 
 def build_backend(settings: RunSettings, data: list[_TaskData]) -> Backend:
@@ -174,18 +179,18 @@ def to_prediction(outcome: Outcome, parsed: Any = None) -> Prediction:
                       finish_reason=response.finish_reason, truncated=response.truncated, **common)
 
 
-async def parse(outcome: Outcome, row: dict[str, Any], lang: str) -> Any:
+async def parse(task: tasks.Task, outcome: Outcome, row: dict[str, Any], lang: str) -> Any:
     """The task's parsed answer; a long answer is parsed in a worker thread, off the event loop.
 
     A rotated request (`--circular`) is read against the options in the order it showed them."""
     if outcome.response is None:
         return None
     if rotation := outcome.request.metadata.get("rotation", 0):
-        row = tasks.get(outcome.request.task).rotate(row, rotation)
+        row = task.rotate(row, rotation)
     text = outcome.response.text
     if len(text) <= PARSE_INLINE_CHARS:
-        return tasks.parse_output(outcome.request.task, text, row, lang)
-    return await asyncio.to_thread(tasks.parse_output, outcome.request.task, text, row, lang)
+        return task.read_answer(text, row, lang)
+    return await asyncio.to_thread(task.read_answer, text, row, lang)
 
 
 def _policy(settings: RunSettings) -> RetryPolicy:
@@ -199,9 +204,9 @@ async def _requests(data: list[_TaskData], settings: RunSettings,
     """Requests in dataset order (epoch by epoch, each item's option rotations together under
     `--circular`), a few rows ahead; any that must re-encode views are built in worker threads
     (`runner.built_ahead`), so a large photo never stalls requests in flight."""
-    jobs = (requests.request_job(d.task, row, settings, epoch, rotation, d.fingerprint)
+    jobs = (requests.request_job(d.spec, row, settings, epoch, rotation, d.fingerprint)
             for epoch in range(settings.epochs) for d in data for row in d.iter_rows()
-            for rotation in requests.rotations(d.task, row, settings))
+            for rotation in requests.rotations(d.spec, row, settings))
     try:
         async for request in built_ahead(jobs):
             if skip is None or not skip(request):
@@ -314,8 +319,9 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
     predictions.jsonl now holds them (scoring reads them from here, not from the file again)."""
     fresh: set[Key] = set()
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
+    specs = {d.task: d.spec for d in data}
     asked = {(d.task, str(r["id"]), e, rotation) for e in range(settings.epochs) for d in data
-             for r in d.selected for rotation in requests.rotations(d.task, r, settings)}
+             for r in d.selected for rotation in requests.rotations(d.spec, r, settings)}
     total = len(asked)
     with PredictionStore(out) as store:
         # Failed samples of this selection are asked again; drop their old lines first.
@@ -336,7 +342,8 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
         try:
             async for outcome in outcomes:
                 row = rows[(outcome.request.task, outcome.request.id)]
-                prediction = to_prediction(outcome, await parse(outcome, row, settings.lang))
+                prediction = to_prediction(outcome, await parse(specs[outcome.request.task], outcome, row,
+                                                                settings.lang))
                 store.append(prediction)
                 fresh.add(key_of(prediction))
                 bar.advance(failed=prediction.error is not None)
@@ -386,7 +393,7 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
     """Yield (Prediction, row metadata without images) as each sample finishes; nothing is written.
 
     For live per-sample displays (the Space). Order is completion order. `prediction.parsed`
-    is filled by the task's parser; `eval.scoring.score_prediction(prediction, row)` says
+    is filled by the task's parser; `eval.scoring.score_prediction(task, prediction, row)` says
     whether it is correct (classification) or its per-nutrient errors (nutrition). Closing the
     generator (or cancelling its task) cancels the requests in flight and starts no new ones.
     """
@@ -398,6 +405,7 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
     backend = backend or build_backend(settings, data)
     await check_backend(backend)
     rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
+    specs = {d.task: d.spec for d in data}
     try:
         # aclosing: a closed or cancelled generator cancels the requests in flight and starts no new one
         async with contextlib.aclosing(execute(backend, _requests(data, settings), concurrency=settings.concurrency,
@@ -405,7 +413,7 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
                                                policy=_policy(settings))) as outcomes:
             async for outcome in outcomes:
                 row = rows[(outcome.request.task, outcome.request.id)]
-                yield to_prediction(outcome, await parse(outcome, row, settings.lang)), row
+                yield to_prediction(outcome, await parse(specs[outcome.request.task], outcome, row, settings.lang)), row
     finally:
         await release(backend)
 

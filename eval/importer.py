@@ -296,11 +296,11 @@ def _settings(results: list[Result], dataset: str | None, judge: str | None) -> 
                        image_indices=first.image_indices)
 
 
-def _release(task: str, settings: RunSettings) -> tuple[Any, str]:
+def _release(task: tasks.Task, settings: RunSettings) -> tuple[Any, str]:
     """The task's release as `eval run` reads it (either layout) and its fingerprint."""
     import diningbench
 
-    config = tasks.get(task).source_config
+    config = task.source_config
     try:
         return (diningbench.read_release(config, settings.dataset, lang=settings.lang),
                 diningbench.fingerprint(config, settings.dataset, lang=settings.lang))
@@ -309,11 +309,11 @@ def _release(task: str, settings: RunSettings) -> tuple[Any, str]:
         raise ImportRefused(f"cannot read the release {settings.dataset or 'embedded sample'}: {why}") from None
 
 
-def _checked_predictions(result: Result, settings: RunSettings) -> list[Prediction]:
+def _checked_predictions(result: Result, task: tasks.Task, settings: RunSettings) -> tuple[list[Prediction], str]:
     """The result's answers as predictions, each checked against the release item it names, as the
-    run's protocol asks it."""
+    run's protocol asks it, and the release's fingerprint."""
     where = f"{result.source.name}"
-    release, expected = _release(result.task, settings)
+    release, expected = _release(task, settings)
     if result.fingerprint is not None and result.fingerprint != expected:
         raise ImportRefused(f"{where}: made on another release of {result.task} (fingerprint {result.fingerprint}, "
                             f"{settings.dataset or 'the embedded sample'} has {expected}); pass --dataset with the "
@@ -330,7 +330,7 @@ def _checked_predictions(result: Result, settings: RunSettings) -> list[Predicti
     predictions = []
     for answer in answers:
         row = rows[position[answer.id]]
-        request = requests.build_request(result.task, row, settings, answer.epoch)
+        request = requests.build_request(task, row, settings, answer.epoch)
         ours = request.messages[0].text
         sent = request.metadata["n_images"]
         if answer.prompt != ours:
@@ -341,14 +341,14 @@ def _checked_predictions(result: Result, settings: RunSettings) -> list[Predicti
             raise ImportRefused(f"{where}: item {answer.id}: {answer.n_views} views were sent where DiningBench "
                                 f"sends {sent}; it was not asked as the benchmark asks it")
         meta = {k: v for k, v in row.items() if k != "images"}
-        parsed = tasks.parse_output(result.task, answer.raw, meta, settings.lang) \
-            if answer.raw is not None and protocol.scores_row(result.task, meta, settings.lang) else None
+        parsed = task.read_answer(answer.raw, meta, settings.lang) \
+            if answer.raw is not None and protocol.scores_row(task, meta, settings.lang) else None
         predictions.append(Prediction(
             id=answer.id, task=result.task, raw=answer.raw, parsed=parsed, error=answer.error, attempts=1,
             latency_s=0.0, usage=answer.usage, request_hash=request.request_hash,
             finish_reason=answer.finish_reason, truncated=answer.finish_reason == "length",
             n_images=sent, epoch=answer.epoch))
-    return predictions
+    return predictions, expected
 
 
 def write_imported(out: Path, info: dict[str, Any], predictions: list[Prediction], *, judge: str | None,
@@ -386,8 +386,9 @@ def import_run(source: Path | str, framework: str, out: Path | str, *, dataset: 
     results = read_inspect(source) if framework == "inspect" else read_lmms(source)
     dataset = dataset or results[0].dataset
     settings = _settings(results, dataset, judge)
-    predictions = {r.task: _checked_predictions(r, settings) for r in results}
-    fingerprints = {r.task: _release(r.task, settings)[1] for r in results}
+    checked = {r.task: _checked_predictions(r, tasks.get(r.task), settings) for r in results}  # a log's task name
+    predictions = {name: found for name, (found, _) in checked.items()}
+    fingerprints = {name: fingerprint for name, (_, fingerprint) in checked.items()}
     backend = {"framework": results[0].framework["framework"], "imported_from": [str(r.source.name) for r in results],
                **{r.task: r.framework for r in results}}
     info = build_run_json(settings=settings.to_json(), tasks=[t for t in TASKS if t in predictions], backend=backend,

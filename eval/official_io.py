@@ -231,8 +231,8 @@ def import_official(source: Path | str, task: str, out: Path | str, *, dataset: 
         if isinstance(line.get("eval_match"), bool):
             kept.update(eval_match=line["eval_match"], eval_result=line.get("eval_result"))
         parsed = None
-        if raw is not None and scoring.usable_reference(task, row, lang):
-            parsed = tasks.parse_output(task, raw, row, lang)
+        if raw is not None and scoring.usable_reference(spec, row, lang):
+            parsed = spec.read_answer(raw, row, lang)
         identity = json.dumps([task, row.get("prompt"), line.get("image_path"), line.get("image_paths"), "imported"],
                               ensure_ascii=False)
         sent: list[Any] = line["image_paths"] if isinstance(line.get("image_paths"), list) else [line.get("image_path")]

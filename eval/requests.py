@@ -15,9 +15,9 @@ from eval.settings import RunSettings
 from eval.types import GenerationConfig, Request
 
 
-def rotations(task: str, row: dict[str, Any], settings: RunSettings) -> range:
+def rotations(task: tasks.Task, row: dict[str, Any], settings: RunSettings) -> range:
     """The option rotations to ask: every one for a task with options under `--circular`, else only 0."""
-    return range(tasks.get(task).rotations(row) if settings.circular else 1)
+    return range(task.rotations(row) if settings.circular else 1)
 
 
 def generation_config(settings: RunSettings, epoch: int = 0) -> GenerationConfig:
@@ -25,14 +25,14 @@ def generation_config(settings: RunSettings, epoch: int = 0) -> GenerationConfig
     return protocols.of(settings).generation(settings, epoch)
 
 
-def request_job(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+def request_job(task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
     """The request itself when its views go out as stored (microseconds); otherwise the call that
     builds it (decode, shrink, re-encode), for a worker thread: what `runner.built_ahead` takes."""
     return protocols.of(settings).request(task, row, settings, epoch, rotation, scope)
 
 
-def build_request(task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0,
+def build_request(task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0,
                   rotation: int = 0, scope: str | None = None) -> Request:
     """The request, built now (in this thread). An unusable image is an ImageError naming the task and
     the item."""

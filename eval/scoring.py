@@ -92,7 +92,7 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
             if not mine:
                 continue
             by_id = _rows_by_id(task, mine, rows, settings)
-            job = TaskScoring(task.name, mine, by_id, settings, settings.lang, judge, judge_base_url, judge_fn,
+            job = TaskScoring(task, mine, by_id, settings, settings.lang, judge, judge_base_url, judge_fn,
                               Path(judge_cache or run_dir / JUDGE_CACHE), n_boot, fresh, _views_sent(settings))
             records, metrics[task.name] = protocols.of(settings).score(job)
             rotated_records.extend(job.rotated)

@@ -19,7 +19,7 @@ from typing import Any
 from PIL import Image
 
 import diningbench
-from eval import requests
+from eval import requests, tasks
 from eval.settings import RunSettings
 from eval.types import NUTRIENTS
 from tests.fakes.base import RecordedRequest, answer_key
@@ -116,7 +116,7 @@ def model_oracle(release: Path, settings: RunSettings, *, wrong: Iterable[str] =
     wrong, overrides = set(wrong), overrides or {}
     for task in diningbench.CONFIGS:
         for row in diningbench.load(task, str(release), decode_images=False):
-            request = requests.build_request(task, row, settings)
+            request = requests.build_request(tasks.get(task), row, settings)
             images = [p.data for p in request.messages[0].images]
             answer = correct_answer(task, row)
             if row["id"] in wrong:
@@ -136,7 +136,7 @@ def item_of(request: RecordedRequest, release: Path, settings: RunSettings) -> s
     """Which item id a recorded request was about (for per-item assertions)."""
     for task in diningbench.CONFIGS:
         for row in diningbench.load(task, str(release), decode_images=False):
-            built = requests.build_request(task, row, settings)
+            built = requests.build_request(tasks.get(task), row, settings)
             if answer_key(built.messages[0].text, [p.data for p in built.messages[0].images]) == request.key:
                 return row["id"]
     return None

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 import diningbench
-from eval import requests
+from eval import requests, tasks
 from eval.settings import RunSettings
 from tests.fakes.base import RecordedRequest, answer_key
 from tests.fakes.gemini_server import FakeGeminiServer
@@ -42,7 +42,7 @@ def item_keys(release: Path, settings: RunSettings) -> dict[str, Key]:
     keys: dict[str, Key] = {}
     for task in diningbench.CONFIGS:
         for row in diningbench.load(task, str(release), decode_images=False):
-            request = requests.build_request(task, row, settings)
+            request = requests.build_request(tasks.get(task), row, settings)
             images = [p.data for p in request.messages[0].images]
             keys[answer_key(request.messages[0].text, images)] = (task, str(row["id"]))
     return keys

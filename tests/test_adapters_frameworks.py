@@ -35,7 +35,7 @@ if str(ROOT / "tests") not in list(getattr(sys.modules.get("tests"), "__path__",
 from PIL import Image  # noqa: E402
 
 import diningbench  # noqa: E402
-from eval import api  # noqa: E402
+from eval import api, tasks  # noqa: E402
 from eval.importer import import_run  # noqa: E402
 from eval.requests import build_request  # noqa: E402
 from eval.settings import RunSettings  # noqa: E402
@@ -88,7 +88,7 @@ def build_script() -> dict[str, str]:
     for task in ("classification", "nutrition", "vqa"):
         settings = RunSettings(task=task, model="x")
         for i, row in enumerate(diningbench.load(task, decode_images=False)):
-            message = build_request(task, row, settings).messages[0]
+            message = build_request(tasks.get(task), row, settings).messages[0]
             script[pixels_key(message.text, [v.data for v in message.images])] = scripted_answer(task, i, row)
     return script
 
@@ -149,7 +149,7 @@ def test_inspect_samples_carry_the_views_and_prompts_the_harness_sends() -> None
     task = module.diningbench_nutrition(language="en", views=2, cot=True)
     sample = task.dataset[0]
     row = next(iter(diningbench.load("nutrition", decode_images=False)))
-    message = build_request("nutrition", row, RunSettings(task="nutrition", model="x", lang="en", images=2,
+    message = build_request(tasks.get("nutrition"), row, RunSettings(task="nutrition", model="x", lang="en", images=2,
                                                           cot=True)).messages[0]
     parts = sample.input[0].content
     assert [p.type for p in parts] == ["image", "image", "text"] and parts[-1].text == message.text

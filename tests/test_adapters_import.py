@@ -15,7 +15,7 @@ import pytest
 
 import diningbench
 from adapters.lmms_eval import utils as lmms_utils
-from eval import requests
+from eval import requests, tasks
 from eval.cli import main as cli_main
 from eval.importer import ImportRefused, import_run
 from eval.report.runs import load_run
@@ -206,7 +206,7 @@ def test_the_lmms_task_functions_ask_what_the_harness_asks(monkeypatch: pytest.M
     doc = docs("classification")[0]
     row = row_of("classification", doc)
     settings = RunSettings(task="classification", model="x")
-    request = requests.build_request("classification", row, settings)
+    request = requests.build_request(tasks.get("classification"), row, settings)
     assert lmms_utils.classification_doc_to_text(doc) == request.messages[0].text
     visuals = lmms_utils.classification_doc_to_visual(doc)
     assert len(visuals) == len(row["images"]) == request.metadata["n_images"]
@@ -215,7 +215,7 @@ def test_the_lmms_task_functions_ask_what_the_harness_asks(monkeypatch: pytest.M
     monkeypatch.setenv("DININGBENCH_COT", "1")
     assert len(lmms_utils.doc_to_visual(doc)) == 2
     en = RunSettings(task="classification", model="x", lang="en", cot=True, images=2)
-    assert lmms_utils.classification_doc_to_text(doc) == requests.build_request("classification", row, en).messages[0].text
+    assert lmms_utils.classification_doc_to_text(doc) == requests.build_request(tasks.get("classification"), row, en).messages[0].text
     monkeypatch.setenv("DININGBENCH_VIEWS", "two")
     with pytest.raises(ValueError, match="DININGBENCH_VIEWS='two'"):
         lmms_utils.doc_to_visual(doc)

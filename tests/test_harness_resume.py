@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from eval import api
+from eval import api, tasks
 from eval.api import RunSettings
 from eval.scoring import score_prediction
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -65,6 +65,6 @@ async def test_iter_predictions_streams_each_sample_with_its_row(release):
     settings = RunSettings(task="classification", model="baseline:first", dataset=str(release), limit=4)
     seen = []
     async for prediction, row in api.iter_predictions(settings):
-        seen.append((prediction.id, prediction.parsed, score_prediction(prediction, row)["correct"]))
+        seen.append((prediction.id, prediction.parsed, score_prediction(tasks.get(prediction.task), prediction, row)["correct"]))
         assert "images" not in row and row["id"] == prediction.id
     assert sorted(seen) == [("c1", "A", True), ("c2", "A", False), ("c3", "A", True), ("c4", "A", False)]

@@ -16,7 +16,7 @@ import pytest
 import diningbench
 from dataset import build as dataset_build
 from dataset import load as dataset_load
-from eval import api, requests
+from eval import api, requests, tasks
 from eval.api import RunSettings
 from eval.images import ViewHashes
 from eval.protocols import base as protocols_base
@@ -199,9 +199,9 @@ def test_a_cached_hash_gives_the_same_request_hash(release):
     settings = RunSettings(task="nutrition", model="baseline:zero", dataset=str(release), images=3)
     (data,) = api.load_task_data(settings)
     for row in data.iter_rows():
-        plain = requests.build_request("nutrition", row, settings, 1)
-        cached = requests.build_request("nutrition", row, settings, 1, scope=data.fingerprint)
-        again = requests.build_request("nutrition", row, settings, 1, scope=data.fingerprint)
+        plain = requests.build_request(tasks.get("nutrition"), row, settings, 1)
+        cached = requests.build_request(tasks.get("nutrition"), row, settings, 1, scope=data.fingerprint)
+        again = requests.build_request(tasks.get("nutrition"), row, settings, 1, scope=data.fingerprint)
         assert plain.request_hash == cached.request_hash == again.request_hash
 
 

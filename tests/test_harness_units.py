@@ -47,17 +47,17 @@ def test_cot_prompts_put_three_steps_first_and_never_forbid_the_reasoning():
 def test_request_has_views_then_text_and_a_stable_hash():
     row = classification_rows()[0]
     settings = RunSettings(model="openai:m", images=2)
-    request = requests.build_request("classification", row, settings)
+    request = requests.build_request(tasks.get("classification"), row, settings)
     message = request.messages[0]
     assert [p.role for p in message.images] == ["reference", "user"]  # reference-first
     assert isinstance(message.content[-1], str) and request.config == GenerationConfig(0.0, 16384, 0)  # the paper's budget
     assert request.metadata == {"n_images": 2, "epoch": 0, "rotation": 0}  # what the prediction keeps
-    assert requests.build_request("classification", row, settings).request_hash == request.request_hash
+    assert requests.build_request(tasks.get("classification"), row, settings).request_hash == request.request_hash
     for change in ({"lang": "en"}, {"cot": True}, {"images": 1}, {"max_tokens": 9}, {"seed": 1},
                    {"reasoning_effort": "high"}, {"thinking_budget": 512},
                    {"model": "openai:other"}):
         changed = RunSettings(**{**settings.__dict__, **change})
-        assert requests.build_request("classification", row, changed).request_hash != request.request_hash, change
+        assert requests.build_request(tasks.get("classification"), row, changed).request_hash != request.request_hash, change
 
 
 def test_final_answer_for_vqa():

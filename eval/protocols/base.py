@@ -68,7 +68,7 @@ class TaskScoring:
     """One task of a run folder, as scoring hands it to the run's protocol: the answers in dataset order
     (epoch by epoch), the rows by id, and what the judge step needs."""
 
-    task: str
+    spec: tasks.Task
     predictions: list[Prediction]
     by_id: dict[str, dict[str, Any]]
     settings: RunSettings
@@ -83,8 +83,8 @@ class TaskScoring:
     rotated: list[dict[str, Any]] = field(default_factory=list)  # rotations.jsonl lines (--circular)
 
     @property
-    def spec(self) -> tasks.Task:
-        return tasks.get(self.task)
+    def task(self) -> str:
+        return self.spec.name
 
 
 class Tally:
@@ -129,7 +129,7 @@ class Protocol:
     def check(self, settings: RunSettings) -> None:
         """A UsageError (one line, naming the flag) for a setting this protocol cannot honour."""
 
-    def check_rows(self, task: str, rows: Sequence[Mapping[str, Any]], settings: RunSettings) -> None:
+    def check_rows(self, task: tasks.Task, rows: Sequence[Mapping[str, Any]], settings: RunSettings) -> None:
         """A UsageError for rows this protocol cannot ask (before any request is sent)."""
 
     def folder_parts(self, settings: RunSettings) -> list[str]:
@@ -153,24 +153,24 @@ class Protocol:
     def generation(self, settings: RunSettings, epoch: int = 0) -> GenerationConfig:
         raise NotImplementedError
 
-    def request(self, task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+    def request(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
         """The request itself when building it takes microseconds (views sent as stored), else the call
         that builds it (decode, shrink, re-encode) for a worker thread: what `runner.built_ahead` takes."""
         raise NotImplementedError
 
-    def build(self, task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+    def build(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
               scope: str | None = None) -> Request:
         """The request, built now (in this thread)."""
         job = self.request(task, row, settings, epoch, rotation, scope)
         return job if isinstance(job, Request) else job()
 
-    def prompt_text(self, task: str, row: dict[str, Any], settings: RunSettings) -> str:
+    def prompt_text(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings) -> str:
         """The text of a row's request (no views, no rotation): what a viewer searches and shows."""
-        return tasks.prompt_text(task, row, settings)
+        return task.prompt(row, lang=settings.lang, cot=bool(settings.cot))
 
     # ------------------------------------------------------------ reading and scoring
-    def scores_row(self, task: str, row: Mapping[str, Any], lang: str) -> bool:
+    def scores_row(self, task: tasks.Task, row: Mapping[str, Any], lang: str) -> bool:
         """Whether our figures read this row (its reference is readable); every row is asked."""
         return True
 
@@ -178,7 +178,7 @@ class Protocol:
         """The task's scores.jsonl records and its metrics.json entry."""
         raise NotImplementedError
 
-    def tally(self, task: str, model: str, lang: str) -> Tally:
+    def tally(self, task: tasks.Task, model: str, lang: str) -> Tally:
         raise NotImplementedError
 
     def judge_options(self) -> dict[str, Any]:

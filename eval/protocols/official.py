@@ -386,21 +386,21 @@ def score_strict_judged(task: tasks.Task, records: list[dict[str, Any]], judge_m
     return found
 
 
-def disagreements(task: str, records: Sequence[dict[str, Any]]) -> int:
+def disagreements(task: tasks.Task, records: Sequence[dict[str, Any]]) -> int:
     """Items on which their reading and ours differ: right against wrong (classification, VQA), or
     read against unread or other values (nutrition)."""
-    spec, count = tasks.get(task), 0
+    count = 0
     for record in records:
         mine = record.get("official") or {}
-        if spec.measure == "ape":
+        if task.measure == "ape":
             ours = record.get("parsed")
             theirs = mine.get("read")
             if ours is None or theirs is None:
                 same = ours is None and theirs is None
             else:
-                same = all(_number(theirs.get(k)) == _number(ours.get(k)) for k in spec.components)
+                same = all(_number(theirs.get(k)) == _number(ours.get(k)) for k in task.components)
             count += not same
-        elif spec.judged:
+        elif task.judged:
             strict = mine.get("strict")
             count += mine.get("correct") is not None and strict is not None and strict != mine.get("correct")
         else:
@@ -438,7 +438,7 @@ class Official(Protocol):
                 raise UsageError(f"{flag} is this project's protocol; --protocol official sends each row's prompt "
                                  "verbatim with the images --image-indices names")
 
-    def check_rows(self, task: str, rows: Sequence[Mapping[str, Any]], settings: RunSettings) -> None:
+    def check_rows(self, task: tasks.Task, rows: Sequence[Mapping[str, Any]], settings: RunSettings) -> None:
         if not authors_rows(rows):
             raise UsageError(f"--protocol official asks each row's own prompt: {settings.dataset or 'the embedded sample'} "
                              "is not the authors' release (no prompt in its rows); drop --protocol or pass their files")
@@ -471,7 +471,7 @@ class Official(Protocol):
                                 reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget,
                                 fit_to_context=theirs)
 
-    def views(self, task: str, row: dict[str, Any], settings: RunSettings) -> list[ImagePart]:
+    def views(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings) -> list[ImagePart]:
         """The images their scripts send for this row: chosen by the task's rule from --image-indices,
         each the file's bytes as stored, labelled image/jpeg as they label every image."""
         cells = row.get("images") or []
@@ -481,27 +481,27 @@ class Official(Protocol):
         try:
             return [ImagePart(stored_bytes(cells[k], item_id=item, index=k), mime,
                               roles[k] if k < len(roles) else "user")
-                    for k in rules_for(task).images(row, image_indices(settings.image_indices))]
+                    for k in rules_for(task.name).images(row, image_indices(settings.image_indices))]
         except ImageError as exc:
-            raise ImageError(f"{task}: {exc}") from None
+            raise ImageError(f"{task.name}: {exc}") from None
 
-    def request(self, task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+    def request(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
         """The images, then the row's prompt verbatim, in one user turn: the stored bytes, never
         re-encoded, so it is built at once (microseconds)."""
         text = str(row.get("prompt") or "")
         views = self.views(task, row, settings)
         hashes = [hashlib.sha256(v.data).hexdigest() for v in views]
-        digest = request_hash(settings, task, text, hashes, epoch, recorded=self.recorded)
-        return Request(id=str(row["id"]), task=task, messages=(Message(role="user", content=(*views, text)),),
+        digest = request_hash(settings, task.name, text, hashes, epoch, recorded=self.recorded)
+        return Request(id=str(row["id"]), task=task.name, messages=(Message(role="user", content=(*views, text)),),
                        config=self.generation(settings, epoch), request_hash=digest,
                        metadata={"n_images": len(views), "epoch": epoch, "rotation": 0})
 
-    def prompt_text(self, task: str, row: dict[str, Any], settings: RunSettings) -> str:
+    def prompt_text(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings) -> str:
         return str(row.get("prompt") or "")  # the row's prompt verbatim, as `request` sends it
 
     # ------------------------------------------------------------ scoring
-    def scores_row(self, task: str, row: Mapping[str, Any], lang: str) -> bool:
+    def scores_row(self, task: tasks.Task, row: Mapping[str, Any], lang: str) -> bool:
         return usable_reference(task, row, lang)
 
     def judge_options(self) -> dict[str, Any]:
@@ -516,7 +516,7 @@ class Official(Protocol):
         """Ours on the rows whose reference ours can read (its judged task from their judge's replies,
         read strictly), then theirs on every answer, as the `official` object of the entry."""
         answered = job.predictions  # every answer: the authors' scoring reads them all
-        mine = [p for p in answered if usable_reference(job.task, job.by_id[p.id], job.lang)]
+        mine = [p for p in answered if usable_reference(job.spec, job.by_id[p.id], job.lang)]
         records = records_of(job, mine)
         entry: dict[str, Any] = {}
         if not job.spec.judged:
@@ -554,9 +554,9 @@ class Official(Protocol):
                            threads_for(job.settings.concurrency, job.settings.max_concurrency))
         figures = rules_for(job.task).figures(file_rows, preds)
         return {"official": figures, **interval_figures(job.task, file_rows, preds, job.n_boot),
-                "official_disagreements": disagreements(job.task, list(scored.values()))}
+                "official_disagreements": disagreements(job.spec, list(scored.values()))}
 
-    def tally(self, task: str, model: str, lang: str) -> Tally:
+    def tally(self, task: tasks.Task, model: str, lang: str) -> Tally:
         return OfficialTally(task, model, lang)
 
     # ------------------------------------------------------------ what a run reports
@@ -635,7 +635,7 @@ class OfficialTally(Tally):
     beside it on the rows whose reference ours reads, and their figures for the items asked, as if their
     file held those rows alone."""
 
-    def __init__(self, task: str, model: str, lang: str) -> None:
+    def __init__(self, task: tasks.Task, model: str, lang: str) -> None:
         self.task, self.model, self.lang = task, model, lang
         self._answers: list[_Answer] = []
         self._lines: dict[int, dict[str, Any]] = {}  # id(record) -> their line
@@ -647,10 +647,10 @@ class OfficialTally(Tally):
 
     def add(self, prediction: Prediction, row: dict[str, Any]) -> dict[str, Any]:
         ours = usable_reference(self.task, row, self.lang)
-        record = score_prediction(prediction, row, self.lang) if ours else {"id": prediction.id,
+        record = score_prediction(self.task, prediction, row, self.lang) if ours else {"id": prediction.id,
                                                                             "reference": row.get("ground_truth")}
-        line = official_preds(self.task, [prediction], [row], self.model)[int(row["idx"])]
-        record["official"] = reading(self.task, line, row)
+        line = official_preds(self.task.name, [prediction], [row], self.model)[int(row["idx"])]
+        record["official"] = reading(self.task.name, line, row)
         self._answers.append(_Answer(row, line))
         self._lines[id(record)] = line
         self.all_records.append(record)
@@ -672,12 +672,12 @@ class OfficialTally(Tally):
         """`official` (their figures for the items answered, in their file's order), `official_headline`
         ([name, fraction]: what Table 2 reports), `official_disagreements` and `ours_left_out`."""
         ordered = sorted(self._answers, key=lambda a: int(a.row["idx"]))
-        script = rules_for(self.task)
+        script = rules_for(self.task.name)
         rows, lines = [a.row for a in ordered], {k: a.line for k, a in enumerate(ordered)}
         figures = script.figures(rows, lines)
         name, value = script.headline(figures)
         found = {"protocol": "official", "official": figures, "official_headline": [name, value],
-                 **interval_figures(self.task, rows, lines, N_BOOT),
+                 **interval_figures(self.task.name, rows, lines, N_BOOT),
                  "official_disagreements": disagreements(self.task, self.all_records)}
         if len(self.all_records) > len(self.records):
             found["ours_left_out"] = len(self.all_records) - len(self.records)

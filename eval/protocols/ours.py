@@ -38,7 +38,7 @@ class Ours(Protocol):
             raise UsageError("--image-indices chooses images under --protocol official; with ours use --images N "
                              "and --image-order")
 
-    def check_rows(self, task: str, rows: Sequence[Mapping[str, Any]], settings: RunSettings) -> None:
+    def check_rows(self, task: tasks.Task, rows: Sequence[Mapping[str, Any]], settings: RunSettings) -> None:
         """A reference ours cannot read stops the run before any request is sent: a bad row of a release
         must never be scored as if fine. The authors' release is read as published: its rows without a
         usable reference are asked, and left out of the figures (counted)."""
@@ -46,7 +46,7 @@ class Ours(Protocol):
             return
         try:
             for row in rows:
-                tasks.reference_of(task, row, settings.lang)
+                task.reference(row, settings.lang)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
 
@@ -66,14 +66,14 @@ class Ours(Protocol):
                                 reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget,
                                 fit_to_context=settings.max_tokens == DEFAULT_MAX_TOKENS)
 
-    def request(self, task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+    def request(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
         views = _stored(row, settings)
         if views is not None:
             return self.build(task, row, settings, epoch, rotation, scope, views)
         return partial(self.build, task, row, settings, epoch, rotation, scope)
 
-    def build(self, task: str, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+    def build(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
               scope: str | None = None, views: list[ImagePart] | None = None) -> Request:
         """Images first (the views, in order), then the task text, in one user turn.
 
@@ -82,36 +82,35 @@ class Ours(Protocol):
         fingerprint) lets each view's hash be computed once and reused (`VIEW_HASHES`). `views`: the
         row's views as `stored_views` found them, when the caller has checked them already.
         """
-        spec = tasks.get(task)
-        row = spec.rotate(row, rotation)
-        text = spec.prompt(row, lang=settings.lang, cot=settings.cot)
+        row = task.rotate(row, rotation)
+        text = task.prompt(row, lang=settings.lang, cot=settings.cot)
         stored = views is not None  # the release's own bytes, as `stored_views` found them
         try:
             if views is None:
                 views = views_for_request(row, n=settings.images, order=settings.image_order, seed=settings.seed,
                                           max_side=settings.max_image_side)
         except ImageError as exc:
-            raise ImageError(f"{task}: {exc}") from None
+            raise ImageError(f"{task.name}: {exc}") from None
         if scope is None:
             hashes = [hashlib.sha256(v.data).hexdigest() for v in views]
         else:
             chosen = select_views(row.get("image_roles") or [], settings.images, settings.image_order,
                                   seed=settings.seed, item_id=str(row["id"]))
-            hashes = [view_hashes().digest(f"{scope}:{task}", str(row["id"]), i, settings.max_image_side, v.data,
+            hashes = [view_hashes().digest(f"{scope}:{task.name}", str(row["id"]), i, settings.max_image_side, v.data,
                                          stored=stored)
                       for i, v in zip(chosen, views, strict=True)]
-        digest = request_hash(settings, task, text, hashes, epoch, rotation, self.recorded)
+        digest = request_hash(settings, task.name, text, hashes, epoch, rotation, self.recorded)
         message = Message(role="user", content=(*views, text))
-        return Request(id=str(row["id"]), task=task, messages=(message,), config=self.generation(settings, epoch),
+        return Request(id=str(row["id"]), task=task.name, messages=(message,), config=self.generation(settings, epoch),
                        request_hash=digest, metadata={"n_images": len(views), "epoch": epoch, "rotation": rotation})
 
     # ------------------------------------------------------------ scoring
-    def scores_row(self, task: str, row: Mapping[str, Any], lang: str) -> bool:
+    def scores_row(self, task: tasks.Task, row: Mapping[str, Any], lang: str) -> bool:
         return usable_reference(task, row, lang)
 
     def score(self, job: TaskScoring) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         answered = job.predictions
-        mine = [p for p in answered if usable_reference(job.task, job.by_id[p.id], job.lang)]
+        mine = [p for p in answered if usable_reference(job.spec, job.by_id[p.id], job.lang)]
         rotated = [p for p in mine if p.rotation]  # --circular: scored apart, into rotations.jsonl
         mine = [p for p in mine if not p.rotation]
         records = records_of(job, mine)
@@ -132,7 +131,7 @@ class Ours(Protocol):
         left_out(entry, answered, mine, rotated)
         return records, entry
 
-    def tally(self, task: str, model: str, lang: str) -> Tally:
+    def tally(self, task: tasks.Task, model: str, lang: str) -> Tally:
         return OursTally(task, lang)
 
 
@@ -160,7 +159,7 @@ class OursTally(Tally):
     """Ours, one answer at a time: the task's scoring, a judged task's verdict from the judge_accuracy
     rules and the operator's judge. A row whose reference ours cannot read is shown, not scored."""
 
-    def __init__(self, task: str, lang: str) -> None:
+    def __init__(self, task: tasks.Task, lang: str) -> None:
         self.task, self.lang = task, lang
         self.records, self.rows, self.decided = [], [], []
         self.answered = 0
@@ -169,7 +168,7 @@ class OursTally(Tally):
         self.answered += 1
         if not usable_reference(self.task, row, self.lang):
             return {"id": prediction.id, "reference": row.get("ground_truth")}
-        record = score_prediction(prediction, row, self.lang)
+        record = score_prediction(self.task, prediction, row, self.lang)
         self.records.append(record)
         self.rows.append(row)
         return record
@@ -178,7 +177,7 @@ class OursTally(Tally):
         if not self.records or self.records[-1] is not record:
             return  # not scored by ours
         raw = prediction.raw if prediction.error is None else None
-        verdict, decided_by = await judge.verdict(tasks.get(self.task).question(row, self.lang) or "",
+        verdict, decided_by = await judge.verdict(self.task.question(row, self.lang) or "",
                                                   record["reference"], raw)
         record.update(verdict=verdict, decided_by=DECIDED_BY.get(decided_by),
                       correct=None if verdict is None else verdict == "C")

@@ -83,15 +83,14 @@ def item_record(task: tasks.Task, row: dict[str, Any], prediction: Prediction, *
     return record
 
 
-def score_prediction(prediction: Prediction, row: dict[str, Any], lang: str = "zh") -> dict[str, Any]:
+def score_prediction(task: tasks.Task, prediction: Prediction, row: dict[str, Any], lang: str = "zh") -> dict[str, Any]:
     """One live prediction scored on its own (the Space): a scores.jsonl-like dict; a judged task's item
     stays unscored.
 
     Its answer was parsed when it was made (`prediction.parsed`), so it is not parsed again."""
-    spec = tasks.get(prediction.task)
-    record = item_record(spec, row, prediction, lang=lang)
-    if not spec.judged:
-        spec.score([record], [record["parsed"]], [row], lang)
+    record = item_record(task, row, prediction, lang=lang)
+    if not task.judged:
+        task.score([record], [record["parsed"]], [row], lang)
     return record
 
 
@@ -102,7 +101,7 @@ def parsed_answers(task: tasks.Task, predictions: Sequence[Prediction], rows: Se
     the saved one). Either way each answer is parsed once per run."""
     return [None if p.error is not None or p.raw is None
             else p.parsed if key_of(p) in fresh
-            else task.parse(tasks.parse_input(p.raw), row, lang)
+            else task.read_answer(p.raw, row, lang)
             for p, row in zip(predictions, rows, strict=True)]
 
 
@@ -154,10 +153,10 @@ def score_judged(task: tasks.Task, records: list[dict[str, Any]], raws: list[str
     return metrics
 
 
-def usable_reference(task: str, row: Mapping[str, Any], lang: str) -> bool:
+def usable_reference(task: tasks.Task, row: Mapping[str, Any], lang: str) -> bool:
     """Whether this project's scoring can read the row's reference (the authors' scoring runs either way)."""
     try:
-        tasks.reference_of(task, row, lang)
+        task.reference(row, lang)
     except (ValueError, TypeError, KeyError):
         return False
     return True

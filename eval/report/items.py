@@ -269,7 +269,7 @@ def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, s
         for row in release.rows:  # metadata: the prompt needs no image
             if str(row["id"]) in wanted:
                 try:
-                    out[(task, str(row["id"]))] = run.protocol.prompt_text(task, row, settings)
+                    out[(task, str(row["id"]))] = run.protocol.prompt_text(spec, row, settings)
                 except (ValueError, TypeError, KeyError):
                     continue
     return out
@@ -377,7 +377,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
         detail.note = "the item is not in the dataset the run names; its prompt and views cannot be shown"
         return detail
     try:
-        request = requests.build_request(task, full, settings, epoch)
+        request = requests.build_request(spec, full, settings, epoch)
     except (ImageError, ValueError, TypeError) as exc:
         detail.note = f"cannot rebuild the request: {exc}"
         return detail

@@ -57,7 +57,7 @@ def reference_of(task: str, row: Mapping[str, Any], lang: str = "zh") -> Any:
 
 def parse_output(task: str, text: str, row: Mapping[str, Any], lang: str = "zh") -> Any:
     """The task's parsed answer, with the metrics modules' own parsers (never a second copy)."""
-    return get(task).parse(parse_input(text), row, lang)
+    return get(task).read_answer(text, row, lang)
 
 
 def task_prompt(task: str, lang: str, *, cot: bool = False, options: Sequence[str] | None = None,

@@ -111,6 +111,10 @@ class Task:
         """The parsed answer of `text` (already cut by `parse_input`), None when none is given."""
         raise NotImplementedError
 
+    def read_answer(self, text: str, row: Mapping[str, Any], lang: str = "zh") -> Any:
+        """The parsed answer of a model's whole reply, its ends kept when it is long (`parse_input`)."""
+        return self.parse(parse_input(text), row, lang)
+
     def score(self, records: list[dict[str, Any]], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
               lang: str) -> dict[str, Any]:
         """Fill each record's score fields (`correct`, or `ape`/`abs_error`) from its parsed answer (None

@@ -262,7 +262,7 @@ class _Judging:
         self.spec, self.slots = spec, slots
         self.judge = _VqaJudge(spec, slots) if spec else None
 
-    async def start(self, protocol: Protocol, task: str, model: str, lang: str) -> Tally:
+    async def start(self, protocol: Protocol, task: Task, model: str, lang: str) -> Tally:
         """The protocol's tally, its own judge settings taken (the authors': their attempts and limit)."""
         if self.judge is not None and protocol.judge_options():
             await self.judge.close()
@@ -309,7 +309,7 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
         async with aclosing(iter_predictions(run_settings, backend=backend)) as predictions:
             try:
                 async for prediction, row in predictions:
-                    tally = tally or await judging.start(protocols.chosen(run_settings, [[row]]), request.task, spec,
+                    tally = tally or await judging.start(protocols.chosen(run_settings, [[row]]), task, spec,
                                                          request.lang)
                     record = tally.add(prediction, row)
                     if judging.judge is not None:
@@ -319,7 +319,7 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
             finally:
                 if isinstance(backend, SlotBackend):
                     backend.stop()  # first: no retry of a cancelled request may go out meanwhile
-        metrics = await asyncio.to_thread(_figures, tally or protocols.get(None).tally(request.task, spec, request.lang),
+        metrics = await asyncio.to_thread(_figures, tally or protocols.get(None).tally(task, spec, request.lang),
                                           request, task)
         yield EvalUpdate(spec=spec, total=total, results=results,
                          metrics=json.loads(redact(json.dumps(metrics, default=str), secrets, mark=REDACTED)))

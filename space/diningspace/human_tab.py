@@ -152,7 +152,7 @@ class HumanTab:
         sitting.shown_at = None  # the next answer waits for the next item to be shown
         answer = {"id": item_id, "raw": raw, "n_images": len(row.get("image_roles") or []), "seconds": seconds}
         sitting.answers.append(answer)
-        record = score_prediction(prediction_of(sitting, answer, row), row, sitting.lang)
+        record = score_prediction(tasks.get(sitting.task), prediction_of(sitting, answer, row), row, sitting.lang)
         reveal = self._reveal(sitting, row, record)
         last = sitting.current is None
         return (sitting.to_state(), gr.update(visible=False), gr.update(visible=not last),

@@ -378,6 +378,7 @@ def _check_release(info: dict[str, Any], tasks: list[str], release: Release) -> 
 def _check_hashes(predictions: list[Any], settings: Any, release: Release, deadline: float = float("inf")) -> None:
     """Every request hash must be the one this release's prompt and views give with the run's settings
     (within the submission's time budget: building each request decodes and resizes its photos)."""
+    from eval import tasks
     from eval.images import ImageError
     from eval.requests import build_request
 
@@ -390,7 +391,7 @@ def _check_hashes(predictions: list[Any], settings: Any, release: Release, deadl
         if time.monotonic() > deadline:
             raise _over_budget(deadline)
         try:
-            expected = build_request(p.task, release.rows[p.task][p.id], settings, p.epoch, p.rotation).request_hash
+            expected = build_request(tasks.get(p.task), release.rows[p.task][p.id], settings, p.epoch, p.rotation).request_hash
         except (ImageError, ValueError, TypeError, KeyError, IndexError):
             expected = None
         if p.request_hash != expected:
