@@ -86,9 +86,15 @@ def _values(task: tasks.Task, rows: Sequence[dict[str, Any]]) -> np.ndarray:
     """Per item, the columns the headline averages: correct (1/0) for accuracy, each nutrient's APE
     (NaN where the metric leaves it out) for Avg MAPE."""
     if task.measure == "ape":
-        return np.array([[np.nan if not isinstance(r.get("ape"), dict) or r["ape"].get(c) is None else float(r["ape"][c])
-                          for c in NUTRIENTS] for r in rows], dtype=float).reshape(len(rows), len(NUTRIENTS))
+        return np.array([[_ape(r, c) for c in NUTRIENTS] for r in rows], dtype=float).reshape(len(rows), len(NUTRIENTS))
     return np.array([[float(r.get("correct") is True)] for r in rows], dtype=float)
+
+
+def _ape(row: dict[str, Any], nutrient: str) -> float:
+    """One nutrient's APE of an item, NaN where the metric leaves it out (or the item has none)."""
+    ape = row.get("ape")
+    value = ape.get(nutrient) if isinstance(ape, dict) else None
+    return np.nan if value is None else float(value)
 
 
 def _cluster_sums(values: np.ndarray, cluster: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

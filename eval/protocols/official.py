@@ -365,8 +365,8 @@ def strict_verdict_of(record: dict[str, Any]) -> str | None:
         verdict = "C" if mine["strict"] else "I"
     else:
         verdict = None
-    record.update(verdict=verdict, decided_by="judge" if verdict else None,
-                  correct=None if verdict is None else verdict == "C")
+    record.update({"verdict": verdict, "decided_by": "judge" if verdict else None,
+                   "correct": None if verdict is None else verdict == "C"})
     return verdict
 
 

@@ -180,8 +180,8 @@ class OursTally(Tally):
         raw = prediction.raw if prediction.error is None else None
         verdict, decided_by = await judge.verdict(tasks.get(self.task).question(row, self.lang) or "",
                                                   record["reference"], raw)
-        record.update(verdict=verdict, decided_by=DECIDED_BY.get(decided_by),
-                      correct=None if verdict is None else verdict == "C")
+        record.update({"verdict": verdict, "decided_by": DECIDED_BY.get(decided_by),
+                       "correct": None if verdict is None else verdict == "C"})
         self.decided.append(decided_by)
 
     def figures(self) -> dict[str, Any]:
