@@ -24,7 +24,7 @@ from eval.report.tables import as_text, md_table, pct, read_differently, resampl
 from eval.scoring import ScoringError, load_rows
 from eval.settings import N_BOOT
 from eval.store import PREDICTIONS, read_predictions
-from eval.types import LETTERS, NUTRIENTS
+from eval.types import LETTERS, NUTRIENTS, ScoreRecord
 
 ANALYSIS_MD = "analysis.md"
 TOP = 10
@@ -99,7 +99,7 @@ def mode_pair_key(model: str) -> tuple[str, str] | None:
     return model[:match.start()] + model[match.end():], match.group(1).lower()
 
 
-def signed_errors(row: dict[str, Any]) -> dict[str, float]:
+def signed_errors(row: ScoreRecord) -> dict[str, float]:
     """(prediction - reference) / reference per nutrient of a parsed nutrition item (reference 0 left out).
 
     >>> signed_errors({"parsed": {"calories": 550, "protein": 10}, "reference": {"calories": 500, "protein": 20}})
@@ -117,11 +117,11 @@ def signed_errors(row: dict[str, Any]) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------- sections
-def _first_epoch(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _first_epoch(rows: Sequence[ScoreRecord]) -> list[ScoreRecord]:
     return [r for r in rows if not r.get("epoch")]
 
 
-def read_rows(run: RunData, task: tasks.Task) -> list[dict[str, Any]]:
+def read_rows(run: RunData, task: tasks.Task) -> list[ScoreRecord]:
     """A task's items as the run's protocol's headline reads them (`Protocol.read_rows`: ours as scored, the
     authors' right/wrong and percentage errors where their figure leads), so each figure below follows the
     run's protocol."""
@@ -182,7 +182,7 @@ def distractor_section(runs: Sequence[RunData], options: dict[str, list[str]]) -
                        [[a, b, str(v)] for (a, b), v in confused.most_common(TOP)]))
 
 
-def nutrition_direction(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | int | None]]:
+def nutrition_direction(rows: Sequence[ScoreRecord]) -> dict[str, dict[str, float | int | None]]:
     """Per nutrient: n, share over- and under-estimated, median signed error (a fraction).
 
     >>> rows = [{"parsed": {"calories": 600}, "reference": {"calories": 500}},
@@ -200,8 +200,8 @@ def nutrition_direction(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, f
     return out
 
 
-def portion_bins(rows: Sequence[dict[str, Any]], portions: dict[str, str | None]
-                 ) -> tuple[str, list[tuple[str, list[dict[str, Any]]]]]:
+def portion_bins(rows: Sequence[ScoreRecord], portions: dict[str, str | None]
+                 ) -> tuple[str, list[tuple[str, list[ScoreRecord]]]]:
     """Items grouped by portion size: grams quartiles when most portions state grams, else
     reference-calorie bins. Returns (what the bins are, [(label, rows)])."""
     grams = {item: portion_grams(text) for item, text in portions.items()}
@@ -209,7 +209,7 @@ def portion_bins(rows: Sequence[dict[str, Any]], portions: dict[str, str | None]
     if len(stated) >= max(4, 0.8 * len(grams)):
         cuts = statistics.quantiles(stated, n=4)
         edges = [0.0, *cuts, float("inf")]
-        groups: list[tuple[str, list[dict[str, Any]]]] = []
+        groups: list[tuple[str, list[ScoreRecord]]] = []
         for low, high in zip(edges, edges[1:], strict=False):
             label = f"{low:.0f}–{high:.0f} g" if high != float("inf") else f"≥{low:.0f} g"
             groups.append((label, [r for r in rows if (g := grams.get(str(r["id"]))) is not None and low <= g < high]))
@@ -221,7 +221,7 @@ def portion_bins(rows: Sequence[dict[str, Any]], portions: dict[str, str | None]
     return "reference calories (portion text gives no grams)", groups
 
 
-def _ape_task_rows(run: RunData) -> tuple[tasks.Task | None, list[dict[str, Any]]]:
+def _ape_task_rows(run: RunData) -> tuple[tasks.Task | None, list[ScoreRecord]]:
     """The first task of the run measured by percentage errors (nutrition), and its items."""
     for t in tasks.all_tasks():
         if t.measure == "ape" and run.scores.get(t.name):

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, position_bias
 from eval.settings import N_BOOT
 from eval.stats import can_resample, cluster_bootstrap_mean_ci
 from eval.store import RUN_LINE_BYTES
+from eval.types import ScoreRecord
 
 ROTATIONS = "rotations.jsonl"
 
 
 # ---------------------------------------------------------------- figures of a circular run
-def circular_figures(plain: Sequence[dict[str, Any]], rotated: Sequence[dict[str, Any]], *,
+def circular_figures(plain: Sequence[ScoreRecord], rotated: Sequence[ScoreRecord], *,
                      n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any] | None:
     """metrics.json's circular figures from rotation 0 (scores.jsonl lines) and the other rotations.
 
@@ -31,7 +32,7 @@ def circular_figures(plain: Sequence[dict[str, Any]], rotated: Sequence[dict[str
     """
     if not rotated:
         return None
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, int], list[ScoreRecord]] = {}
     for row in [*plain, *rotated]:
         groups.setdefault((str(row["id"]), int(row.get("epoch") or 0)), []).append(row)
     complete = []
@@ -57,10 +58,11 @@ def circular_figures(plain: Sequence[dict[str, Any]], rotated: Sequence[dict[str
     return figures
 
 
-def read_rotations(run_dir: Path | str) -> list[dict[str, Any]]:
-    """The rotated lines of a run folder (empty when the run was not circular)."""
+def read_rotations(run_dir: Path | str) -> list[ScoreRecord]:
+    """The rotated lines of a run folder (empty when the run was not circular): scores.jsonl records plus
+    `rotation`, read as scoring wrote them (a line without an `id` left out)."""
     path = Path(run_dir) / ROTATIONS
     if not path.is_file():
         return []
-    return [row for _, row in iter_jsonl_objects(path, policy="skip", max_depth=MAX_JSON_DEPTH,
+    return [cast(ScoreRecord, row) for _, row in iter_jsonl_objects(path, policy="skip", max_depth=MAX_JSON_DEPTH,
                                                  max_line_bytes=RUN_LINE_BYTES) if "id" in row]

@@ -38,7 +38,7 @@ from eval import protocols, tasks
 from eval.numbers import clusters, paired_difference, resampled_unit
 from eval.report.runs import ReportError, RunData
 from eval.settings import N_BOOT
-from eval.types import NUTRIENTS
+from eval.types import NUTRIENTS, ScoreRecord
 
 N_PERM = 9_999  # random merchant swaps (the p-value's resolution is 1 / (N_PERM + 1))
 EXACT_UP_TO = 14  # merchants: up to 2**14 swap patterns are enumerated (an exact test)
@@ -78,17 +78,23 @@ class Comparison:
                 "better": self.better, "resampled": self.unit}
 
 
-def _key(row: dict[str, Any]) -> tuple[str, int]:
+def _key(row: ScoreRecord) -> tuple[str, int]:
     return str(row["id"]), int(row.get("epoch") or 0)
 
 
-def _values(task: tasks.Task, rows: Sequence[dict[str, Any]]) -> np.ndarray:
+def _values(task: tasks.Task, rows: Sequence[ScoreRecord]) -> np.ndarray:
     """Per item, the columns the headline averages: correct (1/0) for accuracy, each nutrient's APE
     (NaN where the metric leaves it out) for Avg MAPE."""
     if task.measure == "ape":
-        return np.array([[np.nan if not isinstance(r.get("ape"), dict) or r["ape"].get(c) is None else float(r["ape"][c])
-                          for c in NUTRIENTS] for r in rows], dtype=float).reshape(len(rows), len(NUTRIENTS))
+        return np.array([[_ape(r, c) for c in NUTRIENTS] for r in rows], dtype=float).reshape(len(rows), len(NUTRIENTS))
     return np.array([[float(r.get("correct") is True)] for r in rows], dtype=float)
+
+
+def _ape(row: ScoreRecord, nutrient: str) -> float:
+    """One nutrient's APE of an item, NaN where the metric leaves it out (or the item has none)."""
+    ape = row.get("ape")
+    value = ape.get(nutrient) if isinstance(ape, dict) else None
+    return np.nan if value is None else float(value)
 
 
 def _cluster_sums(values: np.ndarray, cluster: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +116,7 @@ def _headline_diffs(flips: np.ndarray, sa: np.ndarray, na: np.ndarray, sb: np.nd
     return np.nanmean(mean_a, axis=1) - np.nanmean(mean_b, axis=1)
 
 
-def permutation_p_value(task: tasks.Task, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]],
+def permutation_p_value(task: tasks.Task, rows_a: Sequence[ScoreRecord], rows_b: Sequence[ScoreRecord],
                         merchants: Sequence[str], *, n_perm: int = N_PERM, seed: int = 0) -> tuple[float, int, bool]:
     """(two-sided p-value, swap patterns used, exact) of the clustered paired permutation test on
     aligned rows (row k of A and of B are one item)."""
@@ -132,7 +138,7 @@ def permutation_p_value(task: tasks.Task, rows_a: Sequence[dict[str, Any]], rows
     return (1 + extreme) / (1 + n_perm), n_perm, False
 
 
-def mcnemar_exact(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def mcnemar_exact(rows_a: Sequence[ScoreRecord], rows_b: Sequence[ScoreRecord]) -> dict[str, Any]:
     """McNemar's exact test on aligned accuracy rows: b = A right and B wrong, c = the reverse; the
     two-sided binomial p-value of min(b, c) among b + c at one half.
 
@@ -192,7 +198,7 @@ def _asked(run: RunData, name: str) -> Any:
     return default if value is None and name != "images" else value
 
 
-def different_references(task: tasks.Task, pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> str | None:
+def different_references(task: tasks.Task, pairs: Sequence[tuple[ScoreRecord, ScoreRecord]]) -> str | None:
     """A one-line reason when an id's reference differs between the runs (they were made on different
     releases, or one was edited), None when every shared item's reference is the same."""
     differing = [(a, b) for a, b in pairs if a.get("reference") != b.get("reference")]
@@ -204,7 +210,7 @@ def different_references(task: tasks.Task, pairs: Sequence[tuple[dict[str, Any],
             "they were made on different releases; not compared")
 
 
-def compare_task(task: tasks.Task, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], *,
+def compare_task(task: tasks.Task, rows_a: Sequence[ScoreRecord], rows_b: Sequence[ScoreRecord], *,
                  n_boot: int = N_BOOT, n_perm: int = N_PERM, seed: int = 0) -> Comparison | None:
     """A's and B's scored items of one task, paired by id and epoch; None when none is shared or a
     headline cannot be computed (VQA without a judge). A ReportError when an id's reference differs

@@ -1,6 +1,6 @@
 """The one place headline numbers (figures) and their intervals are computed, from scored items.
 
-An item is a scores.jsonl line (see eval/scoring.py). `eval.scoring` writes metrics.json through
+An item is a scores.jsonl line (`eval.types.ScoreRecord`). `eval.scoring` writes metrics.json through
 these functions and the reports recompute any slice of a run with them, so the two always agree.
 Formulas stay in the metrics modules: this module only gathers their per-item results and resamples
 merchants for 95% intervals.
@@ -27,12 +27,12 @@ from eval.stats import (
     mean_of_column_means,
     paired_bootstrap,
 )
-from eval.types import NUTRIENTS
+from eval.types import NUTRIENTS, ScoreRecord
 from metrics.nutrition_error.core import nutrition_figures, score_nutrition
 
 
 # ---------------------------------------------------------------- figures
-def score_nutrition_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def score_nutrition_rows(rows: Sequence[ScoreRecord]) -> dict[str, Any]:
     """The nutrition metric's own figures for these items (unparsed/failed items stay unparsed).
 
     Read from each item's scores (its `abs_error` and `parsed`), as scoring wrote them: nothing is
@@ -55,7 +55,7 @@ def score_nutrition_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return score_nutrition(predictions, [r["reference"] for r in rows])
 
 
-_FIGURES_MEMO: dict[tuple[int, int, int], tuple[Sequence[dict[str, Any]], dict[str, Any]]] = {}
+_FIGURES_MEMO: dict[tuple[int, int, int], tuple[Sequence[ScoreRecord], dict[str, Any]]] = {}
 
 
 def component(figures: dict[str, Any], nutrient: str, stat: str) -> float | None:
@@ -66,7 +66,7 @@ def component(figures: dict[str, Any], nutrient: str, stat: str) -> float | None
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def accuracy(rows: Sequence[dict[str, Any]]) -> float | None:
+def accuracy(rows: Sequence[ScoreRecord]) -> float | None:
     """Share of items marked correct; unparsed, failed and unscored items count as not correct.
 
     None when no item was scored at all (VQA without a judge).
@@ -76,12 +76,12 @@ def accuracy(rows: Sequence[dict[str, Any]]) -> float | None:
     return sum(r.get("correct") is True for r in rows) / len(rows)
 
 
-def any_answered(rows: Sequence[dict[str, Any]]) -> bool:
+def any_answered(rows: Sequence[ScoreRecord]) -> bool:
     """Whether any item got an answer (its generation did not fail)."""
     return any(r.get("error") is None for r in rows)
 
 
-def headline(task: tasks.Task, rows: Sequence[dict[str, Any]]) -> float | None:
+def headline(task: tasks.Task, rows: Sequence[ScoreRecord]) -> float | None:
     """The figure Table 2 ranks by: accuracy, or Average MAPE for nutrition (both fractions).
 
     None when no item was answered (every generation failed): 0% accuracy or 100% MAPE would score
@@ -99,19 +99,19 @@ def headline(task: tasks.Task, rows: Sequence[dict[str, Any]]) -> float | None:
     return accuracy(rows)
 
 
-def clusters(rows: Sequence[dict[str, Any]]) -> list[str]:
+def clusters(rows: Sequence[ScoreRecord]) -> list[str]:
     """What each row's interval resamples it with: its merchant, or, where the release names none (the
     authors' release carries no merchant), the item itself, all its epochs together."""
     return [str(r["merchant_id"]) if r.get("merchant_id") is not None else f"item:{r.get('task')}:{r.get('id')}"
             for r in rows]
 
 
-def resampled_unit(rows: Sequence[dict[str, Any]]) -> str:
+def resampled_unit(rows: Sequence[ScoreRecord]) -> str:
     """"merchants" when the rows name their merchants, else "items" (`clusters`)."""
     return "merchants" if any(r.get("merchant_id") is not None for r in rows) else "items"
 
 
-def trials(rows: Sequence[dict[str, Any]]) -> int:
+def trials(rows: Sequence[ScoreRecord]) -> int:
     """What an interval of these rows resamples, counted: their merchants, or their items where the release
     names no merchant (`clusters`)."""
     return len(set(clusters(rows)))
@@ -130,7 +130,7 @@ def resampled_words(units: set[str]) -> str:
     return "whole merchants where the release names them (items of one restaurant are not independent), else items"
 
 
-def headline_ci(task: tasks.Task, rows: Sequence[dict[str, Any]], *, n_boot: int = N_BOOT,
+def headline_ci(task: tasks.Task, rows: Sequence[ScoreRecord], *, n_boot: int = N_BOOT,
                 seed: int = 0) -> tuple[float, float] | None:
     """95% interval for `headline`, resampling merchants (the items' `merchant_id`).
 
@@ -179,11 +179,11 @@ def one_sided_bound(value: float, merchants: int) -> tuple[float, float]:
     return (bound, 1.0) if value >= 1.0 else (0.0, 1.0 - bound)
 
 
-_CI_MEMO: dict[tuple[str, int, int, int], tuple[Sequence[dict[str, Any]], tuple[float, float] | None]] = {}
+_CI_MEMO: dict[tuple[str, int, int, int], tuple[Sequence[ScoreRecord], tuple[float, float] | None]] = {}
 _CI_BY_CONTENT: dict[tuple[str, str, int, int], tuple[float, float] | None] = {}
 
 
-def _content_digest(rows: Sequence[dict[str, Any]]) -> str:
+def _content_digest(rows: Sequence[ScoreRecord]) -> str:
     """What a headline interval depends on, item by item, in order: equal digests, equal intervals."""
     fields = [[r.get("merchant_id"), r.get("correct"), r.get("ape"), r.get("abs_error"), r.get("parsed"),
                r.get("error") is not None, r.get("reference")] for r in rows]
@@ -194,25 +194,26 @@ def _content_digest(rows: Sequence[dict[str, Any]]) -> str:
     return hashlib.sha256(text).hexdigest()
 
 
-def _nutrition_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:
+def _nutrition_statistic(rows: Sequence[ScoreRecord]) -> Statistic:
     """avg_mape of a resample, from the items' APEs."""
     return mean_of_column_means(_nutrition_ape(rows))
 
 
-def _nutrition_ape(rows: Sequence[dict[str, Any]]) -> np.ndarray:
+def _nutrition_ape(rows: Sequence[ScoreRecord]) -> np.ndarray:
     """The items x nutrients APE matrix (NaN = not counted) whose mean of column means is avg_mape: the
     metric's per-item APEs, as scored (never one metric call per resample)."""
-    per_item = rows if all(isinstance(r.get("ape"), dict) for r in rows) else score_nutrition_rows(rows)["per_item"]
+    # The records themselves when they carry their APEs, else the metric's per-item results (which do).
+    per_item: Sequence[Mapping[str, Any]] = rows if all(isinstance(r.get("ape"), dict) for r in rows) else score_nutrition_rows(rows)["per_item"]
     return np.array([[np.nan if item["ape"][c] is None else item["ape"][c] for c in NUTRIENTS] for item in per_item],
                     dtype=float).reshape(len(per_item), len(NUTRIENTS))
 
 
-def _correct_statistic(rows: Sequence[dict[str, Any]]) -> Statistic:
+def _correct_statistic(rows: Sequence[ScoreRecord]) -> Statistic:
     values = np.array([float(r.get("correct") is True) for r in rows])
     return lambda indices: float(values[indices].mean())
 
 
-def paired_difference(task: tasks.Task, rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]], *,
+def paired_difference(task: tasks.Task, rows_a: Sequence[ScoreRecord], rows_b: Sequence[ScoreRecord], *,
                       n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any] | None:
     """Headline of run A minus run B on the items both scored, with a paired cluster-bootstrap interval."""
     by_id = {r["id"]: r for r in rows_b}
@@ -228,14 +229,14 @@ def paired_difference(task: tasks.Task, rows_a: Sequence[dict[str, Any]], rows_b
     return {"n": len(common), "diff": diff, "ci95": interval}
 
 
-def group_key(row: dict[str, Any], dimension: str) -> str:
+def group_key(row: ScoreRecord, dimension: str) -> str:
     value = row.get(dimension)
     return "(none)" if value is None else str(value)
 
 
-def breakdown(rows: Sequence[dict[str, Any]], dimension: str) -> list[tuple[str, list[dict[str, Any]]]]:
+def breakdown(rows: Sequence[ScoreRecord], dimension: str) -> list[tuple[str, list[ScoreRecord]]]:
     """Items grouped by one field, largest group first (image counts in numeric order)."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[ScoreRecord]] = {}
     for row in rows:
         groups.setdefault(group_key(row, dimension), []).append(row)
     if dimension == "n_images":
@@ -246,7 +247,7 @@ def breakdown(rows: Sequence[dict[str, Any]], dimension: str) -> list[tuple[str,
 N_OPTIONS = 8  # options per classification item when a record does not say (every release has 8)
 
 
-def chance_accuracy(records: Sequence[Mapping[str, Any]]) -> float | None:
+def chance_accuracy(records: Sequence[ScoreRecord]) -> float | None:
     """Expected classification accuracy of a uniform guess: the mean over items of 1/options.
 
     >>> chance_accuracy([{"n_options": 8}, {"n_options": 4}])
@@ -263,13 +264,13 @@ def chance_accuracy(records: Sequence[Mapping[str, Any]]) -> float | None:
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
 
 
-def outcome_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+def outcome_counts(rows: Sequence[ScoreRecord]) -> dict[str, int]:
     """Items whose generation failed (scored as failures) and items the token limit cut off."""
     return {"generation_failures": sum(r.get("error") is not None for r in rows),
             "truncated": sum(r.get("truncated") is True for r in rows)}
 
 
-def token_totals(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+def token_totals(rows: Sequence[ScoreRecord]) -> dict[str, int]:
     """Prompt, completion and reasoning tokens summed over items (as the servers reported them)."""
     totals = dict.fromkeys(TOKEN_KEYS, 0)
     for row in rows:
@@ -282,7 +283,7 @@ def token_totals(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
     return totals
 
 
-def epoch_agreement(task: tasks.Task, rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def epoch_agreement(task: tasks.Task, rows: Sequence[ScoreRecord]) -> dict[str, Any] | None:
     """With `--epochs K`: K, and the share of items answered alike in every epoch (the same letter;
     the same verdict for VQA; for nutrition the same parsed values). None for a single epoch.
 
@@ -305,7 +306,7 @@ def epoch_agreement(task: tasks.Task, rows: Sequence[dict[str, Any]]) -> dict[st
             "agreement": agree / len(complete) if complete else None}
 
 
-def task_figures(task: tasks.Task, rows: Sequence[dict[str, Any]], metric_result: dict[str, Any], *,
+def task_figures(task: tasks.Task, rows: Sequence[ScoreRecord], metric_result: dict[str, Any], *,
                  n_boot: int = N_BOOT) -> dict[str, Any]:
     """A task's metrics.json entry: the metric's own figures, the outcome counts, token totals and
     the headline's 95% merchant-clustered interval (`accuracy_ci95` or `avg_mape_ci95`).

@@ -2,8 +2,8 @@
 
 Generation and scoring meet only in predictions.jsonl, so a run can be re-scored (e.g. with a
 judge added later) without asking the model again. Each task is scored by the run's protocol
-(`eval.protocols`: ours, or the authors' with ours beside it); per-item records and their schema are
-`eval.protocols.records`; this module joins a run folder's tasks and writes the files.
+(`eval.protocols`: ours, or the authors' with ours beside it); per-item records are built by
+`eval.protocols.records`, their schema is `eval.types.ScoreRecord`; this module joins a run folder's tasks and writes the files.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from eval.protocols.records import (  # noqa: F401 - the per-item API, as caller
 from eval.runinfo import read_run_json
 from eval.settings import N_BOOT, RunSettings
 from eval.store import PREDICTIONS, Key, json_text, read_predictions, write_atomically
-from eval.types import Prediction, UserError
+from eval.types import Prediction, ScoreRecord, UserError
 
 SCORES = "scores.jsonl"
 METRICS = "metrics.json"
@@ -84,8 +84,8 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
         predictions = read_predictions(run_dir / PREDICTIONS)
     judge_fn = _judge_for(settings, judge, judge_base_url, predictions.values())
     metrics: dict[str, Any] = {}
-    all_records: list[dict[str, Any]] = []
-    rotated_records: list[dict[str, Any]] = []
+    all_records: list[ScoreRecord] = []
+    rotated_records: list[ScoreRecord] = []
     try:
         for task in tasks.all_tasks():
             mine = [p for p in predictions.values() if p.task == task.name]
@@ -145,7 +145,7 @@ def _rows_by_id(task: tasks.Task, mine: list[Prediction], rows: dict[str, Sequen
     return by_id
 
 
-def _write_scores(run_dir: Path, records: list[dict[str, Any]], rotated: list[dict[str, Any]],
+def _write_scores(run_dir: Path, records: list[ScoreRecord], rotated: list[ScoreRecord],
                   metrics: dict[str, Any]) -> None:
     write_atomically(run_dir / SCORES, (json_text(r) + "\n" for r in records))
     if rotated:

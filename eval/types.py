@@ -1,7 +1,8 @@
 """The data contracts of the harness, on one screen.
 
 A dataset row becomes a `Request` (task side), a backend turns it into a `Response` (model side),
-the runner writes a `Prediction` per sample to predictions.jsonl, and scoring reads those back.
+the runner writes a `Prediction` per sample to predictions.jsonl, and scoring reads those back and
+writes a `ScoreRecord` per item to scores.jsonl, which every report reads.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import dataclasses
 import errno
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from dataset.schema import CONFIGS
 
@@ -273,3 +274,50 @@ class Prediction:
 
 
 _PREDICTION_FIELDS = dataclasses.fields(Prediction)
+
+
+class ScoreRecord(TypedDict, total=False):
+    """One line of scores.jsonl: one scored item (all tasks of a run folder in one file).
+
+    Scoring (`eval.protocols.records.item_record`) writes every field down to `decided_by` on every line,
+    in this order; the task's scoring fills `correct`/`ape`/`abs_error`/`verdict`. The fields after it
+    are added later, where they apply. A line read back (`eval.report.runs`) is checked once for the
+    fields every reader relies on (`id`, `task`, `epoch`, and the types of the values scores are read
+    from); a line written before a field existed lacks it, hence total=False.
+
+    rotations.jsonl (`run --circular` only) holds the classification answers to rotated options: the same
+    fields (reference and parsed letters as that rotation showed them) plus `rotation`; scores.jsonl keeps
+    rotation 0, the item as stored (eval/circular.py).
+    """
+
+    id: str  # item id (unique within its task); a line from another tool may hold a number: readers str() it
+    task: Task  # "classification" | "nutrition" | "vqa"
+    epoch: int  # 0, or k for the k-th repeat of `--epochs`
+    merchant_id: str | None  # the bootstrap cluster (None where the release names no merchant)
+    cuisine: str | None
+    category: str | None  # the menu category
+    vqa_category: str | None  # vqa only (a task's `item_fields`: the row's value, else None)
+    nutrition_source: str | None  # nutrition only (likewise)
+    n_images: int | None  # images actually sent with the request
+    n_options: int | None  # classification only: options offered (chance is 1 / n_options)
+    # The task parser's output: letter | {calories, protein, carbohydrates, fat} | answer text (vqa);
+    # None when unparsed or when the sample failed.
+    parsed: Any
+    error: str | None  # generation error (a failed sample: scored as a failure, never dropped)
+    truncated: bool  # the token limit cut the answer (finish reason `length`)
+    finish_reason: str | None  # as the backend normalised it (`stop`, `length`, ...)
+    usage: dict[str, int] | None  # {prompt_tokens, completion_tokens, reasoning_tokens} as the server reported
+    reference: Any  # letter | {calories, protein, carbohydrates, fat} | reference answer text (vqa)
+    # classification: parsed == reference (unparsed/failed = False); vqa: verdict == "C" (None while
+    # unscored); nutrition: None
+    correct: bool | None
+    # nutrition only: |pred - gt| / gt per component; None for a component whose gt == 0; 1.0 for every
+    # component when unparsed or failed
+    ape: dict[str, float | None] | None
+    abs_error: dict[str, float] | None  # nutrition only: |pred - gt| per component (unparsed: |gt|)
+    verdict: str | None  # vqa only: "C" | "I", the judge's or a rule's verdict; None = unscored
+    decided_by: str | None  # vqa only: "rule" | "judge" | None, who decided the verdict
+    # -- added later, where they apply
+    injection_suspected: bool  # vqa only, when judged: the answer carried text aimed at the judge
+    rotation: int  # rotations.jsonl only: the options were rotated left by this many places (1..n-1)
+    official: dict[str, Any]  # the authors' protocol: their reading of the answer beside ours (eval/protocols/official.py)

@@ -22,7 +22,7 @@ from eval import prompts, tasks
 from eval.images import ViewHashes
 from eval.settings import IDENTITY_FIELDS, RunSettings, UsageError
 from eval.store import Key
-from eval.types import GenerationConfig, Prediction, Request
+from eval.types import GenerationConfig, Prediction, Request, ScoreRecord
 
 
 def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list[str], epoch: int = 0,
@@ -80,7 +80,7 @@ class TaskScoring:
     n_boot: int
     fresh: Collection[Key] = ()
     views_sent: Callable[[dict[str, Any]], int] | None = None  # lines written before n_images was kept
-    rotated: list[dict[str, Any]] = field(default_factory=list)  # rotations.jsonl lines (--circular)
+    rotated: list[ScoreRecord] = field(default_factory=list)  # rotations.jsonl lines (--circular)
 
     @property
     def task(self) -> str:
@@ -92,15 +92,15 @@ class Tally:
     scoring calls: `add` reads and scores an answer, `judge` takes a judged task's verdict, and at the end
     `records`/`rows`/`decided` give ours and `figures` what the protocol adds to the task's entry."""
 
-    records: list[dict[str, Any]]  # ours: each record our figures read
+    records: list[ScoreRecord]  # ours: each record our figures read
     rows: list[dict[str, Any]]
     decided: list[str]  # a judged task: who decided each of `records`' verdicts
 
-    def add(self, prediction: Prediction, row: dict[str, Any]) -> dict[str, Any]:
+    def add(self, prediction: Prediction, row: dict[str, Any]) -> ScoreRecord:
         """The answer's record (what the page shows)."""
         raise NotImplementedError
 
-    async def judge(self, record: dict[str, Any], prediction: Prediction, row: dict[str, Any], judge: Any) -> None:
+    async def judge(self, record: ScoreRecord, prediction: Prediction, row: dict[str, Any], judge: Any) -> None:
         """A judged task's verdict for one record; `judge` has `reply(prompt)` and `verdict(question,
         reference, raw)` (the Space's request-slot judge)."""
         raise NotImplementedError
@@ -174,7 +174,7 @@ class Protocol:
         """Whether our figures read this row (its reference is readable); every row is asked."""
         return True
 
-    def score(self, job: TaskScoring) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], dict[str, Any]]:
         """The task's scores.jsonl records and its metrics.json entry."""
         raise NotImplementedError
 
@@ -210,7 +210,7 @@ class Protocol:
         headline is not ours."""
         return None
 
-    def read_rows(self, task: tasks.Task, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def read_rows(self, task: tasks.Task, rows: Sequence[ScoreRecord]) -> list[ScoreRecord]:
         """scores.jsonl records as this protocol's headline reads them (`correct`, or `ape` per component),
         for what resamples or pairs items (`eval compare`, breakdowns): ours reads them as scored."""
         return list(rows)

@@ -41,7 +41,15 @@ from eval.protocols.records import (
 from eval.settings import N_BOOT, RunSettings, UsageError, image_indices
 from eval.specs import SpecError, parse_spec
 from eval.stats import cluster_bootstrap_column_means_ci, cluster_bootstrap_mean_ci
-from eval.types import DEFAULT_MAX_TOKENS, NUTRIENTS, GenerationConfig, Message, Prediction, Request
+from eval.types import (
+    DEFAULT_MAX_TOKENS,
+    NUTRIENTS,
+    GenerationConfig,
+    Message,
+    Prediction,
+    Request,
+    ScoreRecord,
+)
 from metrics.judge_accuracy.core import VerdictCache, score_verdicts
 
 
@@ -295,7 +303,7 @@ def judge_prompt_of(row: Mapping[str, Any], mine: Mapping[str, Any]) -> str | No
     return rules.judge_prompt(rules.vqa_question(row), str(row.get("ground_truth") or ""), mine["read"])
 
 
-def take_reply(line: dict[str, Any], record: dict[str, Any], reply: str | None) -> None:
+def take_reply(line: dict[str, Any], record: ScoreRecord, reply: str | None) -> None:
     """Their verdict (`eval_match`, their keywords) and ours (the same reply read strictly) for one VQA
     answer. `reply` None: their step did not ask (a failed answer counts wrong, a row without a
     reference is left out), or the judge failed every attempt (wrong, as theirs)."""
@@ -309,7 +317,7 @@ def take_reply(line: dict[str, Any], record: dict[str, Any], reply: str | None) 
         mine.update(correct=False, judge_reply=marker)
 
 
-def official_judge(records: list[dict[str, Any]], preds: dict[int, dict[str, Any]],
+def official_judge(records: list[ScoreRecord], preds: dict[int, dict[str, Any]],
                    file_rows: Sequence[dict[str, Any]], judge: BackendJudge | None, judge_model: str | None,
                    cache_dir: Path, concurrency: int) -> None:
     """Their judge step: the Chinese judge prompt for each answer that counts, its reply read by their
@@ -354,7 +362,7 @@ def official_judge(records: list[dict[str, Any]], preds: dict[int, dict[str, Any
             found["official"].update(correct=match, judge_reply=reply, strict=rules.strict_verdict(reply))
 
 
-def strict_verdict_of(record: dict[str, Any]) -> str | None:
+def strict_verdict_of(record: ScoreRecord) -> str | None:
     """Ours beside theirs for one judged answer, set on its record: wrong when their step did not judge
     it (empty or failed), else their judge's reply read strictly; None (unscored) for a reply that says
     neither yes nor no plainly, or none."""
@@ -365,12 +373,12 @@ def strict_verdict_of(record: dict[str, Any]) -> str | None:
         verdict = "C" if mine["strict"] else "I"
     else:
         verdict = None
-    record.update(verdict=verdict, decided_by="judge" if verdict else None,
-                  correct=None if verdict is None else verdict == "C")
+    record.update({"verdict": verdict, "decided_by": "judge" if verdict else None,
+                   "correct": None if verdict is None else verdict == "C"})
     return verdict
 
 
-def score_strict_judged(task: tasks.Task, records: list[dict[str, Any]], judge_model: str | None,
+def score_strict_judged(task: tasks.Task, records: list[ScoreRecord], judge_model: str | None,
                         n_boot: int) -> dict[str, Any]:
     """Ours beside theirs for a judged task: the same judge reply read strictly (one word that says yes
     or no, `official.strict_verdict`); a failed or empty answer is wrong; a reply that says neither
@@ -386,7 +394,7 @@ def score_strict_judged(task: tasks.Task, records: list[dict[str, Any]], judge_m
     return found
 
 
-def disagreements(task: tasks.Task, records: Sequence[dict[str, Any]]) -> int:
+def disagreements(task: tasks.Task, records: Sequence[ScoreRecord]) -> int:
     """Items on which their reading and ours differ: right against wrong (classification, VQA), or
     read against unread or other values (nutrition)."""
     count = 0
@@ -512,7 +520,7 @@ class Official(Protocol):
         reply = (reading_of(record) or {}).get("judge_reply")  # their judge prompt's reply, kept by take_reply
         return reply if isinstance(reply, str) else None
 
-    def score(self, job: TaskScoring) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], dict[str, Any]]:
         """Ours on the rows whose reference ours can read (its judged task from their judge's replies,
         read strictly), then theirs on every answer, as the `official` object of the entry."""
         answered = job.predictions  # every answer: the authors' scoring reads them all
@@ -537,7 +545,7 @@ class Official(Protocol):
                 judge.close()
         return records, entry
 
-    def figures_of(self, job: TaskScoring, records: list[dict[str, Any]], predictions: Sequence[Prediction],
+    def figures_of(self, job: TaskScoring, records: list[ScoreRecord], predictions: Sequence[Prediction],
                    judge: BackendJudge | None) -> dict[str, Any]:
         """The `official` object of a task's entry: exactly the figures their script prints for these
         answers (epoch 0), and each record's `official` reading beside ours."""
@@ -568,11 +576,11 @@ class Official(Protocol):
         figures = self.own_figures(entry)
         return None if figures is None else rules_for(task.name).headline(figures)
 
-    def read_rows(self, task: tasks.Task, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def read_rows(self, task: tasks.Task, rows: Sequence[ScoreRecord]) -> list[ScoreRecord]:
         """Each record with their reading as its score: right or wrong as their script counts it, or their
         per-nutrient percentage errors (an unread answer penalised at 100%, a zero reference not counted).
         Records without their reading (epochs after the first) are left out, as their figures leave them."""
-        found = []
+        found: list[ScoreRecord] = []
         for row in rows:
             mine = row.get("official")
             if not isinstance(mine, Mapping):
@@ -639,13 +647,13 @@ class OfficialTally(Tally):
         self.task, self.model, self.lang = task, model, lang
         self._answers: list[_Answer] = []
         self._lines: dict[int, dict[str, Any]] = {}  # id(record) -> their line
-        self.all_records: list[dict[str, Any]] = []  # every answer's record, with its `official` reading
-        self.records: list[dict[str, Any]] = []  # ours: the rows whose reference ours reads
+        self.all_records: list[ScoreRecord] = []  # every answer's record, with its `official` reading
+        self.records: list[ScoreRecord] = []  # ours: the rows whose reference ours reads
         self.rows: list[dict[str, Any]] = []
         self.decided: list[str] = []
         self._ours: set[int] = set()
 
-    def add(self, prediction: Prediction, row: dict[str, Any]) -> dict[str, Any]:
+    def add(self, prediction: Prediction, row: dict[str, Any]) -> ScoreRecord:
         ours = usable_reference(self.task, row, self.lang)
         record = score_prediction(self.task, prediction, row, self.lang) if ours else {"id": prediction.id,
                                                                             "reference": row.get("ground_truth")}
@@ -660,7 +668,7 @@ class OfficialTally(Tally):
             self._ours.add(id(record))
         return record
 
-    async def judge(self, record: dict[str, Any], prediction: Prediction, row: dict[str, Any], judge: Any) -> None:
+    async def judge(self, record: ScoreRecord, prediction: Prediction, row: dict[str, Any], judge: Any) -> None:
         """Their judge prompt, its reply read by their keywords and by ours strictly (`judge.reply`)."""
         prompt = judge_prompt_of(row, record["official"])
         take_reply(self._lines[id(record)], record, await judge.reply(prompt) if prompt else None)

@@ -26,7 +26,7 @@ from eval.protocols.records import (
     usable_reference,
 )
 from eval.settings import RunSettings, UsageError
-from eval.types import DEFAULT_MAX_TOKENS, GenerationConfig, Message, Prediction, Request
+from eval.types import DEFAULT_MAX_TOKENS, GenerationConfig, Message, Prediction, Request, ScoreRecord
 
 
 class Ours(Protocol):
@@ -108,7 +108,7 @@ class Ours(Protocol):
     def scores_row(self, task: tasks.Task, row: Mapping[str, Any], lang: str) -> bool:
         return usable_reference(task, row, lang)
 
-    def score(self, job: TaskScoring) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], dict[str, Any]]:
         answered = job.predictions
         mine = [p for p in answered if usable_reference(job.spec, job.by_id[p.id], job.lang)]
         rotated = [p for p in mine if p.rotation]  # --circular: scored apart, into rotations.jsonl
@@ -135,7 +135,7 @@ class Ours(Protocol):
         return OursTally(task, lang)
 
 
-def records_of(job: TaskScoring, predictions: Sequence[Prediction]) -> list[dict[str, Any]]:
+def records_of(job: TaskScoring, predictions: Sequence[Prediction]) -> list[ScoreRecord]:
     """Each answer's scores.jsonl record before its score is filled."""
     return [item_record(job.spec, job.by_id[p.id], p, lang=job.lang,
                         n_images=None if p.n_images is not None or job.views_sent is None
@@ -164,7 +164,7 @@ class OursTally(Tally):
         self.records, self.rows, self.decided = [], [], []
         self.answered = 0
 
-    def add(self, prediction: Prediction, row: dict[str, Any]) -> dict[str, Any]:
+    def add(self, prediction: Prediction, row: dict[str, Any]) -> ScoreRecord:
         self.answered += 1
         if not usable_reference(self.task, row, self.lang):
             return {"id": prediction.id, "reference": row.get("ground_truth")}
@@ -173,14 +173,14 @@ class OursTally(Tally):
         self.rows.append(row)
         return record
 
-    async def judge(self, record: dict[str, Any], prediction: Prediction, row: dict[str, Any], judge: Any) -> None:
+    async def judge(self, record: ScoreRecord, prediction: Prediction, row: dict[str, Any], judge: Any) -> None:
         if not self.records or self.records[-1] is not record:
             return  # not scored by ours
         raw = prediction.raw if prediction.error is None else None
         verdict, decided_by = await judge.verdict(self.task.question(row, self.lang) or "",
                                                   record["reference"], raw)
-        record.update(verdict=verdict, decided_by=DECIDED_BY.get(decided_by),
-                      correct=None if verdict is None else verdict == "C")
+        record.update({"verdict": verdict, "decided_by": DECIDED_BY.get(decided_by),
+                       "correct": None if verdict is None else verdict == "C"})
         self.decided.append(decided_by)
 
     def figures(self) -> dict[str, Any]:

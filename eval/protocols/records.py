@@ -3,50 +3,23 @@
 Both protocols build their records here (`eval.protocols`): the authors' adds its own reading beside
 ours under `official`. Scoring a run folder is `eval.scoring`, which joins these per task.
 
-scores.jsonl — one JSON object per line, one line per scored item (all tasks of the run folder):
-
-    id             str    item id (unique within its task)
-    task           str    "classification" | "nutrition" | "vqa"
-    merchant_id    str    the bootstrap cluster
-    cuisine        str
-    category       str    the menu category
-    vqa_category   str | null   (vqa only)
-    nutrition_source str | null (nutrition only)
-    epoch          int    0, or k for the k-th repeat of `--epochs`
-    n_images       int    images actually sent with the request
-    n_options      int | null   classification only: options offered (chance is 1 / n_options)
-    parsed         the task parser's output: letter | {calories, protein, carbohydrates, fat} | answer
-                   text (vqa); null when unparsed or when the sample failed
-    error          str | null   generation error (a failed sample: scored as a failure, never dropped)
-    truncated      bool   the token limit cut the answer (finish reason `length`)
-    finish_reason  str | null   as the backend normalised it (`stop`, `length`, ...)
-    usage          {prompt_tokens, completion_tokens, reasoning_tokens} | null   as the server reported
-    reference      letter | {calories, protein, carbohydrates, fat} | reference answer text (vqa)
-    correct        bool | null  classification: parsed == reference (unparsed/failed = false);
-                                vqa: verdict == "C" (null while unscored); nutrition: null
-    ape            {component: fraction | null} | null  nutrition only: |pred - gt| / gt; null for a
-                   component whose gt == 0; 1.0 for every component when unparsed or failed
-    abs_error      {component: float} | null  nutrition only: |pred - gt| (unparsed: |gt|)
-    verdict        "C" | "I" | null   vqa only: judge or rule verdict; null = unscored
-    injection_suspected bool   vqa only, when judged: the answer carried text aimed at the judge
-    decided_by     "rule" | "judge" | null   vqa only: who decided the verdict
-
-rotations.jsonl (`run --circular` only) — the classification answers to rotated options, the same
-fields (reference and parsed letters as that rotation showed them) plus `rotation` (1..n-1) and
-`n_options`; scores.jsonl keeps rotation 0, the item as stored (eval/circular.py).
+scores.jsonl holds one JSON object per line, one line per scored item (all tasks of the run folder):
+its fields, their types and meaning are `eval.types.ScoreRecord`, which `item_record` builds. rotations.jsonl
+(`run --circular` only) holds the classification answers to rotated options as the same records plus
+`rotation`; scores.jsonl keeps rotation 0, the item as stored (eval/circular.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from eval import circular, numbers, tasks
 from eval.limiter import START
 from eval.settings import N_BOOT
 from eval.store import Key, key_of
-from eval.types import Prediction
+from eval.types import Prediction, ScoreRecord
 from metrics.judge_accuracy.core import final_answer, injection_suspected, judge_items, score_verdicts
 
 # judge_items' provenance -> scores.jsonl's decided_by: a cached verdict was a judge's; a missing
@@ -65,10 +38,10 @@ def authors_rows(rows: Sequence[Mapping[str, Any]]) -> bool:
 
 # ---------------------------------------------------------------- per item
 def item_record(task: tasks.Task, row: dict[str, Any], prediction: Prediction, *, lang: str,
-                n_images: int | None = None) -> dict[str, Any]:
+                n_images: int | None = None) -> ScoreRecord:
     """The scores.jsonl line of one item before task scoring fills correct/ape/verdict."""
     failed = prediction.error is not None
-    record = {
+    record: ScoreRecord = {
         "id": str(row["id"]), "task": task.name, "epoch": prediction.epoch, "merchant_id": row.get("merchant_id"),
         "cuisine": row.get("cuisine"), "category": row.get("category"),
         "vqa_category": None, "nutrition_source": None,
@@ -79,11 +52,13 @@ def item_record(task: tasks.Task, row: dict[str, Any], prediction: Prediction, *
         "reference": task.reference(row, lang),
         "correct": None, "ape": None, "abs_error": None, "verdict": None, "decided_by": None,
     }
-    record.update({name: row.get(name) for name in task.item_fields})
+    # The task's own item fields (`vqa_category`, `nutrition_source`) are keys of ScoreRecord; the names
+    # come from the task object, so mypy cannot see them as literal keys.
+    record.update(cast(ScoreRecord, {name: row.get(name) for name in task.item_fields}))
     return record
 
 
-def score_prediction(task: tasks.Task, prediction: Prediction, row: dict[str, Any], lang: str = "zh") -> dict[str, Any]:
+def score_prediction(task: tasks.Task, prediction: Prediction, row: dict[str, Any], lang: str = "zh") -> ScoreRecord:
     """One live prediction scored on its own (the Space): a scores.jsonl-like dict; a judged task's item
     stays unscored.
 
@@ -107,26 +82,26 @@ def parsed_answers(task: tasks.Task, predictions: Sequence[Prediction], rows: Se
 
 # ---------------------------------------------------------------- per task
 def score_rotations(task: tasks.Task, predictions: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
-                    plain: list[dict[str, Any]], lang: str, n_boot: int = N_BOOT, fresh: Collection[Key] = ()
-                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                    plain: list[ScoreRecord], lang: str, n_boot: int = N_BOOT, fresh: Collection[Key] = ()
+                    ) -> tuple[list[ScoreRecord], dict[str, Any]]:
     """`--circular`: the rotated answers scored against the letter their rotation moved the answer to
     (rotations.jsonl lines), and the circular figures of the task's entry."""
     rows = [task.rotate(by_id[p.id], p.rotation) for p in predictions]
-    records = [{**item_record(task, row, p, lang=lang), "rotation": p.rotation} for row, p in zip(rows, predictions, strict=True)]
+    records: list[ScoreRecord] = [{**item_record(task, row, p, lang=lang), "rotation": p.rotation} for row, p in zip(rows, predictions, strict=True)]
     task.score(records, parsed_answers(task, predictions, rows, lang, fresh), rows, lang)
     found = circular.circular_figures(plain, records, n_boot=n_boot) or {}
     headline = {k: found.pop(k, None) for k in ("circular_accuracy", "circular_accuracy_ci95")}
     return records, {**headline, "circular": found}
 
 
-def score_task(task: tasks.Task, records: list[dict[str, Any]], parsed: list[Any], rows: Sequence[dict[str, Any]],
+def score_task(task: tasks.Task, records: list[ScoreRecord], parsed: list[Any], rows: Sequence[dict[str, Any]],
                lang: str, n_boot: int = N_BOOT) -> dict[str, Any]:
     """Each record's score from its parsed answer (None = unparsed or failed) and the task's figures."""
     result = task.score(records, parsed, rows, lang)
     return numbers.task_figures(task, records, result, n_boot=n_boot)
 
 
-def score_judged(task: tasks.Task, records: list[dict[str, Any]], raws: list[str | None], questions: list[str],
+def score_judged(task: tasks.Task, records: list[ScoreRecord], raws: list[str | None], questions: list[str],
                  judge: Callable[[str], str] | None, judge_model: str | None, cache_dir: Path,
                  concurrency: int = START, n_boot: int = N_BOOT) -> dict[str, Any]:
     """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I").

@@ -25,7 +25,7 @@ from eval.report.tables import read_differently
 from eval.scoring import JUDGE_CACHE
 from eval.settings import RunSettings
 from eval.store import PREDICTIONS, Prediction, read_predictions
-from eval.types import ImagePart
+from eval.types import ImagePart, ScoreRecord
 from metrics.judge_accuracy.core import VerdictCache, build_judge_prompt
 
 STATUSES = ("correct", "wrong", "unparsed", "truncated", "failed", "unscored", "scored")
@@ -155,7 +155,7 @@ def item_facts(run_dir: Path | str, problems: list[str] | None = None) -> dict[t
 
 
 
-def status_of(row: dict[str, Any], task: tasks.Task | None) -> str:
+def status_of(row: ScoreRecord, task: tasks.Task | None) -> str:
     """What happened to one scored item of `task` (None: a task no module registered), in the words the
     filters use.
 

@@ -40,6 +40,7 @@ from eval.report.tables import (
 )
 from eval.settings import N_BOOT
 from eval.tasks import Task, all_tasks
+from eval.types import ScoreRecord
 
 DATASET_NAME = "DiningBench"
 SYNTHETIC = "synthetic"  # dataset type of the embedded sample and of any `diningbench.py sample` release
@@ -185,20 +186,20 @@ def items_read(run: RunData, spec: Task) -> int:
     return len(run.scores[spec.name]) if counted is None else counted
 
 
-def _trials(rows: list[dict[str, Any]]) -> int:
+def _trials(rows: list[ScoreRecord]) -> int:
     """What an interval of ours over these rows resampled, counted: merchants where rows name them, else items."""
     if resampled_unit(rows) == "merchants":
         return len({str(r.get("merchant_id")) for r in rows})
     return len(rows)
 
 
-def _items_cell(rows: list[dict[str, Any]], count: int | None = None) -> str:
+def _items_cell(rows: list[ScoreRecord], count: int | None = None) -> str:
     """`24 (5 merchants)`, the merchants only where the rows name them."""
     shown = str(len(rows) if count is None else count)
     return f"{shown} ({_trials(rows)} merchants)" if resampled_unit(rows) == "merchants" else shown
 
 
-def _metrics(spec: Task, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _metrics(spec: Task, rows: list[ScoreRecord]) -> list[dict[str, Any]]:
     """The figures a model card shows for one task, as percentages, each with its own `type`; empty
     when unscored. Types are distinct so the Hub's widget and leaderboards never merge two figures."""
     value = headline(spec, rows)

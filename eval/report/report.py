@@ -47,7 +47,7 @@ from eval.settings import N_BOOT
 from eval.store import write_atomically
 from eval.tasks import Task, all_tasks
 from eval.tasks import names as task_names
-from eval.types import NUTRIENT_UNITS, is_user_error
+from eval.types import NUTRIENT_UNITS, ScoreRecord, is_user_error
 
 SHORT = {"calories": "Cal", "protein": "Prot", "carbohydrates": "Carb", "fat": "Fat"}
 DIMENSION_TITLES = {"cuisine": "cuisine", "category": "menu category", "vqa_category": "VQA category",
@@ -234,7 +234,7 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
     return "\n\n".join(sections)
 
 
-def _cell(task: Task, subset: Sequence[dict[str, Any]]) -> str:
+def _cell(task: Task, subset: Sequence[ScoreRecord]) -> str:
     if not subset:
         return "– (n=0)"
     value = headline(task, subset)
@@ -389,7 +389,7 @@ def outcome_table(runs: Sequence[RunData]) -> str:
 TOP_ERRORS = 5
 
 
-def top_errors(items: Sequence[dict[str, Any]], n: int = TOP_ERRORS) -> list[tuple[str, int]]:
+def top_errors(items: Sequence[ScoreRecord], n: int = TOP_ERRORS) -> list[tuple[str, int]]:
     """The most frequent error messages of failed items, with their counts (most frequent first)."""
     return Counter(str(r["error"]) for r in items if r.get("error")).most_common(n)
 
@@ -483,7 +483,7 @@ def paired_note(units: set[str]) -> str:
             "pp = percentage points; for Avg MAPE a negative difference means A errs less.")
 
 
-def _judged_rows(runs: Sequence[RunData]) -> list[dict[str, Any]]:
+def _judged_rows(runs: Sequence[RunData]) -> list[ScoreRecord]:
     """The items of every judged task (VQA) in these runs."""
     return [r for run in runs for task in all_tasks() if task.judged for r in run.scores.get(task.name, [])]
 

@@ -11,13 +11,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_json_file
 from eval import protocols, tasks
 from eval.protocols import Protocol
 from eval.store import RUN_FILE_BYTES, RUN_LINE_BYTES, json_line
-from eval.types import NUTRIENTS, UserError
+from eval.types import NUTRIENTS, ScoreRecord, UserError
 
 REPORTED_CSV = Path(__file__).resolve().parents[1] / "data" / "table2_reported.csv"
 
@@ -36,7 +36,7 @@ class RunData:
 
     path: Path
     info: dict[str, Any]
-    scores: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    scores: dict[str, list[ScoreRecord]] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)  # metrics.json: what the run's protocol reported
 
     @property
@@ -49,7 +49,7 @@ class RunData:
         except UserError:  # a name no protocol registered (a folder from elsewhere): read as ours
             return protocols.get(None)
 
-    def scored_tasks(self) -> list[tuple[tasks.Task, list[dict[str, Any]]]]:
+    def scored_tasks(self) -> list[tuple[tasks.Task, list[ScoreRecord]]]:
         """Each task of scores.jsonl a module registered, as its object, with its items, in the file's order
         (the one place a run folder's task names become tasks; one no module registered is left out)."""
         return [(tasks.get(name), rows) for name, rows in self.scores.items() if tasks.is_task(name)]
@@ -164,10 +164,12 @@ def _value_problem(row: dict[str, Any]) -> str | None:
     return None
 
 
-def _read_jsonl(path: Path, problems: list[str] | None = None) -> list[dict[str, Any]]:
+def _read_jsonl(path: Path, problems: list[str] | None = None) -> list[ScoreRecord]:
     """The lines of a scores.jsonl; a bad line is a ReportError naming it, or, with `problems`, a
-    `scores.jsonl:N: why` entry there and the line left out (viewers show what they can)."""
-    rows = []
+    `scores.jsonl:N: why` entry there and the line left out (viewers show what they can).
+
+    The one place a record read back is checked (`_line_problem`): readers after it take it as typed."""
+    rows: list[ScoreRecord] = []
     strict = problems is None
     seen: dict[tuple[str, str, int], int] = {}  # (task, id, epoch) -> its line
     for number, row in iter_jsonl_objects(path, str(path) if strict else path.name, loads=json_line,
@@ -187,7 +189,7 @@ def _read_jsonl(path: Path, problems: list[str] | None = None) -> list[dict[str,
                 raise ReportError(f"{path} line {number}: {problem.removesuffix('; counted once')}")
             problems.append(f"{path.name}:{number}: {problem}")
             continue
-        rows.append(row)
+        rows.append(cast(ScoreRecord, row))  # checked above: the fields and value types readers rely on
     return rows
 
 

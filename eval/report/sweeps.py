@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from eval.numbers import (
     chance_accuracy,
@@ -24,7 +23,7 @@ from eval.report.runs import RunData
 from eval.report.tables import as_text, indices_sent, md_table, pct, read_differently, with_ci
 from eval.settings import N_BOOT
 from eval.tasks import Task, all_tasks
-from eval.types import NUTRIENT_UNITS
+from eval.types import NUTRIENT_UNITS, ScoreRecord
 
 
 def figure(task: Task) -> tuple[str, str]:
@@ -76,7 +75,7 @@ def _views(n: int) -> str:
     return f"{n} view" + ("" if n == 1 else "s")
 
 
-def _ci_point(x: float, task: Task, rows: list[dict[str, Any]], n_boot: int) -> Point | None:
+def _ci_point(x: float, task: Task, rows: list[ScoreRecord], n_boot: int) -> Point | None:
     value = headline(task, rows)
     if value is None:
         return None
@@ -189,7 +188,7 @@ def _ours_beside(task: Task, run: RunData) -> str:
 
 
 def _cot_slices(task: Task, pairs: dict[str, dict[bool, RunData]]
-                ) -> list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
+                ) -> list[tuple[str, list[ScoreRecord], list[ScoreRecord]]]:
     """(label, items without CoT, items with CoT) per model, each as its run's protocol reads them; VQA also
     per VQA category (Figure 10)."""
     slices = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-from eval.types import UserError
+from eval.types import ScoreRecord, UserError
 
 Measure = Literal["correct", "ape"]
 AnswerFormat = Literal["letter", "nutrients", "text"]
@@ -115,7 +115,7 @@ class Task:
         """The parsed answer of a model's whole reply, its ends kept when it is long (`parse_input`)."""
         return self.parse(parse_input(text), row, lang)
 
-    def score(self, records: list[dict[str, Any]], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
+    def score(self, records: list[ScoreRecord], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
               lang: str) -> dict[str, Any]:
         """Fill each record's score fields (`correct`, or `ape`/`abs_error`) from its parsed answer (None
         = unparsed or failed) and return the metric's result (its figures, without the intervals)."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from eval import prompts
 from eval.tasks.base import VALIDATE_HINT, Task, register
+from eval.types import ScoreRecord
 
 
 def options_of(row: Mapping[str, Any], lang: str) -> list[str]:
@@ -69,7 +70,7 @@ class Classification(Task):
         options = options_of(row, lang)
         return parse_choice(text, n_options=len(options), options=options)
 
-    def score(self, records: list[dict[str, Any]], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
+    def score(self, records: list[ScoreRecord], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
               lang: str) -> dict[str, Any]:
         from metrics.dining_accuracy.core import score_parsed_choices
 

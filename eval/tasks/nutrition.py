@@ -8,7 +8,7 @@ from typing import Any
 
 from eval import prompts
 from eval.tasks.base import VALIDATE_HINT, Task, register
-from eval.types import NUTRIENTS
+from eval.types import NUTRIENTS, ScoreRecord
 from metrics.nutrition_error.core import parse_nutrition, score_parsed_nutrition
 
 
@@ -41,7 +41,7 @@ class Nutrition(Task):
     def parse(self, text: str, row: Mapping[str, Any], lang: str = "zh") -> Any:
         return parse_nutrition(text)
 
-    def score(self, records: list[dict[str, Any]], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
+    def score(self, records: list[ScoreRecord], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
               lang: str) -> dict[str, Any]:
         result = score_parsed_nutrition(list(parsed), [r["reference"] for r in records])
         for record, item in zip(records, result["per_item"], strict=True):

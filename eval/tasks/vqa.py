@@ -7,6 +7,7 @@ from typing import Any
 
 from eval import prompts
 from eval.tasks.base import VALIDATE_HINT, Task, register
+from eval.types import ScoreRecord
 from metrics.judge_accuracy.core import final_answer
 
 
@@ -42,7 +43,7 @@ class Vqa(Task):
     def parse(self, text: str, row: Mapping[str, Any], lang: str = "zh") -> Any:
         return final_answer(text) or None
 
-    def score(self, records: list[dict[str, Any]], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
+    def score(self, records: list[ScoreRecord], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
               lang: str) -> dict[str, Any]:
         raise TypeError("VQA is judged: eval.scoring asks the judge for its verdicts")
 
