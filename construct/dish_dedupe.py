@@ -58,12 +58,6 @@ Key = tuple[str, ...] | None  # a dish's normalised name or protein + base set (
 BASES = frozenset({"rice"})  # a staple that is also what a dish is served on: 牛肉饭, beef over rice
 
 
-def dish_concepts(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
-    """{concept: its kind's weight} of each dish's name and ingredient entries (construct/lexicon.py);
-    `glossary` maps a name (or an entry) to its English, e.g. the build's dish-name glossary."""
-    return _read_dishes(dishes, glossary).concepts
-
-
 def dish_keys(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> tuple[list[Key], list[Key]]:
     """Each dish's normalised name (its name's concepts, sorted: marketing and filler words, spacing,
     punctuation and word order gone, synonyms and the other language folded by construct/lexicon.py) and

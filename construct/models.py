@@ -384,11 +384,6 @@ class Models:
         recorded[stage] = round(seconds, 3)
         write_json(path, recorded)
 
-    def ask_job(self, stage: str, job: str, version: str, asks: list[Ask]) -> dict[str, Answer]:
-        """`ask` the model of one job (`photo_quality`, `photo_match`, `generate`) on that job's base URLs."""
-        spec, url = self.settings.job(job)
-        return self.ask(stage, spec, version, asks, base_url=url)
-
 
 def _chain(first: Ask, rest: Iterable[Ask]) -> Iterator[Ask]:
     yield first

@@ -235,16 +235,6 @@ def _unlinked(base: Path, rel: str) -> tuple[Path, os.stat_result | None] | None
     return Path(path), st
 
 
-def _file_problem(real: Path) -> str | None:
-    """Why an existing image file is refused by its stat alone (not a regular file, too large); None
-    when it is fine or does not exist."""
-    try:
-        st = real.stat()
-    except OSError:
-        return None
-    return _stat_problem(st)
-
-
 def _stat_problem(st: os.stat_result) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"

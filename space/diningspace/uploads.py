@@ -60,10 +60,6 @@ class UploadFolder:
     def __len__(self) -> int:
         return len(self._files)
 
-    @property
-    def total_bytes(self) -> int:
-        return self._bytes
-
     def stale(self) -> None:
         """The next sweep walks the folder first (an upload cut short, a response not understood)."""
         self._walked = None
