@@ -35,7 +35,7 @@ if str(ROOT / "tests") not in list(getattr(sys.modules.get("tests"), "__path__",
 from PIL import Image  # noqa: E402
 
 import diningbench  # noqa: E402
-from eval import api  # noqa: E402
+from eval import api, tasks  # noqa: E402
 from eval.importer import import_run  # noqa: E402
 from eval.requests import build_request  # noqa: E402
 from eval.settings import RunSettings  # noqa: E402
@@ -554,9 +554,7 @@ def test_the_image_indices_reach_each_request_as_eval_run_sends_them(tmp_path: P
 
 
 def common_metric(task: str) -> str:
-    from adapters import common
-
-    return common.task_spec(task).adapter_metric
+    return tasks.get(task).adapter_metric
 
 
 def _task_module() -> Any:
