@@ -91,11 +91,6 @@ def _asked(task: str, lang: str, images: int | None, cot: bool, dataset: str | N
     return Asked(api.resolve_protocol(settings, [data]), data, data.fingerprint)
 
 
-def task_spec(task: str) -> tasks.Task:
-    """The registered task object (what differs by task: its measure, whether a judge decides)."""
-    return tasks.get(task)
-
-
 def source_name(dataset: str | None) -> str:
     return str(dataset) if dataset else "embedded sample"
 
@@ -171,10 +166,10 @@ class _Judge:
         return verdict, decided_by
 
 
-def _fold(protocol: protocols.Protocol, tally: protocols.Tally, task: str, row: dict[str, Any], raw: str | None,
-          lang: str, judge: _Judge, *, ask_judge: bool = True) -> dict[str, Any]:
+def _fold(protocol: protocols.Protocol, tally: protocols.Tally, spec: tasks.Task, row: dict[str, Any],
+          raw: str | None, lang: str, judge: _Judge, *, ask_judge: bool = True) -> dict[str, Any]:
     """One answer through the protocol's tally: read, scored, and judged where the task is."""
-    spec = tasks.get(task)
+    task = spec.name
     text = tasks.parse_input(raw) if isinstance(raw, str) else raw
     if spec.judged:
         parsed = spec.read_answer(text or "", row, lang)
@@ -203,9 +198,18 @@ def _run(job: Any) -> Any:
         return pool.submit(asyncio.run, job).result()
 
 
-def scoring(task: str, lang: str, protocol: str | None) -> RunSettings:
+@dataclass(frozen=True)
+class Scoring:
+    """What an answer is scored under: the task object, and the run's settings (its language and its
+    protocol, decided) that name it."""
+
+    task: tasks.Task
+    settings: RunSettings
+
+
+def scoring(task: tasks.Task, lang: str, protocol: str | None) -> Scoring:
     """The settings an answer is scored under: the task, its language and the run's protocol (decided)."""
-    return RunSettings(task=task, model=ADAPTER_MODEL, lang=lang, protocol=protocol)
+    return Scoring(task, RunSettings(task=task.name, model=ADAPTER_MODEL, lang=lang, protocol=protocol))
 
 
 def judge_budget(settings: RunSettings) -> int:
@@ -218,28 +222,29 @@ def judge_options(settings: RunSettings) -> dict[str, Any]:
     return dict(protocols.of(settings).judge_options())
 
 
-def score_answer(settings: RunSettings, row: dict[str, Any], raw: str | None, *, model: str | None = None,
+def score_answer(found: Scoring, row: dict[str, Any], raw: str | None, *, model: str | None = None,
                  judge: Callable[[str], str] | None = None) -> dict[str, Any]:
     """The scores.jsonl record of one answer as the run's protocol scores it (ours: correct, ape or the
     VQA verdict, the rule first and then `judge(prompt) -> str` when given, unscored without one; the
     authors': their reading beside ours, their judge prompt sent to `judge`), with `asked`: what the
     framework's summary folds again (`summary`). `model`: the model's name as the framework gives it
     (their scripts strip a listed thinking model's reasoning by its name; lmms-eval tells a task none)."""
+    settings = found.settings
     protocol = protocols.of(settings)
     name = model or ADAPTER_MODEL
     live = _Judge(judge)
-    record = _fold(protocol, protocol.tally(tasks.get(settings.task), name, settings.lang), settings.task, row, raw,
+    record = _fold(protocol, protocol.tally(found.task, name, settings.lang), found.task, row, raw,
                    settings.lang, live)
     record["asked"] = {"protocol": settings.protocol, "lang": settings.lang, "model": name, "row": row, "raw": raw,
                        "graded": judge is not None, "consulted": live.consulted, "judge": live.kept}
     return record
 
 
-def item_value(settings: RunSettings, record: dict[str, Any]) -> float:
+def item_value(found: Scoring, record: dict[str, Any]) -> float:
     """One answer's score as the protocol's headline reads it: 1/0 for right/wrong (unscored: 0), or the
     mean of its percentage errors (a fraction)."""
-    spec = tasks.get(settings.task)
-    read = protocols.of(settings).read_rows(spec, [record])
+    spec = found.task
+    read = protocols.of(found.settings).read_rows(spec, [record])
     if not read:
         return 0.0  # not counted by the protocol (a row without a reference)
     if spec.measure == "ape":
@@ -248,11 +253,10 @@ def item_value(settings: RunSettings, record: dict[str, Any]) -> float:
     return 1.0 if read[0].get("correct") else 0.0
 
 
-def summary(task: str, records: Sequence[dict[str, Any]]) -> float | None:
+def summary(spec: tasks.Task, records: Sequence[dict[str, Any]]) -> float | None:
     """The figure the run's protocol reports first, as metrics.json has it (ours: accuracy, Average MAPE
     as a fraction; the authors': their script's figure, Average MAPE as a fraction too), folded again
     from each record's `asked` with the judge's answers given back, never asked twice."""
-    spec = tasks.get(task)
     found = [r["asked"] for r in records if isinstance(r.get("asked"), dict)]
     if not found:
         return _numbers.headline(spec, list(records))
@@ -261,7 +265,7 @@ def summary(task: str, records: Sequence[dict[str, Any]]) -> float | None:
     tally = protocol.tally(spec, first["model"], first["lang"])
     for one in found:
         answers = {name: list(values) for name, values in (one.get("judge") or {}).items()}
-        _fold(protocol, tally, task, one["row"], one["raw"], one["lang"], _Judge(None, answers),
+        _fold(protocol, tally, spec, one["row"], one["raw"], one["lang"], _Judge(None, answers),
               ask_judge=bool(one.get("graded") or one.get("consulted")))
     figure = protocol.headline(spec, tally.figures())
     return _numbers.headline(spec, tally.records) if figure is None else figure[1]

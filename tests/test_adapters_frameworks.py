@@ -554,9 +554,7 @@ def test_the_image_indices_reach_each_request_as_eval_run_sends_them(tmp_path: P
 
 
 def common_metric(task: str) -> str:
-    from adapters import common
-
-    return common.task_spec(task).adapter_metric
+    return tasks.get(task).adapter_metric
 
 
 def _task_module() -> Any:

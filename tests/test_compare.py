@@ -117,10 +117,10 @@ def test_small_samples_are_marked_and_the_evaluate_summary_says_why(tmp_path: Pa
 
     assert with_ci(0.5, (0.3, 0.7), merchants=5).endswith("‡") and not with_ci(0.5, (0.3, 0.7), merchants=20).endswith("‡")
     assert _interval([0.3, 0.7], 5) == "[30.00, 70.00]‡" and _interval([0.3, 0.7], 120) == "[30.00, 70.00]"
-    line = summary_line("classification", "openai:m", {"accuracy": 0.5, "accuracy_ci95": [0.3, 0.7], "n": 8,
+    line = summary_line(tasks.get("classification"), "openai:m", {"accuracy": 0.5, "accuracy_ci95": [0.3, 0.7], "n": 8,
                                                        "merchants": 2})
     assert "‡" in line and "fewer than 20 merchants" in line and "0.84 measured at 5 merchants" in line
-    line = summary_line("classification", "openai:m", {"accuracy": 0.5, "accuracy_ci95": None, "n": 3, "merchants": 1})
+    line = summary_line(tasks.get("classification"), "openai:m", {"accuracy": 0.5, "accuracy_ci95": None, "n": 3, "merchants": 1})
     assert "no interval: one merchant" in line
 
 

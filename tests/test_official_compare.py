@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from eval import tasks
 from eval.cli import main as cli_main
 from eval.compare import compare_runs
 from eval.official_io import import_official
@@ -209,7 +210,7 @@ def test_the_spaces_compare_and_leaderboard_show_their_figure_with_ours_beside(r
 def test_the_recap_reads_an_official_runs_answers_as_it_reads_yours_and_says_so(runs: dict[str, Path]) -> None:
     from space.diningspace.recap import model_answers, tally
 
-    found = dict(model_answers(runs["root"] / "results", "classification", ["0", "1", "6"]))
+    found = dict(model_answers(runs["root"] / "results", tasks.get("classification"), ["0", "1", "6"]))
     label = "openai:b (ours' reading; its headline is the authors' protocol's, on the Leaderboard)"
     assert set(found) == {label, label.replace("openai:b", "openai:a")}
     # ours reads B's "The answer is B" as B (right) where their rule reads T; row 6's "c" is no capital letter

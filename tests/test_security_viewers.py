@@ -14,6 +14,7 @@ import yaml
 from helpers_report import cls_item, write_run
 from markdown_it import MarkdownIt
 
+from eval import tasks
 from eval.report.items import item_detail, run_items
 from eval.report.model_card import render_model_card
 from eval.report.report import build_report
@@ -166,7 +167,7 @@ def test_the_evaluate_and_take_the_test_summary_line_shows_a_model_spec_as_text(
     from space.diningspace.results_view import summary_line
 
     spec = "openai:[Click](http://evil/x)_<b>"
-    line = summary_line("classification", spec, {"accuracy": 0.5, "accuracy_ci95": [0.25, 0.75], "n": 4})
+    line = summary_line(tasks.get("classification"), spec, {"accuracy": 0.5, "accuracy_ci95": [0.25, 0.75], "n": 4})
     out = rendered(line)
     assert "<a " not in out and "<b>" not in out and "<strong>" in out  # only the line's own bold
     text = html.unescape(re.sub(r"<[^>]+>", "", out)).strip()

@@ -16,6 +16,7 @@ from helpers_space import (
     write_baseline_run,
 )
 
+from eval import tasks
 from space.diningspace.catalog import Catalog
 from space.diningspace.human import HumanRuns, Sitting, answer_text, clean_name, pick_items, start
 from space.diningspace.leaderboard import humans_rows, leaderboard_table
@@ -525,5 +526,5 @@ def test_the_recap_lists_each_model_once_its_newest_run(tmp_path: Path) -> None:
     shutil.copytree(first, copy)  # the same model and settings in a second results folder
     os.utime(copy / "scores.jsonl", (2_000_000_000, 2_000_000_000))
     ids = [json.loads(line)["id"] for line in (first / "scores.jsonl").read_text().splitlines()][:3]
-    found = model_answers(tmp_path / "results", "classification", ids)
+    found = model_answers(tmp_path / "results", tasks.get("classification"), ids)
     assert [label for label, _ in found] == ["baseline:first"]

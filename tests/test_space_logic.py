@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from helpers_space import tiny_dataset
 
+from eval import tasks
 from eval.redact import redact
 from space.diningspace.catalog import ALL, Catalog, CatalogError
 from space.diningspace.evaluation import OWN_KEY, EvalRequest, resolve
@@ -216,14 +217,14 @@ def test_results_table_shows_nutrition_compactly_and_escapes_model_text() -> Non
                          "carbohydrates": 50.0, "fat": None}, reference={"calories": 682.4000244140625,
                          "protein": 33.2, "carbohydrates": 81.6, "fat": 23.3}, correct=None, error=None, ape=0.25),
             SampleResult(id="n2", raw=None, parsed=None, reference={}, correct=None, error="HTTP 500", ape=None)]
-    html = results_table("nutrition", rows, {})
+    html = results_table(tasks.get("nutrition"), rows, {})
     assert "450 kcal · P 20.0 g · C 50.0 g · F ? g" in html
     assert "682 kcal · P 33.2 g · C 81.6 g · F 23.3 g" in html
     assert "&lt;script&gt;" in html and "<script>" not in html
     assert "APE 25.0%" in html and "HTTP 500" in html and "failed" in html
-    line = summary_line("nutrition", "baseline:zero", {"avg_mape": 1.0, "avg_mape_ci95": [1.0, 1.0], "n": 8})
+    line = summary_line(tasks.get("nutrition"), "baseline:zero", {"avg_mape": 1.0, "avg_mape_ci95": [1.0, 1.0], "n": 8})
     assert line == "**baseline:zero** — Average MAPE (%) **100.00 [100.00, 100.00]** · 8 items"
-    line = summary_line("classification", "baseline:first", {"accuracy": 0.125, "n": 8, "parse_failures": 1})
+    line = summary_line(tasks.get("classification"), "baseline:first", {"accuracy": 0.125, "n": 8, "parse_failures": 1})
     assert line == ("**baseline:first** — accuracy (%) **12.50** · 8 items · 1 unparsed · no interval: too few "
                     "items or merchants to resample")  # the Evaluate tab says why it shows none
     assert html.startswith('<div class="db-scroll">')
@@ -236,11 +237,11 @@ def test_nutrition_figures_are_a_table_per_nutrient_not_json() -> None:
                **{f"{k}_mape": v for k, v in (("calories", 0.1164), ("protein", 0.0719),
                                               ("carbohydrates", 0.0423), ("fat", 0.1135))},
                "calories_mae": 78.78, "fat_mae": 2.87}
-    table = metrics_table("nutrition", figures)
+    table = metrics_table(tasks.get("nutrition"), figures)
     for text in ("Calories</td><td class='db-num'>11.64", "Fat</td><td class='db-num'>11.35", "78.8 kcal",
                  "2.9 g", "8.60 [5.00, 12.00]"):
         assert text in table
-    assert "{" not in table and metrics_table("nutrition", None) == ""
+    assert "{" not in table and metrics_table(tasks.get("nutrition"), None) == ""
 
 
 def test_the_space_card_declares_the_installed_gradio_and_the_app_file() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from eval import tasks
 from space.diningspace.browse_tab import NO_FACETS, BrowseTab
 from space.diningspace.catalog import Catalog
 from space.diningspace.render import item_card
@@ -93,9 +94,9 @@ def test_evaluate_on_their_release_reports_their_figure_first_and_ours_beside_it
     truth = [official.classification_gt(json_row) for json_row in _published_rows(release, "classification")[:6]]
     assert metrics["official"]["acc"] == pytest.approx(truth.count("A") / 6) == metrics["official_headline"][1]
     assert metrics["official"]["total_eval"] == 6 and metrics["accuracy"] == pytest.approx(truth.count("A") / 6)
-    line = summary_line("classification", done.spec, metrics)
+    line = summary_line(tasks.get("classification"), done.spec, metrics)
     assert line.index("official accuracy") < line.index("ours: accuracy")
-    table = metrics_table("classification", metrics)
+    table = metrics_table(tasks.get("classification"), metrics)
     assert table.index("official accuracy") < table.index("ours: accuracy")
 
 
@@ -106,7 +107,7 @@ def test_nutrition_headline_is_their_avg_mape_in_percent(release: Path) -> None:
     figures = metrics["official"]
     assert figures["total_eval"] == 4 and set(figures) >= {"avg_mape", "avg_mae", "avg_rmse", "calories"}
     assert metrics["official_headline"] == ["avg_mape", pytest.approx(figures["avg_mape"] / 100)]
-    assert f"official Average MAPE (%) **{figures['avg_mape']:.2f}**" in summary_line("nutrition", "m", metrics)
+    assert f"official Average MAPE (%) **{figures['avg_mape']:.2f}**" in summary_line(tasks.get("nutrition"), "m", metrics)
 
 
 def _published_rows(release: Path, config: str) -> list[dict]:

@@ -152,12 +152,12 @@ def test_a_fourth_task_goes_through_the_framework_adapters(recognise):
     items = list(common.items(found))[:6]
     assert items and all(item.prompt.startswith("Is this dish ") and item.views for item in items)
     assert [item.reference for item in items] == [recognise.reference(item.row) for item in items]
-    scoring = common.scoring("recognise", "en", found.settings.protocol)
+    scoring = common.scoring(recognise, "en", found.settings.protocol)
     records = [common.score_answer(scoring, item.row, "yes" if k % 2 else "no") for k, item in enumerate(items)]
     right = sum(("yes" if k % 2 else "no") == item.reference for k, item in enumerate(items))
     assert [r["correct"] for r in records] == [("yes" if k % 2 else "no") == item.reference
                                                for k, item in enumerate(items)]
-    assert common.summary("recognise", records) == right / 6  # hand-counted
+    assert common.summary(recognise, records) == right / 6  # hand-counted
 
 
 def test_add_a_task_in_architecture_is_one_module(recognise):

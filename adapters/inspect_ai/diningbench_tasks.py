@@ -44,6 +44,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Target, metric, scorer
 from inspect_ai.solver import TaskState, generate
 
 from adapters import common
+from eval import tasks
 from eval.types import ImagePart
 
 GRADER_ROLE = "grader"
@@ -121,7 +122,7 @@ def _task(name: str, language: str, views: int | None, cot: bool, dataset: str |
         dataset=MemoryDataset(samples, name=f"diningbench_{name}", location=common.source_name(dataset)),
         solver=generate(),
         scorer=diningbench_scorer(name, asked.lang, asked.protocol),
-        metrics=[headline_metric(name)()],
+        metrics=[headline_metric(tasks.get(name))()],
         config=GenerateConfig(temperature=config.temperature, max_tokens=config.max_tokens),
         metadata={"diningbench": common.described(found)},
     )
@@ -157,14 +158,14 @@ def _records(scores: list[SampleScore]) -> list[dict[str, Any]]:
 
 
 @functools.cache
-def headline_metric(task_name: str) -> Any:
+def headline_metric(spec: tasks.Task) -> Any:
     """The figure the run's protocol reports first, as metrics.json has it (ours: accuracy, unparsed or
     unscored answers counting as wrong, Average MAPE for nutrition, a fraction; the authors': their
     script's figure), as an inspect metric named by the task object's `adapter_metric`."""
-    @metric(name=common.task_spec(task_name).adapter_metric)
+    @metric(name=spec.adapter_metric)
     def headline() -> Metric:
         def compute(scores: list[SampleScore]) -> float:
-            value = common.summary(task_name, _records(scores))
+            value = common.summary(spec, _records(scores))
             return float("nan") if value is None else float(value)
         return compute
     return headline
@@ -202,13 +203,14 @@ def diningbench_scorer(task_name: str, language: str = "zh", protocol: str | Non
     """The answer read and scored by the run's protocol (`common.score_answer`): ours (the metric modules'
     parsers and per-item scorers; a VQA answer by judge_accuracy's rule, then DiningBench's judge prompt
     sent to the grader role) or the authors' (their reading, their judge prompt to the grader)."""
-    found = common.scoring(task_name, language, protocol)
-    judged = common.task_spec(task_name).judged
+    # The scorer's settings are its arguments, as inspect records them in the log: the task by its name.
+    found = common.scoring(tasks.get(task_name), language, protocol)
+    judged = found.task.judged
 
     async def score(state: TaskState, target: Target) -> Score:
         grader = _grader() if judged else None
         loop = asyncio.get_running_loop()
-        config = GenerateConfig(temperature=0.0, max_tokens=common.judge_budget(found))
+        config = GenerateConfig(temperature=0.0, max_tokens=common.judge_budget(found.settings))
 
         def judge(prompt: str, grader: Model) -> str:  # the protocol's tally calls it from a scoring thread
             future = asyncio.run_coroutine_threadsafe(grader.generate(prompt, config=config), loop)

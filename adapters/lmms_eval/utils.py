@@ -57,12 +57,12 @@ def asked(task: str) -> common.Asked:
 
 
 # ---------------------------------------------------------------- docs
-def _process_docs(task: str, dataset: Any) -> Any:
+def _process_docs(spec: tasks.Task, dataset: Any) -> Any:
     """The release's rows as documents: each one's id and position (its images are read when it is
     asked), from the release DININGBENCH_SOURCE names (the YAML's dataset, the embedded sample, else)."""
     from datasets import Dataset
 
-    found = asked(task)
+    found = asked(spec.name)
     positions = list(found.data.indices)
     return Dataset.from_dict({"id": [str(found.data.rows[k]["id"]) for k in positions], "position": positions})
 
@@ -77,28 +77,28 @@ def _item_at(task: str, position: int, settings: tuple[tuple[str, Any], ...]) ->
     return common.request_of(asked(task), next(asked(task).data.release.iter_rows([position])))
 
 
-def _visual(task: str, doc: dict[str, Any]) -> list[Any]:
+def _visual(spec: tasks.Task, doc: dict[str, Any]) -> list[Any]:
     """Every view the protocol sends, in its order, as PIL images (lmms-eval's `openai` model re-encodes
     each, as PNG by default: the same pixels, not the stored bytes)."""
     from PIL import Image
 
-    return [Image.open(io.BytesIO(view.data)).convert("RGB") for view in _item(task, doc).views]
+    return [Image.open(io.BytesIO(view.data)).convert("RGB") for view in _item(spec.name, doc).views]
 
 
 def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
     """The first task's views (which views go out does not depend on the task under ours); the YAMLs
     name each task's own `<task>_doc_to_visual`."""
-    return _visual(tasks.names()[0], doc)
+    return _visual(next(tasks.all_tasks()), doc)
 
 
-def _text(task: str, doc: dict[str, Any]) -> str:
-    return _item(task, doc).prompt
+def _text(spec: tasks.Task, doc: dict[str, Any]) -> str:
+    return _item(spec.name, doc).prompt
 
 
-def _target(task: str, doc: dict[str, Any]) -> str:
+def _target(spec: tasks.Task, doc: dict[str, Any]) -> str:
     """The reference as text: a letter or an answer as it is, the nutrients as one line of JSON ("" for a
     row only the authors' rules score)."""
-    reference = _item(task, doc).reference
+    reference = _item(spec.name, doc).reference
     return reference if isinstance(reference, str) else "" if reference is None else common.json_text(reference)
 
 
@@ -116,16 +116,15 @@ def _judge(found: common.Asked):  # noqa: ANN202 - a judge(prompt) -> str callab
                       **common.judge_options(found.settings))
 
 
-def _process(task: str, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+def _process(spec: tasks.Task, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
     """The scored record of one answer, under the metric name the task's YAML lists (its `adapter_metric`)."""
     raw = results[0] if results else None
     raw = raw if isinstance(raw, str) else getattr(raw, "text", None)
-    found = asked(task)
-    item = _item(task, doc)
-    spec = tasks.get(task)
+    found = asked(spec.name)
+    item = _item(spec.name, doc)
     judge = _judge(found) if spec.judged else None
     try:
-        record = common.score_answer(found.settings, item.row, raw, judge=judge)
+        record = common.score_answer(common.Scoring(spec, found.settings), item.row, raw, judge=judge)
     finally:
         if judge is not None:
             judge.close()
@@ -133,8 +132,8 @@ def _process(task: str, doc: dict[str, Any], results: list[Any]) -> dict[str, An
     return {spec.adapter_metric: record}
 
 
-def _aggregate(task: str, records: list[dict[str, Any]]) -> float:
-    value = common.summary(task, records)
+def _aggregate(spec: tasks.Task, records: list[dict[str, Any]]) -> float:
+    value = common.summary(spec, records)
     return float("nan") if value is None else float(value)
 
 
@@ -143,7 +142,7 @@ def _aggregate(task: str, records: list[dict[str, Any]]) -> float:
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "process_docs": _process_docs,
     "doc_to_visual": _visual,
-    "doc_to_text": lambda task, doc, lmms_eval_specific_kwargs=None: _text(task, doc),
+    "doc_to_text": lambda spec, doc, lmms_eval_specific_kwargs=None: _text(spec, doc),
     "doc_to_target": _target,
     "process_results": _process,
     "aggregate": _aggregate,  # the protocol's headline, as metrics.json has it (accuracy; Average MAPE, lower is better)
@@ -168,7 +167,8 @@ def __getattr__(name: str) -> Any:
     for kind, function in _FUNCTIONS.items():
         task = name.removesuffix(f"_{kind}")
         if task != name and tasks.is_task(task):
-            bound = functools.partial(function, task)  # its signature: the function's, less `task`
+            # the task named by the attribute lmms-eval asks for: its object, bound once
+            bound = functools.partial(function, tasks.get(task))  # its signature: the function's, less `spec`
             bound.__name__ = bound.__qualname__ = name
             bound.__doc__ = function.__doc__
             return bound

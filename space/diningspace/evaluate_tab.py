@@ -24,7 +24,7 @@ from .evaluation import (
 )
 from .guard import REDACTED, GuardError
 from .limits import EVALUATION_SECONDS, RequestSlots, VisitorJobs, client_address, within_wall_clock
-from .results_view import metrics_table, results_table, summary_line, thumbnail_uri
+from .results_view import EMPTY_RESULTS, metrics_table, results_table, summary_line, thumbnail_uri
 from .settings import BASELINES, KEY_PROVIDERS, SpaceSettings
 
 KEY_NOTE = ("Your key is sent with this one run only: it is not stored, logged or shown back, and "
@@ -89,10 +89,10 @@ class EvaluateTab:
         done = len(update.results)
         progress((done, update.total), desc="items", unit="items")
         records = [r.to_json() for r in update.results]
-        table = results_table(task, update.results, thumbs)
+        table = results_table(update.task, update.results, thumbs)
         if update.metrics is not None:
-            table = metrics_table(task, update.metrics) + table
-            return summary_line(task, update.spec, update.metrics), table, update.metrics, records
+            table = metrics_table(update.task, update.metrics) + table
+            return summary_line(update.task, update.spec, update.metrics), table, update.metrics, records
         failed = sum(1 for r in update.results if r.error)
         status = (f"Running **{as_text(update.spec)}** on {update.total} {task} items… {done}/{update.total} done"
                   + (f" · {failed} failed" if failed else ""))
@@ -138,7 +138,7 @@ class EvaluateTab:
                 gr.Markdown(self.limits_note(), elem_classes="db-hint", elem_id="db-limits")
             with gr.Column(scale=3):
                 status = gr.Markdown("Pick a model and press **Run evaluation**.", elem_id="db-eval-status")
-                results = gr.HTML(results_table(first_task, [], {}), elem_id="db-results")
+                results = gr.HTML(EMPTY_RESULTS, elem_id="db-results")
                 with gr.Accordion("Metrics and per-item records (JSON)", open=False):
                     metrics = gr.JSON(label="Metrics")
                     records = gr.JSON(label="Per-item records")

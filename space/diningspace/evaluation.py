@@ -73,9 +73,10 @@ class SampleResult:
 
 @dataclass
 class EvalUpdate:
-    """A progress step: results so far; `metrics` is set once, at the end."""
+    """A progress step: results so far; `metrics` is set once, at the end. `task`: the request's task."""
 
     spec: str
+    task: Task
     total: int
     results: list[SampleResult]
     metrics: dict[str, Any] | None = None
@@ -300,7 +301,7 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
         task = tasks.get(request.task)  # the request's task name, as the Evaluate tab sent it
         judging = _Judging(settings.judge if task.judged else None, slots)
         total = min(int(request.n_items), available) if available else int(request.n_items)
-        yield EvalUpdate(spec=spec, total=total, results=[])
+        yield EvalUpdate(spec=spec, task=task, total=total, results=[])
         results: list[SampleResult] = []
         tally: Tally | None = None  # the scoring of the protocol the harness chose, one answer at a time
         # Leaving this loop early (Stop, a cancelled API job, a closed page) stops the backend, which
@@ -315,13 +316,13 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
                     if judging.judge is not None:
                         await tally.judge(record, prediction, row, judging.judge)
                     results.append(_sample_result(record, prediction, secrets, settings.max_answer_chars))
-                    yield EvalUpdate(spec=spec, total=total, results=list(results))
+                    yield EvalUpdate(spec=spec, task=task, total=total, results=list(results))
             finally:
                 if isinstance(backend, SlotBackend):
                     backend.stop()  # first: no retry of a cancelled request may go out meanwhile
         metrics = await asyncio.to_thread(_figures, tally or protocols.get(None).tally(task, spec, request.lang),
                                           request, task)
-        yield EvalUpdate(spec=spec, total=total, results=results,
+        yield EvalUpdate(spec=spec, task=task, total=total, results=results,
                          metrics=json.loads(redact(json.dumps(metrics, default=str), secrets, mark=REDACTED)))
     except GuardError:
         raise

@@ -189,22 +189,23 @@ class HumanTab:
         except (HumanError, ValueError, OSError) as exc:
             raise gr.Error(f"could not save your answers: {as_text(str(exc))}",
                            print_exception=False) from None
-        line = summary_line(sitting.task, sitting.spec, figures) if figures else f"**{sitting.spec}**"
+        task = tasks.get(sitting.task)  # the sitting's task, as the page's state names it
+        line = summary_line(task, sitting.spec, figures) if figures else f"**{sitting.spec}**"
         scripted = automated(sitting, self.runs.min_seconds)
         counted = (f"it is left out of the **humans ({sitting.group})** row: {scripted}" if scripted
                    else f"the Leaderboard's **humans ({sitting.group})** row now includes it")
         done = f"Thank you! {line}. Saved as the run `{folder.name}`; {counted}."
         return (None, gr.update(visible=True), gr.update(visible=False), done,
-                await asyncio.to_thread(self._recap, sitting, folder, rows))
+                await asyncio.to_thread(self._recap, sitting, task, folder, rows))
 
-    def _recap(self, sitting: Sitting, folder: Path, rows: dict[str, dict[str, Any]]) -> str:
+    def _recap(self, sitting: Sitting, task: tasks.Task, folder: Path, rows: dict[str, dict[str, Any]]) -> str:
         """Your answers beside the reference and the models' answers on the same items (run folders
         under the results folder, as the Runs tab lists them)."""
         try:
             mine = load_run(folder, problems=[]).scores.get(sitting.task, [])
         except ReportError:
             return ""
-        models = model_answers(self.settings.results_dir, sitting.task, [str(a["id"]) for a in sitting.answers],
+        models = model_answers(self.settings.results_dir, task, [str(a["id"]) for a in sitting.answers],
                                exclude=folder)
         return ("<h3>How you did, item by item</h3>" + recap(sitting.task, mine, rows, sitting.lang, models))
 

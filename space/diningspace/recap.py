@@ -11,10 +11,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from eval import tasks
 from eval.report.runs import ReportError, RunData, load_run, run_folders
 from eval.report.tables import as_text
-from eval.tasks import answer_format, options_of
+from eval.tasks import Task, answer_format, options_of
 from eval.types import NUTRIENTS
 
 from .human import HUMANS_FOLDER
@@ -116,7 +115,7 @@ def _reference(task: str, item: dict[str, Any], lang: str) -> str:
     return " ".join(str(answer or "").split())
 
 
-def model_answers(results_dir: Path, task: str, ids: list[str], *, exclude: Path | None = None,
+def model_answers(results_dir: Path, task: Task, ids: list[str], *, exclude: Path | None = None,
                   max_runs: int = MAX_RUNS_READ) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     """(run label, {item id: scored row}) of each model run under `results_dir` that answered any of
     `ids` (first epoch), newest first, each model + settings once (its newest run); people's runs are left out. Only the `max_runs` newest folders
@@ -134,17 +133,17 @@ def model_answers(results_dir: Path, task: str, ids: list[str], *, exclude: Path
             continue
         if run.model.startswith(HUMAN_PREFIX):
             continue
-        found = {str(r["id"]): r for r in run.scores.get(task, []) if str(r["id"]) in wanted and not r.get("epoch")}
+        found = {str(r["id"]): r for r in run.scores.get(task.name, []) if str(r["id"]) in wanted and not r.get("epoch")}
         if found and run.label not in seen:  # one entry per model + settings: its newest run
             seen.add(run.label)
             out.append((run.label + _reading_note(run, task), found))
     return out
 
 
-def _reading_note(run: RunData, task: str) -> str:
+def _reading_note(run: RunData, task: Task) -> str:
     """What a run's answers are read by here, when its protocol's headline reads them another way (the
     authors' on their release): the recap reads every run's answers and yours alike, by ours."""
-    if not tasks.is_task(task) or run.headline(tasks.get(task)) is None:
+    if run.headline(task) is None:
         return ""
     return f" (ours' reading; its headline is {run.protocol.title}'s, on the Leaderboard)"
 

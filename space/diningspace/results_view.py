@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
@@ -25,7 +25,11 @@ from eval.report.tables import (
 
 from .evaluation import SampleResult
 
+if TYPE_CHECKING:
+    from eval.tasks import Task
+
 THUMB_SIDE = 72
+EMPTY_RESULTS = '<div class="db-empty">Results appear here as each item finishes.</div>'
 
 
 def thumbnail_uri(image: Image.Image) -> str:
@@ -37,14 +41,12 @@ def thumbnail_uri(image: Image.Image) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def _by_errors(task: str) -> bool:
+def _by_errors(task: Task) -> bool:
     """Whether the task is measured by percentage errors (nutrition) rather than right or wrong."""
-    from eval import tasks
-
-    return tasks.is_task(task) and tasks.get(task).measure == "ape"
+    return task.measure == "ape"
 
 
-def _verdict(task: str, result: SampleResult) -> tuple[str, str]:
+def _verdict(task: Task, result: SampleResult) -> tuple[str, str]:
     """(css class, label) of the outcome cell."""
     if result.error:
         return "db-bad", "failed"
@@ -59,10 +61,10 @@ def _verdict(task: str, result: SampleResult) -> tuple[str, str]:
     return ("db-good", "correct ✓") if result.correct else ("db-bad", "wrong ✗")
 
 
-def results_table(task: str, results: list[SampleResult], thumbs: dict[str, str]) -> str:
+def results_table(task: Task, results: list[SampleResult], thumbs: dict[str, str]) -> str:
     """The per-sample table: views thumbnail, raw answer, parsed answer, reference, outcome."""
     if not results:
-        return '<div class="db-empty">Results appear here as each item finishes.</div>'
+        return EMPTY_RESULTS
     rows = []
     for r in results:
         css, label = _verdict(task, r)
@@ -76,7 +78,7 @@ def results_table(task: str, results: list[SampleResult], thumbs: dict[str, str]
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def _headline(task: str, metrics: dict[str, Any]) -> tuple[str, str]:
+def _headline(task: Task, metrics: dict[str, Any]) -> tuple[str, str]:
     """(name, `24.45 [20.10, 28.80]`): the run's headline in the CLI's style, percent without the sign."""
     merchants = metrics.get("merchants")
     counts = {"failed": int(metrics.get("generation_failures") or 0), "n": int(metrics.get("n") or 0),
@@ -90,20 +92,19 @@ def _headline(task: str, metrics: dict[str, Any]) -> tuple[str, str]:
 OFFICIAL_LABELS = {"acc": "accuracy (%)", "avg_mape": "Average MAPE (%)", "model_evaluate_accuracy": "judge accuracy (%)"}
 
 
-def official_headline(task: str, metrics: dict[str, Any]) -> tuple[str, str, str] | None:
+def official_headline(task: Task, metrics: dict[str, Any]) -> tuple[str, str, str] | None:
     """(name, percent, `[low, high]` or "") of the figure the evaluation's protocol reports first (the
     authors' on their release), its interval the protocol's own (theirs resamples items); None when ours
     is the headline."""
-    from eval import protocols, tasks
+    from eval import protocols
 
     protocol = protocols.get(metrics.get("protocol") if isinstance(metrics.get("protocol"), str) else None)
-    spec = tasks.get(task)
-    found = protocol.headline(spec, metrics)
+    found = protocol.headline(task, metrics)
     if found is None:
         return None
     name, value = found
     interval = protocol.interval(metrics)
-    counted = protocol.counted(spec, metrics)  # the items its figure read, as the Leaderboard counts them
+    counted = protocol.counted(task, metrics)  # the items its figure read, as the Leaderboard counts them
     if counted is None:
         counted = metrics.get("n")
     small = isinstance(counted, int) and not isinstance(counted, bool) and counted < SMALL_SAMPLE
@@ -121,7 +122,7 @@ def asked(metrics: dict[str, Any]) -> str:
     return protocol.describe(RunSettings(protocol=protocol.name))
 
 
-def summary_line(task: str, spec: str, metrics: dict[str, Any]) -> str:
+def summary_line(task: Task, spec: str, metrics: dict[str, Any]) -> str:
     """The headline of a finished run in words, as in the paper (percentages). On the authors' release
     their figure is the headline with its interval, named with the protocol and the image indices, ours
     beside it."""
@@ -149,7 +150,7 @@ NUTRIENT_NAMES = (("calories", "Calories"), ("protein", "Protein"), ("carbohydra
                   ("fat", "Fat"))
 
 
-def metrics_table(task: str, metrics: dict[str, Any] | None) -> str:
+def metrics_table(task: Task, metrics: dict[str, Any] | None) -> str:
     """The end figures as a small table (not JSON): per nutrient MAPE, median APE and MAE for nutrition."""
     if not metrics:
         return ""
