@@ -244,7 +244,7 @@ class Prediction:
     rotation: int = 0  # `--circular`: the options were rotated left by this many places (0 = as stored)
     # A line imported from the authors' prediction files: what their file says (`model_pred` as their
     # inference cleaned it, `gt_answer`, and their judge's `eval_match`/`eval_result` when judged).
-    imported: dict[str, Any] | None = None  # predictions.jsonl's IMPORTED_KEY
+    imported: PredictionLine | None = None  # predictions.jsonl's IMPORTED_KEY
 
     def to_json(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy of `parsed` and `usage` was a tenth of the runner's
@@ -320,4 +320,50 @@ class ScoreRecord(TypedDict, total=False):
     # -- added later, where they apply
     injection_suspected: bool  # vqa only, when judged: the answer carried text aimed at the judge
     rotation: int  # rotations.jsonl only: the options were rotated left by this many places (1..n-1)
-    official: dict[str, Any]  # the authors' protocol: their reading of the answer beside ours (eval/protocols/official.py)
+    official: OfficialReading  # the authors' protocol: their reading of the answer beside ours (eval/protocols/official.py)
+
+
+class PredictionLine(TypedDict, total=False):
+    """One line of the authors' prediction file (their inference writes it, their scripts score it), or what
+    the authors' protocol makes of one answer as such a line (`eval.protocols.official.official_preds`: the
+    fields their scoring reads, `model_pred` and where they apply `gt_answer`, `eval_match`, `eval_result`).
+
+    A file their scripts wrote is read by `eval.official_io.read_official_file` (which checks the types of
+    the fields it takes: a line may carry others, and null for a text field but `model_pred`), written by `export_official` in their field order
+    (`idx`, `gt_answer`, `model_pred`, `model_full_pred`, `model_input`, `label`, the image paths, the
+    verdict). An imported line keeps what the file says in predictions.jsonl (`Prediction.imported`:
+    `model_pred`, `gt_answer`, `eval_match`, `eval_result`). Their scripts pair a line with its row by `idx`.
+    """
+
+    idx: int  # the row's place among the release file's non-blank lines (0-based)
+    gt_answer: str | None  # classification only: the reference letter their inference writes ("" when none)
+    model_pred: str  # the answer as their inference keeps it (thinking removed), or `__INFER_ERROR__: why`
+    model_full_pred: str | None  # the model's whole text (a failed request: model_pred's marker)
+    model_input: str | None  # the prompt sent (the row's prompt verbatim)
+    label: Any  # nutrition and VQA: the row's reference as the release holds it
+    image_path: str  # the one image sent (one image), else
+    image_paths: list[str]  # the images sent, in order (none or several)
+    eval_match: bool  # VQA, once judged: their judge's verdict read by their keywords (False on failure)
+    eval_result: str | None  # VQA, once judged: the judge's reply, or their failure marker
+
+
+class OfficialReading(TypedDict, total=False):
+    """A scores.jsonl record's `official` object (`eval.protocols.official.reading`): the authors' reading of
+    one answer, beside ours. `idx`, `model_pred` and `read` are on every reading; the others where a task's
+    script has them (`ScriptRules.item`); the judge's fields are added once their judge step ran
+    (`take_reply`, `official_judge`). Only the first epoch's, unrotated, answers carry one.
+    """
+
+    idx: int  # the row's place in their release file, as their scripts pair answers with rows
+    model_pred: str  # the answer as their inference keeps it (PredictionLine.model_pred)
+    # What their script reads: classification the first letter (None when none), nutrition the four values
+    # ({calories, protein, carbohydrates, fat}: None when unparsed), VQA the stripped answer text
+    read: Any
+    # Right or wrong as their script counts it; None for nutrition, and for a VQA answer before their judge
+    correct: bool | None
+    unreadable: bool  # classification only: their script cannot read a letter A-Z (or the request failed)
+    parse_failed: bool  # nutrition only: their JSON extraction did not find the four values
+    counted: bool  # VQA only: the row has a reference, so it is in their total
+    judged: bool  # VQA only: counted, and the answer neither empty nor failed: their judge is asked
+    judge_reply: str | None  # VQA, judged: their judge's reply, or their failure marker
+    strict: bool | None  # VQA, judged: the same reply read strictly by ours (None: says neither plainly)

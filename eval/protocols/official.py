@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -46,7 +46,9 @@ from eval.types import (
     NUTRIENTS,
     GenerationConfig,
     Message,
+    OfficialReading,
     Prediction,
+    PredictionLine,
     Request,
     ScoreRecord,
 )
@@ -83,21 +85,21 @@ class ScriptRules:
         """Why their script cannot make this row's request (a failed request in their files), or None."""
         return None
 
-    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
+    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> OfficialReading:
         """What their script reads of one answer (`read`) and whether it counts as right (`correct`)."""
         raise NotImplementedError
 
-    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
         """Each item's share of the headline, as their script counts it: 1/0 for right/wrong (a vector whose
         mean is the headline), or per-component percentage errors (items x components, NaN = not counted),
         whose mean of column means is it. What the item bootstrap resamples."""
         raise NotImplementedError
 
 
-def _paired(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> Iterator[int]:
+def _paired(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> Iterator[int]:
     """The positions their scripts pair (below min(rows, predictions)) that hold a prediction."""
     return (i for i in range(min(len(rows), len(preds))) if preds.get(i) is not None)
 
@@ -115,15 +117,15 @@ class ClassificationRules(ScriptRules):
         chosen = [k for k in indices if (k == 0 and n > 0) or (k != 0 and k < n)]
         return chosen or ([0] if n else [])
 
-    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
+    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> OfficialReading:
         gt = gt_answer or rules.classification_gt(row)
         correct, unreadable, letter = rules.classification_item(model_pred, gt)
         return {"read": letter or None, "correct": correct, "unreadable": unreadable}
 
-    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
         return rules.classification_figures(rows, preds)
 
-    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
         return np.array([float(rules.classification_item(str(preds[i].get("model_pred", "")),
                                                          preds[i].get("gt_answer") or rules.classification_gt(rows[i]))[0])
                          for i in _paired(rows, preds)])
@@ -156,15 +158,15 @@ class NutritionRules(ScriptRules):
             picked = [users[0]]  # nothing chosen and no merchant photo: their fallback, the string's first character
         return f"Image does not exist: {picked[0]}" if picked else None
 
-    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
+    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> OfficialReading:
         answer = rules.parse_nutrition_answer(model_pred.strip())
         read = None if answer is None else {k: answer[k] for k in NUTRIENTS}
         return {"read": read, "correct": None, "parse_failed": answer is None}
 
-    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
         return rules.nutrition_figures(rows, preds)
 
-    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
         """Percentage errors per nutrient (an unread answer: 100; a zero reference: not counted)."""
         found = []
         for i in _paired(rows, preds):
@@ -190,7 +192,7 @@ class VqaRules(ScriptRules):
         images = published(row).get("images")
         return f"Image does not exist: {images[0]}" if isinstance(images, str) and images else None
 
-    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
+    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> OfficialReading:
         """Before the judge: an empty or failed answer is wrong without a call; a row with an empty
         reference is left out of their total (`counted` False)."""
         answer = model_pred.strip()
@@ -199,7 +201,7 @@ class VqaRules(ScriptRules):
         return {"read": answer, "correct": False if failed and counted else None, "counted": counted,
                 "judged": counted and not failed}
 
-    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
         """ROUGE, and the judge's figures from each prediction's `eval_match` where the judge ran."""
         figures = rules.vqa_rouge_figures(rows, preds)
         verdicts = {i: bool(preds[i].get("eval_match")) for i, *_ in rules.vqa_tasks(rows, preds)
@@ -208,7 +210,7 @@ class VqaRules(ScriptRules):
             figures.update(rules.vqa_judge_figures(verdicts))
         return figures
 
-    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
         """Their judge's verdict per judged item (none before a judge ran: their figure is then ROUGE)."""
         return np.array([float(bool(preds[i].get("eval_match"))) for i, *_ in rules.vqa_tasks(rows, preds)
                          if "eval_match" in preds[i]])
@@ -242,7 +244,7 @@ def item_interval(values: np.ndarray, n_boot: int) -> list[float] | None:
     return [float(low), float(high)]
 
 
-def interval_figures(task: str, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]],
+def interval_figures(task: str, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine],
                      n_boot: int) -> dict[str, Any]:
     """`official_ci95` (their headline's item-bootstrap interval, a fraction; null when it cannot be
     resampled) and `official_resampled` beside their figures in a task's entry."""
@@ -261,41 +263,41 @@ def served_name(spec: str | None) -> str:
 
 
 def official_preds(task: str, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]],
-                   model: str | None, indices: str | None = None) -> dict[int, dict[str, Any]]:
+                   model: str | None, indices: str | None = None) -> dict[int, PredictionLine]:
     """Each answer as a line of their prediction file, by `idx`: `model_pred` (their cleaning of the
     text, or the failure marker) and, for classification, the `gt_answer` their inference writes.
     A request their script cannot make for a row (`ScriptRules.fails`) is their failure marker."""
     script, name = rules_for(task), served_name(model)
     chosen = image_indices(indices)
-    found: dict[int, dict[str, Any]] = {}
+    found: dict[int, PredictionLine] = {}
     for p, row in zip(predictions, rows, strict=True):
-        kept = p.imported or {}  # an imported line: what their file says
+        kept: PredictionLine = p.imported or {}  # an imported line: what their file says
         broken = script.fails(row, chosen)
-        line: dict[str, Any] = {"model_pred": kept["model_pred"] if isinstance(kept.get("model_pred"), str)
+        line: PredictionLine = {"model_pred": kept["model_pred"] if isinstance(kept.get("model_pred"), str)
                                 else rules.infer_error(broken) if broken
                                 else rules.model_pred(p.raw, p.error, name)}
         if script.writes_gt_answer:
             line["gt_answer"] = kept["gt_answer"] if "gt_answer" in kept else rules.classification_gt(row)
         if isinstance(kept.get("eval_match"), bool):
-            line.update(eval_match=kept["eval_match"], eval_result=kept.get("eval_result"))
+            line.update({"eval_match": kept["eval_match"], "eval_result": kept.get("eval_result")})
         found[int(row["idx"])] = line
     return found
 
 
-def reading(task: str, line: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+def reading(task: str, line: PredictionLine, row: Mapping[str, Any]) -> OfficialReading:
     """A record's `official` object: their reading of one answer, beside ours."""
     return {"idx": int(row["idx"]), "model_pred": line["model_pred"],
             **rules_for(task).item(line["model_pred"], row, line.get("gt_answer"))}
 
 
-def reading_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
+def reading_of(record: Mapping[str, Any]) -> OfficialReading | None:
     """A scores.jsonl record's reading by their rules (its `official` object), None when it has none."""
     found = record.get("official")
-    return found if isinstance(found, dict) else None
+    return cast(OfficialReading, found) if isinstance(found, dict) else None  # a line from a file: an object
 
 
 # ------------------------------------------------------------------ their judge, ours beside it
-def judge_prompt_of(row: Mapping[str, Any], mine: Mapping[str, Any]) -> str | None:
+def judge_prompt_of(row: Mapping[str, Any], mine: OfficialReading) -> str | None:
     """Their Chinese judge prompt for a VQA answer their judge step asks about; None for an answer it
     does not (an empty reference is left out; an empty or failed answer is wrong without a call)."""
     if not mine.get("judged"):
@@ -303,21 +305,21 @@ def judge_prompt_of(row: Mapping[str, Any], mine: Mapping[str, Any]) -> str | No
     return rules.judge_prompt(rules.vqa_question(row), str(row.get("ground_truth") or ""), mine["read"])
 
 
-def take_reply(line: dict[str, Any], record: ScoreRecord, reply: str | None) -> None:
+def take_reply(line: PredictionLine, record: ScoreRecord, reply: str | None) -> None:
     """Their verdict (`eval_match`, their keywords) and ours (the same reply read strictly) for one VQA
     answer. `reply` None: their step did not ask (a failed answer counts wrong, a row without a
     reference is left out), or the judge failed every attempt (wrong, as theirs)."""
     mine = record["official"]
     if mine.get("judged") and reply is not None:
-        line.update(eval_match=rules.keyword_verdict(reply), eval_result=reply)
-        mine.update(correct=line["eval_match"], judge_reply=reply, strict=rules.strict_verdict(reply))
+        line.update({"eval_match": rules.keyword_verdict(reply), "eval_result": reply})
+        mine.update({"correct": line["eval_match"], "judge_reply": reply, "strict": rules.strict_verdict(reply)})
     elif mine.get("counted"):
         marker = rules.facts()["error_marker"]["judge" if mine.get("judged") else "inference"]
-        line.update(eval_match=False, eval_result=marker)
-        mine.update(correct=False, judge_reply=marker)
+        line.update({"eval_match": False, "eval_result": marker})
+        mine.update({"correct": False, "judge_reply": marker})
 
 
-def official_judge(records: list[ScoreRecord], preds: dict[int, dict[str, Any]],
+def official_judge(records: list[ScoreRecord], preds: dict[int, PredictionLine],
                    file_rows: Sequence[dict[str, Any]], judge: BackendJudge | None, judge_model: str | None,
                    cache_dir: Path, concurrency: int) -> None:
     """Their judge step: the Chinese judge prompt for each answer that counts, its reply read by their
@@ -326,8 +328,8 @@ def official_judge(records: list[ScoreRecord], preds: dict[int, dict[str, Any]],
     by_idx = {r["official"]["idx"]: r for r in records if "official" in r}
     for i, record in by_idx.items():  # verdicts their file already holds (an imported, judged run)
         if "eval_match" in preds.get(i, {}):
-            record["official"].update(correct=preds[i]["eval_match"], judge_reply=preds[i].get("eval_result"),
-                                      strict=rules.strict_verdict(preds[i].get("eval_result")))
+            record["official"].update({"correct": preds[i]["eval_match"], "judge_reply": preds[i].get("eval_result"),
+                                       "strict": rules.strict_verdict(preds[i].get("eval_result"))})
     if judge is None:
         return
     cache = VerdictCache(cache_dir, judge_model or "")
@@ -337,7 +339,7 @@ def official_judge(records: list[ScoreRecord], preds: dict[int, dict[str, Any]],
         if "eval_match" in preds[i]:
             continue
         if failed:
-            preds[i].update(eval_match=False, eval_result=rules.facts()["error_marker"]["inference"])
+            preds[i].update({"eval_match": False, "eval_result": rules.facts()["error_marker"]["inference"]})
         else:
             pending.append((i, rules.judge_prompt(question, reference, answer)))
 
@@ -356,10 +358,10 @@ def official_judge(records: list[ScoreRecord], preds: dict[int, dict[str, Any]],
         replies = list(pool.map(ask, [prompt for _, prompt in pending]))
     for (i, _), reply in zip(pending, replies, strict=True):
         match = reply != error and rules.keyword_verdict(reply)
-        preds[i].update(eval_match=match, eval_result=reply)
+        preds[i].update({"eval_match": match, "eval_result": reply})
         found = by_idx.get(i)
         if found is not None:
-            found["official"].update(correct=match, judge_reply=reply, strict=rules.strict_verdict(reply))
+            found["official"].update({"correct": match, "judge_reply": reply, "strict": rules.strict_verdict(reply)})
 
 
 def strict_verdict_of(record: ScoreRecord) -> str | None:
@@ -635,7 +637,7 @@ class Official(Protocol):
 @dataclass
 class _Answer:
     row: dict[str, Any]
-    line: dict[str, Any]  # the line of their prediction file
+    line: PredictionLine  # the line of their prediction file
 
 
 class OfficialTally(Tally):
@@ -646,7 +648,7 @@ class OfficialTally(Tally):
     def __init__(self, task: tasks.Task, model: str, lang: str) -> None:
         self.task, self.model, self.lang = task, model, lang
         self._answers: list[_Answer] = []
-        self._lines: dict[int, dict[str, Any]] = {}  # id(record) -> their line
+        self._lines: dict[int, PredictionLine] = {}  # id(record) -> their line
         self.all_records: list[ScoreRecord] = []  # every answer's record, with its `official` reading
         self.records: list[ScoreRecord] = []  # ours: the rows whose reference ours reads
         self.rows: list[dict[str, Any]] = []
