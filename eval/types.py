@@ -367,3 +367,60 @@ class OfficialReading(TypedDict, total=False):
     judged: bool  # VQA only: counted, and the answer neither empty nor failed: their judge is asked
     judge_reply: str | None  # VQA, judged: their judge's reply, or their failure marker
     strict: bool | None  # VQA, judged: the same reply read strictly by ours (None: says neither plainly)
+
+
+class TaskFigures(TypedDict, total=False):
+    """A task's entry in metrics.json: its figures, as scoring computed them (`eval.numbers.task_figures`, then
+    the protocol's `score`). Which keys an entry holds depends on its task, its metric and its protocol,
+    hence total=False; the declared keys are the ones the harness writes by name and the reports read.
+
+    The escape: the metric's own per-component figures are in the entry too, undeclared, as the metric names
+    them (nutrition: `calories_mae`, `protein_mape`, ..., `{nutrient}_{mae|rmse|mape|median_ape|wmape}` with
+    and without `_parsed_only`, `{nutrient}_zero_gt`). `task_figures` copies them from the metric's result,
+    whose keys vary by task; no report reads them from here (they recompute them from the items,
+    `numbers.score_nutrition_rows` and `numbers.component`). An entry read back from metrics.json
+    (`eval.report.runs.Run.entry`) is not checked: a folder from elsewhere may hold anything, so readers check
+    each value they read.
+    """
+
+    # -- the metric's own figures (dining_accuracy, nutrition_error, judge_accuracy)
+    n: int  # items scored (items x epochs with --epochs)
+    accuracy: float | None  # classification, vqa: the headline (a fraction; None when nothing was answered)
+    parse_failures: int  # classification, nutrition: answers the parser could not read
+    accuracy_scored: float | None  # vqa: accuracy over the items the judge or a rule decided
+    unscored: int  # vqa: items neither the judge nor a rule decided
+    decided_by_rule: int  # vqa: verdicts a rule decided without the judge
+    avg_mape: float | None  # nutrition: the headline, the mean of the four nutrients' MAPE (a fraction)
+    median_ape: float | None  # nutrition: the median APE over every nutrient of every item
+    wmape: float | None  # nutrition: the mean of the nutrients' weighted MAPE
+    avg_mape_parsed_only: float | None  # nutrition: avg_mape over the parsed answers only
+    median_ape_parsed_only: float | None
+    wmape_parsed_only: float | None
+    zero_gt_exclusions: int  # nutrition: references of 0, left out of that nutrient's MAPE
+    # -- what every entry adds (`numbers.task_figures`)
+    generation_failures: int  # items whose generation failed (scored as failures)
+    truncated: int  # items the token limit cut off
+    tokens: dict[str, int]  # prompt_tokens, completion_tokens, reasoning_tokens summed over items
+    merchants: int  # the interval's clusters: merchants, or items where the release names none
+    resampled: str  # what the interval resamples: "merchants" | "items"
+    accuracy_ci95: list[float] | None  # classification, vqa: the headline's 95% interval (None: not resampled)
+    avg_mape_ci95: list[float] | None  # nutrition: likewise
+    epochs: dict[str, Any]  # --epochs K: {epochs, items, agreement} (`numbers.epoch_agreement`)
+    # -- a judged task (`records.score_judged`; without a judge: scored False, n, the counts, tokens, note)
+    scored: bool  # whether the judge ran
+    judge: str | None  # the judge's spec
+    judge_errors: int  # items the judge failed on every attempt
+    injection_suspected: int  # answers that carried text aimed at the judge
+    note: str  # why the task is unscored
+    # -- our protocol (`eval.protocols.ours`)
+    circular_accuracy: float | None  # --circular: items answered right under every rotation
+    circular_accuracy_ci95: list[float] | None
+    circular: dict[str, Any]  # --circular: the other circular figures (`eval.circular.circular_figures`)
+    ours_left_out: int  # answers to rows whose reference ours cannot read (the authors' release)
+    # -- the authors' protocol (`eval.protocols.official`)
+    protocol: str  # a live tally's entry (the Space): "official"
+    official: dict[str, Any]  # their script's printed figures, under the names it prints them
+    official_headline: list[Any]  # a live tally's entry: [name, fraction], what Table 2 reports
+    official_ci95: list[float] | None  # their headline's item-bootstrap 95% interval (a fraction)
+    official_resampled: str  # "items": what official_ci95 resamples
+    official_disagreements: int  # items their reading and ours read differently

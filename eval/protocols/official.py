@@ -51,6 +51,7 @@ from eval.types import (
     PredictionLine,
     Request,
     ScoreRecord,
+    TaskFigures,
 )
 from metrics.judge_accuracy.core import VerdictCache, score_verdicts
 
@@ -245,7 +246,7 @@ def item_interval(values: np.ndarray, n_boot: int) -> list[float] | None:
 
 
 def interval_figures(task: str, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine],
-                     n_boot: int) -> dict[str, Any]:
+                     n_boot: int) -> TaskFigures:
     """`official_ci95` (their headline's item-bootstrap interval, a fraction; null when it cannot be
     resampled) and `official_resampled` beside their figures in a task's entry."""
     return {"official_ci95": item_interval(rules_for(task).item_values(rows, preds), n_boot),
@@ -381,7 +382,7 @@ def strict_verdict_of(record: ScoreRecord) -> str | None:
 
 
 def score_strict_judged(task: tasks.Task, records: list[ScoreRecord], judge_model: str | None,
-                        n_boot: int) -> dict[str, Any]:
+                        n_boot: int) -> TaskFigures:
     """Ours beside theirs for a judged task: the same judge reply read strictly (one word that says yes
     or no, `official.strict_verdict`); a failed or empty answer is wrong; a reply that says neither
     plainly leaves the item unscored."""
@@ -392,7 +393,7 @@ def score_strict_judged(task: tasks.Task, records: list[ScoreRecord], judge_mode
                 "tokens": numbers.token_totals(records), "note": NO_JUDGE_NOTE}
     result = score_verdicts(verdicts, ["judge" if v else "unscored" for v in verdicts])
     found = numbers.task_figures(task, records, result, n_boot=n_boot)
-    found.update(scored=True, judge=judge_model, judge_errors=0, injection_suspected=0)
+    found.update({"scored": True, "judge": judge_model, "judge_errors": 0, "injection_suspected": 0})
     return found
 
 
@@ -522,13 +523,13 @@ class Official(Protocol):
         reply = (reading_of(record) or {}).get("judge_reply")  # their judge prompt's reply, kept by take_reply
         return reply if isinstance(reply, str) else None
 
-    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], dict[str, Any]]:
+    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], TaskFigures]:
         """Ours on the rows whose reference ours can read (its judged task from their judge's replies,
         read strictly), then theirs on every answer, as the `official` object of the entry."""
         answered = job.predictions  # every answer: the authors' scoring reads them all
         mine = [p for p in answered if usable_reference(job.spec, job.by_id[p.id], job.lang)]
         records = records_of(job, mine)
-        entry: dict[str, Any] = {}
+        entry: TaskFigures = {}
         if not job.spec.judged:
             rows = [job.by_id[p.id] for p in mine]
             entry = score_task(job.spec, records, parsed_answers(job.spec, mine, rows, job.lang, job.fresh), rows,
@@ -548,7 +549,7 @@ class Official(Protocol):
         return records, entry
 
     def figures_of(self, job: TaskScoring, records: list[ScoreRecord], predictions: Sequence[Prediction],
-                   judge: BackendJudge | None) -> dict[str, Any]:
+                   judge: BackendJudge | None) -> TaskFigures:
         """The `official` object of a task's entry: exactly the figures their script prints for these
         answers (epoch 0), and each record's `official` reading beside ours."""
         file_rows = sorted(job.by_id.values(), key=lambda r: int(r["idx"]))
@@ -570,11 +571,11 @@ class Official(Protocol):
         return OfficialTally(task, model, lang)
 
     # ------------------------------------------------------------ what a run reports
-    def own_figures(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    def own_figures(self, entry: TaskFigures) -> Mapping[str, Any] | None:
         figures = entry.get("official")
         return figures if isinstance(figures, Mapping) else None
 
-    def headline(self, task: tasks.Task, entry: Mapping[str, Any]) -> tuple[str, float | None] | None:
+    def headline(self, task: tasks.Task, entry: TaskFigures) -> tuple[str, float | None] | None:
         figures = self.own_figures(entry)
         return None if figures is None else rules_for(task.name).headline(figures)
 
@@ -598,11 +599,11 @@ class Official(Protocol):
                 found.append({**row, "correct": mine.get("correct") is True})
         return found
 
-    def interval(self, entry: Mapping[str, Any]) -> tuple[float, float] | None:
+    def interval(self, entry: TaskFigures) -> tuple[float, float] | None:
         found = entry.get("official_ci95")
         return (float(found[0]), float(found[1])) if isinstance(found, list) and len(found) == 2 else None
 
-    def counted(self, task: tasks.Task, entry: Mapping[str, Any]) -> int | None:
+    def counted(self, task: tasks.Task, entry: TaskFigures) -> int | None:
         """The items their headline divides by, as their scripts print it beside the figure: their judge's
         accuracy counts the answers it judged (`model_evaluate_total`; a row with an empty reference is in
         `total_eval` but never judged), ROUGE the answers it scored; any other figure every paired row
@@ -618,7 +619,7 @@ class Official(Protocol):
             return total
         return max(total - (missing or 0), 0)
 
-    def component(self, task: tasks.Task, entry: Mapping[str, Any], part: str, stat: str) -> float | None:
+    def component(self, task: tasks.Task, entry: TaskFigures, part: str, stat: str) -> float | None:
         """Their per-nutrient MAE and RMSE (units) and MAPE (their percent, as a fraction)."""
         figures = self.own_figures(entry) or {}
         found = figures.get(part)
@@ -627,7 +628,7 @@ class Official(Protocol):
             return None
         return value / 100 if stat == "mape" else float(value)
 
-    def headline_note(self, task: tasks.Task, entry: Mapping[str, Any]) -> str:
+    def headline_note(self, task: tasks.Task, entry: TaskFigures) -> str:
         left = entry.get("ours_left_out")
         left_text = f"; {left} items whose reference ours cannot read are left out of ours only" if left else ""
         return (f"{task.name}: the headline is the authors' scoring (their scripts' figures, metrics.json `official`); "
@@ -678,7 +679,7 @@ class OfficialTally(Tally):
         if id(record) in self._ours:
             self.decided.append("judge" if record.get("verdict") else "unscored")
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self) -> TaskFigures:
         """`official` (their figures for the items answered, in their file's order), `official_headline`
         ([name, fraction]: what Table 2 reports), `official_disagreements` and `ours_left_out`."""
         ordered = sorted(self._answers, key=lambda a: int(a.row["idx"]))
@@ -686,7 +687,7 @@ class OfficialTally(Tally):
         rows, lines = [a.row for a in ordered], {k: a.line for k, a in enumerate(ordered)}
         figures = script.figures(rows, lines)
         name, value = script.headline(figures)
-        found = {"protocol": "official", "official": figures, "official_headline": [name, value],
+        found: TaskFigures = {"protocol": "official", "official": figures, "official_headline": [name, value],
                  **interval_figures(self.task.name, rows, lines, N_BOOT),
                  "official_disagreements": disagreements(self.task, self.all_records)}
         if len(self.all_records) > len(self.records):
