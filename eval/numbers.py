@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import orjson
@@ -27,7 +27,7 @@ from eval.stats import (
     mean_of_column_means,
     paired_bootstrap,
 )
-from eval.types import NUTRIENTS, ScoreRecord
+from eval.types import NUTRIENTS, ScoreRecord, TaskFigures
 from metrics.nutrition_error.core import nutrition_figures, score_nutrition
 
 
@@ -264,7 +264,14 @@ def chance_accuracy(records: Sequence[ScoreRecord]) -> float | None:
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
 
 
-def outcome_counts(rows: Sequence[ScoreRecord]) -> dict[str, int]:
+class OutcomeCounts(TypedDict):
+    """`outcome_counts`: the two counts every entry of metrics.json carries (TaskFigures' keys of the name)."""
+
+    generation_failures: int
+    truncated: int
+
+
+def outcome_counts(rows: Sequence[ScoreRecord]) -> OutcomeCounts:
     """Items whose generation failed (scored as failures) and items the token limit cut off."""
     return {"generation_failures": sum(r.get("error") is not None for r in rows),
             "truncated": sum(r.get("truncated") is True for r in rows)}
@@ -307,14 +314,15 @@ def epoch_agreement(task: tasks.Task, rows: Sequence[ScoreRecord]) -> dict[str, 
 
 
 def task_figures(task: tasks.Task, rows: Sequence[ScoreRecord], metric_result: dict[str, Any], *,
-                 n_boot: int = N_BOOT) -> dict[str, Any]:
+                 n_boot: int = N_BOOT) -> TaskFigures:
     """A task's metrics.json entry: the metric's own figures, the outcome counts, token totals and
     the headline's 95% merchant-clustered interval (`accuracy_ci95` or `avg_mape_ci95`).
 
     With several epochs the rows are items x epochs: the figures are means over both, the interval
     still resamples merchants (all epochs of an item travel together), and `epochs` says how often
     the model answered alike."""
-    figures = {k: v for k, v in metric_result.items() if k not in ("per_item", "correct", "parsed", "verdicts",
+    # Built by name from the metric's result, whose keys vary by task (TaskFigures' undeclared escape).
+    figures: dict[str, Any] = {k: v for k, v in metric_result.items() if k not in ("per_item", "correct", "parsed", "verdicts",
                                                                      "decided_by")}
     figures.update(outcome_counts(rows))
     figures["tokens"] = token_totals(rows)
@@ -332,4 +340,4 @@ def task_figures(task: tasks.Task, rows: Sequence[ScoreRecord], metric_result: d
     agreement = epoch_agreement(task, rows)
     if agreement is not None:
         figures["epochs"] = agreement
-    return figures
+    return cast(TaskFigures, figures)

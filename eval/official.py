@@ -36,7 +36,7 @@ from typing import Any
 
 from dataset.official_rows import PROTOCOL, normalize_keys, reference_letter
 from dataset.official_rows import vqa_question as question_of
-from eval.types import ALPHABET, NUTRIENTS
+from eval.types import ALPHABET, NUTRIENTS, PredictionLine
 
 
 def facts() -> dict[str, Any]:
@@ -124,7 +124,7 @@ def classification_item(pred: str, gt_answer: str) -> tuple[bool, bool, str]:
     return letter == gt_answer and letter != "", unreadable, letter
 
 
-def classification_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+def classification_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
     """What eval_classification.py prints, from the file's rows and the predictions by `idx`."""
     paired = min(len(rows), len(preds))
     matched = unreadable = 0
@@ -218,7 +218,7 @@ def nutrition_errors(reference: Mapping[str, Any], answer: Mapping[str, Any] | N
     return errors
 
 
-def nutrition_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+def nutrition_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
     """What eval_nutrition.py prints, plus Table 2's `avg_*` (the means of the four nutrients)."""
     paired = min(len(rows), len(preds))
     absolute: dict[str, list[float]] = {k: [] for k in NUTRIENTS}
@@ -306,7 +306,7 @@ def strict_verdict(reply: Any) -> bool | None:
     return None
 
 
-def vqa_tasks(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]
+def vqa_tasks(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]
               ) -> list[tuple[int, str, str, str, bool]]:
     """The items their judge step evaluates: (idx, answer, reference, question, failed)."""
     paired = min(len(rows), len(preds))
@@ -331,7 +331,7 @@ def vqa_judge_figures(verdicts: Mapping[int, bool]) -> dict[str, Any]:
             "model_evaluate_total": total}
 
 
-def vqa_rouge_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+def vqa_rouge_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
     """What eval_vqa.py --evaluate (ROUGE) prints: mean ROUGE-1/2/L precision, recall and F1 over the
     answers rouge-chinese can score (an empty answer raises there and is left out)."""
     import logging

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import official, protocols, scoring, tasks
@@ -34,7 +34,7 @@ from eval.store import (
     write_atomically,
 )
 from eval.tasks.base import MAX_PARSED_CHARS
-from eval.types import Prediction, UserError
+from eval.types import OfficialReading, Prediction, PredictionLine, UserError
 
 FORMATS = ("official",)
 # A line of their prediction file: an answer of at most the parsers' bound, twice (model_pred and
@@ -52,7 +52,7 @@ def file_name(task: tasks.Task, lang: str) -> str:
 
 
 # ---------------------------------------------------------------- export
-def _paths(row: dict[str, Any], task: str, settings: RunSettings) -> dict[str, Any]:
+def _paths(row: dict[str, Any], task: str, settings: RunSettings) -> PredictionLine:
     """The image paths their inference records: one path as `image_path`, several as `image_paths`."""
     from eval.settings import image_indices
 
@@ -115,18 +115,18 @@ def export_official(run_dir: Path | str, out: Path | str, *, overwrite: bool = F
             line = preds[int(row["idx"])]
             failed = p.error is not None or p.raw is None or official.is_error(line["model_pred"])
             full = line["model_pred"] if failed else p.raw
-            item: dict[str, Any] = {"idx": int(row["idx"])}
+            item: PredictionLine = {"idx": int(row["idx"])}
             if spec.has_options:
                 item["gt_answer"] = line["gt_answer"]
-            item.update(model_pred=line["model_pred"], model_full_pred=full, model_input=row.get("prompt", ""))
+            item.update({"model_pred": line["model_pred"], "model_full_pred": full, "model_input": row.get("prompt", "")})
             if not spec.has_options:
                 item["label"] = row.get("ground_truth")
             item.update(_paths(row, task, settings))
-            verdict = scores.get((task, p.id), {})
+            verdict: OfficialReading = scores.get((task, p.id), {})
             if "judge_reply" in verdict:
-                item.update(eval_match=bool(verdict.get("correct")), eval_result=verdict["judge_reply"])
+                item.update({"eval_match": bool(verdict.get("correct")), "eval_result": verdict["judge_reply"]})
             elif "eval_match" in line:
-                item.update(eval_match=line["eval_match"], eval_result=line.get("eval_result"))
+                item.update({"eval_match": line["eval_match"], "eval_result": line.get("eval_result")})
             lines.append(item)
         lines.sort(key=lambda item: item["idx"])
         path = out / file_name(spec, settings.lang)
@@ -139,9 +139,9 @@ def export_official(run_dir: Path | str, out: Path | str, *, overwrite: bool = F
     return written
 
 
-def _official_records(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
+def _official_records(run_dir: Path) -> dict[tuple[str, str], OfficialReading]:
     """Each scored item's `official` reading (the judge's reply and verdict), by (task, id)."""
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    found: dict[tuple[str, str], OfficialReading] = {}
     path = run_dir / scoring.SCORES
     if not path.is_file():
         return found
@@ -161,12 +161,12 @@ def _strict_loads(data: bytes) -> Any:
     return json.loads(data, parse_constant=refuse)
 
 
-def read_official_file(path: Path, task: str, n_rows: int) -> dict[int, dict[str, Any]]:
+def read_official_file(path: Path, task: str, n_rows: int) -> dict[int, PredictionLine]:
     """The lines of one of their prediction files by `idx`, each checked; an OfficialFileError names the
     first line that cannot be taken."""
     if not path.is_file():
         raise OfficialFileError(f"{path}: no such file")
-    by_idx: dict[int, dict[str, Any]] = {}
+    by_idx: dict[int, PredictionLine] = {}
     seen_at: dict[int, int] = {}
     for number, line in iter_jsonl_objects(path, path.name, error=OfficialFileError, loads=_strict_loads,
                                            max_line_bytes=MAX_LINE_BYTES, max_depth=MAX_JSON_DEPTH):
@@ -190,7 +190,7 @@ def read_official_file(path: Path, task: str, n_rows: int) -> dict[int, dict[str
         if "eval_match" in line and not isinstance(line["eval_match"], bool):
             raise OfficialFileError(f"{where}: eval_match must be true or false")
         seen_at[idx] = number
-        by_idx[idx] = line
+        by_idx[idx] = cast(PredictionLine, line)  # checked above: idx, the text fields, eval_match (paths where read)
     if not by_idx:
         raise OfficialFileError(f"{path}: no prediction lines")
     return by_idx
@@ -225,11 +225,11 @@ def import_official(source: Path | str, task: str, out: Path | str, *, dataset: 
         pred = line["model_pred"]
         failed = official.is_error(pred)
         raw = None if failed else (line.get("model_full_pred") if isinstance(line.get("model_full_pred"), str) else pred)
-        kept: dict[str, Any] = {"model_pred": pred}
+        kept: PredictionLine = {"model_pred": pred}
         if isinstance(line.get("gt_answer"), str) and line["gt_answer"]:
             kept["gt_answer"] = line["gt_answer"]
         if isinstance(line.get("eval_match"), bool):
-            kept.update(eval_match=line["eval_match"], eval_result=line.get("eval_result"))
+            kept.update({"eval_match": line["eval_match"], "eval_result": line.get("eval_result")})
         parsed = None
         if raw is not None and scoring.usable_reference(spec, row, lang):
             parsed = spec.read_answer(raw, row, lang)

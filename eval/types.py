@@ -244,7 +244,7 @@ class Prediction:
     rotation: int = 0  # `--circular`: the options were rotated left by this many places (0 = as stored)
     # A line imported from the authors' prediction files: what their file says (`model_pred` as their
     # inference cleaned it, `gt_answer`, and their judge's `eval_match`/`eval_result` when judged).
-    imported: dict[str, Any] | None = None  # predictions.jsonl's IMPORTED_KEY
+    imported: PredictionLine | None = None  # predictions.jsonl's IMPORTED_KEY
 
     def to_json(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy of `parsed` and `usage` was a tenth of the runner's
@@ -320,4 +320,107 @@ class ScoreRecord(TypedDict, total=False):
     # -- added later, where they apply
     injection_suspected: bool  # vqa only, when judged: the answer carried text aimed at the judge
     rotation: int  # rotations.jsonl only: the options were rotated left by this many places (1..n-1)
-    official: dict[str, Any]  # the authors' protocol: their reading of the answer beside ours (eval/protocols/official.py)
+    official: OfficialReading  # the authors' protocol: their reading of the answer beside ours (eval/protocols/official.py)
+
+
+class PredictionLine(TypedDict, total=False):
+    """One line of the authors' prediction file (their inference writes it, their scripts score it), or what
+    the authors' protocol makes of one answer as such a line (`eval.protocols.official.official_preds`: the
+    fields their scoring reads, `model_pred` and where they apply `gt_answer`, `eval_match`, `eval_result`).
+
+    A file their scripts wrote is read by `eval.official_io.read_official_file` (which checks the types of
+    the fields it takes: a line may carry others, and null for a text field but `model_pred`), written by `export_official` in their field order
+    (`idx`, `gt_answer`, `model_pred`, `model_full_pred`, `model_input`, `label`, the image paths, the
+    verdict). An imported line keeps what the file says in predictions.jsonl (`Prediction.imported`:
+    `model_pred`, `gt_answer`, `eval_match`, `eval_result`). Their scripts pair a line with its row by `idx`.
+    """
+
+    idx: int  # the row's place among the release file's non-blank lines (0-based)
+    gt_answer: str | None  # classification only: the reference letter their inference writes ("" when none)
+    model_pred: str  # the answer as their inference keeps it (thinking removed), or `__INFER_ERROR__: why`
+    model_full_pred: str | None  # the model's whole text (a failed request: model_pred's marker)
+    model_input: str | None  # the prompt sent (the row's prompt verbatim)
+    label: Any  # nutrition and VQA: the row's reference as the release holds it
+    image_path: str  # the one image sent (one image), else
+    image_paths: list[str]  # the images sent, in order (none or several)
+    eval_match: bool  # VQA, once judged: their judge's verdict read by their keywords (False on failure)
+    eval_result: str | None  # VQA, once judged: the judge's reply, or their failure marker
+
+
+class OfficialReading(TypedDict, total=False):
+    """A scores.jsonl record's `official` object (`eval.protocols.official.reading`): the authors' reading of
+    one answer, beside ours. `idx`, `model_pred` and `read` are on every reading; the others where a task's
+    script has them (`ScriptRules.item`); the judge's fields are added once their judge step ran
+    (`take_reply`, `official_judge`). Only the first epoch's, unrotated, answers carry one.
+    """
+
+    idx: int  # the row's place in their release file, as their scripts pair answers with rows
+    model_pred: str  # the answer as their inference keeps it (PredictionLine.model_pred)
+    # What their script reads: classification the first letter (None when none), nutrition the four values
+    # ({calories, protein, carbohydrates, fat}: None when unparsed), VQA the stripped answer text
+    read: Any
+    # Right or wrong as their script counts it; None for nutrition, and for a VQA answer before their judge
+    correct: bool | None
+    unreadable: bool  # classification only: their script cannot read a letter A-Z (or the request failed)
+    parse_failed: bool  # nutrition only: their JSON extraction did not find the four values
+    counted: bool  # VQA only: the row has a reference, so it is in their total
+    judged: bool  # VQA only: counted, and the answer neither empty nor failed: their judge is asked
+    judge_reply: str | None  # VQA, judged: their judge's reply, or their failure marker
+    strict: bool | None  # VQA, judged: the same reply read strictly by ours (None: says neither plainly)
+
+
+class TaskFigures(TypedDict, total=False):
+    """A task's entry in metrics.json: its figures, as scoring computed them (`eval.numbers.task_figures`, then
+    the protocol's `score`). Which keys an entry holds depends on its task, its metric and its protocol,
+    hence total=False; the declared keys are the ones the harness writes by name and the reports read.
+
+    The escape: the metric's own per-component figures are in the entry too, undeclared, as the metric names
+    them (nutrition: `calories_mae`, `protein_mape`, ..., `{nutrient}_{mae|rmse|mape|median_ape|wmape}` with
+    and without `_parsed_only`, `{nutrient}_zero_gt`). `task_figures` copies them from the metric's result,
+    whose keys vary by task; no report reads them from here (they recompute them from the items,
+    `numbers.score_nutrition_rows` and `numbers.component`). An entry read back from metrics.json
+    (`eval.report.runs.Run.entry`) is not checked: a folder from elsewhere may hold anything, so readers check
+    each value they read.
+    """
+
+    # -- the metric's own figures (dining_accuracy, nutrition_error, judge_accuracy)
+    n: int  # items scored (items x epochs with --epochs)
+    accuracy: float | None  # classification, vqa: the headline (a fraction; None when nothing was answered)
+    parse_failures: int  # classification, nutrition: answers the parser could not read
+    accuracy_scored: float | None  # vqa: accuracy over the items the judge or a rule decided
+    unscored: int  # vqa: items neither the judge nor a rule decided
+    decided_by_rule: int  # vqa: verdicts a rule decided without the judge
+    avg_mape: float | None  # nutrition: the headline, the mean of the four nutrients' MAPE (a fraction)
+    median_ape: float | None  # nutrition: the median APE over every nutrient of every item
+    wmape: float | None  # nutrition: the mean of the nutrients' weighted MAPE
+    avg_mape_parsed_only: float | None  # nutrition: avg_mape over the parsed answers only
+    median_ape_parsed_only: float | None
+    wmape_parsed_only: float | None
+    zero_gt_exclusions: int  # nutrition: references of 0, left out of that nutrient's MAPE
+    # -- what every entry adds (`numbers.task_figures`)
+    generation_failures: int  # items whose generation failed (scored as failures)
+    truncated: int  # items the token limit cut off
+    tokens: dict[str, int]  # prompt_tokens, completion_tokens, reasoning_tokens summed over items
+    merchants: int  # the interval's clusters: merchants, or items where the release names none
+    resampled: str  # what the interval resamples: "merchants" | "items"
+    accuracy_ci95: list[float] | None  # classification, vqa: the headline's 95% interval (None: not resampled)
+    avg_mape_ci95: list[float] | None  # nutrition: likewise
+    epochs: dict[str, Any]  # --epochs K: {epochs, items, agreement} (`numbers.epoch_agreement`)
+    # -- a judged task (`records.score_judged`; without a judge: scored False, n, the counts, tokens, note)
+    scored: bool  # whether the judge ran
+    judge: str | None  # the judge's spec
+    judge_errors: int  # items the judge failed on every attempt
+    injection_suspected: int  # answers that carried text aimed at the judge
+    note: str  # why the task is unscored
+    # -- our protocol (`eval.protocols.ours`)
+    circular_accuracy: float | None  # --circular: items answered right under every rotation
+    circular_accuracy_ci95: list[float] | None
+    circular: dict[str, Any]  # --circular: the other circular figures (`eval.circular.circular_figures`)
+    ours_left_out: int  # answers to rows whose reference ours cannot read (the authors' release)
+    # -- the authors' protocol (`eval.protocols.official`)
+    protocol: str  # a live tally's entry (the Space): "official"
+    official: dict[str, Any]  # their script's printed figures, under the names it prints them
+    official_headline: list[Any]  # a live tally's entry: [name, fraction], what Table 2 reports
+    official_ci95: list[float] | None  # their headline's item-bootstrap 95% interval (a fraction)
+    official_resampled: str  # "items": what official_ci95 resamples
+    official_disagreements: int  # items their reading and ours read differently

@@ -22,7 +22,7 @@ from eval import prompts, tasks
 from eval.images import ViewHashes
 from eval.settings import IDENTITY_FIELDS, RunSettings, UsageError
 from eval.store import Key
-from eval.types import GenerationConfig, Prediction, Request, ScoreRecord
+from eval.types import GenerationConfig, Prediction, Request, ScoreRecord, TaskFigures
 
 
 def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list[str], epoch: int = 0,
@@ -105,7 +105,7 @@ class Tally:
         reference, raw)` (the Space's request-slot judge)."""
         raise NotImplementedError
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self) -> TaskFigures:
         return {}
 
 
@@ -174,7 +174,7 @@ class Protocol:
         """Whether our figures read this row (its reference is readable); every row is asked."""
         return True
 
-    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], dict[str, Any]]:
+    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], TaskFigures]:
         """The task's scores.jsonl records and its metrics.json entry."""
         raise NotImplementedError
 
@@ -191,21 +191,21 @@ class Protocol:
         return None
 
     # ------------------------------------------------------------ what a run reports
-    def headline(self, task: tasks.Task, entry: Mapping[str, Any]) -> tuple[str, float | None] | None:
+    def headline(self, task: tasks.Task, entry: TaskFigures) -> tuple[str, float | None] | None:
         """(name, fraction) of the figure this protocol reports first for a task's metrics.json entry,
         when it is not ours (`task.figure`); None: ours is the headline."""
         return None
 
-    def interval(self, entry: Mapping[str, Any]) -> tuple[float, float] | None:
+    def interval(self, entry: TaskFigures) -> tuple[float, float] | None:
         """The 95% interval of `headline` (a fraction), when the protocol's headline is not ours."""
         return None
 
-    def counted(self, task: tasks.Task, entry: Mapping[str, Any]) -> int | None:
+    def counted(self, task: tasks.Task, entry: TaskFigures) -> int | None:
         """How many items `headline` reads, as this protocol counted them for a task's metrics.json entry, when
         its headline is not ours; None: ours, which reads the items scored."""
         return None
 
-    def component(self, task: tasks.Task, entry: Mapping[str, Any], part: str, stat: str) -> float | None:
+    def component(self, task: tasks.Task, entry: TaskFigures, part: str, stat: str) -> float | None:
         """A component's figure (`mae`, `rmse`; `mape` as a fraction) under this protocol's reading, when its
         headline is not ours."""
         return None
@@ -215,11 +215,11 @@ class Protocol:
         for what resamples or pairs items (`eval compare`, breakdowns): ours reads them as scored."""
         return list(rows)
 
-    def own_figures(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    def own_figures(self, entry: TaskFigures) -> Mapping[str, Any] | None:
         """The figures this protocol adds to a task's metrics.json entry beside ours; None: ours alone."""
         return None
 
-    def headline_note(self, task: tasks.Task, entry: Mapping[str, Any]) -> str:
+    def headline_note(self, task: tasks.Task, entry: TaskFigures) -> str:
         """One line saying what the headline is and what ours beside it is."""
         return ""
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -46,9 +46,12 @@ from eval.types import (
     NUTRIENTS,
     GenerationConfig,
     Message,
+    OfficialReading,
     Prediction,
+    PredictionLine,
     Request,
     ScoreRecord,
+    TaskFigures,
 )
 from metrics.judge_accuracy.core import VerdictCache, score_verdicts
 
@@ -83,21 +86,21 @@ class ScriptRules:
         """Why their script cannot make this row's request (a failed request in their files), or None."""
         return None
 
-    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
+    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> OfficialReading:
         """What their script reads of one answer (`read`) and whether it counts as right (`correct`)."""
         raise NotImplementedError
 
-    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
         raise NotImplementedError
 
-    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
         """Each item's share of the headline, as their script counts it: 1/0 for right/wrong (a vector whose
         mean is the headline), or per-component percentage errors (items x components, NaN = not counted),
         whose mean of column means is it. What the item bootstrap resamples."""
         raise NotImplementedError
 
 
-def _paired(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> Iterator[int]:
+def _paired(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> Iterator[int]:
     """The positions their scripts pair (below min(rows, predictions)) that hold a prediction."""
     return (i for i in range(min(len(rows), len(preds))) if preds.get(i) is not None)
 
@@ -115,15 +118,15 @@ class ClassificationRules(ScriptRules):
         chosen = [k for k in indices if (k == 0 and n > 0) or (k != 0 and k < n)]
         return chosen or ([0] if n else [])
 
-    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
+    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> OfficialReading:
         gt = gt_answer or rules.classification_gt(row)
         correct, unreadable, letter = rules.classification_item(model_pred, gt)
         return {"read": letter or None, "correct": correct, "unreadable": unreadable}
 
-    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
         return rules.classification_figures(rows, preds)
 
-    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
         return np.array([float(rules.classification_item(str(preds[i].get("model_pred", "")),
                                                          preds[i].get("gt_answer") or rules.classification_gt(rows[i]))[0])
                          for i in _paired(rows, preds)])
@@ -156,15 +159,15 @@ class NutritionRules(ScriptRules):
             picked = [users[0]]  # nothing chosen and no merchant photo: their fallback, the string's first character
         return f"Image does not exist: {picked[0]}" if picked else None
 
-    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
+    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> OfficialReading:
         answer = rules.parse_nutrition_answer(model_pred.strip())
         read = None if answer is None else {k: answer[k] for k in NUTRIENTS}
         return {"read": read, "correct": None, "parse_failed": answer is None}
 
-    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
         return rules.nutrition_figures(rows, preds)
 
-    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
         """Percentage errors per nutrient (an unread answer: 100; a zero reference: not counted)."""
         found = []
         for i in _paired(rows, preds):
@@ -190,7 +193,7 @@ class VqaRules(ScriptRules):
         images = published(row).get("images")
         return f"Image does not exist: {images[0]}" if isinstance(images, str) and images else None
 
-    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> dict[str, Any]:
+    def item(self, model_pred: str, row: Mapping[str, Any], gt_answer: str | None = None) -> OfficialReading:
         """Before the judge: an empty or failed answer is wrong without a call; a row with an empty
         reference is left out of their total (`counted` False)."""
         answer = model_pred.strip()
@@ -199,7 +202,7 @@ class VqaRules(ScriptRules):
         return {"read": answer, "correct": False if failed and counted else None, "counted": counted,
                 "judged": counted and not failed}
 
-    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
         """ROUGE, and the judge's figures from each prediction's `eval_match` where the judge ran."""
         figures = rules.vqa_rouge_figures(rows, preds)
         verdicts = {i: bool(preds[i].get("eval_match")) for i, *_ in rules.vqa_tasks(rows, preds)
@@ -208,7 +211,7 @@ class VqaRules(ScriptRules):
             figures.update(rules.vqa_judge_figures(verdicts))
         return figures
 
-    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]]) -> np.ndarray:
+    def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
         """Their judge's verdict per judged item (none before a judge ran: their figure is then ROUGE)."""
         return np.array([float(bool(preds[i].get("eval_match"))) for i, *_ in rules.vqa_tasks(rows, preds)
                          if "eval_match" in preds[i]])
@@ -242,8 +245,8 @@ def item_interval(values: np.ndarray, n_boot: int) -> list[float] | None:
     return [float(low), float(high)]
 
 
-def interval_figures(task: str, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Mapping[str, Any]],
-                     n_boot: int) -> dict[str, Any]:
+def interval_figures(task: str, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine],
+                     n_boot: int) -> TaskFigures:
     """`official_ci95` (their headline's item-bootstrap interval, a fraction; null when it cannot be
     resampled) and `official_resampled` beside their figures in a task's entry."""
     return {"official_ci95": item_interval(rules_for(task).item_values(rows, preds), n_boot),
@@ -261,41 +264,41 @@ def served_name(spec: str | None) -> str:
 
 
 def official_preds(task: str, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]],
-                   model: str | None, indices: str | None = None) -> dict[int, dict[str, Any]]:
+                   model: str | None, indices: str | None = None) -> dict[int, PredictionLine]:
     """Each answer as a line of their prediction file, by `idx`: `model_pred` (their cleaning of the
     text, or the failure marker) and, for classification, the `gt_answer` their inference writes.
     A request their script cannot make for a row (`ScriptRules.fails`) is their failure marker."""
     script, name = rules_for(task), served_name(model)
     chosen = image_indices(indices)
-    found: dict[int, dict[str, Any]] = {}
+    found: dict[int, PredictionLine] = {}
     for p, row in zip(predictions, rows, strict=True):
-        kept = p.imported or {}  # an imported line: what their file says
+        kept: PredictionLine = p.imported or {}  # an imported line: what their file says
         broken = script.fails(row, chosen)
-        line: dict[str, Any] = {"model_pred": kept["model_pred"] if isinstance(kept.get("model_pred"), str)
+        line: PredictionLine = {"model_pred": kept["model_pred"] if isinstance(kept.get("model_pred"), str)
                                 else rules.infer_error(broken) if broken
                                 else rules.model_pred(p.raw, p.error, name)}
         if script.writes_gt_answer:
             line["gt_answer"] = kept["gt_answer"] if "gt_answer" in kept else rules.classification_gt(row)
         if isinstance(kept.get("eval_match"), bool):
-            line.update(eval_match=kept["eval_match"], eval_result=kept.get("eval_result"))
+            line.update({"eval_match": kept["eval_match"], "eval_result": kept.get("eval_result")})
         found[int(row["idx"])] = line
     return found
 
 
-def reading(task: str, line: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+def reading(task: str, line: PredictionLine, row: Mapping[str, Any]) -> OfficialReading:
     """A record's `official` object: their reading of one answer, beside ours."""
     return {"idx": int(row["idx"]), "model_pred": line["model_pred"],
             **rules_for(task).item(line["model_pred"], row, line.get("gt_answer"))}
 
 
-def reading_of(record: Mapping[str, Any]) -> dict[str, Any] | None:
+def reading_of(record: Mapping[str, Any]) -> OfficialReading | None:
     """A scores.jsonl record's reading by their rules (its `official` object), None when it has none."""
     found = record.get("official")
-    return found if isinstance(found, dict) else None
+    return cast(OfficialReading, found) if isinstance(found, dict) else None  # a line from a file: an object
 
 
 # ------------------------------------------------------------------ their judge, ours beside it
-def judge_prompt_of(row: Mapping[str, Any], mine: Mapping[str, Any]) -> str | None:
+def judge_prompt_of(row: Mapping[str, Any], mine: OfficialReading) -> str | None:
     """Their Chinese judge prompt for a VQA answer their judge step asks about; None for an answer it
     does not (an empty reference is left out; an empty or failed answer is wrong without a call)."""
     if not mine.get("judged"):
@@ -303,21 +306,21 @@ def judge_prompt_of(row: Mapping[str, Any], mine: Mapping[str, Any]) -> str | No
     return rules.judge_prompt(rules.vqa_question(row), str(row.get("ground_truth") or ""), mine["read"])
 
 
-def take_reply(line: dict[str, Any], record: ScoreRecord, reply: str | None) -> None:
+def take_reply(line: PredictionLine, record: ScoreRecord, reply: str | None) -> None:
     """Their verdict (`eval_match`, their keywords) and ours (the same reply read strictly) for one VQA
     answer. `reply` None: their step did not ask (a failed answer counts wrong, a row without a
     reference is left out), or the judge failed every attempt (wrong, as theirs)."""
     mine = record["official"]
     if mine.get("judged") and reply is not None:
-        line.update(eval_match=rules.keyword_verdict(reply), eval_result=reply)
-        mine.update(correct=line["eval_match"], judge_reply=reply, strict=rules.strict_verdict(reply))
+        line.update({"eval_match": rules.keyword_verdict(reply), "eval_result": reply})
+        mine.update({"correct": line["eval_match"], "judge_reply": reply, "strict": rules.strict_verdict(reply)})
     elif mine.get("counted"):
         marker = rules.facts()["error_marker"]["judge" if mine.get("judged") else "inference"]
-        line.update(eval_match=False, eval_result=marker)
-        mine.update(correct=False, judge_reply=marker)
+        line.update({"eval_match": False, "eval_result": marker})
+        mine.update({"correct": False, "judge_reply": marker})
 
 
-def official_judge(records: list[ScoreRecord], preds: dict[int, dict[str, Any]],
+def official_judge(records: list[ScoreRecord], preds: dict[int, PredictionLine],
                    file_rows: Sequence[dict[str, Any]], judge: BackendJudge | None, judge_model: str | None,
                    cache_dir: Path, concurrency: int) -> None:
     """Their judge step: the Chinese judge prompt for each answer that counts, its reply read by their
@@ -326,8 +329,8 @@ def official_judge(records: list[ScoreRecord], preds: dict[int, dict[str, Any]],
     by_idx = {r["official"]["idx"]: r for r in records if "official" in r}
     for i, record in by_idx.items():  # verdicts their file already holds (an imported, judged run)
         if "eval_match" in preds.get(i, {}):
-            record["official"].update(correct=preds[i]["eval_match"], judge_reply=preds[i].get("eval_result"),
-                                      strict=rules.strict_verdict(preds[i].get("eval_result")))
+            record["official"].update({"correct": preds[i]["eval_match"], "judge_reply": preds[i].get("eval_result"),
+                                       "strict": rules.strict_verdict(preds[i].get("eval_result"))})
     if judge is None:
         return
     cache = VerdictCache(cache_dir, judge_model or "")
@@ -337,7 +340,7 @@ def official_judge(records: list[ScoreRecord], preds: dict[int, dict[str, Any]],
         if "eval_match" in preds[i]:
             continue
         if failed:
-            preds[i].update(eval_match=False, eval_result=rules.facts()["error_marker"]["inference"])
+            preds[i].update({"eval_match": False, "eval_result": rules.facts()["error_marker"]["inference"]})
         else:
             pending.append((i, rules.judge_prompt(question, reference, answer)))
 
@@ -356,10 +359,10 @@ def official_judge(records: list[ScoreRecord], preds: dict[int, dict[str, Any]],
         replies = list(pool.map(ask, [prompt for _, prompt in pending]))
     for (i, _), reply in zip(pending, replies, strict=True):
         match = reply != error and rules.keyword_verdict(reply)
-        preds[i].update(eval_match=match, eval_result=reply)
+        preds[i].update({"eval_match": match, "eval_result": reply})
         found = by_idx.get(i)
         if found is not None:
-            found["official"].update(correct=match, judge_reply=reply, strict=rules.strict_verdict(reply))
+            found["official"].update({"correct": match, "judge_reply": reply, "strict": rules.strict_verdict(reply)})
 
 
 def strict_verdict_of(record: ScoreRecord) -> str | None:
@@ -379,7 +382,7 @@ def strict_verdict_of(record: ScoreRecord) -> str | None:
 
 
 def score_strict_judged(task: tasks.Task, records: list[ScoreRecord], judge_model: str | None,
-                        n_boot: int) -> dict[str, Any]:
+                        n_boot: int) -> TaskFigures:
     """Ours beside theirs for a judged task: the same judge reply read strictly (one word that says yes
     or no, `official.strict_verdict`); a failed or empty answer is wrong; a reply that says neither
     plainly leaves the item unscored."""
@@ -390,7 +393,7 @@ def score_strict_judged(task: tasks.Task, records: list[ScoreRecord], judge_mode
                 "tokens": numbers.token_totals(records), "note": NO_JUDGE_NOTE}
     result = score_verdicts(verdicts, ["judge" if v else "unscored" for v in verdicts])
     found = numbers.task_figures(task, records, result, n_boot=n_boot)
-    found.update(scored=True, judge=judge_model, judge_errors=0, injection_suspected=0)
+    found.update({"scored": True, "judge": judge_model, "judge_errors": 0, "injection_suspected": 0})
     return found
 
 
@@ -520,13 +523,13 @@ class Official(Protocol):
         reply = (reading_of(record) or {}).get("judge_reply")  # their judge prompt's reply, kept by take_reply
         return reply if isinstance(reply, str) else None
 
-    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], dict[str, Any]]:
+    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], TaskFigures]:
         """Ours on the rows whose reference ours can read (its judged task from their judge's replies,
         read strictly), then theirs on every answer, as the `official` object of the entry."""
         answered = job.predictions  # every answer: the authors' scoring reads them all
         mine = [p for p in answered if usable_reference(job.spec, job.by_id[p.id], job.lang)]
         records = records_of(job, mine)
-        entry: dict[str, Any] = {}
+        entry: TaskFigures = {}
         if not job.spec.judged:
             rows = [job.by_id[p.id] for p in mine]
             entry = score_task(job.spec, records, parsed_answers(job.spec, mine, rows, job.lang, job.fresh), rows,
@@ -546,7 +549,7 @@ class Official(Protocol):
         return records, entry
 
     def figures_of(self, job: TaskScoring, records: list[ScoreRecord], predictions: Sequence[Prediction],
-                   judge: BackendJudge | None) -> dict[str, Any]:
+                   judge: BackendJudge | None) -> TaskFigures:
         """The `official` object of a task's entry: exactly the figures their script prints for these
         answers (epoch 0), and each record's `official` reading beside ours."""
         file_rows = sorted(job.by_id.values(), key=lambda r: int(r["idx"]))
@@ -568,11 +571,11 @@ class Official(Protocol):
         return OfficialTally(task, model, lang)
 
     # ------------------------------------------------------------ what a run reports
-    def own_figures(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    def own_figures(self, entry: TaskFigures) -> Mapping[str, Any] | None:
         figures = entry.get("official")
         return figures if isinstance(figures, Mapping) else None
 
-    def headline(self, task: tasks.Task, entry: Mapping[str, Any]) -> tuple[str, float | None] | None:
+    def headline(self, task: tasks.Task, entry: TaskFigures) -> tuple[str, float | None] | None:
         figures = self.own_figures(entry)
         return None if figures is None else rules_for(task.name).headline(figures)
 
@@ -596,11 +599,11 @@ class Official(Protocol):
                 found.append({**row, "correct": mine.get("correct") is True})
         return found
 
-    def interval(self, entry: Mapping[str, Any]) -> tuple[float, float] | None:
+    def interval(self, entry: TaskFigures) -> tuple[float, float] | None:
         found = entry.get("official_ci95")
         return (float(found[0]), float(found[1])) if isinstance(found, list) and len(found) == 2 else None
 
-    def counted(self, task: tasks.Task, entry: Mapping[str, Any]) -> int | None:
+    def counted(self, task: tasks.Task, entry: TaskFigures) -> int | None:
         """The items their headline divides by, as their scripts print it beside the figure: their judge's
         accuracy counts the answers it judged (`model_evaluate_total`; a row with an empty reference is in
         `total_eval` but never judged), ROUGE the answers it scored; any other figure every paired row
@@ -616,7 +619,7 @@ class Official(Protocol):
             return total
         return max(total - (missing or 0), 0)
 
-    def component(self, task: tasks.Task, entry: Mapping[str, Any], part: str, stat: str) -> float | None:
+    def component(self, task: tasks.Task, entry: TaskFigures, part: str, stat: str) -> float | None:
         """Their per-nutrient MAE and RMSE (units) and MAPE (their percent, as a fraction)."""
         figures = self.own_figures(entry) or {}
         found = figures.get(part)
@@ -625,7 +628,7 @@ class Official(Protocol):
             return None
         return value / 100 if stat == "mape" else float(value)
 
-    def headline_note(self, task: tasks.Task, entry: Mapping[str, Any]) -> str:
+    def headline_note(self, task: tasks.Task, entry: TaskFigures) -> str:
         left = entry.get("ours_left_out")
         left_text = f"; {left} items whose reference ours cannot read are left out of ours only" if left else ""
         return (f"{task.name}: the headline is the authors' scoring (their scripts' figures, metrics.json `official`); "
@@ -635,7 +638,7 @@ class Official(Protocol):
 @dataclass
 class _Answer:
     row: dict[str, Any]
-    line: dict[str, Any]  # the line of their prediction file
+    line: PredictionLine  # the line of their prediction file
 
 
 class OfficialTally(Tally):
@@ -646,7 +649,7 @@ class OfficialTally(Tally):
     def __init__(self, task: tasks.Task, model: str, lang: str) -> None:
         self.task, self.model, self.lang = task, model, lang
         self._answers: list[_Answer] = []
-        self._lines: dict[int, dict[str, Any]] = {}  # id(record) -> their line
+        self._lines: dict[int, PredictionLine] = {}  # id(record) -> their line
         self.all_records: list[ScoreRecord] = []  # every answer's record, with its `official` reading
         self.records: list[ScoreRecord] = []  # ours: the rows whose reference ours reads
         self.rows: list[dict[str, Any]] = []
@@ -676,7 +679,7 @@ class OfficialTally(Tally):
         if id(record) in self._ours:
             self.decided.append("judge" if record.get("verdict") else "unscored")
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self) -> TaskFigures:
         """`official` (their figures for the items answered, in their file's order), `official_headline`
         ([name, fraction]: what Table 2 reports), `official_disagreements` and `ours_left_out`."""
         ordered = sorted(self._answers, key=lambda a: int(a.row["idx"]))
@@ -684,7 +687,7 @@ class OfficialTally(Tally):
         rows, lines = [a.row for a in ordered], {k: a.line for k, a in enumerate(ordered)}
         figures = script.figures(rows, lines)
         name, value = script.headline(figures)
-        found = {"protocol": "official", "official": figures, "official_headline": [name, value],
+        found: TaskFigures = {"protocol": "official", "official": figures, "official_headline": [name, value],
                  **interval_figures(self.task.name, rows, lines, N_BOOT),
                  "official_disagreements": disagreements(self.task, self.all_records)}
         if len(self.all_records) > len(self.records):

@@ -26,7 +26,15 @@ from eval.protocols.records import (
     usable_reference,
 )
 from eval.settings import RunSettings, UsageError
-from eval.types import DEFAULT_MAX_TOKENS, GenerationConfig, Message, Prediction, Request, ScoreRecord
+from eval.types import (
+    DEFAULT_MAX_TOKENS,
+    GenerationConfig,
+    Message,
+    Prediction,
+    Request,
+    ScoreRecord,
+    TaskFigures,
+)
 
 
 class Ours(Protocol):
@@ -108,7 +116,7 @@ class Ours(Protocol):
     def scores_row(self, task: tasks.Task, row: Mapping[str, Any], lang: str) -> bool:
         return usable_reference(task, row, lang)
 
-    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], dict[str, Any]]:
+    def score(self, job: TaskScoring) -> tuple[list[ScoreRecord], TaskFigures]:
         answered = job.predictions
         mine = [p for p in answered if usable_reference(job.spec, job.by_id[p.id], job.lang)]
         rotated = [p for p in mine if p.rotation]  # --circular: scored apart, into rotations.jsonl
@@ -143,7 +151,7 @@ def records_of(job: TaskScoring, predictions: Sequence[Prediction]) -> list[Scor
             for p in predictions]
 
 
-def left_out(entry: dict[str, Any], answered: Sequence[Prediction], mine: Sequence[Prediction],
+def left_out(entry: TaskFigures, answered: Sequence[Prediction], mine: Sequence[Prediction],
              rotated: Sequence[Prediction] = ()) -> None:
     """`ours_left_out`: answers to rows whose reference ours cannot read (the authors' release)."""
     if len(answered) > len(mine) + len(rotated):
@@ -183,7 +191,7 @@ class OursTally(Tally):
                        "correct": None if verdict is None else verdict == "C"})
         self.decided.append(decided_by)
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self) -> TaskFigures:
         return {"ours_left_out": self.answered - len(self.records)} if self.answered > len(self.records) else {}
 
 

@@ -19,7 +19,7 @@ from eval import circular, numbers, tasks
 from eval.limiter import START
 from eval.settings import N_BOOT
 from eval.store import Key, key_of
-from eval.types import Prediction, ScoreRecord
+from eval.types import Prediction, ScoreRecord, TaskFigures
 from metrics.judge_accuracy.core import final_answer, injection_suspected, judge_items, score_verdicts
 
 # judge_items' provenance -> scores.jsonl's decided_by: a cached verdict was a judge's; a missing
@@ -83,19 +83,19 @@ def parsed_answers(task: tasks.Task, predictions: Sequence[Prediction], rows: Se
 # ---------------------------------------------------------------- per task
 def score_rotations(task: tasks.Task, predictions: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
                     plain: list[ScoreRecord], lang: str, n_boot: int = N_BOOT, fresh: Collection[Key] = ()
-                    ) -> tuple[list[ScoreRecord], dict[str, Any]]:
+                    ) -> tuple[list[ScoreRecord], TaskFigures]:
     """`--circular`: the rotated answers scored against the letter their rotation moved the answer to
     (rotations.jsonl lines), and the circular figures of the task's entry."""
     rows = [task.rotate(by_id[p.id], p.rotation) for p in predictions]
     records: list[ScoreRecord] = [{**item_record(task, row, p, lang=lang), "rotation": p.rotation} for row, p in zip(rows, predictions, strict=True)]
     task.score(records, parsed_answers(task, predictions, rows, lang, fresh), rows, lang)
     found = circular.circular_figures(plain, records, n_boot=n_boot) or {}
-    headline = {k: found.pop(k, None) for k in ("circular_accuracy", "circular_accuracy_ci95")}
-    return records, {**headline, "circular": found}
+    return records, {"circular_accuracy": found.pop("circular_accuracy", None),
+                     "circular_accuracy_ci95": found.pop("circular_accuracy_ci95", None), "circular": found}
 
 
 def score_task(task: tasks.Task, records: list[ScoreRecord], parsed: list[Any], rows: Sequence[dict[str, Any]],
-               lang: str, n_boot: int = N_BOOT) -> dict[str, Any]:
+               lang: str, n_boot: int = N_BOOT) -> TaskFigures:
     """Each record's score from its parsed answer (None = unparsed or failed) and the task's figures."""
     result = task.score(records, parsed, rows, lang)
     return numbers.task_figures(task, records, result, n_boot=n_boot)
@@ -103,7 +103,7 @@ def score_task(task: tasks.Task, records: list[ScoreRecord], parsed: list[Any], 
 
 def score_judged(task: tasks.Task, records: list[ScoreRecord], raws: list[str | None], questions: list[str],
                  judge: Callable[[str], str] | None, judge_model: str | None, cache_dir: Path,
-                 concurrency: int = START, n_boot: int = N_BOOT) -> dict[str, Any]:
+                 concurrency: int = START, n_boot: int = N_BOOT) -> TaskFigures:
     """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I").
 
     The judge reads the raw answers through the metric's own `final_answer`, exactly as the
@@ -123,8 +123,8 @@ def score_judged(task: tasks.Task, records: list[ScoreRecord], raws: list[str | 
         record["injection_suspected"] = injection_suspected(final_answer(raw))
     result = score_verdicts(verdicts, decided)
     metrics = numbers.task_figures(task, records, result, n_boot=n_boot)
-    metrics.update(scored=True, judge=judge_model, judge_errors=sum(d == "judge_error" for d in decided),
-                   injection_suspected=sum(r["injection_suspected"] for r in records))
+    metrics.update({"scored": True, "judge": judge_model, "judge_errors": sum(d == "judge_error" for d in decided),
+                    "injection_suspected": sum(r["injection_suspected"] for r in records)})
     return metrics
 
 

@@ -17,7 +17,7 @@ from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_j
 from eval import protocols, tasks
 from eval.protocols import Protocol
 from eval.store import RUN_FILE_BYTES, RUN_LINE_BYTES, json_line
-from eval.types import NUTRIENTS, ScoreRecord, UserError
+from eval.types import NUTRIENTS, ScoreRecord, TaskFigures, UserError
 
 REPORTED_CSV = Path(__file__).resolve().parents[1] / "data" / "table2_reported.csv"
 
@@ -54,10 +54,11 @@ class RunData:
         (the one place a run folder's task names become tasks; one no module registered is left out)."""
         return [(tasks.get(name), rows) for name, rows in self.scores.items() if tasks.is_task(name)]
 
-    def entry(self, task: str) -> dict[str, Any]:
+    def entry(self, task: str) -> TaskFigures:
         """A task's metrics.json entry ({} when there is none)."""
         found = self.metrics.get(task)
-        return found if isinstance(found, dict) else {}
+        # Not checked: a folder from elsewhere may hold anything, so readers check each value they read.
+        return cast(TaskFigures, found) if isinstance(found, dict) else {}
 
     def headline(self, task: tasks.Task) -> tuple[str, float | None, tuple[float, float] | None] | None:
         """(name, value, 95% interval) of the figure the run's protocol reports first for `task`, when it is

@@ -20,7 +20,7 @@ from eval.protocols import Protocol
 from eval.report.runs import RunData
 from eval.settings import RunSettings
 from eval.tasks import all_tasks
-from eval.types import UserError
+from eval.types import TaskFigures, UserError
 
 MISSING = "–"
 
@@ -57,7 +57,7 @@ def resampled_units(runs: Sequence[RunData]) -> set[str]:
     return units or {"merchants"}
 
 
-def read_differently(entry: dict[str, Any]) -> int:
+def read_differently(entry: TaskFigures) -> int:
     """How many answers the run's protocol and ours read differently (a task's metrics.json
     `official_disagreements`); 0 when the entry holds no count (a folder from elsewhere may hold anything)."""
     found = entry.get("official_disagreements")
@@ -233,7 +233,7 @@ def results_table(metrics: dict[str, Any], protocol: Protocol | None = None) -> 
     return "\n".join([table, ""] + notes).rstrip()
 
 
-def headline_row(theirs: tuple[str, float | None], interval: Sequence[float] | None, m: dict[str, Any],
+def headline_row(theirs: tuple[str, float | None], interval: Sequence[float] | None, m: TaskFigures,
                  ours: list[str]) -> list[str]:
     """A task's summary row under a protocol whose figure leads: (its name, its value) and its interval as
     the headline, ours beside it with the number of items the two readings read differently."""

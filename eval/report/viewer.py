@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gradio as gr
 
@@ -45,7 +45,7 @@ from eval.report.runs import ReportError, file_signature, run_folders
 from eval.report.tables import as_text, pct, readable
 from eval.tasks import figure_of
 from eval.tasks import names as task_names
-from eval.types import UserError
+from eval.types import TaskFigures, UserError
 
 MAX_PROBLEMS_SHOWN = 5
 SHOWN_SIDE = 2048  # views as sent are at most the run's max side (1,568 px by default): shown whole
@@ -414,7 +414,8 @@ def run_label(name: str, folder: Path) -> str:
     for task, figures in metrics.items():
         if not isinstance(figures, dict) or not isinstance(task, str):
             continue
-        led = protocol.headline(tasks.get(task), figures) if tasks.is_task(task) else None
+        # An entry as metrics.json holds it, not checked: the protocol checks each value it reads.
+        led = protocol.headline(tasks.get(task), cast(TaskFigures, figures)) if tasks.is_task(task) else None
         if led is not None:  # the run's protocol's figure, named as its scoring names it
             shown = pct(led[1]) if isinstance(led[1], int | float) and not isinstance(led[1], bool) else "–"
             parts.append(f"{_short_text(task, 30)} {protocol.name} {_short_text(led[0], 30)} {shown}")
