@@ -32,7 +32,7 @@ from typing import Any
 from construct.errors import BuildError
 from construct.prefilter import prefilter_chunk
 
-# Engines by name, each loaded when asked for (as eval/backends' MODULES): Ray, an optional requirement,
+# Engines by name, each loaded when asked for (as eval/specs.py's BACKENDS): Ray, an optional requirement,
 # is imported only by a build that runs on it, never by the Space or the local engine.
 ENGINES = {"local": "construct.engine", "ray": "construct.ray_engine"}
 CHUNK = 64  # photos per prefilter job

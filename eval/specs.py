@@ -8,9 +8,16 @@ from __future__ import annotations
 
 from eval.types import UserError
 
-# The backends' names, which a spec's `backend:` part must be; the module of each is named in
-# eval/backends/__init__.py (MODULES), which loads it: the names live here, below the settings that check them.
-BACKENDS: tuple[str, ...] = ("openai", "gemini", "baseline", "hf", "vllm")
+# The backends: the name a spec's `backend:` part must be -> its module, relative to the `eval.backends`
+# package, which loads it by this name (eval/backends/__init__.py:provider_module). The one list: it lives
+# here, below the settings that check a spec, and a relative name is no import of this module's.
+BACKENDS: dict[str, str] = {
+    "openai": ".openai_chat",
+    "gemini": ".gemini",
+    "baseline": ".baseline",
+    "hf": ".hf",
+    "vllm": ".vllm_offline",
+}
 
 
 class SpecError(UserError):

@@ -106,6 +106,7 @@ class BackendTraits:
     the docs ask these, never a backend's name."""
 
     open_weights: bool = False  # runs the weights itself (hf:, vllm:): the model is open
+    closed_weights: bool = False  # serves only its provider's own models (gemini:), wherever its base URL points
     key_env: tuple[str, ...] = ()  # environment variables its key is read from; () takes no key
     public_endpoint: str | None = None  # where a visitor's own key goes unless the operator allows another host
     packages: tuple[str, ...] = ()  # what it imports beyond requirements.txt's core, for `pip install`

@@ -14,7 +14,7 @@ from eval import cli, settings, tasks, types
 from eval.settings import IDENTITY_FIELDS, RunSettings
 from metrics.dining_accuracy import core as dining_accuracy
 from metrics.nutrition_error import core as nutrition_error
-from tests.tools.imports import edges, imported_names, module_name, product_files
+from tests.tools.imports import edges, imported_names, module_name, named_modules, product_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -302,13 +302,16 @@ def test_no_shared_constant_comes_back_under_another_name():
     assert {rel: names for rel, names in copies.items() if names} == {}
 
 
-def test_backends_loaded_by_name_are_imports_of_the_package_that_loads_them():
-    from eval.backends import MODULES
+def test_backends_loaded_by_name_are_modules_of_the_package_that_loads_them():
+    """eval/backends/__init__.py loads each backend by its name in eval/specs.py:BACKENDS, relative to its
+    own package: the loader and what it loads share a layer, and each module's own imports are checked."""
     from eval.specs import BACKENDS
 
-    assert tuple(MODULES) == BACKENDS
-    loaded = {module_name(rel) for rel in edges()["eval/backends/__init__.py"]}
-    assert set(MODULES.values()) <= loaded
+    files = set(product_files())
+    for name, module in BACKENDS.items():
+        assert module.startswith(".") and "." not in module[1:], name
+        assert f"eval/backends/{module[1:]}.py" in files, name
+    assert not named_modules((ROOT / "eval/specs.py").read_text(encoding="utf-8"))  # no import of specs.py
 
 
 # ---------------------------------------------------------------- each check catches what it is for

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+from eval.report.runs import RunData
 from space.diningspace.leaderboard import (
     DEFAULT_SHOWN,
     all_rows,
@@ -15,6 +16,7 @@ from space.diningspace.leaderboard import (
     leaderboard_rows,
     model_size,
     rank,
+    weights_of,
 )
 from space.diningspace.leaderboard_tab import LeaderboardTab
 from space.diningspace.settings import SpaceSettings
@@ -250,3 +252,14 @@ def test_runs_of_a_protocol_with_its_own_reading_are_ranked_among_themselves(tmp
     assert rows["lenient"]["_asked"] == "all views" and rows["ours"]["Group"] == "full release · zh"
     assert rows["lenient"]["_beside"]["Cls acc %"].startswith("the figure of a lenient reading; ours' reading of the "
                                                               "same answers: 25.00")
+
+
+def test_weights_come_from_the_backends_declared_traits() -> None:
+    def run(model: str, host: str | None = None) -> RunData:
+        return RunData(path=Path("r"), info={"model": model, "base_url_host": host})
+
+    assert weights_of(run("vllm:Qwen/Qwen2.5-VL-7B-Instruct")) == weights_of(run("hf:tiny")) == "open"
+    assert weights_of(run("gemini:gemini-2.5-flash", "proxy.example")) == "closed"  # only Google's models
+    assert weights_of(run("openai:gpt-4o")) == "closed"  # its public endpoint
+    assert weights_of(run("openai:Qwen3-VL-8B", "127.0.0.1")) is None  # any OpenAI-compatible server
+    assert weights_of(run("baseline:majority")) is None and weights_of(run("human:panel")) is None

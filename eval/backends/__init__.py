@@ -1,10 +1,8 @@
 """Backend registry: `backend:model` spec → Backend instance, importing heavy SDKs lazily.
 
 Adding a backend = one module here with `make(model, options: BackendOptions) -> Backend` and its
-`TRAITS` (eval.types.BackendTraits), its line in MODULES below, and its name in `eval/specs.py:BACKENDS`
-(the names live there, below the settings that check them; tests/test_architecture.py holds the two lists
-to each other and reads MODULES' strings as this package's imports, so the layer check sees the modules it
-loads by name). tests/test_backend_registry.py adds one.
+`TRAITS` (eval.types.BackendTraits), and its line in `eval/specs.py:BACKENDS` (name -> module; the list
+lives there, below the settings that check a spec). tests/test_backend_registry.py adds one.
 """
 
 from __future__ import annotations
@@ -13,19 +11,10 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from eval.specs import SpecError, parse_spec
+from eval.specs import BACKENDS, SpecError, parse_spec
 from eval.types import Backend, BackendOptions, BackendTraits
 
 __all__ = ["BackendOptions", "SpecError", "make_backend", "parse_spec", "provider_module", "release", "traits"]
-
-MODULES: dict[str, str] = {
-    "openai": "eval.backends.openai_chat",
-    "gemini": "eval.backends.gemini",
-    "baseline": "eval.backends.baseline",
-    "hf": "eval.backends.hf",
-    "vllm": "eval.backends.vllm_offline",
-}
-
 
 async def release(backend: Any) -> None:
     """Close what a backend holds open on the running event loop (HTTP connections), if anything.
@@ -39,9 +28,9 @@ async def release(backend: Any) -> None:
 
 def provider_module(name: str) -> ModuleType:
     """The module that implements backend `name` (imported now)."""
-    if name not in MODULES:
-        raise SpecError(f"unknown backend {name!r}; choose one of {', '.join(sorted(MODULES))}")
-    return importlib.import_module(MODULES[name])
+    if name not in BACKENDS:
+        raise SpecError(f"unknown backend {name!r}; choose one of {', '.join(sorted(BACKENDS))}")
+    return importlib.import_module(BACKENDS[name], __name__)
 
 
 def traits(name: str) -> BackendTraits:

@@ -235,7 +235,7 @@ def _short(text: str) -> str:
     return " ".join(str(text).split())[:200]
 
 
-TRAITS = BackendTraits(key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+TRAITS = BackendTraits(closed_weights=True, key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
                        public_endpoint="https://generativelanguage.googleapis.com/", packages=("google-genai",))
 
 

@@ -29,11 +29,13 @@ from diningbench import (
     read_json_file,
 )
 from eval import tasks
+from eval.backends import traits
 from eval.numbers import component, headline, headline_ci, score_nutrition_rows
 from eval.protocols import Protocol
 from eval.report.runs import RunData, file_signature
 from eval.report.tables import MISSING, SMALL_MARK, SMALL_SAMPLE
 from eval.settings import IDENTITY_FIELDS, N_BOOT
+from eval.specs import BACKENDS
 from eval.store import RUN_LINE_BYTES
 from eval.tasks import Task
 
@@ -195,8 +197,6 @@ def _component_mape(nutrition: dict[str, Any], nutrient: str) -> Any:
 
 
 _SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[bB](?![A-Za-z0-9])")
-OPEN_BACKENDS = ("vllm", "hf")  # engines that load the weights themselves
-CLOSED_BACKENDS = ("gemini",)
 
 
 def model_size(name: str) -> float | None:
@@ -214,11 +214,17 @@ def _weights_of_type(kind: str) -> str | None:
 
 
 def weights_of(run: RunData) -> str | None:
-    """open (a local engine loaded them), closed (a provider's API), None when the run cannot tell."""
+    """open (a local engine loaded them), closed (a provider's API), None when the run cannot tell.
+
+    Asked of the backend's declared traits: open weights; a provider that serves only its own models; or a
+    provider's public endpoint, when the run sent nowhere else (an OpenAI-compatible server may serve any)."""
     backend = run.model.split(":", 1)[0]
-    if backend in OPEN_BACKENDS:
+    if backend not in BACKENDS:
+        return None
+    declared = traits(backend)
+    if declared.open_weights:
         return "open"
-    if backend in CLOSED_BACKENDS or (backend == "openai" and not run.info.get("base_url_host")):
+    if declared.closed_weights or (declared.public_endpoint and not run.info.get("base_url_host")):
         return "closed"
     return None
 

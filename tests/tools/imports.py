@@ -65,7 +65,7 @@ def imported_names(source: str, module: str, is_package: bool = False) -> set[st
 
 def named_modules(source: str) -> set[str]:
     """Dotted names written as whole string constants (`"eval.backends.gemini"`): a module loaded by a
-    name held in a variable (importlib.import_module(MODULES[name])). `edges` counts those that name a
+    name held in a variable (importlib.import_module(ENGINES[name])). `edges` counts those that name a
     module of ours as imports of the file that holds them."""
     return {node.value for node in ast.walk(ast.parse(source))
             if isinstance(node, ast.Constant) and isinstance(node.value, str)
