@@ -27,7 +27,7 @@ from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, read_run_json, write_run_json
 from eval.settings import N_BOOT, RunSettings, UsageError, image_indices
 from eval.store import PredictionStore
-from eval.types import TASKS, Prediction, UserError
+from eval.types import Prediction, UserError
 
 FRAMEWORKS = ("inspect", "lmms-eval")
 TASK_PREFIX = "diningbench_"
@@ -103,7 +103,7 @@ def _credential_free(value: Any, name: str, left_out: list[str]) -> Any:
 
 
 def _adapter_settings(meta: Any, where: str) -> dict[str, Any]:
-    if not isinstance(meta, dict) or meta.get("task") not in TASKS:
+    if not isinstance(meta, dict) or not tasks.is_task(meta.get("task")):
         raise ImportRefused(f"{where}: not made by the DiningBench adapter tasks (no DiningBench settings recorded); "
                             "run adapters/inspect_ai/diningbench_tasks.py or the adapters/lmms_eval tasks")
     lang = meta.get("lang") or "zh"
@@ -200,13 +200,12 @@ def read_inspect(path: Path) -> list[Result]:
                 .get(str(stop), "stop" if stop else None), usage=_usage(sample.model_usage)))
         results.append(result)
     if not results:
-        raise ImportRefused(f"{path}: no inspect log of a DiningBench task (diningbench_classification, "
-                            "diningbench_nutrition, diningbench_vqa) there")
+        raise ImportRefused(f"{path}: no inspect log of a DiningBench task "
+                            f"({', '.join(TASK_PREFIX + name for name in tasks.names())}) there")
     return results
 
 
 # ---------------------------------------------------------------- lmms-eval
-_METRIC_OF = {"classification": "dining_accuracy", "nutrition": "avg_mape", "vqa": "judge_accuracy"}
 
 
 def _lmms_files(path: Path) -> list[Path]:
@@ -246,7 +245,8 @@ def read_lmms(path: Path) -> list[Result]:
             or framework.get("model_type") or "unknown"
         result = None
         for number, row in _lines(samples):
-            record = next((row[m] for m in _METRIC_OF.values() if isinstance(row.get(m), dict)), None)
+            record = next((row[t.adapter_metric] for t in tasks.all_tasks() if isinstance(row.get(t.adapter_metric), dict)),
+                          None)  # the per-item record under the task's metric name (its lmms-eval YAML lists it)
             if record is None:
                 raise ImportRefused(f"{samples}:{number}: no DiningBench record; was it made by the "
                                     "adapters/lmms_eval tasks?")
@@ -391,7 +391,7 @@ def import_run(source: Path | str, framework: str, out: Path | str, *, dataset: 
     fingerprints = {name: fingerprint for name, (_, fingerprint) in checked.items()}
     backend = {"framework": results[0].framework["framework"], "imported_from": [str(r.source.name) for r in results],
                **{r.task: r.framework for r in results}}
-    info = build_run_json(settings=settings.to_json(), tasks=[t for t in TASKS if t in predictions], backend=backend,
+    info = build_run_json(settings=settings.to_json(), tasks=[t for t in tasks.names() if t in predictions], backend=backend,
                           dataset_source=dataset, fingerprints=fingerprints,
                           judge={"spec": judge, "base_url_host": host_of(judge_base_url)} if judge else None,
                           counts={t: {"predictions": len(p), "failed": sum(x.error is not None for x in p),
@@ -399,5 +399,5 @@ def import_run(source: Path | str, framework: str, out: Path | str, *, dataset: 
     left_out = sorted({name for r in results for name in r.framework.pop("left_out", [])})
     info["imported"] = {"framework": results[0].framework["framework"], "logs": [str(r.source) for r in results],
                         "left_out": left_out}
-    return write_imported(out, info, [p for task in TASKS for p in predictions.get(task, [])], judge=judge,
+    return write_imported(out, info, [p for task in tasks.names() for p in predictions.get(task, [])], judge=judge,
                           judge_base_url=judge_base_url, n_boot=n_boot)

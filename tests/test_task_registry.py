@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import diningbench
 from eval import api, tasks
 from eval.report import model_card, report
 from eval.report.runs import load_run
@@ -171,3 +172,30 @@ def test_the_lmms_eval_yamls_list_each_tasks_adapter_metric():
     for task in ("classification", "nutrition", "vqa"):
         text = (ROOT / "adapters" / "lmms_eval" / f"diningbench_{task}.yaml").read_text(encoding="utf-8")
         assert re.findall(r"^\s*- metric: (\w+)", text, flags=re.M) == [tasks.get(task).adapter_metric], task
+
+
+def test_a_fourth_task_imports_from_an_lmms_eval_samples_file(recognise, tmp_path):
+    """lmms-eval's lines for the fourth task (as adapters/lmms_eval/utils.py builds them) become a run folder
+    scored by the task object: the importer knows a task, and its record's metric name, from the registry."""
+    from adapters.lmms_eval import utils as lmms_utils
+    from eval.importer import import_run
+
+    sample = ROOT / "diningbench"
+    docs = list(lmms_utils.recognise_process_docs(diningbench.load("classification", str(sample), decode_images=True)))
+    lines = []
+    for i, doc in enumerate(docs[:8]):
+        raw = "yes" if i % 2 else "no"
+        lines.append({"doc_id": i, "target": lmms_utils.recognise_doc_to_target(doc), "filtered_resps": [raw],
+                      "input": lmms_utils.recognise_doc_to_text(doc), **lmms_utils.recognise_process_results(doc, [raw])})
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "20260101_000000_samples_diningbench_recognise.jsonl").write_text(
+        "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    out = import_run(logs, "lmms-eval", tmp_path / "run")
+    scores = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    targets = [lmms_utils.recognise_doc_to_target(doc) for doc in docs[:8]]  # the task's reference of each row
+    assert set(targets) <= {"yes", "no"} and [s["reference"] for s in scores] == targets
+    right = sum(("yes" if i % 2 else "no") == target for i, target in enumerate(targets))  # hand-counted
+    assert len(scores) == 8 and {s["task"] for s in scores} == {"recognise"}
+    assert json.loads((out / "metrics.json").read_text())["recognise"]["accuracy"] == right / 8
+    assert json.loads((out / "run.json").read_text())["tasks"] == ["recognise"]

@@ -38,8 +38,7 @@ from typing import Any
 
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, json_depth_within
 from eval.limiter import threads_for
-from eval.tasks import figure_of, is_judged
-from eval.types import TASKS
+from eval.tasks import figure_of, is_judged, is_task, names
 
 from .guard import GuardError, check_model_name, name_problem
 from .hubsync import HubFolder
@@ -514,9 +513,9 @@ def submission_key(model: str, identity: dict[str, Any]) -> str:
 
 def _run_tasks(info: dict[str, Any]) -> list[str]:
     found = info.get("tasks")
-    if not isinstance(found, list) or not found or not all(t in TASKS for t in found):
-        raise SubmissionError(f"run.json: `tasks` must list the run's tasks ({', '.join(TASKS)})")
-    return [t for t in TASKS if t in found]
+    if not isinstance(found, list) or not found or not all(is_task(t) for t in found):
+        raise SubmissionError(f"run.json: `tasks` must list the run's tasks ({', '.join(names())})")
+    return [t for t in names() if t in found]
 
 
 def verify(files: Mapping[str, Path | bytes], release_for: Callable[[list[str]], Release], work: Path, *,
@@ -632,7 +631,7 @@ def self_reported(card_text: str, dataset_id: str | None, repo_id: str) -> dict[
             if not isinstance(dataset, dict) or dataset.get("type") != dataset_id:
                 continue
             task = dataset.get("config")
-            if task not in TASKS:
+            if not is_task(task):
                 continue
             args = dataset.get("args") if isinstance(dataset.get("args"), dict) else {}
             if args.get("partial"):
