@@ -19,11 +19,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eval import tasks
 from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, write_run_json
 from eval.scoring import score_run
 from eval.store import PREDICTIONS
-from eval.tasks import answer_format, is_judged, parse_output
+from eval.tasks import Task, answer_format
 from eval.types import NUTRIENTS, Prediction
 
 from .hubsync import HubFolder
@@ -110,6 +111,11 @@ class Sitting:
         return f"{HUMAN_PREFIX}{self.name}"
 
     @property
+    def subject(self) -> Task:
+        """The task the sitting tests, as its object (the page's state keeps its name; start checked it)."""
+        return tasks.get(self.task)
+
+    @property
     def current(self) -> str | None:
         return self.ids[len(self.answers)] if len(self.answers) < len(self.ids) else None
 
@@ -154,7 +160,7 @@ def prediction_of(sitting: Sitting, answer: dict[str, Any], row: dict[str, Any])
     """The predictions.jsonl line of one answer; the hash ties the item to this sitting."""
     digest = hashlib.sha256(f"{sitting.task}|{answer['id']}|{sitting.token}".encode()).hexdigest()
     return Prediction(id=str(answer["id"]), task=sitting.task, raw=answer["raw"],  # type: ignore[arg-type]
-                      parsed=parse_output(sitting.task, answer["raw"], row, sitting.lang), error=None,
+                      parsed=sitting.subject.read_answer(answer["raw"], row, sitting.lang), error=None,
                       attempts=1, latency_s=0.0, usage=None, request_hash=digest, finish_reason="stop",
                       n_images=answer.get("n_images"))
 
@@ -202,7 +208,7 @@ class HumanRuns:
                      for a in sitting.answers]
             (run_dir / PREDICTIONS).write_text("\n".join(lines) + "\n", encoding="utf-8")
             answered = [rows[a["id"]] for a in sitting.answers]
-            metrics = score_run(run_dir, judge=self.judge if is_judged(sitting.task) else None,
+            metrics = score_run(run_dir, judge=self.judge if sitting.subject.judged else None,
                                 rows={sitting.task: answered})
             write_run_report(run_dir)
         return run_dir, metrics.get(sitting.task, {})

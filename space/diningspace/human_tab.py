@@ -17,7 +17,7 @@ from eval.report import shown_views
 from eval.report.runs import ReportError, load_run
 from eval.report.tables import as_text
 from eval.scoring import score_prediction
-from eval.tasks import answer_format, is_judged
+from eval.tasks import answer_format
 
 from .catalog import Catalog, CatalogError
 from .guard import GuardError
@@ -113,7 +113,7 @@ class HumanTab:
         row = self.catalog.row(sitting.task, item_id)
         views = self.catalog.view_files(sitting.task, item_id)
         text = people_text(sitting.task, row, sitting.lang)
-        where = (f"**{tasks.get(sitting.task).human_question}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
+        where = (f"**{sitting.subject.human_question}** · item {len(sitting.answers) + 1} of {len(sitting.ids)}"
                  " · tap a photo to see it larger")
         n_options = len(row.get("options") or [])
         sitting.shown_at = self.clock()
@@ -126,10 +126,10 @@ class HumanTab:
                 shown_views.strip_html([(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)],
                                        "Photos of the dish"),
                 f"<div class='db-prompt'>{as_text(text, lines=True)}</div>",
-                gr.update(visible=answer_format(sitting.task) == "letter", choices=list(LETTERS[:n_options or 8]),
+                gr.update(visible=sitting.subject.answer_format == "letter", choices=list(LETTERS[:n_options or 8]),
                           value=None),
-                gr.update(visible=answer_format(sitting.task) == "nutrients"),
-                gr.update(visible=answer_format(sitting.task) == "text", value=""),
+                gr.update(visible=sitting.subject.answer_format == "nutrients"),
+                gr.update(visible=sitting.subject.answer_format == "text", value=""),
                 *(gr.update(value=None) for _ in range(4)),
                 gr.update(visible=True), gr.update(visible=False), "", gr.update(visible=False))
 
@@ -139,7 +139,7 @@ class HumanTab:
         if sitting is None or sitting.current is None:
             raise gr.Error("start the test first", print_exception=False)
         item_id = sitting.current
-        value = {"letter": letter, "nutrients": [kcal, protein, carbs, fat]}.get(answer_format(sitting.task), text)
+        value = {"letter": letter, "nutrients": [kcal, protein, carbs, fat]}.get(sitting.subject.answer_format, text)
         try:
             raw = answer_text(sitting.task, value)
         except HumanError as exc:
@@ -152,7 +152,7 @@ class HumanTab:
         sitting.shown_at = None  # the next answer waits for the next item to be shown
         answer = {"id": item_id, "raw": raw, "n_images": len(row.get("image_roles") or []), "seconds": seconds}
         sitting.answers.append(answer)
-        record = score_prediction(tasks.get(sitting.task), prediction_of(sitting, answer, row), row, sitting.lang)
+        record = score_prediction(sitting.subject, prediction_of(sitting, answer, row), row, sitting.lang)
         reveal = self._reveal(sitting, row, record)
         last = sitting.current is None
         return (sitting.to_state(), gr.update(visible=False), gr.update(visible=not last),
@@ -179,7 +179,7 @@ class HumanTab:
             return tuple(gr.skip() for _ in range(5))
         rows = {a["id"]: self.catalog.row(sitting.task, a["id"]) for a in sitting.answers}
         try:
-            if is_judged(sitting.task) and self.runs.judge:
+            if sitting.subject.judged and self.runs.judge:
                 # The judge's calls are model requests like the Evaluate tab's: one Space-wide slot,
                 # one judge call at a time inside it (the run's concurrency is 1).
                 async with self.slots.slot():
@@ -189,7 +189,7 @@ class HumanTab:
         except (HumanError, ValueError, OSError) as exc:
             raise gr.Error(f"could not save your answers: {as_text(str(exc))}",
                            print_exception=False) from None
-        task = tasks.get(sitting.task)  # the sitting's task, as the page's state names it
+        task = sitting.subject
         line = summary_line(task, sitting.spec, figures) if figures else f"**{sitting.spec}**"
         scripted = automated(sitting, self.runs.min_seconds)
         counted = (f"it is left out of the **humans ({sitting.group})** row: {scripted}" if scripted
