@@ -328,15 +328,12 @@ def protocol_lines(runs: Sequence[RunData]) -> str:
                and (found := run.headline(spec)) is not None]
         if not led:
             continue
-        data = run.info.get("dataset")
-        prints = data.get("fingerprints") if isinstance(data, dict) else None
-        revisions = run.info.get("dataset_revision")
+        prints, revisions = run.fingerprints, run.revisions
         figures = []
         for spec, (name, value, interval) in led:
             entry = run.entry(spec.name)
-            release = (f"revision {str(revisions[spec.name])[:12]}" if isinstance(revisions, dict) and revisions.get(spec.name)
-                       else f"fingerprint {str(prints[spec.name])[:16]}" if isinstance(prints, dict) and prints.get(spec.name)
-                       else "release not recorded")
+            release = (f"revision {revisions[spec.name][:12]}" if spec.name in revisions
+                       else f"fingerprint {prints[spec.name][:16]}" if spec.name in prints else "release not recorded")
             shown = "–" if value is None else pct(value)
             if interval is not None:
                 shown += (f" [{pct(interval[0])}, {pct(interval[1])}] (95% CI resampling "

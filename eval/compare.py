@@ -156,17 +156,11 @@ def mcnemar_exact(rows_a: Sequence[ScoreRecord], rows_b: Sequence[ScoreRecord]) 
 QUESTION_SETTINGS = ("lang", "cot", "images", "image_order", "max_image_side", "protocol", "image_indices")
 
 
-def _fingerprints(run: RunData) -> dict[str, str]:
-    dataset = run.info.get("dataset")
-    found = dataset.get("fingerprints") if isinstance(dataset, dict) else None
-    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) else {}
-
-
 def asked_differently(a: RunData, b: RunData, shared: Sequence[str]) -> list[str]:
     """How B's questions were asked differently from A's (empty when alike): prompt version and the
     settings that change a prompt or its views, each as `name: A's vs B's`. A ReportError of one line when
     the runs were made on different releases: a task both ran has other fingerprints in each."""
-    fa, fb = _fingerprints(a), _fingerprints(b)
+    fa, fb = a.fingerprints, b.fingerprints
     for task in shared:
         if task in fa and task in fb and fa[task] != fb[task]:
             raise ReportError(f"{a.path.name} and {b.path.name} were made on different releases ({task}: fingerprint "
@@ -353,15 +347,11 @@ def _unrecorded(run: RunData, task: str) -> int:
 
 def release(run: RunData) -> str:
     """The release a run read, with its fingerprints and, for a Hub release, its revision."""
-    data = run.info.get("dataset")
-    data = data if isinstance(data, dict) else {"source": data or run.setting("dataset")}
-    text = str(data.get("source") or "embedded sample")
-    prints = data.get("fingerprints")
-    if isinstance(prints, dict) and prints:
-        text += " (fingerprints " + ", ".join(f"{k} {str(v)[:12]}" for k, v in sorted(prints.items())) + ")"
-    revisions = run.info.get("dataset_revision")
-    if isinstance(revisions, dict) and revisions:
-        text += " (revision " + ", ".join(sorted({str(v)[:12] for v in revisions.values()})) + ")"
+    text = run.source or "embedded sample"
+    if run.fingerprints:
+        text += " (fingerprints " + ", ".join(f"{k} {v[:12]}" for k, v in sorted(run.fingerprints.items())) + ")"
+    if run.revisions:
+        text += " (revision " + ", ".join(sorted({v[:12] for v in run.revisions.values()})) + ")"
     return text
 
 

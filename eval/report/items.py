@@ -313,15 +313,11 @@ def _protocol_headline(run: RunData, spec: tasks.Task) -> dict[str, Any] | None:
         return None
     entry = run.entry(spec.name)
     total = run.protocol.counted(spec, entry)
-    data = run.info.get("dataset")
-    prints = data.get("fingerprints") if isinstance(data, dict) else None
-    revisions = run.info.get("dataset_revision")
     return {"title": run.protocol.title, "name": found[0], "value": found[1], "interval": found[2],
             "items": total if isinstance(total, int) and not isinstance(total, bool) else None,
             "differ": read_differently(entry),
             "resampled": str(entry.get("official_resampled") or "items"),
-            "fingerprint": prints.get(spec.name) if isinstance(prints, dict) else None,
-            "revision": revisions.get(spec.name) if isinstance(revisions, dict) else None}
+            "fingerprint": run.fingerprints.get(spec.name), "revision": run.revisions.get(spec.name)}
 
 
 @dataclass

@@ -87,9 +87,7 @@ def dataset_ref(run: RunData, hub_id: str | None = None) -> DatasetRef:
     """The run's data: `--dataset` (a Hub id) wins, then run.json's source; the embedded sample and
     releases written by `diningbench.py sample` are synthetic. Partial when --limit/--ids were set
     or fewer items were scored than the release declares."""
-    data = run.info.get("dataset")
-    data = data if isinstance(data, dict) else {"source": data or run.setting("dataset")}
-    source = str(data.get("source") or "embedded sample")
+    source = run.source or "embedded sample"
     reasons = []
     if run.setting("limit") is not None:
         reasons.append(f"--limit {run.setting('limit')}")
@@ -110,14 +108,11 @@ def dataset_ref(run: RunData, hub_id: str | None = None) -> DatasetRef:
             reasons.append(f"{task}: {scored} of {expected} items")
     if synthetic:
         reasons.insert(0, "synthetic sample, not the benchmark")
-    revision = None
-    prints = data.get("fingerprints")
-    if isinstance(prints, dict):
-        revision = next((str(p).rsplit("@", 1)[1] for p in prints.values() if str(p).startswith("hub:")), None)
-    revisions = run.info.get("dataset_revision")  # the Hub commit of the authors' release, per task
-    if revision is None and isinstance(revisions, dict) and revisions:
-        revision = str(next(iter(revisions.values())))
-    found = tuple(sorted((str(k), str(v)) for k, v in prints.items())) if isinstance(prints, dict) else ()
+    prints = run.fingerprints
+    revision = next((p.rsplit("@", 1)[1] for p in prints.values() if p.startswith("hub:")), None)
+    if revision is None and run.revisions:  # the Hub commit of the authors' release, per task
+        revision = next(iter(run.revisions.values()))
+    found = tuple(sorted(prints.items()))
     if hub_id is not None:
         return DatasetRef(name, hub_id, revision if source == hub_id else None, True, tuple(reasons), found)
     if synthetic:

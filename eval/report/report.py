@@ -337,16 +337,11 @@ def dataset_note(runs: Sequence[RunData]) -> str:
     """Which data each run used: the paper's rows only compare with runs on the full release."""
     seen: dict[str, list[str]] = {}
     for run in runs:
-        data = run.info.get("dataset") or run.setting("dataset") or {"source": "embedded sample"}
-        if not isinstance(data, dict):
-            data = {"source": data}
-        text = str(data.get("source") or "embedded sample")
-        prints = data.get("fingerprints")
-        if isinstance(prints, dict) and prints:
-            text += " (fingerprints " + ", ".join(f"{k} {str(v)[:10]}" for k, v in sorted(prints.items())) + ")"
-        revisions = run.info.get("dataset_revision")
-        if isinstance(revisions, dict) and revisions:  # the Hub commit of the authors' release
-            text += " (revision " + ", ".join(sorted({str(v)[:12] for v in revisions.values()})) + ")"
+        text = run.source or "embedded sample"
+        if run.fingerprints:
+            text += " (fingerprints " + ", ".join(f"{k} {v[:10]}" for k, v in sorted(run.fingerprints.items())) + ")"
+        if run.revisions:  # the Hub commit of the authors' release
+            text += " (revision " + ", ".join(sorted({v[:12] for v in run.revisions.values()})) + ")"
         seen.setdefault(text, []).append(run.path.name)
     lines = []
     for text, names in seen.items():

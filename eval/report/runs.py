@@ -95,6 +95,25 @@ class RunData:
         return str(self.setting("model") or self.path.name)
 
     @property
+    def source(self) -> str | None:
+        """The release the run read, as run.json names it (its dataset's source, else the --dataset setting);
+        None: the embedded sample."""
+        data = self.info.get("dataset")
+        found = data.get("source") if isinstance(data, dict) else data or self.setting("dataset")
+        return str(found) if found else None
+
+    @property
+    def fingerprints(self) -> dict[str, str]:
+        """Each task's data fingerprint as run.json records it ({} when it records none)."""
+        data = self.info.get("dataset")
+        return _texts(data.get("fingerprints") if isinstance(data, dict) else None)
+
+    @property
+    def revisions(self) -> dict[str, str]:
+        """The Hub commit each task's release was read at (the authors' release from the Hub; else {})."""
+        return _texts(self.info.get("dataset_revision"))
+
+    @property
     def is_baseline(self) -> bool:
         return self.model.startswith("baseline:")
 
@@ -111,6 +130,13 @@ class RunData:
         if self.setting("cot"):
             tags.append("CoT")
         return self.model + (f" ({', '.join(tags)})" if tags else "")
+
+
+def _texts(found: Any) -> dict[str, str]:
+    """A run.json map of task -> text, checked once where read: an entry that is not text is left out."""
+    if not isinstance(found, dict):
+        return {}
+    return {key: value for key, value in found.items() if isinstance(key, str) and isinstance(value, str) and value}
 
 
 def _line_problem(row: Any) -> str | None:

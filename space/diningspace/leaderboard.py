@@ -246,9 +246,7 @@ def data_kind(run: RunData, metrics: dict[str, Any] | None = None) -> str:
     read (`official.test_count`): the published release has PUBLISHED_ROWS; a file of the embedded
     sample's size is the sample in their layout (`python diningbench.py sample --layout official`), and
     any other size is not the benchmark either: partial."""
-    dataset = run.info.get("dataset")
-    source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
-    if not source or str(source) in ("embedded sample", "embedded synthetic sample"):
+    if run.source in (None, "embedded sample", "embedded synthetic sample"):
         return "synthetic"
     sizes = _file_sizes(run.protocol, metrics or {})
     if sizes and all(sample_rows().get(config) == n for config, n in sizes.items()):
@@ -296,15 +294,11 @@ def data_source(run: RunData) -> str:
     """The run's data as the Data cell's hover shows it: the release and, when run.json names them, the
     fingerprint of each config's data and the Hub revision it was read at (what says which version of the
     release the figures are on)."""
-    dataset = run.info.get("dataset")
-    source = dataset.get("source") if isinstance(dataset, dict) else run.setting("dataset")
-    label = str(dataset_label(str(source)) if source else "embedded synthetic sample")
-    prints = dataset.get("fingerprints") if isinstance(dataset, dict) else None
-    if isinstance(prints, dict) and prints:
-        label += " · fingerprints " + ", ".join(f"{k} {str(v)[:24]}" for k, v in sorted(prints.items())[:3])
-    revisions = run.info.get("dataset_revision")
-    if isinstance(revisions, dict) and revisions:  # the Hub commit of the authors' release
-        label += " · revision " + ", ".join(sorted({str(v)[:12] for v in revisions.values()}))
+    label = str(dataset_label(run.source) if run.source else "embedded synthetic sample")
+    if run.fingerprints:
+        label += " · fingerprints " + ", ".join(f"{k} {v[:24]}" for k, v in sorted(run.fingerprints.items())[:3])
+    if run.revisions:  # the Hub commit of the authors' release
+        label += " · revision " + ", ".join(sorted({v[:12] for v in run.revisions.values()}))
     return label
 
 
