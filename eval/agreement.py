@@ -27,7 +27,7 @@ from eval import tasks
 from eval.endpoints import host_of
 from eval.judge import BackendJudge, JudgeError
 from eval.limiter import START, threads_for
-from eval.runinfo import read_run_json
+from eval.runinfo import read_run_json, recorded_judge
 from eval.scoring import JUDGE_CACHE, METRICS, ScoringError, load_rows
 from eval.settings import N_BOOT, RunSettings
 from eval.stats import can_resample, cluster_bootstrap_ci
@@ -300,5 +300,4 @@ def scoring_judge(run_dir: Path | str) -> str | None:
             return judge
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    info = read_run_json(Path(run_dir)) or {}
-    return info["judge"].get("spec") if isinstance(info.get("judge"), dict) else None
+    return recorded_judge(read_run_json(Path(run_dir)) or {})[0]

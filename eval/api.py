@@ -33,7 +33,7 @@ from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
 from eval.settings import N_BOOT, RunSettings, UsageError
 from eval.store import LOCK, PREDICTIONS, Key, PredictionStore, key_of, locked
-from eval.types import Backend, BackendOptions, ConfigError, Prediction, Request
+from eval.types import Backend, BackendOptions, ConfigError, Prediction, Request, RunInfo
 
 __all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
 RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, ROTATIONS, "report.md")
@@ -230,7 +230,7 @@ def check_out(out: Path) -> None:
                              f"{', ...' if len(foreign) > 3 else ''}); choose a new or empty folder")
 
 
-def _check_folder(out: Path, info: dict[str, Any], overwrite: bool) -> None:
+def _check_folder(out: Path, info: RunInfo, overwrite: bool) -> None:
     """Refuse to mix two different runs' predictions in one folder (called holding its lock)."""
     if overwrite:
         for name in RUN_FILES:

@@ -27,7 +27,7 @@ from eval.report.report import write_run_report
 from eval.runinfo import build_run_json, read_run_json, write_run_json
 from eval.settings import N_BOOT, RunSettings, UsageError, image_indices
 from eval.store import PredictionStore
-from eval.types import Prediction, UserError
+from eval.types import Prediction, RunInfo, UserError
 
 FRAMEWORKS = ("inspect", "lmms-eval")
 TASK_PREFIX = "diningbench_"
@@ -351,7 +351,7 @@ def _checked_predictions(result: Result, task: tasks.Task, settings: RunSettings
     return predictions, expected
 
 
-def write_imported(out: Path, info: dict[str, Any], predictions: list[Prediction], *, judge: str | None,
+def write_imported(out: Path, info: RunInfo, predictions: list[Prediction], *, judge: str | None,
                    judge_base_url: str | None, n_boot: int,
                    rows: dict[str, Any] | None = None) -> Path:
     """Write an imported run folder (`out`: new, empty, or an earlier import) and score it by the normal

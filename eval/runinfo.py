@@ -13,12 +13,13 @@ import subprocess
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dataset.jsonl import read_json_file
 from eval.prompts import PROMPT_VERSION
 from eval.settings import IDENTITY_FIELDS
 from eval.store import write_atomically
+from eval.types import RunInfo
 
 RUN_JSON = "run.json"
 PACKAGES = ("datasets", "evaluate", "numpy", "pillow", "aiohttp", "orjson", "google-genai", "transformers", "torch", "vllm")
@@ -64,24 +65,33 @@ def git_commit(repo: Path | None = None) -> str | None:
     return commit + ("+dirty" if dirty else "") if commit else None
 
 
-def read_run_json(run_dir: Path) -> dict[str, Any] | None:
+def read_run_json(run_dir: Path) -> RunInfo | None:
+    """A folder's run.json (None when absent or not a JSON object); its values are not checked (RunInfo)."""
     path = Path(run_dir) / RUN_JSON
     if not path.exists():
         return None
     try:
-        return read_json_file(path)  # bounded: a run folder may come from anywhere
+        found = read_json_file(path)  # bounded: a run folder may come from anywhere
     except ValueError:
         return None
+    return cast(RunInfo, found) if isinstance(found, dict) else None
 
 
-def write_run_json(run_dir: Path, info: dict[str, Any]) -> None:
+def recorded_judge(info: RunInfo) -> tuple[str | None, str | None]:
+    """(spec, server host) of the judge run.json records; None for what it does not record as text."""
+    found = info.get("judge")
+    spec, host = (found.get("spec"), found.get("base_url_host")) if isinstance(found, dict) else (None, None)
+    return spec if isinstance(spec, str) else None, host if isinstance(host, str) else None
+
+
+def write_run_json(run_dir: Path, info: RunInfo) -> None:
     write_atomically(Path(run_dir) / RUN_JSON, json.dumps(info, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
 def build_run_json(*, settings: dict[str, Any], tasks: list[str], backend: dict[str, Any],
                    dataset_source: str | None, fingerprints: dict[str, str], judge: dict[str, Any] | None,
                    counts: dict[str, Any] | None = None, packages: dict[str, Any] | None = None,
-                   commit: str | None | bool = True) -> dict[str, Any]:
+                   commit: str | None | bool = True) -> RunInfo:
     """The run.json content, whoever writes it (a run, an import, the Space keeping a submission).
     `settings` must already be free of secrets (they come from flags only). `packages` and `commit`
     default to this process's; a kept submission passes the submitter's (`commit` None: unknown)."""

@@ -28,10 +28,10 @@ from eval.protocols.records import (  # noqa: F401 - the per-item API, as caller
     score_task,
     usable_reference,
 )
-from eval.runinfo import read_run_json
+from eval.runinfo import read_run_json, recorded_judge
 from eval.settings import N_BOOT, RunSettings
 from eval.store import PREDICTIONS, Key, json_text, read_predictions, write_atomically
-from eval.types import Prediction, ScoreRecord, UserError
+from eval.types import Prediction, RunInfo, ScoreRecord, UserError
 
 SCORES = "scores.jsonl"
 METRICS = "metrics.json"
@@ -104,12 +104,12 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
     return metrics
 
 
-def _run_judge(info: dict[str, Any], judge: str | None, judge_base_url: str | None) -> str | None:
+def _run_judge(info: RunInfo, judge: str | None, judge_base_url: str | None) -> str | None:
     """The judge to score with: the one asked, else the one the run recorded (its server named again)."""
-    if judge is None and isinstance(info.get("judge"), dict):
-        judge = info["judge"].get("spec")
-        if info["judge"].get("base_url_host") and judge_base_url is None:
-            raise ScoringError(f"the run was judged through a server at {info['judge']['base_url_host']}: "
+    if judge is None:
+        judge, host = recorded_judge(info)
+        if host and judge_base_url is None:
+            raise ScoringError(f"the run was judged through a server at {host}: "
                                "pass --judge-base-url again (URLs are not stored)")
     return judge
 

@@ -277,6 +277,40 @@ class Prediction:
 _PREDICTION_FIELDS = dataclasses.fields(Prediction)
 
 
+class RunDataset(TypedDict, total=False):
+    """run.json's `dataset`: where the rows came from and each task's data fingerprint."""
+
+    source: str  # the --dataset source, or "embedded sample"
+    fingerprints: dict[str, str]  # task -> fingerprint of the rows it read (a Hub release: `hub:<id>@<commit>`)
+
+
+class RunInfo(TypedDict, total=False):
+    """run.json: what produced a run folder (`eval.runinfo.build_run_json` writes the fields down to `counts`,
+    for a run, an import or a kept submission; the ones after it are added where they apply). Never a key: the
+    settings are the public ones. A run.json read back (`eval.runinfo.read_run_json`, `eval.report.runs`) is not
+    checked: a folder from elsewhere may hold anything, so readers check each value they read
+    (`RunData.setting`, `.source`, `.fingerprints`, `.revisions`)."""
+
+    model: str  # the --model spec
+    tasks: list[str]  # the tasks run, in the registry's order
+    settings: dict[str, Any]  # RunSettings.to_json() less base URLs and keys (`RunSettings.from_saved` reads it)
+    base_url_host: str | None  # the model server's host, never its path or a key
+    backend: dict[str, Any]  # the backend's `describe()`: its engine, versions and what its request policy learnt
+    judge: dict[str, Any] | None  # {spec, base_url_host} of the judge, or None
+    prompt_version: str
+    dataset: RunDataset
+    identity: dict[str, Any]  # the settings that change answers, the prompt version and the fingerprints
+    packages: dict[str, str | None]  # installed versions of the packages that make a run
+    git_commit: str | None  # the code's commit (`+dirty` with local changes); None: unknown
+    updated_at: str  # UTC, ISO 8601
+    counts: dict[str, Any]  # task -> {predictions, failed, truncated} (a kept human sitting: its answers)
+    dataset_revision: dict[str, str]  # task -> the Hub commit of the authors' release it was read from
+    concurrency: dict[str, Any]  # what each server's limiter settled on, and its trace (`Limits.describe`)
+    imported: dict[str, Any]  # `eval import`: {framework, logs, left_out}
+    submission: dict[str, Any]  # the Space: how a submitted run was checked (status, mismatch, flags, partial, ...)
+    human: dict[str, Any]  # the Space's Take the test: {group, person, automated}
+
+
 class ScoreRecord(TypedDict, total=False):
     """One line of scores.jsonl: one scored item (all tasks of a run folder in one file).
 

@@ -22,10 +22,11 @@ from eval.images import ImageError
 from eval.numbers import headline
 from eval.report.runs import ReportError, RunData, file_signature, load_run
 from eval.report.tables import read_differently
+from eval.runinfo import recorded_judge
 from eval.scoring import JUDGE_CACHE
 from eval.settings import RunSettings
 from eval.store import PREDICTIONS, Prediction, read_predictions
-from eval.types import ImagePart, ScoreRecord
+from eval.types import ImagePart, RunInfo, ScoreRecord
 from metrics.judge_accuracy.core import VerdictCache, build_judge_prompt
 
 STATUSES = ("correct", "wrong", "unparsed", "truncated", "failed", "unscored", "scored")
@@ -340,7 +341,7 @@ class ItemDetail:
     note: str | None = None
 
 
-def _settings(info: dict[str, Any]) -> RunSettings:
+def _settings(info: RunInfo) -> RunSettings:
     saved = info.get("settings")
     return RunSettings.from_saved(saved if isinstance(saved, dict) else {})
 
@@ -383,7 +384,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
     if not detail.prompt_verified:
         detail.note = ("rebuilt from run.json's settings, but it does not hash to the request the prediction kept "
                        "(the prompts or the data changed since the run)")
-    judge = run.info["judge"].get("spec") if isinstance(run.info.get("judge"), dict) else None
+    judge = recorded_judge(run.info)[0]
     detail.judge_reply = run.protocol.judge_reply(scored) if spec.judged else None
     if spec.judged and judge and detail.raw is not None and detail.judge_reply is None:
         question = spec.question(full, settings.lang) or ""

@@ -17,7 +17,7 @@ from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_j
 from eval import protocols, tasks
 from eval.protocols import Protocol
 from eval.store import RUN_FILE_BYTES, RUN_LINE_BYTES, json_line
-from eval.types import NUTRIENTS, ScoreRecord, TaskFigures, UserError
+from eval.types import NUTRIENTS, RunInfo, ScoreRecord, TaskFigures, UserError
 
 REPORTED_CSV = Path(__file__).resolve().parents[1] / "data" / "table2_reported.csv"
 
@@ -35,7 +35,7 @@ class RunData:
     """One run folder: its settings (run.json) and its scored items (scores.jsonl) per task."""
 
     path: Path
-    info: dict[str, Any]
+    info: RunInfo
     scores: dict[str, list[ScoreRecord]] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)  # metrics.json: what the run's protocol reported
 
@@ -232,7 +232,7 @@ def load_run(path: Path | str, problems: list[str] | None = None) -> RunData:
     for name in ("scores.jsonl", "run.json"):  # a run folder may come from anywhere: refused, even by viewers
         if (why := _run_file_problem(path, name)) is not None:
             raise ReportError(f"{path / name}: {why}")
-    info: dict[str, Any] = {}
+    info: RunInfo = {}
     if (path / "run.json").is_file():
         try:
             info = read_json_file(path / "run.json")

@@ -45,7 +45,7 @@ from eval.report.runs import ReportError, file_signature, run_folders
 from eval.report.tables import as_text, pct, readable
 from eval.tasks import figure_of
 from eval.tasks import names as task_names
-from eval.types import TaskFigures, UserError
+from eval.types import RunInfo, TaskFigures, UserError
 
 MAX_PROBLEMS_SHOWN = 5
 SHOWN_SIDE = 2048  # views as sent are at most the run's max side (1,568 px by default): shown whole
@@ -394,14 +394,15 @@ def run_label(name: str, folder: Path) -> str:
     cached = _LABELS.get(str(folder))
     if cached is not None and cached[0] == signature:
         return cached[1]
-    info: dict[str, Any] = {}
-    metrics: dict[str, Any] = {}
-    for target, file in ((info, "run.json"), (metrics, "metrics.json")):
+
+    def read(file: str) -> dict[str, Any]:
         try:
             found = read_json_file(folder / file) if signature[file == "metrics.json"] else {}
         except ValueError:
             found = {}
-        target.update(found if isinstance(found, dict) else {})
+        return found if isinstance(found, dict) else {}
+
+    info, metrics = cast(RunInfo, read("run.json")), read("metrics.json")
     parts = [name]
     model = info.get("model")
     if isinstance(model, str) and model:
