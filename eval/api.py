@@ -33,7 +33,7 @@ from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
 from eval.settings import N_BOOT, RunSettings, UsageError
 from eval.store import LOCK, PREDICTIONS, Key, PredictionStore, key_of, locked
-from eval.types import Backend, BackendOptions, ConfigError, Prediction, Request, RunInfo
+from eval.types import Backend, BackendOptions, ConfigError, Metrics, Prediction, Request, RunInfo
 
 __all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
 RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, ROTATIONS, "report.md")
@@ -370,7 +370,7 @@ def _call(coro: Any) -> Any:
 
 
 def score(run_dir: Path | str, judge: str | None = None, judge_base_url: str | None = None, *,
-          n_boot: int = N_BOOT) -> dict[str, Any]:
+          n_boot: int = N_BOOT) -> Metrics:
     """Re-score the saved predictions of a run folder and rewrite its report; return metrics.json's content.
 
     The judge, when given, replaces the one recorded in run.json; cached verdicts are reused.
@@ -470,6 +470,6 @@ def run_settings(run_dir: Path) -> RunSettings:
     return RunSettings.from_saved((read_run_json(Path(run_dir)) or {}).get("settings") or {})
 
 
-def read_metrics(run_dir: Path) -> dict[str, Any]:
-    """metrics.json of a scored run folder."""
+def read_metrics(run_dir: Path) -> Metrics:
+    """metrics.json of a scored run folder (this process's own: not checked)."""
     return json.loads((Path(run_dir) / scoring.METRICS).read_text(encoding="utf-8"))

@@ -22,7 +22,7 @@ from eval.agreement import agreement_of_specs, parse_judge_spec
 from eval.report import report
 from eval.report.tables import pct, results_table, with_ci
 from eval.settings import LANGS, N_BOOT, UsageError, add_run_arguments, settings_from_args
-from eval.types import is_user_error
+from eval.types import TaskFigures, is_user_error
 
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3  # `run` finished, but some items failed after their retries (their errors are saved; rerun to ask them)
@@ -37,8 +37,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     asked = protocols.of(asked_with).describe(asked_with)
     print(f"{settings.model} on {source} ({asked_with.lang}, {asked})\n")
     print(results_table(metrics, protocols.of(asked_with)))
-    line = circular_line(metrics.get("classification") or {})
-    if line:
+    for line in filter(None, map(circular_line, metrics.values())):  # --circular: the task with options
         print("\n" + line)
     print(f"\nresults in {out}/ (predictions.jsonl, scores.jsonl, metrics.json, run.json, report.md)")
     return finish_line(out)
@@ -68,7 +67,7 @@ def finish_line(out: Path) -> int:
     return EXIT_INCOMPLETE
 
 
-def circular_line(figures: dict[str, Any]) -> str | None:
+def circular_line(figures: TaskFigures) -> str | None:
     """`--circular`: the circular accuracy and the position-bias test, under the summary table."""
     found = figures.get("circular") or {}
     if not found.get("items"):

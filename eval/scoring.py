@@ -31,7 +31,7 @@ from eval.protocols.records import (  # noqa: F401 - the per-item API, as caller
 from eval.runinfo import read_run_json, recorded_judge
 from eval.settings import N_BOOT, RunSettings
 from eval.store import PREDICTIONS, Key, json_text, read_predictions, write_atomically
-from eval.types import Prediction, RunInfo, ScoreRecord, UserError
+from eval.types import Metrics, Prediction, RunInfo, ScoreRecord, UserError
 
 SCORES = "scores.jsonl"
 METRICS = "metrics.json"
@@ -66,7 +66,7 @@ def _views_sent(settings: RunSettings) -> Callable[[dict[str, Any]], int]:
 def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | None = None,
               n_boot: int = N_BOOT, rows: dict[str, Sequence[dict[str, Any]]] | None = None,
               judge_cache: Path | None = None, fresh: Collection[Key] = (),
-              predictions: dict[Key, Prediction] | None = None) -> dict[str, Any]:
+              predictions: dict[Key, Prediction] | None = None) -> Metrics:
     """Score a run folder's predictions.jsonl; write scores.jsonl and metrics.json; return the metrics.
 
     `rows` (each task's item metadata) saves loading the dataset again when the caller has it;
@@ -83,7 +83,7 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
     if predictions is None:
         predictions = read_predictions(run_dir / PREDICTIONS)
     judge_fn = _judge_for(settings, judge, judge_base_url, predictions.values())
-    metrics: dict[str, Any] = {}
+    metrics: Metrics = {}
     all_records: list[ScoreRecord] = []
     rotated_records: list[ScoreRecord] = []
     try:
@@ -146,7 +146,7 @@ def _rows_by_id(task: tasks.Task, mine: list[Prediction], rows: dict[str, Sequen
 
 
 def _write_scores(run_dir: Path, records: list[ScoreRecord], rotated: list[ScoreRecord],
-                  metrics: dict[str, Any]) -> None:
+                  metrics: Metrics) -> None:
     write_atomically(run_dir / SCORES, (json_text(r) + "\n" for r in records))
     if rotated:
         write_atomically(run_dir / circular.ROTATIONS, (json_text(r) + "\n" for r in rotated))

@@ -277,6 +277,9 @@ class Prediction:
 _PREDICTION_FIELDS = dataclasses.fields(Prediction)
 
 
+Metrics = dict[str, "TaskFigures"]  # metrics.json: each scored task's name -> its entry
+
+
 class RunDataset(TypedDict, total=False):
     """run.json's `dataset`: where the rows came from and each task's data fingerprint."""
 

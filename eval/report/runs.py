@@ -37,7 +37,7 @@ class RunData:
     path: Path
     info: RunInfo
     scores: dict[str, list[ScoreRecord]] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)  # metrics.json: what the run's protocol reported
+    metrics: dict[str, Any] = field(default_factory=dict)  # metrics.json as read (unchecked; `entry` reads it)
 
     @property
     def protocol(self) -> Protocol:
