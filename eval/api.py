@@ -77,8 +77,7 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
     wanted = [str(i) for i in settings.ids] if settings.ids else None
     found: set[str] = set()
     data = []
-    for task in settings.tasks:
-        spec = tasks.get(task)  # the task's name, from the settings, becomes its object here
+    for spec in settings.selected_tasks:
         try:
             config = spec.source_config
             release = diningbench.read_release(config, settings.dataset, lang=settings.lang)
@@ -87,7 +86,7 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
             source = settings.dataset or "the embedded sample"
             why = " ".join(str(exc).split())[:500]
             if not why.startswith(f"cannot load {config!r} from "):  # the loader's own line names both already
-                why = f"cannot load {task} from {source}: {why}"
+                why = f"cannot load {spec.name} from {source}: {why}"
             raise UsageError(why) from None
         meta = release.rows
         indices = list(range(len(meta)))
@@ -426,7 +425,7 @@ def sweep_cells(base: RunSettings, *, models: Sequence[str], langs: Sequence[str
     On the authors' release (their protocol) a view count N is their image indices 0..N-1: the
     merchant's photo and the first N-1 customer photos, as their multi-view experiment sends them."""
     protocol = protocols.get(base.protocol) if base.protocol else protocols.chosen(
-        base, [load_rows_of(base, task) for task in base.tasks])
+        base, [load_rows_of(base, task) for task in base.selected_tasks])
     cells = []
     for model, lang, cot, n in itertools.product(models, langs, cots, images):
         cell = protocol.sweep_cell(dataclasses.replace(base, model=model, lang=lang, out=None), cot=cot, views=n)
@@ -437,14 +436,14 @@ def sweep_cells(base: RunSettings, *, models: Sequence[str], langs: Sequence[str
     return cells
 
 
-def load_rows_of(settings: RunSettings, task: str) -> list[dict[str, Any]]:
+def load_rows_of(settings: RunSettings, task: tasks.Task) -> list[dict[str, Any]]:
     """A task's rows (metadata) from the settings' source: what decides its protocol."""
     import diningbench
 
     try:
-        return diningbench.read_release(tasks.get(task).source_config, settings.dataset, lang=settings.lang).rows
+        return diningbench.read_release(task.source_config, settings.dataset, lang=settings.lang).rows
     except (ValueError, FileNotFoundError, OSError) as exc:
-        raise UsageError(f"cannot load {task} from {settings.dataset or 'the embedded sample'}: "
+        raise UsageError(f"cannot load {task.name} from {settings.dataset or 'the embedded sample'}: "
                          f"{' '.join(str(exc).split())[:300]}") from None
 
 

@@ -148,6 +148,12 @@ class RunSettings:
         return task_registry.names() if self.task == "all" else (self.task,)
 
     @property
+    def selected_tasks(self) -> tuple[task_registry.Task, ...]:
+        """The tasks run, as their objects: where `--task` becomes them (UnknownTask, one line, for a name no
+        module registered)."""
+        return tuple(task_registry.all_tasks()) if self.task == "all" else (task_registry.get(self.task),)
+
+    @property
     def engine_options(self) -> dict[str, Any]:
         """The local-engine options that were set, for the backend's make()."""
         options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
@@ -176,7 +182,7 @@ class RunSettings:
                 continue
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
-        if self.circular and not any(task_registry.get(t).has_options for t in self.tasks):
+        if self.circular and not any(t.has_options for t in self.selected_tasks):
             with_options = [t.name for t in task_registry.all_tasks() if t.has_options]
             raise UsageError(f"--circular rotates lettered options; use it with --task {' or '.join(with_options)} or all")
         if self.limit is not None and self.limit < 1:

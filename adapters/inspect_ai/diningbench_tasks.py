@@ -122,7 +122,7 @@ def _task(name: str, language: str, views: int | None, cot: bool, dataset: str |
         dataset=MemoryDataset(samples, name=f"diningbench_{name}", location=common.source_name(dataset)),
         solver=generate(),
         scorer=diningbench_scorer(name, asked.lang, asked.protocol),
-        metrics=[headline_metric(tasks.get(name))()],
+        metrics=[headline_metric(found.data.spec)()],
         config=GenerateConfig(temperature=config.temperature, max_tokens=config.max_tokens),
         metadata={"diningbench": common.described(found)},
     )
