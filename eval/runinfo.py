@@ -16,13 +16,18 @@ from pathlib import Path
 from typing import Any, cast
 
 from dataset.jsonl import read_json_file
+from eval.backends import traits
 from eval.prompts import PROMPT_VERSION
 from eval.settings import IDENTITY_FIELDS
+from eval.specs import BACKENDS
 from eval.store import write_atomically
 from eval.types import RunInfo
 
 RUN_JSON = "run.json"
-PACKAGES = ("datasets", "evaluate", "numpy", "pillow", "aiohttp", "orjson", "google-genai", "transformers", "torch", "vllm")
+# The packages whose versions run.json records: the data and metric core, then what each backend declares it
+# imports (its TRAITS), in the registry's order.
+PACKAGES = tuple(dict.fromkeys(("datasets", "evaluate", "numpy", "pillow",
+                                *(package for name in BACKENDS for package in traits(name).packages))))
 
 
 def identity(settings: dict[str, Any], dataset_fingerprints: dict[str, str]) -> dict[str, Any]:

@@ -39,17 +39,6 @@ ANSWERED_FINISH = frozenset({"STOP"}) | TRUNCATED_FINISH
 RETRYABLE_FINISH = frozenset({"FINISH_REASON_UNSPECIFIED", "OTHER", "MALFORMED_RESPONSE"})
 
 
-def _sdk_finish_reasons() -> frozenset[str]:
-    try:
-        from google.genai import types
-    except ImportError:  # make() says so in one line; the module itself stays importable
-        return frozenset()
-    return frozenset(types.FinishReason.__members__)
-
-
-BLOCKING_FINISH = _sdk_finish_reasons() - ANSWERED_FINISH - RETRYABLE_FINISH
-
-
 def is_blocking_finish(finish: str | None) -> bool:
     """Whether a finish reason ends the answer for good: any reason but the normal and transient ones,
     including one the installed SDK does not know yet.

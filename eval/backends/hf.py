@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diningbench import hub_reachable
+from dataset.cache import hub_reachable
 from eval.backends._local import (
     EngineUnavailable,
     LocalEngineOptions,
@@ -279,7 +279,7 @@ class HFBackend:
         return ids
 
 
-TRAITS = BackendTraits(open_weights=True, packages=("torch", "transformers"))
+TRAITS = BackendTraits(open_weights=True, packages=("transformers", "torch"))
 
 
 def make(model: str, options: BackendOptions) -> HFBackend:
