@@ -449,10 +449,8 @@ def _settings_key(run: RunData) -> str:
 
     identity = run.info.get("identity")
     if not isinstance(identity, dict):
-        found = run.info.get("settings")
-        settings: dict[str, Any] = found if isinstance(found, dict) else {}
-        identity = {name: settings.get(name) for name in IDENTITY_FIELDS}
-        identity.update(prompt_version=run.info.get("prompt_version"), task=settings.get("task"))
+        identity = {name: run.setting(name) for name in IDENTITY_FIELDS}
+        identity.update(prompt_version=run.info.get("prompt_version"), task=run.setting("task"))
     return json.dumps(identity, sort_keys=True, default=str)
 
 
