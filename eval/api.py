@@ -33,7 +33,17 @@ from eval.runinfo import RUN_JSON, build_run_json, read_run_json, write_run_json
 from eval.runner import Outcome, RetryPolicy, built_ahead, execute
 from eval.settings import N_BOOT, RunSettings, UsageError
 from eval.store import LOCK, PREDICTIONS, Key, PredictionStore, key_of, locked
-from eval.types import Backend, BackendOptions, ConfigError, Metrics, Prediction, Request, RunInfo
+from eval.types import (
+    Backend,
+    BackendOptions,
+    ConfigError,
+    Metrics,
+    Prediction,
+    Request,
+    Row,
+    RunInfo,
+    RunJudge,
+)
 
 __all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
 RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, ROTATIONS, "report.md")
@@ -50,7 +60,7 @@ class _TaskData:
 
     spec: tasks.Task
     release: Any  # diningbench.read_release: a release folder through pyarrow, a Hub id through datasets
-    rows: list[dict[str, Any]]  # metadata (no images) of every row: references, baselines, scoring
+    rows: list[Row]  # metadata (no images) of every row: references, baselines, scoring
     indices: list[int]  # positions of the rows to ask, in the order asked (dataset order, or as --ids names them)
     fingerprint: str
 
@@ -59,11 +69,11 @@ class _TaskData:
         return self.spec.name
 
     @property
-    def selected(self) -> list[dict[str, Any]]:
+    def selected(self) -> list[Row]:
         """The metadata of the rows to ask."""
         return [self.rows[i] for i in self.indices]
 
-    def iter_rows(self) -> Iterator[dict[str, Any]]:
+    def iter_rows(self) -> Iterator[Row]:
         """Each row to ask, whole: its metadata joined to its image bytes, the image column read once."""
         yield from self.release.iter_rows(self.indices)
 
@@ -140,7 +150,7 @@ def check_judge(settings: RunSettings) -> None:
         judge.close()
 
 
-def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[dict[str, Any]]]:
+def baseline_items(data: list[_TaskData], lang: str) -> dict[str, list[Row]]:
     """What `baseline:` backends may see: each item's id, groups and reference answer."""
     return {d.task: [{"id": str(r["id"]), "group": r.get("category"),
                       **{name: r.get(name) for name in d.spec.item_fields},
@@ -178,7 +188,7 @@ def to_prediction(outcome: Outcome, parsed: Any = None) -> Prediction:
                       finish_reason=response.finish_reason, truncated=response.truncated, **common)
 
 
-async def parse(task: tasks.Task, outcome: Outcome, row: dict[str, Any], lang: str) -> Any:
+async def parse(task: tasks.Task, outcome: Outcome, row: Row, lang: str) -> Any:
     """The task's parsed answer; a long answer is parsed in a worker thread, off the event loop.
 
     A rotated request (`--circular`) is read against the options in the order it showed them."""
@@ -267,7 +277,8 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
     backend = backend or build_backend(settings, data)
     _call(check_backend(backend))
     fingerprints = {d.task: d.fingerprint for d in data}
-    judge_info = {"spec": settings.judge, "base_url_host": host_of(settings.judge_base_url)} if settings.judge else None
+    judge_info: RunJudge | None = {"spec": settings.judge, "base_url_host": host_of(settings.judge_base_url)} \
+        if settings.judge else None
     info = build_run_json(settings=settings.to_json(), tasks=list(settings.tasks), backend=backend.describe(),
                           dataset_source=settings.dataset, fingerprints=fingerprints, judge=judge_info)
     revisions = {d.task: d.release.revision for d in data if getattr(d.release, "revision", None)}
@@ -388,7 +399,7 @@ def _nothing() -> Iterator[None]:
 
 
 async def iter_predictions(settings: RunSettings, backend: Backend | None = None
-                           ) -> AsyncIterator[tuple[Prediction, dict[str, Any]]]:
+                           ) -> AsyncIterator[tuple[Prediction, Row]]:
     """Yield (Prediction, row metadata without images) as each sample finishes; nothing is written.
 
     For live per-sample displays (the Space). Order is completion order. `prediction.parsed`
@@ -436,7 +447,7 @@ def sweep_cells(base: RunSettings, *, models: Sequence[str], langs: Sequence[str
     return cells
 
 
-def load_rows_of(settings: RunSettings, task: tasks.Task) -> list[dict[str, Any]]:
+def load_rows_of(settings: RunSettings, task: tasks.Task) -> list[Row]:
     """A task's rows (metadata) from the settings' source: what decides its protocol."""
     import diningbench
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from eval.types import ImagePart, UserError
+from eval.types import ImagePart, Row, UserError
 
 if TYPE_CHECKING:  # Pillow is imported where an image is decoded: a run whose views all go as stored never needs it
     from PIL import Image
@@ -197,7 +197,7 @@ def encode_for_transport(image: Any, *, max_side: int, role: str, item_id: str, 
     return ImagePart(data=out.getvalue(), mime_type="image/jpeg", role=role)
 
 
-def stored_views(row: dict[str, Any], *, n: int | None, order: str, seed: int,
+def stored_views(row: Row, *, n: int | None, order: str, seed: int,
                  max_side: int) -> list[ImagePart] | None:
     """The item's views to send when every one goes out as stored (header reads, no Pillow: cheap
     enough for the event loop), else None: `views_for_request` then decodes what it must, and
@@ -216,7 +216,7 @@ def stored_views(row: dict[str, Any], *, n: int | None, order: str, seed: int,
     return views
 
 
-def views_for_request(row: dict[str, Any], *, n: int | None, order: str, seed: int,
+def views_for_request(row: Row, *, n: int | None, order: str, seed: int,
                       max_side: int) -> list[ImagePart]:
     """The item's views to send, selected, ordered and encoded."""
     item_id = str(row["id"])

@@ -34,7 +34,7 @@ from eval.store import (
     write_atomically,
 )
 from eval.tasks.base import MAX_PARSED_CHARS
-from eval.types import OfficialReading, Prediction, PredictionLine, UserError
+from eval.types import OfficialReading, Prediction, PredictionLine, Row, UserError
 
 FORMATS = ("official",)
 # A line of their prediction file: an answer of at most the parsers' bound, twice (model_pred and
@@ -52,7 +52,7 @@ def file_name(task: tasks.Task, lang: str) -> str:
 
 
 # ---------------------------------------------------------------- export
-def _paths(row: dict[str, Any], task: str, settings: RunSettings) -> PredictionLine:
+def _paths(row: Row, task: str, settings: RunSettings) -> PredictionLine:
     """The image paths their inference records: one path as `image_path`, several as `image_paths`."""
     from eval.settings import image_indices
 

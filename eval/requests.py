@@ -6,16 +6,15 @@ key. Backends never see the task's fields.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from eval import protocols, tasks
 from eval.images import stored_views
 from eval.protocols.base import request_hash  # noqa: F401 - where callers find it
 from eval.settings import RunSettings
-from eval.types import GenerationConfig, Request
+from eval.types import GenerationConfig, Request, Row
 
 
-def rotations(task: tasks.Task, row: dict[str, Any], settings: RunSettings) -> range:
+def rotations(task: tasks.Task, row: Row, settings: RunSettings) -> range:
     """The option rotations to ask: every one for a task with options under `--circular`, else only 0."""
     return range(task.rotations(row) if settings.circular else 1)
 
@@ -25,21 +24,21 @@ def generation_config(settings: RunSettings, epoch: int = 0) -> GenerationConfig
     return protocols.of(settings).generation(settings, epoch)
 
 
-def request_job(task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+def request_job(task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
     """The request itself when its views go out as stored (microseconds); otherwise the call that
     builds it (decode, shrink, re-encode), for a worker thread: what `runner.built_ahead` takes."""
     return protocols.of(settings).request(task, row, settings, epoch, rotation, scope)
 
 
-def build_request(task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0,
+def build_request(task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0,
                   rotation: int = 0, scope: str | None = None) -> Request:
     """The request, built now (in this thread). An unusable image is an ImageError naming the task and
     the item."""
     return protocols.of(settings).build(task, row, settings, epoch, rotation, scope)
 
 
-def views_sent_as_stored(row: dict[str, Any], settings: RunSettings) -> bool:
+def views_sent_as_stored(row: Row, settings: RunSettings) -> bool:
     """True when every view of the row goes out as stored under our protocol: building its request
     takes microseconds (no Pillow), so it may run on the event loop."""
     return stored_views(row, n=settings.images, order=settings.image_order, seed=settings.seed,

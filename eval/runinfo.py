@@ -21,7 +21,7 @@ from eval.prompts import PROMPT_VERSION
 from eval.settings import IDENTITY_FIELDS
 from eval.specs import BACKENDS
 from eval.store import write_atomically
-from eval.types import RunInfo
+from eval.types import RunInfo, RunJudge
 
 RUN_JSON = "run.json"
 # The packages whose versions run.json records: the data and metric core, then what each backend declares it
@@ -94,7 +94,7 @@ def write_run_json(run_dir: Path, info: RunInfo) -> None:
 
 
 def build_run_json(*, settings: dict[str, Any], tasks: list[str], backend: dict[str, Any],
-                   dataset_source: str | None, fingerprints: dict[str, str], judge: dict[str, Any] | None,
+                   dataset_source: str | None, fingerprints: dict[str, str], judge: RunJudge | None,
                    counts: dict[str, Any] | None = None, packages: dict[str, Any] | None = None,
                    commit: str | None | bool = True) -> RunInfo:
     """The run.json content, whoever writes it (a run, an import, the Space keeping a submission).

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from eval import circular, protocols, tasks
 from eval.images import select_views
@@ -31,7 +30,7 @@ from eval.protocols.records import (  # noqa: F401 - the per-item API, as caller
 from eval.runinfo import read_run_json, recorded_judge
 from eval.settings import N_BOOT, RunSettings
 from eval.store import PREDICTIONS, Key, json_text, read_predictions, write_atomically
-from eval.types import Metrics, Prediction, RunInfo, ScoreRecord, UserError
+from eval.types import Metrics, Prediction, Row, RunInfo, ScoreRecord, UserError
 
 SCORES = "scores.jsonl"
 METRICS = "metrics.json"
@@ -43,7 +42,7 @@ class ScoringError(UserError):
 
 
 # ---------------------------------------------------------------- a run folder
-def load_rows(task: tasks.Task, source: str | None, lang: str = "zh") -> dict[str, dict[str, Any]]:
+def load_rows(task: tasks.Task, source: str | None, lang: str = "zh") -> dict[str, Row]:
     """Every item's metadata (no images) by id: references and breakdown fields."""
     import diningbench
 
@@ -55,16 +54,16 @@ def load_rows(task: tasks.Task, source: str | None, lang: str = "zh") -> dict[st
     return {str(r["id"]): r for r in release.rows}
 
 
-def _views_sent(settings: RunSettings) -> Callable[[dict[str, Any]], int]:
+def _views_sent(settings: RunSettings) -> Callable[[Row], int]:
     """Views a prediction line written before `n_images` was kept had: recomputed from its settings."""
-    def count(row: dict[str, Any]) -> int:
+    def count(row: Row) -> int:
         return len(select_views(row.get("image_roles") or [], settings.images, settings.image_order,
                                 seed=settings.seed, item_id=str(row["id"])))
     return count
 
 
 def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | None = None,
-              n_boot: int = N_BOOT, rows: dict[str, Sequence[dict[str, Any]]] | None = None,
+              n_boot: int = N_BOOT, rows: dict[str, Sequence[Row]] | None = None,
               judge_cache: Path | None = None, fresh: Collection[Key] = (),
               predictions: dict[Key, Prediction] | None = None) -> Metrics:
     """Score a run folder's predictions.jsonl; write scores.jsonl and metrics.json; return the metrics.
@@ -131,8 +130,8 @@ def _judge_for(settings: RunSettings, judge: str | None, judge_base_url: str | N
     return judge_fn
 
 
-def _rows_by_id(task: tasks.Task, mine: list[Prediction], rows: dict[str, Sequence[dict[str, Any]]] | None,
-                settings: RunSettings) -> dict[str, dict[str, Any]]:
+def _rows_by_id(task: tasks.Task, mine: list[Prediction], rows: dict[str, Sequence[Row]] | None,
+                settings: RunSettings) -> dict[str, Row]:
     """The task's rows by id, in dataset order; `mine` sorted in that order, epoch by epoch."""
     by_id = {str(r["id"]): r for r in rows[task.name]} if rows and task.name in rows else load_rows(
         task, settings.dataset, settings.lang)

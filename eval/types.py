@@ -16,6 +16,11 @@ from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 from dataset.schema import CONFIGS
 
 Task = str  # a registered task's name (eval/tasks/); the benchmark's three are TASKS
+# One release row as the release readers give it (dataset/): the columns dataset/schema.py declares for its
+# config, and on the authors' layout their published fields too; `images` only where a row is read whole.
+# Checked where the release is read; requests, scoring and reports index it by column name after. A
+# TypedDict would not serve: readers index it by names they compute (`options_en`, a nutrient's column).
+Row = dict[str, Any]
 # The harness's constants, imported from here by eval/, space/ and bench/. The task list is the data
 # contract's (dataset/schema.py DECLARED). Each metrics module is self-contained on purpose (each works
 # copied alone, or loaded from the Hub), so it keeps its own copies; tests/test_architecture.py checks
@@ -97,7 +102,7 @@ class BackendOptions:
     batch_size: int = 8  # local engines
     engine: dict[str, Any] = field(default_factory=dict)  # local engines' flags (RunSettings engine=True fields)
     lang: str = "zh"  # baseline: the language of the references it may see
-    dataset_items: dict[str, list[dict[str, Any]]] | None = field(default=None, repr=False)  # baseline only
+    dataset_items: dict[str, list[Row]] | None = field(default=None, repr=False)  # baseline only
 
 
 @dataclass(frozen=True)
@@ -287,6 +292,21 @@ class RunDataset(TypedDict, total=False):
     fingerprints: dict[str, str]  # task -> fingerprint of the rows it read (a Hub release: `hub:<id>@<commit>`)
 
 
+class RunJudge(TypedDict):
+    """run.json's `judge`: the judge a run was scored with, never its URL or key."""
+
+    spec: str | None  # the --judge spec
+    base_url_host: str | None  # the judge server's host (the URL is passed again to score again)
+
+
+class RunImport(TypedDict, total=False):
+    """run.json's `imported`: where an imported run's answers came from (`eval import`)."""
+
+    framework: str  # "inspect_ai", "lmms-eval" or "official" (the authors' prediction files)
+    logs: list[str]  # the logs or prediction files read
+    left_out: list[str]  # settings a log held that run.json does not keep (credentials among them), by name
+
+
 class RunInfo(TypedDict, total=False):
     """run.json: what produced a run folder (`eval.runinfo.build_run_json` writes the fields down to `counts`,
     for a run, an import or a kept submission; the ones after it are added where they apply). Never a key: the
@@ -299,7 +319,7 @@ class RunInfo(TypedDict, total=False):
     settings: dict[str, Any]  # RunSettings.to_json() less base URLs and keys (`RunSettings.from_saved` reads it)
     base_url_host: str | None  # the model server's host, never its path or a key
     backend: dict[str, Any]  # the backend's `describe()`: its engine, versions and what its request policy learnt
-    judge: dict[str, Any] | None  # {spec, base_url_host} of the judge, or None
+    judge: RunJudge | None
     prompt_version: str
     dataset: RunDataset
     identity: dict[str, Any]  # the settings that change answers, the prompt version and the fingerprints
@@ -309,7 +329,7 @@ class RunInfo(TypedDict, total=False):
     counts: dict[str, Any]  # task -> {predictions, failed, truncated} (a kept human sitting: its answers)
     dataset_revision: dict[str, str]  # task -> the Hub commit of the authors' release it was read from
     concurrency: dict[str, Any]  # what each server's limiter settled on, and its trace (`Limits.describe`)
-    imported: dict[str, Any]  # `eval import`: {framework, logs, left_out}
+    imported: RunImport
     submission: dict[str, Any]  # the Space: how a submitted run was checked (status, mismatch, flags, partial, ...)
     human: dict[str, Any]  # the Space's Take the test: {group, person, automated}
 

@@ -22,7 +22,7 @@ from eval import prompts, tasks
 from eval.images import ViewHashes
 from eval.settings import IDENTITY_FIELDS, RunSettings, UsageError
 from eval.store import Key
-from eval.types import GenerationConfig, Prediction, Request, ScoreRecord, TaskFigures
+from eval.types import GenerationConfig, Prediction, Request, Row, ScoreRecord, TaskFigures
 
 
 def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list[str], epoch: int = 0,
@@ -70,7 +70,7 @@ class TaskScoring:
 
     spec: tasks.Task
     predictions: list[Prediction]
-    by_id: dict[str, dict[str, Any]]
+    by_id: dict[str, Row]
     settings: RunSettings
     lang: str
     judge: str | None  # the judge's spec
@@ -79,7 +79,7 @@ class TaskScoring:
     cache_dir: Path
     n_boot: int
     fresh: Collection[Key] = ()
-    views_sent: Callable[[dict[str, Any]], int] | None = None  # lines written before n_images was kept
+    views_sent: Callable[[Row], int] | None = None  # lines written before n_images was kept
     rotated: list[ScoreRecord] = field(default_factory=list)  # rotations.jsonl lines (--circular)
 
     @property
@@ -93,14 +93,14 @@ class Tally:
     `records`/`rows`/`decided` give ours and `figures` what the protocol adds to the task's entry."""
 
     records: list[ScoreRecord]  # ours: each record our figures read
-    rows: list[dict[str, Any]]
+    rows: list[Row]
     decided: list[str]  # a judged task: who decided each of `records`' verdicts
 
-    def add(self, prediction: Prediction, row: dict[str, Any]) -> ScoreRecord:
+    def add(self, prediction: Prediction, row: Row) -> ScoreRecord:
         """The answer's record (what the page shows)."""
         raise NotImplementedError
 
-    async def judge(self, record: ScoreRecord, prediction: Prediction, row: dict[str, Any], judge: Any) -> None:
+    async def judge(self, record: ScoreRecord, prediction: Prediction, row: Row, judge: Any) -> None:
         """A judged task's verdict for one record; `judge` has `reply(prompt)` and `verdict(question,
         reference, raw)` (the Space's request-slot judge)."""
         raise NotImplementedError
@@ -153,19 +153,19 @@ class Protocol:
     def generation(self, settings: RunSettings, epoch: int = 0) -> GenerationConfig:
         raise NotImplementedError
 
-    def request(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+    def request(self, task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
         """The request itself when building it takes microseconds (views sent as stored), else the call
         that builds it (decode, shrink, re-encode) for a worker thread: what `runner.built_ahead` takes."""
         raise NotImplementedError
 
-    def build(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+    def build(self, task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
               scope: str | None = None) -> Request:
         """The request, built now (in this thread)."""
         job = self.request(task, row, settings, epoch, rotation, scope)
         return job if isinstance(job, Request) else job()
 
-    def prompt_text(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings) -> str:
+    def prompt_text(self, task: tasks.Task, row: Row, settings: RunSettings) -> str:
         """The text of a row's request (no views, no rotation): what a viewer searches and shows."""
         return task.prompt(row, lang=settings.lang, cot=bool(settings.cot))
 

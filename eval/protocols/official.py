@@ -50,6 +50,7 @@ from eval.types import (
     Prediction,
     PredictionLine,
     Request,
+    Row,
     ScoreRecord,
     TaskFigures,
 )
@@ -263,7 +264,7 @@ def served_name(spec: str | None) -> str:
         return str(spec or "").rpartition("/")[2]
 
 
-def official_preds(task: str, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]],
+def official_preds(task: str, predictions: Sequence[Prediction], rows: Sequence[Row],
                    model: str | None, indices: str | None = None) -> dict[int, PredictionLine]:
     """Each answer as a line of their prediction file, by `idx`: `model_pred` (their cleaning of the
     text, or the failure marker) and, for classification, the `gt_answer` their inference writes.
@@ -321,7 +322,7 @@ def take_reply(line: PredictionLine, record: ScoreRecord, reply: str | None) -> 
 
 
 def official_judge(records: list[ScoreRecord], preds: dict[int, PredictionLine],
-                   file_rows: Sequence[dict[str, Any]], judge: BackendJudge | None, judge_model: str | None,
+                   file_rows: Sequence[Row], judge: BackendJudge | None, judge_model: str | None,
                    cache_dir: Path, concurrency: int) -> None:
     """Their judge step: the Chinese judge prompt for each answer that counts, its reply read by their
     keywords (`eval_match`, `eval_result` on the prediction line); an empty or failed answer is wrong
@@ -482,7 +483,7 @@ class Official(Protocol):
                                 reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget,
                                 fit_to_context=theirs)
 
-    def views(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings) -> list[ImagePart]:
+    def views(self, task: tasks.Task, row: Row, settings: RunSettings) -> list[ImagePart]:
         """The images their scripts send for this row: chosen by the task's rule from --image-indices,
         each the file's bytes as stored, labelled image/jpeg as they label every image."""
         cells = row.get("images") or []
@@ -496,7 +497,7 @@ class Official(Protocol):
         except ImageError as exc:
             raise ImageError(f"{task.name}: {exc}") from None
 
-    def request(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+    def request(self, task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
         """The images, then the row's prompt verbatim, in one user turn: the stored bytes, never
         re-encoded, so it is built at once (microseconds)."""
@@ -508,7 +509,7 @@ class Official(Protocol):
                        config=self.generation(settings, epoch), request_hash=digest,
                        metadata={"n_images": len(views), "epoch": epoch, "rotation": 0})
 
-    def prompt_text(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings) -> str:
+    def prompt_text(self, task: tasks.Task, row: Row, settings: RunSettings) -> str:
         return str(row.get("prompt") or "")  # the row's prompt verbatim, as `request` sends it
 
     # ------------------------------------------------------------ scoring
@@ -637,7 +638,7 @@ class Official(Protocol):
 
 @dataclass
 class _Answer:
-    row: dict[str, Any]
+    row: Row
     line: PredictionLine  # the line of their prediction file
 
 
@@ -652,11 +653,11 @@ class OfficialTally(Tally):
         self._lines: dict[int, PredictionLine] = {}  # id(record) -> their line
         self.all_records: list[ScoreRecord] = []  # every answer's record, with its `official` reading
         self.records: list[ScoreRecord] = []  # ours: the rows whose reference ours reads
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
         self.decided: list[str] = []
         self._ours: set[int] = set()
 
-    def add(self, prediction: Prediction, row: dict[str, Any]) -> ScoreRecord:
+    def add(self, prediction: Prediction, row: Row) -> ScoreRecord:
         ours = usable_reference(self.task, row, self.lang)
         record = score_prediction(self.task, prediction, row, self.lang) if ours else {"id": prediction.id,
                                                                             "reference": row.get("ground_truth")}
@@ -671,7 +672,7 @@ class OfficialTally(Tally):
             self._ours.add(id(record))
         return record
 
-    async def judge(self, record: ScoreRecord, prediction: Prediction, row: dict[str, Any], judge: Any) -> None:
+    async def judge(self, record: ScoreRecord, prediction: Prediction, row: Row, judge: Any) -> None:
         """Their judge prompt, its reply read by their keywords and by ours strictly (`judge.reply`)."""
         prompt = judge_prompt_of(row, record["official"])
         take_reply(self._lines[id(record)], record, await judge.reply(prompt) if prompt else None)

@@ -32,6 +32,7 @@ from eval.types import (
     Message,
     Prediction,
     Request,
+    Row,
     ScoreRecord,
     TaskFigures,
 )
@@ -74,14 +75,14 @@ class Ours(Protocol):
                                 reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget,
                                 fit_to_context=settings.max_tokens == DEFAULT_MAX_TOKENS)
 
-    def request(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+    def request(self, task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
         views = _stored(row, settings)
         if views is not None:
             return self.build(task, row, settings, epoch, rotation, scope, views)
         return partial(self.build, task, row, settings, epoch, rotation, scope)
 
-    def build(self, task: tasks.Task, row: dict[str, Any], settings: RunSettings, epoch: int = 0, rotation: int = 0,
+    def build(self, task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
               scope: str | None = None, views: list[ImagePart] | None = None) -> Request:
         """Images first (the views, in order), then the task text, in one user turn.
 
@@ -158,7 +159,7 @@ def left_out(entry: TaskFigures, answered: Sequence[Prediction], mine: Sequence[
         entry["ours_left_out"] = len(answered) - len(mine) - len(rotated)
 
 
-def _stored(row: dict[str, Any], settings: RunSettings) -> list[ImagePart] | None:
+def _stored(row: Row, settings: RunSettings) -> list[ImagePart] | None:
     return stored_views(row, n=settings.images, order=settings.image_order, seed=settings.seed,
                         max_side=settings.max_image_side)
 
@@ -172,7 +173,7 @@ class OursTally(Tally):
         self.records, self.rows, self.decided = [], [], []
         self.answered = 0
 
-    def add(self, prediction: Prediction, row: dict[str, Any]) -> ScoreRecord:
+    def add(self, prediction: Prediction, row: Row) -> ScoreRecord:
         self.answered += 1
         if not usable_reference(self.task, row, self.lang):
             return {"id": prediction.id, "reference": row.get("ground_truth")}
@@ -181,7 +182,7 @@ class OursTally(Tally):
         self.rows.append(row)
         return record
 
-    async def judge(self, record: ScoreRecord, prediction: Prediction, row: dict[str, Any], judge: Any) -> None:
+    async def judge(self, record: ScoreRecord, prediction: Prediction, row: Row, judge: Any) -> None:
         if not self.records or self.records[-1] is not record:
             return  # not scored by ours
         raw = prediction.raw if prediction.error is None else None

@@ -19,7 +19,7 @@ from eval import circular, numbers, tasks
 from eval.limiter import START
 from eval.settings import N_BOOT
 from eval.store import Key, key_of
-from eval.types import Prediction, ScoreRecord, TaskFigures
+from eval.types import Prediction, Row, ScoreRecord, TaskFigures
 from metrics.judge_accuracy.core import final_answer, injection_suspected, judge_items, score_verdicts
 
 # judge_items' provenance -> scores.jsonl's decided_by: a cached verdict was a judge's; a missing
@@ -37,7 +37,7 @@ def authors_rows(rows: Sequence[Mapping[str, Any]]) -> bool:
 
 
 # ---------------------------------------------------------------- per item
-def item_record(task: tasks.Task, row: dict[str, Any], prediction: Prediction, *, lang: str,
+def item_record(task: tasks.Task, row: Row, prediction: Prediction, *, lang: str,
                 n_images: int | None = None) -> ScoreRecord:
     """The scores.jsonl line of one item before task scoring fills correct/ape/verdict."""
     failed = prediction.error is not None
@@ -58,7 +58,7 @@ def item_record(task: tasks.Task, row: dict[str, Any], prediction: Prediction, *
     return record
 
 
-def score_prediction(task: tasks.Task, prediction: Prediction, row: dict[str, Any], lang: str = "zh") -> ScoreRecord:
+def score_prediction(task: tasks.Task, prediction: Prediction, row: Row, lang: str = "zh") -> ScoreRecord:
     """One live prediction scored on its own (the Space): a scores.jsonl-like dict; a judged task's item
     stays unscored.
 
@@ -69,7 +69,7 @@ def score_prediction(task: tasks.Task, prediction: Prediction, row: dict[str, An
     return record
 
 
-def parsed_answers(task: tasks.Task, predictions: Sequence[Prediction], rows: Sequence[dict[str, Any]], lang: str,
+def parsed_answers(task: tasks.Task, predictions: Sequence[Prediction], rows: Sequence[Row], lang: str,
                    fresh: Collection[Key] = ()) -> list[Any]:
     """Each prediction's parsed answer (None when it failed): kept as parsed when it was made in this
     process (`fresh`: its key), else parsed now from the raw text (an older parser may have written
@@ -81,7 +81,7 @@ def parsed_answers(task: tasks.Task, predictions: Sequence[Prediction], rows: Se
 
 
 # ---------------------------------------------------------------- per task
-def score_rotations(task: tasks.Task, predictions: Sequence[Prediction], by_id: dict[str, dict[str, Any]],
+def score_rotations(task: tasks.Task, predictions: Sequence[Prediction], by_id: dict[str, Row],
                     plain: list[ScoreRecord], lang: str, n_boot: int = N_BOOT, fresh: Collection[Key] = ()
                     ) -> tuple[list[ScoreRecord], TaskFigures]:
     """`--circular`: the rotated answers scored against the letter their rotation moved the answer to
@@ -94,7 +94,7 @@ def score_rotations(task: tasks.Task, predictions: Sequence[Prediction], by_id: 
                      "circular_accuracy_ci95": found.pop("circular_accuracy_ci95", None), "circular": found}
 
 
-def score_task(task: tasks.Task, records: list[ScoreRecord], parsed: list[Any], rows: Sequence[dict[str, Any]],
+def score_task(task: tasks.Task, records: list[ScoreRecord], parsed: list[Any], rows: Sequence[Row],
                lang: str, n_boot: int = N_BOOT) -> TaskFigures:
     """Each record's score from its parsed answer (None = unparsed or failed) and the task's figures."""
     result = task.score(records, parsed, rows, lang)

@@ -26,7 +26,7 @@ from eval.runinfo import recorded_judge
 from eval.scoring import JUDGE_CACHE
 from eval.settings import RunSettings
 from eval.store import PREDICTIONS, Prediction, read_predictions
-from eval.types import ImagePart, RunInfo, ScoreRecord
+from eval.types import ImagePart, Row, RunInfo, ScoreRecord
 from metrics.judge_accuracy.core import VerdictCache, build_judge_prompt
 
 STATUSES = ("correct", "wrong", "unparsed", "truncated", "failed", "unscored", "scored")
@@ -409,7 +409,7 @@ def _dataset(task: tasks.Task, source: str | None, lang: str) -> tuple[Any, dict
     return found
 
 
-def _row_with_images(task: tasks.Task, item_id: str, source: str | None, lang: str) -> dict[str, Any] | None:
+def _row_with_images(task: tasks.Task, item_id: str, source: str | None, lang: str) -> Row | None:
     """The item's dataset row with its stored image bytes (as the run read it), or None when the release
     lacks it."""
     release, position = _dataset(task, source, lang)

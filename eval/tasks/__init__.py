@@ -26,6 +26,7 @@ from eval.tasks.base import (
 )
 from eval.tasks.classification import options_of, rotate_options
 from eval.tasks.vqa import question_of
+from eval.types import Row
 
 __all__ = ["MAX_PARSED_CHARS", "Task", "UnknownTask", "all_tasks", "answer_format", "figure_of", "get", "is_judged",
            "is_task", "names", "options_of", "parse_input", "parse_output", "prompt_text", "question_of",
@@ -67,7 +68,7 @@ def task_prompt(task: str, lang: str, *, cot: bool = False, options: Sequence[st
     >>> task_prompt("classification", "en", cot=True, options=["noodles", "rice"]).splitlines()[-1][:31]
     'The last line must be "Final an'
     """
-    row: dict[str, Any] = {}
+    row: Row = {}
     if options is not None:
         row["options"] = list(options)
     if question is not None:

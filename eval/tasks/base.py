@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-from eval.types import ScoreRecord, UserError
+from eval.types import Row, ScoreRecord, UserError
 
 Measure = Literal["correct", "ape"]
 AnswerFormat = Literal["letter", "nutrients", "text"]
@@ -98,7 +98,7 @@ class Task:
         """How many option orders `--circular` asks (1: the row as stored)."""
         return max(1, self.n_options(row) or 0) if self.has_options else 1
 
-    def rotate(self, row: dict[str, Any], rotation: int) -> dict[str, Any]:
+    def rotate(self, row: Row, rotation: int) -> Row:
         """The row as rotation `rotation` shows it (a task without options: the row itself)."""
         return row
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from eval import prompts
 from eval.tasks.base import VALIDATE_HINT, Task, register
-from eval.types import ScoreRecord
+from eval.types import Row, ScoreRecord
 
 
 def options_of(row: Mapping[str, Any], lang: str) -> list[str]:
@@ -17,7 +17,7 @@ def options_of(row: Mapping[str, Any], lang: str) -> list[str]:
     return list(row["options"])
 
 
-def rotate_options(row: dict[str, Any], rotation: int) -> dict[str, Any]:
+def rotate_options(row: Row, rotation: int) -> Row:
     """The row with its options rotated left by `rotation` places, and the answer letter that follows
     the correct option (`--circular`). Rotation 0 is the row as stored.
 
@@ -53,7 +53,7 @@ class Classification(Task):
     def prompt(self, row: Mapping[str, Any], *, lang: str, cot: bool) -> str:
         return prompts.classification_prompt(options_of(row, lang), lang, cot=cot)
 
-    def rotate(self, row: dict[str, Any], rotation: int) -> dict[str, Any]:
+    def rotate(self, row: Row, rotation: int) -> Row:
         return rotate_options(row, rotation)
 
     def reference(self, row: Mapping[str, Any], lang: str = "zh") -> Any:
