@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
+from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_json_file
 from eval import tasks
 from eval.endpoints import host_of
 from eval.judge import BackendJudge, JudgeError
@@ -31,7 +31,7 @@ from eval.runinfo import read_run_json, recorded_judge
 from eval.scoring import JUDGE_CACHE, METRICS, ScoringError, load_rows
 from eval.settings import N_BOOT, RunSettings
 from eval.stats import can_resample, cluster_bootstrap_ci
-from eval.store import PREDICTIONS, read_predictions
+from eval.store import PREDICTIONS, RUN_FILE_BYTES, read_predictions
 from metrics.judge_accuracy.core import (
     Judge,
     VerdictCache,
@@ -282,22 +282,43 @@ def write_agreement(run_dir: Path, result: dict[str, Any]) -> None:
                                                 encoding="utf-8")
 
 
-def read_agreement(run_dir: Path | str) -> dict[str, Any] | None:
-    """judge_agreement.json of a run folder, or None (absent or unreadable)."""
+def _folder_json(run_dir: Path, name: str) -> dict[str, Any] | None:
+    """A JSON object file of a run folder, which may come from anywhere, or None: absent, not a regular file,
+    a link out of the folder, past the run files' size, nested too deep, or not a JSON object."""
+    path = Path(run_dir) / name
     try:
-        data = json.loads((Path(run_dir) / AGREEMENT_JSON).read_text(encoding="utf-8"))
+        if not path.exists() or file_problem(path, Path(run_dir), max_bytes=RUN_FILE_BYTES) is not None:
+            return None
+        found = read_json_file(path, max_bytes=RUN_FILE_BYTES)
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def _pair(found: Any) -> bool:
+    """A judge_agreement.json pair the report can show: two raters' names, a count, an agreement and a kappa."""
+    return (isinstance(found, dict) and isinstance(found.get("a"), str) and isinstance(found.get("b"), str)
+            and isinstance(found.get("n"), int) and not isinstance(found["n"], bool)
+            and all(found.get(k) is None or isinstance(found[k], int | float) and not isinstance(found[k], bool)
+                    for k in ("agreement", "kappa")))
+
+
+def read_agreement(run_dir: Path | str) -> dict[str, Any] | None:
+    """judge_agreement.json of a run folder, or None (absent or unreadable); its `pairs` are those that hold
+    what a report shows (the raters' names, a count, numbers), any other left out."""
+    found = _folder_json(Path(run_dir), AGREEMENT_JSON)
+    if found is None:
+        return None
+    pairs = found.get("pairs")
+    return {**found, "pairs": [p for p in pairs if _pair(p)] if isinstance(pairs, list) else []}
 
 
 def scoring_judge(run_dir: Path | str) -> str | None:
-    """The judge that scored the run's VQA last (metrics.json; run.json's when the run judged as it went)."""
-    try:
-        metrics = json.loads((Path(run_dir) / METRICS).read_text(encoding="utf-8"))
-        judge = metrics["vqa"]["judge"]
-        if isinstance(judge, str):
-            return judge
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    """The judge that scored the run's judged task last (metrics.json; run.json's when the run judged as it
+    went)."""
+    metrics = _folder_json(Path(run_dir), METRICS) or {}
+    for task in tasks.all_tasks():
+        entry = metrics.get(task.name)
+        if task.judged and isinstance(entry, dict) and isinstance(entry.get("judge"), str):
+            return entry["judge"]
     return recorded_judge(read_run_json(Path(run_dir)) or {})[0]

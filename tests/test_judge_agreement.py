@@ -136,3 +136,29 @@ def test_cli_over_two_fake_servers_and_the_report_line(run_dir, tmp_path, capsys
     report = build_report([load_run(run_dir)], reported=False, n_boot=50)
     assert "judged by openai:strict; 1 of 6 verdicts decided by the deterministic rule" in report
     assert "openai:strict vs openai:lenient 80.00%" in report
+
+
+def test_a_judge_agreement_file_from_elsewhere_is_read_bounded_and_checked(run_dir, tmp_path):
+    """A run folder may come from anywhere: its judge_agreement.json is shown only where it holds what the
+    report prints (pairs of named raters with numbers), and a link out of the folder or a file nested past
+    the JSON depth limit is not read at all; the report still builds."""
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    with FakeOpenAIServer(lambda r: strict_judge(r.prompt)) as server:
+        api.score(folder, judge="openai:strict", judge_base_url=server.base_url)
+    agreement = folder / "judge_agreement.json"
+    good = {"a": "openai:strict", "b": "human", "n": 5, "agreement": 0.8, "kappa": None}
+    agreement.write_text(json.dumps({"pairs": [good, "x", {"a": "openai:strict", "b": ["z"], "n": 5, "agreement": 1},
+                                               {"a": "openai:strict", "b": "y", "n": 5, "agreement": "all"}, {}]}))
+    report = build_report([load_run(folder)], reported=False, n_boot=50)
+    assert "judge agreement openai:strict vs human 80.00%." in report and " vs y " not in report
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text(json.dumps({"pairs": [{**good, "b": "secret-file"}]}))
+    agreement.unlink()
+    agreement.symlink_to(outside)
+    assert "secret-file" not in build_report([load_run(folder)], reported=False, n_boot=50)
+    agreement.unlink()
+    agreement.write_text('{"pairs": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert "judge agreement" not in build_report([load_run(folder)], reported=False, n_boot=50)
