@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
+from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_json_file
 from eval import protocols, requests, scoring, tasks
 from eval.endpoints import check_reachable, host_of
 from eval.report.report import write_run_report
@@ -222,18 +222,22 @@ def _lmms_config(samples: Path) -> dict[str, Any]:
     """The results file written beside a samples file (same timestamp): model and version."""
     stamp = samples.name.split("_samples_")[0]
     found = samples.with_name(f"{stamp}_results.json")
-    try:
-        info = json.loads(found.read_text(encoding="utf-8")) if found.is_file() else {}
-    except ValueError:
+    try:  # a log folder may come from anywhere: bounded, never through a link out of its folder
+        info = read_json_file(found) if found.exists() and file_problem(found, found.parent) is None else {}
+    except (ValueError, OSError):
         info = {}
-    config = info.get("config") or {}
+    config = _object(info.get("config"))
     args = config.get("model_args") or ""
     pairs = dict(part.split("=", 1) for part in str(args).split(",") if "=" in part)
     left_out: list[str] = []
     return {"framework": "lmms-eval", "version": info.get("lmms_eval_version"), "model_type": config.get("model"),
             "model_args": _public(pairs, "model_args", left_out), "limit": config.get("limit"), "left_out": left_out,
-            "generation_kwargs": ((info.get("configs") or {}).get(samples.stem.split("_samples_")[-1]) or {})
+            "generation_kwargs": _object(_object(info.get("configs")).get(samples.stem.split("_samples_")[-1]))
             .get("generation_kwargs"), "log": samples.name}
+
+
+def _object(found: Any) -> dict[str, Any]:
+    return found if isinstance(found, dict) else {}
 
 
 def read_lmms(path: Path) -> list[Result]:

@@ -191,6 +191,21 @@ def test_a_result_made_on_another_release_is_refused(tmp_path: Path) -> None:
         import_run(tmp_path / "logs", "lmms-eval", tmp_path / "run")
 
 
+def test_a_results_file_from_elsewhere_is_read_bounded_and_checked(tmp_path: Path) -> None:
+    """The results file beside a samples file is the log folder's, which may come from anywhere: one of
+    another shape is ignored (the model is then unknown), one linked out of its folder is not read."""
+    write_samples(tmp_path / "logs", "classification", classification_answer)
+    results = tmp_path / "logs" / f"{STAMP}_results.json"
+    results.write_text(json.dumps({"config": ["openai"], "configs": 5, "lmms_eval_version": "0.7.3"}))
+    info = json.loads((import_run(tmp_path / "logs", "lmms-eval", tmp_path / "a") / "run.json").read_text())
+    assert info["model"] == "unknown" and info["backend"]["classification"]["model_args"] == {}
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text(json.dumps({"config": {"model": "openai", "model_args": "model_version=secret-model"}}))
+    results.unlink()
+    results.symlink_to(outside)
+    assert "secret-model" not in (import_run(tmp_path / "logs", "lmms-eval", tmp_path / "b") / "run.json").read_text()
+
+
 def test_a_file_the_adapter_did_not_write_is_refused(tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / f"{STAMP}_samples_diningbench_classification.jsonl").write_text(
