@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, position_bias
+from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, position_bias
 from eval.settings import N_BOOT
 from eval.stats import can_resample, cluster_bootstrap_mean_ci
-from eval.store import RUN_LINE_BYTES
-from eval.types import ScoreRecord
+from eval.store import RUN_FILE_BYTES, RUN_LINE_BYTES
+from eval.types import ALPHABET, ScoreRecord
 
 ROTATIONS = "rotations.jsonl"
 
@@ -37,8 +37,9 @@ def circular_figures(plain: Sequence[ScoreRecord], rotated: Sequence[ScoreRecord
         groups.setdefault((str(row["id"]), int(row.get("epoch") or 0)), []).append(row)
     complete = []
     for rows in groups.values():
-        n = max((int(r.get("n_options") or 0) for r in rows), default=0)
-        if n and {int(r.get("rotation") or 0) for r in rows} == set(range(n)):
+        counts = {_letters(r, "n_options") for r in rows}  # a count past the alphabet: not a complete item
+        n = 0 if -1 in counts else max(counts, default=0)
+        if n and {_letters(r, "rotation") for r in rows} == set(range(n)):
             complete.append(sorted(rows, key=lambda r: int(r.get("rotation") or 0)))
     figures: dict[str, Any] = {"items": len(complete), "incomplete": len(groups) - len(complete),
                                "rotations": max((len(rows) for rows in complete), default=0)}
@@ -60,9 +61,35 @@ def circular_figures(plain: Sequence[ScoreRecord], rotated: Sequence[ScoreRecord
 
 def read_rotations(run_dir: Path | str) -> list[ScoreRecord]:
     """The rotated lines of a run folder (empty when the run was not circular): scores.jsonl records plus
-    `rotation`, read as scoring wrote them (a line without an `id` left out)."""
+    `rotation`, read as scoring wrote them. The folder may come from anywhere: the file is read bounded and
+    not through a link out of it, and a line is left out unless what the figures read has its type and range
+    (`_rotation_problem`)."""
     path = Path(run_dir) / ROTATIONS
-    if not path.is_file():
+    try:
+        if not path.exists() or file_problem(path, path.parent, max_bytes=RUN_FILE_BYTES) is not None:
+            return []
+    except OSError:
         return []
     return [cast(ScoreRecord, row) for _, row in iter_jsonl_objects(path, policy="skip", max_depth=MAX_JSON_DEPTH,
-                                                 max_line_bytes=RUN_LINE_BYTES) if "id" in row]
+                                                 max_line_bytes=RUN_LINE_BYTES) if not _rotation_problem(row)]
+
+
+def _letters(row: ScoreRecord, key: str) -> int:
+    """A line's option count or rotation (0 when it has none), or -1 when it is no whole number within the
+    alphabet (a line from elsewhere: scores.jsonl's readers do not check these two)."""
+    value = row.get(key) or 0
+    return value if isinstance(value, int) and _whole(value, 0, len(ALPHABET)) else -1
+
+
+def _whole(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _rotation_problem(row: dict[str, Any]) -> bool:
+    """Whether a rotations.jsonl line cannot be counted: an id that is not text or a number, an epoch or a
+    rotation that is not a whole number >= 0, options beyond the alphabet, `correct` not true/false/null."""
+    return (not isinstance(row.get("id"), str | int) or isinstance(row.get("id"), bool)
+            or not (row.get("epoch") is None or _whole(row["epoch"], 0, 1 << 31))
+            or not (row.get("rotation") is None or _whole(row["rotation"], 0, len(ALPHABET)))
+            or not (row.get("n_options") is None or _whole(row["n_options"], 0, len(ALPHABET)))
+            or not (row.get("correct") is None or isinstance(row["correct"], bool)))

@@ -137,3 +137,29 @@ def test_old_prediction_lines_read_as_rotation_zero():
 def test_circular_needs_classification():
     with pytest.raises(UsageError, match="--circular"):
         RunSettings(task="nutrition", model="baseline:first", circular=True).validate()
+
+
+def test_a_rotations_file_from_elsewhere_is_read_bounded_and_checked(release, tmp_path):
+    """A run folder may come from anywhere: rotations.jsonl lines whose counts are not small whole numbers are
+    left out (an option count of a billion once made the report build a set of a billion rotations), as is the
+    file when it is a link out of the folder; scores.jsonl's own option counts are checked the same way."""
+    settings = RunSettings(task="classification", model="baseline:first", dataset=str(release), out=tmp_path / "run",
+                           n_boot=50, circular=True)
+    api.run(settings, backend=DishKnower(), progress=False)
+    run = tmp_path / "run"
+    honest = build_report([load_run(run)], reported=False, n_boot=50)
+    lines = read_jsonl(run / "rotations.jsonl")
+    hostile = [{**lines[0], "n_options": 10**9}, {**lines[1], "rotation": "x"}, {**lines[2], "epoch": -1},
+               {**lines[3], "correct": "yes"}, {"id": ["c1"], "rotation": 1}]
+    (run / "rotations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*lines, *hostile]))
+    assert build_report([load_run(run)], reported=False, n_boot=50) == honest
+    scores = read_jsonl(run / "scores.jsonl")
+    (run / "scores.jsonl").write_text("".join(json.dumps({**r, "n_options": 10**9} if k == 0 else r) + "\n"
+                                              for k, r in enumerate(scores)))
+    assert "| baseline:first | 6 | 100.00 | 100.00" in honest
+    assert "| baseline:first | 5 | 100.00 | 100.00" in build_report([load_run(run)], reported=False, n_boot=50)
+    outside = tmp_path / "elsewhere.jsonl"
+    (run / "rotations.jsonl").rename(outside)
+    (run / "rotations.jsonl").symlink_to(outside)
+    assert "## Option-order robustness" in honest
+    assert "## Option-order robustness" not in build_report([load_run(run)], reported=False, n_boot=50)
