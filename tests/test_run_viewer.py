@@ -266,3 +266,25 @@ def test_the_item_block_shows_run_text_as_text_and_says_what_it_left_out() -> No
     long_panel = runs_tab.item_html([], "p", "x" * 150_000, None, "A", None, "", "")
     shown = re.search(r"id='db-runs-raw'.*?<pre[^>]*>(.*?)</pre>", long_panel, re.S).group(1)
     assert len(shown) == runs_tab.MAX_TEXT_SHOWN and "the first 100,000 of 150,000 characters" in long_panel
+
+
+def test_a_judge_cache_from_elsewhere_gives_no_reply_through_a_link_or_of_another_type(run_dir, tmp_path):
+    """The item view shows the judge's reply from the folder's own judge cache only: a cache linked out of the
+    folder is not read, and a reply that is not text is not shown."""
+    import json
+    import shutil
+
+    judged = [r["id"] for r in run_items(run_dir, task="vqa") if r.get("decided_by") == "judge"]
+    assert judged
+    folder = tmp_path / "run"
+    shutil.copytree(run_dir, folder)
+    assert item_detail(folder, "vqa", judged[0]).judge_reply == "Agrees.\nGRADE: C"
+    cache = folder / "judge_cache" / "verdicts.jsonl"
+    lines = [json.loads(line) for line in cache.read_text().splitlines()]
+    outside = tmp_path / "elsewhere.jsonl"
+    shutil.move(cache, outside)
+    cache.symlink_to(outside)
+    assert item_detail(folder, "vqa", judged[0]).judge_reply is None
+    cache.unlink()
+    cache.write_text("".join(json.dumps({**line, "raw": {"html": "<b>"}}) + "\n" for line in lines))
+    assert item_detail(folder, "vqa", judged[0]).judge_reply is None

@@ -386,11 +386,28 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
                        "(the prompts or the data changed since the run)")
     judge = recorded_judge(run.info)[0]
     detail.judge_reply = run.protocol.judge_reply(scored) if spec.judged else None
-    if spec.judged and judge and detail.raw is not None and detail.judge_reply is None:
+    if spec.judged and judge and detail.raw is not None and detail.judge_reply is None and _cache_readable(run_dir):
         question = spec.question(full, settings.lang) or ""
-        hit = VerdictCache(run_dir / JUDGE_CACHE, judge).get(build_judge_prompt(question, detail.reference, detail.raw))
-        detail.judge_reply = hit.get("raw") if hit else None
+        try:
+            hit = VerdictCache(run_dir / JUDGE_CACHE, judge).get(build_judge_prompt(question, detail.reference, detail.raw))
+        except ValueError:  # unreadable: the reply is not shown
+            hit = None
+        reply = hit.get("raw") if hit else None
+        detail.judge_reply = reply if isinstance(reply, str) else None
     return detail
+
+
+MAX_CACHE_SHOWN = 64 << 20  # a judge cache past this is not read for one item's reply (a run's is ~1 KB per item)
+
+
+def _cache_readable(run_dir: Path) -> bool:
+    """Whether the run folder's judge cache may be read for a reply: a regular file inside the folder (its
+    folder not a link out of it either) and not past MAX_CACHE_SHOWN; the folder may come from anywhere."""
+    try:
+        return diningbench.file_problem(run_dir / JUDGE_CACHE / "verdicts.jsonl", run_dir,
+                                        max_bytes=MAX_CACHE_SHOWN) is None
+    except OSError:
+        return False
 
 
 def _dataset(task: tasks.Task, source: str | None, lang: str) -> tuple[Any, dict[str, int]]:
