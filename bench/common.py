@@ -80,10 +80,8 @@ def warm_imports() -> None:
 
     from eval import api, scoring, tasks  # noqa: F401  (api imports the report and the judge)
     from eval.backends import openai_chat  # noqa: F401
-    from eval.types import TASKS
-
-    for task in TASKS:
-        tasks.parse_output(task, "A", {"options": ["a", "b"]}, "zh")
+    for task in tasks.all_tasks():
+        task.read_answer("A", {"options": ["a", "b"]}, "zh")
 
 
 def import_seconds() -> float:

@@ -81,7 +81,7 @@ PUBLISHED_COLUMNS: dict[str, Any] = {"prompt": "string", "ground_truth": "string
 @dataclass(frozen=True, eq=False)
 class Config:
     """One config of the release, declared once: every module of the data contract reads it, and the
-    harness's task list (`eval.types.TASKS`) is these names in this order. A config whose rows the
+    harness's three tasks (`eval/tasks/`) read these configs, registered in this order. A config whose rows the
     authors' layout publishes in a shape it already has is one more entry in DECLARED.
 
     `columns`: its own columns after COMMON_COLUMNS, in order; a column `X_en` is the English copy of

@@ -13,19 +13,16 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
-from dataset.schema import CONFIGS
-
-Task = str  # a registered task's name (eval/tasks/); the benchmark's three are TASKS
+Task = str  # a registered task's name (eval/tasks/: the one task list)
 # One release row as the release readers give it (dataset/): the columns dataset/schema.py declares for its
 # config, and on the authors' layout their published fields too; `images` only where a row is read whole.
 # Checked where the release is read; requests, scoring and reports index it by column name after. A
 # TypedDict would not serve: readers index it by names they compute (`options_en`, a nutrient's column).
 Row = dict[str, Any]
-# The harness's constants, imported from here by eval/, space/ and bench/. The task list is the data
-# contract's (dataset/schema.py DECLARED). Each metrics module is self-contained on purpose (each works
-# copied alone, or loaded from the Hub), so it keeps its own copies; tests/test_architecture.py checks
-# that they agree with these.
-TASKS: tuple[Task, ...] = CONFIGS  # one task per config the data contract declares (dataset/schema.py)
+# The harness's constants, imported from here by eval/, space/ and bench/ (the tasks are the registry's,
+# the release's configs the data contract's: dataset/schema.py DECLARED). Each metrics module is
+# self-contained on purpose (each works copied alone, or loaded from the Hub), so it keeps its own copies;
+# tests/test_architecture.py checks that they agree with these.
 NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 LETTERS = "ABCDEFGH"
 # Option labels for a list of any length (custom data may offer more than the benchmark's 8 options).

@@ -159,7 +159,7 @@ def test_every_copy_of_a_constant_agrees():
     from synthetic import raw_export, sample
 
     schema = json.loads(raw.SCHEMA.read_text(encoding="utf-8"))["$defs"]
-    assert diningbench.CONFIGS == types.TASKS == catalog.CONFIGS == tuple(leaderboard.TASK_SHORT)
+    assert diningbench.CONFIGS == tasks.names()[:3] == catalog.CONFIGS == tuple(leaderboard.TASK_SHORT)
     assert diningbench.NUTRIENTS == types.NUTRIENTS == nutrition_error.NUTRIENTS == raw_export.NUTRIENT_FIELDS
     assert tuple(types.NUTRIENT_UNITS) == types.NUTRIENTS
     assert nutrition_app_units() == types.NUTRIENT_UNITS
@@ -183,7 +183,7 @@ def test_every_copy_of_a_constant_agrees():
 # that works copied alone). Anywhere else a literal copy is one that came back.
 CONSTANT_HOMES = {
     "dataset/schema.py": {"CONFIGS", "CUISINES", "VQA_CATEGORIES", "NUTRIENTS", "IMAGE_ROLES", "LETTERS"},
-    "eval/types.py": {"TASKS", "NUTRIENTS", "LETTERS", "ALPHABET", "NUTRIENT_UNITS"},
+    "eval/types.py": {"NUTRIENTS", "LETTERS", "ALPHABET", "NUTRIENT_UNITS"},
     "eval/prompts.py": {"FINAL_MARKER"},
     "metrics/nutrition_error/core.py": {"NUTRIENTS"},
     "metrics/nutrition_error/app.py": {"NUTRIENT_UNITS"},
@@ -255,7 +255,7 @@ def _normal(value: object) -> object:
 def shared_values() -> dict[object, str]:
     """The value of each shared constant -> its name (what a renamed copy would hold)."""
     found: dict[object, str] = {}
-    for name, value in (("CONFIGS", diningbench.CONFIGS), ("TASKS", types.TASKS), ("CUISINES", diningbench.CUISINES),
+    for name, value in (("CONFIGS", diningbench.CONFIGS), ("CUISINES", diningbench.CUISINES),
                         ("VQA_CATEGORIES", diningbench.VQA_CATEGORIES), ("NUTRIENTS", types.NUTRIENTS),
                         ("IMAGE_ROLES", diningbench.IMAGE_ROLES), ("LETTERS", types.LETTERS),
                         ("ALPHABET", types.ALPHABET), ("NUTRIENT_UNITS", types.NUTRIENT_UNITS)):
@@ -295,7 +295,7 @@ def test_no_shared_constant_comes_back_under_another_name():
     values = shared_values()
     assert renamed_copies('MY_TASKS = ("classification", "nutrition", "vqa")\nK = ["fat", "protein", '
                           '"carbohydrates", "calories"]\nOK = ("classification",)', values) == {
-        "MY_TASKS": "TASKS", "K": "NUTRIENTS"}
+        "MY_TASKS": "CONFIGS", "K": "NUTRIENTS"}
     copies = {rel: sorted(set(renamed_copies((ROOT / rel).read_text(encoding="utf-8"), values))
                           - CONSTANT_HOMES.get(rel, set()) - RENAMED_HELD.get(rel, set()))
               for rel in product_files()}
@@ -346,7 +346,7 @@ def test_each_injected_violation_is_caught(tmp_path):
     assert ("eval/settings.py", "eval/backends/gemini.py") in upward
     assert "eval/numbers.py" in graph["eval/stats.py"] and "eval/stats.py" in graph["eval/numbers.py"]
     assert renamed_copies((tmp_path / "eval/report/plots.py").read_text(encoding="utf-8"), shared_values()) == {
-        "PANEL_TASKS": "TASKS"}
+        "PANEL_TASKS": "CONFIGS"}
     compared = [rel for rel in files if not rel.startswith(REGISTRY)
                 and task_name_comparisons((tmp_path / rel).read_text(encoding="utf-8"))]
     assert compared == ["space/diningspace/render.py"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import diningbench
-from eval import types
+from eval import tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ def test_each_source_has_one_layout_and_the_module_functions_ask_it(official: Pa
 
 def test_every_list_of_configs_is_read_from_the_declarations() -> None:
     declared = diningbench.DECLARED
-    assert diningbench.CONFIGS == types.TASKS == tuple(c.name for c in declared)
+    assert diningbench.CONFIGS == tuple(c.name for c in declared) == tasks.names()[:3]
     assert diningbench.PUBLISHED_ROWS == {"classification": 2884, "nutrition": 1650, "vqa": 804}
     assert {c.name: c.english for c in declared} == {
         "classification": {"options": "options_en"}, "nutrition": {"dish_name": "dish_name_en"},

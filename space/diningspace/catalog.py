@@ -14,9 +14,9 @@ from typing import Any
 
 from PIL import Image
 
+from dataset.schema import CONFIGS
 from eval.images import ImageError, decode_bounded, stored_bytes
 from eval.report import shown_views
-from eval.types import TASKS as CONFIGS
 
 from .warmup import warm_harness
 
