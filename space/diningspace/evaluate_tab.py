@@ -57,7 +57,7 @@ class EvaluateTab:
         Stop (or a cancelled API job, or a closed page) ends the run: its requests in flight are
         cancelled and no new ones are sent.
         """
-        eval_request = EvalRequest(task=task, model=model, n_items=int(n_items or 0), provider=provider or "openai",
+        eval_request = EvalRequest(task=task, model=model, n_items=int(n_items or 0), provider=provider or KEY_PROVIDERS[0],
                                    own_model=own_model or "", api_key=api_key or "", base_url=base_url or "",
                                    lang=lang or "zh")
         secrets = [eval_request.api_key, eval_request.api_key.strip(), *(os.environ.get(n) for n in OPERATOR_SECRETS)]
@@ -125,7 +125,7 @@ class EvaluateTab:
                                     info=f"The first N items of the dataset (at most {s.max_items} here).")
                 lang = gr.Radio(["zh", "en"], value="zh", label="Prompt language")
                 with gr.Group(visible=False) as own_key_group:
-                    provider = gr.Radio(list(KEY_PROVIDERS), value="openai", label="Provider")
+                    provider = gr.Radio(list(KEY_PROVIDERS), value=KEY_PROVIDERS[0], label="Provider")
                     own_model = gr.Textbox(label="Model name", elem_id="db-own-model", placeholder="gpt-4o-mini or gemini-2.5-flash")
                     api_key = gr.Textbox(label="API key", type="password", elem_id="db-api-key", placeholder="sk-… / AIza…",
                                          info=KEY_NOTE)

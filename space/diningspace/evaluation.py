@@ -47,7 +47,7 @@ class EvalRequest:
     task: str
     model: str  # an offered spec, or OWN_KEY
     n_items: int
-    provider: str = "openai"  # with OWN_KEY
+    provider: str = KEY_PROVIDERS[0]  # with OWN_KEY
     own_model: str = ""  # with OWN_KEY
     api_key: str = field(default="", repr=False)
     base_url: str = ""

@@ -11,15 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval import tasks as task_registry
+from eval.backends import traits
 from eval.backends.baseline import NAMES as BASELINE_NAMES
+from eval.specs import BACKENDS
 
 # Reference baselines need no key, so every one is offered for every task (each answers every task;
 # what it does per task is in eval/backends/baseline.py). VQA is offered only with a judge.
 BASELINES: dict[str, tuple[str, ...]] = {task: tuple(f"baseline:{name}" for name in BASELINE_NAMES)
                                          for task in task_registry.names()}
-# Providers a visitor may use with a key of their own (the key is used for one request only); where such
-# a key goes is the backend's declared public endpoint (eval.types.BackendTraits).
-KEY_PROVIDERS = ("openai", "gemini")
+# Providers a visitor may use with a key of their own (the key is used for one request only): the backends
+# that declare a key and a public endpoint, where such a key goes (eval.types.BackendTraits), in the
+# registry's order.
+KEY_PROVIDERS = tuple(name for name in BACKENDS if traits(name).takes_key and traits(name).public_endpoint)
 
 
 class SettingsError(ValueError):
