@@ -100,7 +100,7 @@ class RunData:
         None: the embedded sample."""
         data = self.info.get("dataset")
         found = data.get("source") if isinstance(data, dict) else data or self.setting("dataset")
-        return str(found) if found else None
+        return found if isinstance(found, str) and found else None  # a value of another type names none
 
     @property
     def fingerprints(self) -> dict[str, str]:
