@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
@@ -69,12 +69,50 @@ def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float | None:
     return (observed - chance) / (1 - chance)
 
 
+class Figures(TypedDict):
+    """Two raters' agreement on the items both gave a verdict (fractions; an interval None where merchants
+    cannot be resampled, kappa None where it is undefined)."""
+
+    n: int
+    agreement: float | None
+    agreement_ci95: list[float] | None
+    kappa: float | None
+    kappa_ci95: list[float] | None
+
+
+class Pair(Figures):
+    a: str  # a rater: a judge's spec, or "human"
+    b: str
+
+
+class RuleCheck(Figures):
+    judge: str  # the judge whose own verdicts the deterministic rule is held to
+
+
+class Agreement(TypedDict, total=False):
+    """judge_agreement.json: what `eval judge-agreement` found on a run's judged answers."""
+
+    run: str  # the run folder's name
+    raters: list[str]
+    judge_all: bool  # every answer judged by each judge, or the verdicts the accuracy uses
+    items: int
+    judged: int  # answers compared (the others were empty or failed)
+    no_answer: int
+    rule_decided: int
+    accuracy: dict[str, float | None]  # rater -> accuracy on the judged answers
+    pairs: list[Pair]
+    rule_vs_judge: list[RuleCheck]
+    n_disagreements: int
+    disagreements: list[dict[str, Any]]  # the first MAX_LISTED: id, epoch, merchant, question, answer, verdicts
+    servers: dict[str, str | None]  # judge -> its server's host, never a URL
+
+
 def compare(a: Sequence[str | None], b: Sequence[str | None], merchants: Sequence[str], *,
-            n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:
+            n_boot: int = N_BOOT, seed: int = 0) -> Figures:
     """Agreement and kappa of two raters on the items both gave a verdict, with 95% intervals
     resampling merchants (NaN resamples, where kappa is undefined, are left out)."""
     kept = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x is not None and y is not None]
-    out: dict[str, Any] = {"n": len(kept), "agreement": None, "agreement_ci95": None, "kappa": None,
+    out: Figures = {"n": len(kept), "agreement": None, "agreement_ci95": None, "kappa": None,
                            "kappa_ci95": None}
     if not kept:
         return out
@@ -189,7 +227,7 @@ def read_human_labels(path: Path) -> dict[str, str]:
 # ---------------------------------------------------------------- the whole comparison
 def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
                     human_labels: Mapping[str, str] | None = None, judge_all: bool = False, n_boot: int = N_BOOT,
-                    concurrency: int = START, cache_dir: Path | None = None) -> dict[str, Any]:
+                    concurrency: int = START, cache_dir: Path | None = None) -> Agreement:
     """Re-judge a run's VQA answers with every judge (name -> callable) and compare; the result is
     what `judge_agreement.json` holds (written by `write_agreement`)."""
     run_dir = Path(run_dir)
@@ -201,7 +239,7 @@ def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
     cache = Path(cache_dir or run_dir / JUDGE_CACHE)
     raters: dict[str, list[str | None]] = {}
     own_verdicts: dict[str, list[str | None]] = {}
-    rule_checks = []
+    rule_checks: list[RuleCheck] = []
     for name, judge in judges.items():
         used, own = judge_verdicts(judged, judge, name, cache, concurrency=concurrency)
         raters[name] = own if judge_all else used
@@ -213,7 +251,7 @@ def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
     if human_labels is not None:
         raters[HUMAN] = [human_labels.get(i.id) if i.epoch == 0 else None for i in judged]
     names = list(raters)
-    pairs = [{"a": a, "b": b, **compare(raters[a], raters[b], merchants, n_boot=n_boot)}
+    pairs: list[Pair] = [{"a": a, "b": b, **compare(raters[a], raters[b], merchants, n_boot=n_boot)}
              for k, a in enumerate(names) for b in names[k + 1:]]
     disagreements = []
     for n, item in enumerate(judged):
@@ -249,7 +287,7 @@ def parse_judge_spec(text: str) -> tuple[str, str | None]:
 
 def agreement_of_specs(run_dir: Path | str, specs: Sequence[str], *, human_labels: Path | None = None,
                        judge_all: bool = False, n_boot: int = N_BOOT, base_url: str | None = None
-                       ) -> dict[str, Any]:
+                       ) -> Agreement:
     """`judge_agreement` with judges built from specs (`SPEC` or `SPEC@BASE_URL`; `base_url` for the
     others); writes judge_agreement.json and returns its content. Only a server's host is recorded."""
     run_dir = Path(run_dir)
@@ -277,7 +315,7 @@ def agreement_of_specs(run_dir: Path | str, specs: Sequence[str], *, human_label
     return result
 
 
-def write_agreement(run_dir: Path, result: dict[str, Any]) -> None:
+def write_agreement(run_dir: Path, result: Agreement) -> None:
     (Path(run_dir) / AGREEMENT_JSON).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n",
                                                 encoding="utf-8")
 
@@ -303,14 +341,14 @@ def _pair(found: Any) -> bool:
                     for k in ("agreement", "kappa")))
 
 
-def read_agreement(run_dir: Path | str) -> dict[str, Any] | None:
+def read_agreement(run_dir: Path | str) -> Agreement | None:
     """judge_agreement.json of a run folder, or None (absent or unreadable); its `pairs` are those that hold
     what a report shows (the raters' names, a count, numbers), any other left out."""
     found = _folder_json(Path(run_dir), AGREEMENT_JSON)
     if found is None:
         return None
     pairs = found.get("pairs")
-    return {**found, "pairs": [p for p in pairs if _pair(p)] if isinstance(pairs, list) else []}
+    return cast(Agreement, {**found, "pairs": [p for p in pairs if _pair(p)] if isinstance(pairs, list) else []})
 
 
 def scoring_judge(run_dir: Path | str) -> str | None:

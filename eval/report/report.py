@@ -11,9 +11,9 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from eval.agreement import read_agreement, scoring_judge
+from eval.agreement import Agreement, Figures, read_agreement, scoring_judge
 from eval.circular import circular_figures, read_rotations
 from eval.limiter import settled_line
 from eval.numbers import (
@@ -270,11 +270,11 @@ def circular_section(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
             "options (every position holds the correct option equally often).")
 
 
-def agreement_section(result: dict[str, Any]) -> str:
+def agreement_section(result: Agreement) -> str:
     """judge_agreement.json as markdown: pairwise agreement and kappa, the rule against each judge,
     and the disagreements."""
-    def cell(found: dict[str, Any], key: str, as_pct: bool) -> str:
-        value, interval = found.get(key), found.get(f"{key}_ci95")
+    def cell(found: Figures, key: Literal["agreement", "kappa"], as_pct: bool) -> str:
+        value, interval = found[key], found["agreement_ci95" if key == "agreement" else "kappa_ci95"]
         if value is None:
             return "–"
         if as_pct:
