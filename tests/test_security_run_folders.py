@@ -160,7 +160,8 @@ def test_a_malformed_ape_is_one_error_line_naming_the_file_and_line(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("field", "value"), [("correct", "yes"), ("correct", 1), ("merchant_id", {"a": 1}),
-                                              ("error", ["x"]), ("epoch", -1)])
+                                              ("error", ["x"]), ("epoch", -1), ("n_options", float("inf")),
+                                              ("n_options", "8"), ("n_options", 10**9)])
 def test_a_malformed_value_a_scorer_reads_is_one_error_line(tmp_path: Path, capsys, field, value) -> None:
     items = _cls_items()
     items[5] = {**items[5], field: value}

@@ -17,7 +17,7 @@ from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_j
 from eval import protocols, tasks
 from eval.protocols import Protocol
 from eval.store import RUN_FILE_BYTES, RUN_LINE_BYTES, json_line
-from eval.types import NUTRIENTS, RunInfo, ScoreRecord, TaskFigures, UserError
+from eval.types import ALPHABET, NUTRIENTS, RunInfo, ScoreRecord, TaskFigures, UserError
 
 REPORTED_CSV = Path(__file__).resolve().parents[1] / "data" / "table2_reported.csv"
 
@@ -158,8 +158,9 @@ def _number(value: Any) -> bool:
 
 def _value_problem(row: dict[str, Any]) -> str | None:
     """Why a value that scoring and comparisons read has the wrong type or range (None when all fit):
-    `correct` true, false or null; `error` text or null; `merchant_id` text, a number or null; for a
-    percentage-error task, `ape` null or an object with every nutrient (null or a number >= 0), `abs_error`
+    `correct` true, false or null; `error` text or null; `merchant_id` text, a number or null; `n_options` (the
+    options an item offered: chance accuracy and the circular figures count them) null or a whole number up to the
+    alphabet's 26; for a percentage-error task, `ape` null or an object with every nutrient (null or a number >= 0), `abs_error`
     likewise, and `reference` an object of numbers >= 0."""
     if row.get("correct") is not None and not isinstance(row["correct"], bool):
         return f"has `correct` {str(row['correct'])[:40]!r}, not true, false or null"
@@ -168,6 +169,10 @@ def _value_problem(row: dict[str, Any]) -> str | None:
     merchant = row.get("merchant_id")
     if merchant is not None and (not isinstance(merchant, str | int) or isinstance(merchant, bool)):
         return "has a `merchant_id` that is not text"
+    options = row.get("n_options")
+    if options is not None and (not isinstance(options, int) or isinstance(options, bool)
+                                or not 0 <= options <= len(ALPHABET)):
+        return f"has `n_options` {str(options)[:40]!r}, not a whole number from 0 to {len(ALPHABET)}"
     if not tasks.is_task(row["task"]) or tasks.get(row["task"]).measure != "ape":
         return None
     for name, nullable in (("ape", True), ("abs_error", False)):
