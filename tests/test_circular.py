@@ -12,7 +12,7 @@ from diningbench import chi_square_sf, position_bias, regularized_gamma_q
 from eval import api
 from eval.circular import circular_figures
 from eval.report.report import build_report
-from eval.report.runs import load_run
+from eval.report.runs import ReportError, load_run
 from eval.settings import RunSettings, UsageError
 from eval.tasks import rotate_options
 from eval.types import Prediction, Response
@@ -142,7 +142,7 @@ def test_circular_needs_classification():
 def test_a_rotations_file_from_elsewhere_is_read_bounded_and_checked(release, tmp_path):
     """A run folder may come from anywhere: rotations.jsonl lines whose counts are not small whole numbers are
     left out (an option count of a billion once made the report build a set of a billion rotations), as is the
-    file when it is a link out of the folder; scores.jsonl's own option counts are checked the same way."""
+    file when it is a link out of the folder; a scores.jsonl line with such a count is refused by its reader."""
     settings = RunSettings(task="classification", model="baseline:first", dataset=str(release), out=tmp_path / "run",
                            n_boot=50, circular=True)
     api.run(settings, backend=DishKnower(), progress=False)
@@ -153,11 +153,15 @@ def test_a_rotations_file_from_elsewhere_is_read_bounded_and_checked(release, tm
                {**lines[3], "correct": "yes"}, {"id": ["c1"], "rotation": 1}]
     (run / "rotations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*lines, *hostile]))
     assert build_report([load_run(run)], reported=False, n_boot=50) == honest
-    scores = read_jsonl(run / "scores.jsonl")
-    (run / "scores.jsonl").write_text("".join(json.dumps({**r, "n_options": 10**9} if k == 0 else r) + "\n"
-                                              for k, r in enumerate(scores)))
     assert "| baseline:first | 6 | 100.00 | 100.00" in honest
-    assert "| baseline:first | 5 | 100.00 | 100.00" in build_report([load_run(run)], reported=False, n_boot=50)
+    scores = read_jsonl(run / "scores.jsonl")
+    plain = [{**r, "n_options": 10**9} if k == 0 else r for k, r in enumerate(scores)]
+    figures = circular_figures(plain, lines, n_boot=50)  # the figures alone leave such an item out
+    assert figures is not None and (figures["items"], figures["incomplete"]) == (5, 1)
+    (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in plain))
+    with pytest.raises(ReportError, match="scores.jsonl line 1: has `n_options` '1000000000'"):
+        load_run(run)  # and the reader refuses the line, naming it
+    (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scores))
     outside = tmp_path / "elsewhere.jsonl"
     (run / "rotations.jsonl").rename(outside)
     (run / "rotations.jsonl").symlink_to(outside)
