@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import re
+import types
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,15 +225,25 @@ class RunSettings:
         return Path("results") / "-".join(parts)
 
     @classmethod
-    def from_saved(cls, saved: dict[str, Any]) -> RunSettings:
+    def from_saved(cls, saved: Any) -> RunSettings:
         """The settings a run.json keeps, back as RunSettings (paths, the judge cache and backend extras
-        are not part of what was asked, so they are left out)."""
+        are not part of what was asked, so they are left out). A run folder may come from anywhere: each
+        value is checked here, once, against its field's type (and its choices), and one that does not fit
+        is a UsageError naming it; readers then take the settings as typed."""
+        if not isinstance(saved, dict):
+            raise UsageError("run.json: its settings are not an object")
         fields = {f.name: f for f in dataclasses.fields(cls)}
         # A setting a run.json holds as null where the field has a value (an older run) keeps its default.
         values = {k: v for k, v in saved.items() if k in fields and k not in ("out", "judge_cache", "engine_extra")
                   and not (v is None and fields[k].default is not None)}
         if isinstance(values.get("ids"), list):
             values["ids"] = tuple(values["ids"])
+        hints = _field_types()
+        for name, value in values.items():
+            choices = fields[name].metadata.get("argparse", {}).get("choices")
+            if not _fits(value, hints[name]) or choices is not None and value is not None and value not in choices:
+                raise UsageError(f"run.json: setting {name} is {str(value)[:40]!r}, which --{name.replace('_', '-')} "
+                                 "does not take")
         return cls(**values)
 
     def to_json(self) -> dict[str, Any]:
@@ -240,6 +253,32 @@ class RunSettings:
         data["ids"] = list(self.ids) if self.ids is not None else None
         data["engine_extra"] = {k: v for k, v in self.engine_extra.items() if _is_plain(v)}
         return data
+
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(RunSettings)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a value read from JSON is of a settings field's type (an int is no bool, a number is a float,
+    a path is text, a sequence of text is a JSON list of text)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int or hint is float:
+        return isinstance(value, int | float if hint is float else int) and not isinstance(value, bool)
+    if hint is str or hint is Path:
+        return isinstance(value, str)
+    if origin in (Sequence, tuple, list):
+        return isinstance(value, tuple | list) and all(isinstance(item, str) for item in value)
+    if origin is dict:
+        return isinstance(value, dict)
+    return True
 
 
 def image_indices(text: str | None) -> tuple[int, ...]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -99,6 +100,10 @@ class ScriptRules:
         mean is the headline), or per-component percentage errors (items x components, NaN = not counted),
         whose mean of column means is it. What the item bootstrap resamples."""
         raise NotImplementedError
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _paired(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> Iterator[int]:
@@ -577,8 +582,16 @@ class Official(Protocol):
         return figures if isinstance(figures, Mapping) else None
 
     def headline(self, task: tasks.Task, entry: TaskFigures) -> tuple[str, float | None] | None:
+        """Their figure Table 2 reports, read from the entry; None where there is none, or where it is not a
+        finite number (a folder from elsewhere may hold anything: its readers then show ours)."""
         figures = self.own_figures(entry)
-        return None if figures is None else rules_for(task.name).headline(figures)
+        if figures is None:
+            return None
+        try:
+            name, value = rules_for(task.name).headline(figures)
+        except TypeError:  # a figure of another type, which a rule computes with (their MAPE in percent)
+            return None
+        return (name, value) if value is None or _finite(value) else None
 
     def read_rows(self, task: tasks.Task, rows: Sequence[ScoreRecord]) -> list[ScoreRecord]:
         """Each record with their reading as its score: right or wrong as their script counts it, or their
@@ -602,7 +615,9 @@ class Official(Protocol):
 
     def interval(self, entry: TaskFigures) -> tuple[float, float] | None:
         found = entry.get("official_ci95")
-        return (float(found[0]), float(found[1])) if isinstance(found, list) and len(found) == 2 else None
+        if isinstance(found, list) and len(found) == 2 and all(_finite(end) for end in found):
+            return float(found[0]), float(found[1])
+        return None
 
     def counted(self, task: tasks.Task, entry: TaskFigures) -> int | None:
         """The items their headline divides by, as their scripts print it beside the figure: their judge's
