@@ -238,13 +238,18 @@ class RunSettings:
                   and not (v is None and fields[k].default is not None)}
         if isinstance(values.get("ids"), list):
             values["ids"] = tuple(values["ids"])
-        hints = _field_types()
         for name, value in values.items():
-            choices = fields[name].metadata.get("argparse", {}).get("choices")
-            if not _fits(value, hints[name]) or choices is not None and value is not None and value not in choices:
+            if not _takes(name, value):
                 raise UsageError(f"run.json: setting {name} is {str(value)[:40]!r}, which --{name.replace('_', '-')} "
                                  "does not take")
         return cls(**values)
+
+    @staticmethod
+    def saved_value(saved: Any, name: str, default: Any = None) -> Any:
+        """One setting of run.json's `settings` (a folder from elsewhere may hold anything): its value when it
+        is one its field takes (type and choices), else `default` (absent, null, or not such a value)."""
+        value = saved[name] if isinstance(saved, dict) and name in saved else None
+        return value if value is not None and _takes(name, value) else default
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -258,6 +263,12 @@ class RunSettings:
 @functools.cache
 def _field_types() -> dict[str, Any]:
     return typing.get_type_hints(RunSettings)
+
+
+def _takes(name: str, value: Any) -> bool:
+    """Whether setting `name` takes `value` as run.json holds it: its field's type, and one of its choices."""
+    choices = {f.name: f for f in dataclasses.fields(RunSettings)}[name].metadata.get("argparse", {}).get("choices")
+    return _fits(value, _field_types()[name]) and (choices is None or value is None or value in choices)
 
 
 def _fits(value: Any, hint: Any) -> bool:

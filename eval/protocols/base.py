@@ -257,9 +257,9 @@ def get(name: str | None) -> Protocol:
 
 def of(settings: RunSettings | Mapping[str, Any] | None) -> Protocol:
     """The protocol a run's settings (RunSettings, or run.json's `settings`) name."""
-    if not isinstance(settings, RunSettings):  # run.json's settings, read back as the settings they are
-        settings = RunSettings.from_saved(dict(settings) if isinstance(settings, Mapping) else {})
-    return get(settings.protocol if isinstance(settings.protocol, str) else None)
+    if isinstance(settings, RunSettings):
+        return get(settings.protocol)
+    return get(RunSettings.saved_value(dict(settings) if isinstance(settings, Mapping) else None, "protocol"))
 
 
 def chosen(settings: RunSettings, rows: Sequence[Sequence[Mapping[str, Any]]]) -> Protocol:

@@ -16,6 +16,7 @@ from typing import Any, cast
 from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_json_file
 from eval import protocols, tasks
 from eval.protocols import Protocol
+from eval.settings import RunSettings
 from eval.store import RUN_FILE_BYTES, RUN_LINE_BYTES, json_line
 from eval.types import ALPHABET, NUTRIENTS, RunInfo, ScoreRecord, TaskFigures, UserError
 
@@ -27,9 +28,7 @@ class ReportError(UserError):
 
 
 # ---------------------------------------------------------------- loading runs
-# The types run.json's settings have when the harness writes them: anything else is ignored by readers.
-SETTING_TYPES: dict[str, type | tuple[type, ...]] = {"model": str, "lang": str, "images": int, "cot": bool,
-                                                     "epochs": int, "limit": int, "dataset": str, "task": str}
+
 @dataclass
 class RunData:
     """One run folder: its settings (run.json) and its scored items (scores.jsonl) per task."""
@@ -71,8 +70,6 @@ class RunData:
 
     def question(self) -> str:
         """How the run asked, for the tables: the protocol and its images, or our views and CoT."""
-        from eval.settings import RunSettings
-
         settings = self.info.get("settings")
         try:
             asked = RunSettings.from_saved(settings if isinstance(settings, dict) else {})
@@ -81,14 +78,12 @@ class RunData:
             return "settings unreadable"
 
     def setting(self, key: str, default: Any = None) -> Any:
-        """A setting as run.json holds it, or `default` when its type is not the one the harness writes
-        (a run folder from elsewhere may hold anything)."""
+        """A setting as run.json holds it (in its settings, else at its top, as an older run.json kept the
+        model), or `default` when it is not a value the setting takes (`RunSettings.saved_value`: a run folder
+        from elsewhere may hold anything)."""
         settings = self.info.get("settings")
-        value = settings[key] if isinstance(settings, dict) and key in settings else self.info.get(key, default)
-        kind = SETTING_TYPES.get(key)
-        if value is not None and kind is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind is int):
-            return default
-        return value
+        found = settings if isinstance(settings, dict) and key in settings else {key: self.info.get(key)}
+        return RunSettings.saved_value(found, key, default)
 
     @property
     def model(self) -> str:
