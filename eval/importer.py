@@ -14,6 +14,7 @@ folder, for this import and for `eval import --from official` (eval/official_io.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -236,6 +237,10 @@ def _lmms_config(samples: Path) -> dict[str, Any]:
             .get("generation_kwargs"), "log": samples.name}
 
 
+def _count(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
 def _object(found: Any) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
@@ -264,11 +269,11 @@ def read_lmms(path: Path) -> list[Result]:
             found = found[0] if isinstance(found, list) and found else found
             raw = found if isinstance(found, str) or found is None else json.dumps(found, ensure_ascii=False)
             failed = isinstance(raw, str) and raw.startswith("[LMMS_EVAL_REQUEST_FAILED")
-            counts = (row.get("token_counts") or [{}])[0] or {}
+            counted = row.get("token_counts")  # a log from anywhere: a count is used only where it is one
+            counts = counted[0] if isinstance(counted, list) and counted and isinstance(counted[0], dict) else {}
             usage = {name: int(counts[key]) for name, key in (("prompt_tokens", "input_tokens"),
                                                               ("completion_tokens", "output_tokens"))
-                     if isinstance(counts.get(key), int | float) and not isinstance(counts.get(key), bool)} \
-                if counts else None
+                     if _count(counts.get(key))} if counts else None
             result.answers.append(Answer(id=str(record.get("id")), epoch=0, raw=None if failed else raw,
                                          prompt=row.get("input") if isinstance(row.get("input"), str)
                                          else record.get("prompt"), error=raw if failed else None, usage=usage,
