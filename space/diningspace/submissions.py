@@ -428,15 +428,21 @@ def _item_outcome(row: dict[str, Any]) -> Any:
     return row.get("correct")
 
 
+def _item_key(row: dict[str, Any]) -> tuple[str, Any]:
+    """(id, epoch) of a scores line; a claimed line's epoch that is not a whole number is kept as text."""
+    epoch = row.get("epoch") or 0
+    return str(row.get("id")), epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else str(epoch)[:40]
+
+
 def _differing(task: str, claimed: list[dict[str, Any]], rescored: list[dict[str, Any]]) -> int:
-    mine = {(str(r["id"]), r.get("epoch") or 0): _item_outcome(r) for r in rescored if r["task"] == task}
+    mine = {_item_key(r): _item_outcome(r) for r in rescored if r["task"] == task}
     theirs: dict[tuple[str, Any], Any] = {}
     for r in claimed:
         if r.get("task") == task:
             try:
-                theirs[(str(r.get("id")), r.get("epoch") or 0)] = _item_outcome(r)
+                theirs[_item_key(r)] = _item_outcome(r)
             except (TypeError, ValueError, AttributeError):
-                theirs[(str(r.get("id")), r.get("epoch") or 0)] = "unreadable"
+                theirs[_item_key(r)] = "unreadable"
     if not theirs:
         return 0
     return sum(theirs.get(key, "missing") != outcome for key, outcome in mine.items())
