@@ -265,10 +265,20 @@ def _field_types() -> dict[str, Any]:
     return typing.get_type_hints(RunSettings)
 
 
+@functools.cache
+def _field_choices() -> dict[str, Any]:
+    return {f.name: f.metadata.get("argparse", {}).get("choices") for f in dataclasses.fields(RunSettings)}
+
+
 def _takes(name: str, value: Any) -> bool:
-    """Whether setting `name` takes `value` as run.json holds it: its field's type, and one of its choices."""
-    choices = {f.name: f for f in dataclasses.fields(RunSettings)}[name].metadata.get("argparse", {}).get("choices")
-    return _fits(value, _field_types()[name]) and (choices is None or value is None or value in choices)
+    """Whether setting `name` takes `value` as run.json holds it: its field's type, and one of its choices
+    (a task: one registered now, as a task a module registers after this one is imported is asked too)."""
+    if not _fits(value, _field_types()[name]):
+        return False
+    if name == "task":
+        return value == "all" or task_registry.is_task(value)
+    choices = _field_choices()[name]
+    return choices is None or value is None or value in choices
 
 
 def _fits(value: Any, hint: Any) -> bool:
