@@ -11,10 +11,11 @@ from eval.types import Row, ScoreRecord
 
 
 def options_of(row: Mapping[str, Any], lang: str) -> list[str]:
-    """The options in the prompt language (en falls back to zh if absent)."""
+    """The options in the prompt language (en falls back to zh if absent); none where the row gives none (an
+    authors' row whose prompt does not read as one with options)."""
     if lang == "en" and row.get("options_en"):
         return list(row["options_en"])
-    return list(row["options"])
+    return list(row.get("options") or [])
 
 
 def rotate_options(row: Row, rotation: int) -> Row:
@@ -68,6 +69,8 @@ class Classification(Task):
         from metrics.dining_accuracy.core import parse_choice
 
         options = options_of(row, lang)
+        if not options:  # nothing to choose among: no answer reads as a choice (its reference is unusable too)
+            return None
         return parse_choice(text, n_options=len(options), options=options)
 
     def score(self, records: list[ScoreRecord], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
