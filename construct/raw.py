@@ -268,11 +268,15 @@ def _photo(raw: RawExport, db: sqlite3.Connection, lineno: int, row: dict[str, A
         raise BuildError(f"{where}: role must be reference or user, got {row['role']!r}")
     if row["dish_id"] not in raw.dishes:
         raise BuildError(f"{where}: dish_id {row['dish_id']!r} is not in dishes.jsonl")
-    path = (raw.root / row["path"]).resolve()
-    if raw.root not in path.parents:
-        raise BuildError(f"{where}: path {row['path']!r} leaves the export folder")
-    if not path.is_file():
-        raise BuildError(f"{where}: photo file {row['path']!r} does not exist in {raw.root}")
+    try:
+        path = (raw.root / row["path"]).resolve()
+        if raw.root not in path.parents:
+            raise BuildError(f"{where}: path {row['path']!r} leaves the export folder")
+        if not path.is_file():
+            raise BuildError(f"{where}: photo file {row['path']!r} does not exist in {raw.root}")
+    except OSError as exc:  # a name too long for the file system, say
+        raise BuildError(f"{where}: path {str(row['path'])[:80]!r} cannot be looked up "
+                         f"({exc.strerror or type(exc).__name__})") from None
     try:
         db.execute("INSERT INTO photos VALUES (?, ?, ?, ?, ?)",
                    (row["photo_id"], row["dish_id"], row["role"], row["path"], int(row["role"] != "reference")))

@@ -34,6 +34,8 @@ def test_a_sound_export_loads(tmp_path):
 @pytest.mark.parametrize(("change", "message"), [
     ({"photos": ({**PHOTO, "path": "images/missing.jpg"},)},
      r"photos.jsonl line 1: photo file 'images/missing.jpg' does not exist"),
+    ({"photos": ({**PHOTO, "path": "9" * 400},)},
+     r"photos.jsonl line 1: path '9{80}' cannot be looked up \(File name too long\)"),
     ({"dishes": ({k: v for k, v in DISH.items() if k != "merchant_id"},)},
      r"dishes.jsonl line 1: dish 'd1' has no merchant_id"),
     ({"dishes": ({**DISH, "merchant_id": "m9"},)}, r"dishes.jsonl line 1: merchant_id 'm9' is not in merchants.jsonl"),
@@ -113,3 +115,35 @@ def test_the_photo_index_is_on_disk_reused_while_the_export_holds_and_never_left
     index.write_bytes(b"not a database")
     (raw_dir / "photos.jsonl").write_text(json.dumps(PHOTO) + "\n", encoding="utf-8")
     assert len(load_raw(raw_dir, index=index).photos) == 1
+
+
+def test_a_raw_export_of_odd_values_loads_or_is_refused_in_one_line(tmp_path):
+    """Each place of the first line of each raw file (three levels down) given each odd value in turn: the
+    export loads or is refused in one BuildError line naming the file and line (other menus, other exports)."""
+    import json
+    import re
+    import shutil
+
+    from construct.errors import BuildError
+    from synthetic.raw_export import write_raw_export
+    from tests.test_security_import_values import ODD
+    from tests.test_security_run_folder_values import _paths, _replaced
+
+    genuine = tmp_path / "genuine"
+    write_raw_export(genuine, merchants=2)
+    failures = {}
+    for name in ("merchants.jsonl", "dishes.jsonl", "photos.jsonl"):
+        lines = [json.loads(line) for line in (genuine / name).read_text(encoding="utf-8").splitlines() if line]
+        for k, (path, odd) in enumerate((path, odd) for path in _paths(lines[0], 3) for odd in ODD):
+            raw = tmp_path / f"{name}-{k}"
+            shutil.copytree(genuine, raw)
+            (raw / name).write_text("".join(json.dumps(_replaced(line, path, odd) if i == 0 else line) + "\n"
+                                            for i, line in enumerate(lines)), encoding="utf-8")
+            try:
+                load_raw(raw, tmp_path / f"{name}-{k}.sqlite")
+            except BuildError as exc:
+                assert "\n" not in str(exc) and re.match(r"(merchants|dishes|photos)\.jsonl line \d+: ", str(exc)), str(exc)
+            except Exception as exc:  # noqa: BLE001  (any other exception is what this test looks for)
+                failures[f"{name} {'.'.join(map(str, path))} = {type(odd).__name__}"] = f"{type(exc).__name__}: {exc}"
+            shutil.rmtree(raw)
+    assert not failures, "\n".join(f"{where}: {error}"[:300] for where, error in failures.items())
