@@ -20,28 +20,11 @@ from eval.official_io import import_official
 from eval.types import UserError
 from tests.helpers_official import write_folder
 from tests.test_adapters_import import classification_answer, write_samples
+from tests.test_security_run_folder_values import _paths, _replaced
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "official"
 ODD: tuple[Any, ...] = ("x", [], {"a": {"b": 1}}, True, None, "<b>x</b>", [1, "a"], -1, 10**12, float("inf"),
                         float("nan"), 1.5, 0, "9" * 400)
-
-
-def _paths(value: Any, depth: int, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix] if prefix else []
-    if depth and isinstance(value, dict):
-        for key, inner in value.items():
-            found += _paths(inner, depth - 1, (*prefix, key))
-    elif depth and isinstance(value, list) and value:
-        found += _paths(value[0], depth - 1, (*prefix, 0))
-    return found
-
-
-def _replaced(value: Any, path: tuple[Any, ...], odd: Any) -> Any:
-    if not path:
-        return odd
-    if isinstance(value, dict):
-        return {**value, path[0]: _replaced(value[path[0]], path[1:], odd)}
-    return [_replaced(value[0], path[1:], odd), *value[1:]]
 
 
 def _first_line_changed(lines: list[dict[str, Any]], path: tuple[Any, ...], odd: Any) -> str:
