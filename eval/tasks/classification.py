@@ -11,11 +11,10 @@ from eval.types import Row, ScoreRecord
 
 
 def options_of(row: Mapping[str, Any], lang: str) -> list[str]:
-    """The options in the prompt language (en falls back to zh if absent); none where the row gives none (an
-    authors' row whose prompt does not read as one with options)."""
+    """The options in the prompt language (en falls back to zh if absent)."""
     if lang == "en" and row.get("options_en"):
         return list(row["options_en"])
-    return list(row.get("options") or [])
+    return list(row["options"])
 
 
 def rotate_options(row: Row, rotation: int) -> Row:
@@ -68,7 +67,10 @@ class Classification(Task):
         # Imported here: its patterns take 20 ms to compile, which other tasks never need.
         from metrics.dining_accuracy.core import parse_choice
 
-        options = options_of(row, lang)
+        try:
+            options = options_of(row, lang)
+        except (KeyError, TypeError):  # an authors' row whose prompt does not read as one with options
+            return None
         if not options:  # nothing to choose among: no answer reads as a choice (its reference is unusable too)
             return None
         return parse_choice(text, n_options=len(options), options=options)
