@@ -44,6 +44,7 @@ from dataset.jsonl import (
     MAX_JSON_FILE_BYTES,
     JsonlPolicy,
     file_problem,
+    finite_number,
     iter_jsonl_objects,
     json_depth_within,
     read_json_file,
@@ -161,7 +162,7 @@ from dataset.stats import (
 )
 from dataset.validate import Problem, image_problem
 
-__all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "columns", "COMMON_COLUMNS", "CONFIGS", "CUISINES", "DatasetError", "DESCRIPTION", "encode_row", "ENVIRONMENT_ERRORS", "features", "GRAMS_PER_UNIT", "IMAGE", "IMAGE_ROLES", "LETTERS", "LICENSE", "MAX_CALORIES", "MAX_GRAMS", "MAX_PIXELS", "MIN_POSITIVE", "NUTRIENTS", "NUTRITION_SOURCES", "OPTIONAL_COLUMNS", "portion_grams", "release_schema", "ROOT", "ROW_GROUP_SIZE", "SAMPLE_DIR", "schema_problems", "SPLIT", "VQA_CATEGORIES", "iter_jsonl_objects", "file_problem", "json_depth_within", "read_json_file", "MAX_JSON_FILE_BYTES", "JsonlPolicy", "MAX_JSON_DEPTH", "datasets_cache", "fingerprint", "FINGERPRINTS_KEPT", "hub_reachable", "IMAGE_BATCH", "IMAGE_CACHES_KEPT", "load", "LoadedRelease", "LocalRelease", "read_release", "chi_square_sf", "position_bias", "regularized_gamma_q", "image_problem", "Problem", "summary", "validate", "build", "card_info", "card_text", "generate", "push", "ShardWriter", "write_release",
+__all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "columns", "COMMON_COLUMNS", "CONFIGS", "CUISINES", "DatasetError", "DESCRIPTION", "encode_row", "ENVIRONMENT_ERRORS", "features", "GRAMS_PER_UNIT", "IMAGE", "IMAGE_ROLES", "LETTERS", "LICENSE", "MAX_CALORIES", "MAX_GRAMS", "MAX_PIXELS", "MIN_POSITIVE", "NUTRIENTS", "NUTRITION_SOURCES", "OPTIONAL_COLUMNS", "portion_grams", "release_schema", "ROOT", "ROW_GROUP_SIZE", "SAMPLE_DIR", "schema_problems", "SPLIT", "VQA_CATEGORIES", "iter_jsonl_objects", "file_problem", "finite_number", "json_depth_within", "read_json_file", "MAX_JSON_FILE_BYTES", "JsonlPolicy", "MAX_JSON_DEPTH", "datasets_cache", "fingerprint", "FINGERPRINTS_KEPT", "hub_reachable", "IMAGE_BATCH", "IMAGE_CACHES_KEPT", "load", "LoadedRelease", "LocalRelease", "read_release", "chi_square_sf", "position_bias", "regularized_gamma_q", "image_problem", "Problem", "summary", "validate", "build", "card_info", "card_text", "generate", "push", "ShardWriter", "write_release",
            "MAX_MEMBERS", "MAX_UNPACKED_BYTES", "card_license", "convert", "write_sample_official", "HUB_ID", "LANGS", "LAYOUTS",
            "MAX_IMAGES_PER_ROW", "MAX_LINE_BYTES", "MAX_ROWS", "OFFICIAL_FILES", "OFFICIAL_LICENSE", "OfficialRelease",
            "is_official", "license_terms", "nutrition_truth", "parse_options", "read_official", "write_official",

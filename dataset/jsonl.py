@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -66,6 +67,17 @@ def read_json_file(path: Path | str, *, max_bytes: int = MAX_JSON_FILE_BYTES, ma
     if want is not None and not isinstance(value, want):
         raise ValueError(f"{name}: not a JSON {'object' if want is dict else want.__name__}")
     return value
+
+
+def finite_number(value: Any, minimum: float | None = None) -> bool:
+    """Whether a value read from a file someone else wrote is a finite number (a bool is none), at least
+    `minimum` when given: what a count, a figure or a nutrient must be before it is computed with.
+
+    >>> [finite_number(v, 0) for v in (3, 0.5, -1, True, float("inf"), "2", None)]
+    [True, True, False, False, False, False, False]
+    """
+    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            and (minimum is None or value >= minimum))
 
 
 def file_problem(path: Path, folder: Path | None = None, *, max_bytes: int | None = None) -> str | None:

@@ -4,7 +4,6 @@ the summary of one in the authors' layout; `dataset.load`'s Layout asks the one 
 from __future__ import annotations
 
 import io
-import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ import pyarrow.parquet as pq
 
 if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
     pass
+from dataset.jsonl import finite_number
 from dataset.official import OfficialRelease, duplicate_ids, official_configs
 from dataset.official_rows import NO_OPTIONS, fixed_ending, nutrition_truth
 from dataset.schema import (
@@ -81,10 +81,6 @@ def image_problem(image: Any) -> str | None:
     return None
 
 
-def _finite_nonneg(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value) and value >= 0
-
-
 def _nutrition_problems(values: dict[str, Any]) -> list[str]:
     """Per-serving values no dish can have (see MAX_CALORIES, MAX_GRAMS, MIN_POSITIVE)."""
     problems = []
@@ -145,7 +141,7 @@ def _nutrient_row(item: str, row: dict[str, Any], published: bool, report) -> No
     if published and all(v is None for v in found.values()):
         report("error", item, "ground truth unreadable: no calories, protein, carbohydrates or fat in it")
         return
-    bad = [f"{n}={v}" for n, v in found.items() if not _finite_nonneg(v)]
+    bad = [f"{n}={v}" for n, v in found.items() if not finite_number(v, 0)]
     values = {n: float(v) for n, v in found.items() if isinstance(v, int | float)}
     absurd = [] if bad else _nutrition_problems(values)
     if bad:

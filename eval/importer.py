@@ -14,14 +14,13 @@ folder, for this import and for `eval import --from official` (eval/official_io.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_json_file
+from diningbench import MAX_JSON_DEPTH, file_problem, finite_number, iter_jsonl_objects, read_json_file
 from eval import protocols, requests, scoring, tasks
 from eval.endpoints import check_reachable, host_of
 from eval.report.report import write_run_report
@@ -237,10 +236,6 @@ def _lmms_config(samples: Path) -> dict[str, Any]:
             .get("generation_kwargs"), "log": samples.name}
 
 
-def _count(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-
-
 def _object(found: Any) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
@@ -273,7 +268,7 @@ def read_lmms(path: Path) -> list[Result]:
             counts = counted[0] if isinstance(counted, list) and counted and isinstance(counted[0], dict) else {}
             usage = {name: int(counts[key]) for name, key in (("prompt_tokens", "input_tokens"),
                                                               ("completion_tokens", "output_tokens"))
-                     if _count(counts.get(key))} if counts else None
+                     if finite_number(counts.get(key), 0)} if counts else None
             result.answers.append(Answer(id=str(record.get("id")), epoch=0, raw=None if failed else raw,
                                          prompt=row.get("input") if isinstance(row.get("input"), str)
                                          else record.get("prompt"), error=raw if failed else None, usage=usage,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from diningbench import finite_number
 from eval import numbers, tasks
 from eval import official as rules
 from eval.images import ImageError, ImagePart, stored_bytes
@@ -100,10 +100,6 @@ class ScriptRules:
         mean is the headline), or per-component percentage errors (items x components, NaN = not counted),
         whose mean of column means is it. What the item bootstrap resamples."""
         raise NotImplementedError
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _paired(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> Iterator[int]:
@@ -591,7 +587,7 @@ class Official(Protocol):
             name, value = rules_for(task.name).headline(figures)
         except TypeError:  # a figure of another type, which a rule computes with (their MAPE in percent)
             return None
-        return (name, value) if value is None or _finite(value) else None
+        return (name, value) if value is None or finite_number(value) else None
 
     def read_rows(self, task: tasks.Task, rows: Sequence[ScoreRecord]) -> list[ScoreRecord]:
         """Each record with their reading as its score: right or wrong as their script counts it, or their
@@ -615,7 +611,7 @@ class Official(Protocol):
 
     def interval(self, entry: TaskFigures) -> tuple[float, float] | None:
         found = entry.get("official_ci95")
-        if isinstance(found, list) and len(found) == 2 and all(_finite(end) for end in found):
+        if isinstance(found, list) and len(found) == 2 and all(finite_number(end) for end in found):
             return float(found[0]), float(found[1])
         return None
 

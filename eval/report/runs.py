@@ -7,13 +7,12 @@ after the fact.
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, read_json_file
+from diningbench import MAX_JSON_DEPTH, file_problem, finite_number, iter_jsonl_objects, read_json_file
 from eval import protocols, tasks
 from eval.protocols import Protocol
 from eval.settings import RunSettings
@@ -146,11 +145,6 @@ def _line_problem(row: Any) -> str | None:
     return _value_problem(row)
 
 
-def _number(value: Any) -> bool:
-    """A finite number at least 0 (what an APE, an absolute error or a reference nutrient is)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-
-
 def _value_problem(row: dict[str, Any]) -> str | None:
     """Why a value that scoring and comparisons read has the wrong type or range (None when all fit):
     `correct` true, false or null; `error` text or null; `merchant_id` text, a number or null; `n_options` (the
@@ -179,14 +173,14 @@ def _value_problem(row: dict[str, Any]) -> str | None:
         for nutrient in NUTRIENTS:
             if nutrient not in value:
                 return f"has `{name}` without `{nutrient}`"
-            if not (_number(value[nutrient]) or nullable and value[nutrient] is None):
+            if not (finite_number(value[nutrient], 0) or nullable and value[nutrient] is None):
                 return f"has `{name}.{nutrient}` {str(value.get(nutrient))[:40]!r}, not a number >= 0"
     reference = row.get("reference")
     if reference is not None:
         if not isinstance(reference, dict):
             return "has a `reference` that is not an object of nutrients"
         for nutrient in NUTRIENTS:
-            if not _number(reference.get(nutrient)):
+            if not finite_number(reference.get(nutrient), 0):
                 return f"has `reference.{nutrient}` {str(reference.get(nutrient))[:40]!r}, not a number >= 0"
     return None
 
