@@ -14,7 +14,7 @@ import functools
 import re
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,11 +72,22 @@ def concurrency_arg(value: str) -> int | str:
 
 
 
+class RegisteredTasks:
+    """`--task`'s choices: the tasks registered when they are asked for (a module may register one after
+    this one is imported), and `all`. argparse and a saved setting's check read them alike."""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((*task_registry.names(), "all"))
+
+    def __contains__(self, value: object) -> bool:
+        return value == "all" or task_registry.is_task(value)
+
+
 @dataclass
 class RunSettings:
     """Everything that defines a run. `task` is one task or "all"; `images` None = every view."""
 
-    task: str = _opt("all", "task to evaluate, or all three", choices=(*task_registry.names(), "all"))
+    task: str = _opt("all", "task to evaluate, or all three", choices=RegisteredTasks())
     model: str = _opt("", "backend:model, e.g. openai:gpt-4o, gemini:gemini-2.5-flash, "
                           "vllm:Qwen/Qwen3-VL-8B-Instruct, hf:PATH, baseline:category-mean",
                       identity=True, metavar="SPEC")
@@ -271,14 +282,9 @@ def _field_choices() -> dict[str, Any]:
 
 
 def _takes(name: str, value: Any) -> bool:
-    """Whether setting `name` takes `value` as run.json holds it: its field's type, and one of its choices
-    (a task: one registered now, as a task a module registers after this one is imported is asked too)."""
-    if not _fits(value, _field_types()[name]):
-        return False
-    if name == "task":
-        return value == "all" or task_registry.is_task(value)
+    """Whether setting `name` takes `value` as run.json holds it: its field's type, and one of its choices."""
     choices = _field_choices()[name]
-    return choices is None or value is None or value in choices
+    return _fits(value, _field_types()[name]) and (choices is None or value is None or value in choices)
 
 
 def _fits(value: Any, hint: Any) -> bool:
