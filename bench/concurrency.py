@@ -111,12 +111,13 @@ class Timeline:
 
 async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concurrency: int, images: int,
                     client: str, latency: float, timeline: list[Timeline] | None = None) -> int:
-    from eval import api, tasks
+    from eval import api
     from eval.backends import BackendOptions, make_backend, release
     from eval.requests import request_job
     from eval.runner import RetryPolicy, built_ahead, execute
     from eval.settings import RunSettings
     from eval.store import PredictionStore
+    from eval.tasks.nutrition import TASK as nutrition
 
     backend: Any
     if client == "sleep":
@@ -130,7 +131,6 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
     by_id = {str(r["id"]): r for r in rows}
 
     # As api.run builds them, a few rows ahead; any that must re-encode views in worker threads.
-    nutrition = tasks.get("nutrition")
     requests = built_ahead(request_job(nutrition, row, settings) for row in rows)
     answered = 0
     with PredictionStore(out) as store:
@@ -146,17 +146,17 @@ def request_bodies(rows: list[dict[str, Any]], images: int) -> list[bytes]:
     """The JSON bodies the `openai:` backend would send for `rows` (its own message and body code)."""
     import orjson
 
-    from eval import tasks
     from eval.backends import BackendOptions, make_backend
     from eval.backends.openai_chat import rough_prompt_tokens, to_openai_messages
     from eval.requests import build_request
     from eval.settings import RunSettings
+    from eval.tasks.nutrition import TASK as nutrition
 
     settings = RunSettings(task="nutrition", model="openai:bench-vlm", images=images, max_tokens=256)
     backend = make_backend("openai:bench-vlm", BackendOptions(base_url="http://127.0.0.1:1/v1", timeout=60.0))
     bodies = []
     for row in rows:
-        request = build_request(tasks.get("nutrition"), row, settings)
+        request = build_request(nutrition, row, settings)
         body, _ = backend.policy.body(backend.model, to_openai_messages(request.messages), request.config,
                                       rough_prompt_tokens(request.messages), None)
         bodies.append(orjson.dumps(body))

@@ -20,7 +20,7 @@ import diningbench
 from eval import requests, tasks
 from eval.images import ImageError
 from eval.numbers import headline
-from eval.report.runs import ReportError, RunData, file_signature, load_run
+from eval.report.runs import ReportError, RunData, file_signature, load_run, task_named
 from eval.report.tables import read_differently
 from eval.runinfo import recorded_judge
 from eval.scoring import JUDGE_CACHE
@@ -357,7 +357,9 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
     if not rows:
         raise ReportError(f"{run_dir.name}: no scored {task} item {str(item_id)[:80]!r}")
     scored = rows[0]
-    spec = tasks.get(task)
+    spec = task_named(task)
+    if spec is None:
+        raise ReportError(f"{run_dir.name}: {str(task)[:80]!r} is not a task a module registered")
     try:
         settings = _settings(run.info)
     except (TypeError, ValueError) as exc:

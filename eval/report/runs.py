@@ -41,16 +41,12 @@ class RunData:
     def protocol(self) -> Protocol:
         """The protocol the run was asked and scored under (run.json `settings.protocol`; ours before there
         was a choice)."""
-        settings = self.info.get("settings")
-        try:
-            return protocols.of(settings if isinstance(settings, dict) else None)
-        except UserError:  # a name no protocol registered (a folder from elsewhere): read as ours
-            return protocols.get(None)
+        return protocol_of(self.info)
 
     def scored_tasks(self) -> list[tuple[tasks.Task, list[ScoreRecord]]]:
         """Each task of scores.jsonl a module registered, as its object, with its items, in the file's order
         (the one place a run folder's task names become tasks; one no module registered is left out)."""
-        return [(tasks.get(name), rows) for name, rows in self.scores.items() if tasks.is_task(name)]
+        return [(task, rows) for name, rows in self.scores.items() if (task := task_named(name)) is not None]
 
     def entry(self, task: str) -> TaskFigures:
         """A task's metrics.json entry ({} when there is none)."""
@@ -126,6 +122,22 @@ class RunData:
         return self.model + (f" ({', '.join(tags)})" if tags else "")
 
 
+def task_named(name: object) -> tasks.Task | None:
+    """A task name a run folder holds, as its task; None for a name no module registered (a folder from
+    elsewhere). The one place a run folder's task names become tasks."""
+    return tasks.get(name) if isinstance(name, str) and tasks.is_task(name) else None
+
+
+def protocol_of(info: Any) -> Protocol:
+    """The protocol a run.json names (`settings.protocol`; ours before there was a choice, and for a name
+    no protocol registered or settings of another shape: a folder from elsewhere)."""
+    settings = info.get("settings") if isinstance(info, dict) else None
+    try:
+        return protocols.of(settings if isinstance(settings, dict) else None)
+    except (UserError, TypeError, ValueError):
+        return protocols.get(None)
+
+
 def _texts(found: Any) -> dict[str, str]:
     """A run.json map of task -> text, checked once where read: an entry that is not text is left out."""
     if not isinstance(found, dict):
@@ -162,7 +174,8 @@ def _value_problem(row: dict[str, Any]) -> str | None:
     if options is not None and (not isinstance(options, int) or isinstance(options, bool)
                                 or not 0 <= options <= len(ALPHABET)):
         return f"has `n_options` {str(options)[:40]!r}, not a whole number from 0 to {len(ALPHABET)}"
-    if not tasks.is_task(row["task"]) or tasks.get(row["task"]).measure != "ape":
+    task = task_named(row["task"])
+    if task is None or task.measure != "ape":
         return None
     for name, nullable in (("ape", True), ("abs_error", False)):
         value = row.get(name)

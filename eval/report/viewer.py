@@ -29,7 +29,6 @@ from typing import Any, cast
 import gradio as gr
 
 from diningbench import CUISINES, read_json_file
-from eval import protocols, tasks
 from eval.images import ImageError, decode_bounded
 from eval.report import shown_views
 from eval.report.items import (
@@ -41,11 +40,11 @@ from eval.report.items import (
     run_items,
     run_summary,
 )
-from eval.report.runs import ReportError, file_signature, run_folders
+from eval.report.runs import ReportError, file_signature, protocol_of, run_folders, task_named
 from eval.report.tables import as_text, pct, readable
 from eval.tasks import figure_of
 from eval.tasks import names as task_names
-from eval.types import RunInfo, TaskFigures, UserError
+from eval.types import RunInfo, TaskFigures
 
 MAX_PROBLEMS_SHOWN = 5
 SHOWN_SIDE = 2048  # views as sent are at most the run's max side (1,568 px by default): shown whole
@@ -408,15 +407,13 @@ def run_label(name: str, folder: Path) -> str:
     if isinstance(model, str) and model:
         parts.append(_short_text(model, 60))
     items = 0
-    try:
-        protocol = protocols.of(info.get("settings") if isinstance(info.get("settings"), dict) else None)
-    except (UserError, TypeError, ValueError):  # a name no protocol registered (a folder from elsewhere): ours
-        protocol = protocols.get(None)
+    protocol = protocol_of(info)
     for task, figures in metrics.items():
         if not isinstance(figures, dict) or not isinstance(task, str):
             continue
         # An entry as metrics.json holds it, not checked: the protocol checks each value it reads.
-        led = protocol.headline(tasks.get(task), cast(TaskFigures, figures)) if tasks.is_task(task) else None
+        known = task_named(task)
+        led = protocol.headline(known, cast(TaskFigures, figures)) if known is not None else None
         if led is not None:  # the run's protocol's figure, named as its scoring names it
             shown = pct(led[1]) if isinstance(led[1], int | float) and not isinstance(led[1], bool) else "–"
             parts.append(f"{_short_text(task, 30)} {protocol.name} {_short_text(led[0], 30)} {shown}")

@@ -112,7 +112,7 @@ def _vqa(row: dict[str, Any], lang: str) -> str:
 def item_card(config: str, row: dict[str, Any], *, n_images: int, lang: str = "zh",
               show_answer: bool = False) -> str:
     """The HTML card for one item of `config` (classification / nutrition / vqa)."""
-    answer_format = tasks.get(config).answer_format if tasks.is_task(config) else "text"
+    answer_format = tasks.answer_format(config)  # "text" for a config no task registered
     if answer_format == "letter":
         body = _classification(row, lang, show_answer)
     elif answer_format == "nutrients":

@@ -38,7 +38,7 @@ from typing import Any
 
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects, json_depth_within
 from eval.limiter import threads_for
-from eval.tasks import figure_of, is_judged, is_task, names
+from eval.tasks import Task, all_tasks, figure_of, is_judged, is_task, names
 
 from .guard import GuardError, check_model_name, name_problem
 from .hubsync import HubFolder
@@ -295,7 +295,7 @@ def _settings_of(info: dict[str, Any]) -> Any:
     return run_settings
 
 
-def _predictions(source: bytes | Path, settings: Any, tasks: list[str], release: Release, most: int,
+def _predictions(source: bytes | Path, settings: Any, specs: Mapping[str, Task], release: Release, most: int,
                  deadline: float) -> list[Any]:
     """The run's answers, read as a stream: each line's task, id, epoch and rotation checked as it
     arrives (an item this release does not have, or an epoch past the run's own, stops the read there)."""
@@ -306,8 +306,8 @@ def _predictions(source: bytes | Path, settings: Any, tasks: list[str], release:
     latest: dict[Any, Any] = {}
     for number, row in iter_jsonl(source, "predictions.jsonl", most):
         where = f"predictions.jsonl line {number}"
-        if row.get("task") not in tasks or not isinstance(row.get("id"), str):
-            raise SubmissionError(f"{where}: needs a task of run.json's ({', '.join(tasks)}) and a string id")
+        if not isinstance(row.get("task"), str) or row["task"] not in specs or not isinstance(row.get("id"), str):
+            raise SubmissionError(f"{where}: needs a task of run.json's ({', '.join(specs)}) and a string id")
         if row["id"] not in release.rows[row["task"]]:
             raise SubmissionError(f"refused: {where}: item {row['task']}/{row['id'][:60]} is not in this release "
                                   f"(tampered, or another release)")
@@ -316,7 +316,7 @@ def _predictions(source: bytes | Path, settings: Any, tasks: list[str], release:
                 raise SubmissionError(f"{where}: {name} must be text")
         if len(row.get("raw") or "") > MAX_RAW_CHARS:
             raise SubmissionError(f"{where}: the raw answer is longer than {MAX_RAW_CHARS} characters")
-        rotations = ROTATIONS if settings.circular and tasks_registry_has_options(row["task"]) else 1
+        rotations = ROTATIONS if settings.circular and specs[row["task"]].has_options else 1
         for name, bound in (("epoch", epochs), ("rotation", rotations)):
             value = row.get(name, 0)
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < bound:
@@ -329,12 +329,6 @@ def _predictions(source: bytes | Path, settings: Any, tasks: list[str], release:
     if not latest:
         raise SubmissionError("predictions.jsonl holds no answers")
     return list(latest.values())
-
-
-def tasks_registry_has_options(task: str) -> bool:
-    from eval import tasks as registry
-
-    return bool(registry.get(task).has_options)
 
 
 class _Deadline(float):
@@ -374,10 +368,10 @@ def _check_release(info: dict[str, Any], tasks: list[str], release: Release) -> 
                                   f"{str(theirs)[:40]!r}, this Space's release is {mine!r}")
 
 
-def _check_hashes(predictions: list[Any], settings: Any, release: Release, deadline: float = float("inf")) -> None:
+def _check_hashes(predictions: list[Any], specs: Mapping[str, Task], settings: Any, release: Release,
+                  deadline: float = float("inf")) -> None:
     """Every request hash must be the one this release's prompt and views give with the run's settings
     (within the submission's time budget: building each request decodes and resizes its photos)."""
-    from eval import tasks
     from eval.images import ImageError
     from eval.requests import build_request
 
@@ -390,7 +384,7 @@ def _check_hashes(predictions: list[Any], settings: Any, release: Release, deadl
         if time.monotonic() > deadline:
             raise _over_budget(deadline)
         try:
-            expected = build_request(tasks.get(p.task), release.rows[p.task][p.id], settings, p.epoch, p.rotation).request_hash
+            expected = build_request(specs[p.task], release.rows[p.task][p.id], settings, p.epoch, p.rotation).request_hash
         except (ImageError, ValueError, TypeError, KeyError, IndexError):
             expected = None
         if p.request_hash != expected:
@@ -400,12 +394,10 @@ def _check_hashes(predictions: list[Any], settings: Any, release: Release, deadl
                               f"this release's prompt and images with run.json's settings (first: {wrong[0]})")
 
 
-def _claimed(task: str, scores: list[dict[str, Any]]) -> float | None:
-    from eval import tasks
+def _claimed(spec: Task, scores: list[dict[str, Any]]) -> float | None:
     from eval.numbers import headline
 
-    rows = [r for r in scores if r.get("task") == task]
-    spec = tasks.get(task)
+    rows = [r for r in scores if r.get("task") == spec.name]
     if spec.judged and not any(isinstance(r.get("correct"), bool) for r in rows):
         return None  # a run made without a judge claims no VQA figure: "not claimed", not 0%
     try:
@@ -517,11 +509,12 @@ def submission_key(model: str, identity: dict[str, Any]) -> str:
     return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', model).strip('-')[:60]}-{digest.hexdigest()[:10]}"
 
 
-def _run_tasks(info: dict[str, Any]) -> list[str]:
+def _run_tasks(info: dict[str, Any]) -> dict[str, Task]:
+    """run.json's tasks as their objects, in the registry's order (where the run's task names become tasks)."""
     found = info.get("tasks")
     if not isinstance(found, list) or not found or not all(is_task(t) for t in found):
         raise SubmissionError(f"run.json: `tasks` must list the run's tasks ({', '.join(names())})")
-    return [t for t in names() if t in found]
+    return {task.name: task for task in all_tasks() if task.name in found}
 
 
 def verify(files: Mapping[str, Path | bytes], release_for: Callable[[list[str]], Release], work: Path, *,
@@ -548,17 +541,18 @@ def verify(files: Mapping[str, Path | bytes], release_for: Callable[[list[str]],
     if settings.epochs > max_epochs:
         raise SubmissionError(f"refused: run.json asks {settings.epochs} epochs; this Space re-scores at most "
                               f"{max_epochs}")
-    tasks = _run_tasks(info)
+    specs = _run_tasks(info)
+    tasks = list(specs)
     try:
         release = release_for(tasks)
     except (ValueError, OSError) as exc:
         raise SubmissionError(f"this Space cannot load its release: {' '.join(str(exc).split())[:160]}") from None
     _check_release(info, tasks, release)
     most = sum(len(release.rows[t]) * settings.epochs * (ROTATIONS if settings.circular and
-                                                          tasks_registry_has_options(t) else 1) for t in tasks)
-    predictions = _predictions(files["predictions.jsonl"], settings, tasks, release, most, deadline)
+                                                          specs[t].has_options else 1) for t in tasks)
+    predictions = _predictions(files["predictions.jsonl"], settings, specs, release, most, deadline)
     tasks = [t for t in tasks if any(p.task == t for p in predictions)]
-    _check_hashes(predictions, settings, release, deadline)
+    _check_hashes(predictions, specs, settings, release, deadline)
     claimed_scores = [row for _, row in iter_jsonl(files["scores.jsonl"], "scores.jsonl", most)] \
         if "scores.jsonl" in files else []
     claimed_metrics = parse_json(files["metrics.json"], "metrics.json") if "metrics.json" in files else {}
@@ -593,12 +587,12 @@ def verify(files: Mapping[str, Path | bytes], release_for: Callable[[list[str]],
     checks = []
     for task in tasks:
         ids = {p.id for p in predictions if p.task == task and not p.epoch and not p.rotation}
-        verified = not (is_judged(task) and not metrics.get(task, {}).get("scored", False))
+        verified = not (specs[task].judged and not metrics.get(task, {}).get("scored", False))
         rescored_task = [r for r in rescored if r["task"] == task]
         checks.append(TaskCheck(
             task=task, items=len(ids), release_items=len(release.rows[task]),
-            claimed=_claimed(task, claimed_scores), claimed_metrics=_claimed_metrics(task, claimed_metrics),
-            rescored=_claimed(task, rescored_task) if verified else None,
+            claimed=_claimed(specs[task], claimed_scores), claimed_metrics=_claimed_metrics(task, claimed_metrics),
+            rescored=_claimed(specs[task], rescored_task) if verified else None,
             differing=_differing(task, claimed_scores, rescored_task) if verified else 0, verified=verified))
     notes = []
     flags = review_flags(checks, rescored, meta)
