@@ -16,7 +16,7 @@ from diningbench import MAX_JSON_DEPTH, file_problem, iter_jsonl_objects, positi
 from eval.settings import N_BOOT
 from eval.stats import can_resample, cluster_bootstrap_mean_ci
 from eval.store import RUN_FILE_BYTES, RUN_LINE_BYTES
-from eval.types import ALPHABET, ScoreRecord
+from eval.types import ScoreRecord, within_alphabet
 
 ROTATIONS = "rotations.jsonl"
 
@@ -78,7 +78,7 @@ def _letters(row: ScoreRecord, key: str) -> int:
     """A line's option count or rotation (0 when it has none), or -1 when it is no whole number within the
     alphabet (a line from elsewhere: scores.jsonl's readers do not check these two)."""
     value = row.get(key) or 0
-    return value if isinstance(value, int) and _whole(value, 0, len(ALPHABET)) else -1
+    return value if within_alphabet(value) else -1
 
 
 def _whole(value: Any, low: int, high: int) -> bool:
@@ -90,6 +90,6 @@ def _rotation_problem(row: dict[str, Any]) -> bool:
     rotation that is not a whole number >= 0, options beyond the alphabet, `correct` not true/false/null."""
     return (not isinstance(row.get("id"), str | int) or isinstance(row.get("id"), bool)
             or not (row.get("epoch") is None or _whole(row["epoch"], 0, 1 << 31))
-            or not (row.get("rotation") is None or _whole(row["rotation"], 0, len(ALPHABET)))
-            or not (row.get("n_options") is None or _whole(row["n_options"], 0, len(ALPHABET)))
+            or not (row.get("rotation") is None or within_alphabet(row["rotation"]))
+            or not (row.get("n_options") is None or within_alphabet(row["n_options"]))
             or not (row.get("correct") is None or isinstance(row["correct"], bool)))

@@ -11,7 +11,7 @@ import dataclasses
 import errno
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, TypeGuard, runtime_checkable
 
 Task = str  # a registered task's name (eval/tasks/: the one task list)
 # One release row as the release readers give it (dataset/): the columns dataset/schema.py declares for its
@@ -27,6 +27,14 @@ NUTRIENTS = ("calories", "protein", "carbohydrates", "fat")
 LETTERS = "ABCDEFGH"
 # Option labels for a list of any length (custom data may offer more than the benchmark's 8 options).
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def within_alphabet(value: object) -> TypeGuard[int]:
+    """Whether a line's option count or rotation is one the letters can name: a whole number from 0 to
+    len(ALPHABET) (a bool is none). The one rule for both, wherever a line from elsewhere is read."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= len(ALPHABET)
+
+
 NUTRIENT_UNITS = {"calories": "kcal", "protein": "g", "carbohydrates": "g", "fat": "g"}  # per serving
 
 

@@ -17,7 +17,7 @@ from eval import protocols, tasks
 from eval.protocols import Protocol
 from eval.settings import RunSettings
 from eval.store import RUN_FILE_BYTES, RUN_LINE_BYTES, json_line
-from eval.types import ALPHABET, NUTRIENTS, RunInfo, ScoreRecord, TaskFigures, UserError
+from eval.types import ALPHABET, NUTRIENTS, RunInfo, ScoreRecord, TaskFigures, UserError, within_alphabet
 
 REPORTED_CSV = Path(__file__).resolve().parents[1] / "data" / "table2_reported.csv"
 
@@ -171,8 +171,7 @@ def _value_problem(row: dict[str, Any]) -> str | None:
     if merchant is not None and (not isinstance(merchant, str | int) or isinstance(merchant, bool)):
         return "has a `merchant_id` that is not text"
     options = row.get("n_options")
-    if options is not None and (not isinstance(options, int) or isinstance(options, bool)
-                                or not 0 <= options <= len(ALPHABET)):
+    if options is not None and not within_alphabet(options):
         return f"has `n_options` {str(options)[:40]!r}, not a whole number from 0 to {len(ALPHABET)}"
     task = task_named(row["task"])
     if task is None or task.measure != "ape":
