@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from dataset.official_rows import PROTOCOL, normalize_keys, reference_letter
@@ -54,6 +54,11 @@ def is_error(model_pred: str) -> bool:
     return facts()["error_marker"]["inference"] in model_pred
 
 
+def paired_positions(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> Iterator[int]:
+    """The positions their scripts pair (below min(rows, predictions)) that hold a prediction."""
+    return (i for i in range(min(len(rows), len(preds))) if preds.get(i) is not None)
+
+
 # ------------------------------------------------------------------ the answer their scripts keep
 _FLAGS = re.DOTALL | re.IGNORECASE
 _BOXED = re.compile(r"\\boxed\{([^}]*)\}")
@@ -74,13 +79,10 @@ def clean_thinking(text: str, model_name: str) -> str:
         text = re.sub(r"<analysis>.*?</analysis>", "", text, flags=_FLAGS)
         found = re.search(r"<answer>(.*?)</answer>", text, flags=_FLAGS)
         text = found.group(1).strip() if found else text.strip()
-    elif model_name in lists["think_tags"]:
-        text = re.sub(r"<think>.*?</think>\n\n", "", text, flags=_FLAGS)
-        text = re.sub(r"<think>.*?</think>", "", text, flags=_FLAGS)
-        text = text.strip()
-    elif model_name in lists["think_prefix"]:
-        text = re.sub(r".*?</think>\n\n", "", text, flags=_FLAGS)
-        text = re.sub(r".*?</think>", "", text, flags=_FLAGS)
+    elif model_name in lists["think_tags"] or model_name in lists["think_prefix"]:
+        opening = "<think>" if model_name in lists["think_tags"] else ""  # think_prefix: from the start
+        for ending in ("</think>\n\n", "</think>"):
+            text = re.sub(f"{opening}.*?{ending}", "", text, flags=_FLAGS)
         text = text.strip()
     boxed = _BOXED.search(text)
     if boxed:
@@ -103,10 +105,7 @@ def first_letter(pred: str) -> str:
     >>> first_letter("The answer is B"), first_letter("(C)"), first_letter("答案：C"), first_letter("42")
     ('T', 'C', '答', '')
     """
-    for char in pred.strip().upper().strip():
-        if char.isalpha():
-            return char
-    return ""
+    return next((char for char in pred.upper() if char.isalpha()), "")  # stripping: whitespace is no letter
 
 
 def classification_gt(row: Mapping[str, Any]) -> str:
@@ -124,18 +123,19 @@ def classification_item(pred: str, gt_answer: str) -> tuple[bool, bool, str]:
     return letter == gt_answer and letter != "", unreadable, letter
 
 
+def classification_items(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]
+                         ) -> list[tuple[bool, bool, str]]:
+    """`classification_item` of each paired answer (a prediction's own `gt_answer` wins over the row's)."""
+    return [classification_item(str(preds[i].get("model_pred", "")),
+                                preds[i].get("gt_answer") or classification_gt(rows[i]))
+            for i in paired_positions(rows, preds)]
+
+
 def classification_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
     """What eval_classification.py prints, from the file's rows and the predictions by `idx`."""
     paired = min(len(rows), len(preds))
-    matched = unreadable = 0
-    for i in range(paired):
-        pred = preds.get(i)
-        if pred is None:
-            continue
-        gt = pred.get("gt_answer") or classification_gt(rows[i])
-        hit, cannot, _ = classification_item(str(pred.get("model_pred", "")), gt)
-        matched += hit
-        unreadable += cannot
+    items = classification_items(rows, preds)
+    matched, unreadable = sum(hit for hit, _, _ in items), sum(cannot for _, cannot, _ in items)
     return {"acc": matched / paired if paired else 0.0,
             "cannot_read_option_ratio": unreadable / paired if paired else 0.0,
             "cannot_read_option_count": unreadable, "matched": matched, "total_eval": paired,
@@ -167,14 +167,9 @@ def parse_nutrition_answer(pred: str) -> dict[str, Any] | None:
     try:
         found = json.loads(pred)
     except Exception:  # noqa: BLE001
-        text = pred
-        if "```" in text:
-            fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
-            braces = None if fenced else re.search(r"\{.*\}", text, re.DOTALL)
-            if fenced:
-                text = fenced.group(1)
-            elif braces:
-                text = braces.group(0)
+        fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", pred, re.DOTALL) if "```" in pred else None
+        braces = re.search(r"\{.*\}", pred, re.DOTALL) if "```" in pred and not fenced else None
+        text = fenced.group(1) if fenced else braces.group(0) if braces else pred
         try:
             found = json.loads(text)
         except Exception:  # noqa: BLE001
@@ -182,34 +177,34 @@ def parse_nutrition_answer(pred: str) -> dict[str, Any] | None:
     if not isinstance(found, dict):
         return None
     found = normalize_keys(found)
-    for key in NUTRIENTS:
-        if key not in found:
-            return None
-        try:
+    try:
+        for key in NUTRIENTS:
             float(found[key])
-        except (ValueError, TypeError):
-            return None
+    except (KeyError, ValueError, TypeError):
+        return None
     return found
 
 
-def nutrition_errors(reference: Mapping[str, Any], answer: Mapping[str, Any] | None
-                     ) -> dict[str, tuple[float, float, float | None]]:
+def as_float(value: Any) -> float | None:
+    """`float(value)` as their scripts take it; None where that raises ValueError or TypeError (None does)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+NutrientErrors = dict[str, tuple[float, float, float | None]]  # per nutrient: absolute, squared, percentage error
+
+
+def nutrition_errors(reference: Mapping[str, Any], answer: Mapping[str, Any] | None) -> NutrientErrors:
     """Per nutrient with a usable reference: (absolute error, squared error, APE in percent or None for
     a zero reference). An unread answer is penalised: error |reference|, 100% APE."""
-    errors: dict[str, tuple[float, float, float | None]] = {}
+    errors: NutrientErrors = {}
     for key in NUTRIENTS:
-        truth = reference.get(key)
+        truth = as_float(reference.get(key))
         if truth is None:
             continue
-        try:
-            truth = float(truth)
-        except (ValueError, TypeError):
-            continue
-        value = None if answer is None else answer.get(key)
-        try:
-            guess = float(value) if value is not None else None
-        except (ValueError, TypeError):
-            guess = None
+        guess = None if answer is None else as_float(answer.get(key))
         if guess is None:
             errors[key] = (abs(truth), abs(truth) ** 2, 100.0 if truth != 0 else None)
         else:
@@ -218,34 +213,35 @@ def nutrition_errors(reference: Mapping[str, Any], answer: Mapping[str, Any] | N
     return errors
 
 
+def nutrition_items(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]
+                    ) -> list[tuple[dict[str, Any] | None, NutrientErrors] | None]:
+    """Each paired answer as their script reads it: (the answer read or None, `nutrition_errors`), or None
+    for a row whose reference cannot be read (left out: "ground truth missing")."""
+    found: list[tuple[dict[str, Any] | None, NutrientErrors] | None] = []
+    for i in paired_positions(rows, preds):
+        reference = nutrition_reference(rows[i])
+        if reference is None:
+            found.append(None)
+            continue
+        answer = parse_nutrition_answer(str(preds[i].get("model_pred", "")).strip())
+        found.append((answer, nutrition_errors(reference, answer)))
+    return found
+
+
 def nutrition_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
     """What eval_nutrition.py prints, plus Table 2's `avg_*` (the means of the four nutrients)."""
     paired = min(len(rows), len(preds))
-    absolute: dict[str, list[float]] = {k: [] for k in NUTRIENTS}
-    squared: dict[str, list[float]] = {k: [] for k in NUTRIENTS}
-    percent: dict[str, list[float]] = {k: [] for k in NUTRIENTS}
-    parse_fail = gt_missing = 0
-    for i in range(paired):
-        pred = preds.get(i)
-        if pred is None:
-            continue
-        reference = nutrition_reference(rows[i])
-        if reference is None:
-            gt_missing += 1
-            continue
-        answer = parse_nutrition_answer(str(pred.get("model_pred", "")).strip())
-        parse_fail += answer is None
-        for key, (error, square, ape) in nutrition_errors(reference, answer).items():
-            absolute[key].append(error)
-            squared[key].append(square)
-            if ape is not None:
-                percent[key].append(ape)
+    items = nutrition_items(rows, preds)
+    read = [item for item in items if item is not None]
+    parse_fail, gt_missing = sum(answer is None for answer, _ in read), len(items) - len(read)
     figures: dict[str, Any] = {}
     for key in NUTRIENTS:
-        n = len(absolute[key])
-        figures[key] = {"mae": sum(absolute[key]) / n if n else 0.0,
-                        "rmse": math.sqrt(sum(squared[key]) / n) if n else 0.0,
-                        "mape": sum(percent[key]) / len(percent[key]) if n and percent[key] else 0.0,
+        found = [errors[key] for _, errors in read if key in errors]
+        percent = [ape for _, _, ape in found if ape is not None]
+        n = len(found)
+        figures[key] = {"mae": sum(error for error, _, _ in found) / n if n else 0.0,
+                        "rmse": math.sqrt(sum(square for _, square, _ in found) / n) if n else 0.0,
+                        "mape": sum(percent) / len(percent) if n and percent else 0.0,
                         "valid_count": n}
     for name in ("mae", "rmse", "mape"):
         figures[f"avg_{name}"] = sum(figures[k][name] for k in NUTRIENTS) / len(NUTRIENTS)
@@ -309,16 +305,12 @@ def strict_verdict(reply: Any) -> bool | None:
 def vqa_tasks(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]
               ) -> list[tuple[int, str, str, str, bool]]:
     """The items their judge step evaluates: (idx, answer, reference, question, failed)."""
-    paired = min(len(rows), len(preds))
     found = []
-    for i in range(paired):
-        pred = preds.get(i)
-        if pred is None:
-            continue
+    for i in paired_positions(rows, preds):
         reference = rows[i].get("ground_truth", "")
         if not reference:
             continue
-        answer = str(pred.get("model_pred", "")).strip()
+        answer = str(preds[i].get("model_pred", "")).strip()
         found.append((i, answer, reference, vqa_question(rows[i]), is_error(answer) or not answer))
     return found
 
@@ -345,12 +337,9 @@ def vqa_rouge_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, Pre
             for part in ("precision", "recall", "f1")}
     paired = min(len(rows), len(preds))
     extracted = 0
-    for i in range(paired):
-        pred = preds.get(i)
-        if pred is None:
-            continue
+    for i in paired_positions(rows, preds):
         reference = rows[i].get("ground_truth", "")
-        answer = str(pred.get("model_pred", "")).strip()
+        answer = str(preds[i].get("model_pred", "")).strip()
         extracted += answer != ""
         if not reference:
             continue

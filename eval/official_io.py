@@ -19,13 +19,15 @@ import json
 from pathlib import Path
 from typing import Any, cast
 
+import diningbench
 from diningbench import MAX_JSON_DEPTH, iter_jsonl_objects
 from eval import official, protocols, scoring, tasks
 from eval.api import check_out
+from eval.endpoints import host_of
 from eval.importer import write_imported
 from eval.protocols.official import official_preds, reading_of, rules_for
 from eval.runinfo import build_run_json, read_run_json
-from eval.settings import LANGS, N_BOOT, RunSettings, UsageError
+from eval.settings import LANGS, N_BOOT, RunSettings, UsageError, image_indices
 from eval.store import (
     LOCK,
     PREDICTIONS,
@@ -54,17 +56,10 @@ def file_name(task: tasks.Task, lang: str) -> str:
 # ---------------------------------------------------------------- export
 def _paths(row: Row, task: str, settings: RunSettings) -> PredictionLine:
     """The image paths their inference records: one path as `image_path`, several as `image_paths`."""
-    from eval.settings import image_indices
-
     paths = list(row.get("image_paths") or [])
     chosen = [paths[k] for k in rules_for(task).images(row, image_indices(settings.image_indices))
               if k < len(paths)]
     return {"image_path": chosen[0]} if len(chosen) == 1 else {"image_paths": chosen}
-
-
-def export_names() -> list[str]:
-    """Every file name an export may write: each task's in each language."""
-    return [file_name(task, lang) for task in tasks.all_tasks() for lang in LANGS]
 
 
 def check_export_out(out: Path, overwrite: bool) -> list[str]:
@@ -75,7 +70,8 @@ def check_export_out(out: Path, overwrite: bool) -> list[str]:
     if out.is_dir():
         refuse_planted_links(out)
         held = sorted(p.name for p in out.iterdir() if p.name != LOCK)
-        if held and set(held) <= set(export_names()) and all((out / name).is_file() for name in held):
+        names = {file_name(task, lang) for task in tasks.all_tasks() for lang in LANGS}  # all an export may write
+        if held and set(held) <= names and all((out / name).is_file() for name in held):
             if not overwrite:
                 raise UsageError(f"--out {out} holds an earlier export ({', '.join(held)}); add --overwrite to "
                                  "replace it, or choose a new folder")
@@ -200,9 +196,6 @@ def import_official(source: Path | str, task: str, out: Path | str, *, dataset: 
                     model: str | None = None, judge: str | None = None, judge_base_url: str | None = None,
                     n_boot: int = N_BOOT) -> Path:
     """Turn a prediction file their scripts wrote into a run folder scored by both readings."""
-    import diningbench
-    from eval.endpoints import host_of
-
     if not tasks.is_task(task):
         raise UsageError(f"--task {task!r}: choose one of {', '.join(tasks.names())}")
     source, out = Path(source), Path(out)

@@ -14,9 +14,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -74,7 +73,6 @@ class ScriptRules:
     """What one of their scripts does for its task. By default: every image the row lists is sent."""
 
     writes_gt_answer = False  # its inference writes the reference letter on each prediction line
-    judged = False
 
     def headline(self, figures: Mapping[str, Any]) -> tuple[str, float | None]:
         """(name, value as a fraction) of the figure their script prints that Table 2 reports."""
@@ -102,11 +100,6 @@ class ScriptRules:
         raise NotImplementedError
 
 
-def _paired(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> Iterator[int]:
-    """The positions their scripts pair (below min(rows, predictions)) that hold a prediction."""
-    return (i for i in range(min(len(rows), len(preds))) if preds.get(i) is not None)
-
-
 class ClassificationRules(ScriptRules):
     writes_gt_answer = True
 
@@ -129,9 +122,7 @@ class ClassificationRules(ScriptRules):
         return rules.classification_figures(rows, preds)
 
     def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
-        return np.array([float(rules.classification_item(str(preds[i].get("model_pred", "")),
-                                                         preds[i].get("gt_answer") or rules.classification_gt(rows[i]))[0])
-                         for i in _paired(rows, preds)])
+        return np.array([float(hit) for hit, _, _ in rules.classification_items(rows, preds)])
 
 
 class NutritionRules(ScriptRules):
@@ -171,19 +162,12 @@ class NutritionRules(ScriptRules):
 
     def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
         """Percentage errors per nutrient (an unread answer: 100; a zero reference: not counted)."""
-        found = []
-        for i in _paired(rows, preds):
-            reference = rules.nutrition_reference(rows[i])
-            if reference is None:
-                continue  # ground truth missing: left out, as theirs
-            errors = rules.nutrition_errors(reference, rules.parse_nutrition_answer(str(preds[i].get("model_pred", "")).strip()))
-            found.append([np.nan if errors.get(k) is None or errors[k][2] is None else errors[k][2] for k in NUTRIENTS])
+        found = [[np.nan if errors.get(k) is None or errors[k][2] is None else errors[k][2] for k in NUTRIENTS]
+                 for _, errors in filter(None, rules.nutrition_items(rows, preds))]  # ground truth missing: left out
         return np.array(found, dtype=float).reshape(-1, len(NUTRIENTS))
 
 
 class VqaRules(ScriptRules):
-    judged = True
-
     def headline(self, figures: Mapping[str, Any]) -> tuple[str, float | None]:
         if "model_evaluate_accuracy" in figures:
             return "model_evaluate_accuracy", figures["model_evaluate_accuracy"]
@@ -207,16 +191,17 @@ class VqaRules(ScriptRules):
     def figures(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
         """ROUGE, and the judge's figures from each prediction's `eval_match` where the judge ran."""
         figures = rules.vqa_rouge_figures(rows, preds)
-        verdicts = {i: bool(preds[i].get("eval_match")) for i, *_ in rules.vqa_tasks(rows, preds)
-                    if "eval_match" in preds[i]}
-        if verdicts:
+        if verdicts := self.verdicts(rows, preds):
             figures.update(rules.vqa_judge_figures(verdicts))
         return figures
 
+    def verdicts(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[int, bool]:
+        """Their judge's verdict (`eval_match`) per judged item, by `idx`."""
+        return {i: bool(preds[i].get("eval_match")) for i, *_ in rules.vqa_tasks(rows, preds) if "eval_match" in preds[i]}
+
     def item_values(self, rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> np.ndarray:
         """Their judge's verdict per judged item (none before a judge ran: their figure is then ROUGE)."""
-        return np.array([float(bool(preds[i].get("eval_match"))) for i, *_ in rules.vqa_tasks(rows, preds)
-                         if "eval_match" in preds[i]])
+        return np.array([float(match) for match in self.verdicts(rows, preds).values()])
 
 
 RULES: dict[str, ScriptRules] = {"classification": ClassificationRules(), "nutrition": NutritionRules(),
@@ -389,8 +374,7 @@ def score_strict_judged(task: tasks.Task, records: list[ScoreRecord], judge_mode
     or no, `official.strict_verdict`); a failed or empty answer is wrong; a reply that says neither
     plainly leaves the item unscored."""
     verdicts = [strict_verdict_of(record) for record in records]
-    has_replies = any("judge_reply" in (r.get("official") or {}) for r in records)
-    if not has_replies:
+    if not any("judge_reply" in (r.get("official") or {}) for r in records):
         return {"scored": False, "n": len(records), **numbers.outcome_counts(records),
                 "tokens": numbers.token_totals(records), "note": NO_JUDGE_NOTE}
     result = score_verdicts(verdicts, ["judge" if v else "unscored" for v in verdicts])
@@ -406,12 +390,11 @@ def disagreements(task: tasks.Task, records: Sequence[ScoreRecord]) -> int:
     for record in records:
         mine = record.get("official") or {}
         if task.measure == "ape":
-            ours = record.get("parsed")
-            theirs = mine.get("read")
+            ours, theirs = record.get("parsed"), mine.get("read")
             if ours is None or theirs is None:
                 same = ours is None and theirs is None
             else:
-                same = all(_number(theirs.get(k)) == _number(ours.get(k)) for k in task.components)
+                same = all(rules.as_float(theirs.get(k)) == rules.as_float(ours.get(k)) for k in task.components)
             count += not same
         elif task.judged:
             strict = mine.get("strict")
@@ -419,13 +402,6 @@ def disagreements(task: tasks.Task, records: Sequence[ScoreRecord]) -> int:
         else:
             count += bool(mine.get("correct")) != bool(record.get("correct"))
     return count
-
-
-def _number(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 # ------------------------------------------------------------------ the protocol
@@ -536,9 +512,8 @@ class Official(Protocol):
             rows = [job.by_id[p.id] for p in mine]
             entry = score_task(job.spec, records, parsed_answers(job.spec, mine, rows, job.lang, job.fresh), rows,
                                job.lang, job.n_boot)
-        judge = None
-        if job.spec.judged and job.judge:
-            judge = BackendJudge.from_settings(job.judge, job.judge_base_url, job.settings, **self.judge_options())
+        judge = BackendJudge.from_settings(job.judge, job.judge_base_url, job.settings, **self.judge_options()) \
+            if job.spec.judged and job.judge else None
         try:
             found = self.figures_of(job, records, answered, judge)
             if job.spec.judged:
@@ -647,12 +622,6 @@ class Official(Protocol):
                 f"ours reads answers with this project's strict parsers{left_text}")
 
 
-@dataclass
-class _Answer:
-    row: Row
-    line: PredictionLine  # the line of their prediction file
-
-
 class OfficialTally(Tally):
     """Their reading of each answer as it arrives (the same functions a run folder's scoring calls), ours
     beside it on the rows whose reference ours reads, and their figures for the items asked, as if their
@@ -660,7 +629,7 @@ class OfficialTally(Tally):
 
     def __init__(self, task: tasks.Task, model: str, lang: str) -> None:
         self.task, self.model, self.lang = task, model, lang
-        self._answers: list[_Answer] = []
+        self._answers: list[tuple[Row, PredictionLine]] = []  # each row and the line of their prediction file
         self._lines: dict[int, PredictionLine] = {}  # id(record) -> their line
         self.all_records: list[ScoreRecord] = []  # every answer's record, with its `official` reading
         self.records: list[ScoreRecord] = []  # ours: the rows whose reference ours reads
@@ -674,7 +643,7 @@ class OfficialTally(Tally):
                                                                             "reference": row.get("ground_truth")}
         line = official_preds(self.task.name, [prediction], [row], self.model)[int(row["idx"])]
         record["official"] = reading(self.task.name, line, row)
-        self._answers.append(_Answer(row, line))
+        self._answers.append((row, line))
         self._lines[id(record)] = line
         self.all_records.append(record)
         if ours:
@@ -694,9 +663,9 @@ class OfficialTally(Tally):
     def figures(self) -> TaskFigures:
         """`official` (their figures for the items answered, in their file's order), `official_headline`
         ([name, fraction]: what Table 2 reports), `official_disagreements` and `ours_left_out`."""
-        ordered = sorted(self._answers, key=lambda a: int(a.row["idx"]))
+        ordered = sorted(self._answers, key=lambda answer: int(answer[0]["idx"]))
         script = rules_for(self.task.name)
-        rows, lines = [a.row for a in ordered], {k: a.line for k, a in enumerate(ordered)}
+        rows, lines = [row for row, _ in ordered], {k: line for k, (_, line) in enumerate(ordered)}
         figures = script.figures(rows, lines)
         name, value = script.headline(figures)
         found: TaskFigures = {"protocol": "official", "official": figures, "official_headline": [name, value],
