@@ -43,14 +43,12 @@ _WATCHED = ("run.json", "scores.jsonl", PREDICTIONS)
 
 @dataclass
 class _Entry:
-    """One run as read: its data, the problems met, and (once asked) predictions and search texts."""
+    """One run as read: its data, the problems met, and (once asked, by `_once`) its predictions and search
+    texts with the problems met reading them."""
 
     run: RunData
     problems: list[str]
-    predictions: dict[tuple[str, str, int, int], Prediction] | None = None
-    prediction_problems: list[str] = field(default_factory=list)
-    texts: dict[tuple[str, str], str] | None = None
-    text_problems: list[str] = field(default_factory=list)
+    read: dict[str, tuple[Any, list[str]]] = field(default_factory=dict)
     derived: dict[str, Any] = field(default_factory=dict)
 
 
@@ -132,15 +130,24 @@ def _run_of(found: _Entry | RunData) -> RunData:
     return found.run if isinstance(found, _Entry) else found
 
 
+def _once(found: _Entry | RunData, name: str, read: Callable[[list[str] | None], Any], problems: list[str] | None
+          ) -> Any:
+    """`read(problems)` for a run read anew; for a cached run, read once under `name` and kept with the
+    problems met, which are added to `problems` at each ask."""
+    if not isinstance(found, _Entry):
+        return read(problems)
+    if name not in found.read:
+        met: list[str] = []
+        found.read[name] = (read(met), met)
+    value, met = found.read[name]
+    if problems is not None:
+        problems.extend(met)
+    return value
+
+
 def _predictions(run_dir: Path | str, found: _Entry | RunData, problems: list[str] | None
                  ) -> dict[tuple[str, str, int, int], Prediction]:
-    if not isinstance(found, _Entry):
-        return read_predictions(Path(run_dir) / PREDICTIONS, problems)
-    if found.predictions is None:
-        found.predictions = read_predictions(Path(run_dir) / PREDICTIONS, found.prediction_problems)
-    if problems is not None:
-        problems.extend(found.prediction_problems)
-    return found.predictions
+    return _once(found, "predictions", lambda met: read_predictions(Path(run_dir) / PREDICTIONS, met), problems)
 
 
 def item_facts(run_dir: Path | str, problems: list[str] | None = None) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -179,6 +186,12 @@ def status_of(row: ScoreRecord, task: tasks.Task | None) -> str:
     return "correct" if row["correct"] else "wrong"
 
 
+def status_matches(wanted: str, status: str) -> bool:
+    """Whether an item of `status` passes the filter `wanted`: `wrong` also takes unparsed, truncated and
+    failed items, since each of them counts as wrong."""
+    return status == wanted or wanted == "wrong" and status in ("unparsed", "truncated", "failed")
+
+
 def run_items(run_dir: Path | str, *, status: str | None = None, task: str | None = None,
               cuisine: str | None = None, search: str | None = None,
               problems: list[str] | None = None) -> list[dict[str, Any]]:
@@ -198,20 +211,17 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
         if task is not None and task_name != task:
             continue
         spec = registered.get(task_name)  # None: a task no module registered, its items listed as they are
-        led = spec is not None and _protocol_headline(run, spec) is not None
+        led = spec if spec is not None and _protocol_headline(run, spec) is not None else None
         for row in rows:
-            item = {**row, "status": status_of(row, spec)}
-            if led and spec is not None:  # the run's protocol's own reading of the answer, beside ours
-                read = run.protocol.read_rows(spec, [row])
+            state = status_of(row, spec)
+            item = {**row, "status": state}
+            if led is not None:  # the run's protocol's own reading of the answer, beside ours
+                read = run.protocol.read_rows(led, [row])
                 item.update(protocol=run.protocol.title, protocol_reading=read[0] if read else None)
-            if cuisine is not None and row.get("cuisine") != cuisine:
-                continue
-            if status is not None and item["status"] != status and not (
-                    status == "wrong" and item["status"] in ("unparsed", "truncated", "failed")):
-                continue
-            if found is not None and (task_name, str(row["id"])) not in found:
-                continue
-            out.append(item)
+            if (cuisine is None or row.get("cuisine") == cuisine) and (
+                    status is None or status_matches(status, state)) and (
+                    found is None or (task_name, str(row["id"])) in found):
+                out.append(item)
     return out
 
 
@@ -220,14 +230,7 @@ def _matching(run_dir: Path | str, loaded: _Entry | RunData, needle: str, proble
     """(task, id) of the items whose raw answer, prompt, parsed answer, reference or error holds
     `needle` (casefolded). Prompts are rebuilt as text from run.json's settings and the dataset
     the run names; when that cannot be done the other fields are still searched."""
-    if isinstance(loaded, _Entry):
-        if loaded.texts is None:
-            loaded.texts = _search_texts(run_dir, loaded, loaded.text_problems)
-        if problems is not None:
-            problems.extend(loaded.text_problems)
-        texts = loaded.texts
-    else:
-        texts = _search_texts(run_dir, loaded, problems)
+    texts = _once(loaded, "texts", lambda met: _search_texts(run_dir, loaded, met), problems)
     return {key for key, text in texts.items() if needle in text}
 
 
@@ -259,7 +262,6 @@ def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, s
         return {}
     out = {}
     for spec, rows in run.scored_tasks():
-        task = spec.name
         wanted = {str(r["id"]) for r in rows}
         try:
             release, _ = _dataset(spec, settings.dataset, settings.lang)
@@ -270,7 +272,7 @@ def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, s
         for row in release.rows:  # metadata: the prompt needs no image
             if str(row["id"]) in wanted:
                 try:
-                    out[(task, str(row["id"]))] = run.protocol.prompt_text(spec, row, settings)
+                    out[(spec.name, str(row["id"]))] = run.protocol.prompt_text(spec, row, settings)
                 except (ValueError, TypeError, KeyError):
                     continue
     return out
@@ -350,13 +352,13 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
                 problems: list[str] | None = None) -> ItemDetail:
     """One item whole; a ReportError names what is missing. With `problems`, malformed lines of
     scores.jsonl and predictions.jsonl are left out and named there (`file:N`)."""
-    run_dir = Path(run_dir)
+    run_dir, item_id = Path(run_dir), str(item_id)
     loaded = _loaded(run_dir, problems)
     run = _run_of(loaded)
-    rows = [r for r in run.scores.get(task, []) if str(r["id"]) == str(item_id) and (r.get("epoch") or 0) == epoch]
-    if not rows:
-        raise ReportError(f"{run_dir.name}: no scored {task} item {str(item_id)[:80]!r}")
-    scored = rows[0]
+    scored = next((r for r in run.scores.get(task, []) if str(r["id"]) == item_id and (r.get("epoch") or 0) == epoch),
+                  None)
+    if scored is None:
+        raise ReportError(f"{run_dir.name}: no scored {task} item {item_id[:80]!r}")
     spec = task_named(task)
     if spec is None:
         raise ReportError(f"{run_dir.name}: {str(task)[:80]!r} is not a task a module registered")
@@ -364,9 +366,9 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
         settings = _settings(run.info)
     except (TypeError, ValueError) as exc:
         raise ReportError(f"{run_dir.name}/run.json: its settings cannot be read ({str(exc)[:200]})") from None
-    prediction = _predictions(run_dir, loaded, problems).get((task, str(item_id), epoch, 0))
-    full = _row_with_images(spec, str(item_id), settings.dataset, settings.lang)
-    detail = ItemDetail(task=task, id=str(item_id), status=status_of(scored, spec), prompt="", prompt_verified=False,
+    prediction = _predictions(run_dir, loaded, problems).get((task, item_id, epoch, 0))
+    full = _row_with_images(spec, item_id, settings.dataset, settings.lang)
+    detail = ItemDetail(task=task, id=item_id, status=status_of(scored, spec), prompt="", prompt_verified=False,
                         raw=prediction.raw if prediction else None, parsed=scored.get("parsed"),
                         reference=scored.get("reference"), error=scored.get("error"),
                         finish_reason=scored.get("finish_reason"),

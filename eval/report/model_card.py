@@ -131,10 +131,11 @@ def _protocol_args(run: RunData, task: str, ref: DatasetRef) -> dict[str, Any]:
     """The dataset args of a result whose figure is the run's protocol's own: the protocol by name, the
     image indices its requests named (or the views by count) and, where the release has no revision,
     the fingerprint of the task's release as the run recorded it."""
-    args: dict[str, Any] = {"lang": str(run.setting("lang") or "zh"), "protocol": run.protocol.name}
+    settings = _settings(run)
+    args: dict[str, Any] = {"lang": settings.pop("lang"), "protocol": run.protocol.name}
     indices = indices_sent(run)
     if indices is None:
-        args.update((k, v) for k, v in _settings(run).items() if k != "lang")
+        args.update(settings)
     else:
         args["image_indices"] = ",".join(map(str, indices))
     fingerprint = dict(ref.fingerprints).get(task)
@@ -174,13 +175,6 @@ def _protocol_metrics(run: RunData, spec: Task) -> list[dict[str, Any]] | None:
     return out
 
 
-def items_read(run: RunData, spec: Task) -> int:
-    """How many items a task's headline read: what the run's protocol counted (`Protocol.counted`: their
-    judge's total for VQA) when its figure leads, else the items scored."""
-    counted = run.protocol.counted(spec, run.entry(spec.name)) if run.headline(spec) is not None else None
-    return len(run.scores[spec.name]) if counted is None else counted
-
-
 def _trials(rows: list[ScoreRecord]) -> int:
     """What an interval of ours over these rows resampled, counted: merchants where rows name them, else items."""
     if resampled_unit(rows) == "merchants":
@@ -188,10 +182,9 @@ def _trials(rows: list[ScoreRecord]) -> int:
     return len(rows)
 
 
-def _items_cell(rows: list[ScoreRecord], count: int | None = None) -> str:
+def _items_cell(rows: list[ScoreRecord]) -> str:
     """`24 (5 merchants)`, the merchants only where the rows name them."""
-    shown = str(len(rows) if count is None else count)
-    return f"{shown} ({_trials(rows)} merchants)" if resampled_unit(rows) == "merchants" else shown
+    return f"{len(rows)} ({_trials(rows)} merchants)" if resampled_unit(rows) == "merchants" else str(len(rows))
 
 
 def _metrics(spec: Task, rows: list[ScoreRecord]) -> list[dict[str, Any]]:
@@ -241,7 +234,7 @@ def model_index(runs: Sequence[RunData], *, hub_id: str | None = None,
     results = []
     for run, ref in zip(runs, checked_refs(runs, hub_id=hub_id, allow_partial=allow_partial), strict=True):
         for spec in all_tasks():
-            task, task_type, task_name = spec.name, spec.hub_type, spec.hub_name or spec.title
+            task = spec.name
             if task not in run.scores:
                 continue
             theirs = _protocol_metrics(run, spec)
@@ -254,7 +247,7 @@ def model_index(runs: Sequence[RunData], *, hub_id: str | None = None,
             dataset = {"name": ref.name, "type": ref.type, "config": task, "split": "test"}
             if ref.revision:
                 dataset["revision"] = ref.revision
-            results.append({"task": {"type": task_type, "name": task_name},
+            results.append({"task": {"type": spec.hub_type, "name": spec.hub_name or spec.title},
                             "dataset": {**dataset, "args": args}, "metrics": metrics})
     if not results:
         raise ReportError("nothing to export: no scored task in these runs (score VQA with --judge first)")
@@ -281,29 +274,27 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
         settings = _settings(run)
         setting = f"{settings['lang']}, {settings['images']} views, {'CoT' if settings['cot'] else 'no CoT'}"
         for spec in all_tasks():
-            task = spec.name
-            if task not in run.scores:
+            if spec.name not in run.scores:
                 continue
-            items = run.scores[task]
+            items, title = run.scores[spec.name], spec.hub_name or spec.title
             figure = "Average MAPE (%, lower is better)" if spec.lower_is_better else "Accuracy (%)"
-            value = headline(spec, items)
-            interval = headline_ci(spec, items, n_boot=n_boot)
-            ours = ["not scored" if value is None else pct(value), _interval(interval, _trials(items))]
-            small = small or _trials(items) < SMALL_SAMPLE
+            value, interval, trials = headline(spec, items), headline_ci(spec, items, n_boot=n_boot), _trials(items)
+            ours = ["not scored" if value is None else pct(value), _interval(interval, trials)]
+            small = small or trials < SMALL_SAMPLE
             theirs = run.headline(spec)
             if theirs is None:
-                rows.append([run.model, spec.hub_name or spec.title, setting, figure, *ours, _items_cell(items)])
+                rows.append([run.model, title, setting, figure, *ours, _items_cell(items)])
                 continue
             name, their_value, their_interval = theirs
-            count = items_read(run, spec)
+            entry = run.entry(spec.name)
+            # The items the protocol's headline read, as it counted them (their judge's total for VQA).
+            count = run.protocol.counted(spec, entry)
+            count = len(items) if count is None else count
             small = small or count < SMALL_SAMPLE
-            asked = f"{settings['lang']}, {run.question()}"
-            rows.append([run.model, spec.hub_name or spec.title, asked, _figure_name(name, run, spec),
+            rows.append([run.model, title, f"{settings['lang']}, {run.question()}", _figure_name(name, run, spec),
                          "not scored" if their_value is None else pct(their_value), _interval(their_interval, count),
                          str(count)])
-            entry = run.entry(task)
-            beside.append([run.model, spec.hub_name or spec.title, figure, *ours, _items_cell(items),
-                           str(read_differently(entry))])
+            beside.append([run.model, title, figure, *ours, _items_cell(items), str(read_differently(entry))])
             notes.append(run.protocol.headline_note(spec, entry))
     table = md_table(["Model", "Task", "Setting", "Figure", "Value", "95% CI", "Items"], rows)
     if beside:
@@ -356,7 +347,7 @@ def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, all
                       f"(percentage points), its 95% interval resampling {_resampled(runs).removeprefix('whole ')}, "
                       f"and the p-value of {clustered} permutation test (`python -m eval compare`)."]
     sources = []
-    led = any(run.headline(spec) is not None for run in runs for spec in all_tasks() if spec.name in run.scores)
+    led = any(run.headline(spec) is not None for run in runs for spec, _ in run.scored_tasks())
     for ref in {ref.type: ref for ref in refs}.values():
         # ref.type of a Hub dataset matched HUB_ID (letters, digits, `-_./`); names come from a release card.
         link = f"[{as_text(ref.name)}](https://huggingface.co/datasets/{ref.type})" if ref.hub else as_text(ref.type)

@@ -21,6 +21,7 @@ and named (`scores.jsonl:N`); the rest is shown.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -39,6 +40,7 @@ from eval.report.items import (
     note_problems,
     run_items,
     run_summary,
+    status_matches,
 )
 from eval.report.runs import ReportError, file_signature, protocol_of, run_folders, task_named
 from eval.report.tables import as_text, pct, readable
@@ -140,7 +142,6 @@ def table(run_dir: str | None, task: str, status: str, cuisine: str, problems: l
     with `problems`, malformed lines are left out and named there rather than stopping the listing."""
     if not run_dir:
         return [], []
-    wrong = ("wrong", "unparsed", "truncated", "failed")  # each of them counts as wrong
     if problems is None:  # a caller that wants malformed lines to raise: read anew
         listed = _rows(run_dir, run_items(run_dir))
     else:
@@ -152,7 +153,7 @@ def table(run_dir: str | None, task: str, status: str, cuisine: str, problems: l
                                                              search=search, problems=problems)}
     rows = [row for row in listed
             if (task == ALL or row[0] == task) and (cuisine == ALL or row[3] == cuisine)
-            and (status == ALL or row[2] == status or status == "wrong" and row[2] in wrong)
+            and (status == ALL or status_matches(status, row[2]))
             and (found is None or (row[0], row[1]) in found)]
     if sort in COLUMNS:
         at = COLUMNS.index(sort)
@@ -198,8 +199,6 @@ element.addEventListener('keydown', (e) => { if (e.key === 'Enter') send(e); });
 def rows_html(rows: list[list[str]], key: str | None = None, sort: str = LISTED, descending: bool = False) -> str:
     """One page of rows as a table: every cell escaped text; the open item's row marked; each header a sort
     button (its direction shown on the column the list is sorted by)."""
-    import html
-
     if not rows:
         return "<div class='db-empty'>No item matches.</div>"
     heads = []
@@ -248,8 +247,8 @@ def summary(run_dir: str | None, root: Path | None = None, problems: list[str] |
              + (f" · {as_text(found['asked'])}" if found.get("asked") else "")]
     for task, figures in found["tasks"].items():
         value = figures["headline"]
-        figure = ("Average MAPE " if figure_of(task) == "avg_mape" else "accuracy ") + (f"{pct(value)}%" if value is not None
-                                                                              else "–")
+        figure = ("Average MAPE " if figure_of(task) == "avg_mape" else "accuracy ") + (
+            f"{pct(value)}%" if value is not None else "–")
         counts = ", ".join(f"{n} {name}" for name, n in figures["counts"].items())
         if figures.get("protocol"):
             lines.append(f"{as_text(task)}: {_protocol_figure(figures['protocol'])} (ours: {figures['n']} items, "
@@ -283,14 +282,12 @@ def detail(run_dir: str | None, key: str | None, root: Path | None = None, liste
     problems already found while listing, shown with the ones found here."""
     problems = list(listed or [])
     if not run_dir or not key or "/" not in key:
-        note = _problems_line(problems)
-        return [], "", "", None, None, None, "", as_text(hide_paths(note, root)) if note else ""
+        return _note_only(root, _problems_line(problems))
     task, item_id = key.split("/", 1)
     try:
         found = item_detail(run_dir, task, item_id, problems=problems)
     except ReportError as exc:
-        lines = [str(exc), _problems_line(problems)]
-        return [], "", "", None, None, None, "", "  \n".join(as_text(hide_paths(x, root)) for x in lines if x)
+        return _note_only(root, str(exc), _problems_line(problems))
     views = []
     for i, view in enumerate(found.views):
         try:
@@ -307,6 +304,11 @@ def detail(run_dir: str | None, key: str | None, root: Path | None = None, liste
     lines.append(as_text(hide_paths(_problems_line(sorted(set(problems), key=problems.index)), root)))
     return (views, found.prompt, _text(found.raw), found.parsed, found.reference, found.score,
             _text(found.judge_reply), "  \n".join(line for line in lines if line))
+
+
+def _note_only(root: Path | None, *lines: str) -> tuple[list[Any], str, str, Any, Any, Any, str, str]:
+    """`detail` with no item: the note alone, its lines as text with paths hidden."""
+    return [], "", "", None, None, None, "", "  \n".join(as_text(hide_paths(x, root)) for x in lines if x)
 
 
 def _view_file(data: bytes, item_id: str, index: int) -> str:
@@ -405,7 +407,7 @@ def run_label(name: str, folder: Path) -> str:
     parts = [name]
     model = info.get("model")
     if isinstance(model, str) and model:
-        parts.append(_short_text(model, 60))
+        parts.append(readable(model, 60))
     items = 0
     protocol = protocol_of(info)
     for task, figures in metrics.items():
@@ -415,13 +417,12 @@ def run_label(name: str, folder: Path) -> str:
         known = task_named(task)
         led = protocol.headline(known, cast(TaskFigures, figures)) if known is not None else None
         if led is not None:  # the run's protocol's figure, named as its scoring names it
-            shown = pct(led[1]) if isinstance(led[1], int | float) and not isinstance(led[1], bool) else "–"
-            parts.append(f"{_short_text(task, 30)} {protocol.name} {_short_text(led[0], 30)} {shown}")
+            what, value = f" {protocol.name} {readable(led[0], 30)}", led[1]
         else:
             key = figure_of(task) or "accuracy"
-            value = figures.get(key)
-            shown = pct(value) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
-            parts.append(f"{_short_text(task, 30)} {'MAPE ' if key == 'avg_mape' else ''}{shown}")
+            what, value = " MAPE" if key == "avg_mape" else "", figures.get(key)
+        shown = pct(value) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
+        parts.append(f"{readable(task, 30)}{what} {shown}")
         n = figures.get("n")
         items += n if isinstance(n, int) and not isinstance(n, bool) else 0
     if items:
@@ -434,11 +435,6 @@ def run_label(name: str, folder: Path) -> str:
         _LABELS.clear()
     _LABELS[str(folder)] = (signature, label)
     return label
-
-
-def _short_text(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def run_choices(root: Path) -> list[tuple[str, str]]:
@@ -478,8 +474,14 @@ class RunsView:
 
     def _listing(self, run_dir: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
                  descending: bool, problems: list[str] | None = None) -> tuple[list[list[str]], list[str]]:
-        return table(run_dir, task, status, cuisine, [] if problems is None else problems, search,
-                     sort if sort in SORTS else LISTED, bool(descending))
+        """`table`'s rows and keys; none when there is no usable scores.jsonl at all (why, first in `problems`)."""
+        problems = [] if problems is None else problems
+        try:
+            return table(run_dir, task, status, cuisine, problems, search, sort if sort in SORTS else LISTED,
+                         bool(descending))
+        except ReportError as exc:  # say so, keep the page
+            problems.insert(0, str(exc))
+            return [], []
 
     @staticmethod
     def _page(rows: list[list[str]], page: int, key: str | None = None, sort: str = LISTED, descending: bool = False
@@ -496,11 +498,7 @@ class RunsView:
         pager and the item, in one event."""
         run_dir = self.listed(name)
         problems: list[str] = []
-        try:
-            rows, keys = self._listing(run_dir, task, status, cuisine, search, sort, descending, problems)
-        except ReportError as exc:  # no usable scores.jsonl at all: say so, keep the page
-            rows, keys = [], []
-            problems.insert(0, str(exc))
+        rows, keys = self._listing(run_dir, task, status, cuisine, search, sort, descending, problems)
         head = html_lines(summary(run_dir, self.root) if run_dir else NO_RUNS)
         current = key if key in keys else (keys[0] if keys else None)
         shown, page, pager = self._page(rows, page_of(keys, current), current, sort, descending)
@@ -509,10 +507,7 @@ class RunsView:
     def turn(self, delta: int, name: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
              descending: bool, page: int, key: str | None = None) -> tuple[Any, ...]:
         """Earlier or later rows of the list (the open item stays open)."""
-        try:
-            rows, _ = self._listing(self.listed(name), task, status, cuisine, search, sort, descending)
-        except ReportError:
-            rows = []
+        rows, _ = self._listing(self.listed(name), task, status, cuisine, search, sort, descending)
         return self._page(rows, int(page or 0) + delta, key, sort, descending)
 
     def clicked(self, event: Any, name: str | None, task: str, status: str, cuisine: str, search: str, sort: str,
@@ -525,10 +520,7 @@ class RunsView:
         if column in COLUMNS:
             descending = not descending if column == sort else False
             run_dir = self.listed(name)
-            try:
-                rows, keys = self._listing(run_dir, task, status, cuisine, search, column, descending)
-            except ReportError:
-                rows, keys = [], []
+            rows, keys = self._listing(run_dir, task, status, cuisine, search, column, descending)
             table_now, page, pager = self._page(rows, page_of(keys, key), key, column, descending)
             return (column, descending, table_now, keys, page, pager, *self._item(run_dir, keys, key))
         if chosen in keys:
@@ -544,10 +536,8 @@ class RunsView:
             return (*self._item(run_dir, keys, None), gr.skip(), gr.skip(), gr.skip())
         at = keys.index(key) if key in keys else -1 if delta > 0 else len(keys)
         target = keys[min(max(at + delta, 0), len(keys) - 1)]
-        try:
-            rows, _ = self._listing(run_dir, task, status, cuisine, search, sort, descending)
-        except ReportError:
-            rows = []  # the open row's mark moves with it: the page is drawn again (one page, cheap)
+        # The open row's mark moves with it: the page is drawn again (one page, cheap).
+        rows, _ = self._listing(run_dir, task, status, cuisine, search, sort, descending)
         return (*self._item(run_dir, keys, target), *self._page(rows, page_of(keys, target), target, sort, descending))
 
     def reload(self, name: str | None) -> Any:
