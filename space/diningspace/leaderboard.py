@@ -10,11 +10,13 @@ from __future__ import annotations
 import csv
 import functools
 import html
+import json
 import math
 import re
 import urllib.parse
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +77,7 @@ def task_columns(task: Task) -> tuple[str, ...]:
 
 
 COLUMNS = ["#", "Model", "Data", "Lang", "Status", "Protocol",
-           *(c for t in tasks.all_tasks() for c in (headline_column(t), interval_column(t),
-                                                   *component_columns(t).values(), *error_columns(t).values())),
+           *(c for t in tasks.all_tasks() for c in (headline_column(t), interval_column(t), *task_columns(t)[1:])),
            "Items", "Weights", "Size (B)", "Group", "Run", "Source"]
 OFFICIAL = "official"  # the Protocol of figures their scripts give (the paper's, and runs on their release)
 # What each header means, shown on hover (the `title` attribute) where the header is abbreviated.
@@ -119,13 +120,16 @@ HUMAN_GROUPS = ("layperson", "cook", "dietitian")
 HUMAN_PREFIX = "human:"
 
 
-def _percent(value: Any) -> float | None:
-    """A fraction from metrics.json as a percentage rounded to two decimals; None when absent."""
+def _figure(value: Any, scale: float = 1) -> float | None:
+    """A figure (an error in kcal and g) rounded to two decimals, after multiplying by `scale`; None when absent."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return round(number * 100, 2) if math.isfinite(number) else None
+    return round(number * scale, 2) if math.isfinite(number) else None
+
+
+_percent = functools.partial(_figure, scale=100)  # a fraction from metrics.json as a percentage
 
 
 def _reported_number(text: str) -> float | None:
@@ -146,19 +150,6 @@ def _interval(value: Any, merchants: Any = None) -> str | None:
     return None
 
 
-def _empty_row() -> dict[str, Any]:
-    return dict.fromkeys(COLUMNS)
-
-
-def _figure(value: Any) -> float | None:
-    """A figure that is not a fraction (an error in kcal and g) rounded to two decimals; None when absent."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return round(number, 2) if math.isfinite(number) else None
-
-
 def reported_rows(csv_path: Path | None) -> list[dict[str, Any]]:
     """Rows of the paper's Table 2, every model (and its English-prompt Table 4 rows); [] if the file is absent."""
     if csv_path is None or not csv_path.is_file():
@@ -166,7 +157,7 @@ def reported_rows(csv_path: Path | None) -> list[dict[str, Any]]:
     rows = []
     with csv_path.open(newline="", encoding="utf-8") as fh:
         for rec in csv.DictReader(fh):
-            row = _empty_row()
+            row = dict.fromkeys(COLUMNS)
             for task in tasks.all_tasks():
                 key = "avg_mape" if task.measure == "ape" else f"{task.name}_acc"
                 row[headline_column(task)] = _reported_number(rec.get(key) or "")
@@ -362,7 +353,7 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
             continue  # people appear as one row per group (humans_rows), never one by one
         rel = folder.relative_to(results_dir).as_posix()
         submission = run.info.get("submission") if isinstance(run.info.get("submission"), dict) else None
-        row = _empty_row()
+        row = dict.fromkeys(COLUMNS)
         counts = {}
         named = set()
         own, ours = False, False  # figures of the run's protocol's own reading; figures of ours
@@ -445,8 +436,6 @@ def _settings_key(run: RunData) -> str:
     by), else the same fields read from its settings (eval/settings.py marks them: settings outside them,
     such as concurrency, change how a run is made, not its answers), with its prompt version and tasks:
     the fingerprints that tell such a run's tasks apart in its data source may not have been kept."""
-    import json
-
     identity = run.info.get("identity")
     if not isinstance(identity, dict):
         identity = {name: run.setting(name) for name in IDENTITY_FIELDS}
@@ -458,8 +447,6 @@ def _owner_key(run: RunData) -> str:
     """Whose row this is: `local` for the operator's runs, else the submission's owner as kept (the
     signed-in user, the hash of the owner secret, or the card's own repository). Rows of different owners
     are never merged, whatever their model names."""
-    import json
-
     submission = run.info.get("submission")
     if not isinstance(submission, dict):
         return "local"
@@ -499,12 +486,6 @@ def _scored_items(folder: Path) -> list[dict[str, Any]]:
         return []
 
 
-def _pooled_figure(task: tasks.Task, items: list[dict[str, Any]], n_boot: int) -> tuple[float | None, str | None]:
-    value = headline(task, items) if items else None
-    interval = headline_ci(task, items, n_boot=n_boot) if value is not None else None
-    return _percent(value), _interval(interval)
-
-
 def humans_rows(results_dir: Path, *, n_boot: int = N_BOOT) -> list[dict[str, Any]]:
     """One row per group of people (layperson / cook / dietitian) who took the test.
 
@@ -538,12 +519,13 @@ def humans_rows(results_dir: Path, *, n_boot: int = N_BOOT) -> list[dict[str, An
     rows = []
     for group in sorted(pooled, key=lambda g: (HUMAN_GROUPS.index(g) if g in HUMAN_GROUPS else 99, g)):
         by_task = pooled[group]
-        row = _empty_row()
-
+        row = dict.fromkeys(COLUMNS)
         for task in tasks.all_tasks():
-            row[headline_column(task)], row[interval_column(task)] = _pooled_figure(
-                task, by_task.get(task.name) or [], n_boot)
-            figures = score_nutrition_rows(by_task[task.name]) if task.components and by_task.get(task.name) else {}
+            items = by_task.get(task.name) or []
+            value = headline(task, items) if items else None
+            row[headline_column(task)] = _percent(value)
+            row[interval_column(task)] = _interval(headline_ci(task, items, n_boot=n_boot) if value is not None else None)
+            figures = score_nutrition_rows(items) if task.components and items else {}
             for part, column in component_columns(task).items():
                 row[column] = _percent(component(figures, part, "mape")) if figures else None
         n_people = len(people[group])
@@ -560,7 +542,6 @@ def humans_rows(results_dir: Path, *, n_boot: int = N_BOOT) -> list[dict[str, An
 
 
 # ---------------------------------------------------------------- groups: what is ranked against what
-RANKED_KINDS = ("full release",)
 GROUP_NOTES = {
     "paper": "the paper's figures, reported and not reproduced here",
     "self-reported": "read from model cards, not re-scored here",
@@ -570,7 +551,7 @@ GROUP_NOTES = {
     "baselines": "reference baselines without a model: not ranked",
 }
 GROUP_ORDER = ("full release", "self-reported", "paper", "partial", "synthetic", "people", "baselines")
-ROW_KINDS = ("full release", "self-reported", "paper", "partial", "synthetic", "people", "baselines")
+ROW_KINDS = GROUP_ORDER
 
 
 def row_kind(row: dict[str, Any]) -> str:
@@ -665,11 +646,10 @@ def rank(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
 
 def _bounds(row: dict[str, Any], metric: str) -> tuple[float, float] | None:
     """The row's 95% interval (percent) of `metric` when it is a task's headline and the row has one."""
-    for task in tasks.all_tasks():
-        if headline_column(task) == metric:
-            found = re.findall(r"-?\d+(?:\.\d+)?", str(row.get(interval_column(task)) or ""))
-            return (float(found[0]), float(found[1])) if len(found) == 2 else None
-    return None
+    if metric not in INTERVALS:
+        return None
+    found = re.findall(r"-?\d+(?:\.\d+)?", str(row.get(INTERVALS[metric]) or ""))
+    return (float(found[0]), float(found[1])) if len(found) == 2 else None
 
 
 def rank_ranges(ordered: Sequence[dict[str, Any]], metric: str, higher_better: bool) -> list[int | str]:
@@ -763,7 +743,7 @@ def filter_rows(rows: Sequence[dict[str, Any]], *, search: str = "", kinds: Sequ
 
 def _cell_text(row: dict[str, Any], column: str) -> str:
     value = row.get(column)
-    if column in INTERVALS or column in RANKABLE:
+    if column in RANKABLE:  # a headline (its interval beside it) or another figure
         if value is None:
             return MISSING
         interval = row.get(INTERVALS.get(column, ""))
@@ -801,16 +781,11 @@ def order_within_groups(rows: Sequence[dict[str, Any]], column: str | None, desc
     if not column or column in RANKABLE or column not in COLUMNS:
         return list(rows)
     out: list[dict[str, Any]] = []
-    start = 0
-    while start < len(rows):
-        end = start
-        while end < len(rows) and rows[end].get("Group") == rows[start].get("Group"):
-            end += 1
-        members = rows[start:end]
+    for _, group in groupby(rows, key=lambda r: r.get("Group")):
+        members = list(group)
         valued = [r for r in members if _order_key(r, column)[0] == 0]
         valued.sort(key=lambda r: _order_key(r, column)[1], reverse=descending)
         out += valued + [r for r in members if _order_key(r, column)[0] == 1]
-        start = end
     return out
 
 

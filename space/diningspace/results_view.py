@@ -26,6 +26,7 @@ from eval.report.tables import (
 from .evaluation import SampleResult
 
 if TYPE_CHECKING:
+    from eval.protocols import Protocol
     from eval.tasks import Task
 
 THUMB_SIDE = 72
@@ -41,16 +42,11 @@ def thumbnail_uri(image: Image.Image) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def _by_errors(task: Task) -> bool:
-    """Whether the task is measured by percentage errors (nutrition) rather than right or wrong."""
-    return task.measure == "ape"
-
-
 def _verdict(task: Task, result: SampleResult) -> tuple[str, str]:
     """(css class, label) of the outcome cell."""
     if result.error:
         return "db-bad", "failed"
-    if _by_errors(task):
+    if task.measure == "ape":  # percentage errors (nutrition) rather than right or wrong
         if result.parsed is None:
             return "db-bad", "unparsed"
         return ("db-neutral", "—") if result.ape is None else ("db-neutral", f"APE {result.ape * 100:.1f}%")
@@ -83,9 +79,8 @@ def _headline(task: Task, metrics: dict[str, Any]) -> tuple[str, str]:
     merchants = metrics.get("merchants")
     counts = {"failed": int(metrics.get("generation_failures") or 0), "n": int(metrics.get("n") or 0),
               "merchants": merchants if isinstance(merchants, int) and not isinstance(merchants, bool) else None}
-    if _by_errors(task):
-        return "Average MAPE (%)", headline_cell(metrics.get("avg_mape"), metrics.get("avg_mape_ci95"), **counts)
-    return "accuracy (%)", headline_cell(metrics.get("accuracy"), metrics.get("accuracy_ci95"), **counts)
+    return (f"{task.figure_name} (%)",
+            headline_cell(metrics.get(task.figure), metrics.get(f"{task.figure}_ci95"), **counts))
 
 
 # The authors' headline figures (eval/tasks: `official_headline`) in words.
@@ -96,9 +91,7 @@ def official_headline(task: Task, metrics: dict[str, Any]) -> tuple[str, str, st
     """(name, percent, `[low, high]` or "") of the figure the evaluation's protocol reports first (the
     authors' on their release), its interval the protocol's own (theirs resamples items); None when ours
     is the headline."""
-    from eval import protocols
-
-    protocol = protocols.get(metrics.get("protocol") if isinstance(metrics.get("protocol"), str) else None)
+    protocol = _protocol(metrics)
     found = protocol.headline(task, metrics)
     if found is None:
         return None
@@ -115,10 +108,9 @@ def official_headline(task: Task, metrics: dict[str, Any]) -> tuple[str, str, st
 def asked(metrics: dict[str, Any]) -> str:
     """How a live evaluation asked, in its protocol's words ("the authors' protocol, image indices 0"): the
     Space asks with the harness's default settings under the protocol the harness chose."""
-    from eval import protocols
     from eval.settings import RunSettings
 
-    protocol = protocols.get(metrics.get("protocol") if isinstance(metrics.get("protocol"), str) else None)
+    protocol = _protocol(metrics)
     return protocol.describe(RunSettings(protocol=protocol.name))
 
 
@@ -141,13 +133,9 @@ def summary_line(task: Task, spec: str, metrics: dict[str, Any]) -> str:
     why = ""
     if SMALL_MARK in value:
         why = SMALL_NOTE
-    elif "no interval" not in value and value != MISSING and metrics.get(f"{'avg_mape' if _by_errors(task) else 'accuracy'}_ci95") is None:
+    elif "no interval" not in value and value != MISSING and metrics.get(f"{task.figure}_ci95") is None:
         why = "no interval: too few items or merchants to resample"
     return f"**{as_text(spec)}** — {name} **{as_text(value)}**{tail}" + (f" · {as_text(why)}" if why else "")
-
-
-NUTRIENT_NAMES = (("calories", "Calories"), ("protein", "Protein"), ("carbohydrates", "Carbohydrates"),
-                  ("fat", "Fat"))
 
 
 def metrics_table(task: Task, metrics: dict[str, Any] | None) -> str:
@@ -155,7 +143,7 @@ def metrics_table(task: Task, metrics: dict[str, Any] | None) -> str:
     if not metrics:
         return ""
     theirs = official_headline(task, metrics)
-    if not _by_errors(task):
+    if task.measure != "ape":
         name, value = _headline(task, metrics)
         rows = [*([(theirs[0], f"{theirs[1]} {theirs[2]}".strip()), (f"ours: {name}", value)] if theirs
                   else [(name, value)]),
@@ -163,14 +151,14 @@ def metrics_table(task: Task, metrics: dict[str, Any] | None) -> str:
         body = "".join(f"<tr><td>{as_text(k, lines=True)}</td><td class='db-num'>{as_text(v, lines=True)}</td></tr>" for k, v in rows)
         return f"<div class='db-scroll'><table class='db-metrics'><tbody>{body}</tbody></table></div>"
     body = []
-    for key, label in NUTRIENT_NAMES:
-        body.append(f"<tr><td>{label}</td><td class='db-num'>{pct(metrics.get(f'{key}_mape'))}</td>"
+    for key in task.components:
+        body.append(f"<tr><td>{key.capitalize()}</td><td class='db-num'>{pct(metrics.get(f'{key}_mape'))}</td>"
                     f"<td class='db-num'>{pct(metrics.get(f'{key}_median_ape'))}</td>"
                     f"<td class='db-num'>{_mae(metrics.get(f'{key}_mae'), 'kcal' if key == 'calories' else 'g')}</td></tr>")
     name, value = _headline(task, metrics)
     body.append(f"<tr class='db-total'><td>Average</td><td class='db-num'>{as_text(value, lines=True)}</td>"
                 f"<td class='db-num'>{pct(metrics.get('median_ape'))}</td><td></td></tr>")
-    figures = _own_figures(metrics)
+    figures = _protocol(metrics).own_figures(metrics)
     if theirs and figures:  # their MAPE is in percent already, their averages the means of the four nutrients
         body.insert(0, f"<tr class='db-total'><td>{as_text(theirs[0], lines=True)}</td>"
                        f"<td class='db-num'>{as_text(f'{theirs[1]} {theirs[2]}'.strip(), lines=True)}</td><td></td>"
@@ -184,10 +172,11 @@ def metrics_table(task: Task, metrics: dict[str, Any] | None) -> str:
             f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
-def _own_figures(metrics: dict[str, Any]) -> Any:
+def _protocol(metrics: dict[str, Any]) -> Protocol:
+    """The protocol the evaluation's metrics name (ours when they name none)."""
     from eval import protocols
 
-    return protocols.get(metrics.get("protocol") if isinstance(metrics.get("protocol"), str) else None).own_figures(metrics)
+    return protocols.get(metrics.get("protocol") if isinstance(metrics.get("protocol"), str) else None)
 
 
 def _mae(value: Any, unit: str) -> str:
