@@ -168,6 +168,15 @@ class RunSettings:
         return tuple(task_registry.all_tasks()) if self.task == "all" else (task_registry.get(self.task),)
 
     @property
+    def protocol_budget(self) -> bool:
+        """Whether the generation limit is the protocol's own (ours: DEFAULT_MAX_TOKENS, shrunk to fit a local
+        server's context; the authors': their budget). run.json records that as max_tokens DEFAULT_MAX_TOKENS,
+        in every run folder made so far, so the value itself is the record: a limit asked as
+        `--max-tokens 16384` reads back as the protocol's, and a flag cannot tell them apart without making
+        those folders unresumable."""
+        return self.max_tokens == DEFAULT_MAX_TOKENS
+
+    @property
     def engine_options(self) -> dict[str, Any]:
         """The local-engine options that were set, for the backend's make()."""
         options = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
@@ -229,7 +238,7 @@ class RunSettings:
             parts.append(f"effort-{self.reasoning_effort}")
         if self.thinking_budget is not None:
             parts.append(f"think{self.thinking_budget}")
-        if self.max_tokens != DEFAULT_MAX_TOKENS:
+        if not self.protocol_budget:
             parts.append(f"tok{self.max_tokens}")
         if self.seed:
             parts.append(f"seed{self.seed}")

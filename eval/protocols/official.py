@@ -42,7 +42,6 @@ from eval.settings import N_BOOT, RunSettings, UsageError, image_indices
 from eval.specs import SpecError, parse_spec
 from eval.stats import cluster_bootstrap_column_means_ci, cluster_bootstrap_mean_ci
 from eval.types import (
-    DEFAULT_MAX_TOKENS,
     NUTRIENTS,
     GenerationConfig,
     Message,
@@ -454,7 +453,7 @@ class Official(Protocol):
         """Temperature 0 and their budget (14,336 tokens, unless --max-tokens says otherwise) and no seed,
         as their scripts send; a reasoning setting the user asked for is sent too (their scripts send none)."""
         budget = rules.facts()["generation"]
-        theirs = settings.max_tokens == DEFAULT_MAX_TOKENS
+        theirs = settings.protocol_budget
         return GenerationConfig(temperature=budget["temperature"], max_tokens=budget["max_tokens"] if theirs
                                 else settings.max_tokens, seed=settings.seed + epoch if epoch else None,
                                 reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget,

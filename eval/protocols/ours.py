@@ -27,7 +27,6 @@ from eval.protocols.records import (
 )
 from eval.settings import RunSettings, UsageError
 from eval.types import (
-    DEFAULT_MAX_TOKENS,
     GenerationConfig,
     Message,
     Prediction,
@@ -73,7 +72,7 @@ class Ours(Protocol):
         """Epoch k > 0 asks again with seed + k: a model that samples gives an independent answer."""
         return GenerationConfig(temperature=0.0, max_tokens=settings.max_tokens, seed=settings.seed + epoch,
                                 reasoning_effort=settings.reasoning_effort, thinking_budget=settings.thinking_budget,
-                                fit_to_context=settings.max_tokens == DEFAULT_MAX_TOKENS)
+                                fit_to_context=settings.protocol_budget)
 
     def request(self, task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
