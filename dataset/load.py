@@ -18,20 +18,19 @@ import pyarrow.parquet as pq
 
 if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
     import datasets
-from dataset.cache import (
-    _in_hub_cache,
-    _read_fingerprints,
-    _write_fingerprints,
-    datasets_cache,
-    hash_file,
-    hub_reachable,
-    remove_unheld,
-    temp_file,
+from dataset.cache import _in_hub_cache, datasets_cache, hash_file, hub_reachable, remove_unheld, temp_file
+from dataset.official import (
+    HUB_ID,
+    OfficialRelease,
+    _kept_fingerprint,
+    _last_used,
+    in_authors_layout,
+    official_configs,
+    read_official,
 )
-from dataset.official import HUB_ID, OfficialRelease, in_authors_layout, official_configs, read_official
 from dataset.schema import COLUMNS, CONFIGS, SPLIT, DatasetError, _check_config, schema_problems
 from dataset.sources import _data_files, _local, _source
-from dataset.validate import Problem, _official_summary, _validate_official, _validate_parquet
+from dataset.validate import Problem, _image_counts, _official_summary, _validate_official, _validate_parquet
 
 # --------------------------------------------------------------------------------------------- load
 
@@ -45,8 +44,7 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     _check_config(config)
     src = _source(source)
     folder = _local(src)
-    if folder is not None and not _data_files(folder, config):
-        raise DatasetError(f"release folder {src} has no data/{config}/*.parquet")
+    paths = _config_files(folder, src, config) if folder is not None else []
     if folder is None and src.count("/") != 1:
         raise DatasetError(f"dataset source {src!r} is neither a release folder nor a Hub id (owner/name)")
     if folder is None and not hub_reachable() and not _in_hub_cache(src):
@@ -59,7 +57,7 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     try:
         # Naming the files makes the cache key cover them (path + mtime): with the folder alone, two
         # releases in same-named folders with the same card would share one stale Arrow cache.
-        files = {"data_files": {SPLIT: [str(p) for p in _data_files(folder, config)]}} if folder else {}
+        files = {"data_files": {SPLIT: [str(p) for p in paths]}} if folder else {}
         ds = datasets.load_dataset(str(folder or src), config, split=SPLIT, **files)
     except Exception as exc:  # datasets raises many types; the user needs one line naming the source
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -71,6 +69,13 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
     if not decode_images:
         ds = _undecoded(ds)
     return ds
+
+
+def _config_files(folder: Path, source: str, config: str) -> list[Path]:
+    """The config's Parquet files in a release folder, refused when there are none."""
+    if not (files := _data_files(folder, config)):
+        raise DatasetError(f"release folder {source} has no data/{config}/*.parquet")
+    return files
 
 
 def _keep_progress_lock() -> None:
@@ -204,23 +209,18 @@ class ParquetLayout(Layout):
             except Exception as exc:
                 raise DatasetError(f"cannot fingerprint Hub dataset {self.source}: {type(exc).__name__}") from None
             return f"hub:{self.source}@{sha}"
-        files = _data_files(folder, config)
-        if not files:
-            raise DatasetError(f"release folder {self.source} has no data/{config}/*.parquet")
+        files = _config_files(folder, self.source, config)
         # Hashing a paper-size config reads hundreds of MiB: the result is kept per set of files
         # (path, size, modification time, inode), so it is read again only when a file changes.
         stats = [(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino) for path in files for st in [path.stat()]]
         key = hashlib.sha256(json.dumps([config, stats]).encode()).hexdigest()
-        known = _read_fingerprints()
-        if isinstance(known.get(key), str):
-            return known[key]
-        digest = hashlib.sha256()
-        for path in files:
-            digest.update(path.name.encode())
-            hash_file(digest, path)
-        found = digest.hexdigest()[:16]
-        _write_fingerprints({**known, key: found})
-        return found
+
+        def feed(digest: Any) -> None:
+            for path in files:
+                digest.update(path.name.encode())
+                hash_file(digest, path)
+
+        return _kept_fingerprint(key, feed)
 
     def configs(self, lang: str = "zh") -> tuple[list[str], str]:
         folder = _local(self.source)
@@ -234,10 +234,7 @@ class ParquetLayout(Layout):
         lines = []
         for config in CONFIGS:
             ds = load(config, self.source, decode_images=False)
-            n_images = [len(r) for r in ds["image_roles"]]
-            lines.append(f"{config}: {len(ds)} items, {sum(n_images)} images "
-                         f"({sum(n_images) / max(len(ds), 1):.2f} per item, min {min(n_images, default=0)}, "
-                         f"max {max(n_images, default=0)})")
+            lines.append(f"{config}: {_image_counts([len(r) for r in ds['image_roles']])}")
             for key in ("cuisine", "category") + (("vqa_category",) if "vqa_category" in COLUMNS[config] else ()):
                 counts = Counter(ds[key])
                 lines.append(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
@@ -330,9 +327,7 @@ class LocalRelease:
         folder = _local(self.source)
         if folder is None:
             raise DatasetError(f"{self.source} is not a release folder")
-        paths = _data_files(folder, config)
-        if not paths:
-            raise DatasetError(f"release folder {self.source} has no data/{config}/*.parquet")
+        paths = _config_files(folder, self.source, config)
         self._files: list[tuple[Path, pq.ParquetFile]] = []
         self._mapped: pa.ChunkedArray | None = None  # the image column, memory-mapped once asked
         self.rows: list[dict[str, Any]] = []
@@ -347,9 +342,8 @@ class LocalRelease:
             names = [name for name in parquet.schema_arrow.names if name != "images"]
             with self._reading(path):
                 self.rows += parquet.read(columns=names, use_threads=False).to_pylist()
-            for group in range(parquet.num_row_groups):
-                rows_in_group = parquet.metadata.row_group(group).num_rows
-                self._where += [(len(self._files), group, k) for k in range(rows_in_group)]
+            self._where += [(len(self._files), group, k) for group in range(parquet.num_row_groups)
+                            for k in range(parquet.metadata.row_group(group).num_rows)]
             self._files.append((path, parquet))
             if (unembedded := self._first_unembedded(path, parquet)) is not None:
                 raise self._unembedded(*unembedded)
@@ -382,12 +376,7 @@ class LocalRelease:
                 if batch is None:
                     raise self._refusal(f"{path.name}: row group {group} ends before its row {k}")
                 cells = batch.column(0).to_pylist()  # a batch at once: 4x faster than cell by cell
-            row = self.rows[position]
-            images = cells[k - first]
-            for index, image in enumerate(images or []):
-                if not (isinstance(image, dict) and image.get("bytes")):
-                    raise self._unembedded(str(row.get("id")), index)
-            yield {**row, "images": images}
+            yield self._joined(position, cells[k - first])
 
     def _iter_mapped(self, column: pa.ChunkedArray, positions: list[int]) -> Iterator[dict[str, Any]]:
         first, cells = 0, cast(list[Any], [])  # the image cells of rows first, first + 1, ...
@@ -397,12 +386,16 @@ class LocalRelease:
                 while run < IMAGE_BATCH and j + run < len(positions) and positions[j + run] == position + run:
                     run += 1
                 first, cells = position, self._mapped_cells(column, position, run)
-            row = self.rows[position]
-            images = cells[position - first]
-            for index, image in enumerate(images or []):
-                if not (isinstance(image, dict) and image.get("bytes")):  # checked when the file was made; it lives outside the release
-                    raise self._unembedded(str(row.get("id")), index)
-            yield {**row, "images": images}
+            # checked again, though checked when the file was made: it lives outside the release
+            yield self._joined(position, cells[position - first])
+
+    def _joined(self, position: int, images: Any) -> dict[str, Any]:
+        """The row at `position` with its image cells, refused when one has no embedded bytes."""
+        row = self.rows[position]
+        for index, image in enumerate(images or []):
+            if not (isinstance(image, dict) and image.get("bytes")):
+                raise self._unembedded(str(row.get("id")), index)
+        return {**row, "images": images}
 
     @staticmethod
     def _mapped_cells(column: pa.ChunkedArray, start: int, n: int) -> list[Any]:
@@ -499,13 +492,7 @@ IMAGE_CACHES_KEPT = 8  # Arrow files of release images kept in the datasets cach
 def _prune_image_caches(folder: Path) -> None:
     """Keep the IMAGE_CACHES_KEPT most recently used image files (a process that has one mapped keeps
     reading it after it is removed)."""
-    def used(path: Path) -> int:
-        try:
-            return path.stat().st_mtime_ns
-        except OSError:  # removed meanwhile by another run
-            return 0
-
-    for stale in sorted(folder.glob("*.arrow"), key=used, reverse=True)[IMAGE_CACHES_KEPT:]:
+    for stale in sorted(folder.glob("*.arrow"), key=_last_used, reverse=True)[IMAGE_CACHES_KEPT:]:
         stale.unlink(missing_ok=True)
 
 

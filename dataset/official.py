@@ -21,7 +21,7 @@ import tarfile
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, NamedTuple
 
@@ -271,6 +271,27 @@ def _check_path(rel: Any, base: Path) -> _Checked:
     return _Checked(real, None, _stat_problem(st), identity)
 
 
+def _last_used(path: Path) -> int:
+    """When a cache entry was last used (its mtime), 0 when another run removed it meanwhile."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _kept_fingerprint(key: str, feed: Callable[[Any], None]) -> str:
+    """sha256[:16] of what `feed` gives a digest, kept in the datasets cache by `key` (made from the
+    stats of the files hashed): computed again only when a file changes."""
+    known = _read_fingerprints()
+    if isinstance(known.get(key), str):
+        return known[key]
+    digest = hashlib.sha256()
+    feed(digest)
+    found = digest.hexdigest()[:16]
+    _write_fingerprints({**known, key: found})
+    return found
+
+
 def _unpacked_folder(archive: Path) -> tuple[Path, Held]:
     """Where `archive` is unpacked (once, named by its path, size, mtime, inode and ctime: an archive
     rewritten in place with its old size and mtime put back still changes its ctime), and a shared
@@ -286,15 +307,8 @@ def _unpacked_folder(archive: Path) -> tuple[Path, Held]:
         dest = unpack_once(archive, root / key)
         held = hold(dest, shared=True)
     os.utime(dest)  # used now
-
-    def used(path: Path) -> int:
-        try:
-            return path.stat().st_mtime_ns
-        except OSError:  # removed meanwhile by another run
-            return 0
-
     entries = list(root.iterdir())
-    unpacked = sorted((p for p in entries if re.fullmatch(r"[0-9a-f]{32}", p.name)), key=used, reverse=True)
+    unpacked = sorted((p for p in entries if re.fullmatch(r"[0-9a-f]{32}", p.name)), key=_last_used, reverse=True)
     remove_unheld([*unpacked[UNPACKED_KEPT:], *(p for p in entries if p.name.startswith(".removing-")
                                                   or ".partial-" in p.name)])
     return dest, held
@@ -376,12 +390,10 @@ class OfficialRelease:
                 raise DatasetError(f"{path.name} holds {named} rows, not {self.config}")
         self._jsonl = _regular_inside(jsonl, folder)
         self._folder = folder
-        if os.path.lexists(folder / IMAGES_DIR):
+        if os.path.lexists(folder / IMAGES_DIR) or not os.path.lexists(folder / IMAGES_ARCHIVE):
             return jsonl, None, folder
-        if os.path.lexists(folder / IMAGES_ARCHIVE):
-            archive = _regular_inside(folder / IMAGES_ARCHIVE, folder)
-            return jsonl, archive, self._hold_unpacked(archive)
-        return jsonl, None, folder
+        archive = _regular_inside(folder / IMAGES_ARCHIVE, folder)
+        return jsonl, archive, self._hold_unpacked(archive)
 
     def _read(self) -> None:
         self._signature = self._files_now()
@@ -423,10 +435,8 @@ class OfficialRelease:
         fields, _ = published_images(self.config, row["published"])
         if len(fields) > MAX_IMAGES_PER_ROW:
             found.append(f"{len(fields)} image paths; at most {MAX_IMAGES_PER_ROW} a row")
-        for field, rel in fields[:MAX_IMAGES_PER_ROW + 1]:
-            why = self._check(rel).why
-            if why:
-                found.append(f"{field} {rel!r} {why}")
+        found += [f"{field} {rel!r} {why}" for field, rel in fields[:MAX_IMAGES_PER_ROW + 1]
+                  if (why := self._check(rel).why)]
         for message in found:
             if self._refuse:
                 raise DatasetError(f"{self._where(row)}: {message}")
@@ -434,12 +444,8 @@ class OfficialRelease:
 
     def missing_images(self, row: dict[str, Any]) -> list[str]:
         """The row's image paths that name no file (stat only)."""
-        gone = []
-        for rel in row["image_paths"]:
-            checked = self._check(rel)
-            if checked.refused is None and checked.identity is None:
-                gone.append(str(rel))
-        return gone
+        return [str(rel) for rel in row["image_paths"]
+                if (checked := self._check(rel)).refused is None and checked.identity is None]
 
     def _check(self, rel: Any) -> _Checked:
         """`rel` as checked when the release was read (`_check_path`), once per path."""
@@ -464,7 +470,8 @@ class OfficialRelease:
         """Each file's path, size, mtime, inode and ctime, and which of images/ and the archive its
         folder holds (the one it reads images from)."""
         marks = [os.path.lexists(self._folder / name) for name in (IMAGES_DIR, IMAGES_ARCHIVE)] if self._folder else []
-        return [*_signature(self._jsonl, self._archive), marks]
+        return [*((str(path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+                  for path in (self._jsonl, self._archive) if path is not None for st in [path.stat()]), marks]
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -514,33 +521,27 @@ class OfficialRelease:
     def fingerprint(self) -> str:
         """sha256[:16] of the JSONL's bytes and, in row order, each image path and its file's bytes: the
         same for a folder, an archive or the Hub. Kept per set of files (path, size, mtime, inode)."""
-        paths = list(dict.fromkeys(str(p) for row in self.rows for p in row["image_paths"]))
-        found_files = {rel: self._existing(rel) for rel in paths}
-        files = {rel: found[0] if found else None for rel, found in found_files.items()}
+        found = {rel: self._existing(rel)
+                 for rel in dict.fromkeys(str(p) for row in self.rows for p in row["image_paths"])}
 
         def stat_of(path: Path, st: os.stat_result | None = None) -> list[Any]:
             st = st or path.stat()
             return [str(path), st.st_size, st.st_mtime_ns, st.st_ino]
 
         stats = [stat_of(self._jsonl)] + ([stat_of(self._archive)] if self._archive else
-                                          [stat_of(*f) if f else None for f in found_files.values()])
+                                          [stat_of(*f) if f else None for f in found.values()])
         key = hashlib.sha256(json.dumps(["official", self.config, str(self._base), stats]).encode()).hexdigest()
-        known = _read_fingerprints()
-        if isinstance(known.get(key), str):
-            return known[key]
-        digest = hashlib.sha256()
-        with self._jsonl.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-        for rel, real in files.items():
-            digest.update(b"\0" + rel.encode("utf-8", "surrogatepass") + b"\0")
-            if real is None:
-                digest.update(b"missing")
-                continue
-            hash_file(digest, real)
-        found = digest.hexdigest()[:16]
-        _write_fingerprints({**known, key: found})
-        return found
+
+        def feed(digest: Any) -> None:
+            hash_file(digest, self._jsonl)
+            for rel, file in found.items():
+                digest.update(b"\0" + rel.encode("utf-8", "surrogatepass") + b"\0")
+                if file is None:
+                    digest.update(b"missing")
+                else:
+                    hash_file(digest, file[0])
+
+        return _kept_fingerprint(key, feed)
 
     def _existing(self, rel: str) -> tuple[Path, os.stat_result] | None:
         """The file `rel` names inside the release and its stat now, when it is a regular file within the
@@ -595,16 +596,6 @@ def _open_checked(checked: _Checked) -> tuple[int, os.stat_result] | None:
         return fd, st
     os.close(fd)
     return None
-
-
-def _signature(jsonl: Path, archive: Path | None) -> list[Any]:
-    """What says a release's files are the ones read: each one's path, size, mtime, inode and ctime."""
-    found = []
-    for path in (jsonl, archive):
-        if path is not None:
-            st = path.stat()
-            found.append((str(path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
-    return found
 
 
 # The releases this process has open, by (config, source, language): reading the same one again while

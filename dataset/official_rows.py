@@ -80,12 +80,8 @@ def normalize_keys(values: Mapping[str, Any]) -> dict[str, Any]:
     {'calories': 512, 'protein': '30', '菜品名称': '宫保鸡丁'}
     """
     normalized: dict[str, Any] = {}
-    for key, value in values.items():
-        standard = NUTRIENT_KEYS.get(key)
-        if standard is None:
-            normalized[key] = value
-        elif standard not in normalized:
-            normalized[standard] = value
+    for key, value in values.items():  # an English name is a key of its own: no other key takes its place
+        normalized.setdefault(NUTRIENT_KEYS.get(key, key), value)
     return normalized
 
 

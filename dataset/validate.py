@@ -7,12 +7,10 @@ import io
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow.parquet as pq
 
-if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
-    pass
 from dataset.jsonl import finite_number
 from dataset.official import OfficialRelease, duplicate_ids, official_configs
 from dataset.official_rows import NO_OPTIONS, fixed_ending, nutrition_truth
@@ -187,11 +185,9 @@ def _validate_config(folder: Path, config: str, report) -> None:
         except Exception as exc:
             report("error", "", f"{path.name} is not readable Parquet ({type(exc).__name__})")
             continue
-        errors, warnings = schema_problems(config, parquet.schema_arrow)
-        for message in errors:
-            report("error", "", f"{path.name}: {message}")
-        for message in warnings:
-            report("warning", "", f"{path.name}: {message}")
+        for level, messages in zip(("error", "warning"), schema_problems(config, parquet.schema_arrow), strict=True):
+            for message in messages:
+                report(level, "", f"{path.name}: {message}")
         for group in range(parquet.num_row_groups):
             for row in parquet.read_row_group(group).to_pylist():
                 ids[str(row.get("id"))] += 1
@@ -304,9 +300,7 @@ def _option_dish_problems(folder: Path) -> list[Problem]:
 def _official_row_problems(config: str, row: dict[str, Any]) -> list[tuple[str, str]]:
     """(level, message) of one row of the authors' layout: what their scripts could not score is an
     error, what only our analyses miss a warning."""
-    found: list[tuple[str, str]] = []
-    if not row["prompt"].strip():
-        found.append(("error", "prompt is empty or not text"))
+    found = [] if row["prompt"].strip() else [("error", "prompt is empty or not text")]
     return found + _OFFICIAL_CHECKS[config_of(config).shape](row)
 
 
@@ -384,15 +378,19 @@ def _validate_official(source: str, lang: str) -> list[Problem]:
     return problems
 
 
+def _image_counts(n_images: list[int]) -> str:
+    """A summary's counts of one config, from the number of images of each of its items."""
+    return (f"{len(n_images)} items, {sum(n_images)} images ({sum(n_images) / max(len(n_images), 1):.2f} per item, "
+            f"min {min(n_images, default=0)}, max {max(n_images, default=0)})")
+
+
 def _official_summary(source: str, lang: str) -> str:
     present, lang = official_configs(source, lang)
     lines = []
     for config in present:
         release = OfficialRelease(config, source, lang=lang)
-        n_images = [len(r["image_paths"]) for r in release.rows]
         lines.append(f"{config} ({release.path.name}{f' @ {release.revision}' if release.revision else ''}): "
-                     f"{len(release)} items, {sum(n_images)} images ({sum(n_images) / max(len(release), 1):.2f} per "
-                     f"item, min {min(n_images, default=0)}, max {max(n_images, default=0)})")
+                     f"{_image_counts([len(r['image_paths']) for r in release.rows])}")
         lines += [f"  note: {note}" for note in release.notes]
     lines.append("the authors' layout has no merchant, cuisine, menu category or VQA category: breakdowns by them and "
                  "merchant-clustered intervals are left out")
