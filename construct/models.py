@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import re
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any
 
 from construct.callstore import LOG, CallStore, rows
 from construct.prefilter import read_photo
-from construct.work import BuildSettings, write_json
+from construct.work import BuildSettings, comma_list, read_json, write_json
 from eval.backends import make_backend, release
 from eval.endpoints import host_of
 from eval.images import encode_for_transport
@@ -158,7 +159,7 @@ def base_urls(value: str | None) -> list[str | None]:
     >>> base_urls(None)
     [None]
     """
-    urls: list[str | None] = [u.strip() for u in (value or "").split(",") if u.strip()]
+    urls: list[str | None] = [*comma_list(value or "")]
     return urls or [None]
 
 
@@ -217,20 +218,6 @@ class Phase:
         return GenerationConfig(temperature=0.0, max_tokens=self.max_tokens, seed=self.seed)
 
 
-def new_stats() -> dict[str, Any]:
-    return {"asked": 0, "failed": 0, "errors": Counter()}
-
-
-def count(stats: dict[str, Any], answer: Answer) -> None:
-    """A call made (not a cached answer): counted, and its error when it failed."""
-    if answer.cached:
-        return
-    stats["asked"] += 1
-    if answer.error and answer.error != TRUNCATED:
-        stats["failed"] += 1
-        stats["errors"][answer.error[:120]] += 1
-
-
 async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store: CallStore, log: JsonlLog,
                       on_answer: Callable[[Answer], None], limits: Limits | None = None) -> None:
     """Answer each ask from the store, or by a call whose row is appended to `log`; `on_answer` gets each
@@ -263,8 +250,7 @@ async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store
     async def requests() -> AsyncIterator[Request]:
         # As many builds ahead as calls in flight: a wave of answers finds its next requests ready.
         # Every `on_answer` runs on the event loop's thread, never in a build thread.
-        ahead = phase.build_ahead
-        async for built in built_ahead((partial(build, a) for a in asks), threads=ahead):  # type: ignore[misc]
+        async for built in built_ahead((partial(build, a) for a in asks), threads=phase.build_ahead):  # type: ignore[misc]
             if isinstance(built, Answer):
                 on_answer(built)
             else:
@@ -300,29 +286,29 @@ class Models:
         self.stats: dict[str, dict[str, Any]] = {}
         self.call_seconds: dict[str, float] = {}  # stage -> wall seconds of this process's asks that made calls
 
+    def _url(self, base_url: str | None | object) -> str | None:
+        url = self.settings.base_url if base_url is SAME else base_url
+        return str(url) if url else None
+
     def backend(self, spec: str, base_url: str | None | object = SAME) -> Backend:
-        url_text = self.settings.base_url if base_url is SAME else base_url
-        key = f"{spec} @ {url_text or ''}"
+        url = self._url(base_url)
+        key = f"{spec} @ {url or ''}"
         if key not in self._backends:
-            urls = base_urls(str(url_text) if url_text else None)
-            self._backends[key] = make_pool(self._factory, spec, urls, self.settings)
-            self._record_hosts(spec, [host_of(url) for url in urls])
+            self._backends[key] = make_pool(self._factory, spec, base_urls(url), self.settings)
+            self._record_hosts(spec, url)
         return self._backends[key]
 
-    def _record_hosts(self, spec: str, hosts: list[str | None]) -> None:
+    def _record_hosts(self, spec: str, url: str | None) -> None:
         """WORK/hosts.json: {spec: [host:port, ...]} of the replicas each model was asked on (no path, no key)."""
-        path = self.work / "hosts.json"
-        try:
-            recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        except (OSError, ValueError):
-            recorded = {}
-        recorded[spec] = [h or "default" for h in hosts]
+        self._record("hosts.json", spec, [host_of(u) or "default" for u in base_urls(url)])
+
+    def _record(self, name: str, key: str, value: Any) -> None:
+        """Set `key` in the JSON record WORK/`name` (hosts.json, call_seconds.json), rewritten whole."""
+        path = self.work / name
+        recorded = read_json(path)
+        recorded[key] = value
         self.work.mkdir(parents=True, exist_ok=True)
         write_json(path, recorded)
-
-    def phase(self, stage: str, spec: str, version: str) -> Phase:
-        s = self.settings
-        return Phase(stage, spec, version, s.max_tokens, s.seed, s.concurrency, s.timeout, s.max_concurrency)
 
     def ask(self, stage: str, spec: str, version: str, asks: list[Ask], *,
             base_url: str | None | object = SAME) -> dict[str, Answer]:
@@ -338,28 +324,34 @@ class Models:
         not cached (a rerun retries them). `asks` may be a generator: it is read as the calls go, so a
         phase over millions of photos holds only the asks in flight."""
         start = time.monotonic()
-        url = self.settings.base_url if base_url is SAME else base_url
-        stats = self.stats.setdefault(stage, new_stats())
+        url = self._url(base_url)
+        stats = self.stats.setdefault(stage, {"asked": 0, "failed": 0, "errors": Counter()})
         asked = stats["asked"]
-        phase = self.phase(stage, spec, version)
+        s = self.settings
+        phase = Phase(stage, spec, version, s.max_tokens, s.seed, s.concurrency, s.timeout, s.max_concurrency)
 
         def counted(answer: Answer) -> None:
-            count(stats, answer)
+            if not answer.cached:  # a call made (not a cached answer): counted, and its error when it failed
+                stats["asked"] += 1
+                if answer.error and answer.error != TRUNCATED:
+                    stats["failed"] += 1
+                    stats["errors"][answer.error[:120]] += 1
             on_answer(answer)
 
         store = CallStore(self.work / stage)
         try:
             remote = getattr(self.engine, "answer", None)  # the Ray engine's actors; the local engine has none
-            here = remote(phase, str(url) if url else None, asks, self.work, counted) if remote is not None else asks
+            here = remote(phase, url, asks, self.work, counted) if remote is not None else asks
             if here is None:  # answered on the actors
-                self._record_hosts(spec, [host_of(u) for u in base_urls(str(url) if url else None)])
+                self._record_hosts(spec, url)
             else:  # on this process's event loop (on Ray: a phase too small for an actor pool)
-                asyncio.run(self._local(phase, str(url) if url else None, here, store, counted))
+                asyncio.run(self._local(phase, url, here, store, counted))
         finally:
             store.close()
             if stats["asked"] > asked:  # a phase answered from the cache alone is no call phase
                 self.call_seconds[stage] = self.call_seconds.get(stage, 0.0) + time.monotonic() - start
-                self._record_call_seconds(stage, self.call_seconds[stage])
+                # WORK/call_seconds.json: {stage: seconds in its model-call phases}, as of this process's run
+                self._record(CALL_SECONDS, stage, round(self.call_seconds[stage], 3))
 
     async def _local(self, phase: Phase, url: str | None, asks: Iterable[Ask], store: CallStore,
                      on_answer: Callable[[Answer], None]) -> None:
@@ -370,24 +362,9 @@ class Models:
         backend = self.backend(phase.spec, url)  # made only when there is something to ask
         try:
             with JsonlLog(self.work / phase.stage / LOG) as log:  # a torn tail repaired; a kill loses only calls in flight
-                await answer_asks(backend, _chain(first, pending), phase, store, log, on_answer)
+                await answer_asks(backend, itertools.chain((first,), pending), phase, store, log, on_answer)
         finally:
             await release(backend)
-
-    def _record_call_seconds(self, stage: str, seconds: float) -> None:
-        """WORK/call_seconds.json: {stage: seconds in its model-call phases}, as of this process's run."""
-        path = self.work / CALL_SECONDS
-        try:
-            recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        except (OSError, ValueError):
-            recorded = {}
-        recorded[stage] = round(seconds, 3)
-        write_json(path, recorded)
-
-
-def _chain(first: Ask, rest: Iterable[Ask]) -> Iterator[Ask]:
-    yield first
-    yield from rest
 
 
 def make_pool(factory: Callable[..., Backend], spec: str, urls: list[str | None], settings: BuildSettings,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import random
 import time
 from collections.abc import Iterable
@@ -33,8 +32,9 @@ from construct.errors import BuildError
 from construct.raw import EXPORT_INDEX, load_raw
 from construct.stages import DISH_REVIEW, DISHES, TRANSLATE
 from construct.stages import REVIEW as NAME
-from construct.work import Stage, dropped, kept, load_settings, read_jsonl, write_jsonl
+from construct.work import Decision, Stage, dropped, kept, load_settings, read_jsonl, write_jsonl
 from eval import tasks
+from eval.store import write_atomically
 
 DECISIONS = ("approve", "reject")
 BULK = "bulk"  # the reviewer of an --approve-all decision
@@ -86,10 +86,7 @@ def _log_path(work: Path, stage: str) -> Path:
 
 
 def _log(work: Path, stage: str = "items") -> dict[str, dict[str, Any]]:
-    latest: dict[str, dict[str, Any]] = {}
-    for entry in read_jsonl(_log_path(Path(work), stage)):
-        latest[entry["item"]] = entry
-    return latest
+    return {entry["item"]: entry for entry in read_jsonl(_log_path(Path(work), stage))}
 
 
 def _rows(work: Path, stage: str = "items") -> list[dict[str, Any]]:
@@ -116,18 +113,20 @@ def list_items(work: str | Path, task: str | None = None, status: str | None = N
         decision = entry.get("decision")
         if status and (decision or "pending") != status:
             continue
+        photos: Iterable[tuple[str, str]]
         if stage == "dishes":
             dish = raw.dishes[row["dish_id"]]
             summary = f"{dish.name} | {dish.menu_category} | {'; '.join(dish.ingredients)} | {dish.portion}"
             photos = [(row["reference"], "reference")] + [(p, "user") for p in row["user_photos"]]
-            out.append(ReviewItem("dish", row["id"], row["dish_id"], row["merchant_id"], row["cuisine"], summary,
-                                  [(str(raw.photo_path(p)), r) for p, r in photos], decision, entry.get("note", ""),
-                                  "dishes" in exempt, entry.get("reviewer", "")))
-            continue
-        roles = row.get("image_roles") or ["reference"] + ["user"] * (len(row["photos"]) - 1)
-        out.append(ReviewItem(row["task"], row["id"], row["dish_id"], row["merchant_id"], row["cuisine"], _summary(row),
-                              [(str(raw.photo_path(p)), r) for p, r in zip(row["photos"], roles, strict=True)],
-                              decision, entry.get("note", ""), is_exempt(row, exempt), entry.get("reviewer", "")))
+            unreviewed = "dishes" in exempt
+        else:
+            roles = row.get("image_roles") or ["reference"] + ["user"] * (len(row["photos"]) - 1)
+            summary = _summary(row)
+            photos = zip(row["photos"], roles, strict=True)
+            unreviewed = is_exempt(row, exempt)
+        out.append(ReviewItem(row["task"], row["id"], row["dish_id"], row["merchant_id"], row["cuisine"], summary,
+                              [(str(raw.photo_path(p)), r) for p, r in photos], decision, entry.get("note", ""),
+                              unreviewed, entry.get("reviewer", "")))
     return out
 
 
@@ -146,9 +145,7 @@ def _append(work: Path, stage: str, entries: list[dict[str, Any]]) -> None:
     old = path.read_bytes() if path.exists() else b""
     if old and not old.endswith(b"\n"):
         old += b"\n"
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_bytes(old + "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries).encode())
-    os.replace(tmp, path)
+    write_atomically(path, [old, "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries).encode()])
     if stage == "dishes":
         write_dish_decisions(work)
     elif stage == "items":
@@ -225,8 +222,7 @@ def export_csv(work: str | Path, path: str | Path, stage: str = "items", audit: 
     if audit is not None:
         sample = set(audit_sample(work, audit))
         done = _log(work, "audit")
-        items = [it for it in list_items(work) if it.item_id in sample]
-        rows = [(it, done.get(it.item_id, {})) for it in items]
+        rows = [(it, done.get(it.item_id, {})) for it in list_items(work) if it.item_id in sample]
         kind = "audit"
     else:
         rows = [(it, {"decision": it.decision, "note": it.note}) for it in list_items(work, stage=stage)]
@@ -273,8 +269,7 @@ def import_csv(work: str | Path, path: str | Path, reviewer: str = "", stage: st
     work, path = Path(work), Path(path)
     counts = {"approve": 0, "reject": 0, "pending": 0}
     entries: list[dict[str, Any]] = []
-    first_line: dict[str, int] = {}
-    seen: dict[str, str] = {}
+    first: dict[str, tuple[int, str]] = {}  # item -> the CSV line and decision that decided it
     kind: str | None = None
     known: dict[str, set[str]] = {}
     for line, row in _records(path):
@@ -302,15 +297,24 @@ def import_csv(work: str | Path, path: str | Path, reviewer: str = "", stage: st
         note = (row.get("note") or "").strip()
         if len(note) > MAX_NOTE:
             raise BuildError(f"{path} line {line}: the note is {len(note):,} characters; at most {MAX_NOTE:,}")
-        if item in first_line:
-            raise BuildError(f"{path} lines {first_line[item]} and {line}: item {item!r} is decided twice "
-                             f"({seen[item]} and {decision}); keep one row per item")
-        first_line[item], seen[item] = line, decision
+        if item in first:
+            raise BuildError(f"{path} lines {first[item][0]} and {line}: item {item!r} is decided twice "
+                             f"({first[item][1]} and {decision}); keep one row per item")
+        first[item] = line, decision
         entries.append(_entry(item, decision, note, reviewer))
         counts[decision] += 1
     if entries:
         _append(work, kind or "items", entries)
     return counts
+
+
+def _decide(item: str, task: str | None, entry: dict[str, Any], by: dict[str, str], exempt: bool) -> Decision:
+    """One item's review verdict: its logged decision (`by`: who and the note), else exempt or not reviewed."""
+    if entry.get("decision") == "approve":
+        return kept(item, task, **by)
+    if entry.get("decision") == "reject":
+        return dropped(item, "rejected_in_review", task, **by)
+    return kept(item, task, review="exempt") if exempt else dropped(item, "not_reviewed", task)
 
 
 def write_decisions(work: str | Path) -> None:
@@ -321,15 +325,8 @@ def write_decisions(work: str | Path) -> None:
     decisions = []
     for row in _rows(work):
         entry = log.get(row["id"], {})
-        by = {"reviewer": entry.get("reviewer", "")}
-        if entry.get("decision") == "approve":
-            decisions.append(kept(row["id"], row["task"], note=entry.get("note", ""), **by))
-        elif entry.get("decision") == "reject":
-            decisions.append(dropped(row["id"], "rejected_in_review", row["task"], note=entry.get("note", ""), **by))
-        elif is_exempt(row, exempt):
-            decisions.append(kept(row["id"], row["task"], review="exempt"))
-        else:
-            decisions.append(dropped(row["id"], "not_reviewed", row["task"]))
+        by = {"note": entry.get("note", ""), "reviewer": entry.get("reviewer", "")}
+        decisions.append(_decide(row["id"], row["task"], entry, by, is_exempt(row, exempt)))
     stage = Stage(work, NAME)
     write_jsonl(stage.dir / "decisions.jsonl", (asdict(d) for d in decisions))
 
@@ -342,20 +339,12 @@ def write_dish_decisions(work: str | Path) -> int:
     log = _log(work, "dishes")
     decisions, items, pending = [], [], 0
     for row in Stage(work, DISHES).items():
-        did = row["dish_id"]
-        entry = log.get(did, {})
+        entry = log.get(row["dish_id"], {})
         by = {"reviewer": entry.get("reviewer", ""), "note": entry.get("note", "")}
-        if entry.get("decision") == "approve":
-            decisions.append(kept(did, **by))
-        elif entry.get("decision") == "reject":
-            decisions.append(dropped(did, "rejected_in_review", **by))
-        elif "dishes" in settings.review_exempt:
-            decisions.append(kept(did, review="exempt"))
-        else:
-            decisions.append(dropped(did, "not_reviewed"))
-            pending += 1
+        decisions.append(_decide(row["dish_id"], None, entry, by, "dishes" in settings.review_exempt))
         if decisions[-1].verdict == "kept":
             items.append(row)
+        pending += decisions[-1].reason == "not_reviewed"
     stage = Stage(work, DISH_REVIEW)
     write_jsonl(stage.dir / "decisions.jsonl", (asdict(d) for d in decisions))
     write_jsonl(stage.dir / "items.jsonl", items)

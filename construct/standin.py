@@ -57,7 +57,6 @@ BANNER = ("STAND-IN, NOT A MODEL: answers the construct stage prompts from the s
           "truth, for demos and tests only")
 
 
-
 def _found(pattern: str, text: str) -> str:
     """The first group of `pattern` in a prompt the stand-in was built for (a prompt without it is a bug)."""
     match = re.search(pattern, text, flags=re.M)
@@ -77,9 +76,6 @@ ASPECTS = [("份量", "portion size"), ("主料数量", "amount of the main ingr
            ("摆盘", "plating"), ("酱汁用量", "amount of sauce"), ("米饭比例", "share of rice"), ("色泽", "colour"),
            ("装盘容器", "serving vessel"), ("配料种类", "variety of toppings"), ("堆叠高度", "height of the pile"),
            ("切配方式", "cutting style"), ("油量", "amount of oil")]
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 class ConstructOracle:
@@ -120,7 +116,7 @@ class ConstructOracle:
 
     # -- helpers
     def photo(self, data: bytes) -> dict[str, Any]:
-        return self.truth["photos"][_sha(data)]
+        return self.truth["photos"][hashlib.sha256(data).hexdigest()]
 
     def dish_of(self, request: StageRequest) -> dict[str, Any]:
         return self.dishes[self.photo(request.images[0])["dish_id"]]
@@ -292,7 +288,7 @@ def synthetic_truth(raw: str | Path, seed: int = 0) -> dict[str, Any]:
         truth = write_raw_export(tmp, seed=seed, merchants=max(n, 1))
     for _, row in iter_jsonl_objects(photos_file, error=BuildError):
         path = raw / str(row.get("path"))
-        if not path.is_file() or _sha(path.read_bytes()) not in truth["photos"]:
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() not in truth["photos"]:
             raise BuildError(f"{raw}: photo {row.get('photo_id')} is not one the synthetic generator writes with "
                              f"--seed {seed} --merchants {n}; the stand-in answers only for `python diningbench.py "
                              f"sample --raw --seed {seed} --merchants N` (pass the export's --seed)")

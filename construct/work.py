@@ -27,7 +27,7 @@ KEPT, DROPPED = "kept", "dropped"
 URL_FIELDS = ("base_url", "photo_quality_base_url", "photo_match_base_url", "embed_base_url")
 
 
-def _list(text: str) -> list[str]:
+def comma_list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
@@ -100,7 +100,7 @@ class BuildSettings:
                                           "the paper uses a small distilled VLM here", metavar="SPEC")
     photo_match_model: str | None = opt(None, "backend:model of the reference-matching check (default: --model)",
                                         metavar="SPEC")
-    filter_models: list[str] = opt([], "SPEC,SPEC: the two filter / audit models", type=_list)
+    filter_models: list[str] = opt([], "SPEC,SPEC: the two filter / audit models", type=comma_list)
     embed_model: str | None = opt(None, "an OpenAI-compatible /v1/embeddings model: dedupe also pairs by meaning",
                                   metavar="openai:MODEL")
     embed_base_url: str | None = opt(None, "where --embed-model answers, e.g. a `vllm serve` of an embedding model "
@@ -135,7 +135,7 @@ class BuildSettings:
     vqa_mix: dict[str, float] = opt(dict(PAPER_VQA_MIX), "target share of each dish's VQA category (the paper's: "
                                     "technique=0.662,dietary=0.272,multi_image=0.044,counterfactual=0.022)",
                                     type=parse_mix, metavar="CAT=SHARE,...")
-    review_exempt: list[str] = opt([], "tasks released without human review", type=_list)
+    review_exempt: list[str] = opt([], "tasks released without human review", type=comma_list)
     price_per_mtok: tuple[float, float] | None = opt(None, "PROMPT,COMPLETION USD per million tokens", type=_price)
     engine: str = opt("local", "where the per-photo and per-call work runs: local (this process, a prefilter "
                                "process per core) or ray (Ray Data: requirements-ray.txt)", choices=("local", "ray"))
@@ -174,9 +174,8 @@ class BuildSettings:
         """Every distinct base URL the build may ask (each comma-separated replica) -> the flag that gave it."""
         out: dict[str, str] = {}
         for name in URL_FIELDS:
-            for url in (getattr(self, name) or "").split(","):
-                if url.strip():
-                    out.setdefault(url.strip(), "--" + name.replace("_", "-"))
+            for url in comma_list(getattr(self, name) or ""):
+                out.setdefault(url, "--" + name.replace("_", "-"))
         return out
 
 
@@ -199,7 +198,7 @@ def save_settings(work: Path, settings: BuildSettings) -> None:
     values = asdict(settings)
     for name in URL_FIELDS:
         if values.get(name):
-            values[name] = ",".join(_public_url(u) for u in str(values[name]).split(",") if u.strip())
+            values[name] = ",".join(_public_url(u) for u in comma_list(str(values[name])))
     write_json(work / "config.json", values)
 
 
@@ -227,6 +226,14 @@ def load_settings(work: Path) -> BuildSettings:
     if values.get("price_per_mtok"):
         values["price_per_mtok"] = tuple(values["price_per_mtok"])
     return BuildSettings(**values)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON record this build keeps (e.g. WORK/hosts.json); {} when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def write_json(path: Path, value: Any) -> None:
