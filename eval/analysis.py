@@ -81,10 +81,7 @@ def difficulty_bin(share: float) -> str:
         return DIFFICULTY_BINS[0][0]
     if share >= 1:
         return DIFFICULTY_BINS[-1][0]
-    for label, low, high in DIFFICULTY_BINS[1:-1]:
-        if low <= share < high:
-            return label
-    return DIFFICULTY_BINS[-2][0]
+    return next((label for label, low, high in DIFFICULTY_BINS[1:-1] if low <= share < high), DIFFICULTY_BINS[-2][0])
 
 
 def mode_pair_key(model: str) -> tuple[str, str] | None:
@@ -140,13 +137,18 @@ def item_difficulty(runs: Sequence[RunData], task: tasks.Task) -> dict[str, floa
     return {item: sum(v) / len(v) for item, v in right.items()}
 
 
+def _bin_counts(by_item: dict[str, float]) -> Counter[str]:
+    """How many items fall in each DIFFICULTY_BINS label."""
+    return Counter(difficulty_bin(s) for s in by_item.values())
+
+
 def difficulty_section(runs: Sequence[RunData]) -> tuple[str, dict[str, dict[str, float]]]:
     shares = {t.name: item_difficulty(runs, t) for t in tasks.all_tasks() if t.measure == "correct"}
     rows = []
     for task, by_item in shares.items():
         if not by_item:
             continue
-        counts = Counter(difficulty_bin(s) for s in by_item.values())
+        counts = _bin_counts(by_item)
         rows.append([task, str(len(by_item)), *(str(counts.get(label, 0)) for label, _, _ in DIFFICULTY_BINS)])
     if not rows:
         return "", shares
@@ -267,10 +269,9 @@ def output_section(runs: Sequence[RunData]) -> str:
             mine = [p for p in predictions.values() if p.task == task and not p.rotation]
             if not mine:
                 continue
-            looped = sum(loops(p.raw) for p in mine)
-            truncated = sum(p.truncated for p in mine)
-            rows.append([run.label, task, str(len(mine)), str(truncated), str(looped),
-                         str(sum(p.truncated and loops(p.raw) for p in mine))])
+            looping = [loops(p.raw) for p in mine]
+            rows.append([run.label, task, str(len(mine)), str(sum(p.truncated for p in mine)), str(sum(looping)),
+                         str(sum(p.truncated and looped for p, looped in zip(mine, looping, strict=True)))])
     if not rows:
         return ""
     return (md_table(["Model", "Task", "Answers", "Truncated", "Looping", "Both"], rows)
@@ -355,44 +356,37 @@ def _plots(out: Path, shares: dict[str, dict[str, float]], runs: Sequence[RunDat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = []
-    with plt.rc_context(cast(Any, STYLE)):  # matplotlib types its keys as literals
-        tasks_with = [(t, s) for t, s in shares.items() if s]
-        if tasks_with:
-            fig, ax = plt.subplots(figsize=(MAX_WIDTH_IN * 0.7, 3.2))
-            labels = [label for label, _, _ in DIFFICULTY_BINS]
-            width = 0.8 / len(tasks_with)
-            for k, (task, by_item) in enumerate(tasks_with):
-                counts = Counter(difficulty_bin(s) for s in by_item.values())
-                colour, _ = series_style(k)
-                ax.bar([i + k * width for i in range(len(labels))], [counts.get(lbl, 0) for lbl in labels],
-                       width=width, color=colour, label=task)
-            ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))], labels, rotation=15)
-            ax.set_ylabel("items")
-            ax.set_title("Item difficulty (share of runs right)")
-            ax.legend()
-            fig.tight_layout()
-            fig.savefig(out / "analysis_difficulty.png", dpi=DPI)
-            plt.close(fig)
-            written.append("analysis_difficulty.png")
-        nutrition = [(run.label, nutrition_direction(_first_epoch(_ape_task_rows(run)[1])))
-                     for run in runs if _ape_task_rows(run)[1]]
-        if nutrition:
-            fig, ax = plt.subplots(figsize=(MAX_WIDTH_IN * 0.7, 3.2))
-            width = 0.8 / len(nutrition)
-            for k, (label, direction) in enumerate(nutrition):
-                colour, _ = series_style(k)
-                values = [100 * (direction[n]["median_signed"] or 0.0) for n in NUTRIENTS]
-                ax.bar([i + k * width for i in range(len(NUTRIENTS))], values, width=width, color=colour, label=label)
+    def bars(name: str, ticks: list[str], series: Sequence[tuple[str, Sequence[float]]], ylabel: str, title: str, *,
+             zero_line: bool = False, legend: dict[str, Any] | None = None, **xticks: Any) -> None:
+        """One plot of grouped bars: a bar per series at each tick."""
+        fig, ax = plt.subplots(figsize=(MAX_WIDTH_IN * 0.7, 3.2))
+        width = 0.8 / len(series)
+        for k, (label, values) in enumerate(series):
+            ax.bar([i + k * width for i in range(len(ticks))], values, width=width, color=series_style(k)[0],
+                   label=label)
+        if zero_line:
             ax.axhline(0, color="0.3", linewidth=0.8)
-            ax.set_xticks([i + 0.4 - width / 2 for i in range(len(NUTRIENTS))], list(NUTRIENTS))
-            ax.set_ylabel("median signed error (%)")
-            ax.set_title("Nutrition: over (+) or under (−) estimated")
-            ax.legend(fontsize=7)
-            fig.tight_layout()
-            fig.savefig(out / "analysis_nutrition_direction.png", dpi=DPI)
-            plt.close(fig)
-            written.append("analysis_nutrition_direction.png")
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(ticks))], ticks, **xticks)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(**(legend or {}))
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=DPI)
+        plt.close(fig)
+        written.append(name)
+
+    written: list[str] = []
+    with plt.rc_context(cast(Any, STYLE)):  # matplotlib types its keys as literals
+        labels = [label for label, _, _ in DIFFICULTY_BINS]
+        if tasks_with := [(task, [_bin_counts(by_item).get(lbl, 0) for lbl in labels])
+                          for task, by_item in shares.items() if by_item]:
+            bars("analysis_difficulty.png", labels, tasks_with, "items", "Item difficulty (share of runs right)",
+                 rotation=15)
+        if nutrition := [(run.label, [100 * (direction[n]["median_signed"] or 0.0) for n in NUTRIENTS])
+                         for run in runs if (rows := _ape_task_rows(run)[1])
+                         for direction in [nutrition_direction(_first_epoch(rows))]]:
+            bars("analysis_nutrition_direction.png", list(NUTRIENTS), nutrition, "median signed error (%)",
+                 "Nutrition: over (+) or under (−) estimated", zero_line=True, legend={"fontsize": 7})
     return written
 
 

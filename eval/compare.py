@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -37,12 +38,12 @@ import numpy as np
 from eval import protocols, tasks
 from eval.numbers import clusters, paired_difference, resampled_unit
 from eval.report.runs import ReportError, RunData
+from eval.report.tables import SMALL_SAMPLE
 from eval.settings import N_BOOT
 from eval.types import NUTRIENTS, ScoreRecord
 
 N_PERM = 9_999  # random merchant swaps (the p-value's resolution is 1 / (N_PERM + 1))
 EXACT_UP_TO = 14  # merchants: up to 2**14 swap patterns are enumerated (an exact test)
-SMALL_SAMPLE = 20  # merchants: below this a 95% interval covers less than 95% (0.84 measured at 5)
 
 
 @dataclass
@@ -331,12 +332,11 @@ def compare_runs_task(a: RunData, b: RunData, task: tasks.Task, *, n_boot: int =
     reference differs."""
     same_protocol(a, b)
     rows_a, rows_b = a.scores[task.name], b.scores[task.name]
+    paired = partial(compare_task, task, n_boot=n_boot, n_perm=n_perm, seed=seed)
     if not reads_its_own_way((a, b), task):
-        return TaskComparison(task.name, compare_task(task, rows_a, rows_b, n_boot=n_boot, n_perm=n_perm, seed=seed))
-    theirs = compare_task(task, a.protocol.read_rows(task, rows_a), b.protocol.read_rows(task, rows_b),
-                          n_boot=n_boot, n_perm=n_perm, seed=seed)
-    ours = compare_task(task, rows_a, rows_b, n_boot=n_boot, n_perm=n_perm, seed=seed)
-    return TaskComparison(task.name, theirs, ours, a.protocol.title,
+        return TaskComparison(task.name, paired(rows_a, rows_b))
+    theirs = paired(a.protocol.read_rows(task, rows_a), b.protocol.read_rows(task, rows_b))
+    return TaskComparison(task.name, theirs, paired(rows_a, rows_b), a.protocol.title,
                           (_unrecorded(a, task.name), _unrecorded(b, task.name)))
 
 
@@ -345,11 +345,12 @@ def _unrecorded(run: RunData, task: str) -> int:
     return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else 0
 
 
-def release(run: RunData) -> str:
-    """The release a run read, with its fingerprints and, for a Hub release, its revision."""
+def release(run: RunData, width: int = 12) -> str:
+    """The release a run read, with its fingerprints (their first `width` characters) and, for a Hub release,
+    its revision."""
     text = run.source or "embedded sample"
     if run.fingerprints:
-        text += " (fingerprints " + ", ".join(f"{k} {v[:12]}" for k, v in sorted(run.fingerprints.items())) + ")"
+        text += " (fingerprints " + ", ".join(f"{k} {v[:width]}" for k, v in sorted(run.fingerprints.items())) + ")"
     if run.revisions:
         text += " (revision " + ", ".join(sorted({v[:12] for v in run.revisions.values()})) + ")"
     return text

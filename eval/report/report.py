@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from eval.agreement import Agreement, Figures, read_agreement, scoring_judge
 from eval.circular import circular_figures, read_rotations
+from eval.compare import release
 from eval.limiter import settled_line
 from eval.numbers import (
     breakdown,
@@ -82,11 +83,13 @@ def _task_cells(task: Task, run: RunData | None, n_boot: int, *, ours: bool = Fa
     if task.measure != "ape":
         return [_headline_cell(task, run, n_boot)]
     figs = score_nutrition_rows(run.scores[task.name]) if run else {}
-    cells = []
-    for part in task.components:
-        mae, rmse, mape = (component(figs, part, s) for s in ("mae", "rmse", "mape"))
-        cells += ["–" if mae is None else f"{mae:.2f}", "–" if rmse is None else f"{rmse:.2f}", pct(mape)]
-    return [*cells, _headline_cell(task, run, n_boot)]
+    return [*_component_cells(task, lambda part, stat: component(figs, part, stat)), _headline_cell(task, run, n_boot)]
+
+
+def _component_cells(task: Task, figure: Callable[[str, str], float | None]) -> list[str]:
+    """Each component's MAE, RMSE and MAPE cells, from `figure(component, "mae" | "rmse" | "mape")`."""
+    return [pct(value) if stat == "mape" else "–" if value is None else f"{value:.2f}"
+            for part in task.components for stat in ("mae", "rmse", "mape") for value in [figure(part, stat)]]
 
 
 def _protocol_cells(task: Task, run: RunData, theirs: tuple[str, float | None, tuple[float, float] | None]
@@ -94,15 +97,12 @@ def _protocol_cells(task: Task, run: RunData, theirs: tuple[str, float | None, t
     """A task's cells from the figures the run's protocol reported (metrics.json): its headline with its
     interval, and for a task of components each one's MAE, RMSE and MAPE as that protocol computes them."""
     _, value, interval = theirs
-    entry, cells = run.entry(task.name), []
+    entry = run.entry(task.name)
     head = "–" if value is None else with_ci(value, interval, run.protocol.counted(task, entry),
                                              unit=_unit(entry.get("official_resampled") or "items"))
     if task.measure != "ape":
         return [head]
-    for part in task.components:
-        mae, rmse, mape = (run.protocol.component(task, entry, part, stat) for stat in ("mae", "rmse", "mape"))
-        cells += ["–" if mae is None else f"{mae:.2f}", "–" if rmse is None else f"{rmse:.2f}", pct(mape)]
-    return [*cells, head]
+    return [*_component_cells(task, lambda part, stat: run.protocol.component(task, entry, part, stat)), head]
 
 
 def _source(runs: Sequence[RunData], what: str) -> str:
@@ -121,32 +121,25 @@ def _reported_cells(task: Task, row: dict[str, Any]) -> list[str]:
 
 def table2(runs: Sequence[RunData], *, reported: bool = True, n_boot: int = N_BOOT) -> str:
     """The paper's Table 2 layout: measured runs, then baselines, then the paper's reported rows."""
-    grouped = group_runs(runs)
     measured: list[list[str]] = []
     baselines: list[list[str]] = []
-    for label, by_task in grouped.items():
-        any_run = next(iter(by_task.values()))
-        asked = list(by_task.values())
-        cells = [label, _source(asked, "baseline, no skill" if any_run.is_baseline else "measured")]
-        for task in all_tasks():
-            cells += _task_cells(task, by_task.get(task.name), n_boot)
-        cells.append("/".join(_count(by_task.get(t.name), t) for t in all_tasks()))
-        (baselines if any_run.is_baseline else measured).append(cells)
+    for label, by_task in group_runs(runs).items():
+        baseline = next(iter(by_task.values())).is_baseline
+        into = baselines if baseline else measured
+        into.append([label, _source(list(by_task.values()), "baseline, no skill" if baseline else "measured"),
+                     *(c for task in all_tasks() for c in _task_cells(task, by_task.get(task.name), n_boot)),
+                     "/".join(_count(by_task.get(t.name), t) for t in all_tasks())])
         differ = [read_differently(run.entry(t.name)) for t in all_tasks()
                   if (run := by_task.get(t.name)) is not None and run.headline(t) is not None]
         if differ:  # the run's protocol reads answers its own way: ours beside it, on the same answers
-            ours = [label, f"ours' reading of the same answers ({sum(differ)} read differently)"]
-            for task in all_tasks():
-                ours += _task_cells(task, by_task.get(task.name), n_boot, ours=True)
-            ours.append("/".join(str(len(by_task[t].scores[t])) if t in by_task else "–" for t in task_names()))
-            (baselines if any_run.is_baseline else measured).append(ours)
+            into.append([label, f"ours' reading of the same answers ({sum(differ)} read differently)",
+                         *(c for task in all_tasks() for c in _task_cells(task, by_task.get(task.name), n_boot, ours=True)),
+                         "/".join(str(len(by_task[t].scores[t])) if t in by_task else "–" for t in task_names())])
     rows = measured + baselines + _chance_rows(runs)
-    langs = sorted({str(r.setting("lang") or "zh") for r in runs}) or ["zh"]
     if reported:
-        for row in load_reported(langs):
-            label = row["model"] + (f" ({row['lang']})" if row["lang"] != "zh" else "")
-            cells = [label, "reported (paper)"] + [c for task in all_tasks() for c in _reported_cells(task, row)]
-            rows.append([*cells, "–"])
+        langs = sorted({str(r.setting("lang") or "zh") for r in runs}) or ["zh"]
+        rows += [[row["model"] + (f" ({row['lang']})" if row["lang"] != "zh" else ""), "reported (paper)",
+                  *(c for task in all_tasks() for c in _reported_cells(task, row)), "–"] for row in load_reported(langs)]
     return md_table(table2_headers(), rows)
 
 
@@ -215,17 +208,16 @@ def breakdown_tables(runs: Sequence[RunData]) -> str:
         figure = "Avg MAPE (%), lower is better" if spec.lower_is_better else "accuracy (%)"
         every = [r for _, run in columns for r in run.scores[task]]
         for dimension in spec.breakdowns:
+            name = DIMENSION_TITLES.get(dimension, dimension)
             if every and all(r.get(dimension) is None for r in every):  # the authors' release names none
-                sections.append(f"{task} by {DIMENSION_TITLES.get(dimension, dimension)}: left out, the release "
-                                "names none for its items.")
+                sections.append(f"{task} by {name}: left out, the release names none for its items.")
                 continue
             # Rows are the union of every run's cells (runs may differ in views sent or categories),
             # largest first; each run's cell shows its own n, and `–` only where it has no item.
-            groups = breakdown([r for _, run in columns for r in run.scores[task]], dimension)
+            groups = breakdown(every, dimension)
             shown, hidden = groups[:MAX_BREAKDOWN_ROWS], groups[MAX_BREAKDOWN_ROWS:]
             per_run = [dict(breakdown(run.scores[task], dimension)) for _, run in columns]
             rows = [[value, *(_cell(spec, cells.get(value, [])) for cells in per_run)] for value, _ in shown]
-            name = DIMENSION_TITLES.get(dimension, dimension)
             note = f"\n\n{len(hidden)} smaller groups not shown." if hidden else ""
             sections.append(f"### {task} by {name}: {figure}\n\n"
                             f"{md_table([name, *(lbl for lbl, _ in columns)], rows)}{note}")
@@ -337,12 +329,7 @@ def dataset_note(runs: Sequence[RunData]) -> str:
     """Which data each run used: the paper's rows only compare with runs on the full release."""
     seen: dict[str, list[str]] = {}
     for run in runs:
-        text = run.source or "embedded sample"
-        if run.fingerprints:
-            text += " (fingerprints " + ", ".join(f"{k} {v[:10]}" for k, v in sorted(run.fingerprints.items())) + ")"
-        if run.revisions:  # the Hub commit of the authors' release
-            text += " (revision " + ", ".join(sorted({v[:12] for v in run.revisions.values()})) + ")"
-        seen.setdefault(text, []).append(run.path.name)
+        seen.setdefault(release(run, width=10), []).append(run.path.name)
     lines = []
     for text, names in seen.items():
         which = "all runs" if len(seen) == 1 and len(names) > 1 else ", ".join(names)
@@ -364,10 +351,8 @@ def outcome_table(runs: Sequence[RunData]) -> str:
                 continue
             items = by_task[task].scores[task]
             counts = outcome_counts(items)
-            if spec.judged:
-                missing = sum(r.get("correct") is None for r in items)
-            else:
-                missing = sum(r.get("parsed") is None and r.get("error") is None for r in items)
+            missing = sum(r.get("correct") is None if spec.judged else r.get("parsed") is None and r.get("error") is None
+                          for r in items)
             truncated += counts["truncated"]
             rows.append([label, task, str(len(items)), str(missing), str(counts["truncated"]),
                          str(counts["generation_failures"])])
@@ -391,13 +376,9 @@ def top_errors(items: Sequence[ScoreRecord], n: int = TOP_ERRORS) -> list[tuple[
 
 def failure_lines(runs: Sequence[RunData]) -> str:
     """Per run and task, the most frequent reasons its items failed: `- 4 × HTTP 400: ...`."""
-    lines = []
-    for label, by_task in group_runs(runs).items():
-        for task in task_names():
-            if task in by_task:
-                for message, count in top_errors(by_task[task].scores[task]):
-                    lines.append(f"- {as_text(label)}, {task}: {count} × {as_text(message)}")
-    return "\n".join(lines)
+    return "\n".join(f"- {as_text(label)}, {task}: {count} × {as_text(message)}"
+                     for label, by_task in group_runs(runs).items() for task in task_names() if task in by_task
+                     for message, count in top_errors(by_task[task].scores[task]))
 
 
 def concurrency_lines(runs: Sequence[RunData]) -> str:
@@ -406,9 +387,8 @@ def concurrency_lines(runs: Sequence[RunData]) -> str:
     for run in runs:
         found = run.info.get("concurrency")
         endpoints = found.get("endpoints") if isinstance(found, dict) else None
-        for endpoint in endpoints if isinstance(endpoints, list) else []:
-            if isinstance(endpoint, dict):
-                lines.append(f"- {as_text(run.path.name)}: {as_text(settled_line(endpoint))}")
+        lines += [f"- {as_text(run.path.name)}: {as_text(settled_line(endpoint))}"
+                  for endpoint in (endpoints if isinstance(endpoints, list) else []) if isinstance(endpoint, dict)]
     return "\n".join(lines)
 
 
@@ -427,15 +407,8 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
         f"gets a one-sided 95% bound ({trial} counted as the trials), never a zero-width interval."]
     if any(trials(rows) < SMALL_SAMPLE for run in runs for rows in run.scores.values()):
         parts.append(small_note(units))
-    outcomes = outcome_table(runs)
-    if outcomes:
-        parts += ["## Answers that did not count", outcomes]
-    why = failure_lines(runs)
-    if why:
-        parts += ["### Why items failed", why]
-    pace = concurrency_lines(runs)
-    if pace:
-        parts += ["## Requests in flight", pace]
+    parts += _sections(("## Answers that did not count", outcome_table(runs)),
+                       ("### Why items failed", failure_lines(runs)), ("## Requests in flight", concurrency_lines(runs)))
     vqa = _judged_rows(runs)
     unscored = sum(r.get("correct") is None for r in vqa)
     if unscored:
@@ -454,13 +427,14 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
     sweep = sweep_sections(runs, plot_dir=plot_dir, n_boot=n_boot)
     if sweep:
         parts.append(sweep)
-    robustness = circular_section(runs, n_boot=n_boot)
-    if robustness:
-        parts += ["## Option-order robustness (CircularEval)", robustness]
-    details = breakdown_tables(runs)
-    if details:
-        parts += ["## Breakdowns", details]
+    parts += _sections(("## Option-order robustness (CircularEval)", circular_section(runs, n_boot=n_boot)),
+                       ("## Breakdowns", breakdown_tables(runs)))
     return "\n\n".join(parts) + "\n"
+
+
+def _sections(*found: tuple[str, str]) -> list[str]:
+    """Each (title, body) whose body is not empty, as its title and then its body."""
+    return [part for title, body in found if body for part in (title, body)]
 
 
 def paired_note(units: set[str]) -> str:

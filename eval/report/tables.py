@@ -49,8 +49,7 @@ def resampled_units(runs: Sequence[RunData]) -> set[str]:
     units = set()
     for run in runs:
         for task, rows in run.scores.items():
-            entry = run.entry(task)
-            units.add(str(entry.get("resampled") or resampled_unit(rows)))
+            units.add(str(run.entry(task).get("resampled") or resampled_unit(rows)))
         for spec in all_tasks():  # a task whose protocol's figure leads: what that figure resampled
             if spec.name in run.scores and run.headline(spec) is not None:
                 units.add(str(run.entry(spec.name).get("official_resampled") or "items"))
@@ -88,14 +87,9 @@ def readable(value: Any, limit: int = 220) -> str:
     if value is None:
         return ""
     if isinstance(value, dict) and any(key in value for key, _, _ in NUTRIENT_LABELS):
-        parts = []
-        for key, prefix, unit in NUTRIENT_LABELS:
-            number = value.get(key)
-            if isinstance(number, int | float) and not isinstance(number, bool):
-                parts.append(f"{prefix}{number:.0f}{unit}" if key == "calories" else f"{prefix}{number:.1f}{unit}")
-            else:
-                parts.append(f"{prefix}?{unit}")
-        text = " · ".join(parts)
+        text = " · ".join(f"{prefix}{number:.{0 if key == 'calories' else 1}f}{unit}"
+                          if isinstance(number := value.get(key), int | float) and not isinstance(number, bool)
+                          else f"{prefix}?{unit}" for key, prefix, unit in NUTRIENT_LABELS)
     else:
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
@@ -185,29 +179,26 @@ def results_table(metrics: dict[str, Any], protocol: Protocol | None = None) -> 
     protocol whose headline is not ours (`protocol.headline`), its figure leads and ours stands beside."""
     protocol = protocol or protocols.get(None)
     rows, notes = [], []
-    tokens: dict[str, int] = {}
     for spec in all_tasks():
         task = spec.name
         m = metrics.get(task)
         if m is None:
             continue
-        for key, value in (m.get("tokens") or {}).items():
-            tokens[key] = tokens.get(key, 0) + int(value or 0)
         failed, truncated = m.get("generation_failures", 0), m.get("truncated", 0)
-        token_cell = _tokens(m.get("tokens"))
         figure = spec.figure
         if spec.judged and not m.get("scored"):
-            rows.append([task, str(m["n"]), "not scored (no judge)", MISSING, MISSING, str(truncated), str(failed),
-                         token_cell])
+            rows.append([task, str(m["n"]), "not scored (no judge)", MISSING, MISSING])
             notes.append(m["note"])
         else:
             rows.append([task, str(m["n"]), spec.figure_name,
                          headline_cell(m[figure], m.get(f"{figure}_ci95"), failed=failed, n=m["n"]),
-                         f"{m.get('unscored', 0)} unscored" if spec.judged else str(m["parse_failures"]),
-                         str(truncated), str(failed), token_cell])
+                         f"{m.get('unscored', 0)} unscored" if spec.judged else str(m["parse_failures"])])
+        rows[-1] += [str(truncated), str(failed), _tokens(m.get("tokens"))]
         theirs = protocol.headline(spec, m)
-        if theirs is not None:
-            rows[-1] = headline_row((f"{protocol.name} {theirs[0]}", theirs[1]), protocol.interval(m), m, rows[-1])
+        if theirs is not None:  # its figure leads, ours beside it with the answers the two read differently
+            ours = rows[-1]
+            rows[-1] = [*ours[:2], f"{protocol.name} {theirs[0]}", f"{with_ci(theirs[1], protocol.interval(m))} (ours: "
+                        f"{ours[3]}; {read_differently(m)} read differently)", *ours[4:]]
             notes.append(protocol.headline_note(spec, m))
         elif m.get("ours_left_out"):
             notes.append(f"{task}: {m['ours_left_out']} items whose reference cannot be read (the release publishes "
@@ -231,16 +222,6 @@ def results_table(metrics: dict[str, Any], protocol: Protocol | None = None) -> 
     table = md_table(["task", "n", "headline (%)", f"value [95% CI, {unit} bootstrap]", "unparsed", "truncated",
                       "failed", "tokens (prompt/completion/reasoning)"], rows)
     return "\n".join([table, ""] + notes).rstrip()
-
-
-def headline_row(theirs: tuple[str, float | None], interval: Sequence[float] | None, m: TaskFigures,
-                 ours: list[str]) -> list[str]:
-    """A task's summary row under a protocol whose figure leads: (its name, its value) and its interval as
-    the headline, ours beside it with the number of items the two readings read differently."""
-    name, value = theirs
-    mine = ours[3]
-    return [ours[0], ours[1], name, f"{with_ci(value, interval)} (ours: {mine}; {read_differently(m)} "
-            "read differently)", *ours[4:]]
 
 
 def _tokens(totals: dict[str, int] | None) -> str:
