@@ -107,7 +107,9 @@ def resolve(request: EvalRequest, settings: SpaceSettings) -> tuple[str, dict[st
     if not supports_own_keys(request.provider):
         raise GuardError(f"{request.provider}: this installation cannot use a visitor's own key")
     spec = f"{request.provider}:{check_model_name(request.own_model)}"
-    base_url = allowed_base_url(request.base_url, settings.allowed_hosts) or public_endpoint(request.provider)
+    from eval.backends import traits
+
+    base_url = allowed_base_url(request.base_url, settings.allowed_hosts) or traits(request.provider).public_endpoint
     return spec, {"api_key": request.api_key.strip(), "base_url": base_url}
 
 
@@ -117,14 +119,6 @@ def supports_own_keys(provider: str) -> bool:
     from eval.backends import traits
 
     return traits(provider).takes_key
-
-
-def public_endpoint(provider: str) -> str | None:
-    """Where a visitor's key goes unless the operator allow-lists another host: the backend's public API,
-    always passed explicitly (left to its defaults, a backend would read the operator's *_BASE_URL)."""
-    from eval.backends import traits
-
-    return traits(provider).public_endpoint
 
 
 def make_backend_for(spec: str, options: dict[str, Any], slots: RequestSlots) -> Any:
@@ -154,24 +148,6 @@ def bounded(text: str | None, limit: int) -> str | None:
 def _mean_ape(record: dict[str, Any]) -> float | None:
     apes = [v for v in (record.get("ape") or {}).values() if v is not None]
     return sum(apes) / len(apes) if apes else None
-
-
-def final_metrics(spec: Task, records: list[dict[str, Any]], rows: list[dict[str, Any]], lang: str,
-                  decided: list[str]) -> dict[str, Any]:
-    """The run's figures from its per-item records: the metric module's result for the task, with
-    outcome counts and the merchant-clustered 95% interval added by the harness's one function.
-    Each record was scored as its answer came (`score_prediction`): nothing is parsed again."""
-    from eval.numbers import score_nutrition_rows, task_figures
-
-    if spec.judged:
-        from metrics.judge_accuracy.core import score_verdicts
-
-        result = score_verdicts([r["verdict"] for r in records], decided)
-    elif spec.measure == "ape":
-        result = score_nutrition_rows(records)
-    else:
-        result = spec.score([dict(r) for r in records], [r["parsed"] for r in records], rows, lang)
-    return task_figures(spec, records, result)
 
 
 class _VqaJudge:
@@ -293,12 +269,12 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
     judging: _Judging | None = None
     try:
         await asyncio.to_thread(warm_harness)  # waits for the start-up imports if they still run
-        from eval import protocols, tasks
+        from eval import protocols
         from eval.api import iter_predictions
 
         run_settings = _run_settings(request, spec, settings)
         backend = await asyncio.to_thread(make_backend_for, spec, options, slots)  # SDK imports off the loop
-        task = tasks.get(request.task)  # the request's task name, as the Evaluate tab sent it
+        (task,) = run_settings.selected_tasks  # the one task the Evaluate tab sent (checked in `resolve`)
         judging = _Judging(settings.judge if task.judged else None, slots)
         total = min(int(request.n_items), available) if available else int(request.n_items)
         yield EvalUpdate(spec=spec, task=task, total=total, results=[])
@@ -335,8 +311,22 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
 
 
 def _figures(tally: Tally, request: EvalRequest, task: Task) -> dict[str, Any]:
-    """Ours from the records the tally scored, then what the protocol adds (the authors' figures)."""
-    metrics = final_metrics(task, tally.records, tally.rows, request.lang, tally.decided)
+    """Ours from the records the tally scored (the metric module's result for the task, with outcome counts
+    and the merchant-clustered 95% interval added by the harness's one function), then what the protocol
+    adds (the authors' figures). Each record was scored as its answer came (`score_prediction`): nothing
+    is parsed again."""
+    from eval.numbers import score_nutrition_rows, task_figures
+
+    records = tally.records
+    if task.judged:
+        from metrics.judge_accuracy.core import score_verdicts
+
+        result = score_verdicts([r["verdict"] for r in records], tally.decided)
+    elif task.measure == "ape":
+        result = score_nutrition_rows(records)
+    else:
+        result = task.score([dict(r) for r in records], [r["parsed"] for r in records], tally.rows, request.lang)
+    metrics = task_figures(task, records, result)
     metrics.update(tally.figures())
     return metrics
 

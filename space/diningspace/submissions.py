@@ -57,6 +57,7 @@ RATIO_FLOOR = 1 << 20  # the ratio cap applies to members that unpack to more th
 TOLERANCE = 5e-5  # claimed and re-scored figures agree when they round to the same 0.01 %
 HUB_REPO = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 VERIFIED, SELF_REPORTED = "verified", "self-reported"
+KEPT_FILES = ["*/*.json", "*/*.jsonl", f"*/{HISTORY}/*/*.json"]  # what is pushed to the Hub and read back
 
 
 class SubmissionError(ValueError):
@@ -142,8 +143,7 @@ def open_zip(path: Path, caps: Caps, dest: Path) -> dict[str, Path]:
         if len(runs) != 1:
             raise SubmissionError("the zip must hold one run folder (one run.json); "
                                   f"found {len(runs)}" + (": zip the folder `python -m eval run --out` wrote" if not runs else ""))
-        folder = PurePosixPath(runs[0].filename).parent
-        wanted = {str(folder / name) if str(folder) != "." else name: name for name in RUN_FILES}
+        wanted = {str(PurePosixPath(runs[0].filename).parent / name): name for name in RUN_FILES}
         files = {}
         dest.mkdir(parents=True, exist_ok=True)
         for info in infos:
@@ -216,33 +216,25 @@ class Release:
     fingerprints: dict[str, str] = field(default_factory=dict)
     rows: dict[str, ReleaseRows] = field(default_factory=dict)
 
-    @classmethod
-    def load(cls, source: str | None, tasks: Iterable[str]) -> Release:
-        import diningbench
-
-        release = cls(source)
-        for task in tasks:
-            release.fingerprints[task] = diningbench.fingerprint(task, source)
-            release.rows[task] = ReleaseRows(diningbench.load(task, source, decode_images=False))
-        return release
-
 
 class Releases:
     """Each task's release data loaded once per Space (a submission needs the image bytes)."""
 
     def __init__(self, source: str | None) -> None:
         self.source = source
-        self._cache: dict[str, Release] = {}
+        self._cache: dict[str, tuple[str, ReleaseRows]] = {}  # task -> (fingerprint, rows)
         self._lock = threading.Lock()
 
     def get(self, tasks: Iterable[str]) -> Release:
+        import diningbench
+
         merged = Release(self.source)
         with self._lock:
             for task in tasks:
                 if task not in self._cache:
-                    self._cache[task] = Release.load(self.source, [task])
-                merged.fingerprints[task] = self._cache[task].fingerprints[task]
-                merged.rows[task] = self._cache[task].rows[task]
+                    self._cache[task] = (diningbench.fingerprint(task, self.source),
+                                         ReleaseRows(diningbench.load(task, self.source, decode_images=False)))
+                merged.fingerprints[task], merged.rows[task] = self._cache[task]
         return merged
 
 
@@ -296,13 +288,12 @@ def _settings_of(info: dict[str, Any]) -> Any:
 
 
 def _predictions(source: bytes | Path, settings: Any, specs: Mapping[str, Task], release: Release, most: int,
-                 deadline: float) -> list[Any]:
+                 deadline: _Deadline) -> list[Any]:
     """The run's answers, read as a stream: each line's task, id, epoch and rotation checked as it
     arrives (an item this release does not have, or an epoch past the run's own, stops the read there)."""
     from eval.store import key_of
     from eval.types import Prediction
 
-    epochs = settings.epochs
     latest: dict[Any, Any] = {}
     for number, row in iter_jsonl(source, "predictions.jsonl", most):
         where = f"predictions.jsonl line {number}"
@@ -317,13 +308,13 @@ def _predictions(source: bytes | Path, settings: Any, specs: Mapping[str, Task],
         if len(row.get("raw") or "") > MAX_RAW_CHARS:
             raise SubmissionError(f"{where}: the raw answer is longer than {MAX_RAW_CHARS} characters")
         rotations = ROTATIONS if settings.circular and specs[row["task"]].has_options else 1
-        for name, bound in (("epoch", epochs), ("rotation", rotations)):
+        for name, bound in (("epoch", settings.epochs), ("rotation", rotations)):
             value = row.get(name, 0)
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < bound:
                 raise SubmissionError(f"{where}: {name} {str(value)[:12]} is outside the run's own settings "
                                       f"(0 to {bound - 1})")
-        if number % 256 == 0 and time.monotonic() > deadline:
-            raise _over_budget(deadline)
+        if number % 256 == 0:
+            deadline.check()
         prediction = Prediction.from_json(row)
         latest[key_of(prediction)] = prediction
     if not latest:
@@ -342,11 +333,10 @@ class _Deadline(float):
         deadline.budget = seconds
         return deadline
 
-
-def _over_budget(deadline: float) -> SubmissionError:
-    budget = getattr(deadline, "budget", SCORE_SECONDS)
-    return SubmissionError(f"refused: checking and re-scoring this run took over {budget:g} s of this Space's "
-                           f"time; submit fewer epochs or items")
+    def check(self) -> None:
+        if time.monotonic() > self:
+            raise SubmissionError(f"refused: checking and re-scoring this run took over {self.budget:g} s of this "
+                                  f"Space's time; submit fewer epochs or items")
 
 
 def _check_release(info: dict[str, Any], tasks: list[str], release: Release) -> None:
@@ -369,20 +359,16 @@ def _check_release(info: dict[str, Any], tasks: list[str], release: Release) -> 
 
 
 def _check_hashes(predictions: list[Any], specs: Mapping[str, Task], settings: Any, release: Release,
-                  deadline: float = float("inf")) -> None:
+                  deadline: _Deadline) -> None:
     """Every request hash must be the one this release's prompt and views give with the run's settings
-    (within the submission's time budget: building each request decodes and resizes its photos)."""
+    (within the submission's time budget: building each request decodes and resizes its photos). Each
+    answer's item is one of the release's: `_predictions` refused any other as it read it."""
     from eval.images import ImageError
     from eval.requests import build_request
 
-    unknown = sorted({f"{p.task}/{p.id}" for p in predictions if p.id not in release.rows[p.task]})
-    if unknown:
-        raise SubmissionError(f"refused: {len(unknown)} answer(s) to items not in this release "
-                              f"({', '.join(unknown[:3])}): tampered, or another release")
     wrong = []
     for p in predictions:
-        if time.monotonic() > deadline:
-            raise _over_budget(deadline)
+        deadline.check()
         try:
             expected = build_request(specs[p.task], release.rows[p.task][p.id], settings, p.epoch, p.rotation).request_hash
         except (ImageError, ValueError, TypeError, KeyError, IndexError):
@@ -575,14 +561,12 @@ def verify(files: Mapping[str, Path | bytes], release_for: Callable[[list[str]],
         for p in predictions:
             fh.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
     meta = {task: release.rows[task].meta() for task in tasks}
-    if time.monotonic() > deadline:
-        raise _over_budget(deadline)
+    deadline.check()
     try:
         metrics = score_run(run_dir, judge=judge, rows=meta, judge_cache=judge_cache)
     except ScoringError as exc:
         raise SubmissionError(f"re-scoring failed: {exc}") from None
-    if time.monotonic() > deadline:
-        raise _over_budget(deadline)
+    deadline.check()
     rescored = [row for _, row in iter_jsonl_objects(run_dir / SCORES)]  # written just now by score_run
     checks = []
     for task in tasks:
@@ -594,16 +578,12 @@ def verify(files: Mapping[str, Path | bytes], release_for: Callable[[list[str]],
             claimed=_claimed(specs[task], claimed_scores), claimed_metrics=_claimed_metrics(task, claimed_metrics),
             rescored=_claimed(specs[task], rescored_task) if verified else None,
             differing=_differing(task, claimed_scores, rescored_task) if verified else 0, verified=verified))
-    notes = []
-    flags = review_flags(checks, rescored, meta)
-    if any(not c.verified for c in checks):
-        notes.append("VQA not verified: this Space has no judge configured, so VQA answers are kept unscored")
+    notes = ["VQA not verified: this Space has no judge configured, so VQA answers are kept unscored"] \
+        if any(not c.verified for c in checks) else []
     partial = bool(settings.limit or settings.ids) or any(c.items < c.release_items for c in checks)
-    run = RunData(run_dir, kept)
-    verification = Verification(model=settings.model, label=run.label, lang=settings.lang,
-                                key=submission_key(settings.model, identity), source=source, checks=checks,
-                                partial=partial, notes=notes, flags=flags)
-    return verification, run_dir
+    return Verification(model=settings.model, label=RunData(run_dir, kept).label, lang=settings.lang,
+                        key=submission_key(settings.model, identity), source=source, checks=checks,
+                        partial=partial, notes=notes, flags=review_flags(checks, rescored, meta)), run_dir
 
 
 # ---------------------------------------------------------------- self-reported (a model card)
@@ -696,10 +676,9 @@ def fetch_from_hub(repo_id: str, repo_type: str, dest: Path, caps: Caps) -> tupl
         zips = sorted(n for n in siblings if n.endswith(".zip"))
         runs = sorted(n for n in siblings if PurePosixPath(n).name == "run.json")
         if len(runs) == 1:
-            folder = PurePosixPath(runs[0]).parent
             files, total = {}, 0
             for name in RUN_FILES:
-                path = str(folder / name) if str(folder) != "." else name
+                path = str(PurePosixPath(runs[0]).parent / name)
                 if path in siblings:
                     total += siblings[path]
                     if total > caps.unpacked_bytes:
@@ -734,18 +713,14 @@ class Submissions:
     def __init__(self, results_dir: Path, *, hub_repo: str | None = None) -> None:
         self.folder = Path(results_dir) / SUBMISSIONS_FOLDER
         self.hub_repo = hub_repo
-        self._hub = HubFolder(self.folder, hub_repo, SUBMISSIONS_FOLDER,
-                              ["*/*.json", "*/*.jsonl", f"*/{HISTORY}/*/*.json"])
+        self._hub = HubFolder(self.folder, hub_repo, SUBMISSIONS_FOLDER, KEPT_FILES)
         self._lock = threading.Lock()
-
-    def scheduler(self) -> Any:
-        return self._hub.scheduler()
 
     def _keep(self, key: str, write: Callable[[Path], None], owner: dict[str, Any]) -> Path:
         """Write a submission's folder; the one it replaces moves to its history/ first. A row belongs to
         whoever first submitted it: another owner's submission of the same model and settings gets a
         row of its own (the key and a tag of its owner), never replaces it."""
-        scheduler = self.scheduler()
+        scheduler = self._hub.scheduler()
         with self._lock, self._hub.writing():
             target = self.folder / key
             if _owner_of(target) not in (None, owner):
@@ -866,16 +841,15 @@ def submit(*, zip_path: Path | None, hub_repo: str | None, repo_type: str, store
     if bool(zip_path) == bool((hub_repo or "").strip()):
         raise SubmissionError("give either a zip of a run folder or a Hub repo id, not both and not neither")
     with tempfile.TemporaryDirectory(prefix="dining-submit-") as tmp:
-        work = Path(tmp)
+        work, repo = Path(tmp), str(hub_repo).strip()
         if zip_path:
             kind, payload, source = "zip", Path(zip_path), "zip upload"
         else:
-            kind, payload = fetch_from_hub(str(hub_repo), repo_type, work, caps)
-            source = f"hub:{str(hub_repo).strip()}"
+            kind, payload = fetch_from_hub(repo, repo_type, work, caps)
+            source = f"hub:{repo}"
         fresh = None
         if kind == "card":
-            found = self_reported(str(payload), dataset_id, str(hub_repo).strip())
-            folder = store.keep_self_reported(found, str(hub_repo).strip())
+            folder = store.keep_self_reported(self_reported(str(payload), dataset_id, repo), repo)
         else:
             files = open_zip(payload, caps, work / "in") if kind == "zip" else payload  # type: ignore[arg-type]
             verification, run_dir = verify(files, release_for, work, judge=judge, source=source,  # type: ignore[arg-type]
@@ -945,8 +919,7 @@ def restore_results(settings: Any) -> list[str]:
 
     lines = []
     jobs = [(settings.human_repo, HUMANS_FOLDER, ["*/run.json", "*/predictions.jsonl"], "people's runs"),
-            (settings.submit_repo, SUBMISSIONS_FOLDER, ["*/*.json", "*/*.jsonl", f"*/{HISTORY}/*/*.json"],
-             "submissions")]
+            (settings.submit_repo, SUBMISSIONS_FOLDER, KEPT_FILES, "submissions")]
     for repo, folder, patterns, what in jobs:
         if not repo:
             continue
