@@ -5,14 +5,13 @@ as markdown (WORK/funnel.md, and in the release card) and a plot in the layout o
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from construct.models import usage_table
 from construct.stages import names
-from construct.work import BuildSettings, Stage
+from construct.work import BuildSettings, Stage, read_json
 from diningbench import CONFIGS
 from eval.report.tables import as_text
 
@@ -49,13 +48,6 @@ def _cost(cell: dict[str, Any], settings: BuildSettings) -> float | None:
     return (cell["prompt_tokens"] * settings.price_per_mtok[0] + cell["completion_tokens"] * settings.price_per_mtok[1]) / 1e6
 
 
-def _walls(work: Path) -> dict[str, float]:
-    try:
-        return json.loads((work / "stage_seconds.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
 def usage_markdown(work: Path, settings: BuildSettings) -> str:
     """Model calls, failures, tokens, cost (when priced) and model time, per stage and per model, then
     per model alone and in all. Time is the calls' own seconds added up (concurrent calls overlap)."""
@@ -71,7 +63,7 @@ def usage_markdown(work: Path, settings: BuildSettings) -> str:
         for k, v in cell.items():
             into[k] = into.get(k, 0) + v
 
-    walls = _walls(work)
+    walls = read_json(work / "stage_seconds.json")
     lines = []
     if walls:
         lines += ["Wall time per stage (its last run that asked a model): " + ", ".join(

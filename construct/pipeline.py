@@ -6,7 +6,6 @@ The stages and their order are construct/stages.py's; each stage the pipeline ru
 from __future__ import annotations
 
 import importlib
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,7 @@ from construct.models import Models
 from construct.raw import EXPORT_INDEX, load_raw
 from construct.review import write_decisions, write_dish_decisions
 from construct.stages import DISHES, STAGES
-from construct.work import BuildSettings, save_settings, write_json
+from construct.work import BuildSettings, read_json, save_settings, write_json
 from eval.endpoints import check_reachable, require_http_url
 from eval.settings import UsageError
 from eval.types import ConfigError
@@ -68,10 +67,7 @@ def record_wall(work: Path, stage: str, seconds: float, stats: dict | None) -> N
     """WORK/stage_seconds.json: the wall time of each stage's last run that asked a model or had no
     finished record yet (a stage skipped as unchanged keeps the time it took when it ran)."""
     path = work / WALL
-    try:
-        recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except (OSError, ValueError):
-        recorded = {}
+    recorded = read_json(path)
     if stage in recorded and not (stats and stats["asked"]):
         return
     recorded[stage] = round(seconds, 3)

@@ -42,7 +42,7 @@ from typing import Any
 
 from construct.errors import BuildError
 from construct.models import Answer, Ask, Phase, answer_asks, base_urls, make_pool
-from construct.work import BuildSettings, write_json
+from construct.work import BuildSettings, read_json, write_json
 
 INSTALL = "--engine ray needs Ray: pip install -r requirements-ray.txt (ray[data]==2.60.0)"
 WORKERS = "ray_workers.json"  # {"prefilter": MiB, "calls": MiB}: the largest peak of a worker of each kind
@@ -225,10 +225,7 @@ class RayEngine:
     def close(self) -> None:
         if self.worker_peak_kb:  # WORK/ray_workers.json: the workers' peak memory over the build's runs
             path = self.work / WORKERS
-            try:
-                recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-            except (OSError, ValueError):
-                recorded = {}
+            recorded = read_json(path)
             for kind, kb in self.worker_peak_kb.items():
                 recorded[kind] = max(float(recorded.get(kind, 0)), round(kb / 1024, 1))
             write_json(path, recorded)
