@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -357,7 +357,7 @@ def _plots(out: Path, shares: dict[str, dict[str, float]], runs: Sequence[RunDat
     import matplotlib.pyplot as plt
 
     def bars(name: str, ticks: list[str], series: Sequence[tuple[str, Sequence[float]]], ylabel: str, title: str, *,
-             zero_line: bool = False, legend: dict[str, Any] | None = None, **xticks: Any) -> None:
+             zero_line: bool = False, legend: Mapping[str, Any] | None = None, **xticks: Any) -> None:
         """One plot of grouped bars: a bar per series at each tick."""
         fig, ax = plt.subplots(figsize=(MAX_WIDTH_IN * 0.7, 3.2))
         width = 0.8 / len(series)

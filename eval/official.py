@@ -213,11 +213,13 @@ def nutrition_errors(reference: Mapping[str, Any], answer: Mapping[str, Any] | N
     return errors
 
 
-def nutrition_items(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]
-                    ) -> list[tuple[dict[str, Any] | None, NutrientErrors] | None]:
+NutritionItem = tuple[Mapping[str, Any] | None, NutrientErrors] | None  # the answer read, its errors; None: no reference
+
+
+def nutrition_items(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> list[NutritionItem]:
     """Each paired answer as their script reads it: (the answer read or None, `nutrition_errors`), or None
     for a row whose reference cannot be read (left out: "ground truth missing")."""
-    found: list[tuple[dict[str, Any] | None, NutrientErrors] | None] = []
+    found: list[NutritionItem] = []
     for i in paired_positions(rows, preds):
         reference = nutrition_reference(rows[i])
         if reference is None:
