@@ -31,6 +31,11 @@ def _facets_note(catalog: Catalog, config: str, lang: str) -> dict[str, Any]:
     return gr.update(value="" if named else NO_FACETS, visible=not named)
 
 
+def captioned(views: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each view's file (`Catalog.view_files`) with its caption (`gallery_caption`)."""
+    return [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)]
+
+
 def _has_vqa_category(config: str) -> bool:
     """Whether the config's items are sliced by VQA category (the filter is shown for it alone)."""
     return tasks.is_task(config) and tasks.get(config).slice_field == "vqa_category"
@@ -43,30 +48,32 @@ class BrowseTab:
         self.catalog = catalog
 
     # --- handlers (plain functions of component values) -------------------------------------
+    def _item(self, config: str, item_id: str, lang: str = "zh") -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """The item's row and view files; a CatalogError shown as one line."""
+        try:
+            return self.catalog.row(config, item_id, lang), self.catalog.view_files(config, item_id)
+        except CatalogError as exc:
+            raise gr.Error(as_text(str(exc))) from None
+
+    def _ids(self, config: str, cuisine: str, category: str, vqa_category: str, lang: str) -> list[str]:
+        return self.catalog.filter_ids(config, cuisine=cuisine, category=category,
+                                       vqa_category=vqa_category if _has_vqa_category(config) else ALL, lang=lang)
+
     def show(self, config: str, item_id: str | None, ids: list[str], lang: str, show_answer: bool
              ) -> tuple[str, str, dict[str, Any], str]:
         """The views (a strip of pictures), card, fields and the 'item k of n' line for one item."""
         if not item_id:
             return "", NO_ITEM, {}, "0 items"
-        try:
-            row = self.catalog.row(config, item_id, lang)
-            views = self.catalog.view_files(config, item_id)
-        except CatalogError as exc:
-            raise gr.Error(as_text(str(exc))) from None
-        strip = shown_views.strip_html([(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)],
-                                       "Views")
+        row, views = self._item(config, item_id, lang)
+        strip = shown_views.strip_html(captioned(views), "Views")
         card = item_card(config, row, n_images=len(views), lang=lang, show_answer=show_answer)
         where = f"Item {ids.index(item_id) + 1} of {len(ids)}" if item_id in ids else f"{len(ids)} items"
         return strip, card, plain_fields(row), where
 
     def api_browse(self, config: str, item_id: str) -> tuple[Any, dict[str, Any]]:
         """/browse: (config, item id) → the item's views (captioned with their role) and all its fields."""
-        try:
-            row = self.catalog.row(config, item_id)
-            views = self.catalog.view_files(config, item_id)
-        except CatalogError as exc:
-            raise gr.Error(as_text(str(exc))) from None
-        return [(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)], plain_fields(row)
+        row, views = self._item(config, item_id)
+        return captioned(views), plain_fields(row)
 
     def on_config(self, config: str, lang: str, show_answer: bool) -> tuple[Any, ...]:
         try:
@@ -82,22 +89,18 @@ class BrowseTab:
 
     def on_filter(self, config: str, cuisine: str, category: str, vqa_category: str, lang: str,
                   show_answer: bool) -> tuple[Any, ...]:
-        ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
-                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL, lang=lang)
+        ids = self._ids(config, cuisine, category, vqa_category, lang)
         first = ids[0] if ids else None
         return (gr.update(choices=ids, value=first), *self.show(config, first, ids, lang, show_answer))
 
     def on_item(self, config: str, cuisine: str, category: str, vqa_category: str, item_id: str | None,
                 lang: str, show_answer: bool) -> tuple[Any, ...]:
-        ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
-                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL, lang=lang)
-        return self.show(config, item_id, ids, lang, show_answer)
+        return self.show(config, item_id, self._ids(config, cuisine, category, vqa_category, lang), lang, show_answer)
 
     def step(self, delta: int, config: str, cuisine: str, category: str, vqa_category: str,
              item_id: str | None, lang: str, show_answer: bool) -> tuple[Any, ...]:
         """The previous/next item among the filtered ones, wrapping around at either end."""
-        ids = self.catalog.filter_ids(config, cuisine=cuisine, category=category,
-                                      vqa_category=vqa_category if _has_vqa_category(config) else ALL, lang=lang)
+        ids = self._ids(config, cuisine, category, vqa_category, lang)
         if not ids:
             return (gr.update(value=None), *self.show(config, None, ids, lang, show_answer))
         current = ids.index(item_id) if item_id in ids else -delta
@@ -130,19 +133,17 @@ class BrowseTab:
                     fields = gr.JSON(label="Fields")
         filters = [config, cuisine, category, vqa_category]
         shown = [views, card, fields, where]
-        config.input(self.on_config, [config, lang, show_answer],
-                      [cuisine, category, vqa_category, facets_note, item, *shown], api_visibility="private")
+        self.on_load = (self.on_config, [config, lang, show_answer],
+                        [cuisine, category, vqa_category, facets_note, item, *shown])
+        config.input(*self.on_load, api_visibility="private")
         for box in (cuisine, category, vqa_category):
             box.input(self.on_filter, [*filters, lang, show_answer], [item, *shown], api_visibility="private")
         # `.input` (user actions only): programmatic updates already render the item they select.
+        stepped = [*filters, item, lang, show_answer]
         for trigger in (item.input, lang.input, show_answer.input):
-            trigger(self.on_item, [*filters, item, lang, show_answer], shown, api_visibility="private")
-        prev_btn.click(lambda *a: self.step(-1, *a), [*filters, item, lang, show_answer], [item, *shown],
-                       api_visibility="private")
-        next_btn.click(lambda *a: self.step(1, *a), [*filters, item, lang, show_answer], [item, *shown],
-                       api_visibility="private")
-        self.on_load = (self.on_config, [config, lang, show_answer],
-                        [cuisine, category, vqa_category, facets_note, item, *shown])
+            trigger(self.on_item, stepped, shown, api_visibility="private")
+        prev_btn.click(lambda *a: self.step(-1, *a), stepped, [item, *shown], api_visibility="private")
+        next_btn.click(lambda *a: self.step(1, *a), stepped, [item, *shown], api_visibility="private")
 
         # API-only endpoint for gradio_client users: hidden inputs, so any config's ids are accepted; the views
         # come back as a gallery's files (a hidden component: the page never loads its module).

@@ -7,6 +7,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,14 @@ from eval.report.tables import as_text
 from eval.scoring import score_prediction
 from eval.tasks import answer_format
 
+from .browse_tab import captioned
 from .catalog import Catalog, CatalogError
 from .guard import GuardError
 from .human import HumanError, HumanRuns, Sitting, answer_text, automated, prediction_of, start
 from .leaderboard import HUMAN_GROUPS
 from .limits import HourlyQuota, RequestSlots, client_address
 from .recap import feedback, model_answers, recap
-from .render import LETTERS, gallery_caption, item_card
+from .render import LETTERS, item_card
 from .results_view import summary_line
 from .settings import SpaceSettings
 
@@ -123,8 +125,7 @@ class HumanTab:
                     del self._shown[token]
             self._shown[sitting.token] = sitting.shown_at
         return (sitting.to_state(), gr.update(visible=False), gr.update(visible=True), where,
-                shown_views.strip_html([(image, gallery_caption(role, i)) for i, (image, role) in enumerate(views)],
-                                       "Photos of the dish"),
+                shown_views.strip_html(captioned(views), "Photos of the dish"),
                 f"<div class='db-prompt'>{as_text(text, lines=True)}</div>",
                 gr.update(visible=sitting.subject.answer_format == "letter", choices=list(LETTERS[:n_options or 8]),
                           value=None),
@@ -160,7 +161,7 @@ class HumanTab:
 
     def _reveal(self, sitting: Sitting, row: dict[str, Any], record: dict[str, Any]) -> str:
         _, sentences = feedback(sitting.task, str(sitting.answers[-1]["raw"]), record, row, sitting.lang)
-        card = item_card(sitting.task, row, n_images=len(row.get("image_roles") or []), lang=sitting.lang,
+        card = item_card(sitting.task, row, n_images=sitting.answers[-1]["n_images"], lang=sitting.lang,
                          show_answer=True)
         return (f"<div class='db-reveal'><p class='db-feedback'>{sentences}</p>"
                 f"<p><b>Reference</b></p>{card}</div>")
@@ -179,12 +180,9 @@ class HumanTab:
             return tuple(gr.skip() for _ in range(5))
         rows = {a["id"]: self.catalog.row(sitting.task, a["id"]) for a in sitting.answers}
         try:
-            if sitting.subject.judged and self.runs.judge:
-                # The judge's calls are model requests like the Evaluate tab's: one Space-wide slot,
-                # one judge call at a time inside it (the run's concurrency is 1).
-                async with self.slots.slot():
-                    folder, figures = await asyncio.to_thread(self.runs.save, sitting, rows)
-            else:
+            # The judge's calls are model requests like the Evaluate tab's: one Space-wide slot,
+            # one judge call at a time inside it (the run's concurrency is 1).
+            async with self.slots.slot() if sitting.subject.judged and self.runs.judge else nullcontext():
                 folder, figures = await asyncio.to_thread(self.runs.save, sitting, rows)
         except (HumanError, ValueError, OSError) as exc:
             raise gr.Error(f"could not save your answers: {as_text(str(exc))}",
@@ -207,7 +205,7 @@ class HumanTab:
             return ""
         models = model_answers(self.settings.results_dir, task, [str(a["id"]) for a in sitting.answers],
                                exclude=folder)
-        return ("<h3>How you did, item by item</h3>" + recap(sitting.task, mine, rows, sitting.lang, models))
+        return "<h3>How you did, item by item</h3>" + recap(sitting.task, mine, rows, sitting.lang, models)
 
     # --- layout -----------------------------------------------------------------------------------
     def build(self) -> None:

@@ -13,7 +13,6 @@ draws the Browse tab first.
 
 from __future__ import annotations
 
-import copy
 import inspect
 import re
 from collections.abc import Callable, Mapping
@@ -100,16 +99,9 @@ class TabbedBlocks(gr.Blocks):
 
     def _selecting(self, base: Any, wanted: str) -> Any:
         """`base` with the Tabs component's selected tab set to `wanted` (the rest shared, not copied)."""
-        variant = dict(base)
-        components = list(base.get("components", []))
-        for at, component in enumerate(components):
-            if component.get("id") == self._tabs_id:
-                changed = copy.copy(component)
-                changed["props"] = {**component.get("props", {}), "selected": wanted}
-                components[at] = changed
-                break
-        variant["components"] = components
-        return variant
+        return {**base, "components": [
+            {**component, "props": {**component.get("props", {}), "selected": wanted}}
+            if component.get("id") == self._tabs_id else component for component in base.get("components", [])]}
 
 
 def _as_list(components: Any) -> list[Any]:
@@ -134,10 +126,6 @@ class LazyTabs:
     def __init__(self) -> None:
         self._tabs: list[tuple[str, gr.Tab, list[Loader]]] = []
 
-    @property
-    def ids(self) -> list[str]:
-        return [tab_id for tab_id, _, _ in self._tabs]
-
     def add(self, tab_id: str, tab: gr.Tab, *loaders: Loader) -> None:
         self._tabs.append((tab_id, tab, list(loaders)))
 
@@ -145,7 +133,7 @@ class LazyTabs:
         """Per tab with loaders, a selection event that loads it once (a per-page flag, set once loaded); and,
         on a TabbedBlocks, the page opening on the tab its address names."""
         if isinstance(demo, TabbedBlocks):
-            demo.open_on(tabs, self.ids)
+            demo.open_on(tabs, [tab_id for tab_id, _, _ in self._tabs])
         for _, tab, loaders in self._tabs:
             if not loaders:
                 continue
@@ -153,37 +141,22 @@ class LazyTabs:
             inputs = [c for _, ins, _ in loaders for c in _as_list(ins)]
             outputs = [c for _, _, outs in loaders for c in _as_list(outs)]
             signed = any("profile" in inspect.signature(fn).parameters for fn, _, _ in loaders)
-            handler = self._on_select(self._runner(loaders, len(outputs)), len(outputs), signed)
+            handler = self._on_select(loaders, len(outputs), signed)
             tab.select(handler, [done, *inputs], [done, *outputs], api_visibility="private")
 
     @staticmethod
-    def _on_select(run: Callable[..., list[Any]], n_out: int, signed: bool) -> Callable[..., Any]:
-        """The handler of a tab's selection: loads the tab the first time, changes nothing later.
+    def _on_select(loaders: list[Loader], n_out: int, signed: bool) -> Callable[..., Any]:
+        """The handler of a tab's selection: the first time, runs every loader of the tab on its own inputs;
+        later, changes nothing.
 
         Gradio fills in the request (and the profile) only as positional parameters before `*values`; only
         a tab whose loader asks for the signed-in profile gets a handler that asks for it (asking makes
         Gradio set up sign-in for the app)."""
-        skip = [gr.skip()] * n_out
-
-        def select(request: gr.Request, profile: Any, done: bool, values: tuple[Any, ...]) -> list[Any]:
-            if done:
-                return [gr.skip(), *skip]
-            return [True, *run(values, request, profile)]
-
-        def on_select(request: gr.Request, done: bool, *values: Any) -> list[Any]:
-            return select(request, None, done, values)
 
         def on_select_signed(request: gr.Request, profile: gr.OAuthProfile | None, done: bool, *values: Any
                              ) -> list[Any]:
-            return select(request, profile, done, values)
-
-        return on_select_signed if signed else on_select
-
-    @staticmethod
-    def _runner(loaders: list[Loader], n_out: int) -> Callable[..., list[Any]]:
-        """A function of (values, request, profile) running every loader of a tab on its own inputs."""
-
-        def run(values: tuple[Any, ...], request: gr.Request | None = None, profile: Any = None) -> list[Any]:
+            if done:
+                return [gr.skip()] * (n_out + 1)
             out: list[Any] = []
             at = 0
             for fn, ins, _ in loaders:
@@ -192,6 +165,9 @@ class LazyTabs:
                 at += count
             if len(out) != n_out:
                 raise RuntimeError(f"a tab's loaders gave {len(out)} values for {n_out} outputs")
-            return out
+            return [True, *out]
 
-        return run
+        def on_select(request: gr.Request, done: bool, *values: Any) -> list[Any]:
+            return on_select_signed(request, None, done, *values)
+
+        return on_select_signed if signed else on_select

@@ -63,13 +63,11 @@ def feedback(task: str, raw: str, record: dict[str, Any], row: dict[str, Any], l
         return "db-bad", (f"{you} <span class='db-bad'>Not this time</span>: the dish is <b>{as_text(answer)}</b> "
                           f"({as_text(option_name(row, answer, lang))}).")
     if answer_format(task) == "nutrients":
-        parsed = record.get("parsed") if isinstance(record.get("parsed"), dict) else {}
-        reference = {k: row.get(k) for k in NUTRIENTS}
         apes = record.get("ape") if isinstance(record.get("ape"), dict) else {}
-        off = [f"{apes[k] * 100:.0f}% on {'calories' if k == 'calories' else k}" for k in NUTRIENTS
+        off = [f"{apes[k] * 100:.0f}% on {k}" for k in NUTRIENTS
                if isinstance(apes.get(k), int | float) and math.isfinite(apes[k])]
-        text = (f"You estimated {as_text(nutrients_sentence(parsed))}. The reference is "
-                f"{as_text(nutrients_sentence(reference))}.")
+        text = (f"You estimated {as_text(nutrients_sentence(record.get('parsed')))}. The reference is "
+                f"{as_text(_reference(task, row, lang))}.")
         if off:
             text += f" You were off by {', '.join(off[:-1])} and {off[-1]}." if len(off) > 1 else (
                 f" You were off by {off[0]}.")
@@ -86,8 +84,7 @@ def _outcome(task: str, row: dict[str, Any]) -> tuple[str, str]:
     if row.get("parsed") is None:
         return "db-bad", "no answer read"
     if answer_format(task) == "nutrients":
-        apes = [v for v in (row.get("ape") or {}).values() if isinstance(v, int | float) and math.isfinite(v)]
-        return "db-neutral", f"{sum(apes) / len(apes) * 100:.0f}% off on average" if apes else "not scored"
+        return "db-neutral", _average_off([row]) or "not scored"
     if row.get("correct") is None:
         return "db-neutral", "not scored"
     return ("db-good", "right ✓") if row["correct"] else ("db-bad", "wrong ✗")
@@ -143,15 +140,19 @@ def model_answers(results_dir: Path, task: Task, ids: list[str], *, exclude: Pat
 def _reading_note(run: RunData, task: Task) -> str:
     """What a run's answers are read by here, when its protocol's headline reads them another way (the
     authors' on their release): the recap reads every run's answers and yours alike, by ours."""
-    if run.headline(task) is None:
-        return ""
-    return f" (ours' reading; its headline is {run.protocol.title}'s, on the Leaderboard)"
+    return "" if run.headline(task) is None else (
+        f" (ours' reading; its headline is {run.protocol.title}'s, on the Leaderboard)")
+
+
+def _average_off(rows: list[dict[str, Any]]) -> str | None:
+    """`12% off on average` over the rows' finite APEs; None when none is."""
+    apes = [v for r in rows for v in (r.get("ape") or {}).values() if isinstance(v, int | float) and math.isfinite(v)]
+    return f"{sum(apes) / len(apes) * 100:.0f}% off on average" if apes else None
 
 
 def _score_words(task: str, rows: list[dict[str, Any]]) -> str:
     if answer_format(task) == "nutrients":
-        apes = [v for r in rows for v in (r.get("ape") or {}).values() if isinstance(v, int | float) and math.isfinite(v)]
-        return f"{sum(apes) / len(apes) * 100:.0f}% off on average" if apes else "no estimate scored"
+        return _average_off(rows) or "no estimate scored"
     right = sum(r.get("correct") is True for r in rows)
     return f"{right} of {len(rows)} right"
 
@@ -162,10 +163,9 @@ def tally(task: str, mine: list[dict[str, Any]], models: list[tuple[str, dict[st
     >>> tally("classification", [{"correct": True}, {"correct": False}], [("m", {"a": {"correct": True}})])
     '<li><b>You</b>: 1 of 2 right</li><li><b>m</b>: 1 of 1 right on the same items</li>'
     """
-    lines = [f"<li><b>You</b>: {_score_words(task, mine)}</li>"]
-    for label, found in models[:MAX_MODELS_SHOWN]:
-        lines.append(f"<li><b>{as_text(label)}</b>: {_score_words(task, list(found.values()))} on the same items</li>")
-    return "".join(lines)
+    return f"<li><b>You</b>: {_score_words(task, mine)}</li>" + "".join(
+        f"<li><b>{as_text(label)}</b>: {_score_words(task, list(found.values()))} on the same items</li>"
+        for label, found in models[:MAX_MODELS_SHOWN])
 
 
 def recap(task: str, mine: list[dict[str, Any]], items: dict[str, dict[str, Any]], lang: str,

@@ -30,6 +30,7 @@ from eval.report.tables import as_text
 
 from .catalog import DISPLAY_SIDE
 from .guard import GuardError
+from .render import gallery_caption
 
 STATUSES = ("pending", "approve", "reject", "all")
 PASSES = (("final items", "items"), ("base dishes", "dishes"))  # construct/review.py's two review passes
@@ -112,9 +113,8 @@ class ReviewTab:
     def ids(self, task: str, status: str, stage: str = "items") -> list[str]:
         from construct.review import list_items
 
-        wanted = None if status == "all" else (None if status == "pending" else status)
-        items = list_items(self.work, task=None if task == "all" or stage == "dishes" else task, status=wanted,
-                           stage=stage)
+        items = list_items(self.work, task=None if task == "all" or stage == "dishes" else task,
+                           status=None if status in ("all", "pending") else status, stage=stage)
         if status == "pending":
             items = [i for i in items if i.decision is None and not i.exempt]
         return [i.item_id for i in items]
@@ -134,7 +134,7 @@ class ReviewTab:
             item = get_item(self.work, item_id, stage=stage)
         except BuildError as exc:
             raise gr.Error(as_text(str(exc).strip("'\"")), print_exception=False) from None
-        views = shown_views.strip_html([(image, f"{role} · view {i + 1}") for i, (path, role) in enumerate(item.photos)
+        views = shown_views.strip_html([(image, gallery_caption(role, i)) for i, (path, role) in enumerate(item.photos)
                                          if (image := _photo(path, item.item_id, i)) is not None], "Photos")
         decision = item.decision or ("exempt" if item.exempt else "not reviewed yet")
         if item.decision and item.reviewer:

@@ -42,6 +42,10 @@ def _int_env(env: dict[str, str], name: str, default: int, *, minimum: int = 1) 
     return value
 
 
+def _str_env(env: dict[str, str], name: str) -> str | None:
+    return env.get(name, "").strip() or None
+
+
 def _list_env(env: dict[str, str], name: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
 
@@ -51,17 +55,16 @@ MIN_TOKEN_CHARS = 16
 
 def _token_env(env: dict[str, str], name: str) -> str | None:
     """A secret the operator types to prove who they are: long enough not to be guessed."""
-    token = env.get(name, "").strip()
+    token = _str_env(env, name)
     if token and len(token) < MIN_TOKEN_CHARS:
         raise SettingsError(f"{name} must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 16`)")
-    return token or None
+    return token
 
 
 def _dataset_id(env: dict[str, str]) -> str | None:
     """DININGBENCH_SPACE_DATASET_ID, else DININGBENCH_SOURCE when that is a Hub id (owner/name, not a folder)."""
-    explicit = env.get("DININGBENCH_SPACE_DATASET_ID", "").strip()
     source = env.get("DININGBENCH_SOURCE", "").strip()
-    if explicit:
+    if explicit := _str_env(env, "DININGBENCH_SPACE_DATASET_ID"):
         return explicit
     if source.count("/") == 1 and not Path(source).expanduser().exists() and not source.startswith((".", "/", "~")):
         return source.split("@", 1)[0]  # `meituan/DiningBench@REVISION`: model cards name the repository
@@ -111,22 +114,17 @@ class SpaceSettings:
 
         env = dict(os.environ if env is None else env)
         root = repo_root or Path.cwd()
-        models = []
-        for spec in _list_env(env, "DININGBENCH_SPACE_MODELS"):
-            try:
-                parse_spec(spec)
-            except SpecError as exc:
-                raise SettingsError(f"DININGBENCH_SPACE_MODELS: {exc}") from None
-            models.append(spec)
-        judge = env.get("DININGBENCH_SPACE_JUDGE", "").strip() or None
-        if judge:
-            try:
-                parse_spec(judge)
-            except SpecError as exc:
-                raise SettingsError(f"DININGBENCH_SPACE_JUDGE: {exc}") from None
+        models = _list_env(env, "DININGBENCH_SPACE_MODELS")
+        judge = _str_env(env, "DININGBENCH_SPACE_JUDGE")
+        for name, specs in (("DININGBENCH_SPACE_MODELS", models), ("DININGBENCH_SPACE_JUDGE", (judge,) if judge else ())):
+            for spec in specs:
+                try:
+                    parse_spec(spec)
+                except SpecError as exc:
+                    raise SettingsError(f"{name}: {exc}") from None
         max_items = _int_env(env, "DININGBENCH_SPACE_MAX_ITEMS", 50)
         default_items = min(_int_env(env, "DININGBENCH_SPACE_DEFAULT_ITEMS", 8), max_items)
-        results = Path(env.get("DININGBENCH_SPACE_RESULTS", "").strip() or root / "results")
+        results = Path(_str_env(env, "DININGBENCH_SPACE_RESULTS") or root / "results")
         # Gradio's own test (gradio.utils.get_space): elsewhere its sign-in is a local mock.
         on_space = env.get("SYSTEM") == "spaces" and bool(env.get("SPACE_ID"))
         reviewers = tuple(name.lower() for name in _list_env(env, "DININGBENCH_SPACE_REVIEWERS"))
@@ -135,8 +133,9 @@ class SpaceSettings:
                                 "the Space's README metadata")
         eval_concurrency = _int_env(env, "DININGBENCH_SPACE_EVAL_CONCURRENCY", 2)
         request_concurrency = _int_env(env, "DININGBENCH_SPACE_REQUEST_CONCURRENCY", 4)
+        review_work = _str_env(env, "DININGBENCH_SPACE_REVIEW_WORK")
         return cls(
-            models=tuple(models),
+            models=models,
             judge=judge,
             allowed_hosts=tuple(h.lower() for h in _list_env(env, "DININGBENCH_SPACE_ALLOWED_HOSTS")),
             default_items=default_items,
@@ -148,12 +147,11 @@ class SpaceSettings:
             jobs_per_address=_int_env(env, "DININGBENCH_SPACE_JOBS_PER_ADDRESS", 2, minimum=0),
             proxy_hops=_int_env(env, "DININGBENCH_SPACE_PROXY_HOPS", 0, minimum=0),
             max_answer_chars=_int_env(env, "DININGBENCH_SPACE_MAX_ANSWER_CHARS", 8000, minimum=200),
-            dataset=env.get("DININGBENCH_SOURCE", "").strip() or None,
+            dataset=_str_env(env, "DININGBENCH_SOURCE"),
             results_dir=results,
             reported_csv=root / "eval" / "data" / "table2_reported.csv",
-            human_repo=env.get("DININGBENCH_SPACE_HUMAN_REPO", "").strip() or None,
-            review_work=Path(env["DININGBENCH_SPACE_REVIEW_WORK"].strip())
-            if env.get("DININGBENCH_SPACE_REVIEW_WORK", "").strip() else None,
+            human_repo=_str_env(env, "DININGBENCH_SPACE_HUMAN_REPO"),
+            review_work=Path(review_work) if review_work else None,
             sittings_per_session=_int_env(env, "DININGBENCH_SPACE_SITTINGS_PER_SESSION", 3),
             sittings_per_address=_int_env(env, "DININGBENCH_SPACE_SITTINGS_PER_ADDRESS", 10, minimum=0),
             sittings_per_hour=_int_env(env, "DININGBENCH_SPACE_SITTINGS_PER_HOUR", 120, minimum=0),
@@ -161,7 +159,7 @@ class SpaceSettings:
             reviewers=reviewers,
             review_token=_token_env(env, "DININGBENCH_SPACE_REVIEW_TOKEN"),
             on_space=on_space,
-            submit_repo=env.get("DININGBENCH_SPACE_SUBMIT_REPO", "").strip() or None,
+            submit_repo=_str_env(env, "DININGBENCH_SPACE_SUBMIT_REPO"),
             dataset_id=_dataset_id(env),
             submit_max_mb=_int_env(env, "DININGBENCH_SPACE_SUBMIT_MAX_MB", 20),
             submit_unpacked_mb=_int_env(env, "DININGBENCH_SPACE_SUBMIT_UNPACKED_MB", 200),
