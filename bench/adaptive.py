@@ -64,6 +64,13 @@ def ideal_rate_limited(spec: ServerSpec, n: int) -> float:
     return max(0.0, n - burst) / rate + spec.latency
 
 
+def eval_run(base_url: str, release: Path, n: int, out: Path) -> list[str]:
+    """`eval` arguments of a cell: n nutrition items, one view each, against `base_url`."""
+    return ["run", "--task", "nutrition", "--model", "openai:bench-vlm", "--base-url", base_url, "--dataset", str(release),
+            "--limit", str(n), "--images", "1", "--max-tokens", str(MAX_TOKENS), "--out", str(out), "--overwrite",
+            "--no-progress", "--timeout", "60"]
+
+
 def cell(release: Path, spec: ServerSpec, n: int, concurrency: str, work: Path, kind: str = "") -> dict[str, Any]:
     """One `python -m eval run` against a fresh server of `spec`: wall, CPU, items lost, 429 share."""
     kind = kind or spec.kind
@@ -73,10 +80,7 @@ def cell(release: Path, spec: ServerSpec, n: int, concurrency: str, work: Path, 
                "HF_DATASETS_OFFLINE": "1"}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "eval", "run", "--task", "nutrition", "--model",
-                               "openai:bench-vlm", "--base-url", server.base_url, "--dataset", str(release),
-                               "--limit", str(n), "--images", "1", "--max-tokens", str(MAX_TOKENS), "--out", str(out),
-                               "--overwrite", "--no-progress", "--timeout", "60",
+        done = subprocess.run([sys.executable, "-m", "eval", *eval_run(server.base_url, release, n, out),
                                *(["--concurrency", concurrency] if concurrency != "default" else [])],
                               cwd=REPO, env=env, capture_output=True, text=True)
         process_s = time.perf_counter() - start

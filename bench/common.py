@@ -27,6 +27,19 @@ class BenchError(RuntimeError):
     """A bench that cannot run (missing release, server did not start): one-line message."""
 
 
+def failure(done: subprocess.CompletedProcess[str]) -> str:
+    """The last line a failed process printed, for a one-line error."""
+    return ((done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"])[0]
+
+
+def child_json(command: list[str], env: dict[str, str], what: str) -> dict[str, Any]:
+    """Run a bench's own `--child` process; the JSON it printed last (a BenchError "`what` failed: ...")."""
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BenchError(f"{what} failed: {failure(done)}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def build_record_path(release: Path) -> Path:
     """Where the time it took to build a release is kept: beside it, not inside it."""
     return release.with_name(release.name + ".build.json")
@@ -45,8 +58,7 @@ def ensure_release(release: Path, scale: str = "paper", *, rebuild: bool = False
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
         seconds = time.perf_counter() - start
         if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise BenchError(f"building the {scale} release into {release} failed: {tail[0]}")
+            raise BenchError(f"building the {scale} release into {release} failed: {failure(done)}")
         import resource
 
         # ru_maxrss of children: the largest process of the build (the writer or a render worker).
@@ -94,6 +106,17 @@ def import_seconds() -> float:
                        env={**os.environ, "PYTHONPATH": str(REPO)})
         times.append(time.perf_counter() - start)
     return times[1] - times[0]
+
+
+def status_mib() -> dict[str, float]:
+    """MiB from /proc/self/status ({} where there is none): the peak RSS (VmHWM), and the RSS now split
+    into heap (RssAnon) and mapped files (RssFile: page cache the kernel can drop at any time)."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return {name: int(value.split()[0]) / 1024 for name, _, value in (line.partition(":") for line in lines)
+            if name in ("VmHWM", "RssAnon", "RssFile")}
 
 
 def machine() -> dict[str, Any]:

@@ -292,18 +292,14 @@ def run(release: Path = PAPER_RELEASE, *, requests: int = 1000, latency: float =
     return out_rows
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=PAPER_RELEASE, help="release folder (default /tmp/paper)")
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.1, help="server latency in seconds (default 0.1)")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--images", type=int, default=1, help="views per request (default 1)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs; the median is reported (default 3)")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__.splitlines()[0])
-    add_arguments(parser)
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
     args = parser.parse_args(argv)
     return report_on_release(parser, args, lambda: run(args.dataset, requests=args.requests, latency=args.latency,

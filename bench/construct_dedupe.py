@@ -259,20 +259,15 @@ def run(sizes: tuple[int, ...] = (2_000, 8_000, 32_000), all_pairs_up_to: int = 
     for n in sizes:
         dishes, planted, concepts, glossary = realistic_menus(n)
         blocked(dishes[: min(n, 500)])  # warm numpy and the lexicon once
-        runs = [blocked(dishes) for _ in range(repeats)]
-        t, found = min(r[0] for r in runs), runs[0][1]
+        t, found, got, with_glossary, calls, bad, dropped = measured(dishes, planted, glossary, "language", repeats)
         seconds.append(t)
         pairs.append(max(1, len(found)))
-        got = recall(found, planted)
-        with_glossary = recall(blocked(dishes, glossary=glossary)[1], planted)["language"]
-        bad, dropped = wrongly_dropped(dishes, found, planted)
         same_language = min(got[k] for k in KINDS if k != "language")
         reference, note_ref = None, "all pairs not timed at this size"
         if n <= all_pairs_up_to:
             reference, caught = all_pairs(dishes)
             note_ref = f"all pairs {reference:.2f} s"
         kinds = ", ".join(f"{k} {got[k]:.0%}" for k in KINDS)
-        calls = questions(dishes, found)
         note = (f"{n:,} dishes: {len(found):,} candidate pairs ({len(found) / n:.2f} per dish, {calls / n:.2f} judge "
                 f"questions per dish); recall {kinds} (language with the name glossary {with_glossary:.0%}); near "
                 f"misses among the candidates {got.get('near_miss', 0):.0%}; a 5%-wrong judge drops {bad} dishes "
@@ -300,12 +295,19 @@ def run(sizes: tuple[int, ...] = (2_000, 8_000, 32_000), all_pairs_up_to: int = 
     return rows
 
 
-def questions(dishes: list[Any], found: list[tuple[str, str]]) -> int:
-    """The judge's questions for these candidate pairs (construct/dish_dedupe.py:judge_groups)."""
+def measured(dishes: list[Any], planted: dict[frozenset[str], str], glossary: dict[str, str], translated: str,
+             repeats: int) -> tuple[float, list[tuple[str, str]], dict[str, float], float, int, int, int]:
+    """Blocking's fastest time of `repeats` and its candidates; recall by kind, and of the `translated` kind with
+    the glossary; the judge's questions (construct/dish_dedupe.py:judge_groups); what a 5%-wrong judge drops
+    wrongly, of all it drops."""
     from construct.dish_dedupe import judge_groups
 
+    runs = [blocked(dishes) for _ in range(repeats)]
+    t, found = min(r[0] for r in runs), runs[0][1]
+    with_glossary = recall(blocked(dishes, glossary=glossary)[1], planted)[translated]
     at = {d.dish_id: k for k, d in enumerate(dishes)}
-    return len(judge_groups([(at[a], at[b]) for a, b in found]))
+    calls = len(judge_groups([(at[a], at[b]) for a, b in found]))
+    return t, found, recall(found, planted), with_glossary, calls, *wrongly_dropped(dishes, found, planted)
 
 
 def standard_row(n: int, repeats: int) -> dict[str, Any]:
@@ -313,12 +315,7 @@ def standard_row(n: int, repeats: int) -> dict[str, Any]:
     from bench import dedupe_menus
 
     dishes, planted, _, glossary = dedupe_menus.standard_menus(n)
-    runs = [blocked(dishes) for _ in range(repeats)]
-    t, found = min(r[0] for r in runs), runs[0][1]
-    got = recall(found, planted)
-    with_glossary = recall(blocked(dishes, glossary=glossary)[1], planted)["english"]
-    calls = questions(dishes, found)
-    bad, dropped = wrongly_dropped(dishes, found, planted)
+    t, found, got, with_glossary, calls, bad, dropped = measured(dishes, planted, glossary, "english", repeats)
     kinds = ", ".join(f"{k} {got[k]:.0%}" for k in dedupe_menus.KINDS)
     return result(f"dedupe blocking on standard menus, {n:,} dishes", t, None,
                   note=f"{len(found) / n:.2f} pairs and {calls / n:.2f} judge questions per dish; recall {kinds} "

@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -40,17 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, machine, result, table, write_json
+from bench.construct_scale import approve_dishes, clean_env, construct_run, prepare, standins
 from construct.callstore import rows as call_rows
 
-FILTERS = "openai:standin-judge-a,openai:standin-judge-b"
 PAPER_PHOTOS = 20_000_000
 PAPER_DISHES = 15_000
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    env["PYTHONPATH"] = str(REPO)
-    return env
 
 
 class Sampler:
@@ -105,20 +98,6 @@ class Sampler:
                 "worker_mib": max(workers, default=0) / 1024}
 
 
-def standins(raw: Path, n: int, latency: float) -> list[tuple[subprocess.Popen[str], str]]:
-    out = []
-    for _ in range(n):
-        server = subprocess.Popen([sys.executable, "-m", "construct.standin", str(raw), "--port", "0",
-                                   "--filter-models", FILTERS, "--latency-ms", str(latency * 1000)],
-                                  cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        line = server.stdout.readline() if server.stdout else ""
-        found = re.search(r"http://127\.0\.0\.1:\d+/v1", line)
-        if not found:
-            raise RuntimeError(f"the stand-in did not start: {line.strip()}")
-        out.append((server, found.group(0)))
-    return out
-
-
 def _answered(server: subprocess.Popen[str]) -> int:
     server.terminate()
     said = server.stdout.read() if server.stdout else ""
@@ -129,7 +108,7 @@ def _answered(server: subprocess.Popen[str]) -> int:
 
 def _run(argv: list[str]) -> dict[str, float]:
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(argv, cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sampler = Sampler(proc.pid)
     out = proc.stdout.read() if proc.stdout else ""
     proc.wait()
@@ -140,21 +119,13 @@ def _run(argv: list[str]) -> dict[str, float]:
 
 
 def build(folder: Path, merchants: int, engine: str, replicas: int, latency: float, concurrency: int) -> dict[str, Any]:
-    raw, work = folder / f"raw{merchants}", folder / f"work{merchants}-{engine}-{replicas}"
-    if not raw.exists():
-        subprocess.run([sys.executable, "diningbench.py", "sample", "--raw", "--merchants", str(merchants), "--out",
-                        str(raw)], cwd=REPO, env=_env(), check=True, capture_output=True)
-    if work.exists():
-        shutil.rmtree(work)
+    work = folder / f"work{merchants}-{engine}-{replicas}"
+    raw = prepare(folder, merchants, work)
     servers = standins(raw, replicas, latency)
     try:
-        argv = [sys.executable, "-m", "construct", "run", str(raw), "--out", str(work), "--base-url",
-                ",".join(url for _, url in servers), "--model", "openai:standin", "--filter-models", FILTERS,
-                "--photo-quality-model", "openai:standin-iqa", "--photo-match-model", "openai:standin-match",
-                "--concurrency", str(concurrency), "--engine", engine]
+        argv = [*construct_run(raw, work, ",".join(url for _, url in servers), concurrency), "--engine", engine]
         first = _run(argv)
-        subprocess.run([sys.executable, "-m", "construct", "review", str(work), "--stage", "dishes", "--approve-all"],
-                       cwd=REPO, env=_env(), check=True, capture_output=True)
+        approve_dishes(work)
         second = _run(argv)
     finally:
         calls = sum(_answered(server) for server, _ in servers)

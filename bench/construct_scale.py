@@ -30,7 +30,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -46,23 +45,56 @@ from construct.callstore import rows as call_rows
 FILTERS = "openai:standin-judge-a,openai:standin-judge-b"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env() -> dict[str, str]:
+def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
     env["PYTHONPATH"] = str(REPO)
     return env
+
+
+def prepare(folder: Path, merchants: int, work: Path) -> Path:
+    """The raw export of `merchants` merchants (written once per folder and size); `work` emptied."""
+    raw = folder / f"raw{merchants}"
+    if not raw.exists():
+        subprocess.run([sys.executable, "diningbench.py", "sample", "--raw", "--merchants", str(merchants), "--out",
+                        str(raw)], cwd=REPO, env=clean_env(), check=True, capture_output=True)
+    if work.exists():
+        shutil.rmtree(work)
+    return raw
+
+
+def standins(raw: Path, n: int, latency: float) -> list[tuple[subprocess.Popen[str], str]]:
+    """`n` stand-in processes serving `raw`, each on a free port, with its base URL."""
+    out = []
+    for _ in range(n):
+        server = subprocess.Popen([sys.executable, "-m", "construct.standin", str(raw), "--port", "0",
+                                   "--filter-models", FILTERS, "--latency-ms", str(latency * 1000)],
+                                  cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = server.stdout.readline() if server.stdout else ""
+        found = re.search(r"http://127\.0\.0\.1:\d+/v1", line)
+        if not found:
+            raise RuntimeError(f"the stand-in did not start: {line.strip()}")
+        out.append((server, found.group(0)))
+    return out
+
+
+def construct_run(raw: Path, work: Path, base_url: str, concurrency: int) -> list[str]:
+    """The `construct run` command of the construction benches (photo checks on two other model names)."""
+    return [sys.executable, "-m", "construct", "run", str(raw), "--out", str(work), "--base-url", base_url,
+            "--model", "openai:standin", "--filter-models", FILTERS, "--photo-quality-model", "openai:standin-iqa",
+            "--photo-match-model", "openai:standin-match", "--concurrency", str(concurrency)]
+
+
+def approve_dishes(work: Path) -> None:
+    """The base-dish review, approved in bulk (`construct run` stops there; the same command continues)."""
+    subprocess.run([sys.executable, "-m", "construct", "review", str(work), "--stage", "dishes", "--approve-all"],
+                   cwd=REPO, env=clean_env(), check=True, capture_output=True)
 
 
 def _timed(argv: list[str]) -> tuple[float, float, Any]:
     """(wall seconds, the run's "stages done in" seconds, its own rusage from the kernel) of one
     `construct run` process."""
     start = time.perf_counter()
-    build = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    build = subprocess.Popen(argv, cwd=REPO, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = build.stdout.read() if build.stdout else ""
     _, status, usage = os.wait4(build.pid, 0)
     wall = time.perf_counter() - start
@@ -82,28 +114,14 @@ def _call_seconds(work: Path) -> float:
 
 
 def build_once(folder: Path, merchants: int, latency: float, concurrency: int) -> dict[str, Any]:
-    raw, work = folder / f"raw{merchants}", folder / f"work{merchants}"
-    if not raw.exists():
-        subprocess.run([sys.executable, "diningbench.py", "sample", "--raw", "--merchants", str(merchants), "--out",
-                        str(raw)], cwd=REPO, env=_env(), check=True, capture_output=True)
-    if work.exists():
-        shutil.rmtree(work)
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "construct.standin", str(raw), "--port", str(port),
-                               "--filter-models", FILTERS, "--latency-ms", str(latency * 1000)],
-                              cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    work = folder / f"work{merchants}"
+    raw = prepare(folder, merchants, work)
+    ((server, url),) = standins(raw, 1, latency)
     try:
-        line = server.stdout.readline() if server.stdout else ""
-        if "serving" not in line:
-            raise RuntimeError(f"the stand-in did not start: {line.strip()}")
-        argv = [sys.executable, "-m", "construct", "run", str(raw), "--out", str(work), "--base-url",
-                f"http://127.0.0.1:{port}/v1", "--model", "openai:standin", "--filter-models", FILTERS,
-                "--photo-quality-model", "openai:standin-iqa", "--photo-match-model", "openai:standin-match",
-                "--concurrency", str(concurrency)]
+        argv = construct_run(raw, work, url, concurrency)
         first = _timed(argv)  # stops at the base-dish review
         call_phases = _call_seconds(work)
-        subprocess.run([sys.executable, "-m", "construct", "review", str(work), "--stage", "dishes", "--approve-all"],
-                       cwd=REPO, env=_env(), check=True, capture_output=True)
+        approve_dishes(work)
         second = _timed(argv)  # the same command continues: tasks and translation
         call_phases += _call_seconds(work)
         wall, stages = first[0] + second[0], first[1] + second[1]
@@ -130,17 +148,13 @@ def build_once(folder: Path, merchants: int, latency: float, concurrency: int) -
             "photos": sum(1 for _ in (raw / "images").iterdir())}
 
 
-def _median(builds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each figure's median over repeated builds of one size (calls and photos are the same in each)."""
-    return {k: statistics.median(b[k] for b in builds) for k in builds[0]}
-
-
 def run(sizes: tuple[int, ...] = (20, 80), latency: float = 0.2, concurrency: int = 16,
         repeat: int = 1) -> list[dict[str, Any]]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="construct-scale-") as tmp:
         runs = [[build_once(Path(tmp), n, latency, concurrency) for n in sizes] for _ in range(repeat)]
-    builds = [_median([r[i] for r in runs]) for i in range(len(sizes))]
+    # Each figure's median over the repeated builds of a size (calls and photos are the same in each).
+    builds = [{k: statistics.median(b[k] for b in size) for k in size[0]} for size in zip(*runs, strict=True)]
     for i, b in enumerate(builds):
         spread = ", ".join(f"{r[i]['calls_s'] / r[i]['ideal']:.2f}x" for r in runs)
         note = (f"{b['merchants']:g} merchants, {b['photos']:g} photos, {b['calls']:g} calls at {latency * 1000:g} ms, "

@@ -36,13 +36,22 @@ import math
 import random
 import threading
 import time
-import urllib.request
 import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bench.server import DEFAULT_ANSWER, ChildServer, completion_bytes, serve_until_stopped
+from bench.server import (
+    DEFAULT_ANSWER,
+    MODELS,
+    NOT_FOUND,
+    ChildServer,
+    completion_bytes,
+    http_response,
+    read_request,
+    serve_until_stopped,
+    stats,
+)
 
 KINDS = ("vllm", "ratelimited", "flaky", "endless", "gzip_bomb")
 TOKENS_PER_REQUEST = 120  # the canned answer's usage: prompt 100 + completion 20
@@ -71,12 +80,6 @@ def _duration(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.1f}s".replace(".0s", "s")
     return f"{int(seconds // 60)}m{int(seconds % 60)}s"
-
-
-def _response(status: str, body: bytes, headers: dict[str, str] | None = None) -> bytes:
-    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            f"{extra}Connection: keep-alive\r\n\r\n").encode() + body
 
 
 class _Bucket:
@@ -172,7 +175,7 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
         headers = {**limit_headers(), "retry-after": str(max(1, math.ceil(wait))),
                    "retry-after-ms": str(max(1, math.ceil(wait * 1000)))}
         counters.last = time.monotonic()
-        return _response("429 Too Many Requests", body, headers)
+        return http_response("429 Too Many Requests", body, headers)
 
     async def complete(body: bytes) -> bytes:
         now = time.monotonic()
@@ -180,7 +183,7 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
         if spec.error_share and rng.random() < spec.error_share:
             counters.refused += 1
             counters.last = time.monotonic()
-            return _response("503 Service Unavailable", b'{"error": {"message": "Service Unavailable", "code": 503}}')
+            return http_response("503 Service Unavailable", b'{"error": {"message": "Service Unavailable", "code": 503}}')
         cost = float(TOKENS_PER_REQUEST)
         if spec.charge == "requested":
             try:
@@ -220,24 +223,16 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
                 slots.release()
         counters.answered += 1
         counters.last = time.monotonic()
-        return _response("200 OK", ok_body, headers)
+        return http_response("200 OK", ok_body, headers)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                request_line, *lines = head.split(b"\r\n")
-                length = 0
-                for line in lines:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
-                payload = await reader.readexactly(length) if length else b""
+                request_line, payload, _ = await read_request(reader)
                 if request_line.startswith(b"GET /stats"):
-                    writer.write(_response("200 OK", json.dumps(counters.to_json()).encode()))
+                    writer.write(http_response("200 OK", json.dumps(counters.to_json()).encode()))
                 elif request_line.startswith(b"GET /v1/models"):
-                    writer.write(_response("200 OK", json.dumps({"object": "list", "data": [
-                        {"id": "bench-vlm", "object": "model", "max_model_len": 32768}]}).encode()))
+                    writer.write(MODELS)
                 elif request_line.startswith(b"POST ") and spec.kind in ("endless", "gzip_bomb"):
                     counters.requests += 1
                     counters.first = counters.first or time.monotonic()
@@ -249,7 +244,7 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
                     counters.requests += 1
                     writer.write(await complete(payload))
                 else:
-                    writer.write(_response("404 Not Found", b'{"error": {"message": "not found"}}'))
+                    writer.write(NOT_FOUND)
                 await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
             pass
@@ -264,11 +259,6 @@ async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
         print(f"listening http://127.0.0.1:{bound}/v1", flush=True)
     async with server:
         await server.serve_forever()
-
-
-def stats(base_url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/stats", timeout=10) as reply:
-        return json.loads(reply.read())
 
 
 class ThreadServer:
@@ -328,13 +318,6 @@ class ProcessServer(ChildServer):
 
     def args(self) -> list[str]:
         return [f"--{k.replace('_', '-')}={v}" for k, v in asdict(self.spec).items() if v is not None]
-
-    def __enter__(self) -> ProcessServer:
-        super().__enter__()
-        return self
-
-    def stats(self) -> dict[str, Any]:
-        return stats(self.base_url)
 
 
 def main(argv: list[str] | None = None) -> int:

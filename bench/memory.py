@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,8 +30,10 @@ from bench.common import (
     REPO,
     BenchError,
     build_record_path,
+    child_json,
     report_on_release,
     result,
+    status_mib,
 )
 
 
@@ -40,29 +41,11 @@ def _rss_mib() -> float:
     """Peak RSS of this process so far. Linux keeps ru_maxrss across fork + exec, so a child of a
     big parent (run_all, after importing torch) would report the parent's peak; VmHWM belongs to
     the process's own address space, so it is read first and ru_maxrss is the fallback."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024  # kB
-    except OSError:
-        pass
+    if "VmHWM" in (status := status_mib()):
+        return status["VmHWM"]
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-def _rss_split_mib() -> dict[str, float]:
-    """Current RSS split into anonymous memory (heap: what the process holds) and file-backed
-    pages (the memory-mapped Arrow cache: page cache the kernel can drop at any time)."""
-    split = {}
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            name, _, value = line.partition(":")
-            if name in ("RssAnon", "RssFile"):
-                split[name] = int(value.split()[0]) / 1024
-    except OSError:
-        pass
-    return {"anon_mib": split.get("RssAnon", float("nan")), "file_mib": split.get("RssFile", float("nan"))}
 
 
 def child(config: str, release: str, limit: int | None) -> dict[str, Any]:
@@ -82,9 +65,11 @@ def child(config: str, release: str, limit: int | None) -> dict[str, Any]:
             images += 1
         rows += 1
     iterate_s = time.perf_counter() - start
+    end = status_mib()  # the heap, and the memory-mapped Arrow cache
     return {"config": config, "rows": rows, "images": images, "megapixels": round(pixels / 1e6, 1),
             "load_s": load_s, "iterate_s": iterate_s, "rss_after_imports_mib": after_imports,
-            "peak_rss_mib": _rss_mib(), **{f"end_{k}": v for k, v in _rss_split_mib().items()}}
+            "peak_rss_mib": _rss_mib(), "end_anon_mib": end.get("RssAnon", float("nan")),
+            "end_file_mib": end.get("RssFile", float("nan"))}
 
 
 def measure(config: str, release: Path, cache: Path, limit: int | None) -> dict[str, Any]:
@@ -93,15 +78,7 @@ def measure(config: str, release: Path, cache: Path, limit: int | None) -> dict[
     command = [sys.executable, "-m", "bench.memory", "--child", config, "--dataset", str(release)]
     if limit is not None:
         command += ["--limit", str(limit)]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise BenchError(f"loading {config} from {release} failed: {tail[0]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def parquet_mib(release: Path, config: str) -> float:
-    return sum(f.stat().st_size for f in (release / "data" / config).glob("*.parquet")) / 2**20
+    return child_json(command, env, f"loading {config} from {release}")
 
 
 RUN_TARGET = 1.3
@@ -136,7 +113,7 @@ def run(release: Path = PAPER_RELEASE, *, limit: int | None = None,
                 raise BenchError(f"no {config} data in {release}")
             cold = measure(config, release, Path(cache), limit)
             warm = measure(config, release, Path(cache), limit)
-            size = parquet_mib(release, config)
+            size = sum(f.stat().st_size for f in (release / "data" / config).glob("*.parquet")) / 2**20
             note = (f"{warm['rows']} rows, {warm['images']} images ({warm['megapixels']} MP) decoded; "
                     f"load {cold['load_s']:.2f} s cold / {warm['load_s']:.2f} s warm; "
                     f"peak RSS {warm['peak_rss_mib']:.0f} MiB, {warm['rss_after_imports_mib']:.0f} of it imports; "

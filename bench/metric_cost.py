@@ -75,33 +75,29 @@ def _timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
-def run(n_nutrition: int = 1650, n_classification: int = 2884) -> list[dict[str, Any]]:
+def scored(metric_name: str, score: Any, key: str, inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """`score` (the metric's pure function) beside `evaluate.load(...).compute` on the same inputs."""
     import evaluate
 
+    pure_s, pure = _timed(lambda: score(**inputs))
+    load_s, metric = _timed(lambda: evaluate.load(str(REPO / "metrics" / metric_name)))
+    compute_s, computed = _timed(lambda: metric.compute(**inputs))
+    if computed[key] != pure[key]:
+        raise RuntimeError(f"{metric_name}: evaluate.compute and {score.__name__} disagree")
+    note = f"{len(inputs['predictions'])} predictions, {pure['parse_failures']} unparsed; evaluate.load {load_s:.2f} s"
+    return [result(f"metric {metric_name}: {score.__name__}", pure_s, None, note=note),
+            result(f"  {metric_name}: evaluate compute / pure", compute_s, pure_s, note="same figures")]
+
+
+def run(n_nutrition: int = 1650, n_classification: int = 2884) -> list[dict[str, Any]]:
     from metrics.dining_accuracy.core import score_choices
     from metrics.nutrition_error.core import score_nutrition
 
-    rows = []
     preds, refs = nutrition_set(n_nutrition)
-    pure_s, pure = _timed(lambda: score_nutrition(preds, refs))
-    load_s, metric = _timed(lambda: evaluate.load(str(REPO / "metrics" / "nutrition_error")))
-    compute_s, computed = _timed(lambda: metric.compute(predictions=preds, references=refs))
-    if computed["avg_mape"] != pure["avg_mape"]:
-        raise RuntimeError("nutrition_error: evaluate.compute and score_nutrition disagree")
-    note = f"{n_nutrition} predictions, {pure['parse_failures']} unparsed; evaluate.load {load_s:.2f} s"
-    rows.append(result("metric nutrition_error: score_nutrition", pure_s, None, note=note))
-    rows.append(result("  nutrition_error: evaluate compute / pure", compute_s, pure_s, note="same figures"))
-
+    rows = scored("nutrition_error", score_nutrition, "avg_mape", {"predictions": preds, "references": refs})
     preds, refs, options = classification_set(n_classification)
-    pure_s, pure = _timed(lambda: score_choices(preds, refs, options=options))
-    load_s, metric = _timed(lambda: evaluate.load(str(REPO / "metrics" / "dining_accuracy")))
-    compute_s, computed = _timed(lambda: metric.compute(predictions=preds, references=refs, options=options))
-    if computed["accuracy"] != pure["accuracy"]:
-        raise RuntimeError("dining_accuracy: evaluate.compute and score_choices disagree")
-    note = f"{n_classification} predictions, {pure['parse_failures']} unparsed; evaluate.load {load_s:.2f} s"
-    rows.append(result("metric dining_accuracy: score_choices", pure_s, None, note=note))
-    rows.append(result("  dining_accuracy: evaluate compute / pure", compute_s, pure_s, note="same figures"))
-    return rows
+    return rows + scored("dining_accuracy", score_choices, "accuracy",
+                         {"predictions": preds, "references": refs, "options": options})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,14 +21,13 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, BenchError, result, write_json
+from bench.common import REPO, BenchError, child_json, result, table, write_json
 from bench.server import BenchServer
 
 TARGET = 1.1
@@ -112,11 +111,7 @@ def measure(release: Path, base_url: str, out: Path, protocol: str, cache: Path,
     command = [sys.executable, "-m", "bench.official_cost", "--child", protocol, "--dataset", str(release),
                "--base-url", base_url, "--out", str(out), *(["--count-resolves"] if count_resolves else []),
                *(["--profile", str(profile)] if profile else [])]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise BenchError(f"the {protocol} run failed: {tail[0]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return child_json(command, env, f"the {protocol} run")
 
 
 def converted(release: Path) -> Path:
@@ -195,8 +190,6 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(str(args.dataset), args.base_url, args.out, args.child, args.count_resolves,
                                str(args.profile) if args.profile else None)))
         return 0
-    from bench.common import table
-
     try:
         rows = run(args.rows, repeat=args.repeat, profile=args.profile, release=args.dataset)
     except BenchError as exc:

@@ -97,16 +97,13 @@ def harness_run(release: Path, base_url: str, out: Path, *, limit: int | None, i
     settings = api.RunSettings(task="nutrition", model="openai:bench-vlm", base_url=base_url, dataset=str(release),
                                limit=limit, images=images, concurrency=concurrency, out=out, overwrite=True,
                                max_image_side=max_side, max_tokens=256)
-    profiler = cProfile.Profile() if profile is not None else None
+    profiler = cProfile.Profile()
     with placeholder_key():
         start = time.perf_counter()
-        if profiler is not None:
-            profiler.enable()
-        api.run(settings, progress=False)
-        if profiler is not None:
-            profiler.disable()
+        with profiler if profile is not None else contextlib.nullcontext():
+            api.run(settings, progress=False)
         seconds = time.perf_counter() - start
-    if profiler is not None and profile is not None:
+    if profile is not None:
         profiler.dump_stats(str(profile))
     lines = [json.loads(line) for line in (out / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["nutrition"]
@@ -136,7 +133,13 @@ def run(release: Path = PAPER_RELEASE, *, limit: int | None = None, images: int 
     if seen["images"] != bare["views"]:
         raise BenchError(f"the server received {seen['images']} images, the bare loop encoded {bare['views']}")
     size = f"{bare['items']} nutrition items x {images} views = {bare['views']} images, concurrency {concurrency}"
-    return [*_overhead_rows(harness, bare, seen, size), *cpu_rows(release, process_sizes)]
+    return [
+        result("harness overhead (api.run / bare image loop)", harness["seconds"], bare["seconds"], target=TARGET,
+               note=size, harness=harness, bare=bare, server=seen),
+        result("  per item: harness", harness["seconds"] / bare["items"] * 1000, bare["seconds"] / bare["items"] * 1000,
+               unit="ms", note="reference = bare loop per item"),
+        *cpu_rows(release, process_sizes),
+    ]
 
 
 def cpu_rows(release: Path, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -157,17 +160,8 @@ def cpu_rows(release: Path, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
     return rows
 
 
-def _overhead_rows(harness: dict[str, Any], bare: dict[str, Any], seen: dict[str, Any],
-                   size: str) -> list[dict[str, Any]]:
-    return [
-        result("harness overhead (api.run / bare image loop)", harness["seconds"], bare["seconds"], target=TARGET,
-               note=size, harness=harness, bare=bare, server=seen),
-        result("  per item: harness", harness["seconds"] / bare["items"] * 1000, bare["seconds"] / bare["items"] * 1000,
-               unit="ms", note="reference = bare loop per item"),
-    ]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.overhead", description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=PAPER_RELEASE, help="release folder (default /tmp/paper)")
     parser.add_argument("--limit", type=int, help="first N nutrition items (default: all 1,650)")
     parser.add_argument("--images", type=int, default=4, help="views per item (default 4)")
@@ -175,22 +169,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-image-side", type=int, default=1024, help="resize bound (default 1024, the harness's)")
     parser.add_argument("--process-sizes", default="1000,4000",
                         help="items per whole-process CPU run, comma-separated ('' = none)")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.overhead", description=__doc__.splitlines()[0])
-    add_arguments(parser)
     parser.add_argument("--profile", type=Path, help="write a cProfile of the harness side to this file")
     parser.add_argument("--json", type=Path, help="also write the results as JSON")
     args = parser.parse_args(argv)
+    sizes = tuple(int(s) for s in args.process_sizes.split(",") if s.strip())
     return report_on_release(parser, args, lambda: run(args.dataset, limit=args.limit, images=args.images,
                                                        concurrency=args.concurrency, max_side=args.max_image_side,
                                                        profile=args.profile,
-                                                       process_sizes=_sizes(args.process_sizes)))
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    return tuple(int(s) for s in text.split(",") if s.strip())
+                                                       process_sizes=sizes))
 
 
 if __name__ == "__main__":

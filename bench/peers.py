@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import PAPER_RELEASE, REPO, BenchError, report_on_release, result
+from bench.common import PAPER_RELEASE, REPO, BenchError, failure, report_on_release, result
 from bench.server import BenchServer
 
 VENV = Path(tempfile.gettempdir()) / "diningbench-peers"
@@ -70,8 +70,7 @@ def ensure_venv(venv: Path, install: bool) -> Path:
         done = subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], capture_output=True,
                               text=True)
         if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise BenchError(f"pip install {' '.join(PEER_PACKAGES)} into {venv} failed: {tail[0]}")
+            raise BenchError(f"pip install {' '.join(PEER_PACKAGES)} into {venv} failed: {failure(done)}")
     return python
 
 
@@ -104,8 +103,7 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[float, str]:
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise BenchError(f"{' '.join(command[:3])} failed: {tail[0]}")
+        raise BenchError(f"{' '.join(command[:3])} failed: {failure(done)}")
     return seconds, done.stdout
 
 

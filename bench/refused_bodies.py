@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.adaptive import eval_run
 from bench.common import REPO, BenchError, write_json
 from bench.load_servers import ProcessServer, ServerSpec
 from bench.scaling import scaled_release
@@ -47,10 +48,8 @@ def cell(release: Path, kind: str, n: int, work: Path) -> dict[str, Any]:
     with ProcessServer(KINDS[kind]) as server:
         env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "bench-placeholder", "HF_DATASETS_OFFLINE": "1"}
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", _PEAK, "run", "--task", "nutrition", "--model", "openai:bench-vlm",
-                               "--base-url", server.base_url, "--dataset", str(release), "--limit", str(n),
-                               "--images", "1", "--max-tokens", "256", "--out", str(out), "--overwrite",
-                               "--no-progress", "--timeout", "60"], cwd=REPO, env=env, capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-c", _PEAK, *eval_run(server.base_url, release, n, out)], cwd=REPO,
+                              env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
         stats = server.stats()
     peaks = [line.split()[1] for line in done.stderr.splitlines() if line.startswith("PEAK_KIB ")]

@@ -21,14 +21,13 @@ import math
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import PAPER_RELEASE, REPO, BenchError, report_on_release, result
+from bench.common import PAPER_RELEASE, REPO, BenchError, child_json, report_on_release, result, status_mib
 from bench.server import BenchServer
 
 ITEMS_MAX = 4000  # items in the scaled release; larger sizes are epochs over them
@@ -62,15 +61,6 @@ def scaled_release(release: Path, n: int, out: Path) -> Path:
     return out
 
 
-def _status() -> dict[str, float]:
-    values = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        if name in ("VmHWM", "RssAnon", "RssFile"):
-            values[name] = int(value.split()[0]) / 1024
-    return values
-
-
 class PeakSampler:
     """The largest heap (RssAnon) and mapped-file (RssFile) RSS seen, sampled every 20 ms in a thread:
     VmHWM only gives their sum, and the mapped Arrow pages are the kernel's to drop."""
@@ -82,11 +72,13 @@ class PeakSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _sample(self) -> None:
+        status = status_mib()
+        self.peak = {name: max(peak, status.get(name, peak)) for name, peak in self.peak.items()}
+
     def _run(self) -> None:
         while not self._stop.wait(0.02):
-            for name, value in _status().items():
-                if name in self.peak:
-                    self.peak[name] = max(self.peak[name], value)
+            self._sample()
 
     def __enter__(self) -> PeakSampler:
         self._thread.start()
@@ -95,40 +87,34 @@ class PeakSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        for name, value in _status().items():
-            if name in self.peak:
-                self.peak[name] = max(self.peak[name], value)
+        self._sample()
 
 
 def child(release: str, base_url: str, out: str, items: int, epochs: int, images: int | None) -> dict[str, Any]:
     """Inside the fresh process: one api.run, then what it cost."""
     with PeakSampler() as sampler:
-        found = _child_run(release, base_url, out, items, epochs, images)
+        start = time.perf_counter()
+        from eval.process import cli_imports
+
+        with cli_imports():  # as `python -m eval` does
+            from eval import api
+
+        settings = api.RunSettings(task="nutrition", model="openai:bench-vlm", base_url=base_url, dataset=release,
+                                   limit=items, epochs=epochs, images=images, concurrency=64, out=Path(out),
+                                   overwrite=True, max_tokens=256)
+        api.run(settings, progress=False)
+        seconds = time.perf_counter() - start
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        parquet = sum(f.stat().st_size for f in (Path(release) / "data" / "nutrition").glob("*.parquet")) / 2**20
+        import diningbench
+
+        kept = sum(f.stat().st_size for f in (diningbench.datasets_cache() / "diningbench-images").glob("*.arrow"))
+        status = status_mib()
+        lines = sum(1 for _ in (Path(out) / "predictions.jsonl").open(encoding="utf-8"))
+        found = {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": status.get("VmHWM"),
+                 "end_anon_mib": status.get("RssAnon"), "end_file_mib": status.get("RssFile"),
+                 "parquet_mib": parquet, "kept_images_mib": kept / 2**20, "predictions": lines}
     return {**found, "peak_anon_mib": sampler.peak["RssAnon"], "peak_file_mib": sampler.peak["RssFile"]}
-
-
-def _child_run(release: str, base_url: str, out: str, items: int, epochs: int, images: int | None) -> dict[str, Any]:
-    start = time.perf_counter()
-    from eval.process import cli_imports
-
-    with cli_imports():  # as `python -m eval` does
-        from eval import api
-
-    settings = api.RunSettings(task="nutrition", model="openai:bench-vlm", base_url=base_url, dataset=release,
-                               limit=items, epochs=epochs, images=images, concurrency=64, out=Path(out),
-                               overwrite=True, max_tokens=256)
-    api.run(settings, progress=False)
-    seconds = time.perf_counter() - start
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    parquet = sum(f.stat().st_size for f in (Path(release) / "data" / "nutrition").glob("*.parquet")) / 2**20
-    import diningbench
-
-    kept = sum(f.stat().st_size for f in (diningbench.datasets_cache() / "diningbench-images").glob("*.arrow"))
-    status = _status()
-    lines = sum(1 for _ in (Path(out) / "predictions.jsonl").open(encoding="utf-8"))
-    return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": status.get("VmHWM"),
-            "end_anon_mib": status.get("RssAnon"), "end_file_mib": status.get("RssFile"), "parquet_mib": parquet,
-            "kept_images_mib": kept / 2**20, "predictions": lines}
 
 
 def measure(release: Path, base_url: str, out: Path, *, items: int, epochs: int, images: int | None,
@@ -141,11 +127,7 @@ def measure(release: Path, base_url: str, out: Path, *, items: int, epochs: int,
     command = [sys.executable, "-m", "bench.scaling", "--child", str(items), "--epochs", str(epochs),
                "--dataset", str(release), "--base-url", base_url, "--out", str(out),
                "--images", str(images or 0)]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise BenchError(f"the run of {items} items x {epochs} epochs failed: {tail[0]}")
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = child_json(command, env, f"the run of {items} items x {epochs} epochs")
     if found["predictions"] != items * epochs:
         raise BenchError(f"{found['predictions']} predictions for {items} items x {epochs} epochs")
     return found

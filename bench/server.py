@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 # A plausible nutrition answer: parses with the real parser, so scoring does real work.
 DEFAULT_ANSWER = '{"calories": 450, "protein": 20, "carbohydrates": 50, "fat": 18}'
@@ -36,9 +36,31 @@ def completion_bytes(answer: str) -> bytes:
     return json.dumps(body).encode()
 
 
-def http_response(status: str, body: bytes) -> bytes:
+def http_response(status: str, body: bytes, headers: dict[str, str] | None = None) -> bytes:
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            "Connection: keep-alive\r\n\r\n").encode() + body
+            f"{extra}Connection: keep-alive\r\n\r\n").encode() + body
+
+
+# GET /v1/models as `vllm serve` answers it: the model and its context.
+MODELS = http_response("200 OK", json.dumps({"object": "list", "data": [
+    {"id": "bench-vlm", "object": "model", "max_model_len": 32768}]}).encode())
+NOT_FOUND = http_response("404 Not Found", b'{"error": {"message": "not found"}}')
+
+
+async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes, bool]:
+    """One request off a kept-alive connection: (request line, body, whether the client asked to close)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    request_line, *header_lines = head.split(b"\r\n")
+    length, close = 0, False
+    for line in header_lines:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"connection" and value.strip().lower() == b"close":
+            close = True
+    return request_line, await reader.readexactly(length) if length else b"", close
 
 
 class Counters:
@@ -56,30 +78,18 @@ class Counters:
                 "max_in_flight": self.max_in_flight}
 
 
-async def serve(port: int, latency: float, answer: str, ready: Any = None, *, models_listed: bool = True) -> None:
+async def serve(port: int, latency: float, answer: str, *, models_listed: bool = True) -> None:
     ok = http_response("200 OK", completion_bytes(answer))
-    models = http_response("200 OK", json.dumps({"object": "list", "data": [
-        {"id": "bench-vlm", "object": "model", "max_model_len": 32768}]}).encode())
     counters = Counters()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                request_line, *header_lines = head.split(b"\r\n")
-                length, close = 0, False
-                for line in header_lines:
-                    name, _, value = line.partition(b":")
-                    name = name.strip().lower()
-                    if name == b"content-length":
-                        length = int(value)
-                    elif name == b"connection" and value.strip().lower() == b"close":
-                        close = True
-                body = await reader.readexactly(length) if length else b""
+                request_line, body, close = await read_request(reader)
                 if request_line.startswith(b"GET /stats"):
                     writer.write(http_response("200 OK", json.dumps(counters.to_json()).encode()))
-                elif request_line.startswith(b"GET /v1/models") and models_listed:  # as `vllm serve` answers it
-                    writer.write(models)
+                elif request_line.startswith(b"GET /v1/models") and models_listed:
+                    writer.write(MODELS)
                 elif request_line.startswith(b"POST "):
                     counters.requests += 1
                     counters.images += body.count(b"data:image/")
@@ -91,7 +101,7 @@ async def serve(port: int, latency: float, answer: str, ready: Any = None, *, mo
                     counters.in_flight -= 1
                     writer.write(ok)
                 else:
-                    writer.write(http_response("404 Not Found", b'{"error": {"message": "not found"}}'))
+                    writer.write(NOT_FOUND)
                 await writer.drain()
                 if close:
                     break
@@ -107,9 +117,18 @@ async def serve(port: int, latency: float, answer: str, ready: Any = None, *, mo
         await server.serve_forever()
 
 
+def stats(base_url: str) -> dict[str, Any]:
+    """What a bench server saw (its GET /stats)."""
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/stats", timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+Server = TypeVar("Server", bound="ChildServer")
+
+
 class ChildServer:
     """A server module run in a child process (the benches: it must not share the client's interpreter);
-    it prints `listening URL` once bound. Subclasses name the module and its arguments."""
+    it prints `listening URL` once bound; `stats()` for checks. Subclasses name the module and its arguments."""
 
     module = "bench.server"
 
@@ -120,7 +139,7 @@ class ChildServer:
     def args(self) -> list[str]:
         return []
 
-    def __enter__(self) -> ChildServer:
+    def __enter__(self: Server) -> Server:
         self._proc = subprocess.Popen([sys.executable, "-m", self.module, *self.args()], stdout=subprocess.PIPE,
                                       text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
         assert self._proc.stdout is not None
@@ -143,9 +162,12 @@ class ChildServer:
                 self._proc.stdout.close()
             self._proc = None
 
+    def stats(self) -> dict[str, Any]:
+        return stats(self.base_url)
+
 
 class BenchServer(ChildServer):
-    """Runs `python -m bench.server` in a child process; `base_url` for clients, `stats()` for checks."""
+    """Runs `python -m bench.server` in a child process."""
 
     def __init__(self, latency: float = 0.0, answer: str = DEFAULT_ANSWER, *, models_listed: bool = True) -> None:
         """`models_listed=False`: GET /v1/models is a 404, so the client learns no context (as from a
@@ -157,15 +179,6 @@ class BenchServer(ChildServer):
 
     def args(self) -> list[str]:
         return ["--latency", str(self.latency), "--answer", self.answer, *([] if self.models_listed else ["--no-models"])]
-
-    def __enter__(self) -> BenchServer:
-        super().__enter__()
-        return self
-
-    def stats(self) -> dict[str, int]:
-        url = self.base_url.removesuffix("/v1") + "/stats"
-        with urllib.request.urlopen(url, timeout=10) as reply:
-            return json.loads(reply.read())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -121,26 +121,25 @@ def _size_mib(folder: Path) -> float:
 
 
 @contextmanager
-def space(results: Path, release: Path, cache: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def gradio_app(argv: list[str], env: dict[str, str], what: str,
+               seconds: float) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A Gradio app on a free port of 127.0.0.1 (its URL and process), up once it answers /config."""
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DININGBENCH_SPACE_")}
-    env.update({"GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False",
-                "DININGBENCH_SPACE_RESULTS": str(results), "DININGBENCH_SOURCE": str(release),
-                "GRADIO_TEMP_DIR": str(cache), "HF_DATASETS_CACHE": str(cache.parent / "hf-datasets")})
-    proc = subprocess.Popen([sys.executable, "space/app.py"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, text=True)
+    env = {**env, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_ANALYTICS_ENABLED": "False"}
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     url = f"http://127.0.0.1:{port}/"
     try:
         import urllib.request
 
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + seconds
         while True:
             try:
                 with urllib.request.urlopen(url + "config", timeout=2):
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise BenchError("the Space did not start") from None
+                    raise BenchError(f"{what} did not start") from None
                 time.sleep(0.5)
         yield url, proc
     finally:
@@ -149,6 +148,13 @@ def space(results: Path, release: Path, cache: Path) -> Iterator[tuple[str, subp
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def space(results: Path, release: Path, cache: Path) -> AbstractContextManager[tuple[str, subprocess.Popen[str]]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DININGBENCH_SPACE_")}
+    env.update({"DININGBENCH_SPACE_RESULTS": str(results), "DININGBENCH_SOURCE": str(release),
+                "GRADIO_TEMP_DIR": str(cache), "HF_DATASETS_CACHE": str(cache.parent / "hf-datasets")})
+    return gradio_app([sys.executable, "space/app.py"], env, "the Space", 180)
 
 
 IDLE_JS = ("() => [...document.querySelectorAll('[data-testid=status-tracker]')]"
@@ -224,6 +230,16 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
+def _fresh_visits(context: Any, url: str, ready: str, boots: list[float] | None = None) -> tuple[float, float]:
+    """Median of 3 fresh pages on `url` (the assets cached): (by the page's clock, from the script's call)."""
+    took = []
+    for _ in range(3):
+        page, timed = _visit(context, url, ready, boots)
+        took.append(timed)
+        page.close()
+    return _median([t.page for t in took]), _median([t.wall for t in took])
+
+
 def _changed(selector: str, before: str) -> str:
     return f"() => (document.querySelector({json.dumps(selector)})?.innerText || '') !== {json.dumps(before)}"
 
@@ -234,17 +250,11 @@ def _at_width(browser: Any, url: str, width: int, row: Callable[..., None]) -> N
     page, _ = _visit(context, url, READY["browse"])  # not measured: the first fetch of the assets
     page.close()
     for tab in READY:  # what a visitor following a link to the tab waits for: median of 3 fresh pages
-        times: list[float] = []
-        walls: list[float] = []
         boots: list[float] = []
-        for _ in range(3):
-            page, took = _visit(context, f"{url}?tab={tab}", READY[tab], boots)
-            times.append(took.page)
-            walls.append(took.wall)
-            page.close()
-        row(f"{width}px: time to interactive, ?tab={tab}", _median(times), "≤ 1", "s",
+        shown, wall = _fresh_visits(context, f"{url}?tab={tab}", READY[tab], boots)
+        row(f"{width}px: time to interactive, ?tab={tab}", shown, "≤ 1", "s",
             f"front end built the page in {_median(boots):.2f} s, the tab's own work "
-            f"{_median(times) - _median(boots):.2f} s; {_median(walls):.2f} s from the script's call")
+            f"{shown - _median(boots):.2f} s; {wall:.2f} s from the script's call")
     page, took = _visit(context, f"{url}?tab=runs&run=full-baseline",
                         "() => (document.querySelector('#db-runs-where')?.innerText || '').startsWith('Item 1 of 5,338')")
     row(f"{width}px: Runs, open the 5,338-item run", took.page, "≤ 1", note=took.note)
@@ -392,46 +402,21 @@ def floor(widths: tuple[int, ...]) -> list[dict[str, Any]]:
     browser and Gradio's own front end take before any of the Space's work (the floor of a tab's time)."""
     from playwright.sync_api import sync_playwright
 
-    port = _free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_ANALYTICS_ENABLED": "False"}
-    proc = subprocess.Popen([sys.executable, "-c", FLOOR_APP], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
     out = []
-    try:
-        import urllib.request
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/config", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise BenchError("the floor app did not start") from None
-                time.sleep(0.3)
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            ready = "() => document.querySelector('#floor-0')?.offsetParent != null"
-            for width in widths:
-                context = browser.new_context(viewport={"width": width, "height": 900})
-                _visit(context, f"http://127.0.0.1:{port}/", ready)[0].close()  # not measured: the first fetch
-                seconds: list[float] = []
-                walls: list[float] = []
-                for _ in range(3):  # as each tab of the Space is measured: a fresh page, the assets cached
-                    page, took = _visit(context, f"http://127.0.0.1:{port}/", ready)
-                    seconds.append(took.page)
-                    walls.append(took.wall)
-                    page.close()
-                context.close()
-                out.append({"name": f"{width}px: floor, bare Gradio page with six tabs", "measured":
-                            round(_median(seconds), 3), "target": "–", "unit": "s",
-                            "note": f"median of 3; {_median(walls):.2f} s from the script's call"})
-                print(f"{out[-1]['name']:<58} {out[-1]['measured']:>9.3f} s", flush=True)
-            browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with gradio_app([sys.executable, "-c", FLOOR_APP], dict(os.environ), "the floor app", 60) as (url, _), \
+            sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        ready = "() => document.querySelector('#floor-0')?.offsetParent != null"
+        for width in widths:
+            context = browser.new_context(viewport={"width": width, "height": 900})
+            _visit(context, url, ready)[0].close()  # not measured: the first fetch
+            # As each tab of the Space is measured: a fresh page, the assets cached.
+            shown, wall = _fresh_visits(context, url, ready)
+            context.close()
+            out.append({"name": f"{width}px: floor, bare Gradio page with six tabs", "measured": round(shown, 3),
+                        "target": "–", "unit": "s", "note": f"median of 3; {wall:.2f} s from the script's call"})
+            print(f"{out[-1]['name']:<58} {out[-1]['measured']:>9.3f} s", flush=True)
+        browser.close()
     return out
 
 
