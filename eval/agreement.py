@@ -229,7 +229,7 @@ def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
                     human_labels: Mapping[str, str] | None = None, judge_all: bool = False, n_boot: int = N_BOOT,
                     concurrency: int = START, cache_dir: Path | None = None) -> Agreement:
     """Re-judge a run's VQA answers with every judge (name -> callable) and compare; the result is
-    what `judge_agreement.json` holds (written by `write_agreement`)."""
+    what `judge_agreement.json` holds (written by `agreement_of_specs`)."""
     run_dir = Path(run_dir)
     if len(judges) + (human_labels is not None) < 2:
         raise ScoringError("judge agreement needs two raters: give two judges, or a judge and human labels")
@@ -240,14 +240,13 @@ def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
     raters: dict[str, list[str | None]] = {}
     own_verdicts: dict[str, list[str | None]] = {}
     rule_checks: list[RuleCheck] = []
+    ruled = [n for n, i in enumerate(judged) if i.rule is not None]
     for name, judge in judges.items():
         used, own = judge_verdicts(judged, judge, name, cache, concurrency=concurrency)
         raters[name] = own if judge_all else used
         own_verdicts[name] = own
-        ruled = [n for n, i in enumerate(judged) if i.rule is not None]
-        found = compare([judged[n].rule for n in ruled], [own[n] for n in ruled], [merchants[n] for n in ruled],
-                        n_boot=n_boot)
-        rule_checks.append({"judge": name, **found})
+        rule_checks.append({"judge": name, **compare([judged[n].rule for n in ruled], [own[n] for n in ruled],
+                                                     [merchants[n] for n in ruled], n_boot=n_boot)})
     if human_labels is not None:
         raters[HUMAN] = [human_labels.get(i.id) if i.epoch == 0 else None for i in judged]
     names = list(raters)
@@ -265,7 +264,7 @@ def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
                                   "answer": item.answer[:400], "verdicts": verdicts})
     return {"run": run_dir.name, "raters": names, "judge_all": judge_all, "items": len(items),
             "judged": len(judged), "no_answer": len(items) - len(judged),
-            "rule_decided": sum(i.rule is not None for i in judged),
+            "rule_decided": len(ruled),
             "accuracy": {name: (sum(v == "C" for v in raters[name]) / len(judged) if judged else None)
                          for name in names},
             "pairs": pairs, "rule_vs_judge": rule_checks, "n_disagreements": len(disagreements),
@@ -311,13 +310,8 @@ def agreement_of_specs(run_dir: Path | str, specs: Sequence[str], *, human_label
         for judge in judges.values():
             judge.close()
     result["servers"] = {spec: host_of(url or base_url) for spec, url in parsed}
-    write_agreement(run_dir, result)
+    (run_dir / AGREEMENT_JSON).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return result
-
-
-def write_agreement(run_dir: Path, result: Agreement) -> None:
-    (Path(run_dir) / AGREEMENT_JSON).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n",
-                                                encoding="utf-8")
 
 
 def _folder_json(run_dir: Path, name: str) -> dict[str, Any] | None:

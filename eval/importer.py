@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,12 +84,9 @@ class Result:
 def _public(settings: dict[str, Any], kind: str, left_out: list[str]) -> dict[str, Any]:
     """The fields of `settings` on ALLOWED[kind] whose values carry nothing like a credential; the
     names of the others go to `left_out`."""
-    kept = {}
-    for name, value in settings.items():
-        if name in ALLOWED[kind] and not _CREDENTIAL.search(json.dumps(value, default=str)):
-            kept[name] = value
-        else:
-            left_out.append(f"{kind}.{name}")
+    kept = {name: value for name, value in settings.items()
+            if name in ALLOWED[kind] and not _CREDENTIAL.search(json.dumps(value, default=str))}
+    left_out.extend(f"{kind}.{name}" for name in settings if name not in kept)
     return kept
 
 
@@ -123,13 +119,14 @@ def _adapter_settings(meta: Any, where: str) -> dict[str, Any]:
             "protocol": protocol, "image_indices": indices}
 
 
-# ---------------------------------------------------------------- inspect_ai
-def _inspect_logs(path: Path) -> list[Path]:
+def _logs(path: Path, pattern: str, suffixes: tuple[str, ...] | None = None) -> list[Path]:
+    """`path` when it is a file, else the files below it matching `pattern` (and ending in one of `suffixes`)."""
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.suffix in (".eval", ".json") and p.is_file())
+    return sorted(p for p in path.rglob(pattern) if (suffixes is None or p.suffix in suffixes) and p.is_file())
 
 
+# ---------------------------------------------------------------- inspect_ai
 def _usage(model_usage: dict[str, Any]) -> dict[str, int] | None:
     for usage in (model_usage or {}).values():
         found = {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens}
@@ -164,7 +161,7 @@ def read_inspect(path: Path) -> list[Result]:
     except ImportError:
         raise ImportRefused(f"reading inspect logs needs inspect_ai: {INSTALL_HINT}") from None
     results = []
-    for log_path in _inspect_logs(path):
+    for log_path in _logs(path, "*", (".eval", ".json")):
         try:
             log = read_eval_log(str(log_path))
         except Exception as exc:  # noqa: BLE001 - inspect raises many types for a file that is not a log
@@ -185,10 +182,7 @@ def read_inspect(path: Path) -> list[Result]:
                      "generate_config": _public(log.plan.config.model_dump(exclude_none=True), "generate_config", left_out),
                      "left_out": left_out,
                      "log": log_path.name}
-        result = Result(task=meta["task"], source=log_path, model=str(log.eval.model), lang=meta["lang"],
-                        images=meta["images"], cot=meta["cot"], dataset=meta["dataset"],
-                        fingerprint=meta["fingerprint"], framework=framework, protocol=meta["protocol"],
-                        image_indices=meta["image_indices"])
+        result = Result(source=log_path, model=str(log.eval.model), framework=framework, **meta)
         for sample in log.samples:
             output = sample.output
             error = sample.error.message if sample.error is not None else None
@@ -206,18 +200,6 @@ def read_inspect(path: Path) -> list[Result]:
 
 
 # ---------------------------------------------------------------- lmms-eval
-
-
-def _lmms_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    return sorted(p for p in path.rglob(f"*_samples_{TASK_PREFIX}*.jsonl") if p.is_file())
-
-
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    return iter_jsonl_objects(path, str(path), error=ImportRefused, max_depth=MAX_JSON_DEPTH)
-
-
 def _lmms_config(samples: Path) -> dict[str, Any]:
     """The results file written beside a samples file (same timestamp): model and version."""
     stamp = samples.name.split("_samples_")[0]
@@ -243,12 +225,12 @@ def _object(found: Any) -> dict[str, Any]:
 def read_lmms(path: Path) -> list[Result]:
     """The DiningBench tasks' samples files of an lmms-eval `--log_samples` run (a file or a folder)."""
     results = []
-    for samples in _lmms_files(path):
+    for samples in _logs(path, f"*_samples_{TASK_PREFIX}*.jsonl"):
         framework = _lmms_config(samples)
         model = framework["model_args"].get("model_version") or framework["model_args"].get("pretrained") \
             or framework.get("model_type") or "unknown"
         result = None
-        for number, row in _lines(samples):
+        for number, row in iter_jsonl_objects(samples, str(samples), error=ImportRefused, max_depth=MAX_JSON_DEPTH):
             record = next((row[t.adapter_metric] for t in tasks.all_tasks() if isinstance(row.get(t.adapter_metric), dict)),
                           None)  # the per-item record under the task's metric name (its lmms-eval YAML lists it)
             if record is None:
@@ -256,10 +238,7 @@ def read_lmms(path: Path) -> list[Result]:
                                     "adapters/lmms_eval tasks?")
             meta = _adapter_settings(record.get("diningbench"), f"{samples}:{number}")
             if result is None:
-                result = Result(task=meta["task"], source=samples, model=str(model), lang=meta["lang"],
-                                images=meta["images"], cot=meta["cot"], dataset=meta["dataset"],
-                                fingerprint=meta["fingerprint"], framework=framework, protocol=meta["protocol"],
-                                image_indices=meta["image_indices"])
+                result = Result(source=samples, model=str(model), framework=framework, **meta)
             found = row.get("filtered_resps")
             found = found[0] if isinstance(found, list) and found else found
             raw = found if isinstance(found, str) or found is None else json.dumps(found, ensure_ascii=False)
@@ -292,8 +271,7 @@ def _settings(results: list[Result], dataset: str | None, judge: str | None) -> 
                                 "chain of thought, protocol or image indices); import them into separate folders")
         if other.model != first.model:
             raise ImportRefused(f"{other.source}: another model ({other.model}) than {first.source} ({first.model})")
-    task_names = {r.task for r in results}
-    if len(task_names) != len(results):
+    if len({r.task for r in results}) != len(results):
         raise ImportRefused("several logs of the same task; import one log per task")
     return RunSettings(task=first.task if len(results) == 1 else "all", model=first.model, lang=first.lang,
                        images=first.images, cot=first.cot, dataset=dataset, judge=judge, protocol=first.protocol,
@@ -316,7 +294,7 @@ def _release(task: tasks.Task, settings: RunSettings) -> tuple[Any, str]:
 def _checked_predictions(result: Result, task: tasks.Task, settings: RunSettings) -> tuple[list[Prediction], str]:
     """The result's answers as predictions, each checked against the release item it names, as the
     run's protocol asks it, and the release's fingerprint."""
-    where = f"{result.source.name}"
+    where = result.source.name
     release, expected = _release(task, settings)
     if result.fingerprint is not None and result.fingerprint != expected:
         raise ImportRefused(f"{where}: made on another release of {result.task} (fingerprint {result.fingerprint}, "

@@ -120,8 +120,7 @@ def _judge_for(settings: RunSettings, judge: str | None, judge_base_url: str | N
     if not judge:
         return None
     judge_fn = BackendJudge.from_settings(judge, judge_base_url, settings)
-    judged = {task.name for task in tasks.all_tasks() if task.judged}
-    if any(p.task in judged for p in predictions):
+    if any(tasks.is_judged(p.task) for p in predictions):
         try:
             judge_fn.check()
         except JudgeError as exc:

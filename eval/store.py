@@ -140,10 +140,6 @@ class JsonlLog:
         os.fsync(self._fh.fileno())
         self._synced = time.monotonic()
 
-    @property
-    def closed(self) -> bool:
-        return self._fh.closed
-
     def close(self) -> None:
         if not self._fh.closed:
             self._fh.flush()
