@@ -78,58 +78,52 @@ def run(ctx: Context) -> None:
     if stage.is_done(inputs):
         return
     decisions: dict[str, Decision] = {}
-    targets = dishes.items()
-    menus = check_menus(ctx, targets, decisions)
-    selections = ctx.models.ask(NAME, s.model, PROMPT_VERSION, selection_asks(ctx, targets, menus))
-    drafts, complete = check_selections(targets, menus, selections, s.seed, decisions)
+    menus = check_menus(ctx, dishes.items(), decisions)
+    selections = ctx.models.ask(NAME, s.model, PROMPT_VERSION, selection_asks(menus))
+    drafts = check_selections(menus, selections, s.seed, decisions)
     for n, spec in enumerate(filters, 1):
         verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-filter{n}", filter_asks(ctx, drafts))
-        complete = check_filter(drafts, verdicts, n, spec, decisions) and complete
+        check_filter(drafts, verdicts, n, spec, decisions)
     items = place_answers(drafts, s.seed, decisions)
-    stage.finish([decisions[d] for d in sorted(decisions)], items, inputs, complete=complete)
+    # Every failed call left a model_error decision (construct/work.py:triage): the stage is then incomplete.
+    stage.finish([decisions[d] for d in sorted(decisions)], items, inputs,
+                 complete=all(d.reason != MODEL_ERROR for d in decisions.values()))
 
 
-def check_menus(ctx: Context, targets: list[dict], decisions: dict[str, Decision]) -> dict[str, list[Dish]]:
-    """{dish: the other dishes of its merchant's menu category} for each dish with at least 7 of them
+def check_menus(ctx: Context, targets: list[dict], decisions: dict[str, Decision]) -> list[tuple[dict, list[Dish]]]:
+    """(dish, the other dishes of its merchant's menu category) for each dish with at least 7 of them
     (a drop decision for the others)."""
-    menus = {}
+    menus = []
     for t in targets:
         menu = [d for d in ctx.raw.menu(t["merchant_id"], t["menu_category"]) if d.dish_id != t["dish_id"]]
         if len(menu) < 7:
             decisions[t["dish_id"]] = dropped(t["dish_id"], "too_few_candidates", TASK, menu_size=len(menu))
         else:
-            menus[t["dish_id"]] = menu
+            menus.append((t, menu))
     return menus
 
 
-def selection_asks(ctx: Context, targets: list[dict], menus: dict[str, list[Dish]]) -> list[Ask]:
+def selection_asks(menus: list[tuple[dict, list[Dish]]]) -> list[Ask]:
     """Ask: the hard-negative selection for each dish with a menu."""
-    asks = []
-    for t in targets:
-        if t["dish_id"] not in menus:
-            continue
-        lines = "\n".join(f"- {d.dish_id}: {d.name}" + (f" ({d.description})" if d.description else "")
-                          for d in menus[t["dish_id"]])
-        asks.append(Ask(t["dish_id"], SELECT_PROMPT.format(target=t["name"], category=t["menu_category"],
-                                                            candidates=lines)))
-    return asks
+    return [Ask(t["dish_id"], SELECT_PROMPT.format(
+                target=t["name"], category=t["menu_category"],
+                candidates="\n".join(f"- {d.dish_id}: {d.name}" + (f" ({d.description})" if d.description else "")
+                                     for d in menu)))
+            for t, menu in menus]
 
 
-def check_selections(targets: list[dict], menus: dict[str, list[Dish]], selections: dict[str, Answer], seed: int,
-                     decisions: dict[str, Decision]) -> tuple[dict[str, dict], bool]:
-    """({dish: its draft item, the 8 options in a seeded order}, whether every call was answered): each
-    selection parsed and checked (`check_selection`); a drop decision for the unusable ones."""
+def check_selections(menus: list[tuple[dict, list[Dish]]], selections: dict[str, Answer], seed: int,
+                     decisions: dict[str, Decision]) -> dict[str, dict]:
+    """{dish: its draft item, the 8 options in a seeded order}: each selection parsed and checked
+    (`check_selection`); a drop decision for the unusable ones."""
     drafts: dict[str, dict] = {}
-    complete = True
-    for t in targets:
+    for t, menu in menus:
         did = t["dish_id"]
-        if did not in menus:
-            continue
         answer = selections[did]
         if failed := triage(did, answer.error, True, TASK):  # an unreadable selection is check_selection's
-            decisions[did], complete = failed, False
+            decisions[did] = failed
             continue
-        why, names = check_selection(parse_json_object(answer.text), {d.dish_id for d in menus[did]})
+        why, names = check_selection(parse_json_object(answer.text), {d.dish_id for d in menu})
         if why:
             decisions[did] = dropped(did, why, TASK)
             continue
@@ -138,7 +132,7 @@ def check_selections(targets: list[dict], menus: dict[str, list[Dish]], selectio
         ids = [did, *picks]
         drafts[did] = {"target": t, "option_dish_ids": [ids[i] for i in order],
                        "options": [names["target"] if ids[i] == did else names[ids[i]] for i in order]}
-    return drafts, complete
+    return drafts
 
 
 def filter_asks(ctx: Context, drafts: dict[str, dict]) -> list[Ask]:
@@ -168,21 +162,16 @@ def parse_filter(text: str | None) -> tuple[str | None, str]:
 
 
 def check_filter(drafts: dict[str, dict], verdicts: dict[str, Answer], n: int, spec: str,
-                 decisions: dict[str, Decision]) -> bool:
-    """Filter pass n: drop (from `drafts` too) every draft it does not pass; whether every call was answered."""
-    complete = True
+                 decisions: dict[str, Decision]) -> None:
+    """Filter pass n: drop (from `drafts` too) every draft it does not pass."""
     for did in list(drafts):
-        answer = verdicts[did]
-        verdict, reason = parse_filter(answer.text)
-        if failed := triage(did, answer.error, verdict, TASK, filter_pass=n):
-            decisions[did] = failed
-            complete = complete and failed.reason != MODEL_ERROR
-        elif verdict != "pass":
-            decisions[did] = dropped(did, str(verdict), TASK, filter_pass=n, filter_model=spec, model_reason=reason)
-        else:
-            continue
-        del drafts[did]
-    return complete
+        verdict, reason = parse_filter(verdicts[did].text)
+        decision = triage(did, verdicts[did].error, verdict, TASK, filter_pass=n)
+        if decision is None and verdict != "pass":
+            decision = dropped(did, str(verdict), TASK, filter_pass=n, filter_model=spec, model_reason=reason)
+        if decision:
+            decisions[did] = decision
+            del drafts[did]
 
 
 def place_answers(drafts: dict[str, dict], seed: int, decisions: dict[str, Decision]) -> list[dict]:

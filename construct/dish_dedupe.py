@@ -12,7 +12,7 @@ weighs less than FLOOR of the whole, are its prefix, and two dishes that reach F
 prefix concept, so only dishes that share a rare concept are ever compared. A prefix concept shared by
 more than BUCKET dishes (a chain's one dish on many menus) pairs each with the first STAR of them and its
 WINDOW neighbours in concept order, so one popular dish cannot make the work quadratic.
-Two keys add candidates whatever the similarity (`dish_keys`, `key_pairs`): dishes of one normalised
+Two keys add candidates whatever the similarity (`_read_dishes`, `key_pairs`): dishes of one normalised
 name (the name's concepts, sorted) always meet, and dishes of one protein + base set when they are at all
 alike (CORE_FLOOR); a key shared by more than KEY_ALL dishes (a standard dish on hundreds of menus) is
 searched within its dishes by the grams they state (construct/composition.py: a merchant's copy of
@@ -54,30 +54,17 @@ K_GRAMS, GRAMS_FLOOR = 2, 0.5  # and its most alike there by the grams they stat
 ROUTES = ("concepts", "name", "protein_base")  # how a pair was found: the prefix filter, each key
 GROUP_WIDE, GROUP_SIZE = 3, 12  # a dish met by this many later dishes is judged with them, this many a question
 KIND_WEIGHT = {"i": 1.0, "w": 1.0, "h": 0.7, "d": 0.6, "c": 0.5, "s": 0.25}  # construct/lexicon.py's kinds
-Key = tuple[str, ...] | None  # a dish's normalised name or protein + base set (`dish_keys`)
+Key = tuple[str, ...] | None  # a dish's normalised name or protein + base set (`_read_dishes`)
 BASES = frozenset({"rice"})  # a staple that is also what a dish is served on: 牛肉饭, beef over rice
-
-
-def dish_keys(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> tuple[list[Key], list[Key]]:
-    """Each dish's normalised name (its name's concepts, sorted: marketing and filler words, spacing,
-    punctuation and word order gone, synonyms and the other language folded by construct/lexicon.py) and
-    its protein + base set (the proteins of its name and ingredients with its name's dish words; a dish
-    without a protein has none). Both are None where a dish has nothing to key on.
-
-    >>> from construct.raw import Dish
-    >>> names, cores = dish_keys([Dish("a", "m1", "招牌鱼香牛肉青豆盖饭", "", "", ("牛肉 100克", "米饭 200克"), ""),
-    ...                           Dish("b", "m2", "Beef and Peas Rice Bowl, Fish-Fragrant", "", "", ("beef 100 g",), "")])
-    >>> names[0] == names[1], cores[0]
-    (True, ('beef', 'bowl'))
-    """
-    reading = _read_dishes(dishes, glossary)
-    return reading.names, reading.cores
+# Spaces and punctuation between Chinese characters, gone from a name (鱼香 牛肉·盖饭: 鱼香牛肉盖饭) so the
+# lexicon reads its words whole.
+_BETWEEN_CJK = re.compile(r"(?<=[\u3400-\u9fff])[\s\W_]+(?=[\u3400-\u9fff])")
 
 
 @dataclass
 class Reading:
-    """What dedupe reads of each dish: its concepts with their kinds' weights, its two keys (`dish_keys`)
-    and its grams per food concept (`dish_grams`)."""
+    """What dedupe reads of each dish: its concepts with their kinds' weights, its two keys and its grams
+    per food concept (`_read_dishes`)."""
 
     concepts: list[dict[str, float]]
     names: list[Key]
@@ -85,7 +72,20 @@ class Reading:
     grams: list[dict[str, float]]
 
 
-def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None) -> Reading:
+def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> Reading:
+    """Each dish's concepts; its normalised name (its name's concepts, sorted: marketing and filler words,
+    spacing, punctuation and word order gone, synonyms and the other language folded by
+    construct/lexicon.py) and its protein + base set (the proteins of its name and ingredients with its
+    name's dish words; a dish without a protein has none), both None where a dish has nothing to key on;
+    {food concept: the grams its ingredient entries state of it} (an entry counts for its last food
+    concept: 鸡蛋面 is noodles).
+
+    >>> from construct.raw import Dish
+    >>> read = _read_dishes([Dish("a", "m1", "招牌鱼香牛肉青豆盖饭", "", "", ("牛肉 100克", "米饭 200克"), ""),
+    ...                      Dish("b", "m2", "Beef and Peas Rice Bowl, Fish-Fragrant", "", "", ("beef 100 g",), "")])
+    >>> read.names[0] == read.names[1], read.cores[0]
+    (True, ('beef', 'bowl'))
+    """
     from construct.fdc import entry_grams
     from construct.lexicon import PROTEINS, terms
 
@@ -111,7 +111,7 @@ def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None) -> R
             hit = weighed[entry]
             if hit is not None:
                 grams[hit[0]] = grams.get(hit[0], 0.0) + hit[1]
-        squeezed = _squeezed(d.name)
+        squeezed = _BETWEEN_CJK.sub("", d.name)
         if squeezed not in read:
             read[squeezed] = terms(squeezed, glossary)
         named = read[d.name] if glossary and d.name in glossary else read[squeezed]
@@ -121,21 +121,6 @@ def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None) -> R
         out.cores.append(tuple(sorted(protein | base)) if protein else None)
         out.grams.append(grams)
     return out
-
-
-_BETWEEN_CJK = re.compile(r"(?<=[\u3400-\u9fff])[\s\W_]+(?=[\u3400-\u9fff])")
-
-
-def _squeezed(name: str) -> str:
-    """A name with the spaces and punctuation between Chinese characters gone (鱼香 牛肉·盖饭: 鱼香牛肉盖饭),
-    so the lexicon reads its words whole."""
-    return _BETWEEN_CJK.sub("", name)
-
-
-def dish_grams(dishes: Sequence[Any], glossary: Mapping[str, str] | None = None) -> list[dict[str, float]]:
-    """{food concept: the grams the dish's ingredient entries state of it} per dish (an entry counts for
-    its last food concept: 鸡蛋面 is noodles)."""
-    return _read_dishes(dishes, glossary).grams
 
 
 @dataclass

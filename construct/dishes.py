@@ -24,10 +24,10 @@ from construct.lexicon import QUANTITY, terms
 from construct.models import Answer, Ask, parse_json_object
 from construct.neighbours import embed_texts
 from construct.raw import Dish
-from construct.rules import MARKETING, free_dish_rule, ingredient_name, is_detailed  # noqa: F401
+from construct.rules import free_dish_rule, ingredient_name, is_detailed
 from construct.stages import DISHES as NAME
 from construct.stages import GLOSSARY_FILE, PHOTOS, RULED_OUT, prompt
-from construct.work import Decision, Stage, dropped, inputs_key, kept, read_jsonl, write_jsonl
+from construct.work import Decision, Stage, dropped, inputs_key, kept, read_jsonl, write_json, write_jsonl
 
 PAIR_VERSION = "same-dish-v1"
 GLOSSARY_VERSION = "dedupe-glossary-v1"
@@ -144,12 +144,9 @@ def parse_group(text: str | None, others: list[str]) -> dict[str, tuple[bool | N
     {'b1': (True, 'r'), 'b2': (None, None), 'b3': (None, None)}
     """
     answer = parse_json_object(text) or {}
-    out: dict[str, tuple[bool | None, Any]] = {}
-    for other in others:
-        entry = answer.get(other)
-        verdict = entry.get("same_dish") if isinstance(entry, dict) else None
-        out[other] = (verdict, entry.get("reason")) if isinstance(verdict, bool) and isinstance(entry, dict) else (None, None)
-    return out
+    entries = {other: entry if isinstance(entry := answer.get(other), dict) else {} for other in others}
+    return {other: (e["same_dish"], e.get("reason")) if isinstance(e.get("same_dish"), bool) else (None, None)
+            for other, e in entries.items()}
 
 
 def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, Any]],
@@ -259,7 +256,7 @@ def run(ctx: Context) -> None:
              for d in sorted(survivors, key=lambda d: d.dish_id) if decisions[d.dish_id].verdict == "kept"]
     write_jsonl(stage.dir / "pairs.jsonl", checked)
     glossary = summary.pop("glossary")
-    (stage.dir / GLOSSARY_FILE).write_text(json.dumps(glossary, ensure_ascii=False, indent=1), encoding="utf-8")
+    write_json(stage.dir / GLOSSARY_FILE, glossary)
     (stage.dir / "dedupe.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     stage.finish(ordered, items, inputs, complete=complete)
 
@@ -279,8 +276,7 @@ def kept_photos(photos: Iterable[dict[str, Any]]) -> tuple[dict[str, str], dict[
 def ruled_out(photos: Stage) -> dict[str, dict[str, Any]]:
     """{dish: {"reason", ...}} of the dishes the photo stage ruled out by a free rule (no call was made
     for their photos)."""
-    path = photos.dir / RULED_OUT
-    return {row["dish_id"]: row for row in read_jsonl(path)} if path.exists() else {}
+    return {row["dish_id"]: row for row in read_jsonl(photos.dir / RULED_OUT)}
 
 
 def check_rules(ctx: Context, reference: dict[str, str], users: dict[str, list[str]],

@@ -261,21 +261,15 @@ def terms(text: str, glossary: Mapping[str, str] | None = None) -> list[tuple[st
     for run in _CJK.findall(text):  # Chinese: the longest known term first
         i, unknown = 0, False
         while i < len(run):
-            for n in range(min(most_chars, len(run) - i), 0, -1):
-                term = chinese.get(run[i:i + n])
-                if term is not None:
-                    out.append((term.concept, term.kind))
-                    i += n
-                    break
-            else:  # a run of unknown characters reads as one word
-                if out and out[-1][1] == "h" and unknown:
-                    out[-1] = (out[-1][0] + run[i], "h")
-                else:
-                    out.append((run[i], "h"))
-                unknown = True
-                i += 1
-                continue
-            unknown = False
+            n = next((n for n in range(min(most_chars, len(run) - i), 0, -1) if run[i:i + n] in chinese), 0)
+            if n:
+                out.append((chinese[run[i:i + n]].concept, chinese[run[i:i + n]].kind))
+            elif unknown:  # a run of unknown characters reads as one word
+                out[-1] = (out[-1][0] + run[i], "h")
+            else:
+                out.append((run[i], "h"))
+            unknown = not n
+            i += n or 1
     return [(c, kind) for c, kind in out if kind not in ("m", "x") and c]
 
 

@@ -14,7 +14,7 @@ from construct.context import Context
 from construct.fdc import FoodData, ingredient_check, kcal_gap
 from construct.fdc import load as load_fdc
 from construct.models import Answer, Ask, parse_json_object
-from construct.stages import DISH_REVIEW, DISHES, GLOSSARY_FILE, prompt
+from construct.stages import DISH_REVIEW, DISHES, GLOSSARY_FILE, Prompt, prompt
 from construct.stages import NUTRITION as NAME
 from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
 from diningbench import NUTRIENTS, portion_grams
@@ -87,13 +87,14 @@ def gate(values: dict[str, float], grams: float | None, tolerance: float) -> tup
     return None, checks
 
 
-def _ingredients(dish) -> str:
-    return "、".join(dish.ingredients)
-
-
-def _views(ctx: Context, target: dict) -> tuple[tuple[str, str, str], ...]:
-    """The reference and up to 3 user photos, named for an `Ask` (read and encoded when it is sent)."""
-    return ctx.raw.photo_refs([(target["reference"], "reference")] + [(u, "user") for u in target["user_photos"][:3]])
+def _ask(ctx: Context, target: dict, question: Prompt, **fields: str) -> Ask:
+    """Ask: `question` about one dish, its name, ingredients and portion filled in, with the reference
+    and up to 3 user photos (read and encoded when it is sent)."""
+    dish = ctx.raw.dishes[target["dish_id"]]
+    return Ask(dish.dish_id, question.format(name=dish.name, ingredients="、".join(dish.ingredients),
+                                             portion=dish.portion, **fields),
+               photos=ctx.raw.photo_refs([(target["reference"], "reference")]
+                                         + [(u, "user") for u in target["user_photos"][:3]]))
 
 
 def run(ctx: Context) -> None:
@@ -127,7 +128,7 @@ def run(ctx: Context) -> None:
 
     # 2. A model estimate for the rest.
     rest = [did for did in targets if did not in values]
-    estimates = ctx.models.ask(NAME, s.model, PROMPT_VERSION, estimate_asks(ctx, targets, rest))
+    estimates = ctx.models.ask(NAME, s.model, PROMPT_VERSION, [_ask(ctx, targets[did], ESTIMATE_PROMPT) for did in rest])
     candidates, answered = check_estimates(ctx, rest, estimates, checks, decisions)
     rejected, plausible_answered = check_plausibility(ctx, checker, targets, candidates, "estimate", checks)
     for did, why in rejected.items():
@@ -179,12 +180,7 @@ def check_plausibility(ctx: Context, checker: str, targets: dict[str, dict], can
                        label: str, checks: dict[str, dict[str, Any]]) -> tuple[dict[str, str | None], bool]:
     """Ask the checker model whether each dish's values fit its photos: ({dish: None when plausible,
     else the reason to reject}, whether every call was answered)."""
-    asks = []
-    for did, v in candidates.items():
-        dish = ctx.raw.dishes[did]
-        asks.append(Ask(did, PLAUSIBILITY_PROMPT.format(name=dish.name, ingredients=_ingredients(dish),
-                                                        portion=dish.portion, values=json.dumps(v)),
-                        photos=_views(ctx, targets[did])))
+    asks = [_ask(ctx, targets[did], PLAUSIBILITY_PROMPT, values=json.dumps(v)) for did, v in candidates.items()]
     answers = ctx.models.ask(NAME, checker, f"{PROMPT_VERSION}-plausibility", asks)
     out: dict[str, str | None] = {}
     complete = True
@@ -198,16 +194,6 @@ def check_plausibility(ctx: Context, checker: str, targets: dict[str, dict], can
             out[did] = None if plausible else "implausible"
             checks[did][f"{label}_plausibility"] = "pass" if plausible else reason
     return out, complete
-
-
-def estimate_asks(ctx: Context, targets: dict[str, dict], rest: list[str]) -> list[Ask]:
-    """Ask: a nutrition estimate from photos, ingredients and portion for each dish in `rest`."""
-    asks = []
-    for did in rest:
-        dish = ctx.raw.dishes[did]
-        asks.append(Ask(did, ESTIMATE_PROMPT.format(name=dish.name, ingredients=_ingredients(dish), portion=dish.portion),
-                        photos=_views(ctx, targets[did])))
-    return asks
 
 
 def parse_estimate(text: str | None) -> tuple[dict[str, float] | None, list[dict[str, Any]]]:
@@ -237,9 +223,8 @@ def check_estimates(ctx: Context, rest: list[str], estimates: dict[str, Answer],
     candidates: dict[str, dict[str, float]] = {}
     complete = True
     for did in rest:
-        answer = estimates[did]
-        v, _ = parse_estimate(answer.text) if not answer.error else (None, [])
-        if failed := triage(did, answer.error, v, TASK, checks=checks[did]):
+        v = parse_estimate(estimates[did].text)[0]
+        if failed := triage(did, estimates[did].error, v, TASK, checks=checks[did]):
             decisions[did] = failed
             complete = complete and failed.reason != MODEL_ERROR
             continue

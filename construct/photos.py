@@ -22,6 +22,7 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
+from itertools import count, groupby
 from pathlib import Path
 from typing import Any
 
@@ -129,14 +130,9 @@ def check_rules(ctx: Context, state: PhotoState) -> None:
             if n % PAGE == 0:
                 state.db.commit()
         state.db.commit()
-    group: list[tuple[int, str, str, str, str | None]] = []
-    for row in state.pages("SELECT seq, photo_id, dish_id, role, pre, dhash FROM photo WHERE seq > ? ORDER BY seq LIMIT ?"):
-        if group and row[2] != group[0][2]:
-            _rule_dish(ctx, state, group)
-            group = []
-        group.append(row)
-    if group:
-        _rule_dish(ctx, state, group)
+    for _, group in groupby(state.pages("SELECT seq, photo_id, dish_id, role, pre, dhash FROM photo WHERE seq > ? "
+                                       "ORDER BY seq LIMIT ?"), key=lambda row: row[2]):
+        _rule_dish(ctx, state, list(group))
     state.db.commit()
 
 
@@ -170,21 +166,27 @@ def _rule_dish(ctx: Context, state: PhotoState, group: list[tuple[Any, ...]]) ->
                          [(json.dumps(v, ensure_ascii=False) if v else None, seq) for seq, v in verdicts.items()])
 
 
-def _record(state: PhotoState, kind: str) -> Any:
-    """An `on_answer` that records each answer of one check (committed every page of answers)."""
-    n = [0]
+def _ask_check(ctx: Context, state: PhotoState, kind: str, asks: Iterator[Ask]) -> bool:
+    """Ask the model of check `kind` ("quality" or "match": the jobs photo_quality, photo_match) each of
+    `asks`, each answer recorded (committed every 200 answers); whether every call of the check (this
+    run's and recorded ones) was answered."""
+    answered = count(1)
 
     def on_answer(answer: Answer) -> None:
         state.db.execute("INSERT OR REPLACE INTO answer VALUES (?, ?, ?, ?)", (answer.item, kind, answer.text, answer.error))
-        n[0] += 1
-        if n[0] % 200 == 0:
+        if next(answered) % 200 == 0:
             state.db.commit()
-    return on_answer
+
+    spec, url = ctx.settings.job(f"photo_{kind}")
+    ctx.models.ask_each(NAME, spec, PROMPT_VERSION, asks, on_answer, base_url=url)
+    state.db.commit()
+    return state.db.execute("SELECT COUNT(*) FROM answer WHERE kind = ? AND error IS NOT NULL AND error NOT LIKE "
+                            "'truncated:%'", (kind,)).fetchone()[0] == 0
 
 
-def quality_of(answer: tuple[str | None, str | None] | None) -> tuple[str | None, dict[str, Any] | None]:
-    """("good" | "bad" | None when unparsed, the parsed verdict) of a recorded quality answer."""
-    verdict = parse_json_object(answer[0]) if answer else None
+def quality_of(text: str | None) -> tuple[str | None, dict[str, Any] | None]:
+    """("good" | "bad" | None when unparsed, the parsed verdict) of a recorded quality answer's text."""
+    verdict = parse_json_object(text)
     grade = verdict.get("quality") if verdict and verdict.get("quality") in ("good", "bad") else None
     return grade, verdict
 
@@ -196,15 +198,7 @@ def check_quality(ctx: Context, state: PhotoState) -> bool:
         "SELECT p.seq, p.photo_id, p.role, p.path FROM photo p LEFT JOIN answer a ON a.photo_id = p.photo_id AND "
         "a.kind = 'quality' WHERE p.rule IS NULL AND (a.photo_id IS NULL OR a.error IS NOT NULL) AND p.seq > ? "
         "ORDER BY p.seq LIMIT ?"))
-    spec, url = ctx.settings.job("photo_quality")
-    ctx.models.ask_each(NAME, spec, PROMPT_VERSION, asks, _record(state, "quality"), base_url=url)
-    state.db.commit()
-    return _all_answered(state, "quality")
-
-
-def _all_answered(state: PhotoState, kind: str) -> bool:
-    return state.db.execute("SELECT COUNT(*) FROM answer WHERE kind = ? AND error IS NOT NULL AND error NOT LIKE "
-                            "'truncated:%'", (kind,)).fetchone()[0] == 0
+    return _ask_check(ctx, state, "quality", asks)
 
 
 def dish_verdicts(ctx: Context, state: PhotoState) -> dict[str, tuple[str | None, int]]:
@@ -215,7 +209,7 @@ def dish_verdicts(ctx: Context, state: PhotoState) -> dict[str, tuple[str | None
     for _, pid, dish, role, text, error in state.pages(
             "SELECT p.seq, p.photo_id, p.dish_id, p.role, a.text, a.error FROM photo p JOIN answer a ON "
             "a.photo_id = p.photo_id AND a.kind = 'quality' WHERE p.rule IS NULL AND p.seq > ? ORDER BY p.seq LIMIT ?"):
-        if error is None and quality_of((text, error))[0] == "good":
+        if error is None and quality_of(text)[0] == "good":
             if role == "reference":
                 reference[dish] = pid
             else:
@@ -239,17 +233,14 @@ def check_matching(ctx: Context, state: PhotoState, dishes: dict[str, tuple[str 
                 "q.photo_id = p.photo_id AND q.kind = 'quality' LEFT JOIN answer m ON m.photo_id = p.photo_id AND "
                 "m.kind = 'match' WHERE p.rule IS NULL AND p.role = 'user' AND (m.photo_id IS NULL OR m.error IS NOT "
                 "NULL) AND p.seq > ? ORDER BY p.seq LIMIT ?"):
-            if error is None and quality_of((text, error))[0] == "good" and _match_due(ctx, dishes, dish):
+            if error is None and quality_of(text)[0] == "good" and _match_due(ctx, dishes, dish):
                 ref = dishes[dish][0]
                 assert ref is not None
                 ref_path = state.db.execute("SELECT path FROM photo WHERE photo_id = ?", (ref,)).fetchone()[0]
                 yield Ask(pid, MATCH_PROMPT.format(name=ctx.raw.dishes[dish].name),
                           photos=((str(ctx.raw.root / ref_path), "reference", ref), (str(ctx.raw.root / path), "user", pid)))
 
-    spec, url = ctx.settings.job("photo_match")
-    ctx.models.ask_each(NAME, spec, PROMPT_VERSION, asks(), _record(state, "match"), base_url=url)
-    state.db.commit()
-    return _all_answered(state, "match")
+    return _ask_check(ctx, state, "match", asks())
 
 
 def decided(ctx: Context, state: PhotoState,
@@ -268,7 +259,7 @@ def decided(ctx: Context, state: PhotoState,
             verdict = json.loads(rule)
             yield dropped(pid, verdict.pop("reason"), **verdict)
             continue
-        grade, parsed = quality_of(quality) if quality and quality[1] is None else (None, None)
+        grade, parsed = quality_of(quality[0]) if quality and quality[1] is None else (None, None)
         if failed := triage(pid, quality[1] if quality else "not asked", grade, check="quality"):
             yield failed
         elif grade == "bad":

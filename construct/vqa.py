@@ -123,7 +123,6 @@ def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> t
             for item, twin in twins.items()}, complete
 
 
-
 def quotas(n: int, mix: dict[str, float]) -> dict[str, int]:
     """Items per category for n dishes: largest-remainder rounding of n x share (ties: the mix's order).
 
@@ -186,21 +185,18 @@ def run(ctx: Context) -> None:
     decisions: dict[str, Decision] = {}
     drafts, asks = draft_asks(ctx, targets, labels)
     answers = ctx.models.ask(NAME, s.model, PROMPT_VERSION, asks)
-    accepted, complete = check_drafts(drafts, answers, decisions)
+    accepted = check_drafts(drafts, answers, decisions)
     twins, answered = question_twins(ctx, drafts, accepted)
     for item, twin in twins.items():
         decisions[item] = dropped(item, "near_duplicate_question", TASK, question=drafts[item]["question"], **twin)
         accepted.remove(item)
     for n, spec in enumerate(audits, 1):
         verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-audit{n}", audit_asks(ctx, drafts, accepted))
-        complete = check_audit(drafts, accepted, verdicts, n, spec, decisions) and complete
+        check_audit(drafts, accepted, verdicts, n, spec, decisions)
     items = write_items(drafts, accepted, decisions)
-    stage.finish([decisions[k] for k in sorted(decisions)], items, inputs, complete=complete and answered)
-
-
-def _shown(ctx: Context, photos: list[tuple[str, str]]) -> tuple[tuple[str, str, str], ...]:
-    """The photos of an ask, named (read and encoded only when it is about to be sent)."""
-    return ctx.raw.photo_refs(photos)
+    # Every failed call left a model_error decision (construct/work.py:triage): the stage is then incomplete.
+    stage.finish([decisions[k] for k in sorted(decisions)], items, inputs,
+                 complete=answered and all(d.reason != MODEL_ERROR for d in decisions.values()))
 
 
 def draft_asks(ctx: Context, targets: dict[str, dict], labels: dict[str, dict]) -> tuple[dict[str, dict], list[Ask]]:
@@ -225,7 +221,7 @@ def draft_asks(ctx: Context, targets: dict[str, dict], labels: dict[str, dict]) 
         prompt = GENERATE_PROMPT.format(category=category, guidance=GUIDANCE[category],
                                         metadata=json.dumps(metadata, ensure_ascii=False))
         drafts[item] = {"dish": t, "category": category, "photos": photos}
-        asks.append(Ask(item, prompt, photos=_shown(ctx, photos)))
+        asks.append(Ask(item, prompt, photos=ctx.raw.photo_refs(photos)))
     return drafts, asks
 
 
@@ -244,17 +240,14 @@ def parse_draft(text: str | None) -> dict[str, str] | None:
 
 
 def check_drafts(drafts: dict[str, dict], answers: dict[str, Answer],
-                 decisions: dict[str, Decision]) -> tuple[list[str], bool]:
-    """(the drafts whose question keeps the rules, whether every call was answered): each answer parsed
-    into its draft; a drop decision for the others."""
+                 decisions: dict[str, Decision]) -> list[str]:
+    """The drafts whose question keeps the rules: each answer parsed into its draft; a drop decision
+    for the others."""
     accepted: list[str] = []
-    complete = True
     for item in drafts:
-        answer = answers[item]
-        out = parse_draft(answer.text) if not answer.error else None
-        if failed := triage(item, answer.error, out, TASK):
+        out = parse_draft(answers[item].text)
+        if failed := triage(item, answers[item].error, out, TASK):
             decisions[item] = failed
-            complete = complete and failed.reason != MODEL_ERROR
             continue
         assert out is not None
         problem = question_problem(out["question"])
@@ -263,14 +256,14 @@ def check_drafts(drafts: dict[str, dict], answers: dict[str, Answer],
             decisions[item] = dropped(item, problem, TASK, question=out["question"])
         else:
             accepted.append(item)
-    return accepted, complete
+    return accepted
 
 
 def audit_asks(ctx: Context, drafts: dict[str, dict], accepted: list[str]) -> list[Ask]:
     """Ask: one audit question per accepted draft, with the photos its question was written for."""
     return [Ask(item, AUDIT_PROMPT.format(question=drafts[item]["question"], answer=drafts[item]["answer"],
                                           rationale=drafts[item]["rationale"], issues=", ".join(ISSUES)),
-                photos=_shown(ctx, drafts[item]["photos"]))
+                photos=ctx.raw.photo_refs(drafts[item]["photos"]))
             for item in accepted]
 
 
@@ -288,22 +281,17 @@ def parse_audit(text: str | None) -> tuple[str | None, str | None]:
 
 
 def check_audit(drafts: dict[str, dict], accepted: list[str], verdicts: dict[str, Answer], n: int, spec: str,
-                decisions: dict[str, Decision]) -> bool:
-    """Audit pass n: drop (from `accepted` too) every item it rejects; whether every call was answered."""
-    complete = True
+                decisions: dict[str, Decision]) -> None:
+    """Audit pass n: drop (from `accepted` too) every item it rejects."""
     for item in list(accepted):
-        answer = verdicts[item]
-        verdict, issue = parse_audit(answer.text)
-        if failed := triage(item, answer.error, verdict, TASK, audit_pass=n):
-            decisions[item] = failed
-            complete = complete and failed.reason != MODEL_ERROR
-        elif verdict == "reject":
-            decisions[item] = dropped(item, issue or "audit_other", TASK, audit_pass=n, audit_model=spec,
-                                      question=drafts[item]["question"])
-        else:
-            continue
-        accepted.remove(item)
-    return complete
+        verdict, issue = parse_audit(verdicts[item].text)
+        decision = triage(item, verdicts[item].error, verdict, TASK, audit_pass=n)
+        if decision is None and verdict == "reject":
+            decision = dropped(item, issue or "audit_other", TASK, audit_pass=n, audit_model=spec,
+                               question=drafts[item]["question"])
+        if decision:
+            decisions[item] = decision
+            accepted.remove(item)
 
 
 def write_items(drafts: dict[str, dict], accepted: list[str], decisions: dict[str, Decision]) -> list[dict]:
