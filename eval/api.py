@@ -14,7 +14,6 @@ import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,9 +46,8 @@ from eval.types import (
 
 __all__ = ["RunSettings", "UsageError", "iter_predictions", "run", "run_sweep", "score"]
 RUN_FILES = (PREDICTIONS, RUN_JSON, scoring.SCORES, scoring.METRICS, ROTATIONS, "report.md")
-# An answer longer than this is parsed from its first and last halves of this size (a model that
-# loops to its limit writes megabytes; its answer, if any, is at one end). Parsing runs in a thread
-# when the answer is long, so one huge answer never stalls the requests in flight.
+# An answer longer than this is parsed in a worker thread (a model that loops to its limit writes
+# megabytes), so one huge answer never stalls the requests in flight.
 PARSE_INLINE_CHARS = 20_000
 
 
@@ -233,8 +231,7 @@ def check_out(out: Path) -> None:
     if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
         raise UsageError(f"--out {out} is the filesystem root or the home folder; name a run folder inside it")
     if out.is_dir() and read_run_json(out) is None:
-        foreign = sorted(p.name for p in out.iterdir() if p.name != LOCK)
-        if foreign:
+        if foreign := sorted(p.name for p in out.iterdir() if p.name != LOCK):
             raise UsageError(f"--out {out} holds files but no run ({', '.join(foreign[:3])}"
                              f"{', ...' if len(foreign) > 3 else ''}); choose a new or empty folder")
 
@@ -281,9 +278,8 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
         if settings.judge else None
     info = build_run_json(settings=settings.to_json(), tasks=list(settings.tasks), backend=backend.describe(),
                           dataset_source=settings.dataset, fingerprints=fingerprints, judge=judge_info)
-    revisions = {d.task: d.release.revision for d in data if getattr(d.release, "revision", None)}
-    if revisions:  # the Hub commit of the authors' release each task was read from
-        info["dataset_revision"] = revisions
+    if revisions := {d.task: d.release.revision for d in data if getattr(d.release, "revision", None)}:
+        info["dataset_revision"] = revisions  # the Hub commit of the authors' release each task was read from
     limits = Limits.of(settings)
     with locked(out):
         _check_folder(out, info, settings.overwrite)
@@ -323,13 +319,12 @@ async def check_backend(backend: Backend) -> None:
 
 async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backend, out: Path,
                     on_prediction: Callable[[Prediction], None] | None, show_progress: bool,
-                    limits: Limits | None = None) -> tuple[set[Key], dict[Key, Prediction]]:
+                    limits: Limits) -> tuple[set[Key], dict[Key, Prediction]]:
     """Ask what is not answered yet; return the keys of the predictions parsed here (scoring reuses
     their parsed answers instead of parsing them again) and every prediction of the folder, as
     predictions.jsonl now holds them (scoring reads them from here, not from the file again)."""
     fresh: set[Key] = set()
-    rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
-    specs = {d.task: d.spec for d in data}
+    rows = {(d.task, str(r["id"])): (d.spec, r) for d in data for r in d.rows}
     asked = {(d.task, str(r["id"]), e, rotation) for e in range(settings.epochs) for d in data
              for r in d.selected for rotation in requests.rotations(d.spec, r, settings)}
     total = len(asked)
@@ -337,7 +332,6 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
         # Failed samples of this selection are asked again; drop their old lines first.
         if any(p.error for k, p in store.done.items() if k in asked):
             store.compact(keep=lambda p: p.error is None or key_of(p) not in asked)
-        limits = limits or Limits.of(settings)
         bar = Progress(total, label=settings.model, enabled=show_progress, limits=limits)
 
         def skip(request: Request) -> bool:
@@ -351,9 +345,8 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
                            batch_size=settings.batch_size, policy=_policy(settings), on_retry=bar.retry)
         try:
             async for outcome in outcomes:
-                row = rows[(outcome.request.task, outcome.request.id)]
-                prediction = to_prediction(outcome, await parse(specs[outcome.request.task], outcome, row,
-                                                                settings.lang))
+                spec, row = rows[(outcome.request.task, outcome.request.id)]
+                prediction = to_prediction(outcome, await parse(spec, outcome, row, settings.lang))
                 store.append(prediction)
                 fresh.add(key_of(prediction))
                 bar.advance(failed=prediction.error is not None)
@@ -387,15 +380,10 @@ def score(run_dir: Path | str, judge: str | None = None, judge_base_url: str | N
     """
     check_reachable(judge_base_url, "--judge-base-url")
     run_dir = Path(run_dir)
-    with locked(run_dir) if run_dir.is_dir() else _nothing():
+    with locked(run_dir) if run_dir.is_dir() else contextlib.nullcontext():
         metrics = scoring.score_run(run_dir, judge=judge, judge_base_url=judge_base_url, n_boot=n_boot)
         write_run_report(run_dir)
     return metrics
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 async def iter_predictions(settings: RunSettings, backend: Backend | None = None
@@ -414,16 +402,15 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
     settings = resolve_protocol(settings, data)
     backend = backend or build_backend(settings, data)
     await check_backend(backend)
-    rows = {(d.task, str(r["id"])): r for d in data for r in d.rows}
-    specs = {d.task: d.spec for d in data}
+    rows = {(d.task, str(r["id"])): (d.spec, r) for d in data for r in d.rows}
     try:
         # aclosing: a closed or cancelled generator cancels the requests in flight and starts no new one
         async with contextlib.aclosing(execute(backend, _requests(data, settings), concurrency=settings.concurrency,
                                                max_concurrency=settings.max_concurrency, batch_size=settings.batch_size,
                                                policy=_policy(settings))) as outcomes:
             async for outcome in outcomes:
-                row = rows[(outcome.request.task, outcome.request.id)]
-                yield to_prediction(outcome, await parse(specs[outcome.request.task], outcome, row, settings.lang)), row
+                spec, row = rows[(outcome.request.task, outcome.request.id)]
+                yield to_prediction(outcome, await parse(spec, outcome, row, settings.lang)), row
     finally:
         await release(backend)
 

@@ -94,33 +94,28 @@ def decode_bounded(data: bytes, *, item_id: str, index: int, max_side: int) -> I
     return rgb
 
 
-def order_views(roles: Sequence[str], order: str, *, seed: int, item_id: str) -> list[int]:
-    """Indices of the views in the order they are shown.
+def select_views(roles: Sequence[str], n: int | None, order: str, *, seed: int, item_id: str) -> list[int]:
+    """Indices of the first `n` views (all of them when n is None) in the order they are shown.
 
     reference-first: the merchant photo(s), then user photos in stored order; user-first: the
     reverse grouping; random: a shuffle seeded by (seed, item id), so it is stable across runs and
     machines and independent of which other items are in the run.
 
-    >>> order_views(["user", "reference", "user"], "reference-first", seed=0, item_id="x")
+    >>> select_views(["user", "reference", "user"], None, "reference-first", seed=0, item_id="x")
     [1, 0, 2]
-    >>> order_views(["user", "reference", "user"], "user-first", seed=0, item_id="x")
-    [0, 2, 1]
+    >>> select_views(["user", "reference", "user"], 2, "user-first", seed=0, item_id="x")
+    [0, 2]
     """
     indices = list(range(len(roles)))
     if order == "reference-first":
-        return [i for i in indices if roles[i] == "reference"] + [i for i in indices if roles[i] != "reference"]
-    if order == "user-first":
-        return [i for i in indices if roles[i] != "reference"] + [i for i in indices if roles[i] == "reference"]
-    if order == "random":
+        indices = [i for i in indices if roles[i] == "reference"] + [i for i in indices if roles[i] != "reference"]
+    elif order == "user-first":
+        indices = [i for i in indices if roles[i] != "reference"] + [i for i in indices if roles[i] == "reference"]
+    elif order == "random":
         random.Random(f"{seed}:{item_id}").shuffle(indices)
-        return indices
-    raise ValueError(f"unknown image order {order!r}")
-
-
-def select_views(roles: Sequence[str], n: int | None, order: str, *, seed: int, item_id: str) -> list[int]:
-    """The first `n` views after ordering (all of them when n is None)."""
-    ordered = order_views(roles, order, seed=seed, item_id=item_id)
-    return ordered if n is None else ordered[:n]
+    else:
+        raise ValueError(f"unknown image order {order!r}")
+    return indices if n is None else indices[:n]
 
 
 _SOF_PLAIN = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended and progressive Huffman frames
@@ -184,17 +179,16 @@ def sent_as_stored(image: Any, max_side: int) -> bool:
 def encode_for_transport(image: Any, *, max_side: int, role: str, item_id: str, index: int) -> ImagePart:
     """One stored image -> an ImagePart no larger than `max_side` on its long side (JPEG)."""
     data = stored_bytes(image, item_id=item_id, index=index)
-    if _sendable(data, max_side):
-        return ImagePart(data=data, mime_type="image/jpeg", role=role)  # a colour JPEG within bounds, as stored
-    with open_checked(data, item_id=item_id, index=index) as img:  # header only: no pixel decoding yet
-        as_stored = (img.format == "JPEG" and img.mode == "RGB" and max(img.size) <= max_side
-                     and _ends_whole(data))
-    if as_stored:
-        return ImagePart(data=data, mime_type="image/jpeg", role=role)
-    rgb = decode_bounded(data, item_id=item_id, index=index, max_side=max_side)
-    out = io.BytesIO()
-    rgb.save(out, format="JPEG", quality=JPEG_QUALITY)
-    return ImagePart(data=out.getvalue(), mime_type="image/jpeg", role=role)
+    if not _sendable(data, max_side):  # a colour JPEG within bounds goes as stored
+        with open_checked(data, item_id=item_id, index=index) as img:  # header only: no pixel decoding yet
+            as_stored = (img.format == "JPEG" and img.mode == "RGB" and max(img.size) <= max_side
+                         and _ends_whole(data))
+        if not as_stored:
+            out = io.BytesIO()
+            decode_bounded(data, item_id=item_id, index=index, max_side=max_side).save(out, format="JPEG",
+                                                                                       quality=JPEG_QUALITY)
+            data = out.getvalue()
+    return ImagePart(data=data, mime_type="image/jpeg", role=role)
 
 
 def stored_views(row: Row, *, n: int | None, order: str, seed: int,
@@ -208,8 +202,7 @@ def stored_views(row: Row, *, n: int | None, order: str, seed: int,
         return None
     views = []
     for i in select_views(roles, n, order, seed=seed, item_id=str(row["id"])):
-        image = images[i]
-        data = embedded(image)
+        data = embedded(images[i])
         if not data or not _sendable(bytes(data), max_side):
             return None
         views.append(ImagePart(data=bytes(data), mime_type="image/jpeg", role=roles[i]))

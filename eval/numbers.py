@@ -46,9 +46,7 @@ def score_nutrition_rows(rows: Sequence[ScoreRecord]) -> dict[str, Any]:
         per_item = [{"parsed": r["parsed"] if isinstance(r.get("parsed"), dict) and not r.get("error") else None,
                      "abs_error": r["abs_error"]} for r in rows]
         found = nutrition_figures(per_item, [r["reference"] for r in rows])
-        if len(_FIGURES_MEMO) > 64:  # long-lived callers (the Space) must not grow it forever
-            _FIGURES_MEMO.clear()
-        _FIGURES_MEMO[key] = (rows, found)  # holding `rows` keeps its id from being reused
+        _remember(_FIGURES_MEMO, key, (rows, found), 64)  # holding `rows` keeps its id from being reused
         return found
     predictions = [r["parsed"] if isinstance(r.get("parsed"), dict) and not r.get("error") else ""
                    for r in rows]
@@ -58,22 +56,18 @@ def score_nutrition_rows(rows: Sequence[ScoreRecord]) -> dict[str, Any]:
 _FIGURES_MEMO: dict[tuple[int, int, int], tuple[Sequence[ScoreRecord], dict[str, Any]]] = {}
 
 
+def _remember(memo: dict[Any, Any], key: Any, value: Any, limit: int = 256) -> None:
+    if len(memo) > limit:  # long-lived callers (the Space) must not grow it forever
+        memo.clear()
+    memo[key] = value
+
+
 def component(figures: dict[str, Any], nutrient: str, stat: str) -> float | None:
     """`calories_mae`-style key from the nutrition metric's output (flat or nested)."""
     value = figures.get(f"{nutrient}_{stat}")
     if value is None and isinstance(figures.get(nutrient), dict):
         value = figures[nutrient].get(stat)
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-
-
-def accuracy(rows: Sequence[ScoreRecord]) -> float | None:
-    """Share of items marked correct; unparsed, failed and unscored items count as not correct.
-
-    None when no item was scored at all (VQA without a judge).
-    """
-    if not rows or all(r.get("correct") is None for r in rows):
-        return None
-    return sum(r.get("correct") is True for r in rows) / len(rows)
 
 
 def any_answered(rows: Sequence[ScoreRecord]) -> bool:
@@ -96,7 +90,9 @@ def headline(task: tasks.Task, rows: Sequence[ScoreRecord]) -> float | None:
     if task.measure == "ape":
         value = score_nutrition_rows(rows).get("avg_mape")
         return None if value is None else float(value)
-    return accuracy(rows)
+    if not rows or all(r.get("correct") is None for r in rows):  # no item scored at all (VQA without a judge)
+        return None
+    return sum(r.get("correct") is True for r in rows) / len(rows)  # unparsed, failed, unscored: not correct
 
 
 def clusters(rows: Sequence[ScoreRecord]) -> list[str]:
@@ -157,13 +153,9 @@ def headline_ci(task: tasks.Task, rows: Sequence[ScoreRecord], *, n_boot: int = 
                                                  n_boot=n_boot, seed=seed)
     if interval is not None and interval[0] == interval[1] in (0.0, 1.0) and not by_ape:
         interval = one_sided_bound(interval[0], len(set(merchants)))
-    if len(_CI_MEMO) > 256:  # long-lived callers (the Space) must not grow it forever
-        _CI_MEMO.clear()
-    _CI_MEMO[key] = (rows, interval)  # holding `rows` keeps its id from being reused
+    _remember(_CI_MEMO, key, (rows, interval))  # holding `rows` keeps its id from being reused
     if content is not None:
-        if len(_CI_BY_CONTENT) > 256:
-            _CI_BY_CONTENT.clear()
-        _CI_BY_CONTENT[content] = interval
+        _remember(_CI_BY_CONTENT, content, interval)
     return interval
 
 
@@ -229,16 +221,11 @@ def paired_difference(task: tasks.Task, rows_a: Sequence[ScoreRecord], rows_b: S
     return {"n": len(common), "diff": diff, "ci95": interval}
 
 
-def group_key(row: ScoreRecord, dimension: str) -> str:
-    value = row.get(dimension)
-    return "(none)" if value is None else str(value)
-
-
 def breakdown(rows: Sequence[ScoreRecord], dimension: str) -> list[tuple[str, list[ScoreRecord]]]:
     """Items grouped by one field, largest group first (image counts in numeric order)."""
     groups: dict[str, list[ScoreRecord]] = {}
     for row in rows:
-        groups.setdefault(group_key(row, dimension), []).append(row)
+        groups.setdefault("(none)" if (value := row.get(dimension)) is None else str(value), []).append(row)
     if dimension == "n_images":
         return sorted(groups.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0))
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
@@ -327,12 +314,11 @@ def task_figures(task: tasks.Task, rows: Sequence[ScoreRecord], metric_result: d
     figures.update(outcome_counts(rows))
     figures["tokens"] = token_totals(rows)
     interval = headline_ci(task, rows, n_boot=n_boot)
-    figures["merchants"] = len(set(clusters(rows)))  # below 20 the interval is marked
+    figures["merchants"] = trials(rows)  # below 20 the interval is marked
     figures["resampled"] = resampled_unit(rows)  # what the interval resamples: merchants, or items where none is named
-    key = f"{task.figure}_ci95"
-    figures[key] = None if interval is None else [float(interval[0]), float(interval[1])]
+    figures[f"{task.figure}_ci95"] = None if interval is None else [float(interval[0]), float(interval[1])]
     if rows and not any_answered(rows):  # no headline: the table shows "–" with the failed count
-        figures[key.removesuffix("_ci95")] = None
+        figures[task.figure] = None
         # Nor any other figure scored from nothing (100% MAPE per nutrient, 0% accuracy): the counts stay.
         for name, value in metric_result.items():
             if isinstance(value, float) and name in figures:

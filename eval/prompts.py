@@ -14,24 +14,32 @@ from eval.types import ALPHABET
 
 PROMPT_VERSION = "diningbench-prompts-v2"  # v2: each task has its own CoT prompt
 
+# What a classification prompt asks, and what a nutrition prompt asks and the answer's format: the direct
+# and chain-of-thought prompts share them.
+_CHOOSE = {
+    "zh": "请仔细观察图片中的菜品，从以下选项中选出图片中菜品的正确名称。\n{options}\n",
+    "en": "Look carefully at the dish in the images and choose its correct name from the options below.\n{options}\n",
+}
+_ESTIMATE = {"zh": "请根据图片估计这份菜品（一份）的营养成分。", "en": "Estimate the nutrition of one serving of the dish in the images."}
+_JSON_FORMAT = {
+    "zh": ('{"calories": 数值, "protein": 数值, "carbohydrates": 数值, "fat": 数值}\n'
+           "热量（calories）单位为千卡（kcal），蛋白质、碳水化合物和脂肪单位为克（g），均为每份的数值。"),
+    "en": ('{"calories": number, "protein": number, "carbohydrates": number, "fat": number}\n'
+           "All units are grams or kilocalories per serving: calories in kcal; protein, carbohydrates "
+           "and fat in g."),
+}
+
 # Classification (Figure 6): forced choice, a lone uppercase letter and nothing else.
 _CLASSIFICATION = {
-    "zh": ("请仔细观察图片中的菜品，从以下选项中选出图片中菜品的正确名称。\n{options}\n"
-           "你的回答只能是一个大写英文字母（{letters}之一），不要输出任何描述、解释或选项字母以外的内容。"),
-    "en": ("Look carefully at the dish in the images and choose its correct name from the options below.\n"
-           "{options}\nYour answer should only be a single uppercase English letter (one of {letters}), "
-           "without any description, explanation, or content other than the option letter."),
+    "zh": _CHOOSE["zh"] + "你的回答只能是一个大写英文字母（{letters}之一），不要输出任何描述、解释或选项字母以外的内容。",
+    "en": _CHOOSE["en"] + ("Your answer should only be a single uppercase English letter (one of {letters}), "
+                           "without any description, explanation, or content other than the option letter."),
 }
 
 # Nutrition (Figure 7): one JSON object per serving; kcal and grams.
 _NUTRITION = {
-    "zh": ("请根据图片估计这份菜品（一份）的营养成分。只输出一个 JSON 对象，格式如下：\n"
-           '{"calories": 数值, "protein": 数值, "carbohydrates": 数值, "fat": 数值}\n'
-           "热量（calories）单位为千卡（kcal），蛋白质、碳水化合物和脂肪单位为克（g），均为每份的数值。"),
-    "en": ("Estimate the nutrition of one serving of the dish in the images. Output only one JSON object "
-           'in this format:\n{"calories": number, "protein": number, "carbohydrates": number, "fat": number}\n'
-           "All units are grams or kilocalories per serving: calories in kcal; protein, carbohydrates "
-           "and fat in g."),
+    "zh": _ESTIMATE["zh"] + "只输出一个 JSON 对象，格式如下：\n" + _JSON_FORMAT["zh"],
+    "en": _ESTIMATE["en"] + " Output only one JSON object in this format:\n" + _JSON_FORMAT["en"],
 }
 
 # VQA (Figure 8): the question itself, answered concisely.
@@ -57,28 +65,19 @@ _STEPS = {
            "observations and breakdown above.\n"),
 }
 _COT_CLASSIFICATION = {
-    "zh": ("请仔细观察图片中的菜品，从以下选项中选出图片中菜品的正确名称。\n{options}\n{steps}"
-           "最后一行只写“" + FINAL_MARKER["zh"] + "”和你选择的那一个大写英文字母（{letters}之一），不要写其他内容。"),
-    "en": ("Look carefully at the dish in the images and choose its correct name from the options below.\n"
-           "{options}\n{steps}The last line must be \"" + FINAL_MARKER["en"] + "\" followed by the single uppercase "
-           "English letter you choose (one of {letters}), and nothing else."),
+    "zh": _CHOOSE["zh"] + _STEPS["zh"] + "最后一行只写“" + FINAL_MARKER["zh"] + "”和你选择的那一个大写英文字母（{letters}之一），不要写其他内容。",
+    "en": (_CHOOSE["en"] + _STEPS["en"] + "The last line must be \"" + FINAL_MARKER["en"] + "\" followed by the single "
+           "uppercase English letter you choose (one of {letters}), and nothing else."),
 }
 _COT_NUTRITION = {
-    "zh": ("请根据图片估计这份菜品（一份）的营养成分。\n" + _STEPS["zh"]
-           + "最后一行写“" + FINAL_MARKER["zh"] + "”，后面紧跟一个 JSON 对象，格式如下：\n"
-           '{"calories": 数值, "protein": 数值, "carbohydrates": 数值, "fat": 数值}\n'
-           "热量（calories）单位为千卡（kcal），蛋白质、碳水化合物和脂肪单位为克（g），均为每份的数值。"),
-    "en": ("Estimate the nutrition of one serving of the dish in the images.\n" + _STEPS["en"]
-           + "The last line must be \"" + FINAL_MARKER["en"] + "\" followed by one JSON object in this format:\n"
-           '{"calories": number, "protein": number, "carbohydrates": number, "fat": number}\n'
-           "All units are grams or kilocalories per serving: calories in kcal; protein, carbohydrates "
-           "and fat in g."),
+    "zh": _ESTIMATE["zh"] + "\n" + _STEPS["zh"] + "最后一行写“" + FINAL_MARKER["zh"] + "”，后面紧跟一个 JSON 对象，格式如下：\n" + _JSON_FORMAT["zh"],
+    "en": (_ESTIMATE["en"] + "\n" + _STEPS["en"] + "The last line must be \"" + FINAL_MARKER["en"]
+           + "\" followed by one JSON object in this format:\n" + _JSON_FORMAT["en"]),
 }
 _COT_VQA = {
-    "zh": ("请根据图片回答以下问题。\n问题：{question}\n{steps}"
-           "最后一行以“" + FINAL_MARKER["zh"] + "”开头，后面紧跟简洁明确的回答。"),
-    "en": ("Answer the following question based on the images.\nQuestion: {question}\n{steps}"
-           "The last line must start with \"" + FINAL_MARKER["en"] + "\" followed by a concise, definite answer."),
+    "zh": "请根据图片回答以下问题。\n问题：{question}\n" + _STEPS["zh"] + "最后一行以“" + FINAL_MARKER["zh"] + "”开头，后面紧跟简洁明确的回答。",
+    "en": ("Answer the following question based on the images.\nQuestion: {question}\n" + _STEPS["en"]
+           + "The last line must start with \"" + FINAL_MARKER["en"] + "\" followed by a concise, definite answer."),
 }
 
 
@@ -90,9 +89,7 @@ def classification_prompt(options: Sequence[str], lang: str, *, cot: bool = Fals
     letters = ALPHABET[: len(options)]
     listed = "\n".join(f"{letter}. {name}" for letter, name in zip(letters, options, strict=True))
     sep = "、" if lang == "zh" else ", "
-    if cot:
-        return _COT_CLASSIFICATION[lang].format(options=listed, letters=sep.join(letters), steps=_STEPS[lang])
-    return _CLASSIFICATION[lang].format(options=listed, letters=sep.join(letters))
+    return (_COT_CLASSIFICATION if cot else _CLASSIFICATION)[lang].format(options=listed, letters=sep.join(letters))
 
 
 def nutrition_prompt(lang: str, *, cot: bool = False) -> str:
@@ -102,7 +99,5 @@ def nutrition_prompt(lang: str, *, cot: bool = False) -> str:
 
 def vqa_prompt(question: str, lang: str, *, cot: bool = False) -> str:
     """The Figure 8 prompt; with `cot`, the answer is a `Final answer: ...` last line."""
-    if cot:
-        return _COT_VQA[lang].format(question=question, steps=_STEPS[lang])
-    return _VQA[lang].format(question=question)
+    return (_COT_VQA if cot else _VQA)[lang].format(question=question)
 

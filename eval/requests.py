@@ -9,19 +9,13 @@ from collections.abc import Callable
 
 from eval import protocols, tasks
 from eval.images import stored_views
-from eval.protocols.base import request_hash  # noqa: F401 - where callers find it
 from eval.settings import RunSettings
-from eval.types import GenerationConfig, Request, Row
+from eval.types import Request, Row
 
 
 def rotations(task: tasks.Task, row: Row, settings: RunSettings) -> range:
     """The option rotations to ask: every one for a task with options under `--circular`, else only 0."""
     return range(task.rotations(row) if settings.circular else 1)
-
-
-def generation_config(settings: RunSettings, epoch: int = 0) -> GenerationConfig:
-    """What the run asks of every request (each backend's policy decides what is sent)."""
-    return protocols.of(settings).generation(settings, epoch)
 
 
 def request_job(task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
