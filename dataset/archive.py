@@ -62,9 +62,8 @@ def _unpack(archive: Path, into: Path) -> None:
                 if members > MAX_MEMBERS:
                     raise DatasetError(f"{name}: more than {MAX_MEMBERS:,} members; an images archive holds at most that many")
                 parts = _member_parts(name, member)
-                if member.isdir() or not parts:
-                    if parts:
-                        (into.joinpath(*parts)).mkdir(parents=True, exist_ok=True)
+                if member.isdir() or not parts:  # no parts: `.` itself, the folder made already
+                    into.joinpath(*parts).mkdir(parents=True, exist_ok=True)
                     continue
                 if member.size > MAX_PHOTO_BYTES:
                     raise DatasetError(f"{name}: member {member.name!r} is {member.size:,} bytes, over the "

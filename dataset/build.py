@@ -6,13 +6,11 @@ import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
-    pass
 from dataset.jsonl import iter_jsonl_objects
 from dataset.load import validate
 from dataset.official import license_terms
@@ -21,7 +19,6 @@ from dataset.schema import (
     CITATION,
     CONFIGS,
     DESCRIPTION,
-    IMAGE,
     LICENSE,
     ROW_GROUP_SIZE,
     SPLIT,
@@ -67,12 +64,11 @@ class ShardWriter:
             self.writer = pq.ParquetWriter(path, self.schema)
         table = pa.Table.from_pylist(self.buffer, schema=self.schema)
         self.num_bytes += table.nbytes
-        writer = self.writer
-        writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+        self.writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
         self.written += len(self.buffer)
         self.buffer = []
         if self.written % self.per_shard == 0:
-            writer.close()
+            self.writer.close()
             self.writer = None
 
     def close(self) -> None:
@@ -83,10 +79,6 @@ class ShardWriter:
             raise ValueError(f"{self.dir.name}: wrote {self.written} rows, expected {self.total}")
 
 
-def _size_category(n: int) -> str:
-    return "n<1K" if n < 1000 else "1K<n<10K" if n < 10000 else "10K<n<100K"
-
-
 def card_info(license_id: str = LICENSE) -> dict[str, str]:
     """The DatasetInfo fields each config's `dataset_info` carries, so `ds.info` has them."""
     return {"description": DESCRIPTION, "citation": CITATION, "license": license_id}
@@ -94,9 +86,7 @@ def card_info(license_id: str = LICENSE) -> dict[str, str]:
 
 def _yaml_feature(kind: Any) -> dict[str, str]:
     """A column's type as a card's `dataset_info: features:` states it (`dtype: string`, `list: image`)."""
-    if isinstance(kind, list):
-        return {"list": _yaml_feature(kind[0]).popitem()[1]}
-    return {"dtype": "image"} if kind == IMAGE else {"dtype": kind}
+    return {"list": kind[0]} if isinstance(kind, list) else {"dtype": kind}  # schema.IMAGE is "image" too
 
 
 def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
@@ -119,7 +109,7 @@ def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
         "language": ["zh", "en"],
         "task_categories": ["visual-question-answering", "image-classification", "image-text-to-text"],
         "tags": ["food", "nutrition", "multi-view", "benchmark", "vision-language"],
-        "size_categories": [_size_category(sum(counts.values()))],
+        "size_categories": ["n<1K" if (n := sum(counts.values())) < 1000 else "1K<n<10K" if n < 10000 else "10K<n<100K"],
         # `default: true` (the Hub's multi-config convention): load_dataset(NAME) without a config loads
         # classification; the card lists the others.
         "configs": [{"config_name": c, "data_files": [{"split": SPLIT, "path": f"data/{c}/{SPLIT}-*.parquet"}],

@@ -7,10 +7,8 @@ import math
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
-    pass
 from dataset.schema import DatasetError
 
 JsonlPolicy = Literal["strict", "skip"]
@@ -54,8 +52,7 @@ def read_json_file(path: Path | str, *, max_bytes: int = MAX_JSON_FILE_BYTES, ma
     if (why := file_problem(path, max_bytes=max_bytes)) is not None:
         raise ValueError(f"{name}: {why}")
     try:
-        text = path.read_bytes()
-        value = json.loads(text)
+        value = json.loads(path.read_bytes())
     except RecursionError:
         raise ValueError(f"{name}: nested deeper than {max_depth} levels") from None
     except UnicodeDecodeError:

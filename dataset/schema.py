@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,15 +138,20 @@ def config_of(config: str) -> Config:
     raise DatasetError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
 
 
-def _check_config(config: str) -> None:
-    config_of(config)
+_check_config = config_of  # where only the refusal of an unknown config is wanted
 
 
 def columns(config: str, *, optional: bool = False) -> dict[str, Any]:
     """The declared columns of one config, in order (with `optional`, its OPTIONAL_COLUMNS too)."""
-    _check_config(config)
-    extra = OPTIONAL_COLUMNS.get(config, {}) if optional else {}
-    return {**COMMON_COLUMNS, **COLUMNS[config], **extra}
+    config_of(config)
+    return {**COMMON_COLUMNS, **COLUMNS[config], **(OPTIONAL_COLUMNS[config] if optional else {})}
+
+
+def _column_type(kind: Any, name: Callable[[str], Any], image: Callable[[], Any], listed: Callable[[Any], Any]) -> Any:
+    """A declared column type in one reading of it: `name(type name)`, `image()`, or `listed(item type)`."""
+    if isinstance(kind, list):
+        return listed(_column_type(kind[0], name, image, listed))
+    return image() if kind == IMAGE else name(kind)
 
 
 def features(config: str, *, optional: bool = False) -> datasets.Features:
@@ -154,12 +159,8 @@ def features(config: str, *, optional: bool = False) -> datasets.Features:
     With `optional`, the config's OPTIONAL_COLUMNS are added (a release that carries them)."""
     from datasets import Features, Image, List, Value
 
-    def feature(kind: Any) -> Any:
-        if isinstance(kind, list):
-            return List(feature(kind[0]))
-        return Image() if kind == IMAGE else Value(kind)
-
-    return Features({name: feature(kind) for name, kind in columns(config, optional=optional).items()})
+    return Features({name: _column_type(kind, Value, Image, List)
+                     for name, kind in columns(config, optional=optional).items()})
 
 
 def arrow_schema(config: str, *, optional: bool = False) -> pa.Schema:
@@ -167,21 +168,16 @@ def arrow_schema(config: str, *, optional: bool = False) -> pa.Schema:
     metadata, known without importing `datasets`."""
     import pyarrow as pa
 
-    def arrow_type(kind: Any) -> pa.DataType:
-        if isinstance(kind, list):
-            return pa.list_(arrow_type(kind[0]))
-        if kind == IMAGE:
-            return pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-        return {"string": pa.string(), "float64": pa.float64()}[kind]
-
-    return pa.schema([(name, arrow_type(kind)) for name, kind in columns(config, optional=optional).items()])
+    types = {"string": pa.string(), "float64": pa.float64()}
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    return pa.schema([(name, _column_type(kind, types.__getitem__, lambda: image, pa.list_))
+                      for name, kind in columns(config, optional=optional).items()])
 
 
 def _feature_dict(kind: Any) -> dict[str, Any]:
     """One column's entry in `Features.to_dict()`: what `datasets` writes and reads back."""
-    if isinstance(kind, list):
-        return {"feature": _feature_dict(kind[0]), "_type": "List"}
-    return {"_type": "Image"} if kind == IMAGE else {"dtype": kind, "_type": "Value"}
+    return _column_type(kind, lambda name: {"dtype": name, "_type": "Value"}, lambda: {"_type": "Image"},
+                        lambda item: {"feature": item, "_type": "List"})
 
 
 def release_schema(config: str, *, optional: bool = False) -> pa.Schema:

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # `datasets` costs most of a second to import: only the functions that need it import it
-    pass
-from dataset.schema import LETTERS
+from typing import Any
 
 
 def regularized_gamma_q(a: float, x: float) -> float:
@@ -83,7 +79,7 @@ def position_bias(picks: Sequence[str | None], n_options: Sequence[int]) -> dict
     if not answered:
         return None
     width = max(n for _, n in answered)
-    letters = LETTERS[:width] if width <= len(LETTERS) else [chr(ord("A") + i) for i in range(width)]
+    letters = [chr(ord("A") + i) for i in range(width)]  # LETTERS, and on past H for wider items
     observed = dict.fromkeys(letters, 0)
     expected = dict.fromkeys(letters, 0.0)
     for pick, n in answered:
