@@ -13,8 +13,8 @@ from construct.context import Context
 from construct.models import Answer, Ask, parse_json_object
 from construct.raw import Dish
 from construct.stages import CLASSIFICATION as NAME
-from construct.stages import DISH_REVIEW, prompt
-from construct.work import MODEL_ERROR, MODEL_UNPARSED, Decision, Stage, dropped, inputs_key, kept, triage
+from construct.stages import DISH_REVIEW, prompt, shown_photos, task_item
+from construct.work import MODEL_UNPARSED, Decision, Stage, dropped, inputs_key, judge, kept, triage
 from diningbench import LETTERS
 
 TASK = NAME
@@ -83,11 +83,9 @@ def run(ctx: Context) -> None:
     drafts = check_selections(menus, selections, s.seed, decisions)
     for n, spec in enumerate(filters, 1):
         verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-filter{n}", filter_asks(ctx, drafts))
-        check_filter(drafts, verdicts, n, spec, decisions)
+        drafts = check_filter(drafts, verdicts, n, spec, decisions)
     items = place_answers(drafts, s.seed, decisions)
-    # Every failed call left a model_error decision (construct/work.py:triage): the stage is then incomplete.
-    stage.finish([decisions[d] for d in sorted(decisions)], items, inputs,
-                 complete=all(d.reason != MODEL_ERROR for d in decisions.values()))
+    stage.finish_task(decisions, items, inputs)
 
 
 def check_menus(ctx: Context, targets: list[dict], decisions: dict[str, Decision]) -> list[tuple[dict, list[Dish]]]:
@@ -139,12 +137,10 @@ def filter_asks(ctx: Context, drafts: dict[str, dict]) -> list[Ask]:
     """Ask: one filter question per draft, with the reference and up to 3 user photos."""
     asks = []
     for did, draft in drafts.items():
-        t = draft["target"]
-        shown = [(t["reference"], "reference")] + [(u, "user") for u in t["user_photos"][:3]]
         letter = LETTERS[draft["option_dish_ids"].index(did)]
         options = "\n".join(f"{LETTERS[i]}. {name}" for i, name in enumerate(draft["options"]))
         asks.append(Ask(did, FILTER_PROMPT.format(options=options, letter=letter),
-                        photos=ctx.raw.photo_refs(shown)))
+                        photos=ctx.raw.photo_refs(shown_photos(draft["target"]))))
     return asks
 
 
@@ -162,16 +158,12 @@ def parse_filter(text: str | None) -> tuple[str | None, str]:
 
 
 def check_filter(drafts: dict[str, dict], verdicts: dict[str, Answer], n: int, spec: str,
-                 decisions: dict[str, Decision]) -> None:
-    """Filter pass n: drop (from `drafts` too) every draft it does not pass."""
-    for did in list(drafts):
-        verdict, reason = parse_filter(verdicts[did].text)
-        decision = triage(did, verdicts[did].error, verdict, TASK, filter_pass=n)
-        if decision is None and verdict != "pass":
-            decision = dropped(did, str(verdict), TASK, filter_pass=n, filter_model=spec, model_reason=reason)
-        if decision:
-            decisions[did] = decision
-            del drafts[did]
+                 decisions: dict[str, Decision]) -> dict[str, dict]:
+    """Filter pass n: the drafts it passes; a drop decision for the others."""
+    def own(did: str, verdict: str, reason: str) -> Decision | None:
+        return None if verdict == "pass" else dropped(did, verdict, TASK, filter_pass=n, filter_model=spec,
+                                                      model_reason=reason)
+    return {did: drafts[did] for did in judge(drafts, verdicts, parse_filter, own, decisions, TASK, filter_pass=n)}
 
 
 def place_answers(drafts: dict[str, dict], seed: int, decisions: dict[str, Decision]) -> list[dict]:
@@ -181,15 +173,11 @@ def place_answers(drafts: dict[str, dict], seed: int, decisions: dict[str, Decis
     _rng(seed, "letters").shuffle(positions)
     items = []
     for (did, draft), pos in zip(sorted(drafts.items()), positions, strict=True):
-        t = draft["target"]
         target_name = draft["options"][draft["option_dish_ids"].index(did)]
         others = [(i, n) for i, n in zip(draft["option_dish_ids"], draft["options"], strict=True) if i != did]
         others = [others[k] for k in _rng(seed, did, "order").permutation(7)]
         others.insert(int(pos), (did, target_name))
-        items.append({"id": f"classification-{did}", "dish_id": did, "merchant_id": t["merchant_id"],
-                      "category": t["menu_category"], "cuisine": t["cuisine"],
-                      "photos": [t["reference"], *t["user_photos"]],
-                      "options": [n for _, n in others], "option_dish_ids": [i for i, _ in others],
-                      "answer": LETTERS[int(pos)]})
+        items.append(task_item(f"classification-{did}", draft["target"], options=[n for _, n in others],
+                               option_dish_ids=[i for i, _ in others], answer=LETTERS[int(pos)]))
         decisions[did] = kept(did, TASK, answer=LETTERS[int(pos)])
     return items

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from construct.neighbours import place_in_run
+
 REACH = 256  # of a key's dishes, those this far back are searched exactly
 SORT_PASSES, SORT_WINDOW = 4, 4  # orders of a key's dishes by their grams, and the neighbours met in each
 SORT_ENTRIES, CELL, TOTAL_CELL = 8, 0.5, 0.15  # common entries ordered on; cells of log grams, of log total grams
@@ -120,9 +122,7 @@ def partners(grams: Grams, members: np.ndarray, k: int, floor: float, groups: np
     ij, score = ij[keep], score[keep]
     order = np.lexsort((ij[:, 0], -np.round(score, 6), ij[:, 1]))
     ij = ij[order]
-    first = np.r_[0, np.flatnonzero(np.diff(ij[:, 1])) + 1] if len(ij) else np.zeros(0, np.int64)
-    place = np.arange(len(ij)) - np.repeat(first, np.diff(np.r_[first, len(ij)]))
-    return ij[place < k]
+    return ij[place_in_run(ij[:, 1]) < k]
 
 
 def within_reach(x: np.ndarray, present: np.ndarray, size: np.ndarray, groups: np.ndarray | None,

@@ -14,9 +14,9 @@ from construct.context import Context
 from construct.fdc import FoodData, ingredient_check, kcal_gap
 from construct.fdc import load as load_fdc
 from construct.models import Answer, Ask, parse_json_object
-from construct.stages import DISH_REVIEW, DISHES, GLOSSARY_FILE, Prompt, prompt
+from construct.stages import DISH_REVIEW, DISHES, GLOSSARY_FILE, Prompt, prompt, shown_photos, task_item
 from construct.stages import NUTRITION as NAME
-from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
+from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, judge, kept, triage
 from diningbench import NUTRIENTS, portion_grams
 
 TASK = NAME
@@ -93,8 +93,7 @@ def _ask(ctx: Context, target: dict, question: Prompt, **fields: str) -> Ask:
     dish = ctx.raw.dishes[target["dish_id"]]
     return Ask(dish.dish_id, question.format(name=dish.name, ingredients="、".join(dish.ingredients),
                                              portion=dish.portion, **fields),
-               photos=ctx.raw.photo_refs([(target["reference"], "reference")]
-                                         + [(u, "user") for u in target["user_photos"][:3]]))
+               photos=ctx.raw.photo_refs(shown_photos(target)))
 
 
 def run(ctx: Context) -> None:
@@ -119,7 +118,8 @@ def run(ctx: Context) -> None:
 
     # 1. Merchant values, when they pass every gate.
     merchant = check_merchant_values(ctx, targets, checks)
-    rejected, complete = check_plausibility(ctx, checker, targets, merchant, "merchant", checks)
+    rejected = check_plausibility(ctx, checker, targets, merchant, "merchant", checks)
+    complete = MODEL_ERROR not in rejected.values()
     for did, why in rejected.items():
         if why:
             checks[did]["merchant_rejected"] = why
@@ -129,8 +129,8 @@ def run(ctx: Context) -> None:
     # 2. A model estimate for the rest.
     rest = [did for did in targets if did not in values]
     estimates = ctx.models.ask(NAME, s.model, PROMPT_VERSION, [_ask(ctx, targets[did], ESTIMATE_PROMPT) for did in rest])
-    candidates, answered = check_estimates(ctx, rest, estimates, checks, decisions)
-    rejected, plausible_answered = check_plausibility(ctx, checker, targets, candidates, "estimate", checks)
+    candidates = check_estimates(ctx, rest, estimates, checks, decisions)
+    rejected = check_plausibility(ctx, checker, targets, candidates, "estimate", checks)
     for did, why in rejected.items():
         if why:
             decisions[did] = dropped(did, why, TASK, values=candidates[did], checks=checks[did])
@@ -140,8 +140,8 @@ def run(ctx: Context) -> None:
     if fdc is not None:
         usda_check(ctx, fdc, glossary, values, checks)
     items = write_items(ctx, targets, values, source, checks, decisions)
-    stage.finish([decisions[d] for d in sorted(decisions)], items, inputs,
-                 complete=complete and answered and plausible_answered)
+    # A failed call on an estimate left a model_error decision; one on merchant values, none: `complete` says so.
+    stage.finish_task(decisions, items, inputs, complete=complete)
 
 
 def check_merchant_values(ctx: Context, targets: dict[str, dict], checks: dict[str, dict[str, Any]]
@@ -177,23 +177,18 @@ def parse_plausibility(text: str | None) -> tuple[bool | None, str]:
 
 
 def check_plausibility(ctx: Context, checker: str, targets: dict[str, dict], candidates: dict[str, dict[str, float]],
-                       label: str, checks: dict[str, dict[str, Any]]) -> tuple[dict[str, str | None], bool]:
-    """Ask the checker model whether each dish's values fit its photos: ({dish: None when plausible,
-    else the reason to reject}, whether every call was answered)."""
+                       label: str, checks: dict[str, dict[str, Any]]) -> dict[str, str | None]:
+    """Ask the checker model whether each dish's values fit its photos: {dish: None when plausible, else
+    the reason to reject (model_error when the call failed)}."""
     asks = [_ask(ctx, targets[did], PLAUSIBILITY_PROMPT, values=json.dumps(v)) for did, v in candidates.items()]
     answers = ctx.models.ask(NAME, checker, f"{PROMPT_VERSION}-plausibility", asks)
-    out: dict[str, str | None] = {}
-    complete = True
-    for did in candidates:
-        answer = answers[did]
-        plausible, reason = parse_plausibility(answer.text)
-        if failed := triage(did, answer.error, plausible):
-            complete = complete and failed.reason != MODEL_ERROR
-            out[did] = failed.reason
-        else:
-            out[did] = None if plausible else "implausible"
-            checks[did][f"{label}_plausibility"] = "pass" if plausible else reason
-    return out, complete
+
+    def own(did: str, plausible: bool, reason: str) -> Decision | None:
+        checks[did][f"{label}_plausibility"] = "pass" if plausible else reason
+        return None if plausible else dropped(did, "implausible")
+    failed: dict[str, Decision] = {}
+    judge(candidates, answers, parse_plausibility, own, failed)
+    return {did: failed[did].reason if did in failed else None for did in candidates}
 
 
 def parse_estimate(text: str | None) -> tuple[dict[str, float] | None, list[dict[str, Any]]]:
@@ -216,17 +211,14 @@ def parse_estimate(text: str | None) -> tuple[dict[str, float] | None, list[dict
 
 def check_estimates(ctx: Context, rest: list[str], estimates: dict[str, Answer],
                     checks: dict[str, dict[str, Any]], decisions: dict[str, Decision]
-                    ) -> tuple[dict[str, dict[str, float]], bool]:
-    """({dish: estimated values} that pass the gates, whether every call was answered); a drop decision
-    for the others."""
+                    ) -> dict[str, dict[str, float]]:
+    """{dish: estimated values} that pass the gates; a drop decision for the others."""
     s = ctx.settings
     candidates: dict[str, dict[str, float]] = {}
-    complete = True
     for did in rest:
         v = parse_estimate(estimates[did].text)[0]
         if failed := triage(did, estimates[did].error, v, TASK, checks=checks[did]):
             decisions[did] = failed
-            complete = complete and failed.reason != MODEL_ERROR
             continue
         assert v is not None  # triage decided every answer that did not parse
         why, found = gate(v, portion_grams(ctx.raw.dishes[did].portion), s.atwater_tolerance)
@@ -235,7 +227,7 @@ def check_estimates(ctx: Context, rest: list[str], estimates: dict[str, Answer],
             decisions[did] = dropped(did, why, TASK, values=v, checks=checks[did])
         else:
             candidates[did] = v
-    return candidates, complete
+    return candidates
 
 
 def usda_check(ctx: Context, fdc: FoodData, glossary: dict[str, str], values: dict[str, dict[str, float]],
@@ -267,13 +259,11 @@ def write_items(ctx: Context, targets: dict[str, dict], values: dict[str, dict[s
     """The items of the dishes with values, in dish order; a kept decision for each."""
     items = []
     for did in sorted(values):
-        t, dish = targets[did], ctx.raw.dishes[did]
+        dish = ctx.raw.dishes[did]
         decisions[did] = kept(did, TASK, source=source[did], values=values[did], checks=checks[did])
-        items.append({"id": f"nutrition-{did}", "dish_id": did, "merchant_id": t["merchant_id"],
-                      "category": t["menu_category"], "cuisine": t["cuisine"],
-                      "photos": [t["reference"], *t["user_photos"]], "dish_name": dish.name,
-                      "ingredients": list(dish.ingredients), "portion": dish.portion, **values[did],
-                      "nutrition_source": source[did],
-                      **({"usda_check": usda_flag(checks[did]["usda"], values[did])}
-                         if checks[did].get("usda", {}).get("flag") else {})})
+        items.append(task_item(f"nutrition-{did}", targets[did], dish_name=dish.name,
+                               ingredients=list(dish.ingredients), portion=dish.portion, **values[did],
+                               nutrition_source=source[did],
+                               **({"usda_check": usda_flag(checks[did]["usda"], values[did])}
+                                  if checks[did].get("usda", {}).get("flag") else {})))
     return items

@@ -68,6 +68,5 @@ def prefilter_chunk(rows: list[tuple[int, str]], min_side: int) -> list[tuple[in
         except ValueError:  # its size alone: never read
             out.append((seq, f"too_large:{os.stat(path).st_size}", None))
             continue
-        why, h = prefilter(data, min_side)
-        out.append((seq, why, h))
+        out.append((seq, *prefilter(data, min_side)))
     return out

@@ -32,8 +32,7 @@ def run(ctx: Context) -> None:
     VQA item's text asked, parsed and checked against it; the decisions, items and glossary written."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
-    sources = {t: Stage(ctx.work, n) for t, n in
-               (("classification", CLASSIFICATION), ("nutrition", NUTRITION), ("vqa", VQA))}
+    sources = {t: Stage(ctx.work, t) for t in (CLASSIFICATION, NUTRITION, VQA)}  # each task's stage has its name
     inputs = inputs_key(NAME, PROMPT_VERSION, s.model, {t: st.items_hash() for t, st in sources.items()})
     if stage.is_done(inputs):
         return

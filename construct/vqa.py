@@ -18,9 +18,9 @@ from construct.context import Context
 from construct.dedupe import candidates, char_ngrams, resolve
 from construct.models import Answer, Ask, parse_json_object
 from construct.neighbours import embed_texts
-from construct.stages import DISH_REVIEW, NUTRITION, prompt
+from construct.stages import DISH_REVIEW, NUTRITION, prompt, task_item
 from construct.stages import VQA as NAME
-from construct.work import MIX_NAMES, MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, triage
+from construct.work import MIX_NAMES, Decision, Stage, dropped, inputs_key, judge, kept
 from diningbench import NUTRIENTS
 
 TASK = NAME
@@ -192,11 +192,9 @@ def run(ctx: Context) -> None:
         accepted.remove(item)
     for n, spec in enumerate(audits, 1):
         verdicts = ctx.models.ask(NAME, spec, f"{PROMPT_VERSION}-audit{n}", audit_asks(ctx, drafts, accepted))
-        check_audit(drafts, accepted, verdicts, n, spec, decisions)
+        accepted = check_audit(drafts, accepted, verdicts, n, spec, decisions)
     items = write_items(drafts, accepted, decisions)
-    # Every failed call left a model_error decision (construct/work.py:triage): the stage is then incomplete.
-    stage.finish([decisions[k] for k in sorted(decisions)], items, inputs,
-                 complete=answered and all(d.reason != MODEL_ERROR for d in decisions.values()))
+    stage.finish_task(decisions, items, inputs, complete=answered)
 
 
 def draft_asks(ctx: Context, targets: dict[str, dict], labels: dict[str, dict]) -> tuple[dict[str, dict], list[Ask]]:
@@ -243,20 +241,11 @@ def check_drafts(drafts: dict[str, dict], answers: dict[str, Answer],
                  decisions: dict[str, Decision]) -> list[str]:
     """The drafts whose question keeps the rules: each answer parsed into its draft; a drop decision
     for the others."""
-    accepted: list[str] = []
-    for item in drafts:
-        out = parse_draft(answers[item].text)
-        if failed := triage(item, answers[item].error, out, TASK):
-            decisions[item] = failed
-            continue
-        assert out is not None
-        problem = question_problem(out["question"])
+    def own(item: str, out: dict[str, str]) -> Decision | None:
         drafts[item].update({k: v.strip() for k, v in out.items()})
-        if problem:
-            decisions[item] = dropped(item, problem, TASK, question=out["question"])
-        else:
-            accepted.append(item)
-    return accepted
+        problem = question_problem(out["question"])
+        return dropped(item, problem, TASK, question=out["question"]) if problem else None
+    return judge(drafts, answers, lambda text: (parse_draft(text),), own, decisions, TASK)
 
 
 def audit_asks(ctx: Context, drafts: dict[str, dict], accepted: list[str]) -> list[Ask]:
@@ -281,17 +270,12 @@ def parse_audit(text: str | None) -> tuple[str | None, str | None]:
 
 
 def check_audit(drafts: dict[str, dict], accepted: list[str], verdicts: dict[str, Answer], n: int, spec: str,
-                decisions: dict[str, Decision]) -> None:
-    """Audit pass n: drop (from `accepted` too) every item it rejects."""
-    for item in list(accepted):
-        verdict, issue = parse_audit(verdicts[item].text)
-        decision = triage(item, verdicts[item].error, verdict, TASK, audit_pass=n)
-        if decision is None and verdict == "reject":
-            decision = dropped(item, issue or "audit_other", TASK, audit_pass=n, audit_model=spec,
-                               question=drafts[item]["question"])
-        if decision:
-            decisions[item] = decision
-            accepted.remove(item)
+                decisions: dict[str, Decision]) -> list[str]:
+    """Audit pass n: the items it passes; a drop decision for each item it rejects."""
+    def own(item: str, verdict: str, issue: str | None) -> Decision | None:
+        return dropped(item, issue or "audit_other", TASK, audit_pass=n, audit_model=spec,
+                       question=drafts[item]["question"]) if verdict == "reject" else None
+    return judge(accepted, verdicts, parse_audit, own, decisions, TASK, audit_pass=n)
 
 
 def write_items(drafts: dict[str, dict], accepted: list[str], decisions: dict[str, Decision]) -> list[dict]:
@@ -299,11 +283,8 @@ def write_items(drafts: dict[str, dict], accepted: list[str], decisions: dict[st
     items = []
     for item in accepted:
         d = drafts[item]
-        t = d["dish"]
         decisions[item] = kept(item, TASK, category=d["category"])
-        items.append({"id": f"vqa-{item.replace(':', '-')}", "dish_id": t["dish_id"], "merchant_id": t["merchant_id"],
-                      "category": t["menu_category"], "cuisine": t["cuisine"],
-                      "photos": [p for p, _ in d["photos"]], "image_roles": [r for _, r in d["photos"]],
-                      "question": d["question"], "answer": d["answer"], "rationale": d["rationale"],
-                      "vqa_category": d["category"]})
+        items.append(task_item(f"vqa-{item.replace(':', '-')}", d["dish"], [p for p, _ in d["photos"]],
+                               image_roles=[r for _, r in d["photos"]], question=d["question"], answer=d["answer"],
+                               rationale=d["rationale"], vqa_category=d["category"]))
     return items

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -288,6 +288,22 @@ def triage(item: str, error: str | None, parsed: Any, task: str | None = None, *
     return None
 
 
+def judge(items: Iterable[str], answers: Mapping[str, Any], parse: Callable[[str | None], tuple[Any, ...]],
+          own: Callable[..., Decision | None], decisions: dict[str, Decision], task: str | None = None,
+          **detail: Any) -> list[str]:
+    """The items whose answer passes, in order: each answer parsed (`parse`: a tuple, its first value None when
+    the text did not parse), triaged (`triage`, with `detail`), then held to the stage's own check,
+    `own(item, *parsed)`: its drop decision, or None. Each other item's decision goes to `decisions`."""
+    passed = []
+    for item in items:
+        parsed = parse(answers[item].text)
+        if decision := triage(item, answers[item].error, parsed[0], task, **detail) or own(item, *parsed):
+            decisions[item] = decision
+        else:
+            passed.append(item)
+    return passed
+
+
 class Stage:
     """The files of one stage in the work folder."""
 
@@ -309,6 +325,13 @@ class Stage:
             write_json(done, {"inputs": inputs})
         elif done.exists():
             done.unlink()
+
+    def finish_task(self, decisions: dict[str, Decision], items: Iterable[dict[str, Any]], inputs: str, *,
+                    complete: bool = True) -> None:
+        """`finish` for a task stage: its decisions in item order; incomplete too when one is a model_error
+        (the call failed: `triage`), so that a rerun asks it again."""
+        self.finish([decisions[k] for k in sorted(decisions)], items, inputs,
+                    complete=complete and all(d.reason != MODEL_ERROR for d in decisions.values()))
 
     def decisions(self) -> list[dict[str, Any]]:
         return read_jsonl(self.dir / "decisions.jsonl")
