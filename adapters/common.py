@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -91,10 +92,6 @@ def _asked(task: str, lang: str, images: int | None, cot: bool, dataset: str | N
     return Asked(api.resolve_protocol(settings, [data]), data, data.fingerprint)
 
 
-def source_name(dataset: str | None) -> str:
-    return str(dataset) if dataset else "embedded sample"
-
-
 def described(found: Asked) -> dict[str, Any]:
     """What a framework's log records of the question, for `eval import`: the settings that make the
     requests, the protocol and the image indices sent, and the release's fingerprint."""
@@ -118,8 +115,7 @@ def request_of(found: Asked, row: dict[str, Any]) -> Item:
 
 def items(found: Asked) -> Iterator[Item]:
     """The task's items in dataset order."""
-    for row in found.data.iter_rows():
-        yield request_of(found, row)
+    return (request_of(found, row) for row in found.data.iter_rows())
 
 
 def generation(found: Asked) -> GenerationConfig:
@@ -214,7 +210,7 @@ def scoring(task: tasks.Task, lang: str, protocol: str | None) -> Scoring:
 
 def judge_budget(settings: RunSettings) -> int:
     """The judge's token limit under the run's protocol (the authors' judge step: theirs)."""
-    return int(protocols.of(settings).judge_options().get("max_tokens", DEFAULT_MAX_TOKENS))
+    return int(judge_options(settings).get("max_tokens", DEFAULT_MAX_TOKENS))
 
 
 def judge_options(settings: RunSettings) -> dict[str, Any]:
@@ -271,8 +267,18 @@ def summary(spec: tasks.Task, records: Sequence[dict[str, Any]]) -> float | None
     return _numbers.headline(spec, tally.records) if figure is None else figure[1]
 
 
+def metric_value(spec: tasks.Task, records: Sequence[dict[str, Any]]) -> float:
+    """`summary` as a framework's metric holds it: NaN where the protocol reports no figure."""
+    value = summary(spec, records)
+    return float("nan") if value is None else float(value)
+
+
 def json_text(value: Any) -> str:
     """A reference or parsed answer as one line of JSON (what a framework's string fields hold)."""
-    import json
-
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def target_text(reference: Any) -> str:
+    """The reference as a framework's target: a letter or an answer as it is, anything else as one line
+    of JSON ("" for a row only the protocol's own rules score)."""
+    return reference if isinstance(reference, str) else "" if reference is None else json_text(reference)

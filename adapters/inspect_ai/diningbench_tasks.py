@@ -74,10 +74,9 @@ def _view_file(view: ImagePart) -> str:
 
 def _sample(item: common.Item) -> Sample:
     images = [ContentImage(image=_view_file(v)) for v in item.views]
-    reference = item.reference
-    target = reference if isinstance(reference, str) else "" if reference is None else common.json_text(reference)
     return Sample(id=item.id, input=[ChatMessageUser(content=[*images, ContentText(text=item.prompt)])],
-                  target=target, metadata={"row": item.row, "prompt": item.prompt, "n_images": len(item.views)})
+                  target=common.target_text(item.reference),
+                  metadata={"row": item.row, "prompt": item.prompt, "n_images": len(item.views)})
 
 
 def _bad_option(message: str) -> Exception:
@@ -95,9 +94,7 @@ def _indices(value: Any) -> str | None:
     """`-T image_indices=0,1,2` (text), `=[0,1,2]` (a list) or `=0` (a number), as the harness spells it."""
     if value is None or value == "":
         return None
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    return str(value)
+    return ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
 
 
 def _task(name: str, language: str, views: int | None, cot: bool, dataset: str | None, protocol: str | None,
@@ -106,9 +103,10 @@ def _task(name: str, language: str, views: int | None, cot: bool, dataset: str |
         views = None if views in (None, "", "all") else int(views)
     except (TypeError, ValueError):
         raise _bad_option(f"diningbench_{name}: -T views={views}: give a number of views (1 or more) or all") from None
-    if not isinstance(cot, bool) and str(cot).strip().lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-        raise _bad_option(f"diningbench_{name}: -T cot={cot}: give true or false")
-    cot = cot if isinstance(cot, bool) else str(cot).strip().lower() in ("1", "true", "yes", "on")
+    if not isinstance(cot, bool):
+        if (text := str(cot).strip().lower()) not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            raise _bad_option(f"diningbench_{name}: -T cot={cot}: give true or false")
+        cot = text in ("1", "true", "yes", "on")
     try:
         settings = common.settings_for(name, lang=language, views=views, cot=cot, dataset=dataset,
                                        protocol=protocol or None, indices=_indices(image_indices))
@@ -119,7 +117,8 @@ def _task(name: str, language: str, views: int | None, cot: bool, dataset: str |
     asked = found.settings
     config = common.generation(found)
     return Task(
-        dataset=MemoryDataset(samples, name=f"diningbench_{name}", location=common.source_name(dataset)),
+        dataset=MemoryDataset(samples, name=f"diningbench_{name}",
+                              location=str(dataset) if dataset else "embedded sample"),
         solver=generate(),
         scorer=diningbench_scorer(name, asked.lang, asked.protocol),
         metrics=[headline_metric(found.data.spec)()],
@@ -153,10 +152,6 @@ def diningbench_vqa(language: str = "zh", views: int | None = None, cot: bool = 
 
 
 # ---------------------------------------------------------------- headline metrics
-def _records(scores: list[SampleScore]) -> list[dict[str, Any]]:
-    return [s.score.metadata["record"] for s in scores if s.score.metadata and "record" in s.score.metadata]
-
-
 @functools.cache
 def headline_metric(spec: tasks.Task) -> Any:
     """The figure the run's protocol reports first, as metrics.json has it (ours: accuracy, unparsed or
@@ -165,25 +160,13 @@ def headline_metric(spec: tasks.Task) -> Any:
     @metric(name=spec.adapter_metric)
     def headline() -> Metric:
         def compute(scores: list[SampleScore]) -> float:
-            value = common.summary(spec, _records(scores))
-            return float("nan") if value is None else float(value)
+            return common.metric_value(spec, [s.score.metadata["record"] for s in scores
+                                              if s.score.metadata and "record" in s.score.metadata])
         return compute
     return headline
 
 
 # ---------------------------------------------------------------- scorers
-def _answer(state: TaskState) -> str:
-    return state.output.completion if state.output is not None else ""
-
-
-def _score(record: dict[str, Any], state: TaskState, value: Any) -> Score:
-    record["truncated"] = state.output is not None and state.output.stop_reason == "max_tokens"
-    record["n_images"] = state.metadata.get("n_images")
-    parsed = record.get("parsed")
-    return Score(value=value, answer=parsed if isinstance(parsed, str) or parsed is None else common.json_text(parsed),
-                 metadata={"record": record})
-
-
 def _grader() -> Model | None:
     """The model bound to the grader role (`--model-role grader=...`), or None when none is.
 
@@ -216,8 +199,14 @@ def diningbench_scorer(task_name: str, language: str = "zh", protocol: str | Non
             future = asyncio.run_coroutine_threadsafe(grader.generate(prompt, config=config), loop)
             return future.result().completion
 
+        output = state.output
         record = await loop.run_in_executor(_SCORING_THREADS, functools.partial(
-            common.score_answer, found, state.metadata["row"], _answer(state), model=str(state.model),
-            judge=None if grader is None else functools.partial(judge, grader=grader)))
-        return _score(record, state, common.item_value(found, record))
+            common.score_answer, found, state.metadata["row"], output.completion if output is not None else "",
+            model=str(state.model), judge=None if grader is None else functools.partial(judge, grader=grader)))
+        value = common.item_value(found, record)
+        record["truncated"] = output is not None and output.stop_reason == "max_tokens"
+        record["n_images"] = state.metadata.get("n_images")
+        parsed = record.get("parsed")
+        answer = parsed if isinstance(parsed, str) or parsed is None else common.json_text(parsed)
+        return Score(value=value, answer=answer, metadata={"record": record})
     return score

@@ -91,15 +91,10 @@ def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
     return _visual(next(tasks.all_tasks()), doc)
 
 
-def _text(spec: tasks.Task, doc: dict[str, Any]) -> str:
-    return _item(spec.name, doc).prompt
-
-
 def _target(spec: tasks.Task, doc: dict[str, Any]) -> str:
     """The reference as text: a letter or an answer as it is, the nutrients as one line of JSON ("" for a
     row only the authors' rules score)."""
-    reference = _item(spec.name, doc).reference
-    return reference if isinstance(reference, str) else "" if reference is None else common.json_text(reference)
+    return common.target_text(_item(spec.name, doc).reference)
 
 
 # ---------------------------------------------------------------- scoring
@@ -132,20 +127,15 @@ def _process(spec: tasks.Task, doc: dict[str, Any], results: list[Any]) -> dict[
     return {spec.adapter_metric: record}
 
 
-def _aggregate(spec: tasks.Task, records: list[dict[str, Any]]) -> float:
-    value = common.summary(spec, records)
-    return float("nan") if value is None else float(value)
-
-
 # lmms-eval finds a task's functions by the names its YAML gives (`!function utils.nutrition_process_results`):
 # `<task>_<kind>` for every registered task, so a new task needs its YAML and nothing here.
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "process_docs": _process_docs,
     "doc_to_visual": _visual,
-    "doc_to_text": lambda spec, doc, lmms_eval_specific_kwargs=None: _text(spec, doc),
+    "doc_to_text": lambda spec, doc, lmms_eval_specific_kwargs=None: _item(spec.name, doc).prompt,
     "doc_to_target": _target,
     "process_results": _process,
-    "aggregate": _aggregate,  # the protocol's headline, as metrics.json has it (accuracy; Average MAPE, lower is better)
+    "aggregate": common.metric_value,  # the protocol's headline, as metrics.json has it (accuracy; Average MAPE, lower is better)
 }
 
 

@@ -51,10 +51,10 @@ def comparison(runs: Sequence[RunData], *, against_first: bool = False, n_boot: 
                 continue
             if result.headline is None:
                 continue
+            figure = metric if result.reading is None else f"{metric} ({result.reading})"
+            lines.append(_row(task, figure, label_a, label_b, result.headline))
             if result.reading is None:
-                lines.append(_row(task, metric, label_a, label_b, result.headline))
                 continue
-            lines.append(_row(task, f"{metric} ({result.reading})", label_a, label_b, result.headline))
             if result.ours is not None:
                 lines.append(_row(task, f"{metric} (ours' reading of the same answers)", label_a, label_b,
                                   result.ours))

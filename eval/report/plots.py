@@ -101,12 +101,11 @@ def plot_views(path: Path, title: str, panels: Sequence[Panel | None], *, column
                 xs, ys = [p.x + shift for p in points], [p.y for p in points]
                 color, marker = styles[label]
                 ax.plot(xs, ys, marker=marker, markersize=6, linewidth=1.8, color=color)
-                lows, highs = [p.low for p in points], [p.high for p in points]
-                if all(v is not None for v in (*lows, *highs)):
+                errors = _errors(points)
+                if errors is not None:
                     banded = True
-                    ax.errorbar(xs, ys, yerr=[[p.y - float(v or 0) for p, v in zip(points, lows, strict=True)],
-                                              [float(v or 0) - p.y for p, v in zip(points, highs, strict=True)]],
-                                fmt="none", ecolor=color, elinewidth=1.0, capsize=2.5, alpha=0.7)
+                    ax.errorbar(xs, ys, yerr=errors, fmt="none", ecolor=color, elinewidth=1.0, capsize=2.5,
+                                alpha=0.7)
             if panel.chance is not None:
                 ax.axhline(panel.chance, **CHANCE_STYLE)
                 chance_shown = panel.chance
@@ -133,10 +132,7 @@ def plot_views(path: Path, title: str, panels: Sequence[Panel | None], *, column
         else:
             fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False, bbox_to_anchor=(0.5, 0.0))
         fig.tight_layout(rect=(0, legend_in / height, 1, 1 - 0.7 / height))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _save(fig, path)
-        plt.close(fig)
-    return path
+        return _save(plt, fig, path)
 
 
 @dataclass(frozen=True)
@@ -163,10 +159,8 @@ def plot_cot(path: Path, title: str, ylabel: str, bars: Sequence[CotBar], *,
         for offset, name, color, pick in ((-0.2, "without CoT", "#4C72B0", lambda b: b.without),
                                           (0.2, "with CoT", "#DD8452", lambda b: b.with_cot)):
             points = [pick(b) for b in bars]
-            errors = None
-            if points and all(p.low is not None and p.high is not None for p in points):
-                banded = True
-                errors = [[p.y - p.low for p in points], [p.high - p.y for p in points]]
+            errors = _errors(points) if points else None
+            banded = banded or errors is not None
             ax.barh([y + offset for y in ys], [p.y for p in points], height=0.38, color=color, label=name,
                     xerr=errors, capsize=3, error_kw={"elinewidth": 1, "ecolor": "0.25"})
             for y, point in zip(ys, points, strict=True):  # value beyond its error bar, never on it
@@ -186,17 +180,25 @@ def plot_cot(path: Path, title: str, ylabel: str, bars: Sequence[CotBar], *,
             fig.text(0.5, top_margin, "error bars: 95% CI, whole merchants resampled", ha="center", va="top",
                      fontsize=8.5, color="0.35")
         fig.tight_layout(rect=(0, 0, 1, top_margin - 0.05 / height * 4))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _save(fig, path)
-        plt.close(fig)
-    return path
+        return _save(plt, fig, path)
 
 
-def _save(fig: Any, path: Path) -> None:
-    """The figure as its file, written by the one writer that never follows a link (`write_atomically`)."""
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    """The figure as its file, written by the one writer that never follows a link (`write_atomically`),
+    then closed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     drawn = io.BytesIO()
     fig.savefig(drawn, format=path.suffix.lstrip(".") or "png", dpi=DPI)
     write_atomically(path, drawn.getvalue())
+    plt.close(fig)
+    return path
+
+
+def _errors(points: Sequence[Point]) -> list[list[float]] | None:
+    """The points' 95% intervals as error bar lengths (below, above), or None when one has none."""
+    if any(p.low is None or p.high is None for p in points):
+        return None
+    return [[p.y - float(p.low or 0) for p in points], [float(p.high or 0) - p.y for p in points]]
 
 
 def _top(point: Point) -> float:

@@ -10,7 +10,6 @@ not load Gradio's Gallery (its module brings the video and HLS players, ~0.6 MB 
 from __future__ import annotations
 
 import atexit
-import functools
 import hashlib
 import html
 import shutil
@@ -48,15 +47,10 @@ class ShownViews:
         self._files: OrderedDict[str, Path] = OrderedDict()
         self._lock = threading.Lock()
 
-    @staticmethod
-    def key_of(stored: bytes, max_side: int) -> str:
-        """The file's name: the stored bytes' digest and the side they are shown at."""
-        return f"{hashlib.sha256(stored).hexdigest()[:40]}-{int(max_side)}"
-
     def path(self, stored: bytes, max_side: int, picture: Callable[[], Image.Image]) -> str:
         """The file showing `stored`; `picture()` (the bounded, decoded view) runs only the first time.
         Its errors reach the caller, and nothing is kept for a view that fails."""
-        key = self.key_of(stored, max_side)
+        key = f"{hashlib.sha256(stored).hexdigest()[:40]}-{int(max_side)}"  # bytes, side shown
         with self._lock:
             found = self._files.get(key)
             if found is not None and found.is_file():
@@ -80,18 +74,16 @@ class ShownViews:
 
 
 _shared_lock = threading.Lock()
-
-
-@functools.cache
-def _made_once() -> ShownViews:
-    return ShownViews()
+_shared: list[ShownViews] = []
 
 
 def shared() -> ShownViews:
     """The process's one set of shown views (the Space's tabs and its Runs tab, or `eval view`), made at the
     first view drawn."""
-    with _shared_lock:  # functools.cache alone could make two under a race, leaving a folder behind
-        return _made_once()
+    with _shared_lock:  # made under the lock: a race could make two, leaving a folder behind
+        if not _shared:
+            _shared.append(ShownViews())
+        return _shared[0]
 
 
 _served: set[Path] = set()

@@ -40,8 +40,8 @@ def _series(run: RunData, *, without: str) -> str:
     lang = run.setting("lang") or "zh"
     if lang != "zh":
         parts.append(str(lang))
-    if without != "images" and views_sent(run):
-        parts.append(_views(int(views_sent(run) or 0)))
+    if without != "images" and (views := views_sent(run)):
+        parts.append(_views(int(views)))
     if without != "cot" and run.setting("cot"):
         parts.append("CoT")
     if _led(run):
@@ -75,13 +75,6 @@ def _views(n: int) -> str:
     return f"{n} view" + ("" if n == 1 else "s")
 
 
-def _ci_point(x: float, task: Task, rows: list[ScoreRecord], n_boot: int) -> Point | None:
-    value = headline(task, rows)
-    if value is None:
-        return None
-    return _point(x, value, headline_ci(task, rows, n_boot=n_boot))
-
-
 def _point(x: float, value: float | None, interval: Sequence[float] | None) -> Point | None:
     if value is None:
         return None
@@ -94,8 +87,8 @@ def views_section(runs: Sequence[RunData], spec: Task, plot_dir: Path | None, n_
     task = spec.name
     series: dict[str, dict[int, RunData]] = {}
     for run in runs:
-        if task in run.scores and views_sent(run):
-            series.setdefault(_series(run, without="images"), {})[int(views_sent(run) or 0)] = run
+        if task in run.scores and (views := views_sent(run)):
+            series.setdefault(_series(run, without="images"), {})[int(views)] = run
     series = {label: cells for label, cells in series.items() if len(cells) >= 2}
     if not series:
         return ""
@@ -144,7 +137,7 @@ def views_section(runs: Sequence[RunData], spec: Task, plot_dir: Path | None, n_
                              lines, lower_is_better=True)
                        for (nutrient, stat), lines in error_lines.items()]
         path = plot_views(Path(plot_dir) / f"views_{task}.png", f"{title} vs number of views", panels)
-        text += f"\n\n![{title} vs number of views]({_link(path, plot_dir)})"
+        text += f"\n\n![{title} vs number of views]({path.relative_to(plot_dir).as_posix()})"
     return text
 
 
@@ -162,11 +155,10 @@ def cot_section(runs: Sequence[RunData], spec: Task, plot_dir: Path | None, n_bo
     rows, bars = [], []
     for label, plain, cot in _cot_slices(spec, pairs):
         diff = paired_difference(spec, cot, plain, n_boot=n_boot)
-        rows.append([label, with_ci(headline(spec, plain), headline_ci(spec, plain, n_boot=n_boot)),
-                     with_ci(headline(spec, cot), headline_ci(spec, cot, n_boot=n_boot)),
-                     "–" if diff is None else
+        figures = [(headline(spec, items), headline_ci(spec, items, n_boot=n_boot)) for items in (plain, cot)]
+        rows.append([label, *(with_ci(*found) for found in figures), "–" if diff is None else
                      f"{100 * diff['diff']:+.2f} [{100 * diff['ci95'][0]:+.2f}, {100 * diff['ci95'][1]:+.2f}]"])
-        without, with_cot = _ci_point(0, spec, plain, n_boot), _ci_point(1, spec, cot, n_boot)
+        without, with_cot = (_point(x, *found) for x, found in enumerate(figures))
         if without is not None and with_cot is not None:
             bars.append(CotBar(label, without, with_cot))
     if spec.slice_field:
@@ -177,7 +169,7 @@ def cot_section(runs: Sequence[RunData], spec: Task, plot_dir: Path | None, n_bo
         path = plot_cot(Path(plot_dir) / f"cot_{task}.png", f"{title}: without vs with CoT", ylabel, bars,
                         lower_is_better=spec.lower_is_better,
                         chance=_chance_percent(spec, [run for pair in pairs.values() for run in pair.values()]))
-        text += f"\n\n![{title} with and without CoT]({_link(path, plot_dir)})"
+        text += f"\n\n![{title} with and without CoT]({path.relative_to(plot_dir).as_posix()})"
     return text
 
 
@@ -211,10 +203,6 @@ def _chance_percent(task: Task, runs: Sequence[RunData]) -> float | None:
     items = {str(r["id"]): r for run in runs for r in run.scores.get(task.name, [])}
     value = chance_accuracy(list(items.values()))
     return None if value is None else 100 * value
-
-
-def _link(path: Path, plot_dir: Path) -> str:
-    return path.relative_to(plot_dir).as_posix()
 
 
 def sweep_sections(runs: Sequence[RunData], *, plot_dir: Path | None = None, n_boot: int = N_BOOT) -> str:
