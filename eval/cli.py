@@ -47,7 +47,6 @@ def finish_line(out: Path) -> int:
     """What each endpoint's limiter settled on; then, when items failed, why (the most frequent errors)
     and, as the last line, how many: exit EXIT_INCOMPLETE, so a partial run is never taken for a whole one."""
     from eval.report.runs import load_run
-    from eval.runinfo import read_run_json
 
     run = load_run(out)
     lines = report.concurrency_lines([run])
@@ -60,7 +59,7 @@ def finish_line(out: Path) -> int:
     print("\nwhy items failed:")
     for message, count in report.top_errors(items):
         print(f"  {count} × {message}")
-    counts = (read_run_json(out) or {}).get("counts") or {}
+    counts = run.info.get("counts") or {}
     total = sum(int(c.get("predictions") or 0) for c in counts.values() if isinstance(c, dict)) or len(items)
     print(f"incomplete: {failed} of {total} items failed; run the same command again to ask only those "
           f"(exit status {EXIT_INCOMPLETE})")
@@ -124,31 +123,24 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_official(args: argparse.Namespace) -> Path:
-    from eval.official_io import import_official
-
-    if not args.task or not args.dataset:
-        raise UsageError("--from official needs --task (the file's task) and --dataset (the authors' release "
-                         "it was made on: a folder, one of its JSONL files, or meituan/DiningBench)")
-    return import_official(args.log, args.task, args.out, dataset=args.dataset, lang=args.lang, model=args.model,
-                           judge=args.judge, judge_base_url=args.judge_base_url)
-
-
-def _import_framework(args: argparse.Namespace) -> Path:
-    from eval.importer import import_run
-
-    return import_run(args.log, args.framework, args.out, dataset=args.dataset, judge=args.judge,
-                      judge_base_url=args.judge_base_url)
-
-
-# `eval import --from F`: the authors' prediction files, or a framework's log (eval/importer.py).
-IMPORTS: dict[str, Callable[[argparse.Namespace], Path]] = {"official": _import_official}
-
-
 def cmd_import(args: argparse.Namespace) -> int:
-    out = IMPORTS.get(args.framework, _import_framework)(args)
-    print(results_table(api.read_metrics(out), protocols.of(api.run_settings(out))))
+    """`eval import --from F`: the authors' prediction files, or a framework's log (eval/importer.py)."""
     from eval.runinfo import read_run_json
+
+    if args.framework == "official":
+        from eval.official_io import import_official
+
+        if not args.task or not args.dataset:
+            raise UsageError("--from official needs --task (the file's task) and --dataset (the authors' release "
+                             "it was made on: a folder, one of its JSONL files, or meituan/DiningBench)")
+        out = import_official(args.log, args.task, args.out, dataset=args.dataset, lang=args.lang, model=args.model,
+                              judge=args.judge, judge_base_url=args.judge_base_url)
+    else:
+        from eval.importer import import_run
+
+        out = import_run(args.log, args.framework, args.out, dataset=args.dataset, judge=args.judge,
+                         judge_base_url=args.judge_base_url)
+    print(results_table(api.read_metrics(out), protocols.of(api.run_settings(out))))
 
     left_out = (read_run_json(out) or {}).get("imported", {}).get("left_out") or []
     if left_out:

@@ -58,9 +58,8 @@ class Progress:
         bar = "#" * filled + "." * (width - filled)
         label = f"{self.label} " if self.label else ""
         extra = f" ({self.skipped} resumed)" if self.skipped else ""
-        flight = ""
-        if self.limits is not None and self.limits.served:  # a server was asked (not a baseline's answers)
-            flight = f" in flight {self.limits.in_flight}/{self.limits.limit}"
+        served = self.limits is not None and self.limits.served  # a server was asked (not a baseline's answers)
+        flight = f" in flight {self.limits.in_flight}/{self.limits.limit}" if served else ""
         return (f"{label}[{bar}] {self.done}/{self.total}{extra} {rate:.1f}/s "
                 f"ETA {_duration(eta)}{flight} failures {self.failures} retries {self.retries}")
 

@@ -76,10 +76,9 @@ def read_run_json(run_dir: Path) -> RunInfo | None:
     if not path.exists():
         return None
     try:
-        found = read_json_file(path)  # bounded: a run folder may come from anywhere
+        return cast(RunInfo, read_json_file(path))  # bounded, and a JSON object: a run folder may come from anywhere
     except ValueError:
         return None
-    return cast(RunInfo, found) if isinstance(found, dict) else None
 
 
 def recorded_judge(info: RunInfo) -> tuple[str | None, str | None]:

@@ -52,16 +52,14 @@ class UsageError(UserError):
     """A user mistake (bad flag, unknown task, unreachable server...): printed as one `error:` line."""
 
 
-def _opt(default: Any, help: str, *, identity: bool = False, engine: bool = False, cli: bool = True,
-         **argparse_kwargs: Any) -> Any:
-    """A settings field: its default, its flag's help, and what it is part of."""
+def opt(default: Any, help: str, *, identity: bool = False, engine: bool = False, cli: bool = True,
+        **argparse_kwargs: Any) -> Any:
+    """A settings field: its default, its flag's help, and what it is part of (also for other settings
+    declarations: construct/work.py's BuildSettings)."""
     meta = {"help": help, "identity": identity, "engine": engine, "cli": cli, "argparse": argparse_kwargs}
     if isinstance(default, list | dict):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
-
-
-opt = _opt  # for other settings declarations (construct/work.py's BuildSettings)
 
 
 def concurrency_arg(value: str) -> int | str:
@@ -87,75 +85,75 @@ class RegisteredTasks:
 class RunSettings:
     """Everything that defines a run. `task` is one task or "all"; `images` None = every view."""
 
-    task: str = _opt("all", "task to evaluate, or all three", choices=RegisteredTasks())
-    model: str = _opt("", "backend:model, e.g. openai:gpt-4o, gemini:gemini-2.5-flash, "
-                          "vllm:Qwen/Qwen3-VL-8B-Instruct, hf:PATH, baseline:category-mean",
-                      identity=True, metavar="SPEC")
-    base_url: str | None = _opt(None, "OpenAI-compatible or Gemini endpoint, e.g. http://localhost:8000/v1")
-    dataset: str | None = _opt(None, "release folder or Hub id (default: $DININGBENCH_SOURCE, else the "
-                                     "embedded sample)", metavar="SOURCE")
-    limit: int | None = _opt(None, "first N items (after --ids)")
-    ids: Sequence[str] | None = _opt(None, "comma-separated item ids")
-    images: int | None = _opt(None, "send the first N views after ordering (default: all)", identity=True)
-    protocol: str | None = _opt(None, "how items are asked and scored: official (the authors' scripts: each row's "
-                                      "prompt verbatim, images chosen by --image-indices and sent as stored, "
-                                      "14,336 tokens, their figures as the headline, ours beside them) or ours "
-                                      "(this project's prompts and parsers); default: official on the authors' "
-                                      "release, ours otherwise (eval/protocols/)", identity=True)
-    image_indices: str | None = _opt(None, "--protocol official: the images to send, e.g. 0,1,2 (0 the merchant's "
-                                           "photo, k the k-th customer photo; default 0, the authors'); VQA rows "
-                                           "send their own images", identity=True, metavar="I,J,...")
-    image_order: str = _opt("reference-first", "order of an item's views before --images keeps the first N: "
-                                               "reference-first (the merchant's photo, then customers'; default), "
-                                               "user-first (customers' photos first), or random (a shuffle per "
-                                               "item, seeded by --seed and the item id)",
-                            identity=True, choices=IMAGE_ORDERS)
-    cot: bool = _opt(False, "each task's chain-of-thought prompt (three steps, then a marked final answer)",
-                     identity=True)
-    lang: str = _opt("zh", "prompt language (default zh, the paper's)", identity=True, choices=LANGS)
-    max_tokens: int = _opt(DEFAULT_MAX_TOKENS, f"generation limit, thinking included (default "
-                                               f"{DEFAULT_MAX_TOKENS}, the paper's; local servers get "
-                                               "what fits their context)", identity=True)
-    reasoning_effort: str | None = _opt(None, "OpenAI reasoning models: reasoning effort; Gemini 3: its "
-                                              "thinking level", identity=True, choices=REASONING_EFFORTS)
-    thinking_budget: int | None = _opt(None, "Gemini thinking models: thinking tokens (-1 dynamic, 0 off)",
-                                       identity=True)
-    seed: int = _opt(0, "seed (default 0) of --image-order random and of baseline:random, and the sampling "
-                        "seed sent to APIs that take one; the same seed gives the same prompts", identity=True)
-    epochs: int = _opt(1, "ask each item K times (for models that only sample at temperature 1)")
-    circular: bool = _opt(False, "classification: ask each item under every rotation of its options too (CircularEval); "
-                                 "it counts correct only if every rotation is")
-    max_image_side: int = _opt(1024, "resize bound in pixels (default 1024)", identity=True)
-    concurrency: int | str = _opt(AUTO, "requests in flight per endpoint (default auto: learnt while the run goes, "
-                                        "from the server's latency, its 429s and 503s and its rate-limit headers), "
-                                        "or a fixed N; the VQA judge's too. In a sweep, per cell: cells run one "
-                                        "after another", type=concurrency_arg, metavar="N|auto")
-    max_concurrency: int = _opt(MAX_CONCURRENCY, f"with --concurrency auto: the most requests in flight per "
-                                                 f"endpoint (default {MAX_CONCURRENCY})")
-    judge: str | None = _opt(None, "VQA judge model, e.g. openai:gpt-4o", metavar="SPEC")
-    judge_base_url: str | None = _opt(None, "endpoint of the judge model")
-    out: Path | None = _opt(None, "run folder (default results/<model>-<task>-<settings>/)")
-    batch_size: int = _opt(8, "batch size for local engines (vllm:, hf:)")
-    timeout: float = _opt(120.0, "wall-clock seconds for one attempt of one request (default 120)")
-    max_attempts: int = _opt(6, "attempts per sample incl. retries (default 6)")
-    overwrite: bool = _opt(False, "replace the predictions already in --out")
+    task: str = opt("all", "task to evaluate, or all three", choices=RegisteredTasks())
+    model: str = opt("", "backend:model, e.g. openai:gpt-4o, gemini:gemini-2.5-flash, "
+                         "vllm:Qwen/Qwen3-VL-8B-Instruct, hf:PATH, baseline:category-mean",
+                     identity=True, metavar="SPEC")
+    base_url: str | None = opt(None, "OpenAI-compatible or Gemini endpoint, e.g. http://localhost:8000/v1")
+    dataset: str | None = opt(None, "release folder or Hub id (default: $DININGBENCH_SOURCE, else the "
+                                    "embedded sample)", metavar="SOURCE")
+    limit: int | None = opt(None, "first N items (after --ids)")
+    ids: Sequence[str] | None = opt(None, "comma-separated item ids")
+    images: int | None = opt(None, "send the first N views after ordering (default: all)", identity=True)
+    protocol: str | None = opt(None, "how items are asked and scored: official (the authors' scripts: each row's "
+                                     "prompt verbatim, images chosen by --image-indices and sent as stored, "
+                                     "14,336 tokens, their figures as the headline, ours beside them) or ours "
+                                     "(this project's prompts and parsers); default: official on the authors' "
+                                     "release, ours otherwise (eval/protocols/)", identity=True)
+    image_indices: str | None = opt(None, "--protocol official: the images to send, e.g. 0,1,2 (0 the merchant's "
+                                          "photo, k the k-th customer photo; default 0, the authors'); VQA rows "
+                                          "send their own images", identity=True, metavar="I,J,...")
+    image_order: str = opt("reference-first", "order of an item's views before --images keeps the first N: "
+                                              "reference-first (the merchant's photo, then customers'; default), "
+                                              "user-first (customers' photos first), or random (a shuffle per "
+                                              "item, seeded by --seed and the item id)",
+                           identity=True, choices=IMAGE_ORDERS)
+    cot: bool = opt(False, "each task's chain-of-thought prompt (three steps, then a marked final answer)",
+                    identity=True)
+    lang: str = opt("zh", "prompt language (default zh, the paper's)", identity=True, choices=LANGS)
+    max_tokens: int = opt(DEFAULT_MAX_TOKENS, f"generation limit, thinking included (default "
+                                              f"{DEFAULT_MAX_TOKENS}, the paper's; local servers get "
+                                              "what fits their context)", identity=True)
+    reasoning_effort: str | None = opt(None, "OpenAI reasoning models: reasoning effort; Gemini 3: its "
+                                             "thinking level", identity=True, choices=REASONING_EFFORTS)
+    thinking_budget: int | None = opt(None, "Gemini thinking models: thinking tokens (-1 dynamic, 0 off)",
+                                      identity=True)
+    seed: int = opt(0, "seed (default 0) of --image-order random and of baseline:random, and the sampling "
+                       "seed sent to APIs that take one; the same seed gives the same prompts", identity=True)
+    epochs: int = opt(1, "ask each item K times (for models that only sample at temperature 1)")
+    circular: bool = opt(False, "classification: ask each item under every rotation of its options too (CircularEval); "
+                                "it counts correct only if every rotation is")
+    max_image_side: int = opt(1024, "resize bound in pixels (default 1024)", identity=True)
+    concurrency: int | str = opt(AUTO, "requests in flight per endpoint (default auto: learnt while the run goes, "
+                                       "from the server's latency, its 429s and 503s and its rate-limit headers), "
+                                       "or a fixed N; the VQA judge's too. In a sweep, per cell: cells run one "
+                                       "after another", type=concurrency_arg, metavar="N|auto")
+    max_concurrency: int = opt(MAX_CONCURRENCY, f"with --concurrency auto: the most requests in flight per "
+                                                f"endpoint (default {MAX_CONCURRENCY})")
+    judge: str | None = opt(None, "VQA judge model, e.g. openai:gpt-4o", metavar="SPEC")
+    judge_base_url: str | None = opt(None, "endpoint of the judge model")
+    out: Path | None = opt(None, "run folder (default results/<model>-<task>-<settings>/)")
+    batch_size: int = opt(8, "batch size for local engines (vllm:, hf:)")
+    timeout: float = opt(120.0, "wall-clock seconds for one attempt of one request (default 120)")
+    max_attempts: int = opt(6, "attempts per sample incl. retries (default 6)")
+    overwrite: bool = opt(False, "replace the predictions already in --out")
     # Local engines (vllm:, hf:): passed to the backend's make() when set.
-    tensor_parallel_size: int | None = _opt(None, "vllm: tensor parallel size", engine=True)
-    data_parallel_size: int | None = _opt(None, "vllm: data parallel size", engine=True)
-    max_pixels: int | None = _opt(None, "local engines: processor pixel cap per image", engine=True)
-    min_pixels: int | None = _opt(None, "local engines: processor pixel floor per image", engine=True)
-    dtype: str | None = _opt(None, "local engines: weights dtype, e.g. bfloat16 (default: the model's)",
-                             engine=True)
-    device: str | None = _opt(None, "hf: device, e.g. cuda, cpu, mps (default: auto)", engine=True)
-    trust_remote_code: bool | None = _opt(None, "local engines: allow the model repository's own code",
-                                          engine=True)
-    max_model_len: int | None = _opt(None, "vllm: context length (default 16384)", engine=True)
+    tensor_parallel_size: int | None = opt(None, "vllm: tensor parallel size", engine=True)
+    data_parallel_size: int | None = opt(None, "vllm: data parallel size", engine=True)
+    max_pixels: int | None = opt(None, "local engines: processor pixel cap per image", engine=True)
+    min_pixels: int | None = opt(None, "local engines: processor pixel floor per image", engine=True)
+    dtype: str | None = opt(None, "local engines: weights dtype, e.g. bfloat16 (default: the model's)",
+                            engine=True)
+    device: str | None = opt(None, "hf: device, e.g. cuda, cpu, mps (default: auto)", engine=True)
+    trust_remote_code: bool | None = opt(None, "local engines: allow the model repository's own code",
+                                         engine=True)
+    max_model_len: int | None = opt(None, "vllm: context length (default 16384)", engine=True)
     # Programmatic only: not flags.
-    retry_base_delay: float = _opt(1.0, "seconds before the first retry without Retry-After", cli=False)
-    n_boot: int = _opt(N_BOOT, "bootstrap resamples for the 95% intervals in metrics.json", cli=False)
-    judge_cache: Path | None = _opt(None, "verdict cache folder (default: the run folder's judge_cache/); a "
-                                          "sweep shares one, so an answer is judged once", cli=False)
-    engine_extra: dict[str, Any] = _opt({}, "further backend options (tests, the Space)", cli=False)
+    retry_base_delay: float = opt(1.0, "seconds before the first retry without Retry-After", cli=False)
+    n_boot: int = opt(N_BOOT, "bootstrap resamples for the 95% intervals in metrics.json", cli=False)
+    judge_cache: Path | None = opt(None, "verdict cache folder (default: the run folder's judge_cache/); a "
+                                         "sweep shares one, so an answer is judged once", cli=False)
+    engine_extra: dict[str, Any] = opt({}, "further backend options (tests, the Space)", cli=False)
 
     @property
     def tasks(self) -> tuple[str, ...]:
@@ -185,8 +183,8 @@ class RunSettings:
 
     def validate(self) -> None:
         """Raise UsageError (one line, naming the argument) for settings that cannot run."""
-        if self.task != "all" and not task_registry.is_task(self.task):
-            raise UsageError(f"unknown --task {self.task!r}; choose one of {', '.join((*task_registry.names(), 'all'))}")
+        if self.task not in RegisteredTasks():
+            raise UsageError(f"unknown --task {self.task!r}; choose one of {', '.join(RegisteredTasks())}")
         if self.images is not None and self.images < 1:
             raise UsageError(f"--images must be at least 1 (got {self.images}); omit it to send every view")
         if self.image_order not in IMAGE_ORDERS:
@@ -201,10 +199,8 @@ class RunSettings:
             raise UsageError(f"--concurrency: {exc}") from None
         for name in ("concurrency", "max_concurrency", "max_tokens", "max_image_side", "batch_size", "max_attempts",
                      "epochs"):
-            if name == "concurrency" and self.concurrency == AUTO:
-                continue
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
+            if not (name == "concurrency" and self.concurrency == AUTO) and (value := getattr(self, name)) < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
         if self.circular and not any(t.has_options for t in self.selected_tasks):
             with_options = [t.name for t in task_registry.all_tasks() if t.has_options]
             raise UsageError(f"--circular rotates lettered options; use it with --task {' or '.join(with_options)} or all")
@@ -276,24 +272,23 @@ class RunSettings:
         data["out"] = str(self.out) if self.out is not None else None
         data["judge_cache"] = str(self.judge_cache) if self.judge_cache is not None else None
         data["ids"] = list(self.ids) if self.ids is not None else None
-        data["engine_extra"] = {k: v for k, v in self.engine_extra.items() if _is_plain(v)}
+        data["engine_extra"] = {k: v for k, v in self.engine_extra.items()
+                                if v is None or isinstance(v, str | int | float | bool)}
         return data
 
 
 @functools.cache
-def _field_types() -> dict[str, Any]:
-    return typing.get_type_hints(RunSettings)
-
-
-@functools.cache
-def _field_choices() -> dict[str, Any]:
-    return {f.name: f.metadata.get("argparse", {}).get("choices") for f in dataclasses.fields(RunSettings)}
+def _field_checks() -> dict[str, tuple[Any, Any]]:
+    """Each field's (type hint, choices), resolved once."""
+    hints = typing.get_type_hints(RunSettings)
+    return {f.name: (hints[f.name], f.metadata.get("argparse", {}).get("choices"))
+            for f in dataclasses.fields(RunSettings)}
 
 
 def _takes(name: str, value: Any) -> bool:
     """Whether setting `name` takes `value` as run.json holds it: its field's type, and one of its choices."""
-    choices = _field_choices()[name]
-    return _fits(value, _field_types()[name]) and (choices is None or value is None or value in choices)
+    hint, choices = _field_checks()[name]
+    return _fits(value, hint) and (choices is None or value is None or value in choices)
 
 
 def _fits(value: Any, hint: Any) -> bool:
@@ -333,10 +328,6 @@ def image_indices(text: str | None) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
-def _is_plain(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
-
-
 IDENTITY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunSettings) if f.metadata["identity"])
 DEFAULTS = RunSettings()
 
@@ -358,32 +349,26 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, skip: Sequence[str] = 
 
 def add_arguments(parser: argparse.ArgumentParser, defaults: Any, *, skip: Sequence[str] = (),
                   required: Sequence[str] = ()) -> None:
-    """One flag per `_opt` field of the settings dataclass instance `defaults` (any declaration made
-    with `_opt`, e.g. the construction's BuildSettings), its default taken from that instance."""
+    """One flag per `opt` field of the settings dataclass instance `defaults` (any declaration made
+    with `opt`, e.g. the construction's BuildSettings), its default taken from that instance."""
     for f in dataclasses.fields(defaults):
         meta = f.metadata
         if not meta.get("cli", False) or f.name in skip:
             continue
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
         kwargs: dict[str, Any] = dict(meta["argparse"])
-        text = meta["help"]
         if f.name in required:
             kwargs["required"] = True
         elif f.type in ("bool", "bool | None"):
-            kwargs.update(action="store_true", default=default)
-            parser.add_argument(flag, help=text, **kwargs)
-            continue
+            kwargs.update(action="store_true", default=getattr(defaults, f.name))
         else:
-            kwargs["default"] = default
-        kind = f.type
-        if kind.startswith("int"):
+            kwargs["default"] = getattr(defaults, f.name)
+        if f.type.startswith("int"):
             kwargs.setdefault("type", _int)
-        elif kind.startswith("float"):
+        elif f.type.startswith("float"):
             kwargs.setdefault("type", float)
-        elif kind.startswith("Path"):
+        elif f.type.startswith("Path"):
             kwargs.setdefault("type", Path)
-        parser.add_argument(flag, help=text, **kwargs)
+        parser.add_argument("--" + f.name.replace("_", "-"), help=meta["help"], **kwargs)
 
 
 def settings_from_args(args: argparse.Namespace, **overrides: Any) -> RunSettings:

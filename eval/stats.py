@@ -162,11 +162,6 @@ def _resampled_means(values: np.ndarray, valid: np.ndarray, index: _ClusterIndex
         return (counts @ sums) / (counts @ ns)
 
 
-def _mean_estimates(values: np.ndarray, index: _ClusterIndex, drawn: np.ndarray) -> np.ndarray:
-    """Resample means of `values` (NaN = not counted) from per-cluster sums, without building indices."""
-    return _resampled_means(values, np.isfinite(values), index, index.counts(drawn).astype(float))
-
-
 def cluster_bootstrap_mean_ci(values: Sequence[float] | np.ndarray, clusters: Sequence[str] | None, *,
                               n_boot: int = N_BOOT, seed: int = 0,
                               level: float = 0.95) -> tuple[float, float]:
@@ -178,7 +173,8 @@ def cluster_bootstrap_mean_ci(values: Sequence[float] | np.ndarray, clusters: Se
     _check(n_boot, level)
     arr = np.asarray(values, dtype=float)
     index = _ClusterIndex(len(arr), clusters)
-    return _interval(_mean_estimates(arr, index, index.draws(n_boot, seed)), level)
+    counts = index.counts(index.draws(n_boot, seed)).astype(float)
+    return _interval(_resampled_means(arr, np.isfinite(arr), index, counts), level)
 
 
 def paired_bootstrap(n_items: int, clusters: Sequence[str] | None, statistic_a: Statistic,
@@ -189,12 +185,7 @@ def paired_bootstrap(n_items: int, clusters: Sequence[str] | None, statistic_a: 
     Both statistics see the same resampled indices, so item-level agreement between the two runs
     cancels out: two identical runs give exactly 0 with interval (0, 0).
     """
-    _check(n_boot, level)
-    index = _ClusterIndex(n_items, clusters)
+    interval = cluster_bootstrap_ci(n_items, clusters, lambda idx: statistic_a(idx) - statistic_b(idx),
+                                    n_boot=n_boot, seed=seed, level=level)
     everything = np.arange(n_items)
-    diff = float(statistic_a(everything) - statistic_b(everything))
-    estimates = []
-    for drawn in index.draws(n_boot, seed):
-        idx = index.indices(drawn)
-        estimates.append(statistic_a(idx) - statistic_b(idx))
-    return diff, _interval(np.asarray(estimates, dtype=float), level)
+    return float(statistic_a(everything) - statistic_b(everything)), interval
