@@ -38,14 +38,12 @@ def bundle(out: Path, with_results: bool = False, *, root: Path = ROOT) -> list[
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    written = []
     for name, source in sources:
         if source.is_dir():
             shutil.copytree(source, out / name, ignore=IGNORE)
         else:
             shutil.copy2(source, out / name)
-        written.append(name)
-    return written
+    return [name for name, _ in sources]
 
 
 def main(argv: list[str] | None = None) -> int:

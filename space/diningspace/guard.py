@@ -52,7 +52,6 @@ def check_model_name(name: str) -> str:
     return name
 
 
-
 def allowed_base_url(url: str | None, allowed_hosts: Iterable[str]) -> str | None:
     """The base URL if its host is allow-listed by the operator; None when empty; GuardError otherwise.
 

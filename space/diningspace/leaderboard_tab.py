@@ -168,13 +168,12 @@ class LeaderboardTab:
         inputs = [metric, search, kinds, lang, task, weights, size, columns]
         shown = [board, page, pager]
 
-        def first_page(*values: Any) -> tuple[str, int, str]:  # a new choice shows its first page
-            *choices, order_now, descending_now = values
-            return self.view(*choices, order=order_now, descending=descending_now, page=0)
-
         def turn(delta: int, *values: Any) -> tuple[str, int, str]:
             *choices, order_now, descending_now, page_now = values
             return self.view(*choices, order=order_now, descending=descending_now, page=int(page_now or 0) + delta)
+
+        def first_page(*values: Any) -> tuple[str, int, str]:  # a new choice shows its first page
+            return turn(0, *values, 0)
 
         def ranked(*values: Any) -> tuple[Any, ...]:  # Rank by chosen: the metric's order, first page
             return ("", False, *self.view(*values))

@@ -108,11 +108,7 @@ class RequestSlots:
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        loop = asyncio.get_running_loop()
-        semaphore = self._semaphores.get(loop)
-        if semaphore is None:
-            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.limit)
-        async with semaphore:
+        async with self._semaphores.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(self.limit)):
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
             try:

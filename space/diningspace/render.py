@@ -90,16 +90,13 @@ def _nutrition(row: dict[str, Any], lang: str) -> str:
                     for key, label, unit in NUTRIENT_ROWS)
     ingredients = ", ".join(str(i) for i in row.get("ingredients") or [])
     name, other = _pick(row, "dish_name", lang), _pick(row, "dish_name", "zh" if lang == "en" else "en")
+    source = row.get("nutrition_source") or ("the authors' ground truth" if row.get("prompt") else "—")
     return (f"<h3>{_e(name)}</h3>"
             + (f'<p class="db-sub">{_e(other)}</p>' if other != name else "")
             + f"<p><b>Portion</b> {_e(row.get('portion')) or '—'}</p>"
             f"<p><b>Ingredients</b> {_e(ingredients) or '—'}</p>"
             f'<table class="db-facts"><caption>Nutrition facts per serving</caption>{facts}</table>'
-            f'<p class="db-sub">Source of the figures: {_e(row.get("nutrition_source") or _source_of(row))}</p>')
-
-
-def _source_of(row: dict[str, Any]) -> str:
-    return "the authors' ground truth" if row.get("prompt") else "—"
+            f'<p class="db-sub">Source of the figures: {_e(source)}</p>')
 
 
 def _vqa(row: dict[str, Any], lang: str) -> str:

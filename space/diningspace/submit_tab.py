@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,7 @@ class SubmitTab:
         is removed once read, whatever the outcome."""
         session = getattr(request, "session_hash", None)
         address = client_address(request, self.settings.proxy_hops)
-        user = getattr(profile, "username", None) if profile is not None else None
+        user = getattr(profile, "username", None)
         try:
             with self.jobs.hold(session, address):
                 self.quota.take(session, address)
@@ -118,10 +119,8 @@ class SubmitTab:
                     store=self.store, release_for=self.releases.get, caps=self.caps, judge=self.settings.judge,
                     dataset_id=self.settings.dataset_id, user=user, secret=owner_secret,
                     budget=self.settings.submit_seconds)
-                if self.settings.judge:  # the judge's calls are model requests: one Space-wide slot
-                    async with self.slots.slot():
-                        record = await asyncio.to_thread(work)
-                else:
+                # The judge's calls are model requests: one Space-wide slot.
+                async with self.slots.slot() if self.settings.judge else contextlib.nullcontext():
                     record = await asyncio.to_thread(work)
         except (SubmissionError, GuardError) as exc:
             raise gr.Error(str(exc), print_exception=False) from None

@@ -14,6 +14,7 @@ most once a minute, for files that came another way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import json
 import os
@@ -81,9 +82,7 @@ class UploadFolder:
             return False
         if stat.S_ISDIR(st.st_mode):
             return False
-        previous = self._files.get(path)
-        if previous is not None:
-            self._bytes -= previous[1]
+        self._bytes -= self._files.get(path, (0.0, 0))[1]  # noted before: counted once
         size = st.st_size if stat.S_ISREG(st.st_mode) else 0  # a link or a FIFO weighs nothing, but counts
         self._files[path] = (st.st_mtime, size)
         self._bytes += size
@@ -127,10 +126,8 @@ class UploadFolder:
                 removed += 1
                 parent = os.path.dirname(path)
                 if parent != root:
-                    try:
+                    with contextlib.suppress(OSError):
                         os.rmdir(parent)  # its `<sha>/` folder, once empty
-                    except OSError:
-                        pass
         return removed
 
 
@@ -193,17 +190,13 @@ class UploadQuota:
                 self._expire(now)
                 self._uploads.append((now, address, n, files))
                 total = self._totals.setdefault(address, [0, 0, 0])
-                total[0] += n
-                total[1] += files
-                total[2] += 1
+                total[:] = [t + d for t, d in zip(total, (n, files, 1), strict=True)]
 
     def _expire(self, now: float) -> None:
         while self._uploads and self._uploads[0][0] <= now - self.WINDOW:
             _, address, n, files = self._uploads.popleft()
             total = self._totals[address]
-            total[0] -= n
-            total[1] -= files
-            total[2] -= 1
+            total[:] = [t - d for t, d in zip(total, (n, files, 1), strict=True)]
             if not total[2]:  # an address gone quiet
                 del self._totals[address]
 

@@ -8,6 +8,7 @@ dataset load and evaluation passes through `warm_harness()` before it starts.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import threading
 
@@ -21,9 +22,7 @@ def warm_harness() -> None:
     with _LOCK:
         if _done:
             return
-        try:
+        with contextlib.suppress(Exception):  # a broken install is reported by the evaluation itself, in one line
             importlib.import_module("eval.api")
             importlib.import_module("eval.scoring")
-        except Exception:  # noqa: BLE001 - a broken install is reported by the evaluation itself, in one line
-            pass
         _done = True
