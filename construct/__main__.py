@@ -20,16 +20,6 @@ RETIRED_MERGE = ("`merge` is retired: build the whole export in one run, on as m
                  "`python -m construct run RAW --out WORK --engine ray --ray-address ADDR` (README: Building at scale)")
 
 
-def _dish_review_stop(work: str | Path, command: str) -> bool:
-    """True (after saying what to review) when the run stopped at the base-dish review."""
-    pending = pipeline.pending_dish_review(work)
-    if pending:
-        print(f"{pending} selected base dish(es) in {work} await review before any task item is generated: "
-              f"python -m construct review {work} --stage dishes --export dishes.csv (fill `decision`, then "
-              f"--import it), or the Space's Review tab; then run the same `{command}` again to continue.")
-    return bool(pending)
-
-
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m construct", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -75,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
                 start = time.monotonic()
                 pipeline.run(args.out, settings, on_stage=lambda name: print(f"stage {name} ...", flush=True))
                 print(f"stages done in {time.monotonic() - start:.2f} s", flush=True)
-                if _dish_review_stop(args.out, "python -m construct run"):
+                if pending := pipeline.pending_dish_review(args.out):  # the run stopped at the base-dish review
+                    print(f"{pending} selected base dish(es) in {args.out} await review before any task item is "
+                          f"generated: python -m construct review {args.out} --stage dishes --export dishes.csv (fill "
+                          "`decision`, then --import it), or the Space's Review tab; then run the same `python -m "
+                          "construct run` again to continue.")
                     return 0
                 md, png = funnel.write(Path(args.out), settings)
             print(md.read_text(encoding="utf-8"))

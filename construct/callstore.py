@@ -42,10 +42,6 @@ def rows(stage_dir: Path) -> Iterator[dict[str, Any]]:
         yield from read_jsonl(path)
 
 
-def _usable(row: dict[str, Any]) -> bool:
-    return row.get("text") is not None or bool(row.get("truncated"))
-
-
 class CallStore:
     """The key index over one stage's call logs. The writer of the index is the driver, between a
     stage's call phases (`catch_up`); readers (the driver, Ray actors on the same file system) open it
@@ -67,11 +63,10 @@ class CallStore:
                 "CREATE TABLE IF NOT EXISTS logs (name TEXT PRIMARY KEY, indexed INTEGER NOT NULL);")
             self.catch_up()
 
-    def catch_up(self) -> int:
-        """Index the rows every log gained since the last catch-up; returns how many were read."""
+    def catch_up(self) -> None:
+        """Index the rows every log gained since the last catch-up."""
         assert self.db is not None
         done = dict(self.db.execute("SELECT name, indexed FROM logs"))
-        read = 0
         for path in logs(self.dir):
             name = path.relative_to(self.dir).as_posix()
             repair_torn_tail(path)
@@ -87,15 +82,14 @@ class CallStore:
                         row = json.loads(line)
                     except ValueError:
                         continue
-                    if isinstance(row, dict) and isinstance(row.get("key"), str) and _usable(row):
+                    if isinstance(row, dict) and isinstance(row.get("key"), str) and (
+                            row.get("text") is not None or row.get("truncated")):
                         batch.append((row["key"], name, here, int(row.get("text") is not None),
                                       int(row.get("max_tokens") or 0)))
-                    read += 1
                     if len(batch) >= BATCH:
                         self._index(batch, name, offset)
                         batch = []
                 self._index(batch, name, offset)
-        return read
 
     def _index(self, batch: list[tuple[str, str, int, int, int]], name: str, offset: int) -> None:
         """One transaction: the rows (an answer replaces a cut one; a cut one a lower limit's), and how far
@@ -122,11 +116,6 @@ class CallStore:
             fh.seek(found[1])
             row = json.loads(fh.readline())
         return row if isinstance(row, dict) else None
-
-    def __len__(self) -> int:
-        if self.db is None:
-            return 0
-        return int(self.db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
     def close(self) -> None:
         if self.db is not None:

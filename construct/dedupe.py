@@ -115,8 +115,7 @@ def band_pairs(signatures: np.ndarray, valid: np.ndarray | None = None, rows: in
             m = len(members)
             reach = m if m <= MAX_BUCKET else WINDOW + 1
             for k in range(m):
-                for other in members[k + 1:k + reach]:
-                    pairs.add((int(members[k]), int(other)))
+                pairs.update((int(members[k]), int(other)) for other in members[k + 1:k + reach])
                 if m > MAX_BUCKET:  # and each against the bucket's first STAR: a chain's first record is the one kept
                     pairs.update((int(first), int(members[k])) for first in members[:min(STAR, k)])
     return pairs
@@ -129,10 +128,8 @@ def alike(signatures: np.ndarray, pairs: set[tuple[int, int]], least: float = MI
     if not pairs:
         return pairs
     ij = np.array(sorted(pairs))
-    estimate = np.empty(len(ij))
-    for start in range(0, len(ij), 65536):
-        i, j = ij[start:start + 65536, 0], ij[start:start + 65536, 1]
-        estimate[start:start + 65536] = (signatures[i] == signatures[j]).mean(axis=1)
+    estimate = np.concatenate([(signatures[part[:, 0]] == signatures[part[:, 1]]).mean(axis=1)
+                               for part in np.split(ij, range(65536, len(ij), 65536))])
     keep = estimate >= least
     best = top_earlier(Scored(ij[keep, 0], ij[keep, 1], estimate[keep]), k)
     return set(zip(best.i.tolist(), best.j.tolist(), strict=True))

@@ -51,9 +51,9 @@ class FoodData:
             if not (folder / name).is_file():
                 raise BuildError(f"--fdc {folder}: {name} is missing (expected the FoodData Central CSV download)")
         with (folder / "nutrient.csv").open(encoding="utf-8-sig", newline="") as fh:
-            wanted = {row["id"]: NUTRIENT_NUMBERS[row["nutrient_nbr"].split(".")[0]] for row in csv.DictReader(fh)
-                      if row.get("nutrient_nbr", "").split(".")[0] in NUTRIENT_NUMBERS
-                      and (row["nutrient_nbr"].split(".")[0] != "208" or row.get("unit_name", "").upper() == "KCAL")}
+            wanted = {row["id"]: NUTRIENT_NUMBERS[nbr] for row in csv.DictReader(fh)
+                      if (nbr := row.get("nutrient_nbr", "").split(".")[0]) in NUTRIENT_NUMBERS
+                      and (nbr != "208" or row.get("unit_name", "").upper() == "KCAL")}
         values: dict[str, dict[str, float]] = {}
         with (folder / "food_nutrient.csv").open(encoding="utf-8-sig", newline="") as fh:
             for row in csv.DictReader(fh):  # streamed: the full download is over a gigabyte
@@ -74,11 +74,8 @@ class FoodData:
         if (hit := self._exact.get(query.strip().lower())) is not None:
             return hit
         q = _words(query)
-        best, score = None, 0.0
-        for food, words in self._words:
-            s = len(q & words) / len(q | words) if q else 0.0
-            if s > score:
-                best, score = food, s
+        scored = ((len(q & words) / len(q | words), food) for food, words in self._words if q)
+        score, best = max(scored, key=lambda pair: pair[0], default=(0.0, None))  # ties: the first
         return best if score >= MIN_MATCH else None
 
 

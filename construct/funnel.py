@@ -15,8 +15,6 @@ from construct.work import BuildSettings, Stage, read_json
 from diningbench import CONFIGS
 from eval.report.tables import as_text
 
-TASKS = CONFIGS
-
 
 def counts(work: Path) -> dict[str, dict[str | None, dict[str, Any]]]:
     """stage -> task (None for shared stages) -> {"kept": n, "dropped": n, "reasons": Counter}."""
@@ -42,12 +40,6 @@ def markdown(work: Path, settings: BuildSettings) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cost(cell: dict[str, Any], settings: BuildSettings) -> float | None:
-    if not settings.price_per_mtok:
-        return None
-    return (cell["prompt_tokens"] * settings.price_per_mtok[0] + cell["completion_tokens"] * settings.price_per_mtok[1]) / 1e6
-
-
 def usage_markdown(work: Path, settings: BuildSettings) -> str:
     """Model calls, failures, tokens, cost (when priced) and model time, per stage and per model, then
     per model alone and in all. Time is the calls' own seconds added up (concurrent calls overlap)."""
@@ -55,13 +47,10 @@ def usage_markdown(work: Path, settings: BuildSettings) -> str:
     head = "| calls | failed | prompt tokens | completion tokens | cost (USD) | model time (s) |"
 
     def row(label: str, cell: dict[str, Any]) -> str:
-        cost = _cost(cell, settings)
+        price = settings.price_per_mtok
+        cost = (cell["prompt_tokens"] * price[0] + cell["completion_tokens"] * price[1]) / 1e6 if price else None
         return (f"{label} | {cell['calls']} | {cell['failed']} | {cell['prompt_tokens']:,} | "
                 f"{cell['completion_tokens']:,} | {'n/a' if cost is None else f'{cost:.4f}'} | {cell['seconds']:.1f} |")
-
-    def add(into: dict[str, Any], cell: dict[str, Any]) -> None:
-        for k, v in cell.items():
-            into[k] = into.get(k, 0) + v
 
     walls = read_json(work / "stage_seconds.json")
     lines = []
@@ -69,16 +58,15 @@ def usage_markdown(work: Path, settings: BuildSettings) -> str:
         lines += ["Wall time per stage (its last run that asked a model): " + ", ".join(
             f"{stage} {walls[stage]:.1f} s" for stage in names() if stage in walls) + ".", ""]
     lines += ["| stage | model " + head, "|---|---|---:|---:|---:|---:|---:|---:|"]
-    per_model: dict[str, dict[str, Any]] = {}
-    total: dict[str, Any] = {}
+    per_model: dict[str, Counter[str]] = {}
+    total: Counter[str] = Counter()  # a count no call added reads 0
     for (stage, model), cell in sorted(table.items(), key=lambda kv: (names().index(kv[0][0]), kv[0][1])):
         lines.append(row(f"| {stage} | {as_text(model)}", cell))
-        add(per_model.setdefault(model, {}), cell)
-        add(total, cell)
+        per_model.setdefault(model, Counter()).update(cell)
+        total.update(cell)
     lines += ["", "| model " + head, "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [row(f"| {as_text(model)}", cell) for model, cell in sorted(per_model.items())]
-    lines.append(row("| **all**", total or {"calls": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                            "seconds": 0.0}))
+    lines.append(row("| **all**", total))
     if not settings.price_per_mtok:
         lines.append("\nCost: pass `--price-per-mtok PROMPT,COMPLETION` (USD per million tokens) to `run`.")
     return "\n".join(lines)
@@ -110,7 +98,7 @@ def plot(work: Path, path: Path) -> Path:
     left.set_xlim(0, max(values + (1,)) * 1.25)
     steps = ("generated", "after filters", "after translation", "after review")
     width = 0.25
-    for k, task in enumerate(TASKS):
+    for k, task in enumerate(CONFIGS):
         made, kept_task = seen(task, task)
         series = [made, kept_task, seen("translate", task)[1], seen("review", task)[1]]
         b = right.bar([i + (k - 1) * width for i in range(len(steps))], series, width, label=task)

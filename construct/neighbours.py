@@ -102,10 +102,6 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-class _TooLarge(Exception):
-    pass
-
-
 MAX_RESPONSE = 64 << 20  # bytes of one embeddings reply (256 texts x 8,192 dimensions as JSON take ~45 MB)
 
 
@@ -114,8 +110,10 @@ def embed_texts(settings: Any, texts: list[str]) -> np.ndarray | None:
     `--base-url`); None without an embed model or texts."""
     if not settings.embed_model or not texts:
         return None
-    urls = [u.strip() for u in (settings.embed_base_url or settings.base_url or "").split(",") if u.strip()]
-    return embed(settings.embed_model, texts, base_url=urls[0] if urls else None, timeout=settings.timeout)
+    from construct.models import base_urls
+
+    return embed(settings.embed_model, texts, base_url=base_urls(settings.embed_base_url or settings.base_url)[0],
+                 timeout=settings.timeout)
 
 
 def embed(spec: str, texts: list[str], *, base_url: str | None, timeout: float, batch: int = 256) -> np.ndarray:
@@ -133,21 +131,21 @@ def embed(spec: str, texts: list[str], *, base_url: str | None, timeout: float, 
     opener = urllib.request.build_opener(_NoRedirect)  # a redirect would carry the key to another host
     rows: list[Any] = []
     for start in range(0, len(texts), batch):
-        body = json.dumps({"model": model, "input": texts[start:start + batch]}).encode()
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        chunk = texts[start:start + batch]
+        request = urllib.request.Request(url, data=json.dumps({"model": model, "input": chunk}).encode(),
+                                         headers=headers, method="POST")
         try:
             with opener.open(request, timeout=timeout) as response:
                 raw = response.read(MAX_RESPONSE + 1)
             if len(raw) > MAX_RESPONSE:
-                raise _TooLarge(f"--embed-model {spec}: the embeddings endpoint sent more than {MAX_RESPONSE >> 20} MB "
-                                 f"for {len(texts[start:start + batch])} texts")
-            payload = json.loads(raw)
-            data = sorted(payload["data"], key=lambda d: d["index"])
-            if [d["index"] for d in data] != list(range(len(texts[start:start + batch]))):
+                raise BuildError(f"--embed-model {spec}: the embeddings endpoint sent more than {MAX_RESPONSE >> 20} MB "
+                                 f"for {len(chunk)} texts")
+            data = sorted(json.loads(raw)["data"], key=lambda d: d["index"])
+            if [d["index"] for d in data] != list(range(len(chunk))):
                 raise ValueError("indices")
             rows += [d["embedding"] for d in data]
-        except _TooLarge as exc:
-            raise BuildError(str(exc)) from None
+        except BuildError:  # too large: a ValueError, not to be taken for a malformed reply below
+            raise
         except urllib.error.HTTPError as exc:
             why = f"answered HTTP {exc.code}" + (" (a redirect: not followed, the key would go with it)"
                                                  if 300 <= exc.code < 400 else "")
@@ -155,7 +153,6 @@ def embed(spec: str, texts: list[str], *, base_url: str | None, timeout: float, 
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BuildError(f"--embed-model {spec}: the embeddings endpoint failed ({type(exc).__name__})") from None
     try:
-        vectors = checked_vectors(rows, len(texts))
+        return checked_vectors(rows, len(texts))
     except BuildError as exc:
         raise BuildError(f"--embed-model {spec}: {exc}") from None
-    return vectors

@@ -64,31 +64,22 @@ def write_chunks(folder: Path, rows: Iterable[dict[str, Any]], per_file: int) ->
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    n, fh = 0, None
-    try:
-        for row in rows:
-            if n % per_file == 0:
-                if fh:
-                    fh.close()
-                fh = (folder / f"part-{n // per_file:06d}.jsonl").open("w", encoding="utf-8")
-            assert fh is not None
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            n += 1
-    finally:
-        if fh:
-            fh.close()
+    n, pending = 0, iter(rows)
+    for first in pending:  # a file per `per_file` rows, streamed
+        with (folder / f"part-{n // per_file:06d}.jsonl").open("w", encoding="utf-8") as fh:
+            for row in chain((first,), islice(pending, per_file - 1)):
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
     return n
 
 
 def peak_kb() -> int:
     """This process's peak resident memory so far, in KiB (Linux VmHWM; 0 elsewhere)."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
+        return next((int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                     if line.startswith("VmHWM:")), 0)
     except OSError:
-        pass
-    return 0
+        return 0
 
 
 def _prefilter_batch(batch: dict[str, Any], min_side: int) -> dict[str, list[Any]]:
@@ -144,8 +135,7 @@ class RayEngine:
     name = "ray"
 
     def __init__(self, address: str | None, settings: BuildSettings, work: Path) -> None:
-        ray = require_ray()
-        self.ray = ray
+        self.ray = ray = require_ray()
         self.settings = settings
         self.work = Path(work)
         self.actors = max(1, settings.ray_actors)
@@ -290,11 +280,8 @@ def _is_ray(pid: int, node: str, session: str) -> bool:
     """Whether a process belongs to a Ray: started from Ray's package (`ray::` workers and agents, the
     raylet, the GCS, its monitors), or naming this Ray's session or node."""
     found = _identity(pid)
-    if found is None:
-        return False
-    cmdline, environ = found
-    return (cmdline.startswith(b"ray::") or b"/site-packages/ray/" in cmdline
-            or _names_this_ray(cmdline, environ, node, session))
+    return found is not None and (found[0].startswith(b"ray::") or b"/site-packages/ray/" in found[0]
+                                  or _names_this_ray(*found, node, session))
 
 
 def ray_processes(node: str, session: str) -> list[int]:

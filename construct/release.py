@@ -16,11 +16,12 @@ from typing import Any
 import diningbench
 from construct import funnel
 from construct.errors import BuildError
+from construct.fdc import BUNDLED
 from construct.prefilter import read_photo
 from construct.raw import EXPORT_INDEX, RawExport, load_raw
 from construct.review import card_markdown, released_rows
 from construct.stages import VQA
-from construct.work import MIX_NAMES, Stage, load_settings
+from construct.work import MIX_NAMES, BuildSettings, Stage, load_settings
 from dataset.official import (
     IMAGES_ARCHIVE,
     IMAGES_DIR,
@@ -68,9 +69,8 @@ def official_rows(raw: RawExport, items: list[dict[str, Any]], lang: str,
         yield row, files
 
 
-def rules_markdown(work: Path) -> str:
+def rules_markdown(work: Path, s: BuildSettings) -> str:
     """The build's cuisine balance and USDA cross-check, as they ran."""
-    s = load_settings(work)
     dish_decisions = Stage(work, "dishes").decisions()
     capped = Counter((d["detail"]["cuisine"], d["detail"]["cap"], d["detail"].get("rule", "explicit"))
                      for d in dish_decisions if d["reason"] == "cuisine_cap")
@@ -84,10 +84,8 @@ def rules_markdown(work: Path) -> str:
                       usda_markdown(work, s), "", dedupe_markdown(work), "", filters_markdown(s), ""])
 
 
-def usda_markdown(work: Path, s: Any) -> str:
+def usda_markdown(work: Path, s: BuildSettings) -> str:
     """The independent USDA check as it ran: where the FDC values came from, coverage, judged, flagged."""
-    from construct.fdc import BUNDLED
-
     checks = [c for d in Stage(work, "nutrition").decisions() if d["verdict"] == "kept"
               and isinstance(c := d["detail"].get("checks", {}).get("usda"), dict)]
     if not checks:
@@ -116,13 +114,13 @@ def dedupe_markdown(work: Path) -> str:
             f"{d['failed']} call(s) failed")
 
 
-def filters_markdown(s: Any) -> str:
+def filters_markdown(s: BuildSettings) -> str:
     a, b = s.filter_pair()
     note = s.filter_note()
     return f"Filter and audit passes: {a}, then {b}" + (f". Note: {note}" if note else " (two different models, as the paper's)")
 
 
-def card_section(rows: list[dict[str, Any]], work: Path) -> str:
+def card_section(rows: list[dict[str, Any]], work: Path, settings: BuildSettings) -> str:
     per_task = Counter(r["task"] for r in rows)
     cuisines = sorted({r["cuisine"] for r in rows})
     lines = ["## How this release was built", "",
@@ -130,12 +128,10 @@ def card_section(rows: list[dict[str, Any]], work: Path) -> str:
              "| config | items |", "|---|---:|"]
     lines += [f"| {t} | {per_task.get(t, 0)} |" for t in FIELDS]
     lines += ["", "| cuisine | " + " | ".join(FIELDS) + " |", "|---|" + "---:|" * len(FIELDS)]
-    for c in cuisines:
-        lines.append(f"| {c} | " + " | ".join(str(sum(1 for r in rows if r['cuisine'] == c and r['task'] == t))
-                                             for t in FIELDS) + " |")
-    settings = load_settings(work)
-    lines += ["", vqa_mix_markdown(rows, settings.vqa_mix)]
-    lines += ["", "### Funnel", "", funnel.markdown(work, settings), rules_markdown(work), card_markdown(work)]
+    per_cell = Counter((r["cuisine"], r["task"]) for r in rows)
+    lines += [f"| {c} | " + " | ".join(str(per_cell[c, t]) for t in FIELDS) + " |" for c in cuisines]
+    lines += ["", vqa_mix_markdown(rows, settings.vqa_mix), "", "### Funnel", "", funnel.markdown(work, settings),
+              rules_markdown(work, settings), card_markdown(work)]
     return "\n".join(lines)
 
 
@@ -199,7 +195,7 @@ def build_release(work: str | Path, out: str | Path, layout: str = "parquet") ->
         diningbench.write_release(out, {t: (len(v), (release_row(raw, r) for r in v)) for t, v in by_task.items()},
                                   note, optional=("classification",))
     funnel.write(work, settings)
-    card.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + card_section(rows, work), encoding="utf-8")
+    card.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + card_section(rows, work, settings), encoding="utf-8")
     if layout == "parquet":
         return out, diningbench.validate(out)
     english = [diningbench.Problem(p.level, f"{p.config}_en", p.item_id, p.message)

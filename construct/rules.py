@@ -34,7 +34,6 @@ def is_detailed(ingredients: tuple[str, ...] | list[str]) -> tuple[bool, str]:
     return True, ""
 
 
-
 def free_dish_rule(has_reference: bool, reference_ok: bool, user_photos: int, ingredients: tuple[str, ...],
                    min_user_photos: int) -> str | None:
     """Why a dish is out (or None), in this order: its reference photo rejected (without it no user photo
