@@ -1,7 +1,7 @@
 """A synthetic dish: its choices, exact nutrition from gram weights, and its 3-D plating.
 
-`Dish.scene()` lays the food out once (seeded by the dish), so the merchant photo and every customer
-photo show the same dish; `photo_views()` picks the cameras that make those photos differ.
+`plate()` lays the food out once (seeded by the dish), so the merchant photo and every customer photo
+show the same dish; `reference_view()` and `user_views()` pick the cameras that make those photos differ.
 """
 
 from __future__ import annotations
@@ -71,27 +71,24 @@ class Dish:
     def portion(self) -> str:
         weight = sum(self.grams.values())
         unit_zh, unit_en = ("1碗", "1 bowl") if self.style.vessel == "bowl" else ("1份", "1 plate")
-        liquid = "（不含汤）" if self.style.layout == "noodle_soup" else ""
-        liquid_en = " (solids, broth not counted)" if self.style.layout == "noodle_soup" else ""
+        soup = self.style.layout == "noodle_soup"
+        liquid, liquid_en = ("（不含汤）", " (solids, broth not counted)") if soup else ("", "")
         return f"{unit_zh}，约{weight:.0f}克{liquid} / {unit_en}, about {weight:.0f} g{liquid_en}"
 
-    def scene(self, shrink: float = 1.0, drop: str | None = None, detail: float = 1.0) -> DishScene:
-        """Plate the dish. `shrink` < 1 and `drop` (a slot) give the 'reality' of a disappointing order;
-        `detail` < 1 draws fewer rice grains (small images, where single grains are barely visible)."""
-        return plate(self, shrink, drop, detail)
 
-
-def _sector(rng: np.random.Generator, a0: float, a1: float, r0: float, r1: float, cx: float = 0, cy: float = 0):
+def _sector(rng: np.random.Generator, a0: float, a1: float, r0: float, r1: float):
     def place() -> tuple[float, float]:
         a = rng.uniform(a0, a1)
         r = math.sqrt(rng.uniform(r0 ** 2, r1 ** 2))
-        return cx + r * math.cos(a), cy + r * math.sin(a)
+        return r * math.cos(a), r * math.sin(a)
 
     return place
 
 
 def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None, detail: float = 1.0) -> DishScene:
-    """Build the dish's primitives for its layout (see recipes.Style.layout)."""
+    """Build the dish's primitives for its layout (see recipes.Style.layout). `shrink` < 1 and `drop` (a slot)
+    give the 'reality' of a disappointing order; `detail` < 1 draws fewer rice grains (small images, where
+    single grains are barely visible)."""
     rng = np.random.default_rng(dish.seed)
     size = dish.size * shrink
     style, opts = dish.style, dish.options
@@ -103,9 +100,9 @@ def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None, detail: floa
     r_pile = 0.62 * size ** (1 / 3)
     h_pile = 0.38 * size ** 0.9
 
-    def scatter(slot_pieces, place, surface, scale: float = 1.0) -> None:
+    def scatter(slot_pieces, place, surface) -> None:
         for _, p in slot_pieces:
-            food.topping(scene, p.kind, p.colour, max(1, round(p.count * scale * size)), p.size, rng, place, surface)
+            food.topping(scene, p.kind, p.colour, max(1, round(p.count * size)), p.size, rng, place, surface)
 
     layout = style.layout
     if layout in ("fried_rice", "pasta", "salad"):

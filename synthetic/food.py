@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +61,11 @@ def _flat_shape(cx: float, cy: float, z: float, rx: float, ry: float, angle: flo
     return np.stack([xs, ys, zs], axis=1)
 
 
+def _blob(x: float, y: float, z: float, fill: RGB, width: float, **style: Any) -> Prim:
+    """A round piece (a grain, a pea, a bud) centred at (x, y, z), `width` its radius."""
+    return Prim("blob", np.array([[x, y, z]]), fill, width=width, **style)
+
+
 def sauce_pool(scene: DishScene, colour: RGB, cx: float, cy: float, radius: float, z: float,
                rng: np.random.Generator) -> None:
     """A glossy pool of sauce or broth with an irregular edge and a light reflection."""
@@ -77,15 +83,6 @@ def grains(scene: DishScene, mound: Mound, colour: RGB, rng: np.random.Generator
 
     Positions, heights and colours are drawn for all grains at once (numpy): a plate holds ~1,000.
     """
-    def positions(n: int, frac: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        r = mound.radius * frac * np.sqrt(rng.uniform(size=n))
-        a = rng.uniform(0, 2 * math.pi, n)
-        x, y = mound.x + r * portable.cos(a), mound.y + r * portable.sin(a)
-        d2 = ((x - mound.x) ** 2 + (y - mound.y) ** 2) / mound.radius ** 2
-        z = mound.floor + mound.height * portable.power(np.clip(1 - d2, 0, None), 0.8)
-        light = 0.88 + 0.22 * (-(x - mound.x) * 0.6 + (y - mound.y) * 0.6) / mound.radius * min(1.0, mound.height * 3)
-        return x, y, z, light
-
     base = np.array(colour, dtype=float)
     # The body of the pile: stacked discs shrinking with height, a smooth dome from any camera, so no
     # plate shows through between grains and the side view has a clean silhouette.
@@ -96,7 +93,12 @@ def grains(scene: DishScene, mound: Mound, colour: RGB, rng: np.random.Generator
         ring = _flat_shape(mound.x, mound.y, mound.floor + h, r, r, 0.0, n=36)
         shade = tuple(int(v) for v in np.clip(base * (0.86 + 0.1 * k / layers), 0, 255))
         scene.prims.append(Prim("poly", ring, shade, lift=-1.0 + k * 0.01))
-    x, y, z, light = positions(count, 0.97)
+    dist = mound.radius * 0.97 * np.sqrt(rng.uniform(size=count))
+    a = rng.uniform(0, 2 * math.pi, count)
+    x, y = mound.x + dist * portable.cos(a), mound.y + dist * portable.sin(a)
+    d2 = ((x - mound.x) ** 2 + (y - mound.y) ** 2) / mound.radius ** 2
+    z = mound.floor + mound.height * portable.power(np.clip(1 - d2, 0, None), 0.8)
+    light = 0.88 + 0.22 * (-(x - mound.x) * 0.6 + (y - mound.y) * 0.6) / mound.radius * min(1.0, mound.height * 3)
     colours = np.tile(base, (count, 1))
     roll = rng.uniform(size=count)
     threshold = 0.0
@@ -160,6 +162,7 @@ def topping(scene: DishScene, kind: str, colour: RGB, count: int, size: float, r
     and a topping buried under its own base would make two look-alike dishes indistinguishable.
     """
     start = len(scene.prims)
+    add = scene.prims.append
     for _ in range(count):
         x, y = place()
         z = surface(x, y)
@@ -167,75 +170,61 @@ def topping(scene: DishScene, kind: str, colour: RGB, count: int, size: float, r
         s = size * rng.uniform(0.8, 1.2)
         ang = rng.uniform(0, math.pi)
         if kind == "slice":  # meat or fish slice: a wide flat piece with a darker edge
-            pts = _flat_shape(x, y, z + 0.02, s, s * 0.55, ang, n=14)
-            scene.prims.append(Prim("poly", pts, c, outline=_shade(c, 0.65), lift=0.05))
-            stripe = _flat_shape(x, y, z + 0.021, s * 0.8, s * 0.08, ang, n=8)
-            scene.prims.append(Prim("poly", stripe, _shade(c, 1.18), lift=0.051))
+            add(Prim("poly", _flat_shape(x, y, z + 0.02, s, s * 0.55, ang, n=14), c, outline=_shade(c, 0.65), lift=0.05))
+            add(Prim("poly", _flat_shape(x, y, z + 0.021, s * 0.8, s * 0.08, ang, n=8), _shade(c, 1.18), lift=0.051))
         elif kind == "cube":  # diced chicken, tofu: a top face and a darker visible side
-            h = s * 0.8
-            top = _flat_shape(x, y, z + h, s * 0.75, s * 0.75, ang, n=4)
+            top = _flat_shape(x, y, z + s * 0.8, s * 0.75, s * 0.75, ang, n=4)
             base = top.copy()
             base[:, 2] = z
             for i in range(4):
                 j = (i + 1) % 4
                 side = np.array([top[i], top[j], base[j], base[i]])
-                scene.prims.append(Prim("poly", side, _shade(c, 0.7), outline=_shade(c, 0.55), lift=0.02))
-            scene.prims.append(Prim("poly", top, c, outline=_shade(c, 0.75), lift=0.06))
+                add(Prim("poly", side, _shade(c, 0.7), outline=_shade(c, 0.55), lift=0.02))
+            add(Prim("poly", top, c, outline=_shade(c, 0.75), lift=0.06))
         elif kind == "shrimp":  # a pink C-shaped curl with white bands
             t = np.linspace(0.2, 1.75 * math.pi * 0.6, 9)
             pts = np.stack([x + s * portable.cos(t + ang), y + s * portable.sin(t + ang), np.full_like(t, z + 0.03)], axis=1)
-            scene.prims.append(Prim("line", pts, c, outline=_shade(c, 0.7), width=s * 0.7, lift=0.05))
-            scene.prims.append(Prim("line", pts[::2], (250, 226, 210), width=s * 0.15, lift=0.06))
+            add(Prim("line", pts, c, outline=_shade(c, 0.7), width=s * 0.7, lift=0.05))
+            add(Prim("line", pts[::2], (250, 226, 210), width=s * 0.15, lift=0.06))
         elif kind == "ball":  # peas, chickpeas, beans
-            scene.prims.append(Prim("blob", np.array([[x, y, z + s]]), c, outline=_shade(c, 0.7), width=s,
-                                    highlight=True, lift=0.03))
+            add(_blob(x, y, z + s, c, s, outline=_shade(c, 0.7), highlight=True, lift=0.03))
         elif kind == "floret":  # broccoli / cauliflower: a stem and a cluster of buds
-            stem = np.array([[x, y, z], [x, y, z + s * 1.2]])
-            scene.prims.append(Prim("line", stem, _shade(c, 1.3), width=s * 0.5, lift=0.02))
+            add(Prim("line", np.array([[x, y, z], [x, y, z + s * 1.2]]), _shade(c, 1.3), width=s * 0.5, lift=0.02))
             for k in range(5):
                 a = k * 2 * math.pi / 5 + ang
                 bx, by = x + s * 0.55 * math.cos(a), y + s * 0.55 * math.sin(a)
-                scene.prims.append(Prim("blob", np.array([[bx, by, z + s * 1.4]]), _jitter(c, rng, 0.12),
-                                        outline=_shade(c, 0.6), width=s * 0.6, lift=0.08))
-            scene.prims.append(Prim("blob", np.array([[x, y, z + s * 1.7]]), c, outline=_shade(c, 0.6),
-                                    width=s * 0.6, highlight=True, lift=0.09))
+                add(_blob(bx, by, z + s * 1.4, _jitter(c, rng, 0.12), s * 0.6, outline=_shade(c, 0.6), lift=0.08))
+            add(_blob(x, y, z + s * 1.7, c, s * 0.6, outline=_shade(c, 0.6), highlight=True, lift=0.09))
         elif kind == "wedge":  # tomato / avocado / egg wedge: half-moon with a paler core
             pts = _flat_shape(x, y, z + 0.03, s, s * 0.45, ang, n=12)
             pts[6:, :2] = pts[6:, :2] * 0.3 + np.array([x, y]) * 0.7
-            scene.prims.append(Prim("poly", pts, c, outline=_shade(c, 0.7), lift=0.05))
-            core = _flat_shape(x, y, z + 0.031, s * 0.55, s * 0.18, ang, n=8)
-            scene.prims.append(Prim("poly", core, _shade(c, 1.25), lift=0.051))
+            add(Prim("poly", pts, c, outline=_shade(c, 0.7), lift=0.05))
+            add(Prim("poly", _flat_shape(x, y, z + 0.031, s * 0.55, s * 0.18, ang, n=8), _shade(c, 1.25), lift=0.051))
         elif kind == "egg_half":  # soft-boiled egg half: white oval, orange yolk
-            scene.prims.append(Prim("blob", np.array([[x, y, z + 0.03]]), (246, 242, 232), outline=(210, 200, 186),
-                                    width=s, aspect=0.75, lift=0.06))
-            scene.prims.append(Prim("blob", np.array([[x, y, z + 0.04]]), c, width=s * 0.5, aspect=0.75,
-                                    highlight=True, lift=0.07))
+            add(_blob(x, y, z + 0.03, (246, 242, 232), s, outline=(210, 200, 186), aspect=0.75, lift=0.06))
+            add(_blob(x, y, z + 0.04, c, s * 0.5, aspect=0.75, highlight=True, lift=0.07))
         elif kind == "ring":  # scallion rings
-            scene.prims.append(Prim("blob", np.array([[x, y, z + 0.02]]), c, outline=_shade(c, 0.6),
-                                    width=s, aspect=0.6, lift=0.1))
-            scene.prims.append(Prim("blob", np.array([[x, y, z + 0.021]]), _shade(c, 1.4), width=s * 0.45,
-                                    aspect=0.6, lift=0.11))
+            add(_blob(x, y, z + 0.02, c, s, outline=_shade(c, 0.6), aspect=0.6, lift=0.1))
+            add(_blob(x, y, z + 0.021, _shade(c, 1.4), s * 0.45, aspect=0.6, lift=0.11))
         elif kind == "seed":  # sesame seeds: tiny pale ovals
-            scene.prims.append(Prim("blob", np.array([[x, y, z + 0.02]]), c, width=s, aspect=0.5, lift=0.12))
+            add(_blob(x, y, z + 0.02, c, s, aspect=0.5, lift=0.12))
         elif kind == "strip":  # pepper / carrot strips
             dx, dy = s * math.cos(ang), s * math.sin(ang)
             pts = np.array([[x - dx, y - dy, z + 0.02], [x + dx, y + dy, z + 0.03]])
-            scene.prims.append(Prim("line", pts, c, outline=_shade(c, 0.7), width=s * 0.3, lift=0.04))
+            add(Prim("line", pts, c, outline=_shade(c, 0.7), width=s * 0.3, lift=0.04))
         elif kind == "leaf":  # spinach / bok choy leaves lying on top
             pts = _flat_shape(x, y, z + 0.02, s, s * 0.5, ang, n=14, pinch=0.5)
-            scene.prims.append(Prim("poly", pts, c, outline=_shade(c, 0.65), lift=0.03))
+            add(Prim("poly", pts, c, outline=_shade(c, 0.65), lift=0.03))
         elif kind == "shaving":  # cheese shavings: thin pale irregular flakes
-            pts = _flat_shape(x, y, z + 0.03, s, s * 0.3, ang, n=6)
-            scene.prims.append(Prim("poly", pts, c, outline=_shade(c, 0.85), lift=0.1))
+            add(Prim("poly", _flat_shape(x, y, z + 0.03, s, s * 0.3, ang, n=6), c, outline=_shade(c, 0.85), lift=0.1))
         elif kind == "mushroom":  # sliced mushroom: pale stem under a brown cap (a half disc)
             stem = _flat_shape(x, y - s * 0.25, z + 0.025, s * 0.22, s * 0.35, 0.0, n=8)
-            scene.prims.append(Prim("poly", stem, (232, 222, 202), outline=(190, 176, 150), lift=0.05))
+            add(Prim("poly", stem, (232, 222, 202), outline=(190, 176, 150), lift=0.05))
             t = np.linspace(0, math.pi, 10)
             cap = np.stack([x + s * 0.6 * portable.cos(t), y + s * 0.45 * portable.sin(t), np.full_like(t, z + 0.026)], axis=1)
-            scene.prims.append(Prim("poly", cap, c, outline=_shade(c, 0.7), lift=0.051))
+            add(Prim("poly", cap, c, outline=_shade(c, 0.7), lift=0.051))
         elif kind == "chunk":  # stew pieces half sunk in sauce: rounded irregular blobs
-            scene.prims.append(Prim("blob", np.array([[x, y, z + s * 0.4]]), c, outline=_shade(c, 0.6),
-                                    width=s, aspect=0.8, highlight=True, lift=0.03))
+            add(_blob(x, y, z + s * 0.4, c, s, outline=_shade(c, 0.6), aspect=0.8, highlight=True, lift=0.03))
         else:
             raise ValueError(f"unknown topping kind {kind!r}")
     for prim in scene.prims[start:]:

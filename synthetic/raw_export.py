@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageFilter
 
-from synthetic.dish import Dish, reference_view, user_views
+from synthetic.dish import Dish, plate, reference_view, user_views
 from synthetic.nutrients import Nutrition, ingredient
 from synthetic.recipes import STYLES
 from synthetic.render import render
@@ -101,13 +101,12 @@ def write_raw_export(out: str | Path, seed: int = 0, merchants: int = len(MERCHA
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    n_merchants = merchants
     merchants_rows, dishes, photos = [], [], []
     truth: dict[str, Any] = {"dishes": {}, "photos": {}, "defects": {}, "names_en": {},
                              "plants": {"vqa": {}, "classification": {}}}
     by_id: dict[str, Dish] = {}
     plan: dict[str, tuple[str, int]] = {}  # dish -> (defect with block ids, user photos)
-    for m in range(n_merchants):
+    for m in range(merchants):
         block, k = divmod(m, len(MERCHANTS))
         tmid, mname, cuisine, style_key, n_menu = MERCHANTS[k]
         mid = in_block(tmid, block)
@@ -126,15 +125,15 @@ def write_raw_export(out: str | Path, seed: int = 0, merchants: int = len(MERCHA
                 truth["plants"]["classification"][in_block(template, block)] = list(plant)
         style = STYLES[style_key]
         merchants_rows.append({"merchant_id": mid, "name": mname, "cuisine": cuisine})
-        menu_dishes = menu(style, mid, cuisine, 1, rng, k)[:n_menu]
         category = style.category_zh
-        for i, d in enumerate(menu_dishes):
+        for i, d in enumerate(menu(style, mid, cuisine, 1, rng, k)[:n_menu]):
             d = dataclasses.replace(d, dish_id=f"{mid}-d{i}")
+            name, name_en = d.name_zh, d.name_en
             if d.dish_id == in_block("merchant-03-d7", block):  # the same dish as merchant-01-d1, another name
                 src = by_id[in_block("merchant-01-d1", block)]
                 d = dataclasses.replace(src, dish_id=d.dish_id, merchant_id=mid, vessel_index=k)
+                name, name_en = "家常" + d.name_zh, "Home-style " + d.name_en
             by_id[d.dish_id] = d
-            name = ("家常" + d.name_zh) if d.dish_id == in_block("merchant-03-d7", block) else d.name_zh
             nutrition = None
             n = d.nutrition
             grams = sum(d.grams.values())
@@ -143,19 +142,17 @@ def write_raw_export(out: str | Path, seed: int = 0, merchants: int = len(MERCHA
                 nutrition = {"unit": "per_serving", "calories": round(n.calories * 0.5), "protein": n.protein,
                              "carbohydrates": n.carbohydrates, "fat": n.fat}
             elif defect == "merchant_per_100g":
-                nutrition = {"unit": "per_100g", **{f: round(getattr(n, f) / grams * 100, 2)
-                                                    for f in NUTRIENT_FIELDS}}
+                nutrition = {"unit": "per_100g", **{f: round(getattr(n, f) / grams * 100, 2) for f in NUTRIENT_FIELDS}}
             elif defect.endswith("merchant_macro_density"):  # grams typed as per-serving for a bigger portion
                 p, c, f = grams * 0.5, grams * 0.6, 2.0
                 nutrition = {"unit": "per_serving", "calories": round(4 * p + 4 * c + 9 * f), "protein": p,
                              "carbohydrates": c, "fat": f}
             elif defect == "merchant_under_reported":  # consistent numbers, 40% of the real dish
-                nutrition = {"unit": "per_serving", **{f: round(getattr(n, f) * 0.4, 1)
-                                                       for f in NUTRIENT_FIELDS}}
+                nutrition = {"unit": "per_serving", **{f: round(getattr(n, f) * 0.4, 1) for f in NUTRIENT_FIELDS}}
             ingredients = ["秘制酱汁", "精选食材", "美味可口，回味无穷"] if defect == "vague_ingredients" else None
             dishes.append(_dish_row(d, name, category, nutrition, ingredients))
             truth["dishes"][d.dish_id] = _truth_of(d, name, d.name_zh, d.name_en)
-            truth["names_en"][name] = ("Home-style " + d.name_en) if name != d.name_zh else d.name_en
+            truth["names_en"][name] = name_en
             truth["names_en"][d.name_zh] = d.name_en
         # Every menu also lists the first dish under a marketing name, and a drink.
         anchor = by_id[f"{mid}-d0"]
@@ -186,7 +183,7 @@ def write_raw_export(out: str | Path, seed: int = 0, merchants: int = len(MERCHA
         if defect == "wrong_dish_user_photo" and wrong not in by_id:  # a partial block without merchant 2
             defect = ""
         truth["defects"][dish_id] = defect
-        scene = d.scene(detail=0.5)
+        scene = plate(d, detail=0.5)
         views = [reference_view(d)] + user_views(d, n_user, np.random.default_rng(d.seed))
         images = [render(scene, v, SIZE, seed=d.seed + i, supersample=1) for i, v in enumerate(views)]
         for i, img in enumerate(images):
@@ -201,7 +198,7 @@ def write_raw_export(out: str | Path, seed: int = 0, merchants: int = len(MERCHA
             add_photo(dish_id, k, "user", _jpeg(img), dish_id, "bad", defect)
         elif defect == "wrong_dish_user_photo":  # a customer's photo of the salad next door
             other = by_id[wrong]
-            img = render(other.scene(detail=0.5), user_views(other, 1, np.random.default_rng(1))[0], SIZE, seed=5,
+            img = render(plate(other, detail=0.5), user_views(other, 1, np.random.default_rng(1))[0], SIZE, seed=5,
                          supersample=1)
             add_photo(dish_id, k, "user", _jpeg(img), other.dish_id, "good", defect)
         elif defect == "reuploaded_user_photo":

@@ -61,14 +61,8 @@ def _o(key: str, zh: str, en: str, grams: dict[str, float], *pieces: Piece, tint
 
 
 SHRIMP = Piece("shrimp", (242, 140, 110), 7, 0.07)
-CHICKEN_CUBE = Piece("cube", (236, 212, 176), 9, 0.07)
-BEEF_SLICE = Piece("slice", (122, 68, 46), 7, 0.11)
 TOFU_CUBE = Piece("cube", (240, 228, 196), 8, 0.08)
-PEAS = Piece("ball", (112, 172, 62), 26, 0.024)
-CARROT = Piece("cube", (236, 120, 40), 16, 0.028)
 BROCCOLI = Piece("floret", (62, 124, 48), 5, 0.07)
-SCALLION = Piece("ring", (96, 170, 70), 18, 0.022)
-SESAME = Piece("seed", (246, 236, 206), 40, 0.009)
 
 STYLES: dict[str, Style] = {
     "fried_rice": Style(
@@ -81,13 +75,14 @@ STYLES: dict[str, Style] = {
             )),
             ("protein", (
                 _o("shrimp", "虾仁", "Shrimp", {"shrimp": 80}, SHRIMP, tags="seafood"),
-                _o("chicken", "鸡丁", "Diced Chicken", {"chicken": 90}, CHICKEN_CUBE, tags="meat"),
-                _o("beef", "牛肉", "Beef", {"beef": 80}, BEEF_SLICE, tags="meat"),
+                _o("chicken", "鸡丁", "Diced Chicken", {"chicken": 90}, Piece("cube", (236, 212, 176), 9, 0.07),
+                   tags="meat"),
+                _o("beef", "牛肉", "Beef", {"beef": 80}, Piece("slice", (122, 68, 46), 7, 0.11), tags="meat"),
                 _o("tofu", "豆腐", "Tofu", {"tofu": 100}, TOFU_CUBE, tags="soy"),
             )),
             ("veg", (
-                _o("peas", "青豆", "Peas", {"peas": 40}, PEAS),
-                _o("carrot", "胡萝卜", "Carrot", {"carrot": 40}, CARROT),
+                _o("peas", "青豆", "Peas", {"peas": 40}, Piece("ball", (112, 172, 62), 26, 0.024)),
+                _o("carrot", "胡萝卜", "Carrot", {"carrot": 40}, Piece("cube", (236, 120, 40), 16, 0.028)),
                 _o("broccoli", "西兰花", "Broccoli", {"broccoli": 60}, BROCCOLI),
             )),
         ),

@@ -145,31 +145,31 @@ def _shade(colour: RGB, f: float) -> RGB:
 def _draw_vessel(draw: ImageDraw.ImageDraw, scene: DishScene, view: View, cx: float, cy: float, scale: float) -> list:
     """Draw plate or bowl; returns the rim outline (screen points) so bowl contents can be clipped."""
     col = scene.vessel_colour
-    if scene.vessel == "plate":
-        edge, _ = _project(_ellipse_pts(72, 1.0, 0.0), view, cx, cy, scale)
-        top, _ = _project(_ellipse_pts(72, 1.0, 0.05), view, cx, cy, scale)
-        well, _ = _project(_ellipse_pts(72, 0.74, 0.03), view, cx, cy, scale)
-        draw.polygon([tuple(p) for p in edge], fill=_shade(col, 0.78))
-        draw.polygon([tuple(p) for p in top], fill=col, outline=_shade(col, 0.86))
+    n = 72 if scene.vessel == "plate" else 96
+
+    def ring(radius: float, z: float) -> list:
+        return [tuple(p) for p in _project(_ellipse_pts(n, radius, z), view, cx, cy, scale)[0]]
+
+    def rim_band(radius: float, z: float, width: float) -> None:
         if scene.rim_pattern:
-            band, _ = _project(_ellipse_pts(72, 0.9, 0.05), view, cx, cy, scale)
-            draw.line([tuple(p) for p in band] + [tuple(band[0])], fill=scene.rim_pattern, width=max(1, int(scale * 0.018)))
-        draw.polygon([tuple(p) for p in well], fill=_shade(col, 0.95), outline=_shade(col, 0.88))
+            band = ring(radius, z)
+            draw.line(band + band[:1], fill=scene.rim_pattern, width=max(1, int(scale * width)))
+
+    if scene.vessel == "plate":
+        draw.polygon(ring(1.0, 0.0), fill=_shade(col, 0.78))
+        draw.polygon(ring(1.0, 0.05), fill=col, outline=_shade(col, 0.86))
+        rim_band(0.9, 0.05, 0.018)
+        draw.polygon(ring(0.74, 0.03), fill=_shade(col, 0.95), outline=_shade(col, 0.88))
         return []
     h = scene.bowl_height
-    rim, _ = _project(_ellipse_pts(96, 1.0, h), view, cx, cy, scale)
     # The body flares from a foot (radius 0.5) to the rim: draw it as stacked slices, darker below.
     for t in np.linspace(0, 1, 14):
-        r = 0.5 + 0.5 * float(t) ** 0.7
-        ring, _ = _project(_ellipse_pts(96, r, h * t), view, cx, cy, scale)
-        draw.polygon([tuple(p) for p in ring], fill=_shade(col, 0.72 + 0.2 * t))
-    draw.polygon([tuple(p) for p in rim], fill=_shade(col, 1.0))
-    inner, _ = _project(_ellipse_pts(96, 0.94, h), view, cx, cy, scale)
-    draw.polygon([tuple(p) for p in inner], fill=_shade(col, 0.82))
-    if scene.rim_pattern:
-        band, _ = _project(_ellipse_pts(96, 0.97, h), view, cx, cy, scale)
-        draw.line([tuple(p) for p in band] + [tuple(band[0])], fill=scene.rim_pattern, width=max(1, int(scale * 0.015)))
-    return [tuple(p) for p in inner]
+        draw.polygon(ring(0.5 + 0.5 * float(t) ** 0.7, h * t), fill=_shade(col, 0.72 + 0.2 * t))
+    draw.polygon(ring(1.0, h), fill=_shade(col, 1.0))
+    inner = ring(0.94, h)
+    draw.polygon(inner, fill=_shade(col, 0.82))
+    rim_band(0.97, h, 0.015)
+    return inner
 
 
 def _draw_prims(draw: ImageDraw.ImageDraw, prims: list[Prim], view: View, cx: float, cy: float, scale: float) -> None:
@@ -182,9 +182,9 @@ def _draw_prims(draw: ImageDraw.ImageDraw, prims: list[Prim], view: View, cx: fl
     mean_depth = np.add.reduceat(depth, bounds[:-1]) / np.array(sizes)
     lifts = np.array([p.lift for p in prims])
     order = np.argsort(mean_depth + lifts, kind="stable")
-    projected = [(0.0, screen[bounds[i]:bounds[i + 1]], prims[i]) for i in order]
     e = math.sin(math.radians(view.elevation))
-    for _, pts, prim in projected:
+    for i in order:
+        pts, prim = screen[bounds[i]:bounds[i + 1]], prims[i]
         if prim.kind == "poly":
             draw.polygon([tuple(p) for p in pts], fill=prim.fill, outline=prim.outline)
         elif prim.kind == "line":
@@ -215,9 +215,8 @@ def render(scene: DishScene, view: View, size: int = 512, seed: int = 0, supersa
 
     # Soft contact shadow, offset away from the light (upper left).
     shadow = Image.new("L", (big // 4, big // 4), 0)
-    sd = ImageDraw.Draw(shadow)
     pts, _ = _project(_ellipse_pts(48, 1.06, 0.0), view, cx / 4 + scale * 0.05, cy / 4 + scale * 0.04, scale / 4)
-    sd.polygon([tuple(p) for p in pts], fill=120)
+    ImageDraw.Draw(shadow).polygon([tuple(p) for p in pts], fill=120)
     shadow = shadow.filter(ImageFilter.BoxBlur(big / 110)).resize((big, big), Image.Resampling.BILINEAR)
     img = Image.composite(Image.new("RGB", (big, big), (20, 16, 12)), img, shadow)
 

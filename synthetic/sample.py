@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from synthetic import vqa
-from synthetic.dish import Dish, reference_view, user_views
+from synthetic.dish import Dish, plate, reference_view, user_views
 from synthetic.recipes import CUISINE_STYLES, STYLES, Style
 from synthetic.render import render, to_jpeg
 
@@ -131,7 +131,7 @@ def _render_dish(job: tuple[Dish, int, tuple[float, str] | None, Scale, str]) ->
     dish, n_user, reality, sc, folder = job
     size, supersample = sc.image_size, sc.supersample
     rng = np.random.default_rng(dish.seed)
-    scene = dish.scene(detail=sc.detail)
+    scene = plate(dish, detail=sc.detail)
     views = [reference_view(dish)] + user_views(dish, n_user, rng)
     optimize = size <= 512 and supersample > 1
     for k, view in enumerate(views):
@@ -141,8 +141,7 @@ def _render_dish(job: tuple[Dish, int, tuple[float, str] | None, Scale, str]) ->
         shrink, dropped = reality
         # The customer's photo of a disappointing order: same dish, smaller pile, one component missing.
         view = user_views(dish, 1, np.random.default_rng(dish.seed + 7))[0]
-        img = render(dish.scene(shrink=shrink, drop=dropped, detail=sc.detail), view, size, seed=dish.seed + 99,
-                     supersample=supersample)
+        img = render(plate(dish, shrink, dropped, sc.detail), view, size, seed=dish.seed + 99, supersample=supersample)
         Path(folder, f"{dish.dish_id}_reality.jpg").write_bytes(to_jpeg(img, optimize=optimize))
 
 
@@ -169,11 +168,9 @@ def release_rows(scale: str = "sample", seed: int = 0, workers: int | None = Non
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
         with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            for _ in pool.imap_unordered(_render_dish, jobs, chunksize=4):
-                pass
+            list(pool.imap_unordered(_render_dish, jobs, chunksize=4))
     else:
-        for job in jobs:
-            _render_dish(job)
+        list(map(_render_dish, jobs))
     folder = Path(cache_dir)
 
     def shots(dish: Dish) -> tuple[list[str], list[str]]:

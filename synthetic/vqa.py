@@ -72,12 +72,10 @@ def dietary_suggestion(dish: Dish, rng: np.random.Generator) -> Item:
 
 
 def counterfactual_reasoning(dish: Dish, rng: np.random.Generator) -> Item:
-    """Halve the staple (rice / noodles) or swap the protein for tofu; the change is computed."""
+    """Halve the staple (rice, noodles, pasta or lettuce); the change is computed."""
     starch = next((k for k in ("rice", "egg_noodles", "pasta", "lettuce") if k in dish.grams), "rice")
     before = dish.nutrition.calories
-    grams = dict(dish.grams)
-    grams[starch] = grams[starch] / 2
-    after = nutrition_of(grams).calories
+    after = nutrition_of({**dish.grams, starch: dish.grams[starch] / 2}).calories
     name = ingredient(starch)
     delta = before - after
     return {
