@@ -123,24 +123,31 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_official(args: argparse.Namespace) -> Path:
+    from eval.official_io import import_official
+
+    if not args.task or not args.dataset:
+        raise UsageError("--from official needs --task (the file's task) and --dataset (the authors' release "
+                         "it was made on: a folder, one of its JSONL files, or meituan/DiningBench)")
+    return import_official(args.log, args.task, args.out, dataset=args.dataset, lang=args.lang, model=args.model,
+                           judge=args.judge, judge_base_url=args.judge_base_url)
+
+
+def _import_framework(args: argparse.Namespace) -> Path:
+    from eval.importer import import_run
+
+    return import_run(args.log, args.framework, args.out, dataset=args.dataset, judge=args.judge,
+                      judge_base_url=args.judge_base_url)
+
+
+# `eval import --from F`: the authors' prediction files, or a framework's log (eval/importer.py).
+IMPORTS: dict[str, Callable[[argparse.Namespace], Path]] = {"official": _import_official}
+
+
 def cmd_import(args: argparse.Namespace) -> int:
-    """`eval import --from F`: the authors' prediction files, or a framework's log (eval/importer.py)."""
-    from eval.runinfo import read_run_json
-
-    if args.framework == "official":
-        from eval.official_io import import_official
-
-        if not args.task or not args.dataset:
-            raise UsageError("--from official needs --task (the file's task) and --dataset (the authors' release "
-                             "it was made on: a folder, one of its JSONL files, or meituan/DiningBench)")
-        out = import_official(args.log, args.task, args.out, dataset=args.dataset, lang=args.lang, model=args.model,
-                              judge=args.judge, judge_base_url=args.judge_base_url)
-    else:
-        from eval.importer import import_run
-
-        out = import_run(args.log, args.framework, args.out, dataset=args.dataset, judge=args.judge,
-                         judge_base_url=args.judge_base_url)
+    out = IMPORTS.get(args.framework, _import_framework)(args)
     print(results_table(api.read_metrics(out), protocols.of(api.run_settings(out))))
+    from eval.runinfo import read_run_json
 
     left_out = (read_run_json(out) or {}).get("imported", {}).get("left_out") or []
     if left_out:
