@@ -81,15 +81,12 @@ def _letters(row: ScoreRecord, key: str) -> int:
     return value if within_alphabet(value) else -1
 
 
-def _whole(value: Any, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
 def _rotation_problem(row: dict[str, Any]) -> bool:
     """Whether a rotations.jsonl line cannot be counted: an id that is not text or a number, an epoch or a
     rotation that is not a whole number >= 0, options beyond the alphabet, `correct` not true/false/null."""
     return (not isinstance(row.get("id"), str | int) or isinstance(row.get("id"), bool)
-            or not (row.get("epoch") is None or _whole(row["epoch"], 0, 1 << 31))
+            or not (row.get("epoch") is None or isinstance(row["epoch"], int) and not isinstance(row["epoch"], bool)
+                    and 0 <= row["epoch"] <= 1 << 31)
             or not (row.get("rotation") is None or within_alphabet(row["rotation"]))
             or not (row.get("n_options") is None or within_alphabet(row["n_options"]))
             or not (row.get("correct") is None or isinstance(row["correct"], bool)))

@@ -34,16 +34,10 @@ def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list
     `protocol` and `image_indices` count only for a protocol that records them (`recorded`): requests
     made before there was a choice keep their hashes.
     """
-    identity = {name: getattr(settings, name) for name in IDENTITY_FIELDS
-                if name not in ("protocol", "image_indices") or name in recorded}
-    for name in recorded:
-        if identity.get(name) is None:
-            identity.pop(name, None)
+    identity = {name: value for name, value in ((name, getattr(settings, name)) for name in IDENTITY_FIELDS)
+                if (value is not None if name in recorded else name not in ("protocol", "image_indices"))}
     identity.update(task=task, prompt=text, images=image_hashes, prompt_version=prompts.PROMPT_VERSION)
-    if epoch:
-        identity["epoch"] = epoch
-    if rotation:
-        identity["rotation"] = rotation
+    identity.update({name: value for name, value in (("epoch", epoch), ("rotation", rotation)) if value})
     return hashlib.sha256(json.dumps(identity, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
@@ -56,11 +50,6 @@ def _kept_view_hashes() -> Path:
 # The view hashes of every dataset this process has asked about (bounded), those of views sent as
 # stored also kept on disk for the next run over the same release (`eval.api.run` saves them).
 VIEW_HASHES = ViewHashes(folder=_kept_view_hashes)
-
-
-def view_hashes() -> ViewHashes:
-    """The process's view hashes (read at each call: tests replace them)."""
-    return VIEW_HASHES
 
 
 @dataclass

@@ -13,9 +13,9 @@ from typing import Any
 from eval import tasks
 from eval.images import ImageError, ImagePart, select_views, stored_views, views_for_request
 from eval.limiter import threads_for
-from eval.protocols.base import Protocol, Tally, TaskScoring, register, request_hash, view_hashes
+from eval.protocols import base
+from eval.protocols.base import Protocol, Tally, TaskScoring, register, request_hash
 from eval.protocols.records import (
-    DECIDED_BY,
     authors_rows,
     item_record,
     parsed_answers,
@@ -23,6 +23,7 @@ from eval.protocols.records import (
     score_prediction,
     score_rotations,
     score_task,
+    set_verdict,
     usable_reference,
 )
 from eval.settings import RunSettings, UsageError
@@ -76,7 +77,8 @@ class Ours(Protocol):
 
     def request(self, task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
-        views = _stored(row, settings)
+        views = stored_views(row, n=settings.images, order=settings.image_order, seed=settings.seed,
+                             max_side=settings.max_image_side)
         if views is not None:
             return self.build(task, row, settings, epoch, rotation, scope, views)
         return partial(self.build, task, row, settings, epoch, rotation, scope)
@@ -104,8 +106,8 @@ class Ours(Protocol):
         else:
             chosen = select_views(row.get("image_roles") or [], settings.images, settings.image_order,
                                   seed=settings.seed, item_id=str(row["id"]))
-            hashes = [view_hashes().digest(f"{scope}:{task.name}", str(row["id"]), i, settings.max_image_side, v.data,
-                                         stored=stored)
+            hashes = [base.VIEW_HASHES.digest(f"{scope}:{task.name}", str(row["id"]), i, settings.max_image_side,
+                                              v.data, stored=stored)  # read at each call: tests replace it
                       for i, v in zip(chosen, views, strict=True)]
         digest = request_hash(settings, task.name, text, hashes, epoch, rotation, self.recorded)
         message = Message(role="user", content=(*views, text))
@@ -122,16 +124,15 @@ class Ours(Protocol):
         rotated = [p for p in mine if p.rotation]  # --circular: scored apart, into rotations.jsonl
         mine = [p for p in mine if not p.rotation]
         records = records_of(job, mine)
+        rows = [job.by_id[p.id] for p in mine]
         if job.spec.judged:
             raws = [tasks.parse_input(p.raw) if p.error is None and p.raw is not None else None for p in mine]
-            entry = score_judged(job.spec, records, raws,
-                                 [job.spec.question(job.by_id[p.id], job.lang) or "" for p in mine],
-                                 job.judge_fn, job.judge, job.cache_dir, concurrency=threads_for(job.settings.concurrency, job.settings.max_concurrency),
-                                 n_boot=job.n_boot)
+            entry = score_judged(job.spec, records, raws, [job.spec.question(row, job.lang) or "" for row in rows],
+                                 job.judge_fn, job.judge, job.cache_dir, n_boot=job.n_boot,
+                                 concurrency=threads_for(job.settings.concurrency, job.settings.max_concurrency))
         else:
-            entry = score_task(job.spec, records, parsed_answers(job.spec, mine, [job.by_id[p.id] for p in mine],
-                                                                 job.lang, job.fresh),
-                               [job.by_id[p.id] for p in mine], job.lang, job.n_boot)
+            entry = score_task(job.spec, records, parsed_answers(job.spec, mine, rows, job.lang, job.fresh), rows,
+                               job.lang, job.n_boot)
             if rotated:
                 job.rotated, found = score_rotations(job.spec, rotated, job.by_id, records, job.lang, job.n_boot,
                                                      job.fresh)
@@ -158,11 +159,6 @@ def left_out(entry: TaskFigures, answered: Sequence[Prediction], mine: Sequence[
         entry["ours_left_out"] = len(answered) - len(mine) - len(rotated)
 
 
-def _stored(row: Row, settings: RunSettings) -> list[ImagePart] | None:
-    return stored_views(row, n=settings.images, order=settings.image_order, seed=settings.seed,
-                        max_side=settings.max_image_side)
-
-
 class OursTally(Tally):
     """Ours, one answer at a time: the task's scoring, a judged task's verdict from the judge_accuracy
     rules and the operator's judge. A row whose reference ours cannot read is shown, not scored."""
@@ -187,8 +183,7 @@ class OursTally(Tally):
         raw = prediction.raw if prediction.error is None else None
         verdict, decided_by = await judge.verdict(self.task.question(row, self.lang) or "",
                                                   record["reference"], raw)
-        record.update({"verdict": verdict, "decided_by": DECIDED_BY.get(decided_by),
-                       "correct": None if verdict is None else verdict == "C"})
+        set_verdict(record, verdict, decided_by)
         self.decided.append(decided_by)
 
     def figures(self) -> TaskFigures:

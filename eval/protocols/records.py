@@ -114,18 +114,21 @@ def score_judged(task: tasks.Task, records: list[ScoreRecord], raws: list[str | 
                 "tokens": numbers.token_totals(records), "note": NO_JUDGE_NOTE}
     results = judge_items(questions, [r["reference"] for r in records], raws, judge, judge_model,
                           cache_dir, concurrency=concurrency)
-    verdicts = [verdict for verdict, _, _ in results]
-    decided = [decided_by for _, decided_by, _ in results]
-    for record, raw, verdict, decided_by in zip(records, raws, verdicts, decided, strict=True):
-        record["verdict"] = verdict
-        record["decided_by"] = DECIDED_BY.get(decided_by)
-        record["correct"] = None if verdict is None else verdict == "C"
+    for record, raw, (verdict, decided_by, _) in zip(records, raws, results, strict=True):
+        set_verdict(record, verdict, decided_by)
         record["injection_suspected"] = injection_suspected(final_answer(raw))
-    result = score_verdicts(verdicts, decided)
+    decided = [decided_by for _, decided_by, _ in results]
+    result = score_verdicts([verdict for verdict, _, _ in results], decided)
     metrics = numbers.task_figures(task, records, result, n_boot=n_boot)
     metrics.update({"scored": True, "judge": judge_model, "judge_errors": sum(d == "judge_error" for d in decided),
                     "injection_suspected": sum(r["injection_suspected"] for r in records)})
     return metrics
+
+
+def set_verdict(record: ScoreRecord, verdict: str | None, decided_by: str) -> None:
+    """A judged answer's verdict on its record ("C", "I"; None: unscored), and who decided it."""
+    record.update({"verdict": verdict, "decided_by": DECIDED_BY.get(decided_by),
+                   "correct": None if verdict is None else verdict == "C"})
 
 
 def usable_reference(task: tasks.Task, row: Mapping[str, Any], lang: str) -> bool:

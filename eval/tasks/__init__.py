@@ -35,16 +35,16 @@ __all__ = ["MAX_PARSED_CHARS", "Task", "UnknownTask", "all_tasks", "answer_forma
 
 def answer_format(task: object) -> str:
     """How the task's answer is given ("letter", "nutrients" or "text"); "text" for an unknown task."""
-    return get(task).answer_format if isinstance(task, str) and is_task(task) else "text"
+    return get(task).answer_format if is_task(task) else "text"
 
 
 def figure_of(task: object) -> str:
     """metrics.json's key of the task's headline ("accuracy" for a task no module registered)."""
-    return get(task).figure if isinstance(task, str) and is_task(task) else "accuracy"
+    return get(task).figure if is_task(task) else "accuracy"
 
 
 def is_judged(task: object) -> bool:
-    return isinstance(task, str) and is_task(task) and get(task).judged
+    return is_task(task) and get(task).judged
 
 
 def reference_of(task: str, row: Mapping[str, Any], lang: str = "zh") -> Any:

@@ -12,7 +12,7 @@ A new task is one module that subclasses `Task` and calls `register(MyTask())` (
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeGuard
 
 from eval.types import Row, ScoreRecord, UserError
 
@@ -165,5 +165,5 @@ def all_tasks() -> Iterator[Task]:
     return iter(tuple(_REGISTRY.values()))
 
 
-def is_task(name: object) -> bool:
+def is_task(name: object) -> TypeGuard[str]:
     return isinstance(name, str) and name in _REGISTRY

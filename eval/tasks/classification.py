@@ -25,14 +25,12 @@ def rotate_options(row: Row, rotation: int) -> Row:
     >>> rotated["options"], rotated["answer"]
     (['b', 'c', 'a'], 'C')
     """
-    options = list(row.get("options") or [])
-    if not rotation or not options:
+    n = len(row.get("options") or [])
+    if not rotation or not n:
         return row
-    n = len(options)
     shift = rotation % n
-    rotated = dict(row, options=options[shift:] + options[:shift])
-    if row.get("options_en"):
-        rotated["options_en"] = list(row["options_en"])[shift:] + list(row["options_en"])[:shift]
+    rotated = dict(row, **{key: list(row[key])[shift:] + list(row[key])[:shift]
+                           for key in ("options", "options_en") if row.get(key)})
     answer = row.get("answer")
     if isinstance(answer, str) and len(answer) == 1 and 0 <= ord(answer) - ord("A") < n:
         rotated["answer"] = chr(ord("A") + (ord(answer) - ord("A") - shift) % n)
