@@ -31,11 +31,12 @@ from eval.numbers import one_sided_bound
 from eval.protocols.base import Protocol, Tally, TaskScoring, register, request_hash
 from eval.protocols.ours import left_out, records_of
 from eval.protocols.records import (
-    NO_JUDGE_NOTE,
     authors_rows,
     parsed_answers,
     score_prediction,
     score_task,
+    set_verdict,
+    unjudged,
     usable_reference,
 )
 from eval.settings import N_BOOT, RunSettings, UsageError, image_indices
@@ -362,8 +363,7 @@ def strict_verdict_of(record: ScoreRecord) -> str | None:
         verdict = "C" if mine["strict"] else "I"
     else:
         verdict = None
-    record.update({"verdict": verdict, "decided_by": "judge" if verdict else None,
-                   "correct": None if verdict is None else verdict == "C"})
+    set_verdict(record, verdict, "judge" if verdict else "unscored")
     return verdict
 
 
@@ -374,8 +374,7 @@ def score_strict_judged(task: tasks.Task, records: list[ScoreRecord], judge_mode
     plainly leaves the item unscored."""
     verdicts = [strict_verdict_of(record) for record in records]
     if not any("judge_reply" in (r.get("official") or {}) for r in records):
-        return {"scored": False, "n": len(records), **numbers.outcome_counts(records),
-                "tokens": numbers.token_totals(records), "note": NO_JUDGE_NOTE}
+        return unjudged(records)
     result = score_verdicts(verdicts, ["judge" if v else "unscored" for v in verdicts])
     found = numbers.task_figures(task, records, result, n_boot=n_boot)
     found.update({"scored": True, "judge": judge_model, "judge_errors": 0, "injection_suspected": 0})

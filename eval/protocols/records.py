@@ -110,8 +110,7 @@ def score_judged(task: tasks.Task, records: list[ScoreRecord], raws: list[str | 
     judge_accuracy metric does, so both give one verdict (and one cache entry) per answer.
     """
     if judge is None:
-        return {"scored": False, "n": len(records), **numbers.outcome_counts(records),
-                "tokens": numbers.token_totals(records), "note": NO_JUDGE_NOTE}
+        return unjudged(records)
     results = judge_items(questions, [r["reference"] for r in records], raws, judge, judge_model,
                           cache_dir, concurrency=concurrency)
     for record, raw, (verdict, decided_by, _) in zip(records, raws, results, strict=True):
@@ -123,6 +122,13 @@ def score_judged(task: tasks.Task, records: list[ScoreRecord], raws: list[str | 
     metrics.update({"scored": True, "judge": judge_model, "judge_errors": sum(d == "judge_error" for d in decided),
                     "injection_suspected": sum(r["injection_suspected"] for r in records)})
     return metrics
+
+
+def unjudged(records: Sequence[ScoreRecord]) -> TaskFigures:
+    """A judged task's figures when no judge read its answers: not scored, with its outcome counts, tokens
+    and the note saying how to score it."""
+    return {"scored": False, "n": len(records), **numbers.outcome_counts(records),
+            "tokens": numbers.token_totals(records), "note": NO_JUDGE_NOTE}
 
 
 def set_verdict(record: ScoreRecord, verdict: str | None, decided_by: str) -> None:
