@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+import eval.protocols.base as base
 from eval import tasks
 from eval.images import ImageError, ImagePart, select_views, stored_views, views_for_request
 from eval.limiter import threads_for
-from eval.protocols import base
 from eval.protocols.base import Protocol, Tally, TaskScoring, register, request_hash
 from eval.protocols.records import (
     authors_rows,
