@@ -14,7 +14,7 @@ from construct.models import Answer, Ask, parse_json_object
 from construct.raw import Dish
 from construct.stages import CLASSIFICATION as NAME
 from construct.stages import DISH_REVIEW, prompt, shown_photos, task_item
-from construct.work import MODEL_UNPARSED, Decision, Stage, dropped, inputs_key, judge, kept, triage
+from construct.work import MODEL_UNPARSED, Decision, Stage, dropped, inputs_key, kept, screen, triage
 from diningbench import LETTERS
 
 TASK = NAME
@@ -163,7 +163,7 @@ def check_filter(drafts: dict[str, dict], verdicts: dict[str, Answer], n: int, s
     def own(did: str, verdict: str, reason: str) -> Decision | None:
         return None if verdict == "pass" else dropped(did, verdict, TASK, filter_pass=n, filter_model=spec,
                                                       model_reason=reason)
-    return {did: drafts[did] for did in judge(drafts, verdicts, parse_filter, own, decisions, TASK, filter_pass=n)}
+    return {did: drafts[did] for did in screen(drafts, verdicts, parse_filter, own, decisions, TASK, filter_pass=n)}
 
 
 def place_answers(drafts: dict[str, dict], seed: int, decisions: dict[str, Decision]) -> list[dict]:

@@ -16,7 +16,7 @@ from construct.fdc import load as load_fdc
 from construct.models import Answer, Ask, parse_json_object
 from construct.stages import DISH_REVIEW, DISHES, GLOSSARY_FILE, Prompt, prompt, shown_photos, task_item
 from construct.stages import NUTRITION as NAME
-from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, judge, kept, triage
+from construct.work import MODEL_ERROR, Decision, Stage, dropped, inputs_key, kept, screen, triage
 from diningbench import NUTRIENTS, portion_grams
 
 TASK = NAME
@@ -187,7 +187,7 @@ def check_plausibility(ctx: Context, checker: str, targets: dict[str, dict], can
         checks[did][f"{label}_plausibility"] = "pass" if plausible else reason
         return None if plausible else dropped(did, "implausible")
     failed: dict[str, Decision] = {}
-    judge(candidates, answers, parse_plausibility, own, failed)
+    screen(candidates, answers, parse_plausibility, own, failed)
     return {did: failed[did].reason if did in failed else None for did in candidates}
 
 

@@ -20,7 +20,7 @@ from construct.models import Answer, Ask, parse_json_object
 from construct.neighbours import embed_texts
 from construct.stages import DISH_REVIEW, NUTRITION, prompt, task_item
 from construct.stages import VQA as NAME
-from construct.work import MIX_NAMES, Decision, Stage, dropped, inputs_key, judge, kept
+from construct.work import MIX_NAMES, Decision, Stage, dropped, inputs_key, kept, screen
 from diningbench import NUTRIENTS
 
 TASK = NAME
@@ -245,7 +245,7 @@ def check_drafts(drafts: dict[str, dict], answers: dict[str, Answer],
         drafts[item].update({k: v.strip() for k, v in out.items()})
         problem = question_problem(out["question"])
         return dropped(item, problem, TASK, question=out["question"]) if problem else None
-    return judge(drafts, answers, lambda text: (parse_draft(text),), own, decisions, TASK)
+    return screen(drafts, answers, lambda text: (parse_draft(text),), own, decisions, TASK)
 
 
 def audit_asks(ctx: Context, drafts: dict[str, dict], accepted: list[str]) -> list[Ask]:
@@ -275,7 +275,7 @@ def check_audit(drafts: dict[str, dict], accepted: list[str], verdicts: dict[str
     def own(item: str, verdict: str, issue: str | None) -> Decision | None:
         return dropped(item, issue or "audit_other", TASK, audit_pass=n, audit_model=spec,
                        question=drafts[item]["question"]) if verdict == "reject" else None
-    return judge(accepted, verdicts, parse_audit, own, decisions, TASK, audit_pass=n)
+    return screen(accepted, verdicts, parse_audit, own, decisions, TASK, audit_pass=n)
 
 
 def write_items(drafts: dict[str, dict], accepted: list[str], decisions: dict[str, Decision]) -> list[dict]:

@@ -288,7 +288,7 @@ def triage(item: str, error: str | None, parsed: Any, task: str | None = None, *
     return None
 
 
-def judge(items: Iterable[str], answers: Mapping[str, Any], parse: Callable[[str | None], tuple[Any, ...]],
+def screen(items: Iterable[str], answers: Mapping[str, Any], parse: Callable[[str | None], tuple[Any, ...]],
           own: Callable[..., Decision | None], decisions: dict[str, Decision], task: str | None = None,
           **detail: Any) -> list[str]:
     """The items whose answer passes, in order: each answer parsed (`parse`: a tuple, its first value None when
