@@ -1,9 +1,4 @@
-"""The programmatic face of the harness: what the CLI, the Space and sweeps call.
-
-`run(settings)` = generate (resumable) -> score -> report, into one run folder; `score(run_dir)`
-re-scores saved predictions; `iter_predictions(settings)` streams (Prediction, row) pairs for live
-displays, which `eval.scoring.score_prediction` scores one by one; `run_sweep` runs a grid of cells.
-"""
+"""The programmatic face of the harness: what the CLI, the Space and sweeps call."""
 
 from __future__ import annotations
 
@@ -102,8 +97,7 @@ def load_task_data(settings: RunSettings) -> list[_TaskData]:
             positions = {str(r["id"]): i for i, r in enumerate(meta)}
             indices = [positions[i] for i in wanted if i in positions]
             found.update(i for i in wanted if i in positions)
-        if settings.limit is not None:
-            indices = indices[: settings.limit]
+        indices = indices[: settings.limit]  # None: all of them
         data.append(_TaskData(spec, release, meta, indices, fingerprint))
     if wanted is not None and (missing := [i for i in wanted if i not in found]):
         raise UsageError(f"--ids: no item with id {', '.join(missing[:5])} in {', '.join(settings.tasks)}")
@@ -187,9 +181,8 @@ def to_prediction(outcome: Outcome, parsed: Any = None) -> Prediction:
 
 
 async def parse(task: tasks.Task, outcome: Outcome, row: Row, lang: str) -> Any:
-    """The task's parsed answer; a long answer is parsed in a worker thread, off the event loop.
-
-    A rotated request (`--circular`) is read against the options in the order it showed them."""
+    """The task's parsed answer; a long answer is parsed in a worker thread, off the event loop. A rotated
+    request (`--circular`) is read against the options in the order it showed them."""
     if outcome.response is None:
         return None
     if rotation := outcome.request.metadata.get("rotation", 0):
@@ -260,8 +253,7 @@ def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | 
 
     Writes predictions.jsonl, run.json, scores.jsonl, metrics.json and report.md into
     `settings.out` (or `default_out(settings)`). `on_prediction` is called once per newly
-    finished sample. `backend` overrides building one from `settings.model` (tests).
-    """
+    finished sample. `backend` overrides building one from `settings.model` (tests)."""
     settings.validate()
     check_reachable(settings.base_url, "--base-url")
     check_judge(settings)
@@ -327,12 +319,11 @@ async def _generate(settings: RunSettings, data: list[_TaskData], backend: Backe
     rows = {(d.task, str(r["id"])): (d.spec, r) for d in data for r in d.rows}
     asked = {(d.task, str(r["id"]), e, rotation) for e in range(settings.epochs) for d in data
              for r in d.selected for rotation in requests.rotations(d.spec, r, settings)}
-    total = len(asked)
     with PredictionStore(out) as store:
         # Failed samples of this selection are asked again; drop their old lines first.
         if any(p.error for k, p in store.done.items() if k in asked):
             store.compact(keep=lambda p: p.error is None or key_of(p) not in asked)
-        bar = Progress(total, label=settings.model, enabled=show_progress, limits=limits)
+        bar = Progress(len(asked), label=settings.model, enabled=show_progress, limits=limits)
 
         def skip(request: Request) -> bool:
             if store.is_answered(request.task, request.id, request.request_hash, request.metadata.get("epoch", 0),
@@ -376,8 +367,7 @@ def score(run_dir: Path | str, judge: str | None = None, judge_base_url: str | N
           n_boot: int = N_BOOT) -> Metrics:
     """Re-score the saved predictions of a run folder and rewrite its report; return metrics.json's content.
 
-    The judge, when given, replaces the one recorded in run.json; cached verdicts are reused.
-    """
+    The judge, when given, replaces the one recorded in run.json; cached verdicts are reused."""
     check_reachable(judge_base_url, "--judge-base-url")
     run_dir = Path(run_dir)
     with locked(run_dir) if run_dir.is_dir() else contextlib.nullcontext():
@@ -393,8 +383,7 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
     For live per-sample displays (the Space). Order is completion order. `prediction.parsed`
     is filled by the task's parser; `eval.scoring.score_prediction(task, prediction, row)` says
     whether it is correct (classification) or its per-nutrient errors (nutrition). Closing the
-    generator (or cancelling its task) cancels the requests in flight and starts no new ones.
-    """
+    generator (or cancelling its task) cancels the requests in flight and starts no new ones."""
     settings.validate()
     if backend is None:
         await asyncio.to_thread(check_reachable, settings.base_url, "--base-url")

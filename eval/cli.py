@@ -1,8 +1,4 @@
 """`python -m eval run|score|import|report|sweep|judge-agreement|analyze`: argparse in front of eval.api and eval.report.
-
-Every user mistake ends as one `error: ...` line on stderr and exit status 2, never a traceback; a `run`
-that ends with failed items says so in its last line and exits 3 (rerunning it asks only those items).
-The `run` and `sweep` flags come from `eval.settings.RunSettings`, where each default is declared once.
 """
 
 from __future__ import annotations
@@ -49,8 +45,7 @@ def finish_line(out: Path) -> int:
     from eval.report.runs import load_run
 
     run = load_run(out)
-    lines = report.concurrency_lines([run])
-    if lines:
+    if lines := report.concurrency_lines([run]):
         print("\nrequests in flight:\n" + terminal(lines))
     items = [r for records in run.scores.values() for r in records]
     failed = sum(1 for r in items if r.get("error"))
@@ -149,8 +144,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(results_table(api.read_metrics(out), protocols.of(api.run_settings(out))))
     from eval.runinfo import read_run_json
 
-    left_out = (read_run_json(out) or {}).get("imported", {}).get("left_out") or []
-    if left_out:
+    if left_out := (read_run_json(out) or {}).get("imported", {}).get("left_out"):
         print(f"\nleft out of run.json (not on the import allow-list, or a credential): {', '.join(left_out)}")
     print(f"\nimported into {out}/ (predictions.jsonl, scores.jsonl, metrics.json, run.json, report.md)")
     return 0

@@ -1,11 +1,4 @@
-"""Which views of an item are sent, in what order, and how they are encoded for transport.
-
-Images arrive as the stored bytes (the dataset is loaded with decode_images=False) and are decoded
-at most once: a JPEG already within the size bound is sent byte for byte, anything else is decoded,
-shrunk to the bounded long side and encoded to JPEG once. A release comes from anyone, so an image
-is only ever its own embedded bytes (never a file path it names) and its pixel count is read from
-the header before anything is decoded.
-"""
+"""Which views of an item are sent, in what order, and how they are encoded for transport."""
 
 from __future__ import annotations
 
@@ -46,8 +39,7 @@ def stored_bytes(image: Any, *, item_id: str, index: int) -> bytes:
     """The image's own bytes as the release embeds them.
 
     A cell `{"bytes": None, "path": "/etc/passwd"}` would make the harness read any local file and
-    send it to a model server (or show it in the Space): a path is never opened.
-    """
+    send it to a model server (or show it in the Space): a path is never opened."""
     data = embedded(image)
     if not data:
         if isinstance(image, dict) and image.get("path"):
@@ -177,7 +169,8 @@ def sent_as_stored(image: Any, max_side: int) -> bool:
 
 
 def encode_for_transport(image: Any, *, max_side: int, role: str, item_id: str, index: int) -> ImagePart:
-    """One stored image -> an ImagePart no larger than `max_side` on its long side (JPEG)."""
+    """One stored image (its bytes: the dataset is loaded with decode_images=False) -> an ImagePart no larger
+    than `max_side` on its long side (JPEG), decoded and encoded at most once."""
     data = stored_bytes(image, item_id=item_id, index=index)
     if not _sendable(data, max_side):  # a colour JPEG within bounds goes as stored
         with open_checked(data, item_id=item_id, index=index) as img:  # header only: no pixel decoding yet
@@ -191,8 +184,7 @@ def encode_for_transport(image: Any, *, max_side: int, role: str, item_id: str, 
     return ImagePart(data=data, mime_type="image/jpeg", role=role)
 
 
-def stored_views(row: Row, *, n: int | None, order: str, seed: int,
-                 max_side: int) -> list[ImagePart] | None:
+def stored_views(row: Row, *, n: int | None, order: str, seed: int, max_side: int) -> list[ImagePart] | None:
     """The item's views to send when every one goes out as stored (header reads, no Pillow: cheap
     enough for the event loop), else None: `views_for_request` then decodes what it must, and
     names any problem. Each view is checked once, here, not again when it is sent."""
@@ -209,8 +201,7 @@ def stored_views(row: Row, *, n: int | None, order: str, seed: int,
     return views
 
 
-def views_for_request(row: Row, *, n: int | None, order: str, seed: int,
-                      max_side: int) -> list[ImagePart]:
+def views_for_request(row: Row, *, n: int | None, order: str, seed: int, max_side: int) -> list[ImagePart]:
     """The item's views to send, selected, ordered and encoded."""
     item_id = str(row["id"])
     images = row.get("images") or []
@@ -235,8 +226,7 @@ class ViewHashes:
     again (`save` writes what this process added; the KEPT_SCOPES most recently used files stay). The
     kept files of the KEPT_IN_MEMORY scopes most recently read are held as read and consulted entry by
     entry as views are asked: a run over 1,000 items of a 4,000-item release converts 1,000 items' worth.
-    Re-encoded views are hashed by every process: their bytes depend on the Pillow that made them.
-    """
+    Re-encoded views are hashed by every process: their bytes depend on the Pillow that made them."""
 
     KEPT_SCOPES = 32
     KEPT_IN_MEMORY = 4  # kept files held in memory at once (a long-lived Space may run over many releases)

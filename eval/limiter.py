@@ -1,27 +1,5 @@
 """How many requests go to each model endpoint at once: a fixed number (`--concurrency N`) or a limit
-learnt while the run goes (`--concurrency auto`), paced by what the server says of its rate limit.
-
-One `Limits` per run (or judge, or construction phase) holds one `Limiter` per endpoint (base URL;
-replicas each their own). An adaptive limiter first sends one request alone: its answer says whether
-the server meters a budget (rate-limit headers), before a burst could overdraw it (for PROBE_WAIT_S at
-most: a model that thinks for minutes is not asked one item at a time meanwhile). Then it opens to
-today's fixed default (four times that when no budget was shown: the probe's round trip is made
-up by the next one) and, each round (about `limit` answers), doubles while every slot is busy and the
-median latency stays near the lowest median it has measured (within NEAR x). Past that it steers to GAIN x what the server runs at once, read from each answer by
-Little's law: the requests in flight when it was sent, times the floor over its latency (a server that
-runs S at once and queues the rest answers n requests in n/S floors, so this reads S however long the
-queue; a server that only slows with load reads n). It comes down multiplicatively (BACKOFF) on a 429,
-a 503 that comes with load or Retry-After, or a timeout, once per round so that one burst of refusals
-is one signal. Whatever the mode, a Retry-After pauses the whole endpoint, and the OpenAI-style
-`x-ratelimit-*` headers (requests and tokens) are mirrored in a client-side token bucket, so requests
-are spaced to what is left instead of finding the limit by being refused. What a request costs in
-tokens is read from the headers too (OpenAI counts the prompt and `max_tokens` when a request
-arrives, more than the usage an answer reports).
-
-No header makes a request wait longer than MAX_SERVER_WAIT: a Retry-After over it does not pause the
-endpoint (the runner fails that attempt, naming the header), an odd number is ignored with a warning,
-and one acquire waits for pace at most that long.
-"""
+learnt while the run goes (`--concurrency auto`), paced by what the server says of its rate limit."""
 
 from __future__ import annotations
 
@@ -86,14 +64,12 @@ def parse_duration(text: str | None) -> float | None:
     try:
         seconds = float(text)
     except ValueError:
-        pass
-    else:
-        return seconds if math.isfinite(seconds) and seconds >= 0 else None
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    return sum(float(n) * scale[u] for n, u in parts)
+        parts = _DURATION.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            return None
+        scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+        return sum(float(n) * scale[u] for n, u in parts)
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 @dataclass(frozen=True)
@@ -179,9 +155,8 @@ class _Bucket:
     __slots__ = ("at", "capacity", "level", "peak", "rate")
 
     def __init__(self, budget: Budget, level: float, now: float) -> None:
-        self.rate, self.at, self.peak = max(budget.rate, 1e-6), now, budget.remaining
-        self.capacity = min(budget.limit, max(self.peak + 1, 1 + RESERVE))
-        self.level = min(level, self.capacity)
+        self.peak = budget.remaining
+        self.update(budget, level, now)
 
     def update(self, budget: Budget, level: float, now: float) -> None:
         self.rate, self.at, self.peak = max(budget.rate, 1e-6), now, max(self.peak, budget.remaining)
@@ -219,7 +194,15 @@ class Slot:
 
 
 class Limiter:
-    """The slots and pace of one endpoint. `fixed` N keeps N; None learns the limit (up to `cap`)."""
+    """The slots and pace of one endpoint. `fixed` N keeps N; None learns the limit (up to `cap`).
+
+    Learning: one request goes alone first (its answer says whether the server meters a budget, before a
+    burst could overdraw it; PROBE_WAIT_S at most), then START (four times that when no budget was shown).
+    Each round (about `limit` answers) it doubles while every slot is busy and the median latency stays within
+    NEAR x the lowest round median seen; past that it steers to GAIN x what the server runs at once
+    (`_capacity`). It comes down by BACKOFF on a 429, a 503 that comes with load or Retry-After, or a timeout,
+    once per round. Whatever the mode, a Retry-After pauses the endpoint (up to MAX_SERVER_WAIT) and the
+    `x-ratelimit-*` headers are mirrored in a token bucket, so requests are spaced to what is left."""
 
     def __init__(self, endpoint: str, *, fixed: int | None = None, cap: int = MAX_CONCURRENCY,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -228,11 +211,8 @@ class Limiter:
         self.cap = max(1, fixed if fixed is not None else cap)
         self.limit = float(self.cap if fixed is not None else min(START, self.cap))
         self.clock = clock
-        self.in_flight = 0
-        self.sent = 0
-        self.answered = 0
-        self.refusals = 0  # 429s and 503s
-        self.timeouts = 0
+        self.in_flight = self.sent = self.answered = 0
+        self.refusals = self.timeouts = 0  # refusals: 429s and 503s
         self.floor: float | None = None  # the lowest round median latency seen
         self._floor_crowd = 0.0  # the median in flight of the round that measured the floor
         self._probing = self.adaptive  # the first request goes alone (PROBE_WAIT_S at most)
@@ -249,11 +229,8 @@ class Limiter:
         self._tight: set[str] = set()  # the budgets already said to be tight
         self._slow_start = True
         self._round: list[tuple[float, int]] = []  # (latency, in flight once sent) of the round's answers
-        self._round_size = 0
-        self._round_bad = 0
-        self._round_overloaded = 0
-        self._round_cut = False
-        self._waited = False
+        self._round_size = self._round_overloaded = 0
+        self._round_cut = self._waited = False
         self._start = clock()
         self.trace: list[tuple[float, int, int, float | None, int]] = []  # (t, limit, in flight, latency, refusals)
 
@@ -467,7 +444,9 @@ class Limiter:
         self._new_round()
 
     def _capacity(self) -> float:
-        """How many requests the server runs at once, by Little's law over the round's answers.
+        """How many requests the server runs at once, by Little's law over the round's answers (in flight x
+        floor / latency): a server that runs S at once and queues the rest answers n requests in n/S floors,
+        so this reads S however long the queue; a server that only slows with load reads n.
 
         >>> limiter = Limiter("h:1"); limiter.floor = 0.2
         >>> limiter._round = [(0.2 * 96 / 48, 96), (0.2 * 100 / 48, 100), (0.2 * 90 / 48, 90)]
@@ -480,7 +459,7 @@ class Limiter:
 
     def _new_round(self, *, cut: bool = False) -> None:
         self._round = []
-        self._round_size = self._round_bad = self._round_overloaded = 0
+        self._round_size = self._round_overloaded = 0
         self._round_cut, self._waited = cut, False
 
     def _record(self, now: float, latency: float | None) -> None:
@@ -494,8 +473,7 @@ class Limiter:
         if not self.adaptive or not self.trace:
             return self.slots
         end = self.trace[-1][0]
-        late = [point[1] for point in self.trace if point[0] >= end / 2]
-        return int(statistics.median(late))
+        return int(statistics.median(point[1] for point in self.trace if point[0] >= end / 2))
 
     def describe(self) -> dict[str, Any]:
         sent = max(self.sent, 1)
@@ -511,7 +489,8 @@ class Limiter:
 
 
 class Limits:
-    """The limiters of one run, one per endpoint, made as endpoints are first used."""
+    """The limiters of one run (or judge, or construction phase), one per endpoint (base URL; replicas each
+    their own), made as endpoints are first used."""
 
     def __init__(self, concurrency: int | str = AUTO, max_concurrency: int = MAX_CONCURRENCY, *,
                  clock: Callable[[], float] = time.monotonic) -> None:

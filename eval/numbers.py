@@ -1,10 +1,5 @@
-"""The one place headline numbers (figures) and their intervals are computed, from scored items.
-
-An item is a scores.jsonl line (`eval.types.ScoreRecord`). `eval.scoring` writes metrics.json through
-these functions and the reports recompute any slice of a run with them, so the two always agree.
-Formulas stay in the metrics modules: this module only gathers their per-item results and resamples
-merchants for 95% intervals.
-"""
+"""The one place headline numbers (figures) and their intervals are computed, from scored items (scores.jsonl
+lines), for metrics.json and every report alike; the formulas stay in the metrics modules."""
 
 from __future__ import annotations
 
@@ -36,8 +31,7 @@ def score_nutrition_rows(rows: Sequence[ScoreRecord]) -> dict[str, Any]:
     """The nutrition metric's own figures for these items (unparsed/failed items stay unparsed).
 
     Read from each item's scores (its `abs_error` and `parsed`), as scoring wrote them: nothing is
-    parsed or scored again. Items without them (written by other tools) are scored from `parsed`.
-    """
+    parsed or scored again. Items without them (written by other tools) are scored from `parsed`."""
     if rows and all(isinstance(r.get("abs_error"), dict) for r in rows):
         # A report asks for the same items' figures in several tables (headline, Table 2, the card).
         key = (id(rows), len(rows), id(rows[-1]))
@@ -108,8 +102,7 @@ def resampled_unit(rows: Sequence[ScoreRecord]) -> str:
 
 
 def trials(rows: Sequence[ScoreRecord]) -> int:
-    """What an interval of these rows resamples, counted: their merchants, or their items where the release
-    names no merchant (`clusters`)."""
+    """How many merchants (or items, where none is named) an interval of these rows resamples (`clusters`)."""
     return len(set(clusters(rows)))
 
 
@@ -131,8 +124,7 @@ def headline_ci(task: tasks.Task, rows: Sequence[ScoreRecord], *, n_boot: int = 
     """95% interval for `headline`, resampling merchants (the items' `merchant_id`).
 
     Memoised per item list: a report shows the same interval in several tables and plots, and a
-    nutrition interval calls the metric once per resample.
-    """
+    nutrition interval calls the metric once per resample."""
     key = (task.name, id(rows), n_boot, seed)
     if key in _CI_MEMO and _CI_MEMO[key][0] is rows:
         return _CI_MEMO[key][1]
@@ -242,9 +234,7 @@ def chance_accuracy(records: Sequence[ScoreRecord]) -> float | None:
     >>> chance_accuracy([{"id": "c1"}])  # a record written before n_options was kept: 8 options
     0.125
     """
-    if not records:
-        return None
-    return sum(1 / int(r.get("n_options") or N_OPTIONS) for r in records) / len(records)
+    return sum(1 / int(r.get("n_options") or N_OPTIONS) for r in records) / len(records) if records else None
 
 
 # ---------------------------------------------------------------- a task's metrics.json entry
@@ -309,8 +299,8 @@ def task_figures(task: tasks.Task, rows: Sequence[ScoreRecord], metric_result: d
     still resamples merchants (all epochs of an item travel together), and `epochs` says how often
     the model answered alike."""
     # Built by name from the metric's result, whose keys vary by task (TaskFigures' undeclared escape).
-    figures: dict[str, Any] = {k: v for k, v in metric_result.items() if k not in ("per_item", "correct", "parsed", "verdicts",
-                                                                     "decided_by")}
+    figures: dict[str, Any] = {k: v for k, v in metric_result.items()
+                               if k not in ("per_item", "correct", "parsed", "verdicts", "decided_by")}
     figures.update(outcome_counts(rows))
     figures["tokens"] = token_totals(rows)
     interval = headline_ci(task, rows, n_boot=n_boot)
@@ -320,10 +310,8 @@ def task_figures(task: tasks.Task, rows: Sequence[ScoreRecord], metric_result: d
     if rows and not any_answered(rows):  # no headline: the table shows "–" with the failed count
         figures[task.figure] = None
         # Nor any other figure scored from nothing (100% MAPE per nutrient, 0% accuracy): the counts stay.
-        for name, value in metric_result.items():
-            if isinstance(value, float) and name in figures:
-                figures[name] = None
-    agreement = epoch_agreement(task, rows)
-    if agreement is not None:
+        figures.update({name: None for name, value in metric_result.items()
+                        if isinstance(value, float) and name in figures})
+    if (agreement := epoch_agreement(task, rows)) is not None:
         figures["epochs"] = agreement
     return cast(TaskFigures, figures)

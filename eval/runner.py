@@ -1,10 +1,5 @@
-"""Run requests against a backend: bounded concurrency, retries with backoff, local-engine batching.
-
-The runner knows nothing about tasks or files: it pulls `Request`s lazily from an iterable or an
-async iterable (so only the requests in flight, and any built ahead, hold image bytes) and yields
-one `Outcome` per request as it completes.
-A request that still fails after its retries is an Outcome with an `error`, never dropped.
-"""
+"""Run requests against a backend: bounded concurrency, retries with backoff, local-engine batching. It
+knows nothing about tasks or files."""
 
 from __future__ import annotations
 
@@ -43,12 +38,11 @@ class Outcome:
 class RetryPolicy:
     """Bounded exponential backoff with jitter, bounded in count and in time.
 
-    `max_attempts` counts the attempts that failed for a reason of their own (a 500, a dropped
-    connection, a timeout); back-pressure (429, 503: the server asks to come back later) while the
-    endpoint still answers other requests does not burn them, it lowers the endpoint's limit
-    instead; every retry is bounded by `max_wait_s` from the item's first attempt. A server's Retry-After is the least a refused request waits; a jittered
-    share of the growing backoff comes on top, so refused requests never all come back at once.
-    """
+    `max_attempts` counts the attempts that failed for a reason of their own (a 500, a dropped connection, a
+    timeout); back-pressure (429, 503: the server asks to come back later) while the endpoint still answers
+    other requests does not burn them, it lowers the endpoint's limit instead; every retry is bounded by
+    `max_wait_s` from the item's first attempt. A server's Retry-After is the least a refused request waits; a
+    jittered share of the growing backoff comes on top, so refused requests never all come back at once."""
 
     max_attempts: int = 6
     base_delay: float = 1.0
@@ -144,9 +138,8 @@ class Reachability:
 
 
 async def call_with_retries(backend: Backend, request: Request, policy: RetryPolicy,
-                            on_retry: Callable[[], None] | None = None,
-                            reach: Reachability | None = None, *, limiter: Limiter | None = None,
-                            slot: Slot | None = None,
+                            on_retry: Callable[[], None] | None = None, reach: Reachability | None = None, *,
+                            limiter: Limiter | None = None, slot: Slot | None = None,
                             send: Callable[[Request], Awaitable[Response]] | None = None) -> Outcome:
     """One request to completion: retry retryable errors, fail at once on the others. With `reach`
     (one per run), a run whose requests have all failed to connect for FAIL_FAST_SECONDS stops
@@ -226,12 +219,11 @@ async def built_ahead(jobs: Iterable[Request | Callable[[], Request]], *,
                       threads: int = BUILD_THREADS) -> AsyncIterator[Request]:
     """Requests in order, the ones given as builders built in worker threads, `threads` ahead of need.
 
-    Building a request can mean decoding, shrinking and re-encoding each view (photos above the
-    size bound): tens of milliseconds that would stall every request in flight if done on the
-    event loop. Pillow releases the GIL while it works, so such builds also run in parallel.
-    Requests that were cheap to build (views sent as stored) come ready-made and skip the thread
-    hop. At most `threads` requests (and their image bytes) wait ahead of the workers. A
-    builder's exception is raised here, in order, and the builds after it are dropped.
+    Building a request can mean decoding, shrinking and re-encoding each view (photos above the size bound):
+    tens of milliseconds that would stall every request in flight if done on the event loop. Pillow releases
+    the GIL while it works, so such builds also run in parallel. Requests that were cheap to build (views sent
+    as stored) come ready-made, with no thread hop. At most `threads` requests (and their image bytes) wait
+    ahead of the workers. A builder's exception is raised here, in order, and the builds after it are dropped.
     """
     loop = asyncio.get_running_loop()
     source = iter(jobs)
@@ -287,9 +279,7 @@ def _host_of(backend: Any) -> str | None:
         described = backend.describe() if hasattr(backend, "describe") else {}
     except Exception:  # noqa: BLE001 - a message detail, never worth failing for
         return None
-    if not isinstance(described, dict):
-        return None
-    return described.get("base_url_host") or described.get("host")
+    return (described.get("base_url_host") or described.get("host")) if isinstance(described, dict) else None
 
 
 def _routes(backend: Any, limits: Limits) -> list[tuple[Limiter, Callable[[Request], Awaitable[Response]]]]:
@@ -403,12 +393,13 @@ async def execute(backend: Backend, requests: Iterable[Request] | AsyncIterable[
                   batch_size: int = 8, policy: RetryPolicy | None = None,
                   on_retry: Callable[[], None] | None = None, limits: Limits | None = None
                   ) -> AsyncGenerator[Outcome, None]:
-    """Yield one Outcome per request, in completion order.
+    """Yield one Outcome per request, in completion order; requests are pulled lazily (only those in flight,
+    and any built ahead, hold image bytes), and one that still fails after its retries is an Outcome with
+    an `error`, never dropped.
 
     Backends with `generate_batch` (local engines) get chunks of `batch_size`; the others get
     `generate` calls, as many in flight per endpoint as `limits` allows (made from `concurrency`,
-    N or `auto`, and `max_concurrency` when not given; pass one to read its trace afterwards).
-    """
+    N or `auto`, and `max_concurrency` when not given; pass one to read its trace afterwards)."""
     policy = policy or RetryPolicy()
     source = _Source(requests)
     if hasattr(backend, "generate_batch"):

@@ -1,10 +1,4 @@
-"""The one declaration of a run's settings: CLI flags, defaults, identity and engine options derive from it.
-
-Each field of `RunSettings` carries its flag's help in its metadata; `add_run_arguments` builds the
-`run` (and `sweep`) flags from them, so a default is written once. Fields marked `identity` change what
-is asked of the model: they form the request hash and run.json's identity; the others (concurrency,
-limit, timeout...) do not.
-"""
+"""The one declaration of a run's settings: CLI flags, defaults, identity and engine options derive from it."""
 
 from __future__ import annotations
 
@@ -67,7 +61,6 @@ def concurrency_arg(value: str) -> int | str:
         return concurrency_value(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
 
 
 class RegisteredTasks:
@@ -227,17 +220,10 @@ class RunSettings:
         """`results/<model>-<task>-<settings>/`, readable and unique per setting that changes answers;
         `question` names how the protocol asks (its `folder_parts`)."""
         model = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-")
-        parts = [model, self.task, self.lang, *question]
-        if self.cot:
-            parts.append("cot")
-        if self.reasoning_effort:
-            parts.append(f"effort-{self.reasoning_effort}")
-        if self.thinking_budget is not None:
-            parts.append(f"think{self.thinking_budget}")
-        if not self.protocol_budget:
-            parts.append(f"tok{self.max_tokens}")
-        if self.seed:
-            parts.append(f"seed{self.seed}")
+        suffixes = (("cot", self.cot), (f"effort-{self.reasoning_effort}", self.reasoning_effort),
+                    (f"think{self.thinking_budget}", self.thinking_budget is not None),
+                    (f"tok{self.max_tokens}", not self.protocol_budget), (f"seed{self.seed}", self.seed))
+        parts = [model, self.task, self.lang, *question, *(suffix for suffix, wanted in suffixes if wanted)]
         return Path("results") / "-".join(parts)
 
     @classmethod
@@ -342,8 +328,7 @@ def _int(value: str) -> int:
 def add_run_arguments(parser: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -> None:
     """The settings' flags (`--max-tokens` for `max_tokens`...), with their one default and help.
 
-    `skip` leaves out fields a command declares itself (sweep's lists of models, views and CoT).
-    """
+    `skip` leaves out fields a command declares itself (sweep's lists of models, views and CoT)."""
     add_arguments(parser, DEFAULTS, skip=skip, required=("task", "model"))
 
 
@@ -362,12 +347,10 @@ def add_arguments(parser: argparse.ArgumentParser, defaults: Any, *, skip: Seque
             kwargs.update(action="store_true", default=getattr(defaults, f.name))
         else:
             kwargs["default"] = getattr(defaults, f.name)
-        if f.type.startswith("int"):
-            kwargs.setdefault("type", _int)
-        elif f.type.startswith("float"):
-            kwargs.setdefault("type", float)
-        elif f.type.startswith("Path"):
-            kwargs.setdefault("type", Path)
+        for prefix, kind in (("int", _int), ("float", float), ("Path", Path)):
+            if f.type.startswith(prefix):
+                kwargs.setdefault("type", kind)
+                break
         parser.add_argument("--" + f.name.replace("_", "-"), help=meta["help"], **kwargs)
 
 

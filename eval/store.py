@@ -1,21 +1,5 @@
-"""Append-only JSON-lines files (`JsonlLog`; read with the data contract's one reader,
-`diningbench.iter_jsonl_objects`), and predictions.jsonl on top of them:
-crash-safe storage of per-sample results, and resume.
-
-`JsonlLog` is the one append-only store: the harness's predictions, construction's model-call cache
-and review log use it. Each row is appended as one JSON line and flushed, so a run killed at any
-moment loses at most the rows in flight (flushed lines are the OS's, whatever happens to the process).
-fsync, which guards against the machine itself going down, costs milliseconds on the event loop,
-so predictions run it at most once a second and at close: a power cut loses at most that last
-second, which a rerun asks again. On reopening, a torn last line (killed mid-write) is repaired:
-a complete record gets its newline, a fragment is cut off, so the next row starts a line of its
-own and is never glued to the fragment. For predictions the latest line per (task, id, epoch, rotation) wins.
-(The judge_accuracy metric's verdict cache keeps a copy of this rule, since a metric works copied
-alone; tests/test_store_jsonl.py holds both to the same behaviour.)
-
-It is also where every file is written into a run folder (`write_atomically`, `open_own`): never through
-a link, never half-written, temp files of unique names that the next holder of the folder's lock clears.
-"""
+"""Append-only JSON-lines files (`JsonlLog`) and predictions.jsonl on top of them: crash-safe storage of
+per-sample results, and resume; and the one way a file is written into a run folder (`write_atomically`)."""
 
 from __future__ import annotations
 
@@ -82,7 +66,9 @@ TAIL_CHUNK = 1 << 16
 
 def repair_torn_tail(path: Path) -> None:
     """A last line without its newline was cut by a kill mid-write, or lost only its newline: a
-    complete JSON record gets its newline back, a fragment is cut off. Reads only the file's tail."""
+    complete JSON record gets its newline back, a fragment is cut off. Reads only the file's tail. The
+    judge_accuracy metric's verdict cache keeps a copy of this rule (a metric works copied alone);
+    tests/test_store_jsonl.py holds both to the same behaviour."""
     if not path.exists() and not path.is_symlink():
         return
     with os.fdopen(open_own(path, os.O_RDWR), "rb+") as fh:
@@ -100,9 +86,8 @@ def repair_torn_tail(path: Path) -> None:
             tail = fh.read(step) + tail
         cut = start + tail.rfind(b"\n") + 1  # 0 when the file is one torn line
         fh.seek(cut)
-        last = fh.read()
         try:
-            json.loads(last)
+            json.loads(fh.read())
         except ValueError:
             fh.truncate(cut)
         else:
@@ -119,8 +104,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 class JsonlLog:
-    """An append-only JSON-lines file: opened with its torn tail repaired, each row one flushed line;
-    with `fsync_every_s`, synced to disk at most that often and at close."""
+    """The one append-only store (predictions; construction's model-call cache and review log): opened with
+    its torn tail repaired, each row one flushed line (a killed process loses at most the rows in flight);
+    with `fsync_every_s`, synced to disk (against the machine going down; it costs milliseconds on the event
+    loop) at most that often and at close: a power cut loses at most that stretch, which a rerun asks anew."""
 
     def __init__(self, path: Path, *, fsync_every_s: float | None = None) -> None:
         self.path = Path(path)
@@ -232,11 +219,10 @@ class PredictionStore:
 
 
 # ---------------------------------------------------------------- writing into a folder
-# Every file the harness writes into a run folder (or a work folder, an export, a sweep) is written
-# by the two functions below: appended to through `open_own`, or replaced whole by `write_atomically`.
-# Neither follows a symbolic link nor writes into a file that another name also holds (a hard link):
-# a folder from elsewhere may carry `report.md -> ~/.bashrc`, and writing through it would change a
-# file outside the folder.
+# Every file the harness writes into a run folder (or a work folder, an export, a sweep) is written by the two
+# functions below: appended to through `open_own`, or replaced whole by `write_atomically`. Neither follows a
+# symbolic link nor writes into a file that another name also holds (a hard link): a folder from elsewhere may
+# carry `report.md -> ~/.bashrc`, and writing through it would change a file outside the folder.
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # A temp file is `<name>.<pid>-<12 hex>.tmp`: made with exclusive create, so a planted file or link of
 # that name is never written into, and recognisable, so that what a killed writer left is removed at
