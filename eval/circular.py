@@ -1,10 +1,7 @@
-"""Option-order robustness (`run --circular`, CircularEval): each classification item is asked under
-every rotation of its options and counts correct only if every rotation is; a chi-square test says
-whether the model favours a letter position whatever the options.
-
-Rotation 0 is the item as stored and stays in scores.jsonl; rotations 1..n-1 are scored into
-rotations.jsonl (the same fields plus `rotation` and `n_options`), so every reader of scores.jsonl sees one line per item.
-"""
+"""Option-order robustness (`run --circular`, CircularEval): a classification item asked under every rotation
+of its options counts only if every rotation is right; a chi-square test says whether the model favours a
+letter position. Rotations 1..n-1 go to rotations.jsonl (scores.jsonl's fields plus `rotation` and
+`n_options`), so every reader of scores.jsonl sees one line per item."""
 
 from __future__ import annotations
 
@@ -24,12 +21,10 @@ ROTATIONS = "rotations.jsonl"
 # ---------------------------------------------------------------- figures of a circular run
 def circular_figures(plain: Sequence[ScoreRecord], rotated: Sequence[ScoreRecord], *,
                      n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any] | None:
-    """metrics.json's circular figures from rotation 0 (scores.jsonl lines) and the other rotations.
-
-    An item (per epoch) counts when all its rotations were scored; it is correct when every one is.
-    `accuracy` is rotation 0's on the same items, so the gap to `circular_accuracy` is the
-    share of items the model got right only in the stored order. None without rotations.
-    """
+    """metrics.json's circular figures from rotation 0 (scores.jsonl lines) and the other rotations. An item
+    (per epoch) counts when all its rotations were scored; it is correct when every one is. `accuracy` is
+    rotation 0's on the same items, so the gap to `circular_accuracy` is the share of items the model got
+    right only in the stored order. None without rotations."""
     if not rotated:
         return None
     groups: dict[tuple[str, int], list[ScoreRecord]] = {}

@@ -1,7 +1,6 @@
 """Endpoints and keys: what any client that talks to a model server checks, for the harness and for
 construction alike. A base URL must be http(s), name a host and carry no credential; only its host goes
-into files; a key comes from the caller or the environment; `check_reachable` fails fast in one line.
-"""
+into files; a key comes from the caller or the environment; `check_reachable` fails fast in one line."""
 
 from __future__ import annotations
 
@@ -59,16 +58,12 @@ def require_http_url(base_url: str | None, flag: str = "--base-url") -> None:
 
 
 def resolve_api_key(names: tuple[str, ...], *, base_url: str | None, what: str, explicit: str | None = None) -> str:
-    """The key for one backend instance.
-
-    `explicit` is a key handed over in code for this instance only (the Space's "use your own key");
-    otherwise the environment; a custom server (--base-url) may run without one.
-    """
+    """The key for one backend instance: `explicit`, a key handed over in code for this instance only (the
+    Space's "use your own key"), else the environment; a custom server (--base-url) may run without one."""
     if explicit and explicit.strip():
         return explicit.strip()
     for name in names:
-        value = os.environ.get(name, "").strip()
-        if value:
+        if value := os.environ.get(name, "").strip():
             return value
     if base_url:
         return "EMPTY"  # what `vllm serve` and most self-hosted servers accept

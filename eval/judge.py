@@ -22,13 +22,10 @@ class JudgeError(UserError):
 
 
 class BackendJudge:
-    """A sync, thread-safe `judge(prompt) -> text` over any backend, at temperature 0.
-
-    The backend lives on its own event-loop thread, so this works from plain code and from code
-    that already runs a loop (the Space). Built lazily: cached verdicts never need the backend.
-    The generation limit is the run's (thinking judges need room too); the backend's request
-    policy adapts it as for any model.
-    """
+    """A sync, thread-safe `judge(prompt) -> text` over any backend, at temperature 0. The backend lives on
+    its own event-loop thread, so this works from plain code and from code that already runs a loop (the
+    Space). Built lazily: cached verdicts never need the backend. The generation limit is the run's (thinking
+    judges need room too); the backend's request policy adapts it as for any model."""
 
     def __init__(self, spec: str, base_url: str | None = None, *, timeout: float = DEFAULTS.timeout,
                  max_attempts: int = DEFAULTS.max_attempts, max_tokens: int = DEFAULTS.max_tokens,
@@ -105,8 +102,6 @@ class BackendJudge:
 
 
 def make_judge(spec: str, base_url: str | None = None, **options: Any) -> BackendJudge:
-    """A judge callable for judge_accuracy: `metric.compute(..., judge=make_judge("openai:gpt-4o"))`.
-
-    Close it (`judge.close()`) when done; its connections live on its own loop thread.
-    """
+    """A judge callable for judge_accuracy: `metric.compute(..., judge=make_judge("openai:gpt-4o"))`. Close it
+    (`judge.close()`) when done; its connections live on its own loop thread."""
     return BackendJudge(spec, base_url, **options)

@@ -1,8 +1,5 @@
-"""A live progress line on stderr: done/total, rate, ETA, failures, retries.
-
-On a terminal it redraws one line in place; otherwise (CI logs, pipes) it prints a plain line
-every `log_every_s` seconds and at the end, so logs stay readable.
-"""
+"""A live progress line on stderr: done/total, rate, ETA, failures, retries. Redrawn in place on a terminal;
+otherwise (CI logs, pipes) a plain line every `log_every_s` seconds and at the end, so logs stay readable."""
 
 from __future__ import annotations
 

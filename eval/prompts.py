@@ -1,10 +1,5 @@
-"""The task prompts (the paper's protocol, Figures 6-8 and Table 5), in zh (default) and en.
-
-Each task has a direct prompt and a chain-of-thought variant (`cot=True`); each task object (`eval.tasks`)
-picks its own.
-Prompts are versioned: any change to a template below must bump PROMPT_VERSION, which goes into
-every request hash (so a changed prompt is a new run, never mixed with old answers) and run.json.
-"""
+"""The task prompts (the paper's protocol, Figures 6-8 and Table 5), in zh (default) and en, each direct
+or chain-of-thought (`cot=True`). Any change to a template below must bump PROMPT_VERSION."""
 
 from __future__ import annotations
 
@@ -12,6 +7,7 @@ from collections.abc import Sequence
 
 from eval.types import ALPHABET
 
+# In every request hash (a changed prompt is a new run, never mixed with old answers) and in run.json.
 PROMPT_VERSION = "diningbench-prompts-v2"  # v2: each task has its own CoT prompt
 
 # What a classification prompt asks, and what a nutrition prompt asks and the answer's format: the direct
@@ -82,10 +78,8 @@ _COT_VQA = {
 
 
 def classification_prompt(options: Sequence[str], lang: str, *, cot: bool = False) -> str:
-    """The Figure 6 prompt: options listed as `A. name` lines; letters derived from their count.
-
-    With `cot`, the three steps come before the answer, which is a `Final answer: C` last line.
-    """
+    """The Figure 6 prompt: options listed as `A. name` lines; letters derived from their count. With `cot`,
+    the three steps come before the answer, which is a `Final answer: C` last line."""
     letters = ALPHABET[: len(options)]
     listed = "\n".join(f"{letter}. {name}" for letter, name in zip(letters, options, strict=True))
     sep = "、" if lang == "zh" else ", "

@@ -1,8 +1,6 @@
 """The one key scrubber: every text that may echo a key (backend errors, model output, metrics the
-Space shows) goes through `redact` before it is shown, logged or written.
-
-It imports nothing of ours, so the backends, the Space and construction all use it.
-"""
+Space shows) goes through `redact` before it is shown, logged or written. It imports nothing of ours,
+so the backends, the Space and construction all use it."""
 
 from __future__ import annotations
 
@@ -26,10 +24,8 @@ def _forms(secret: str) -> list[str]:
 
 def _cut_echoes(text: str, form: str, mark: str) -> str:
     """Replace every run of ECHO_RUN or more consecutive characters of `form` (a server that echoes 28 of 30).
-
-    The windows are found by one regex scan and each run is grown at most len(form) characters, so a
-    long text (a model's answer) costs time linear in its length.
-    """
+    The windows are found by one regex scan and each run is grown at most len(form) characters, so a long text
+    (a model's answer) costs time linear in its length."""
     if len(form) < ECHO_RUN:
         return text
     windows = sorted({form[i:i + ECHO_RUN] for i in range(len(form) - ECHO_RUN + 1)})

@@ -1,7 +1,6 @@
 """A dataset row becomes a `Request`, as the run's protocol asks it (`eval.protocols`: the task's prompt
 and the views as ordered, or the authors' prompt and images), with the request hash that is the resume
-key. Backends never see the task's fields.
-"""
+key. Backends never see the task's fields."""
 
 from __future__ import annotations
 

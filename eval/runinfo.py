@@ -1,8 +1,4 @@
-"""run.json: what produced a run folder (settings, backend, versions, data, code), never a key.
-
-It also holds the run's `identity`: the settings that change answers. A folder whose identity
-differs from the requested run is someone else's results, and is never silently mixed.
-"""
+"""run.json: what produced a run folder (settings, backend, versions, data, code), never a key."""
 
 from __future__ import annotations
 
@@ -31,17 +27,16 @@ PACKAGES = tuple(dict.fromkeys(("datasets", "evaluate", "numpy", "pillow",
 
 
 def identity(settings: dict[str, Any], dataset_fingerprints: dict[str, str]) -> dict[str, Any]:
-    ident = {name: settings.get(name) for name in IDENTITY_FIELDS}
-    ident["prompt_version"] = PROMPT_VERSION
-    ident["dataset"] = dataset_fingerprints
-    return ident
+    """The settings that change answers: a folder whose identity differs from the requested run's is
+    someone else's results, never silently mixed."""
+    return {**{name: settings.get(name) for name in IDENTITY_FIELDS}, "prompt_version": PROMPT_VERSION,
+            "dataset": dataset_fingerprints}
 
 
 def package_versions() -> dict[str, str | None]:
-    """The installed version of each of PACKAGES (None when it is not installed).
-
-    Read from the `Version:` header of each distribution's metadata: `metadata.version` parses the
-    whole file with the email parser, descriptions included (13 ms for these ten, against 2 ms)."""
+    """The installed version of each of PACKAGES (None when it is not installed). Read from the `Version:`
+    header of each distribution's metadata: `metadata.version` parses the whole file with the email parser,
+    descriptions included (13 ms for these ten, against 2 ms)."""
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:

@@ -1,8 +1,5 @@
-"""The `backend:model` spec: which backends exist (name -> module) and how a spec is read.
-
-A contract, below the backends: settings validate `--model` / `--judge` with `parse_spec` without
-importing the backend registry (`eval/backends/__init__.py`), which loads a backend's module by name.
-"""
+"""The `backend:model` spec: which backends exist (name -> module) and how a spec is read, below the
+backends, so settings check `--model` / `--judge` without importing the registry."""
 
 from __future__ import annotations
 
@@ -32,10 +29,8 @@ def parse_spec(spec: str) -> tuple[str, str]:
     """
     backend, sep, model = spec.partition(":")
     if not sep or not backend or not model:
-        raise SpecError(
-            f"model spec {spec!r} is not of the form backend:model "
-            f"(backends: {', '.join(sorted(BACKENDS))}), e.g. openai:gpt-4o or baseline:zero"
-        )
+        raise SpecError(f"model spec {spec!r} is not of the form backend:model "
+                        f"(backends: {', '.join(sorted(BACKENDS))}), e.g. openai:gpt-4o or baseline:zero")
     if backend not in BACKENDS:
         raise SpecError(f"unknown backend {backend!r} in {spec!r}; choose one of {', '.join(sorted(BACKENDS))}")
     return backend, model

@@ -1,8 +1,5 @@
-"""Bootstrap confidence intervals clustered by restaurant (`merchant_id`).
-
-Items from one merchant share photographers, lighting and menus, so they are not independent: resampling
-items one by one understates the uncertainty. We resample whole merchants with replacement instead.
-"""
+"""Bootstrap confidence intervals clustered by restaurant (`merchant_id`): items from one merchant share
+photographers, lighting and menus, so whole merchants are resampled, not items."""
 
 from __future__ import annotations
 
@@ -34,18 +31,16 @@ class _ClusterIndex:
 
     def draws(self, n_boot: int, seed: int) -> np.ndarray:
         """(n_boot, n_clusters) cluster numbers drawn with replacement; the same for a given seed."""
-        rng = np.random.default_rng(seed)
-        return rng.integers(0, self.n_clusters, size=(n_boot, self.n_clusters))
+        return np.random.default_rng(seed).integers(0, self.n_clusters, size=(n_boot, self.n_clusters))
 
     def indices(self, drawn: np.ndarray) -> np.ndarray:
         """Concatenate the item indices of the drawn clusters (a cluster drawn twice appears twice)."""
         lengths = self.sizes[drawn]
-        total = int(lengths.sum())
         ends = np.cumsum(lengths)
         # position p inside the output belongs to drawn cluster j = searchsorted; its offset within
         # the cluster is p - (ends[j] - lengths[j]); vectorised via repeat.
         shift = np.repeat(self.starts[drawn] - (ends - lengths), lengths)
-        return self.order[np.arange(total) + shift]
+        return self.order[np.arange(int(lengths.sum())) + shift]
 
     def counts(self, drawn: np.ndarray) -> np.ndarray:
         """(n_boot, n_clusters) how often each cluster was drawn in each resample."""
@@ -73,10 +68,9 @@ def _interval(estimates: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def can_resample(n_items: int, clusters: Sequence[str] | None) -> bool:
-    """Whether a bootstrap interval means anything: at least two clusters (two items item-level).
-
-    With every item from one merchant, resampling merchants always redraws the same items and the
-    "interval" collapses to the point estimate, which reads as certainty where there is none.
+    """Whether a bootstrap interval means anything: at least two clusters (two items item-level). With every
+    item from one merchant, resampling merchants always redraws the same items and the "interval" collapses to
+    the point estimate, which reads as certainty where there is none.
 
     >>> can_resample(8, ["m1"] * 8), can_resample(8, ["m1"] * 7 + ["m2"]), can_resample(1, None)
     (False, True, False)
@@ -86,11 +80,9 @@ def can_resample(n_items: int, clusters: Sequence[str] | None) -> bool:
 
 def cluster_bootstrap_ci(n_items: int, clusters: Sequence[str] | None, statistic: Statistic, *,
                          n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of `statistic(indices)` over cluster resamples.
-
-    `statistic` receives the item indices of one resample (cluster members concatenated, repeats
-    kept) and returns a number; NaN results are skipped. Pass `clusters=None` for an item-level
-    bootstrap.
+    """Percentile interval of `statistic(indices)` over cluster resamples. `statistic` receives the item
+    indices of one resample (cluster members concatenated, repeats kept) and returns a number; NaN results are
+    skipped. Pass `clusters=None` for an item-level bootstrap.
 
     >>> values = np.array([1.0, 0.0, 1.0, 1.0])
     >>> low, high = cluster_bootstrap_ci(4, ["m1", "m1", "m2", "m3"], lambda i: values[i].mean())
@@ -165,11 +157,9 @@ def _resampled_means(values: np.ndarray, valid: np.ndarray, index: _ClusterIndex
 def cluster_bootstrap_mean_ci(values: Sequence[float] | np.ndarray, clusters: Sequence[str] | None, *,
                               n_boot: int = N_BOOT, seed: int = 0,
                               level: float = 0.95) -> tuple[float, float]:
-    """Interval for the mean of per-item `values` (NaN = item not counted, e.g. an excluded APE).
-
-    Same resamples, hence the same interval, as `cluster_bootstrap_ci` with a nan-aware mean
-    statistic and the same seed, but computed from per-cluster sums in one matrix product.
-    """
+    """Interval for the mean of per-item `values` (NaN = item not counted, e.g. an excluded APE). Same
+    resamples, hence the same interval, as `cluster_bootstrap_ci` with a nan-aware mean statistic and the same
+    seed, but computed from per-cluster sums in one matrix product."""
     _check(n_boot, level)
     arr = np.asarray(values, dtype=float)
     index = _ClusterIndex(len(arr), clusters)
@@ -181,10 +171,8 @@ def paired_bootstrap(n_items: int, clusters: Sequence[str] | None, statistic_a: 
                      statistic_b: Statistic, *, n_boot: int = N_BOOT, seed: int = 0,
                      level: float = 0.95) -> tuple[float, tuple[float, float]]:
     """Difference `statistic_a - statistic_b` on the same items, with a paired cluster-bootstrap interval.
-
-    Both statistics see the same resampled indices, so item-level agreement between the two runs
-    cancels out: two identical runs give exactly 0 with interval (0, 0).
-    """
+    Both statistics see the same resampled indices, so item-level agreement between the two runs cancels out:
+    two identical runs give exactly 0 with interval (0, 0)."""
     interval = cluster_bootstrap_ci(n_items, clusters, lambda idx: statistic_a(idx) - statistic_b(idx),
                                     n_boot=n_boot, seed=seed, level=level)
     everything = np.arange(n_items)

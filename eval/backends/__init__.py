@@ -1,9 +1,5 @@
-"""Backend registry: `backend:model` spec → Backend instance, importing heavy SDKs lazily.
-
-Adding a backend = one module here with `make(model, options: BackendOptions) -> Backend` and its
-`TRAITS` (eval.types.BackendTraits), and its line in `eval/specs.py:BACKENDS` (name -> module; the list
-lives there, below the settings that check a spec). tests/test_backend_registry.py adds one.
-"""
+"""Backend registry: `backend:model` spec → Backend instance, importing heavy SDKs lazily (adding a
+backend: ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -17,10 +13,8 @@ from eval.types import Backend, BackendOptions, BackendTraits
 __all__ = ["BackendOptions", "SpecError", "make_backend", "parse_spec", "provider_module", "release", "traits"]
 
 async def release(backend: Any) -> None:
-    """Close what a backend holds open on the running event loop (HTTP connections), if anything.
-
-    Called by whoever runs the loop, before it ends: a later loop gets fresh connections.
-    """
+    """Close what a backend holds open on the running event loop (HTTP connections), if anything. Called by
+    whoever runs the loop, before it ends: a later loop gets fresh connections."""
     close = getattr(backend, "aclose", None)
     if close is not None:
         await close()

@@ -1,8 +1,6 @@
-"""What the two local engines (`hf:` transformers, `vllm:` offline vLLM) share.
-
-Engine options as the CLI passes them (validated once, unknown ones ignored), the error a user sees
-when an engine cannot start, and the batch runner that keeps one bad sample from failing its chunk.
-"""
+"""What the two local engines (`hf:` transformers, `vllm:` offline vLLM) share: engine options as the CLI
+passes them (validated once, unknown ones ignored), the error a user sees when an engine cannot start, and
+the batch runner that keeps one bad sample from failing its chunk."""
 
 from __future__ import annotations
 
@@ -20,20 +18,15 @@ T = TypeVar("T")
 
 
 class EngineUnavailable(ConfigError):
-    """A local engine cannot start here: a package is missing, no GPU, a bad engine option.
-
-    A ConfigError: one line that says what to install or change, printed as `error: ...`.
-    """
+    """A local engine cannot start here: a package is missing, no GPU, a bad engine option. A ConfigError: one
+    line that says what to install or change, printed as `error: ...`."""
 
 
 @dataclass(frozen=True)
 class LocalEngineOptions:
     """The settings a local engine is built with; each is recorded in run.json via describe().
-
-    `images_per_prompt` is the most images one prompt may carry (vLLM reserves memory for exactly
-    that many);
-    `max_pixels`/`min_pixels` bound the pixel budget of Qwen-VL-style image processors.
-    """
+    `images_per_prompt` is the most images one prompt may carry (vLLM reserves memory for exactly that many);
+    `max_pixels`/`min_pixels` bound the pixel budget of Qwen-VL-style image processors."""
 
     images_per_prompt: int | None = None
     seed: int = 0
@@ -51,9 +44,8 @@ class LocalEngineOptions:
     def of(cls, options: BackendOptions) -> LocalEngineOptions:
         """The engine's settings from the backend options: its own flags, the view count, the batch size
         and the run's seed (the limit travels with each request)."""
-        seed = options.generation.seed
         return cls.from_options({**options.engine, "images_per_prompt": options.images_per_prompt,
-                                 "batch_size": options.batch_size, "seed": seed})
+                                 "batch_size": options.batch_size, "seed": options.generation.seed})
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> LocalEngineOptions:
@@ -131,18 +123,14 @@ async def generate_one(generate_batch: Callable[[list[Request]], list[Response |
     return result
 
 
-def generate_isolated(
-    requests: Sequence[Request],
-    prepare: Callable[[Request], T],
-    run_batch: Callable[[list[Request], list[T]], list[Response]],
-) -> list[Response | BackendError]:
-    """Run `run_batch` on the prepared requests; one failure never takes its neighbours down.
-
-    A request whose preparation fails (a corrupt image, too many images) gets its own
-    BackendError. If the batch call itself raises, each request is retried alone so that the
-    error lands on the sample that caused it. Engine errors are not retryable: the same input
-    would fail the same way, and the runner records them as failed samples.
-    """
+def generate_isolated(requests: Sequence[Request], prepare: Callable[[Request], T],
+                      run_batch: Callable[[list[Request], list[T]], list[Response]]
+                      ) -> list[Response | BackendError]:
+    """Run `run_batch` on the prepared requests; one failure never takes its neighbours down. A request whose
+    preparation fails (a corrupt image, too many images) gets its own BackendError. If the batch call itself
+    raises, each request is retried alone so that the error lands on the sample that caused it. Engine errors
+    are not retryable: the same input would fail the same way, and the runner records them as failed
+    samples."""
     results: list[Response | BackendError | None] = [None] * len(requests)
     ready: list[tuple[int, Request, T]] = []
     for index, request in enumerate(requests):

@@ -1,14 +1,6 @@
-"""What API backends share: which HTTP statuses are worth retrying, Retry-After. (Base URLs, keys and
-hosts: `eval.endpoints`.)
-
-The runner owns retries (client retries are switched off), so every backend maps its client's
-errors to `BackendError(retryable=..., status=..., retry_after=...)` with these rules.
-
-A server's wait is read, never trusted: a value that is not a finite number of seconds (`soon`,
-`inf`, `NaN`, a negative) is ignored with one warning line, and a wait over MAX_SERVER_WAIT is kept
-as asked (`ServerWait`, naming its header) so the runner can fail that attempt saying why, instead of
-sleeping for days.
-"""
+"""What API backends share: which HTTP statuses are worth retrying, Retry-After (base URLs, keys, hosts:
+`eval.endpoints`). The runner owns retries (client retries are off), so every backend maps its client's errors
+to `BackendError(retryable=..., status=..., retry_after=...)` with these rules."""
 
 from __future__ import annotations
 
@@ -86,10 +78,8 @@ def parse_retry_after(headers: Mapping[str, str] | Any | None) -> ServerWait | N
         value = headers.get("retry-after")
     except (AttributeError, TypeError, ValueError):
         return None
-    if ms is not None:
-        seconds = finite_seconds(ms, "retry-after-ms", scale=0.001)
-        if seconds is not None:
-            return ServerWait(seconds, "retry-after-ms")
+    if ms is not None and (seconds := finite_seconds(ms, "retry-after-ms", scale=0.001)) is not None:
+        return ServerWait(seconds, "retry-after-ms")
     if value is None:
         return None
     text = str(value).strip()

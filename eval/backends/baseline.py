@@ -1,27 +1,5 @@
-"""`baseline:NAME`: reference baselines without weights, run through the same runner and metrics.
-
-They answer from the dataset's references (passed in as the `dataset_items` option: task ->
-items with id, group (menu category), vqa_category and reference), always leaving the asked item
-out, so none of them can see its own answer. What each one does per task:
-
-| baseline      | classification                    | nutrition                          | vqa                                   |
-|---------------|-----------------------------------|------------------------------------|---------------------------------------|
-| random        | a letter, seeded by (seed, id)    | another item's facts, seeded       | another item's answer, seeded         |
-| first         | always "A" (answer-position bias) | the first other item's facts       | the first other item's answer         |
-| zero          | no answer (unparsed = wrong)      | 0 for every nutrient (MAPE 100%)   | an abstention ("cannot determine")    |
-| median        | most common other answer letter   | per-nutrient median of the others  | most common other answer              |
-| category-mean | most common letter, same category | mean of the same menu category     | most common answer, same vqa_category |
-
-`category-mean` falls back to the whole dataset when an item is alone in its category; ties in
-"most common" go to the answer seen first in dataset order.
-
-Chance is not one of them: a backend can only give one letter per item, so a "chance" answerer
-would be `random` again, with a score that wanders around the expectation. The expectation itself is
-computed instead (`eval.numbers.chance_accuracy`: the mean over items of 1/number of options, 12.50% with 8
-options) and every report shows it as the `chance` row of Table 2 and a dashed line on the
-classification accuracy plots; `baseline:chance` is refused with a pointer there. `median` can score
-below it (0% on a sample balanced over letters: its most common letter is never the answer).
-"""
+"""`baseline:NAME`: reference baselines without weights, run through the same runner and metrics; what each
+answers per task is README.md's "Baselines" table."""
 
 from __future__ import annotations
 
@@ -39,6 +17,9 @@ from eval.backends.policy import refuse_options
 from eval.types import ALPHABET, BackendOptions, BackendTraits, ConfigError, Request, Response
 
 NAMES = ("random", "first", "zero", "median", "category-mean")
+# Chance is no baseline: a backend gives one letter per item, so a "chance" answerer would be `random` again,
+# its score wandering around the expectation. That is computed instead (`eval.numbers.chance_accuracy`);
+# `median` can score below it (0% on a sample balanced over letters: its most common letter is never right).
 CHANCE_NOTE = ("chance is computed, not sampled: every report's Table 2 has a `chance` row (the mean of "
                "1/number of options, 12.50% with 8) and the accuracy plots a dashed chance line; "
                "baseline:random samples one letter per item")
@@ -50,13 +31,11 @@ def _key(value: Any) -> str:
 
 
 class _Pool:
-    """The references of a set of items (a task's, or one group's), in dataset order, prepared so that
-    each leave-one-out answer costs O(1) instead of a scan of every item.
-
-    Leaving item i out: the most common answer is the best (count, first position) once i's own
-    answer loses one count (and, when i was its first sighting, its first position moves on to the
-    next one); a mean is the exact sum less i's value; a median is read around i's place in sorted order.
-    """
+    """The references of a set of items (a task's, or one group's), in dataset order, prepared so that each
+    leave-one-out answer costs O(1) instead of a scan of every item. Leaving item i out: the most common
+    answer is the best (count, first position) once i's own answer loses one count (and, when i was its first
+    sighting, its first position moves on to the next one); a mean is the exact sum less i's value; a median
+    is read around i's place in sorted order."""
 
     def __init__(self, rows: Sequence[Mapping[str, Any]]) -> None:
         self.rows = list(rows)
@@ -90,10 +69,7 @@ class _Pool:
             seen = self.sightings[own]
             first = seen[1] if seen[0] == mine else seen[0]
             candidates.append((-(self.count[own] - 1), first, own))
-        if not candidates:
-            return None
-        _, first, _ = min(candidates)
-        return self.rows[first]["reference"]
+        return self.rows[min(candidates)[1]]["reference"] if candidates else None
 
     def _column(self, nutrient: str) -> tuple[list[float], Fraction, list[float]]:
         if nutrient not in self._numbers:
@@ -102,11 +78,10 @@ class _Pool:
         return self._numbers[nutrient]
 
     def mean(self, nutrient: str, item_id: str) -> float:
-        """The others' mean as `sum(values) / len(values)` gives it, to the 2 decimals answers keep.
-
-        The exact mean (the pool's exact sum less this item's value) differs from the one summed in
-        order by a few units in the last place; that changes the rounded answer only within that
-        distance of a midpoint (x.xx5), and only then is the sum taken in order."""
+        """The others' mean as `sum(values) / len(values)` gives it, to the 2 decimals answers keep. The exact
+        mean (the pool's exact sum less this item's value) differs from the one summed in order by a few units
+        in the last place; that changes the rounded answer only within that distance of a midpoint (x.xx5),
+        and only then is the sum taken in order."""
         values, total, ordered = self._column(nutrient)
         mine = self.position.get(item_id)
         if mine is not None:
@@ -135,7 +110,8 @@ class _Pool:
 
 
 class BaselineBackend:
-    """A no-skill reference answerer; `generate` is pure given (items, seed)."""
+    """A no-skill reference answerer; `generate` is pure given (items, seed). `items` is the `dataset_items`
+    option: task -> items with id, group (menu category), vqa_category and reference."""
 
     def __init__(self, name: str, items: Mapping[str, Sequence[Mapping[str, Any]]], *, lang: str = "zh") -> None:
         if name not in NAMES:
@@ -154,6 +130,7 @@ class BaselineBackend:
         rows = self.items.get(task)
         if rows is None:
             raise ConfigError(f"baseline:{self.name} has no dataset references for task {task!r}")
+        key: tuple[str, str | None, Any] = (task, None, None)
         if same is not None:
             if (task, same) not in self._groups:
                 groups: dict[Any, list[Mapping[str, Any]]] = {}
@@ -161,16 +138,14 @@ class BaselineBackend:
                     groups.setdefault(_key(row.get(same)), []).append(row)
                 self._groups[(task, same)] = groups
                 self._group_of[(task, same)] = {r["id"]: _key(r.get(same)) for r in rows}
-            group = self._group_of[(task, same)].get(item_id, _key(None))
+            group_of = self._group_of[(task, same)]
+            group = group_of.get(item_id, _key(None))
             members = self._groups[(task, same)].get(group, [])
-            if len(members) > (item_id in self._group_of[(task, same)]):  # another item shares the group
-                key = (task, same, group)
-                if key not in self._pools:
-                    self._pools[key] = _Pool(members)
-                return self._pools[key]
-        if (task, None, None) not in self._pools:
-            self._pools[(task, None, None)] = _Pool(rows)
-        return self._pools[(task, None, None)]
+            if len(members) > (item_id in group_of):  # another item shares the group
+                key, rows = (task, same, group), members
+        if key not in self._pools:
+            self._pools[key] = _Pool(rows)
+        return self._pools[key]
 
     def answer(self, request: Request) -> str:
         task, item_id, seed = request.task, request.id, request.config.seed
@@ -199,10 +174,8 @@ class BaselineBackend:
             else:
                 group = "group" if self.name == "category-mean" else None
                 pool = self._pool(task, item_id, same=group)
-                if self.name == "median":
-                    facts = {k: pool.median(k, item_id) for k in parts}
-                else:
-                    facts = {k: pool.mean(k, item_id) for k in parts}
+                statistic = pool.median if self.name == "median" else pool.mean
+                facts = {k: statistic(k, item_id) for k in parts}
             return json.dumps({k: round(float(facts[k]), 2) for k in parts})
         if spec.answer_format == "text":
             if self.name == "zero":
@@ -229,11 +202,10 @@ TRAITS = BackendTraits()  # no weights, no key, no server: leave-one-out over th
 def make(model: str, options: BackendOptions) -> BaselineBackend:
     refuse_options(f"baseline:{model}", reasoning_effort=options.generation.reasoning_effort,
                    thinking_budget=options.generation.thinking_budget)
-    dataset_items = options.dataset_items
     if model == "chance":
         raise ConfigError(CHANCE_NOTE)
     if model not in NAMES:
         raise ConfigError(f"unknown baseline {model!r}; choose one of {', '.join(NAMES)}")
-    if dataset_items is None:
+    if options.dataset_items is None:
         raise ConfigError(f"baseline:{model} needs the dataset's references (the harness passes dataset_items)")
-    return BaselineBackend(model, dataset_items, lang=options.lang)
+    return BaselineBackend(model, options.dataset_items, lang=options.lang)

@@ -1,12 +1,5 @@
-"""`gemini:MODEL`: Google's Gemini API through google-genai (`client.aio.models.generate_content`).
-
-Images travel as inline bytes parts. `--base-url` sets `HttpOptions.base_url` (a proxy, or a
-local server in tests). The SDK's retries are off (attempts=1): the runner retries.
-
-Thinking models (Gemini 2.5, Gemini 3) spend thinking tokens out of `max_output_tokens`; a limit
-used up by thinking ends with MAX_TOKENS and no text, which is a truncated answer, not an error.
-`thinking_config` is the request policy: what is sent, and why, in one place.
-"""
+"""`gemini:MODEL`: Google's Gemini API through google-genai (`client.aio.models.generate_content`), images
+as inline bytes parts, the SDK's retries off (attempts=1: the runner retries)."""
 
 from __future__ import annotations
 
@@ -33,7 +26,8 @@ from eval.types import (
 # content, so asking again may answer. Every other reason of the installed SDK's `FinishReason` enum
 # (SAFETY, RECITATION, IMAGE_PROHIBITED_CONTENT, MODEL_ARMOR, ... and those a newer SDK adds) ends the answer
 # for a reason asking again does not change: it is recorded as blocked, never retried as "empty".
-# CONTINUATION is MAX_TOKENS for a response that could be continued: a truncated answer.
+# CONTINUATION is MAX_TOKENS for a response that could be continued: a truncated answer. So is a limit
+# used up by thinking (MAX_TOKENS and no text), never an error.
 TRUNCATED_FINISH = frozenset({"MAX_TOKENS", "CONTINUATION"})
 ANSWERED_FINISH = frozenset({"STOP"}) | TRUNCATED_FINISH
 RETRYABLE_FINISH = frozenset({"FINISH_REASON_UNSPECIFIED", "OTHER", "MALFORMED_RESPONSE"})
@@ -54,12 +48,11 @@ _GEMINI_3 = re.compile(r"^gemini-3")  # thinking levels (minimal/low/medium/high
 
 def thinking_config(model: str, *, thinking_budget: int | None, reasoning_effort: str | None,
                     max_tokens: int | None) -> dict[str, Any]:
-    """The ThinkingConfig fields to send, or {} to leave thinking at the model's default.
-
-    `thinking_budget` (tokens; -1 dynamic, 0 off) goes as is. `reasoning_effort` becomes Gemini 3's
-    `thinking_level` (Google's own OpenAI-compatible endpoint maps it so); earlier models have no
-    levels. Thinking counts against max_output_tokens, so a fixed budget must leave room to answer.
-    Raises ConfigError (one line) for what the API would refuse.
+    """The ThinkingConfig fields to send, or {} to leave thinking at the model's default. `thinking_budget`
+    (tokens; -1 dynamic, 0 off) goes as is. `reasoning_effort` becomes Gemini 3's `thinking_level` (Google's
+    own OpenAI-compatible endpoint maps it so); earlier models have no levels. Thinking counts against
+    max_output_tokens, so a fixed budget must leave room to answer. Raises ConfigError (one line) for what the
+    API would refuse.
 
     >>> thinking_config("gemini-3-pro-preview", thinking_budget=None, reasoning_effort="low", max_tokens=16384)
     {'thinking_level': 'LOW'}
@@ -94,9 +87,7 @@ def to_gemini_contents(messages: tuple[Message, ...], types: Any) -> tuple[list[
 
 
 def _name(value: Any) -> str | None:
-    if value is None:
-        return None
-    return str(getattr(value, "name", value)).rsplit(".", 1)[-1]
+    return None if value is None else str(getattr(value, "name", value)).rsplit(".", 1)[-1]
 
 
 class GeminiBackend:
@@ -230,10 +221,8 @@ TRAITS = BackendTraits(closed_weights=True, key_env=("GEMINI_API_KEY", "GOOGLE_A
 
 def make(model: str, options: BackendOptions) -> GeminiBackend:
     """`options.api_key` overrides the environment for this instance only; it is never recorded.
-
-    `reasoning_effort` is accepted for Gemini 3 only (as its thinking level); thinking settings the
-    API would refuse are refused here, before any request.
-    """
+    `reasoning_effort` is accepted for Gemini 3 only (as its thinking level); thinking settings the API would
+    refuse are refused here, before any request."""
     asked = options.generation
     refuse_options(f"gemini:{model}", reasoning_effort=asked.reasoning_effort, thinking_budget=asked.thinking_budget,
                    usable=("thinking_budget", "reasoning_effort"))

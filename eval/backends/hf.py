@@ -1,8 +1,6 @@
-"""`hf:MODEL` — a vision-language model run locally with transformers (any device, no server).
-
-`AutoProcessor` + `AutoModelForImageTextToText`, the model's own chat template, batched greedy
-decoding with left padding. Slower than vLLM, but needs nothing beyond torch and transformers.
-"""
+"""`hf:MODEL` — a vision-language model run locally with transformers (any device, no server): the model's
+own chat template, batched greedy decoding with left padding; slower than vLLM, but needs only torch and
+transformers."""
 
 from __future__ import annotations
 
@@ -30,33 +28,26 @@ INSTALL_HINT = "pip install -r requirements-dev.txt (torch + transformers)"
 
 
 def decode_images(request: Request) -> list[Any]:
-    """The request's images as RGB PIL images, decoded once, in prompt order.
-
-    Raises BackendError (not retryable) naming the sample and image for undecodable bytes.
-    """
+    """The request's images as RGB PIL images, decoded once, in prompt order; a BackendError (not retryable)
+    naming the sample and image for undecodable bytes."""
     from PIL import Image
 
     images = []
-    index = 0
-    for message in request.messages:
-        for part in message.images:
-            try:
-                with Image.open(io.BytesIO(part.data)) as opened:
-                    images.append(opened.convert("RGB"))
-            except Exception as exc:  # noqa: BLE001 - PIL raises many kinds for bad bytes
-                raise BackendError(f"{request.id}: image {index} cannot be decoded ({type(exc).__name__})",
-                                   retryable=False) from None
-            index += 1
+    for index, part in enumerate(part for message in request.messages for part in message.images):
+        try:
+            with Image.open(io.BytesIO(part.data)) as opened:
+                images.append(opened.convert("RGB"))
+        except Exception as exc:  # noqa: BLE001 - PIL raises many kinds for bad bytes
+            raise BackendError(f"{request.id}: image {index} cannot be decoded ({type(exc).__name__})",
+                               retryable=False) from None
     return images
 
 
 def to_hf_conversation(messages: Sequence[Message], images: Sequence[Any]) -> list[dict[str, Any]]:
-    """Messages → the transformers chat format, images as `{"type": "image", "image": PIL}` parts.
-
-    Images are consumed from `images` in the order they appear, so the i-th ImagePart of the
-    request becomes the i-th image the processor sees. Every content is a list of typed parts:
-    the multimodal chat templates (Qwen-VL, LLaVA, Idefics...) all accept that form.
-    """
+    """Messages → the transformers chat format, images as `{"type": "image", "image": PIL}` parts. Images are
+    consumed from `images` in the order they appear, so the i-th ImagePart of the request becomes the i-th
+    image the processor sees. Every content is a list of typed parts: the multimodal chat templates (Qwen-VL,
+    LLaVA, Idefics...) all accept that form."""
     remaining = iter(images)
     conversation = []
     for message in messages:
@@ -240,12 +231,10 @@ class HFBackend:
                 for tokens, limit, length in zip(generated, limits, prompt_lengths, strict=True)]
 
     def _generation_config(self, temperature: float, max_new_tokens: int) -> Any:
-        """The checkpoint's generation config with the run's decoding on top.
-
-        Instruct checkpoints often ship sampling defaults (Qwen3-VL: temperature 0.7, top_p 0.8,
-        top_k 20); temperature 0 must mean greedy whatever they say. Other settings the authors
-        chose (repetition_penalty...) are kept, and recorded by describe().
-        """
+        """The checkpoint's generation config with the run's decoding on top. Instruct checkpoints often ship
+        sampling defaults (Qwen3-VL: temperature 0.7, top_p 0.8, top_k 20); temperature 0 must mean greedy
+        whatever they say. Other settings the authors chose (repetition_penalty...) are kept, and recorded by
+        describe()."""
         config = copy.deepcopy(self.model.generation_config)
         if temperature > 0:
             config.do_sample, config.temperature = True, temperature
@@ -283,11 +272,9 @@ TRAITS = BackendTraits(open_weights=True, packages=("transformers", "torch"))
 
 
 def make(model: str, options: BackendOptions) -> HFBackend:
-    """Build the `hf:` backend; options as the CLI passes them (unknown ones are ignored).
-
-    A chat template's own thinking switch is the model's business: `reasoning_effort` and
-    `thinking_budget` have nothing to map to here and are refused.
-    """
+    """Build the `hf:` backend; options as the CLI passes them (unknown ones are ignored). A chat template's
+    own thinking switch is the model's business: `reasoning_effort` and `thinking_budget` have nothing to map
+    to here and are refused."""
     refuse_options(f"hf:{model}", reasoning_effort=options.generation.reasoning_effort,
                    thinking_budget=options.generation.thinking_budget)
     return HFBackend(model, LocalEngineOptions.of(options))

@@ -1,26 +1,10 @@
-"""`openai:MODEL`: any OpenAI-compatible chat server (OpenAI, `vllm serve`, ...) over plain HTTP.
-
-The chat-completions wire format is small and stable, so this backend speaks it directly with
-aiohttp (one keep-alive connection pool per event loop) and orjson. The openai SDK cost 2.5-3.5 ms
-of CPU per request (request and response models, an httpx connection pool scanned on every
-request): at concurrency 64 against a 100 ms server that alone made a run 1.6x its ideal time
-(`bench.concurrency`); this client costs about 0.4 ms. What the SDK gave is kept: Bearer auth
-(`OPENAI_API_KEY`), `OPENAI_BASE_URL` when there is no `--base-url`, the `OPENAI_ORG_ID` /
-`OPENAI_PROJECT_ID` headers, proxies from the environment, TLS verified against SSL_CERT_FILE or
-certifi's CA bundle, the server's own error message, `Retry-After`. run.json records the host
-that answered, wherever it came from.
-
-Images travel as data-URI `image_url` parts. The runner retries (one place counts attempts and
-backoff), so this client never does. What goes into each body (which token-limit field, whether a
-temperature, what limit fits a local server's context) is `policy.ChatPolicy`'s. Requests go out at
-once, none waits for another's answer (only under a tight reported context does the first go alone,
-to calibrate the prompt estimate): a 400 naming a field the server refuses teaches the policy once,
-and only the requests that were refused are sent again (counted as `resent` in run.json).
-"""
+"""`openai:MODEL`: any OpenAI-compatible chat server (OpenAI, `vllm serve`, ...) over plain HTTP,
+spoken directly (aiohttp, orjson): the openai SDK's CPU per request slowed whole runs (bench/README.md)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import secrets
 from typing import Any
@@ -45,9 +29,8 @@ from eval.types import (
 )
 
 OPENAI_URL = "https://api.openai.com/v1"
-# A completion body larger than this is refused unread (an endless or hostile server must not take
-# the process's memory); 4 MiB holds any real answer many times over. DININGBENCH_MAX_RESPONSE_BYTES
-# changes it.
+# A completion body larger than this is refused unread (an endless or hostile server must not take the
+# process's memory); 4 MiB holds any real answer many times over. DININGBENCH_MAX_RESPONSE_BYTES changes it.
 MAX_RESPONSE_BYTES = int(os.environ.get("DININGBENCH_MAX_RESPONSE_BYTES") or 4 * 1024 * 1024)
 FIRST_REQUEST_WAIT_S = 2.0  # under a tight context: the first answer calibrates the prompt estimate
 VLLM_HINT = ("if this is a `vllm serve` endpoint, start it with --limit-mm-per-prompt '{\"image\": N}' "
@@ -56,13 +39,11 @@ VLLM_HINT = ("if this is a `vllm serve` endpoint, start it with --limit-mm-per-p
 
 def to_openai_messages(messages: tuple[Message, ...], *, deferred: list[ImagePart] | None = None
                        ) -> list[dict[str, Any]]:
-    """Our Messages -> OpenAI chat messages, text and images in order.
-
-    The one converter for every server or engine that reads the OpenAI chat format (`openai:`,
-    and `vllm:` through `LLM.chat`). A text-only message stays a plain string, which every chat
-    template reads; images travel as data-URI `image_url` parts. With `deferred`, each image's URL
-    is a mark and the image is appended there, for `body_bytes` to write its data URI in place.
-    """
+    """Our Messages -> OpenAI chat messages, text and images in order. The one converter for every server or
+    engine that reads the OpenAI chat format (`openai:`, and `vllm:` through `LLM.chat`). A text-only message
+    stays a plain string, which every chat template reads; images travel as data-URI `image_url` parts. With
+    `deferred`, each image's URL is a mark and the image is appended there, for `body_bytes` to write its data
+    URI in place."""
     converted: list[dict[str, Any]] = []
     for message in messages:
         if not message.images:
@@ -132,7 +113,6 @@ class OpenAIChatBackend:
         base_url, timeout, api_key = options.base_url, options.timeout, options.api_key
         try:
             import aiohttp
-            import orjson
         except ImportError as exc:
             raise ConfigError(f"the {exc.name} package is not installed: pip install -r requirements.txt") from None
         # Like the openai SDK: --base-url, else OPENAI_BASE_URL (how a Space operator points its
@@ -234,12 +214,6 @@ class OpenAIChatBackend:
         """Ask a self-hosted server once for the model's context (vLLM reports `max_model_len`)."""
         if self._probed:
             return
-        try:
-            await self._read_context()
-        finally:
-            self._probed = True
-
-    async def _read_context(self) -> None:
         aiohttp, orjson = self._aiohttp, self._orjson
         try:
             async with self._client().get(self._models_url, headers=self._headers, proxy=self._proxy,
@@ -250,6 +224,8 @@ class OpenAIChatBackend:
                 listing = orjson.loads(await read_bounded(reply, MAX_RESPONSE_BYTES))
         except (TimeoutError, ValueError, aiohttp.ClientError, orjson.JSONDecodeError, BackendError):
             return  # no listing: the limit is sent as asked, and a context refusal is adapted
+        finally:
+            self._probed = True
         models = listing.get("data") if isinstance(listing, dict) else None
         if not isinstance(models, list):
             return
@@ -315,13 +291,11 @@ class OpenAIChatBackend:
         return message
 
     def _response(self, payload: bytes, prompt_size: int) -> Response:
-        """A completion -> Response: the answer text only; a cut answer is a truncated Response.
-
-        Reasoning that a server returns apart (vLLM's `reasoning_content` / `reasoning` with a
-        reasoning parser) is not the answer: it is counted (`reasoning_tokens`, when the server says)
-        and left out of the text, so parsers read the answer alone. Reasoning inline in the content
-        (`<think>...</think>` without a parser) stays in the text; parsers drop it themselves.
-        """
+        """A completion -> Response: the answer text only; a cut answer is a truncated Response. Reasoning
+        that a server returns apart (vLLM's `reasoning_content` / `reasoning` with a reasoning parser) is not
+        the answer: it is counted (`reasoning_tokens`, when the server says) and left out of the text, so
+        parsers read the answer alone. Reasoning inline in the content (`<think>...</think>` without a parser)
+        stays in the text; parsers drop it themselves."""
         orjson = self._orjson
         try:
             completion = orjson.loads(payload)
@@ -361,26 +335,19 @@ class OpenAIChatBackend:
                 "request_policy": self.policy.describe()}
 
 
-_SSL: Any = None
-
-
+@functools.cache
 def _ssl_context() -> Any:
     """TLS verified against SSL_CERT_FILE / SSL_CERT_DIR when set (a company's CA behind a TLS proxy),
-    else certifi's bundle (as requests and httpx do), else the system's."""
-    global _SSL
-    if _SSL is None:
-        import ssl
+    else certifi's bundle (as requests and httpx do), else the system's; built once per process."""
+    import ssl
 
-        if os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR"):
-            _SSL = ssl.create_default_context()  # OpenSSL reads both variables
-        else:
-            try:
-                import certifi
-
-                _SSL = ssl.create_default_context(cafile=certifi.where())
-            except ImportError:
-                _SSL = ssl.create_default_context()
-    return _SSL
+    if os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context()  # OpenSSL reads both variables
+    try:
+        import certifi
+    except ImportError:
+        return ssl.create_default_context()
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _proxy_for(url: str) -> str | None:
@@ -390,9 +357,7 @@ def _proxy_for(url: str) -> str | None:
 
     parts = urlsplit(url)
     proxy = urllib.request.getproxies().get(parts.scheme)
-    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
-        return None
-    return proxy
+    return proxy if proxy and not urllib.request.proxy_bypass(parts.hostname or "") else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -424,10 +389,8 @@ TRAITS = BackendTraits(key_env=("OPENAI_API_KEY",), public_endpoint=OPENAI_URL, 
 
 def make(model: str, options: BackendOptions) -> OpenAIChatBackend:
     """`options.api_key` overrides the environment for this instance only; it is never recorded.
-
     `options.generation` is the run's config: a local server's context is checked against its limit at
-    start-up (`check`), and a setting the API cannot take is refused here.
-    """
+    start-up (`check`), and a setting the API cannot take is refused here."""
     refuse_options(f"openai:{model}", reasoning_effort=options.generation.reasoning_effort,
                    thinking_budget=options.generation.thinking_budget, usable=("reasoning_effort",))
     return OpenAIChatBackend(model, options)

@@ -1,12 +1,5 @@
-"""What each backend may be asked for, and what the `openai:` backend actually sends (its request policy).
-
-A run asks for `GenerationConfig` (temperature 0, 16,384 tokens, a seed, maybe a reasoning effort);
-servers differ in what they accept. OpenAI's reasoning models refuse `max_tokens` and any temperature
-but their default; a `vllm serve` endpoint refuses prompt + limit beyond its context (0.20 and before) or a
-limit beyond the whole context (0.33 clamps one that fits it), so the limit is lowered to the room the prompt leaves. `ChatPolicy` keeps
-what one backend instance has learned, so each refusal is answered once for the whole run, and
-`describe()` records what was sent in run.json.
-"""
+"""What each backend may be asked for, and what the `openai:` backend actually sends (its request policy):
+a run asks for one `GenerationConfig`, servers differ in what they accept, and `ChatPolicy` adapts once."""
 
 from __future__ import annotations
 
@@ -170,8 +163,7 @@ def parse_context_overflow(message: str) -> tuple[int, int] | None:
     ...                        "model's context length is only 8192 tokens.") is None  # characters, not tokens
     True
     """
-    if len(message) > 4000:  # a refusal is one sentence or two; a long body is something else
-        message = message[:4000]
+    message = message[:4000]  # a refusal is one sentence or two; a long body is something else
     context = _CONTEXT_NUMBER.search(message)
     prompt = _PROMPT_NUMBER.search(message)
     if context is None or prompt is None:
@@ -191,10 +183,8 @@ def parse_limit_over_context(message: str) -> int | None:
 
 
 def rough_prompt_tokens(messages: tuple[Message, ...]) -> int:
-    """A cheap size of a prompt before the server counts it: ~4 characters per text token, 256 per image.
-
-    Only its ratio to the server's count matters: ChatPolicy scales it by what the server reported.
-    """
+    """A cheap size of a prompt before the server counts it: ~4 characters per text token, 256 per image. Only
+    its ratio to the server's count matters: ChatPolicy scales it by what the server reported."""
     chars = sum(len(part) for m in messages for part in m.content if isinstance(part, str))
     images = sum(1 for m in messages for part in m.content if isinstance(part, ImagePart))
     return max(1, chars // 4 + 256 * images)
@@ -206,11 +196,9 @@ UNSEEN_PROMPT_FACTOR = 8  # before any calibration, a prompt may count this many
 # --- the policy of one openai: backend instance -------------------------------------------------
 
 class ChatPolicy:
-    """What one `openai:` backend sends; shared by its concurrent requests, changed under a lock.
-
-    Starts from the name table (reasoning models: `max_completion_tokens`, no temperature) and
-    learns from refusals: each adaptation is made once, and every later request uses it.
-    """
+    """What one `openai:` backend sends; shared by its concurrent requests, changed under a lock. Starts from
+    the name table (reasoning models: `max_completion_tokens`, no temperature) and learns from refusals: each
+    adaptation is made once, and every later request uses it."""
 
     def __init__(self, model: str, generation: GenerationConfig | None = None, *, local: bool = False) -> None:
         generation = generation or GenerationConfig()
@@ -239,10 +227,8 @@ class ChatPolicy:
     # -- building a request
     def body(self, model: str, messages: list[dict[str, Any]], config: Any, prompt_size: int,
              limit: int | None = None) -> tuple[dict[str, Any], int]:
-        """The JSON body for one request and the policy version it was built with.
-
-        `limit` overrides the token limit for this request (after a context refusal that named its prompt).
-        """
+        """The JSON body for one request and the policy version it was built with. `limit` overrides the token
+        limit for this request (after a context refusal that named its prompt)."""
         with self._lock:
             if not self.requested:
                 self.requested = {"temperature": config.temperature, "max_tokens": config.max_tokens,
@@ -296,9 +282,8 @@ class ChatPolicy:
         >>> policy.limit_fits_unseen(16384, 1000), policy.limit_fits_unseen(260000, 1000)
         (True, False)
         """
-        if self.context is None:
-            return False
-        return requested is None or requested + prompt_size * UNSEEN_PROMPT_FACTOR <= self.context
+        return self.context is not None and (
+            requested is None or requested + prompt_size * UNSEEN_PROMPT_FACTOR <= self.context)
 
     def learn_prompt_size(self, prompt_size: int, server_tokens: int | None) -> None:
         """Calibrate the prompt estimate by what the server counted (usage or a refusal)."""
@@ -319,9 +304,7 @@ class ChatPolicy:
     # -- refusals
     def adapt(self, payload: bytes, version: int, prompt_size: int, requested: int | None) -> tuple[str, Any]:
         """Answer a 400: ("retry", limit for this request or None), ("fail", message or None), or ("no", None).
-
-        A refusal another request already adapted to (the version moved on) is simply retried.
-        """
+        A refusal another request already adapted to (the version moved on) is simply retried."""
         message = error_message(payload)
         overflow = parse_context_overflow(message)
         if overflow is not None:

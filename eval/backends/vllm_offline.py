@@ -1,9 +1,5 @@
-"""`vllm:MODEL` — offline batched inference with `vllm.LLM` on local GPUs (no server).
-
-The request building is pure functions (`build_engine_args`, `build_sampling_params_kwargs`,
-`to_openai_messages`, shared with `openai:` since `LLM.chat` reads the same chat format) so it is tested
-without a GPU; `make` imports vllm only when asked for.
-"""
+"""`vllm:MODEL` — offline batched inference with `vllm.LLM` on local GPUs (no server). Requests are built
+by pure functions (shared with `openai:`), tested without a GPU; `make` imports vllm only when asked for."""
 
 from __future__ import annotations
 
@@ -27,11 +23,10 @@ DEFAULT_IMAGE_LIMIT = 8  # when the run sends every view: DiningBench items carr
 
 
 def build_engine_args(model: str, options: LocalEngineOptions) -> dict[str, Any]:
-    """Keyword arguments for `vllm.LLM(...)`, following the paper's protocol.
-
-    vLLM reserves memory for exactly `limit_mm_per_prompt` images per prompt and refuses prompts
-    with more, so it is the run's image count. `mm_processor_kwargs` carries the pixel budget of
-    Qwen-VL-style processors (fewer pixels → fewer visual tokens → more prompts fit in 16k).
+    """Keyword arguments for `vllm.LLM(...)`, following the paper's protocol. vLLM reserves memory for exactly
+    `limit_mm_per_prompt` images per prompt and refuses prompts with more, so it is the run's image count.
+    `mm_processor_kwargs` carries the pixel budget of Qwen-VL-style processors (fewer pixels → fewer visual
+    tokens → more prompts fit in 16k).
 
     >>> build_engine_args("Qwen/Qwen3-VL-8B-Instruct", LocalEngineOptions(images_per_prompt=4))["limit_mm_per_prompt"]
     {'image': 4}
@@ -45,13 +40,9 @@ def build_engine_args(model: str, options: LocalEngineOptions) -> dict[str, Any]
             f"{options.data_parallel_size} ...` and run with --model openai:{model} "
             f"--base-url http://localhost:8000/v1 (see the README)")
     args: dict[str, Any] = {
-        "model": model,
-        "limit_mm_per_prompt": {"image": options.images_per_prompt or DEFAULT_IMAGE_LIMIT},
-        "max_model_len": options.max_model_len,
-        "tensor_parallel_size": options.tensor_parallel_size,
-        "seed": options.seed,
-        "dtype": options.dtype,
-        "trust_remote_code": options.trust_remote_code,
+        "model": model, "limit_mm_per_prompt": {"image": options.images_per_prompt or DEFAULT_IMAGE_LIMIT},
+        "max_model_len": options.max_model_len, "tensor_parallel_size": options.tensor_parallel_size,
+        "seed": options.seed, "dtype": options.dtype, "trust_remote_code": options.trust_remote_code,
     }
     pixels = {name: value for name, value in (("max_pixels", options.max_pixels),
                                               ("min_pixels", options.min_pixels)) if value is not None}
@@ -61,10 +52,9 @@ def build_engine_args(model: str, options: LocalEngineOptions) -> dict[str, Any]
 
 
 def build_sampling_params_kwargs(config: GenerationConfig) -> dict[str, Any]:
-    """Keyword arguments for `vllm.SamplingParams`: temperature 0 is greedy decoding in vLLM.
-
-    The engine itself stops a sequence at max_model_len (finish reason "length"), so the default
-    limit needs no fitting under the context here; `max_tokens` None means "up to the context".
+    """Keyword arguments for `vllm.SamplingParams`: temperature 0 is greedy decoding in vLLM. The engine
+    itself stops a sequence at max_model_len (finish reason "length"), so the default limit needs no fitting
+    under the context here; `max_tokens` None means "up to the context".
 
     >>> build_sampling_params_kwargs(GenerationConfig(max_tokens=16, seed=3))
     {'temperature': 0.0, 'max_tokens': 16, 'seed': 3}
@@ -81,11 +71,9 @@ def response_from_output(output: Any) -> Response:
 
 
 class VLLMBackend:
-    """An offline vLLM engine behind the Backend protocol.
-
-    `engine` is a `vllm.LLM` (anything with its `chat(messages, sampling_params=, use_tqdm=)`),
-    `sampling_params` builds one `vllm.SamplingParams` per request.
-    """
+    """An offline vLLM engine behind the Backend protocol. `engine` is a `vllm.LLM` (anything with its
+    `chat(messages, sampling_params=, use_tqdm=)`), `sampling_params` builds one `vllm.SamplingParams` per
+    request."""
 
     def __init__(self, model: str, options: LocalEngineOptions, engine: Any,
                  sampling_params: Callable[..., Any], engine_args: dict[str, Any],
@@ -133,11 +121,9 @@ TRAITS = BackendTraits(open_weights=True, packages=("vllm",))
 
 
 def make(model: str, options: BackendOptions) -> VLLMBackend:
-    """Start the engine (loads the weights onto the GPUs); one-line errors when it cannot.
-
-    `reasoning_effort` and `thinking_budget` are API settings with nothing to map to in `vllm.LLM`:
-    refused before the engine starts. A thinking checkpoint thinks in its output (`<think>...`).
-    """
+    """Start the engine (loads the weights onto the GPUs); one-line errors when it cannot. `reasoning_effort`
+    and `thinking_budget` are API settings with nothing to map to in `vllm.LLM`: refused before the engine
+    starts. A thinking checkpoint thinks in its output (`<think>...`)."""
     refuse_options(f"vllm:{model}", reasoning_effort=options.generation.reasoning_effort,
                    thinking_budget=options.generation.thinking_budget)
     opts = LocalEngineOptions.of(options)
