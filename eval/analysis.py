@@ -1,10 +1,6 @@
 """Error analysis across run folders (`python -m eval analyze RUN [RUN ...]`): which items are hard
 for every model, which wrong dishes models pick, which way nutrition estimates err, which answers
-were cut off or looped, and what thinking buys over the instruct model of the same family.
-
-A report-layer module: it reads scored run folders (scores.jsonl, predictions.jsonl for the raw
-text, the dataset rows for option text and portions) and writes markdown plus plots.
-"""
+were cut off or looped, and what thinking buys over the instruct model of the same family."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from typing import Any, cast
 from diningbench import portion_grams
 from eval import tasks
 from eval.numbers import headline, paired_difference
-from eval.report.plots import DPI, MAX_WIDTH_IN, STYLE, series_style
+from eval.report.plots import DPI, MAX_WIDTH_IN, STYLE, _pyplot, series_style
 from eval.report.runs import RunData, load_run
 from eval.report.tables import as_text, md_table, pct, read_differently, resampled_units
 from eval.scoring import ScoringError, load_rows
@@ -53,11 +49,8 @@ def loops(text: str | None) -> bool:
     >>> loops("好吃" * 3 + "这是一碗牛肉面，汤底清澈，面条劲道。")
     False
     """
-    if not text:
-        return False
-    tail = text[-LOOP_TAIL:]
-    n = len(tail)
-    if n < 40:
+    tail = (text or "")[-LOOP_TAIL:]
+    if (n := len(tail)) < 40:
         return False
     for period in range(1, min(LOOP_MAX_PERIOD, n // LOOP_MIN_REPEATS) + 1):
         run = 0
@@ -91,9 +84,7 @@ def mode_pair_key(model: str) -> tuple[str, str] | None:
     (('vllm:Qwen/Qwen3-VL-8B', 'thinking'), None)
     """
     match = _MODE_RE.search(model)
-    if not match:
-        return None
-    return model[:match.start()] + model[match.end():], match.group(1).lower()
+    return (model[:match.start()] + model[match.end():], match.group(1).lower()) if match else None
 
 
 def signed_errors(row: ScoreRecord) -> dict[str, float]:
@@ -209,8 +200,7 @@ def portion_bins(rows: Sequence[ScoreRecord], portions: dict[str, str | None]
     grams = {item: portion_grams(text) for item, text in portions.items()}
     stated = [g for g in grams.values() if g is not None]
     if len(stated) >= max(4, 0.8 * len(grams)):
-        cuts = statistics.quantiles(stated, n=4)
-        edges = [0.0, *cuts, float("inf")]
+        edges = [0.0, *statistics.quantiles(stated, n=4), float("inf")]
         groups: list[tuple[str, list[ScoreRecord]]] = []
         for low, high in zip(edges, edges[1:], strict=False):
             label = f"{low:.0f}–{high:.0f} g" if high != float("inf") else f"≥{low:.0f} g"
@@ -242,9 +232,8 @@ def nutrition_section(runs: Sequence[RunData], portions: dict[str, str | None]) 
         rows = _first_epoch(rows)
         if task is None or not rows:
             continue
-        direction = nutrition_direction(rows)
         lines.append([run.label, *(f"{pct(d['over'])} / {pct(d['under'])} / {_signed(d['median_signed'])}"
-                                   for d in direction.values())])
+                                   for d in nutrition_direction(rows).values())])
         measure, groups = portion_bins(rows, portions)
         for label, subset in groups:
             if subset:
@@ -283,8 +272,7 @@ def mode_pairs_section(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
     by_family: dict[tuple[str, str], dict[str, RunData]] = {}
     named: dict[str, tasks.Task] = {}
     for run in runs:
-        key = mode_pair_key(run.model)
-        if key is None:
+        if (key := mode_pair_key(run.model)) is None:
             continue
         for spec, _ in run.scored_tasks():
             named[spec.name] = spec
@@ -351,10 +339,7 @@ def protocol_lines(runs: Sequence[RunData]) -> str:
 
 # ---------------------------------------------------------------- plots
 def _plots(out: Path, shares: dict[str, dict[str, float]], runs: Sequence[RunData]) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     def bars(name: str, ticks: list[str], series: Sequence[tuple[str, Sequence[float]]], ylabel: str, title: str, *,
              zero_line: bool = False, legend: Mapping[str, Any] | None = None, **xticks: Any) -> None:

@@ -1,16 +1,11 @@
-"""One run's items, one by one: what `python -m eval view` and the Space's Runs tab show.
-
-`run_items` lists a run folder's scored items with a status to filter on; `item_detail` shows one
-item whole: the views and the exact prompt sent (rebuilt from run.json's settings and checked
-against the request hash the prediction kept), the raw answer, what was parsed, the reference, the
-score and, for VQA, the judge's own reply from the run's verdict cache.
-"""
+"""One run's items, one by one: what `python -m eval view` and the Space's Runs tab show: `run_items`
+lists a run folder's scored items with a status to filter on, `item_detail` shows one item whole."""
 
 from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,8 +80,7 @@ def _entry(run_dir: Path | str, problems: list[str] | None = None) -> _Entry:
     the lines it met on the way added to `problems`)."""
     path = Path(run_dir)
     key, signature = str(path.resolve()), file_signature(*(path / name for name in _WATCHED))
-    found = _RUNS.get(key, signature)
-    if found is None:
+    if (found := _RUNS.get(key, signature)) is None:
         met: list[str] = []
         try:
             found = _Entry(run=load_run(path, met), problems=met)
@@ -162,7 +156,6 @@ def item_facts(run_dir: Path | str, problems: list[str] | None = None) -> dict[t
     return out
 
 
-
 def status_of(row: ScoreRecord, task: tasks.Task | None) -> str:
     """What happened to one scored item of `task` (None: a task no module registered), in the words the
     filters use.
@@ -196,15 +189,17 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
               cuisine: str | None = None, search: str | None = None,
               problems: list[str] | None = None) -> list[dict[str, Any]]:
     """The run's scored items (scores.jsonl lines plus `status`; where the run's protocol's figure leads,
-    `protocol` (its title) and `protocol_reading`, the item as that protocol reads it), filtered; `wrong` also matches
-    unparsed, truncated and failed items, since each of them counts as wrong. `search` keeps the
-    items whose raw answer, prompt, parsed answer, reference or error holds it (any case). With
-    `problems`, bad lines are left out and named there (`scores.jsonl:N: why`) instead of stopping
-    the listing."""
+    `protocol` (its title) and `protocol_reading`, the item as that protocol reads it), filtered; `wrong` also
+    matches unparsed, truncated and failed items, since each of them counts as wrong. `search` keeps the items
+    whose raw answer, prompt, parsed answer, reference or error holds it (any case). With `problems`, bad
+    lines are left out and named there (`scores.jsonl:N: why`) instead of stopping the listing."""
     loaded = _loaded(run_dir, problems)
     run = _run_of(loaded)
     needle = " ".join((search or "").split())[:MAX_SEARCH].casefold()
-    found = _matching(run_dir, loaded, needle, problems) if needle else None
+    found = None
+    if needle:
+        texts = _once(loaded, "texts", lambda met: _search_texts(run_dir, loaded, met), problems)
+        found = {key for key, text in texts.items() if needle in text}
     out = []
     registered = {spec.name: spec for spec, _ in run.scored_tasks()}
     for task_name, rows in run.scores.items():
@@ -225,18 +220,11 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
     return out
 
 
-def _matching(run_dir: Path | str, loaded: _Entry | RunData, needle: str, problems: list[str] | None
-              ) -> set[tuple[str, str]]:
-    """(task, id) of the items whose raw answer, prompt, parsed answer, reference or error holds
-    `needle` (casefolded). Prompts are rebuilt as text from run.json's settings and the dataset
-    the run names; when that cannot be done the other fields are still searched."""
-    texts = _once(loaded, "texts", lambda met: _search_texts(run_dir, loaded, met), problems)
-    return {key for key, text in texts.items() if needle in text}
-
-
 def _search_texts(run_dir: Path | str, loaded: _Entry | RunData, problems: list[str] | None
                   ) -> dict[tuple[str, str], str]:
-    """Each item's searchable text, spaces folded and casefolded: raw answers, prompt, error, parsed, reference."""
+    """Each item's searchable text, spaces folded and casefolded: raw answers, prompt, error, parsed,
+    reference. Prompts are rebuilt as text from run.json's settings and the dataset the run names; when that
+    cannot be done the other fields are still searched."""
     run = _run_of(loaded)
     raws: dict[tuple[str, str], str] = {}
     for (task, item_id, _epoch, _rotation), prediction in _predictions(run_dir, loaded, problems).items():
@@ -279,11 +267,10 @@ def _prompt_texts(run: RunData, problems: list[str] | None) -> dict[tuple[str, s
 
 
 def run_summary(run_dir: Path | str, problems: list[str] | None = None) -> dict[str, Any]:
-    """What a run is at a glance: its model and settings, and per task the number of items, the
-    headline figure (accuracy, or Average MAPE for nutrition, as fractions; None when nothing
-    was answered or scored) and how many items are correct / wrong / unparsed / truncated /
-    failed / unscored. `wrong` counts only answers parsed and judged wrong, so the counts add up
-    to the items (with `scored` for nutrition)."""
+    """What a run is at a glance: its model and settings, and per task the number of items, the headline
+    figure (accuracy, or Average MAPE for nutrition, as fractions; None when nothing was answered or scored)
+    and how many items are correct / wrong / unparsed / truncated / failed / unscored. `wrong` counts only
+    answers parsed and judged wrong, so the counts add up to the items (with `scored` for nutrition)."""
     return derived(run_dir, "run_summary", lambda: _summary(_run_of(_loaded(run_dir, problems))))
 
 
@@ -293,11 +280,9 @@ def _summary(run: RunData) -> dict[str, Any]:
     shown = {k: settings.get(k) for k in SUMMARY_SETTINGS if settings.get(k) not in (None, "", False)}
     out: dict[str, Any] = {"model": run.model, "settings": shown, "tasks": {}}
     for spec, rows in run.scored_tasks():
-        counts = dict.fromkeys(STATUSES, 0)
-        for row in rows:
-            counts[status_of(row, spec)] += 1
+        counts = Counter(status_of(row, spec) for row in rows)
         out["tasks"][spec.name] = {"n": len(rows), "headline": headline(spec, rows),
-                                   "counts": {k: v for k, v in counts.items() if v}}
+                                   "counts": {k: counts[k] for k in STATUSES if counts[k]}}
         if (led := _protocol_headline(run, spec)) is not None:
             out["tasks"][spec.name]["protocol"] = led
             out["asked"] = run.question()
@@ -359,8 +344,7 @@ def item_detail(run_dir: Path | str, task: str, item_id: str, *, epoch: int = 0,
                   None)
     if scored is None:
         raise ReportError(f"{run_dir.name}: no scored {task} item {item_id[:80]!r}")
-    spec = task_named(task)
-    if spec is None:
+    if (spec := task_named(task)) is None:
         raise ReportError(f"{run_dir.name}: {str(task)[:80]!r} is not a task a module registered")
     try:
         settings = _settings(run.info)
@@ -419,8 +403,7 @@ def _dataset(task: tasks.Task, source: str | None, lang: str) -> tuple[Any, dict
     layout, in the run's language; images read per row) and each id's position, kept for the last few
     sources."""
     key = (task.source_config, source, lang)
-    found = _DATASETS.get(key, None)
-    if found is None:
+    if (found := _DATASETS.get(key, None)) is None:
         try:
             release = diningbench.read_release(key[0], source, lang=lang)
         except (ValueError, OSError) as exc:

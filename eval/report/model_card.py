@@ -1,12 +1,5 @@
-"""`python -m eval report DIR --model-card`: a model's results as a Hugging Face model card.
-
-`--out README.md` writes a card `huggingface_hub.ModelCard.load` reads (a `model-index` YAML header,
-then a results table); `--format yaml|json` prints only the metadata for `huggingface_hub.metadata_update`.
-Only full-release runs are exported: a synthetic or partial run needs `--allow-partial` and says so.
-A run whose protocol reports its own headline (the authors' on their release) is exported with that
-figure, typed and named with the protocol, its image indices and the release's revision or fingerprint;
-ours of the same answers stands beside it in the body, with the count of answers the two read differently.
-"""
+"""`python -m eval report DIR --model-card`: a model's results as a Hugging Face model card that
+`huggingface_hub.ModelCard.load` reads, or (`--format yaml|json`) its metadata alone for `metadata_update`."""
 
 from __future__ import annotations
 
@@ -133,13 +126,11 @@ def _protocol_args(run: RunData, task: str, ref: DatasetRef) -> dict[str, Any]:
     the fingerprint of the task's release as the run recorded it."""
     settings = _settings(run)
     args: dict[str, Any] = {"lang": settings.pop("lang"), "protocol": run.protocol.name}
-    indices = indices_sent(run)
-    if indices is None:
+    if (indices := indices_sent(run)) is None:
         args.update(settings)
     else:
         args["image_indices"] = ",".join(map(str, indices))
-    fingerprint = dict(ref.fingerprints).get(task)
-    if not ref.revision and fingerprint:
+    if not ref.revision and (fingerprint := dict(ref.fingerprints).get(task)):
         args["fingerprint"] = fingerprint
     return args
 
@@ -159,8 +150,7 @@ def _metric_type(run: RunData, name: str) -> str:
 def _protocol_metrics(run: RunData, spec: Task) -> list[dict[str, Any]] | None:
     """The figures the run's protocol reports for a task (metrics.json), as percentages, when its headline
     is not ours (the authors' figure on their release: what the paper's Table 2 reports); None: ours."""
-    found = run.headline(spec)
-    if found is None:
+    if (found := run.headline(spec)) is None:
         return None
     name, value, _ = found
     if value is None:
@@ -168,8 +158,7 @@ def _protocol_metrics(run: RunData, spec: Task) -> list[dict[str, Any]] | None:
     out = [{"type": _metric_type(run, name), "name": _figure_name(name, run, spec), "value": round(100 * value, 2)}]
     entry = run.entry(spec.name)
     for part in spec.components:
-        mape = run.protocol.component(spec, entry, part, "mape")
-        if mape is not None:
+        if (mape := run.protocol.component(spec, entry, part, "mape")) is not None:
             out.append({"type": _metric_type(run, f"{part}_mape"), "name": f"{part} mape (%), {run.protocol.title}",
                         "value": round(100 * mape, 2)})
     return out
@@ -198,19 +187,10 @@ def _metrics(spec: Task, rows: list[ScoreRecord]) -> list[dict[str, Any]]:
     figures = score_nutrition_rows(rows)
     out = [{"type": "avg_mape", "name": "Average MAPE (%)", "value": round(100 * value, 2)}]
     for nutrient in spec.components:
-        mape = component(figures, nutrient, "mape")
-        if mape is not None:
+        if (mape := component(figures, nutrient, "mape")) is not None:
             out.append({"type": f"{nutrient}_mape", "name": f"{nutrient.capitalize()} MAPE (%)",
                         "value": round(100 * mape, 2)})
     return out
-
-
-def _one_model(runs: Sequence[RunData]) -> str:
-    models = sorted({run.model for run in runs})
-    if len(models) != 1:
-        raise ReportError(f"a model card describes one model; these runs are of {', '.join(models)}: "
-                          "export each model's run folders separately")
-    return models[0]
 
 
 def checked_refs(runs: Sequence[RunData], *, hub_id: str | None = None,
@@ -230,7 +210,10 @@ def checked_refs(runs: Sequence[RunData], *, hub_id: str | None = None,
 def model_index(runs: Sequence[RunData], *, hub_id: str | None = None,
                 allow_partial: bool = False) -> list[dict[str, Any]]:
     """The `model-index` of one model: one result per task and setting, named as the model was given."""
-    name = _one_model(runs)
+    models = sorted({run.model for run in runs})
+    if len(models) != 1:
+        raise ReportError(f"a model card describes one model; these runs are of {', '.join(models)}: "
+                          "export each model's run folders separately")
     results = []
     for run, ref in zip(runs, checked_refs(runs, hub_id=hub_id, allow_partial=allow_partial), strict=True):
         for spec in all_tasks():
@@ -251,18 +234,14 @@ def model_index(runs: Sequence[RunData], *, hub_id: str | None = None,
                             "dataset": {**dataset, "args": args}, "metrics": metrics})
     if not results:
         raise ReportError("nothing to export: no scored task in these runs (score VQA with --judge first)")
-    return [{"name": name, "results": results}]
+    return [{"name": models[0], "results": results}]
 
 
 def metadata(runs: Sequence[RunData], *, hub_id: str | None = None, allow_partial: bool = False) -> dict[str, Any]:
     """The card's YAML metadata: what `huggingface_hub.metadata_update(repo, metadata)` takes."""
     index = model_index(runs, hub_id=hub_id, allow_partial=allow_partial)
     refs = {ref.type for ref in checked_refs(runs, hub_id=hub_id, allow_partial=True) if ref.hub}
-    out: dict[str, Any] = {"tags": ["diningbench"]}
-    if refs:
-        out["datasets"] = sorted(refs)
-    out["model-index"] = index
-    return out
+    return {"tags": ["diningbench"], **({"datasets": sorted(refs)} if refs else {}), "model-index": index}
 
 
 def results_table(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
@@ -281,8 +260,7 @@ def results_table(runs: Sequence[RunData], *, n_boot: int = N_BOOT) -> str:
             value, interval, trials = headline(spec, items), headline_ci(spec, items, n_boot=n_boot), _trials(items)
             ours = ["not scored" if value is None else pct(value), _interval(interval, trials)]
             small = small or trials < SMALL_SAMPLE
-            theirs = run.headline(spec)
-            if theirs is None:
+            if (theirs := run.headline(spec)) is None:
                 rows.append([run.model, title, setting, figure, *ours, _items_cell(items)])
                 continue
             name, their_value, their_interval = theirs
@@ -329,18 +307,15 @@ def render_model_card(runs: Sequence[RunData], *, hub_id: str | None = None, all
     if fmt == "yaml":
         return block
     refs = checked_refs(runs, hub_id=hub_id, allow_partial=True)
-    name = meta["model-index"][0]["name"]
-    parts = [f"---\n{block}---", f"# {as_text(name)} on {DATASET_NAME}"]
-    partial = sorted({reason for ref in refs for reason in ref.partial})
-    if partial:
+    parts = [f"---\n{block}---", f"# {as_text(meta['model-index'][0]['name'])} on {DATASET_NAME}"]
+    if partial := sorted({reason for ref in refs for reason in ref.partial}):
         parts.append("> **Not a full-benchmark result** (" + as_text("; ".join(partial)) + "): these figures check the "
                      "pipeline and do not compare with the paper's or with full-release runs.")
     parts.append(results_table(runs, n_boot=n_boot))
     if len(runs) > 1:  # the same model under several settings: is each setting better than the first?
         from eval.report.paired import comparison
 
-        paired = comparison(runs, against_first=True, n_boot=n_boot)
-        if paired:
+        if paired := comparison(runs, against_first=True, n_boot=n_boot):
             clustered = "a paired" if resampled_units(runs) == {"items"} else "a clustered paired"
             parts += ["## Settings compared", paired,
                       "Each later setting against the first, on the items both answered: the paired difference "

@@ -1,7 +1,6 @@
-"""Runs side by side: rows grouped by label, and the paired comparison table of the report and the
-model card (the difference, its interval and the permutation test's p-value: `eval.compare`), on the
-runs' protocol's reading, with ours' reading of the same answers beside it when that protocol reads
-answers its own way."""
+"""Runs side by side: rows grouped by label, and the paired comparison table of the report and the model card
+(the difference, its interval and the permutation test's p-value: `eval.compare`), on the runs' protocol's
+reading, with ours' reading of the same answers beside it when that protocol reads answers its own way."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """PNG figures for sweeps: metric vs number of views (the paper's Figure 4) and with vs without CoT
-(Figures 5/9, drawn as paired bars with intervals, which read faster than a radar for a few models).
-
-Every figure fits 1,200 px wide (MAX_WIDTH_IN at DPI): it is read in a report or a README, where a
-wider image is scaled down until its labels blur.
-"""
+(Figures 5/9, drawn as paired bars with intervals, which read faster than a radar for a few models)."""
 
 from __future__ import annotations
 
@@ -22,6 +18,7 @@ STYLE: dict[str, Any] = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize"
          "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False, "axes.spines.right": False,
          "text.parse_math": False}
 DPI = 150
+# Every figure fits 1,200 px wide: in a report or a README a wider one is scaled down until its labels blur.
 MAX_WIDTH_IN = 8.0  # 1,200 px at DPI
 # One (colour, marker) pair per series: colour alone fails in greyscale and for colour-blind readers,
 # and matplotlib's own cycle has 10 colours, so the 11th model looked like the 1st.
@@ -101,8 +98,7 @@ def plot_views(path: Path, title: str, panels: Sequence[Panel | None], *, column
                 xs, ys = [p.x + shift for p in points], [p.y for p in points]
                 color, marker = styles[label]
                 ax.plot(xs, ys, marker=marker, markersize=6, linewidth=1.8, color=color)
-                errors = _errors(points)
-                if errors is not None:
+                if (errors := _errors(points)) is not None:
                     banded = True
                     ax.errorbar(xs, ys, yerr=errors, fmt="none", ecolor=color, elinewidth=1.0, capsize=2.5,
                                 alpha=0.7)

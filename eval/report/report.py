@@ -1,8 +1,5 @@
-"""`python -m eval report DIR [DIR ...]`: the paper's Table 2, confidence intervals, comparisons, breakdowns.
-
-Every figure is recomputed from each run's scores.jsonl with the metrics' own functions, so a report
-can slice a run (by cuisine, image count...) after the fact and never invents a second formula.
-"""
+"""`python -m eval report DIR [DIR ...]`: the paper's Table 2, confidence intervals, comparisons, breakdowns,
+each recomputed from the runs' scores.jsonl with the metrics' own functions (so a run can be sliced later)."""
 
 from __future__ import annotations
 
@@ -166,9 +163,7 @@ def _chance_rows(runs: Sequence[RunData]) -> list[list[str]]:
         any_value = any_value or value is not None
         cells += [pct(value) if value is not None else "–"] + ["–"] * (len(task_headers(task)) - 1)
         counts.append(str(len(items)) if value is not None else "–")
-    if not any_value:
-        return []
-    return [["chance", "computed (mean of 1/options)", *cells, "/".join(counts)]]
+    return [["chance", "computed (mean of 1/options)", *cells, "/".join(counts)]] if any_value else []
 
 
 def _reported(value: float | None) -> str:
@@ -286,11 +281,9 @@ def agreement_section(result: Agreement) -> str:
         parts.append(md_table(["Judge", "n", "Agreement (%) [95% CI]", "Cohen's κ [95% CI]"],
                               [[c["judge"], str(c["n"]), cell(c, "agreement", True), cell(c, "kappa", False)]
                                for c in checks]))
-    accuracy = result.get("accuracy") or {}
-    if accuracy:
+    if accuracy := result.get("accuracy") or {}:
         parts.append("VQA accuracy by rater (%): " + ", ".join(f"{as_text(k)} {pct(v)}" for k, v in accuracy.items()))
-    listed = result.get("disagreements") or []
-    if listed:
+    if listed := result.get("disagreements") or []:
         rows = [[d["id"], " ".join(f"{k}={v or '–'}" for k, v in d["verdicts"].items()),
                  " ".join(str(d["answer"]).split())[:80]] for d in listed]
         more = result.get("n_disagreements", len(listed)) - len(listed)
@@ -311,10 +304,8 @@ def vqa_judge_lines(runs: Sequence[RunData]) -> list[str]:
         judge = scoring_judge(run.path)
         ruled = sum(r.get("decided_by") == "rule" for r in rows)
         line = (f"VQA accuracy of {as_text(run.label)}: judged by {as_text(judge or 'the recorded judge')}; "
-                f"{ruled} of {len(rows)} "
-                "verdicts decided by the deterministic rule")
-        found = read_agreement(run.path)
-        if found:
+                f"{ruled} of {len(rows)} verdicts decided by the deterministic rule")
+        if found := read_agreement(run.path):
             pairs = [p for p in found.get("pairs", []) if judge in (p.get("a"), p.get("b")) and p.get("n")]
             shown = pairs or [p for p in found.get("pairs", []) if p.get("n")]
             line += "; judge agreement " + "; ".join(
@@ -410,22 +401,18 @@ def build_report(runs: Sequence[RunData], *, compare: bool = False, reported: bo
     parts += _sections(("## Answers that did not count", outcome_table(runs)),
                        ("### Why items failed", failure_lines(runs)), ("## Requests in flight", concurrency_lines(runs)))
     vqa = _judged_rows(runs)
-    unscored = sum(r.get("correct") is None for r in vqa)
-    if unscored:
+    if unscored := sum(r.get("correct") is None for r in vqa):
         how = "`python -m eval score DIR --judge openai:MODEL` (add `--judge-base-url URL` for a local server)"
         parts.append(f"VQA is not scored: no judge was configured. Score it with {how}." if unscored == len(vqa)
                      else f"{unscored} VQA items have no verdict and count as not correct; re-score with {how}.")
     parts += vqa_judge_lines(runs)
-    suspected = sum(r.get("injection_suspected") is True for r in vqa)
-    if suspected:
+    if suspected := sum(r.get("injection_suspected") is True for r in vqa):
         parts.append(f"{suspected} VQA answers carried text aimed at the judge (a `GRADE:` line or an instruction "
                      "override): the judge read every answer fenced as data with its verdict tokens neutralized; "
                      "look at these items (`injection_suspected` in scores.jsonl) before trusting the figure.")
-    paired = comparison(runs, against_first=compare, n_boot=n_boot)
-    if paired:
+    if paired := comparison(runs, against_first=compare, n_boot=n_boot):
         parts += ["## Paired comparison", paired, paired_note(units)]
-    sweep = sweep_sections(runs, plot_dir=plot_dir, n_boot=n_boot)
-    if sweep:
+    if sweep := sweep_sections(runs, plot_dir=plot_dir, n_boot=n_boot):
         parts.append(sweep)
     parts += _sections(("## Option-order robustness (CircularEval)", circular_section(runs, n_boot=n_boot)),
                        ("## Breakdowns", breakdown_tables(runs)))
@@ -459,8 +446,7 @@ def _judged_rows(runs: Sequence[RunData]) -> list[ScoreRecord]:
 
 def write_run_report(run_dir: Path) -> None:
     """Write `report.md` for one scored run folder (called by `python -m eval run` and `score`)."""
-    run_dir = Path(run_dir)
-    write_atomically(run_dir / "report.md", build_report([load_run(run_dir)]))
+    write_atomically(Path(run_dir) / "report.md", build_report([load_run(run_dir)]))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

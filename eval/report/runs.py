@@ -1,8 +1,4 @@
-"""Run folders as reports read them: run.json plus scores.jsonl per task, and the paper's reported rows.
-
-Figures are computed from the loaded items by `eval.numbers`, so any slice of a run can be scored
-after the fact.
-"""
+"""Run folders as reports read them: run.json plus scores.jsonl per task, and the paper's reported rows."""
 
 from __future__ import annotations
 
@@ -59,9 +55,7 @@ class RunData:
         not ours (the authors' on their release); None: ours is the headline."""
         entry = self.entry(task.name)
         found = self.protocol.headline(task, entry) if entry else None
-        if found is None:
-            return None
-        return found[0], found[1], self.protocol.interval(entry)
+        return None if found is None else (found[0], found[1], self.protocol.interval(entry))
 
     def question(self) -> str:
         """How the run asked, for the tables: the protocol and its images, or our views and CoT."""
@@ -177,8 +171,7 @@ def _value_problem(row: dict[str, Any]) -> str | None:
     if task is None or task.measure != "ape":
         return None
     for name, nullable in (("ape", True), ("abs_error", False)):
-        value = row.get(name)
-        if value is None:
+        if (value := row.get(name)) is None:
             continue
         if not isinstance(value, dict):
             return f"has `{name}` that is not an object of {', '.join(NUTRIENTS)}"
@@ -187,8 +180,7 @@ def _value_problem(row: dict[str, Any]) -> str | None:
                 return f"has `{name}` without `{nutrient}`"
             if not (finite_number(value[nutrient], 0) or nullable and value[nutrient] is None):
                 return f"has `{name}.{nutrient}` {str(value.get(nutrient))[:40]!r}, not a number >= 0"
-    reference = row.get("reference")
-    if reference is not None:
+    if (reference := row.get("reference")) is not None:
         if not isinstance(reference, dict):
             return "has a `reference` that is not an object of nutrients"
         for nutrient in NUTRIENTS:
@@ -314,10 +306,6 @@ def expand_run_dirs(paths: Sequence[Path | str]) -> list[Path]:
 
 def load_reported(langs: Sequence[str] = ("zh",)) -> list[dict[str, Any]]:
     """The paper's Table 2 (and Table 4 for en) rows, as percentages; missing cells are None."""
-    out = []
     with REPORTED_CSV.open(encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            if row["lang"] in langs:
-                out.append({k: (float(v) if v else None) if k not in ("model", "type", "lang") else v
-                            for k, v in row.items()})
-    return out
+        return [{k: v if k in ("model", "type", "lang") else float(v) if v else None for k, v in row.items()}
+                for row in csv.DictReader(handle) if row["lang"] in langs]

@@ -1,11 +1,5 @@
-"""Views drawn in a page as JPEG files written once, and the strip of pictures that shows them.
-
-A picture handed to a Gradio component is re-encoded or hashed at every event: the Space's first item cost
-every visitor ~0.1 s of server time so. Here a picture is decoded, bounded and encoded once, under a name
-derived from its stored bytes, in a folder Gradio serves as it is (`serve`); a page shows the files as a
-plain HTML strip of pictures (`strip_html`) that links them, so no event re-reads a view, and the page does
-not load Gradio's Gallery (its module brings the video and HLS players, ~0.6 MB of script per page load).
-"""
+"""Views drawn in a page as JPEG files written once, and the strip of pictures that shows them, so no event
+re-encodes a view and no page loads Gradio's Gallery (measured in bench/README.md)."""
 
 from __future__ import annotations
 

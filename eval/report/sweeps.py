@@ -1,9 +1,5 @@
 """The sweep sections of a report: the views figure (paper's Figure 4) and the CoT comparison
-(Figures 5/9), drawn from whichever runs vary those settings.
-
-`python -m eval sweep` (eval/api.py `run_sweep`) makes one ordinary run folder per cell; these
-tables and PNGs are rebuilt from such folders, also by `python -m eval report SWEEP_DIR`.
-"""
+(Figures 5/9), rebuilt from whichever run folders vary those settings (a sweep's cells are ordinary runs)."""
 
 from __future__ import annotations
 
@@ -44,7 +40,7 @@ def _series(run: RunData, *, without: str) -> str:
         parts.append(_views(int(views)))
     if without != "cot" and run.setting("cot"):
         parts.append("CoT")
-    if _led(run):
+    if any(run.headline(task) is not None for task in all_tasks() if task.name in run.scores):
         parts.append(run.protocol.title)
     return " · ".join(parts)
 
@@ -56,16 +52,10 @@ def views_sent(run: RunData) -> int | None:
     return len(indices) if indices is not None else run.setting("images")
 
 
-def _led(run: RunData) -> bool:
-    """Whether the run's protocol's figure leads for some task (the authors' on their release)."""
-    return any(run.headline(task) is not None for task in all_tasks() if task.name in run.scores)
-
-
 def _figure(task: Task, run: RunData, n_boot: int) -> tuple[float | None, tuple[float, float] | None]:
     """The headline a sweep shows for a run: the run's protocol's figure and interval where it leads, else
     ours over the run's items."""
-    theirs = run.headline(task)
-    if theirs is not None:
+    if (theirs := run.headline(task)) is not None:
         return theirs[1], theirs[2]
     items = run.scores[task.name]
     return headline(task, items), headline_ci(task, items, n_boot=n_boot)
@@ -102,22 +92,19 @@ def views_section(runs: Sequence[RunData], spec: Task, plot_dir: Path | None, n_
     for label, cells in sorted(series.items()):
         row = [label]
         for n in counts:
-            cell = cells.get(n)
-            if cell is None:
+            if (cell := cells.get(n)) is None:
                 row.append("–")
                 continue
-            items = cell.scores[task]
             value, interval = _figure(spec, cell, n_boot)
             led = cell.headline(spec) is not None
             row.append(with_ci(value, interval) + (_ours_beside(spec, cell) if led else ""))
-            point = _point(n, value, interval)
-            if point is not None:
+            if (point := _point(n, value, interval)) is not None:
                 headline_lines.setdefault(label, []).append(point)
             if led:
                 asked.append(f"{_views(n)}: {cell.question()}, interval resampling "
                              f"{cell.entry(task).get('official_resampled') or 'items'}")
             if spec.components:
-                figures = score_nutrition_rows(items)
+                figures = score_nutrition_rows(cell.scores[task])
                 for (nutrient, stat), lines in error_lines.items():
                     found = (cell.protocol.component(spec, cell.entry(task), nutrient, stat) if led
                              else component(figures, nutrient, stat))
@@ -186,8 +173,7 @@ def _cot_slices(task: Task, pairs: dict[str, dict[bool, RunData]]
     slices = []
     for label, pair in sorted(pairs.items()):
         plain, cot = (pair[k].protocol.read_rows(task, pair[k].scores[task.name]) for k in (False, True))
-        field = task.slice_field
-        if field is None:
+        if (field := task.slice_field) is None:
             slices.append((label, plain, cot))
             continue
         for category in sorted({str(r.get(field)) for r in plain + cot}):

@@ -1,10 +1,6 @@
 """One table and percent style for everything printed or written: markdown tables, `24.45` percent
-cells with `–` for a missing value, `[low, high]` intervals, and the end-of-run summary table.
-
-Also the one way text that came from elsewhere (a model, a server, a run folder, a release) is
-shown: `as_text`, valid in Markdown and in HTML alike, used by every Markdown writer here, by
-`eval view` and by the Space.
-"""
+cells with `–` for a missing value, `[low, high]` intervals, the end-of-run summary table, and `as_text`,
+the one way text from elsewhere (a model, a server, a run folder, a release) is shown, in Markdown or HTML."""
 
 from __future__ import annotations
 
@@ -181,8 +177,7 @@ def results_table(metrics: dict[str, Any], protocol: Protocol | None = None) -> 
     rows, notes = [], []
     for spec in all_tasks():
         task = spec.name
-        m = metrics.get(task)
-        if m is None:
+        if (m := metrics.get(task)) is None:
             continue
         failed, truncated = m.get("generation_failures", 0), m.get("truncated", 0)
         figure = spec.figure

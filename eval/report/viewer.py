@@ -1,23 +1,5 @@
-"""The run viewer: `python -m eval view DIR`, and the Space's Runs tab. A run's summary, its items
-with filters and a search, and one item whole; a click on a row opens it, Previous / Next step
-through the list. It sits with the reports, below both the CLI and the Space, which import it;
-gradio is imported by whoever imports this module (the CLI only for `eval view`).
-
-The list of run folders is read again on every page load and on Refresh; each is shown with its
-task, model, headline, items and date (from run.json and metrics.json, read again only when they
-change). The items are paged on the server (PAGE_ROWS at a time) and sorted there by any column, so
-a run of thousands of items costs the page one page of rows; what was read from a run's files is
-kept for the next action (`eval.report.items`). The run, the filters, the search and the open item
-are kept in the page's address (`?tab=runs&run=NAME&task=…&status=…&cuisine=…&q=…&item=TASK/ID`), so
-a link opens the same view; NAME is the run folder relative to the results folder.
-
-The data comes from `eval.report.items`; this module only lays it out. Everything shown is the run
-folder's own content (answers, prompts, references), in text components that never render HTML;
-the one Markdown line is made of `as_text` pieces. Run folders are named relative to the results
-folder, and any other absolute path in a message keeps only its last part: a visitor never learns
-where the operator keeps things. A malformed line of scores.jsonl or predictions.jsonl is left out
-and named (`scores.jsonl:N`); the rest is shown.
-"""
+"""The run viewer: `python -m eval view DIR`, and the Space's Runs tab: a run's summary, its items with
+filters and a search, and one item whole. Whoever imports it imports gradio (the CLI only for `eval view`)."""
 
 from __future__ import annotations
 
@@ -261,9 +243,8 @@ def summary(run_dir: str | None, root: Path | None = None, problems: list[str] |
 def _protocol_figure(led: dict[str, Any]) -> str:
     """`the authors' protocol acc 50.00% [25.00, 75.21] (95% CI resampling items) on 12 items, release
     fingerprint 927ffe12808bd631`."""
-    interval = led.get("interval")
     text = f"{led['title']} {led['name']} " + (f"{pct(led['value'])}%" if led.get("value") is not None else "–")
-    if interval:
+    if interval := led.get("interval"):
         text += f" [{pct(interval[0])}, {pct(interval[1])}] (95% CI resampling {led.get('resampled') or 'items'})"
     if led.get("items") is not None:
         text += f" on {led['items']} items"
@@ -440,8 +421,7 @@ def run_label(name: str, folder: Path) -> str:
 def run_choices(root: Path) -> list[tuple[str, str]]:
     """(label, name) of every run folder, newest first (by run.json's date, then name)."""
     found = [(run_label(name, folder), name) for name, folder in folder_names(root).items()]
-    dated = sorted(found, key=lambda pair: pair[1])
-    return sorted(dated, key=lambda pair: _date_of(pair[0]), reverse=True)
+    return sorted(sorted(found, key=lambda pair: pair[1]), key=lambda pair: _date_of(pair[0]), reverse=True)
 
 
 def _date_of(label: str) -> str:
@@ -450,7 +430,8 @@ def _date_of(label: str) -> str:
 
 
 class RunsView:
-    """The tab's handlers over the run folders under `root`; `build` lays the tab out."""
+    """The tab's handlers over the run folders under `root`; `build` lays the tab out. Items are paged
+    (PAGE_ROWS) and sorted on the server, so a run of thousands of items costs the page one page of rows."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -459,8 +440,7 @@ class RunsView:
         # Only folders the listing finds: a client-sent path must never make the page read elsewhere.
         if not name:
             return None
-        found = folder_names(self.root).get(name)
-        if found is None:
+        if (found := folder_names(self.root).get(name)) is None:
             raise gr.Error("unknown run folder", print_exception=False)
         return str(found)
 
@@ -599,8 +579,7 @@ class RunsView:
             earlier = gr.Button("‹ Earlier rows", size="sm", min_width=80, elem_id="db-runs-earlier")
             pager = gr.HTML("", elem_classes="db-where", elem_id="db-runs-pager", padding=False)
             later = gr.Button("Later rows ›", size="sm", min_width=80, elem_id="db-runs-later")
-        keys = gr.State([])
-        page = gr.State(0)
+        keys, page = gr.State([]), gr.State(0)
         # The open item's key, in the page (a State stays on the server): the address is written from it.
         current = gr.Textbox(visible="hidden", elem_id="db-runs-current")
         with gr.Row(elem_classes="db-nav"):
