@@ -1,12 +1,6 @@
-"""Judge reliability (`python -m eval judge-agreement RUN --judges A,B`): how far the VQA figure
-depends on who judges. Each judge re-judges the run's answers (cached in the run folder); pairwise
-agreement and Cohen's kappa come with 95% intervals resampling merchants, and the deterministic
-rule is checked against every judge on the items it decides.
+"""Judge reliability (`python -m eval judge-agreement`): how far the VQA figure depends on who judges.
 
-The verdicts compared are the ones the accuracy uses: the rule's where it decides, the judge's
-elsewhere; with `judge_all` every answer is the judge's own. Answers that are empty or failed are
-"I" for everybody and left out (nobody judged them). Human labels (JSONL `{id, verdict}`) join as
-one more rater, on epoch 0.
+Each judge re-judges a run's answers; agreement and Cohen's kappa per pair, and the rule against each judge.
 """
 
 from __future__ import annotations
@@ -116,8 +110,7 @@ def compare(a: Sequence[str | None], b: Sequence[str | None], merchants: Sequenc
                            "kappa_ci95": None}
     if not kept:
         return out
-    xs = np.array([a[i] for i in kept])
-    ys = np.array([b[i] for i in kept])
+    xs, ys = np.array([a[i] for i in kept]), np.array([b[i] for i in kept])
     clusters = [str(merchants[i]) for i in kept]
     out["agreement"] = float(np.mean(xs == ys))
     out["kappa"] = cohen_kappa(list(xs), list(ys))
@@ -229,7 +222,10 @@ def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
                     human_labels: Mapping[str, str] | None = None, judge_all: bool = False, n_boot: int = N_BOOT,
                     concurrency: int = START, cache_dir: Path | None = None) -> Agreement:
     """Re-judge a run's VQA answers with every judge (name -> callable) and compare; the result is
-    what `judge_agreement.json` holds (written by `agreement_of_specs`)."""
+    what `judge_agreement.json` holds (written by `agreement_of_specs`). The verdicts compared are the
+    ones the accuracy uses (the rule's where it decides), or with `judge_all` each judge's own; empty or
+    failed answers are "I" for everybody and left out (nobody judged them); human labels are one more
+    rater, on epoch 0."""
     run_dir = Path(run_dir)
     if len(judges) + (human_labels is not None) < 2:
         raise ScoringError("judge agreement needs two raters: give two judges, or a judge and human labels")
@@ -263,8 +259,7 @@ def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
                                   "question": item.question, "reference": item.reference,
                                   "answer": item.answer[:400], "verdicts": verdicts})
     return {"run": run_dir.name, "raters": names, "judge_all": judge_all, "items": len(items),
-            "judged": len(judged), "no_answer": len(items) - len(judged),
-            "rule_decided": len(ruled),
+            "judged": len(judged), "no_answer": len(items) - len(judged), "rule_decided": len(ruled),
             "accuracy": {name: (sum(v == "C" for v in raters[name]) / len(judged) if judged else None)
                          for name in names},
             "pairs": pairs, "rule_vs_judge": rule_checks, "n_disagreements": len(disagreements),

@@ -1,28 +1,7 @@
 """Is run A better than run B? A paired test per task on the items both runs answered.
 
-The difference is the task's headline figure of A minus B on the shared items (accuracy, or Avg MAPE
-where lower is better), with the paired merchant-clustered bootstrap interval the reports use
-(`eval.numbers.paired_difference`). The p-value comes from a clustered paired permutation test: under
-"A and B are interchangeable", swapping A's and B's answers for every item of a merchant leaves the
-distribution unchanged, so the headline difference is recomputed under random swaps of whole merchants
-(sign flips; items of one merchant move together because they are not independent). With few merchants
-every swap pattern is enumerated (an exact test); otherwise `n_perm` random ones are drawn. For accuracy
-McNemar's exact test is given beside it as the item-level check (it treats items as independent, so it
-is too confident when merchants differ; the permutation p-value is the one to read). Items only one run
-answered are left out and counted.
-
-    python -m eval compare results/run-a results/run-b          # each task both runs scored
-    python -m eval compare results/base results/x results/y     # x and y each against base
-
-Only like is compared with like: runs made on different releases (their fingerprints for a task differ,
-or an id's reference differs between them) are refused, since their items are not the same questions;
-runs asked differently (another prompt version, language, views, chain of thought) are compared, and
-the first line says how they differ, since the difference then includes that.
-
-A run scored under a protocol that reads answers its own way (the authors' on their release) is compared
-on that protocol's reading (`Protocol.read_rows`: its headline), with ours' reading of the same answers
-beside it, and the lines name the protocol, the image indices sent and the release. Runs scored under
-different protocols are refused: their headlines are not the same figure.
+The headline difference with its paired clustered bootstrap interval, a clustered paired permutation p-value
+and, for accuracy, McNemar's exact test beside it; runs on different releases or protocols are refused.
 """
 
 from __future__ import annotations
@@ -120,7 +99,10 @@ def _headline_diffs(flips: np.ndarray, sa: np.ndarray, na: np.ndarray, sb: np.nd
 def permutation_p_value(task: tasks.Task, rows_a: Sequence[ScoreRecord], rows_b: Sequence[ScoreRecord],
                         merchants: Sequence[str], *, n_perm: int = N_PERM, seed: int = 0) -> tuple[float, int, bool]:
     """(two-sided p-value, swap patterns used, exact) of the clustered paired permutation test on
-    aligned rows (row k of A and of B are one item)."""
+    aligned rows (row k of A and of B are one item). Under "A and B are interchangeable", swapping A's and
+    B's answers for every item of a merchant leaves the distribution unchanged, so the headline difference
+    is recomputed under swaps of whole merchants (sign flips; a merchant's items are not independent):
+    every pattern up to EXACT_UP_TO merchants (an exact test), else `n_perm` random ones."""
     labels, cluster = np.unique(np.asarray(merchants, dtype=str), return_inverse=True)
     k = len(labels)
     sa, na = _cluster_sums(_values(task, rows_a), cluster, k)
@@ -141,7 +123,9 @@ def permutation_p_value(task: tasks.Task, rows_a: Sequence[ScoreRecord], rows_b:
 
 def mcnemar_exact(rows_a: Sequence[ScoreRecord], rows_b: Sequence[ScoreRecord]) -> dict[str, Any]:
     """McNemar's exact test on aligned accuracy rows: b = A right and B wrong, c = the reverse; the
-    two-sided binomial p-value of min(b, c) among b + c at one half.
+    two-sided binomial p-value of min(b, c) among b + c at one half. The item-level check beside the
+    permutation test, whose p-value is the one to read: McNemar treats items as independent, so it is too
+    confident when merchants differ.
 
     >>> mcnemar_exact([{"correct": True}] * 9 + [{"correct": False}], [{"correct": False}] * 9 + [{"correct": True}])
     {'b': 9, 'c': 1, 'p_value': 0.021484375}

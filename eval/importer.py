@@ -1,14 +1,6 @@
 """`python -m eval import`: a result made by inspect_ai or lmms-eval becomes a DiningBench run folder.
 
-The answers are kept raw and go through the normal scoring path (`eval.scoring.score_run`, under the
-protocol the adapter task recorded: ours, or the authors' with their figures beside ours), so `eval
-report`, model cards and the leaderboard read the folder like any run. Nothing is taken on trust: every
-item must be in the release, its prompt must be the one the protocol asks for it under the result's
-settings (language and chain of thought under ours, the row's own prompt under theirs), as many views
-as it sends, and the dataset fingerprint the adapter task recorded must be the release's; otherwise
-the import is refused, naming the first item that differs. The framework's own scores are not
-imported: VQA is judged again (`--judge`), or left unscored. `write_imported` writes and scores the
-folder, for this import and for `eval import --from official` (eval/official_io.py).
+Nothing is taken on trust: the raw answers are checked against the release and scored again as any run.
 """
 
 from __future__ import annotations
@@ -102,8 +94,7 @@ def _adapter_settings(meta: Any, where: str) -> dict[str, Any]:
     if not isinstance(meta, dict) or not tasks.is_task(meta.get("task")):
         raise ImportRefused(f"{where}: not made by the DiningBench adapter tasks (no DiningBench settings recorded); "
                             "run adapters/inspect_ai/diningbench_tasks.py or the adapters/lmms_eval tasks")
-    lang = meta.get("lang") or "zh"
-    images = meta.get("images")
+    lang, images = meta.get("lang") or "zh", meta.get("images")
     protocol, indices = meta.get("protocol"), meta.get("image_indices")
     if lang not in ("zh", "en") or not (images is None or (isinstance(images, int) and images >= 1)) \
             or not (protocol is None or protocol in protocols.names()) \
@@ -180,8 +171,7 @@ def read_inspect(path: Path) -> list[Result]:
                      "model_roles": {k: _credential_free(v.model, f"model_roles.{k}", left_out)
                                      for k, v in (getattr(log.eval, "model_roles", None) or {}).items()},
                      "generate_config": _public(log.plan.config.model_dump(exclude_none=True), "generate_config", left_out),
-                     "left_out": left_out,
-                     "log": log_path.name}
+                     "left_out": left_out, "log": log_path.name}
         result = Result(source=log_path, model=str(log.eval.model), framework=framework, **meta)
         for sample in log.samples:
             output = sample.output
@@ -293,7 +283,8 @@ def _release(task: tasks.Task, settings: RunSettings) -> tuple[Any, str]:
 
 def _checked_predictions(result: Result, task: tasks.Task, settings: RunSettings) -> tuple[list[Prediction], str]:
     """The result's answers as predictions, each checked against the release item it names, as the
-    run's protocol asks it, and the release's fingerprint."""
+    run's protocol asks it (its prompt: language and chain of thought under ours, the row's own under
+    theirs; as many views), and the release's fingerprint."""
     where = result.source.name
     release, expected = _release(task, settings)
     if result.fingerprint is not None and result.fingerprint != expected:
@@ -334,10 +325,10 @@ def _checked_predictions(result: Result, task: tasks.Task, settings: RunSettings
 
 
 def write_imported(out: Path, info: RunInfo, predictions: list[Prediction], *, judge: str | None,
-                   judge_base_url: str | None, n_boot: int,
-                   rows: dict[str, Any] | None = None) -> Path:
+                   judge_base_url: str | None, n_boot: int, rows: dict[str, Any] | None = None) -> Path:
     """Write an imported run folder (`out`: new, empty, or an earlier import) and score it by the normal
-    path: run.json, predictions.jsonl, then scores.jsonl, metrics.json and report.md."""
+    path: run.json, predictions.jsonl, then scores.jsonl, metrics.json and report.md. For this import and
+    `eval import --from official` (eval/official_io.py)."""
     from eval import api
 
     api.check_out(out)

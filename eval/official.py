@@ -1,29 +1,8 @@
 """The authors' protocol (`--protocol official`): how their scripts read an answer and what they print.
 
-The DiningBench authors score a run with three scripts (GitHub meituan/DiningBench, commit 9c9bdf7:
-`eval_classification.py`, `eval_nutrition.py`, `eval_vqa.py`). Their rules differ from this project's
-own parsers where it moves the figures, so a figure that stands beside the paper's must be read their
-way. This module is that reading, written here from what their scripts do; the facts it needs (the
-judge prompt, the fixed prompt endings, the keyword lists, the names of the models whose thinking is
-removed, the generation budget) are kept byte for byte in `dataset/official_protocol.json`.
-
-Everything here is a pure function of the answers and the published rows: the harness asks the model
-(`eval.requests`), the judge (`eval.scoring`), and calls these for the `official` object of each task's
-entry in metrics.json. Each figure has the name and unit their script prints it under.
-
-The rules, as their scripts apply them:
-- an answer is matched to its row by position (`idx`, the row's place among the file's non-blank
-  lines); `paired` = min(rows, predictions), and only positions below it count;
-- `model_pred` is the model's text after `clean_thinking` (a failed request: `__INFER_ERROR__: why`);
-- classification: the first alphabetic character of the upper-cased answer is the choice ("The answer
-  is B" reads as T; "答案：B" reads as 答, which is no letter A-Z); a prediction's own `gt_answer`
-  wins over the dataset's;
-- nutrition: their JSON extraction; an answer without the four numbers is penalised (error = |reference|,
-  100% APE), a zero reference leaves that nutrient out of MAPE only; Table 2's averages are the means of
-  the four nutrients' figures;
-- VQA: the Chinese judge prompt for every file, its reply read by keywords (negative first, substring
-  matches); an empty or failed answer counts wrong without a call; rows with an empty reference are left
-  out; ROUGE-1/2/L F1 of jieba tokens (rouge-chinese), an empty answer left out of the means.
+Pure functions of the answers and published rows, written from their three scripts (GitHub meituan/DiningBench
+at 9c9bdf7). Their rules move the figures, so a figure beside the paper's is read their way, each under the name
+and unit their script prints it with.
 """
 
 from __future__ import annotations
@@ -55,7 +34,8 @@ def is_error(model_pred: str) -> bool:
 
 
 def paired_positions(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> Iterator[int]:
-    """The positions their scripts pair (below min(rows, predictions)) that hold a prediction."""
+    """The positions their scripts pair that hold a prediction: an answer meets its row by position (`idx`,
+    the row's place among the file's non-blank lines), and only positions below min(rows, predictions) count."""
     return (i for i in range(min(len(rows), len(preds))) if preds.get(i) is not None)
 
 
@@ -85,13 +65,12 @@ def clean_thinking(text: str, model_name: str) -> str:
             text = re.sub(f"{opening}.*?{ending}", "", text, flags=_FLAGS)
         text = text.strip()
     boxed = _BOXED.search(text)
-    if boxed:
-        text = boxed.group(1).strip()
-    return text
+    return boxed.group(1).strip() if boxed else text
 
 
 def model_pred(raw: str | None, error: str | None, model_name: str) -> str:
-    """The `model_pred` their inference would store for one answer (or failure)."""
+    """The `model_pred` their inference would store for one answer: its text after `clean_thinking`, or
+    for a failure `infer_error`'s marker."""
     if error is not None or raw is None:
         return infer_error(error)
     return raw if is_error(raw) else clean_thinking(raw, model_name)
@@ -114,7 +93,8 @@ def classification_gt(row: Mapping[str, Any]) -> str:
 
 
 def classification_item(pred: str, gt_answer: str) -> tuple[bool, bool, str]:
-    """(matched, cannot read, the letter read) for one answer."""
+    """(matched, cannot read, the letter read) for one answer: a first "letter" outside A-Z (答) cannot be
+    read; one past the options (I-Z) is read, and wrong."""
     pred = pred.strip()
     if not pred or is_error(pred):
         return False, True, ""
@@ -198,7 +178,8 @@ NutrientErrors = dict[str, tuple[float, float, float | None]]  # per nutrient: a
 
 def nutrition_errors(reference: Mapping[str, Any], answer: Mapping[str, Any] | None) -> NutrientErrors:
     """Per nutrient with a usable reference: (absolute error, squared error, APE in percent or None for
-    a zero reference). An unread answer is penalised: error |reference|, 100% APE."""
+    a zero reference, which leaves it out of MAPE only). An unread answer is penalised: error |reference|,
+    100% APE."""
     errors: NutrientErrors = {}
     for key in NUTRIENTS:
         truth = as_float(reference.get(key))
@@ -283,8 +264,8 @@ def keyword_verdict(reply: Any) -> bool:
     return any(word in text for word in vqa["positive_keywords"])
 
 
-_STRICT_YES = {"是", "yes", "正确", "correct"}
-_STRICT_NO = {"否", "no", "不是", "错误", "incorrect", "不正确"}
+_STRICT = {"是": True, "yes": True, "正确": True, "correct": True,
+           "否": False, "no": False, "不是": False, "错误": False, "incorrect": False, "不正确": False}
 
 
 def strict_verdict(reply: Any) -> bool | None:
@@ -296,17 +277,13 @@ def strict_verdict(reply: Any) -> bool | None:
     """
     if not isinstance(reply, str):
         return None
-    word = re.sub(r"[\s\"'“”‘’「」。.,，!！:：*]+", "", reply).lower()
-    if word in _STRICT_YES:
-        return True
-    if word in _STRICT_NO:
-        return False
-    return None
+    return _STRICT.get(re.sub(r"[\s\"'“”‘’「」。.,，!！:：*]+", "", reply).lower())
 
 
 def vqa_tasks(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]
               ) -> list[tuple[int, str, str, str, bool]]:
-    """The items their judge step evaluates: (idx, answer, reference, question, failed)."""
+    """The items their judge step evaluates: (idx, answer, reference, question, failed); a row with an
+    empty reference is left out, and a failed (empty or failed) answer counts wrong without a call."""
     found = []
     for i in paired_positions(rows, preds):
         reference = rows[i].get("ground_truth", "")
@@ -327,7 +304,7 @@ def vqa_judge_figures(verdicts: Mapping[int, bool]) -> dict[str, Any]:
 
 def vqa_rouge_figures(rows: Sequence[Mapping[str, Any]], preds: Mapping[int, PredictionLine]) -> dict[str, Any]:
     """What eval_vqa.py --evaluate (ROUGE) prints: mean ROUGE-1/2/L precision, recall and F1 over the
-    answers rouge-chinese can score (an empty answer raises there and is left out)."""
+    answers rouge-chinese can score on jieba tokens (an empty answer raises there and is left out)."""
     import logging
 
     import jieba

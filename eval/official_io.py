@@ -1,15 +1,6 @@
 """The authors' prediction files, both ways: `eval export --format official` and `eval import --from official`.
 
-Their scripts write one JSON line per item (`idx`, `model_pred`, `model_full_pred`, `model_input`, the
-image paths, `gt_answer` for classification, `label` for nutrition and VQA, `eval_match`/`eval_result`
-once judged) and score those files by position against the release's JSONL. Exporting a run writes
-such files, so their scripts score our runs; importing one turns a file their scripts wrote into a
-run folder scored by both readings (theirs and ours), for our reports, intervals, `eval compare` and
-the leaderboard.
-
-An imported file is someone else's: each line is read under a size bound, `idx` must be an integer
-naming a row of the release, once; the fields must have their types; NaN and Infinity are refused.
-The run never holds more items than the release.
+Exported, their scripts score our runs; imported, their file becomes a run folder scored by both readings.
 """
 
 from __future__ import annotations
@@ -28,13 +19,7 @@ from eval.importer import write_imported
 from eval.protocols.official import official_preds, reading_of, rules_for
 from eval.runinfo import build_run_json, read_run_json
 from eval.settings import LANGS, N_BOOT, RunSettings, UsageError, image_indices
-from eval.store import (
-    LOCK,
-    PREDICTIONS,
-    read_predictions,
-    refuse_planted_links,
-    write_atomically,
-)
+from eval.store import LOCK, PREDICTIONS, read_predictions, refuse_planted_links, write_atomically
 from eval.tasks.base import MAX_PARSED_CHARS
 from eval.types import OfficialReading, Prediction, PredictionLine, Row, UserError
 
@@ -158,8 +143,8 @@ def _strict_loads(data: bytes) -> Any:
 
 
 def read_official_file(path: Path, task: str, n_rows: int) -> dict[int, PredictionLine]:
-    """The lines of one of their prediction files by `idx`, each checked; an OfficialFileError names the
-    first line that cannot be taken."""
+    """The lines of one of their prediction files by `idx`, each checked as someone else's (the bounds and
+    types SECURITY.md lists); an OfficialFileError names the first line that cannot be taken."""
     if not path.is_file():
         raise OfficialFileError(f"{path}: no such file")
     by_idx: dict[int, PredictionLine] = {}

@@ -1,9 +1,7 @@
-"""Scoring: saved predictions + dataset references -> scores.jsonl, metrics.json, report.md.
+"""Scoring: saved predictions + dataset references -> scores.jsonl and metrics.json, by the run's protocol.
 
-Generation and scoring meet only in predictions.jsonl, so a run can be re-scored (e.g. with a
-judge added later) without asking the model again. Each task is scored by the run's protocol
-(`eval.protocols`: ours, or the authors' with ours beside it); per-item records are built by
-`eval.protocols.records`, their schema is `eval.types.ScoreRecord`; this module joins a run folder's tasks and writes the files.
+Generation and scoring meet only in predictions.jsonl, so a run can be re-scored (e.g. with a judge added
+later) without asking the model again.
 """
 
 from __future__ import annotations
@@ -56,10 +54,8 @@ def load_rows(task: tasks.Task, source: str | None, lang: str = "zh") -> dict[st
 
 def _views_sent(settings: RunSettings) -> Callable[[Row], int]:
     """Views a prediction line written before `n_images` was kept had: recomputed from its settings."""
-    def count(row: Row) -> int:
-        return len(select_views(row.get("image_roles") or [], settings.images, settings.image_order,
-                                seed=settings.seed, item_id=str(row["id"])))
-    return count
+    return lambda row: len(select_views(row.get("image_roles") or [], settings.images, settings.image_order,
+                                        seed=settings.seed, item_id=str(row["id"])))
 
 
 def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | None = None,
@@ -134,8 +130,7 @@ def _rows_by_id(task: tasks.Task, mine: list[Prediction], rows: dict[str, Sequen
     """The task's rows by id, in dataset order; `mine` sorted in that order, epoch by epoch."""
     by_id = {str(r["id"]): r for r in rows[task.name]} if rows and task.name in rows else load_rows(
         task, settings.dataset, settings.lang)
-    unknown = sorted({p.id for p in mine} - set(by_id))
-    if unknown:
+    if unknown := sorted({p.id for p in mine} - set(by_id)):
         raise ScoringError(f"{task.name}: predictions for ids not in the dataset ({', '.join(unknown[:5])}); "
                            "was the run made on another --dataset?")
     order = {item_id: n for n, item_id in enumerate(by_id)}

@@ -1,8 +1,7 @@
 """The data contracts of the harness, on one screen.
 
-A dataset row becomes a `Request` (task side), a backend turns it into a `Response` (model side),
-the runner writes a `Prediction` per sample to predictions.jsonl, and scoring reads those back and
-writes a `ScoreRecord` per item to scores.jsonl, which every report reads.
+A row becomes a `Request`, a backend's `Response`, a `Prediction` per sample (predictions.jsonl) and a
+`ScoreRecord` per item (scores.jsonl, which every report reads).
 """
 
 from __future__ import annotations
@@ -171,12 +170,9 @@ def is_user_error(exc: BaseException) -> bool:
     """Whether a CLI shows `exc` as one `error:` line: our UserError (or the data contract's
     DatasetError), or a file the system refused (missing, not allowed, a folder, a full or read-only
     disk). Everything else is a bug of ours and keeps its traceback."""
-    if isinstance(exc, UserError):
-        return True
     schema = sys.modules.get("dataset.schema")  # only a loaded data contract can have raised its error
-    if schema is not None and isinstance(exc, schema.DatasetError):
-        return True
-    return isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_ERRNOS
+    return (isinstance(exc, UserError) or (schema is not None and isinstance(exc, schema.DatasetError))
+            or (isinstance(exc, OSError) and exc.errno in _ENVIRONMENT_ERRNOS))
 
 
 _ENVIRONMENT_ERRNOS = {errno.ENOENT, errno.EEXIST, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR,
@@ -271,7 +267,8 @@ class Prediction:
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> Prediction:
         values = {f.name: row[f.name] for f in _PREDICTION_FIELDS if f.name in row}
-        values["imported"] = row.get(IMPORTED_KEY)
+        imported = row.get(IMPORTED_KEY)
+        values["imported"] = imported if isinstance(imported, dict) else None
         for f in _PREDICTION_FIELDS:
             if f.name not in values and f.default is dataclasses.MISSING:
                 values[f.name] = None
@@ -279,8 +276,6 @@ class Prediction:
             if not isinstance(values.get(name), int) or isinstance(values.get(name), bool):
                 values[name] = 0
         values["truncated"] = values.get("truncated") is True
-        if not isinstance(values["imported"], dict):
-            values["imported"] = None
         return cls(**values)
 
 

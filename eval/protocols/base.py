@@ -1,12 +1,6 @@
 """What a protocol is: how a row is asked, how an answer is read and which figures a run reports.
 
-A protocol is one object, like a task (`eval/tasks/`): `ours` (this project's prompts and parsers) and
-`official` (the authors' three scripts) are two instances over the same rows and the same predictions.
-A run records its protocol by name (run.json `settings.protocol`; a run made before there was a choice
-was asked our way); everything downstream asks the object (`protocols.of(settings)`), never the name.
-
-A new protocol is one module that subclasses `Protocol` and calls `register(MyProtocol())`, plus its
-line in `eval/protocols/__init__.py` (see ARCHITECTURE.md).
+One object, like a task: a run records its name; everything downstream asks the object, never the name.
 """
 
 from __future__ import annotations
@@ -256,7 +250,5 @@ def chosen(settings: RunSettings, rows: Sequence[Sequence[Mapping[str, Any]]]) -
     claims every task's rows, else ours."""
     if settings.protocol is not None:
         return get(settings.protocol)
-    for protocol in _REGISTRY.values():
-        if protocol.name != DEFAULT and rows and all(protocol.claims(found) for found in rows):
-            return protocol
-    return get(DEFAULT)
+    claiming = (p for p in _REGISTRY.values() if p.name != DEFAULT and rows and all(map(p.claims, rows)))
+    return next(claiming, None) or get(DEFAULT)

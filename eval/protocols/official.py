@@ -1,12 +1,6 @@
 """The authors' protocol (`--protocol official`): their three scripts' requests, readings and figures.
 
-Each row's prompt verbatim with the images their script picks for `--image-indices`, each file's bytes as
-stored; their reading of every answer (`eval/official.py`'s pure functions, facts in
-`dataset/official_protocol.json`), their judge prompt and keyword rule, and the figures they print, as
-the `official` object of each task's metrics.json entry. Ours is scored beside it, from the same answers
-and the same judge replies (read strictly), on the rows whose reference ours can read.
-
-Their three scripts differ per task; `RULES` holds each one's rules, keyed by the task it scores.
+Their scripts differ per task: `RULES` holds each one's rules; their readings are `eval/official.py`'s.
 """
 
 from __future__ import annotations
@@ -255,8 +249,7 @@ def official_preds(task: str, predictions: Sequence[Prediction], rows: Sequence[
     """Each answer as a line of their prediction file, by `idx`: `model_pred` (their cleaning of the
     text, or the failure marker) and, for classification, the `gt_answer` their inference writes.
     A request their script cannot make for a row (`ScriptRules.fails`) is their failure marker."""
-    script, name = rules_for(task), served_name(model)
-    chosen = image_indices(indices)
+    script, name, chosen = rules_for(task), served_name(model), image_indices(indices)
     found: dict[int, PredictionLine] = {}
     for p, row in zip(predictions, rows, strict=True):
         kept: PredictionLine = p.imported or {}  # an imported line: what their file says
@@ -347,8 +340,7 @@ def official_judge(records: list[ScoreRecord], preds: dict[int, PredictionLine],
     for (i, _), reply in zip(pending, replies, strict=True):
         match = reply != error and rules.keyword_verdict(reply)
         preds[i].update({"eval_match": match, "eval_result": reply})
-        found = by_idx.get(i)
-        if found is not None:
+        if (found := by_idx.get(i)) is not None:
             found["official"].update({"correct": match, "judge_reply": reply, "strict": rules.strict_verdict(reply)})
 
 
@@ -359,10 +351,8 @@ def strict_verdict_of(record: ScoreRecord) -> str | None:
     mine = record.get("official") or {}
     if mine.get("judged") is False:
         verdict: str | None = "I"
-    elif mine.get("strict") is not None:
-        verdict = "C" if mine["strict"] else "I"
     else:
-        verdict = None
+        verdict = None if mine.get("strict") is None else "C" if mine["strict"] else "I"
     set_verdict(record, verdict, "judge" if verdict else "unscored")
     return verdict
 
@@ -464,9 +454,8 @@ class Official(Protocol):
         cells = row.get("images") or []
         roles = row.get("image_roles") or []
         mime = rules.facts()["generation"]["image_mime"]
-        item = str(row["id"])
         try:
-            return [ImagePart(stored_bytes(cells[k], item_id=item, index=k), mime,
+            return [ImagePart(stored_bytes(cells[k], item_id=str(row["id"]), index=k), mime,
                               roles[k] if k < len(roles) else "user")
                     for k in rules_for(task.name).images(row, image_indices(settings.image_indices))]
         except ImageError as exc:
@@ -606,8 +595,7 @@ class Official(Protocol):
 
     def component(self, task: tasks.Task, entry: TaskFigures, part: str, stat: str) -> float | None:
         """Their per-nutrient MAE and RMSE (units) and MAPE (their percent, as a fraction)."""
-        figures = self.own_figures(entry) or {}
-        found = figures.get(part)
+        found = (self.own_figures(entry) or {}).get(part)
         value = found.get(stat) if isinstance(found, Mapping) else None
         if not isinstance(value, int | float) or isinstance(value, bool):
             return None

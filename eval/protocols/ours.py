@@ -27,15 +27,7 @@ from eval.protocols.records import (
     usable_reference,
 )
 from eval.settings import RunSettings, UsageError
-from eval.types import (
-    GenerationConfig,
-    Message,
-    Prediction,
-    Request,
-    Row,
-    ScoreRecord,
-    TaskFigures,
-)
+from eval.types import GenerationConfig, Message, Prediction, Request, Row, ScoreRecord, TaskFigures
 
 
 class Ours(Protocol):

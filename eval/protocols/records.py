@@ -1,12 +1,6 @@
 """A scored item: the scores.jsonl line of one answer, built and scored by this project's reading.
 
-Both protocols build their records here (`eval.protocols`): the authors' adds its own reading beside
-ours under `official`. Scoring a run folder is `eval.scoring`, which joins these per task.
-
-scores.jsonl holds one JSON object per line, one line per scored item (all tasks of the run folder):
-its fields, their types and meaning are `eval.types.ScoreRecord`, which `item_record` builds. rotations.jsonl
-(`run --circular` only) holds the classification answers to rotated options as the same records plus
-`rotation`; scores.jsonl keeps rotation 0, the item as stored (eval/circular.py).
+Both protocols build records (`eval.types.ScoreRecord`) here, the authors' with its reading under `official`.
 """
 
 from __future__ import annotations
@@ -45,8 +39,7 @@ def item_record(task: tasks.Task, row: Row, prediction: Prediction, *, lang: str
         "id": str(row["id"]), "task": task.name, "epoch": prediction.epoch, "merchant_id": row.get("merchant_id"),
         "cuisine": row.get("cuisine"), "category": row.get("category"),
         "vqa_category": None, "nutrition_source": None,
-        "n_images": prediction.n_images if n_images is None else n_images,
-        "n_options": task.n_options(row),
+        "n_images": prediction.n_images if n_images is None else n_images, "n_options": task.n_options(row),
         "parsed": None if failed else prediction.parsed, "error": prediction.error,
         "truncated": prediction.truncated, "finish_reason": prediction.finish_reason, "usage": prediction.usage,
         "reference": task.reference(row, lang),
@@ -59,10 +52,8 @@ def item_record(task: tasks.Task, row: Row, prediction: Prediction, *, lang: str
 
 
 def score_prediction(task: tasks.Task, prediction: Prediction, row: Row, lang: str = "zh") -> ScoreRecord:
-    """One live prediction scored on its own (the Space): a scores.jsonl-like dict; a judged task's item
-    stays unscored.
-
-    Its answer was parsed when it was made (`prediction.parsed`), so it is not parsed again."""
+    """One live prediction scored on its own (the Space): a scores.jsonl-like dict; a judged task's item stays
+    unscored. Its answer was parsed when it was made (`prediction.parsed`), so it is not parsed again."""
     record = item_record(task, row, prediction, lang=lang)
     if not task.judged:
         task.score([record], [record["parsed"]], [row], lang)
@@ -97,8 +88,7 @@ def score_rotations(task: tasks.Task, predictions: Sequence[Prediction], by_id: 
 def score_task(task: tasks.Task, records: list[ScoreRecord], parsed: list[Any], rows: Sequence[Row],
                lang: str, n_boot: int = N_BOOT) -> TaskFigures:
     """Each record's score from its parsed answer (None = unparsed or failed) and the task's figures."""
-    result = task.score(records, parsed, rows, lang)
-    return numbers.task_figures(task, records, result, n_boot=n_boot)
+    return numbers.task_figures(task, records, task.score(records, parsed, rows, lang), n_boot=n_boot)
 
 
 def score_judged(task: tasks.Task, records: list[ScoreRecord], raws: list[str | None], questions: list[str],

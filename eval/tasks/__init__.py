@@ -1,7 +1,6 @@
 """The task registry: `tasks.get("nutrition")` is everything that differs by task, in one object.
 
-The benchmark's three tasks register themselves here, in the order releases and reports list them;
-another module may `register` a task of its own (see ARCHITECTURE.md, "Where to add: a task").
+The benchmark's three tasks register here, in the order releases and reports list them; others may too.
 """
 
 from __future__ import annotations
@@ -9,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# Importing each task's module registers it, in this order: classification, nutrition, vqa (the order
-# releases and reports list them; tests/test_task_registry.py holds it).
+# Importing each task's module registers it, in this order (tests/test_task_registry.py holds it).
 from eval.tasks import classification, nutrition, vqa  # noqa: F401
 from eval.tasks.base import (
     MAX_PARSED_CHARS,

@@ -1,12 +1,6 @@
 """What a task is: one object that says everything that differs from one task to another.
 
-A task names the release config it reads, builds its prompt, gives each row's reference, parses a
-model's text with its metric's parser, scores parsed answers, and says how its headline figure reads
-(accuracy, or an error that is better lower), how reports break it down, how the Space asks a person
-for an answer and how the adapters map it. The rest of the project asks the task object; nothing
-outside `eval/tasks/` compares a task's name with a string.
-
-A new task is one module that subclasses `Task` and calls `register(MyTask())` (see ARCHITECTURE.md).
+The rest of the project asks the object; nothing outside `eval/tasks/` compares a task's name with a string.
 """
 
 from __future__ import annotations

@@ -12,9 +12,7 @@ from eval.types import Row, ScoreRecord
 
 def options_of(row: Mapping[str, Any], lang: str) -> list[str]:
     """The options in the prompt language (en falls back to zh if absent)."""
-    if lang == "en" and row.get("options_en"):
-        return list(row["options_en"])
-    return list(row["options"])
+    return list(row["options_en"] if lang == "en" and row.get("options_en") else row["options"])
 
 
 def rotate_options(row: Row, rotation: int) -> Row:
@@ -69,9 +67,8 @@ class Classification(Task):
             options = options_of(row, lang)
         except (KeyError, TypeError):  # an authors' row whose prompt does not read as one with options
             return None
-        if not options:  # nothing to choose among: no answer reads as a choice (its reference is unusable too)
-            return None
-        return parse_choice(text, n_options=len(options), options=options)
+        # no options: nothing to choose among, no answer reads as a choice (its reference is unusable too)
+        return parse_choice(text, n_options=len(options), options=options) if options else None
 
     def score(self, records: list[ScoreRecord], parsed: Sequence[Any], rows: Sequence[Mapping[str, Any]],
               lang: str) -> dict[str, Any]:
