@@ -155,8 +155,7 @@ def _read_records(records_dir: Path, config: str) -> tuple[int, Iterator[dict[st
     def rows() -> Iterator[dict[str, Any]]:
         for lineno, record in iter_jsonl_objects(path):
             item = record.get("id", f"line {lineno}")
-            missing = sorted(set(declared) - set(record))
-            if missing:
+            if missing := sorted(set(declared) - set(record)):
                 raise DatasetError(f"{config} item {item}: missing field(s) {', '.join(missing)}")
             images = []
             for rel in record["images"] if isinstance(record["images"], list) else []:
@@ -217,11 +216,9 @@ def push(release_dir: str | os.PathLike, repo_id: str, *, private: bool = False,
         raise DatasetError("choose --private or --public, not both")
     if license_terms(card_license(folder)) is not None and not public:
         private = True
-    problems = [p for p in validate(folder) if p.level == "error"]
-    if problems:
+    if problems := [p for p in validate(folder) if p.level == "error"]:
         raise DatasetError(f"refusing to push {folder}: {len(problems)} validation error(s), first: {problems[0]}")
-    token = os.environ.get("HF_TOKEN")
-    if not token:
+    if not (token := os.environ.get("HF_TOKEN")):
         raise DatasetError("set HF_TOKEN to a Hugging Face write token to push")
     api = HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT"), token=token)
     operations = [CommitOperationAdd(path_in_repo=str(p.relative_to(folder)), path_or_fileobj=str(p))

@@ -93,8 +93,7 @@ def remove_unheld(paths: Iterable[Path]) -> None:
     """Remove each of `paths` that no process holds: locked, moved aside under a name nobody opens, then
     deleted (a removal cut short leaves a `.removing-*` entry, itself removed next time)."""
     for path in paths:
-        held = hold(path, shared=False, wait=False)
-        if held is None:
+        if (held := hold(path, shared=False, wait=False)) is None:
             continue
         aside = path.with_name(f".removing-{uuid.uuid4().hex}")
         try:

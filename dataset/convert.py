@@ -11,14 +11,7 @@ from typing import Any
 
 from dataset.build import write_release
 from dataset.load import layout_of, read_release
-from dataset.official import (
-    HUB_ID,
-    LANGS,
-    OFFICIAL_LICENSE,
-    OFFICIAL_PAPER,
-    OfficialRelease,
-    write_official,
-)
+from dataset.official import HUB_ID, LANGS, OFFICIAL_LICENSE, OFFICIAL_PAPER, OfficialRelease, write_official
 from dataset.official_rows import classification_prompt, nutrition_ground_truth, published_row, text_of
 from dataset.schema import CONFIGS, DECLARED, NUTRIENTS, SAMPLE_DIR, DatasetError, columns, config_of
 

@@ -52,8 +52,14 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
         raise DatasetError(f"cannot load {config!r} from {src}: not a local folder, not in the datasets cache, and the "
                          "Hub is unreachable (offline?); pass a release folder")
     import datasets
+    import tqdm.std
 
-    _keep_progress_lock()
+    # Give tqdm's base class its write lock for good, before datasets' `thread_map` runs:
+    # `tqdm.contrib.concurrent.ensure_lock` reads the class's lock and, when it finds none, creates one and
+    # deletes it on the way out. Two loads in two threads (the Space runs several evaluations at once) can
+    # both find none, and the second `del` then raises "type object 'tqdm' has no attribute '_lock'". With a
+    # lock on the base class every subclass finds it, and it is only ever restored, never deleted.
+    tqdm.std.tqdm.get_lock()
     try:
         # Naming the files makes the cache key cover them (path + mtime): with the folder alone, two
         # releases in same-named folders with the same card would share one stale Arrow cache.
@@ -66,9 +72,7 @@ def load(config: str, source: str | os.PathLike | None = None, *, decode_images:
         item, k = unembedded
         raise DatasetError(f"cannot load {config!r} from {src}: item {item}: images[{k}] has no embedded bytes, "
                          "only a file path; a release must embed its images")
-    if not decode_images:
-        ds = _undecoded(ds)
-    return ds
+    return ds if decode_images else _undecoded(ds)
 
 
 def _config_files(folder: Path, source: str, config: str) -> list[Path]:
@@ -76,20 +80,6 @@ def _config_files(folder: Path, source: str, config: str) -> list[Path]:
     if not (files := _data_files(folder, config)):
         raise DatasetError(f"release folder {source} has no data/{config}/*.parquet")
     return files
-
-
-def _keep_progress_lock() -> None:
-    """Give tqdm's base class its write lock for good, before datasets' `thread_map` runs.
-
-    `tqdm.contrib.concurrent.ensure_lock` reads the class's lock and, when it finds none, creates
-    one and deletes it on the way out. Two loads in two threads (the Space runs several evaluations
-    at once) can both find none, and the second `del` then raises "type object 'tqdm' has no
-    attribute '_lock'". With a lock on the base class every subclass finds it, and it is only ever
-    restored, never deleted.
-    """
-    import tqdm.std
-
-    tqdm.std.tqdm.get_lock()
 
 
 def _undecoded(ds: datasets.Dataset) -> datasets.Dataset:
@@ -154,13 +144,12 @@ class Layout:
     """How a release is laid out, decided once from its source (`layout_of`): what differs between
     our layout and the authors' is asked of this object, and no caller asks which one it is.
 
-    `name`: one of LAYOUTS; `source`: the source as given (or its default); `by_language`: whether
-    its rows are read one language at a time (the authors' files come one per language; our rows hold
-    both). `read(config, lang=)`: the rows (`read_release`); `fingerprint(config, lang=)`: the hash a
-    run records; `configs(lang)`: (the configs it holds, the language they are read in);
-    `validate(lang=)`: every problem, never raising on bad data; `summary(lang=)`: counts in lines;
-    `published(lang)`: (the configs in the authors' files of `lang`, the language read), what `convert`
-    reads (ours refuses).
+    `name`: one of LAYOUTS; `source`: the source as given (or its default); `by_language`: whether its rows
+    are read one language at a time (the authors' files come one per language; our rows hold both).
+    `read(config, lang=)`: the rows (`read_release`); `fingerprint(config, lang=)`: the hash a run records;
+    `configs(lang)`: (the configs it holds, the language they are read in); `validate(lang=)`: every problem,
+    never raising on bad data; `summary(lang=)`: counts in lines; `published(lang)`: (the configs in the
+    authors' files of `lang`, the language read), what `convert` reads (ours refuses).
     """
 
     name = ""
@@ -230,14 +219,12 @@ class ParquetLayout(Layout):
         return _validate_parquet(self.source, _local(self.source))
 
     def summary(self, *, lang: str = "zh") -> str:
-        """Counts per config, cuisine, category and images per item (reads metadata, never decodes)."""
         lines = []
         for config in CONFIGS:
             ds = load(config, self.source, decode_images=False)
             lines.append(f"{config}: {_image_counts([len(r) for r in ds['image_roles']])}")
             for key in ("cuisine", "category") + (("vqa_category",) if "vqa_category" in COLUMNS[config] else ()):
-                counts = Counter(ds[key])
-                lines.append(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+                lines.append(f"  {key}: " + ", ".join(f"{k} {v}" for k, v in Counter(ds[key]).most_common()))
         return "\n".join(lines)
 
     def published(self, lang: str = "zh") -> tuple[list[str], str]:
@@ -255,7 +242,6 @@ class OfficialLayout(Layout):
         return read_official(config, self.source, lang=lang)
 
     def fingerprint(self, config: str, *, lang: str = "zh") -> str:
-        """Of the `lang` file's bytes and its rows' image files (`OfficialRelease.fingerprint`)."""
         return read_official(config, self.source, lang=lang).fingerprint
 
     def configs(self, lang: str = "zh") -> tuple[list[str], str]:
@@ -265,7 +251,6 @@ class OfficialLayout(Layout):
         return _validate_official(self.source, lang)
 
     def summary(self, *, lang: str = "zh") -> str:
-        """Counts and images per item of its `lang` files, and what the layout lacks."""
         return _official_summary(self.source, lang)
 
     def published(self, lang: str = "zh") -> tuple[list[str], str]:
@@ -304,21 +289,19 @@ def summary(source: str | os.PathLike | None = None, *, lang: str = "zh") -> str
 class LocalRelease:
     """One config of a release folder, read from its Parquet files with pyarrow.
 
-    The metadata of every row is read once, when it is opened. The image column is read from an
-    uncompressed Arrow file kept in the datasets cache folder (`diningbench-images/`, made from the
-    Parquet files the first time a run asks for images, as `datasets` makes its own Arrow cache; the
-    IMAGE_CACHES_KEPT most recently used are kept) and memory-mapped: a row's image cells cost one copy
-    of its bytes, no Parquet decoding, and the heap does not grow with the rows asked. Where that file
-    cannot be written (a read-only cache), `iter_rows` streams the image column from the Parquet files
-    instead, IMAGE_BATCH rows at a time through each row group: memory then holds a row group's images
-    at most (a Parquet page of them, as the writer cut them); a row asked before the batch held reads
-    its group again from the start.
+    The metadata of every row is read once, when it is opened. The image column is read from an uncompressed
+    Arrow file kept in the datasets cache folder (`diningbench-images/`, made from the Parquet files the first
+    time a run asks for images, as `datasets` makes its own Arrow cache; the IMAGE_CACHES_KEPT most recently
+    used are kept) and memory-mapped: a row's image cells cost one copy of its bytes, no Parquet decoding, and
+    the heap does not grow with the rows asked. Where that file cannot be written (a read-only cache),
+    `iter_rows` streams the image column from the Parquet files instead, IMAGE_BATCH rows at a time through
+    each row group: memory then holds a row group's images at most (a Parquet page of them, as the writer cut
+    them); a row asked before the batch held reads its group again from the start.
 
-    It refuses what `load` refuses, in the same words: no Parquet files; an image cell without
-    embedded bytes (a null found up front from each row group's statistics, or by reading the group's
-    images when they cannot tell; an empty byte string, which statistics cannot tell from an image,
-    when its row is read). And, naming the file, one whose columns are not the config's (`load` takes
-    the columns it finds).
+    It refuses what `load` refuses, in the same words: no Parquet files; an image cell without embedded bytes
+    (a null found up front from each row group's statistics, or by reading the group's images when they cannot
+    tell; an empty byte string, which statistics cannot tell from an image, when its row is read). And, naming
+    the file, one whose columns are not the config's (`load` takes the columns it finds).
     """
 
     def __init__(self, config: str, source: str | os.PathLike) -> None:

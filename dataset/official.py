@@ -1,12 +1,5 @@
 """The authors' layout of the benchmark (Hub `meituan/DiningBench`): six JSON-lines files and an images
-tree or archive, read into the harness's rows with every published field kept, and written back.
-
-A source in this layout is a folder holding any of `OFFICIAL_FILES` (and no `data/*/*.parquet`), one
-of those files, or `meituan/DiningBench[@REVISION]`. `read_official` gives what `LocalRelease` gives
-(`rows`, `len()`, `iter_rows`), so the harness reads both layouts down one road (`read_release`).
-Everything in it comes from a stranger: every line, archive member and image path is bounded and
-checked before it is used, and no file outside the release folder (or its unpacked archive) is read.
-"""
+tree or archive, read into the harness's rows with every published field kept, and written back."""
 
 from __future__ import annotations
 
@@ -37,15 +30,8 @@ from dataset.cache import (
     remove_unheld,
 )
 from dataset.jsonl import MAX_JSON_DEPTH, iter_jsonl_objects
-from dataset.official_rows import (
-    NO_OPTIONS,
-    derive_row,
-    published_images,
-    shape_of,
-)
-from dataset.official_rows import (
-    published_row as published_row,  # where construction's release finds the writer
-)
+from dataset.official_rows import NO_OPTIONS, derive_row, published_images, shape_of
+from dataset.official_rows import published_row as published_row  # re-exported for construction's release
 from dataset.schema import CONFIGS, DECLARED, MAX_PHOTO_BYTES, DatasetError, _check_config
 
 HUB_ID = "meituan/DiningBench"
@@ -88,9 +74,9 @@ def _hub_ref(text: str) -> tuple[str, str | None] | None:
 
 
 def in_authors_layout(source: str | os.PathLike | None) -> bool:
-    """Whether `source` has the authors' layout's shape (what `dataset.load.layout_of` decides by): a folder holding any of OFFICIAL_FILES and no
-    `data/*/*.parquet`, a path to one `.jsonl` file, or `meituan/DiningBench[@REVISION]` (a revision
-    with path characters is refused here, before anything is fetched).
+    """Whether `source` has the authors' layout's shape (what `dataset.load.layout_of` decides by): a
+    folder holding any of OFFICIAL_FILES and no `data/*/*.parquet`, a path to one `.jsonl` file, or
+    `meituan/DiningBench[@REVISION]` (a revision with path characters is refused here, before any fetch).
 
     >>> in_authors_layout("meituan/DiningBench@main"), in_authors_layout("someone/other")
     (True, False)
@@ -99,12 +85,9 @@ def in_authors_layout(source: str | os.PathLike | None) -> bool:
         return False
     path = Path(source).expanduser()
     if path.is_dir():
-        if any((path / "data").glob("*/*.parquet")):
-            return False
-        return any(os.path.lexists(path / name) for name in OFFICIAL_FILES.values())
-    if path.suffix == ".jsonl":
-        return True
-    return _hub_ref(str(source)) is not None
+        ours = any((path / "data").glob("*/*.parquet"))
+        return not ours and any(os.path.lexists(path / name) for name in OFFICIAL_FILES.values())
+    return path.suffix == ".jsonl" or _hub_ref(str(source)) is not None
 
 
 def _file_config(name: str) -> tuple[str | None, str]:
@@ -451,8 +434,7 @@ class OfficialRelease:
         """`rel` as checked when the release was read (`_check_path`), once per path."""
         if not isinstance(rel, str):
             return _check_path(rel, self._base)
-        found = self._checked.get(rel)
-        if found is None:
+        if (found := self._checked.get(rel)) is None:
             found = self._checked[rel] = _check_path(rel, self._base)
         return found
 

@@ -225,9 +225,7 @@ class Shape:
         raise NotImplementedError
 
     def publish(self, item_id: Any, row: Mapping[str, Any], lang: str, image_paths: list[str]) -> dict[str, Any]:
-        """One of our rows as the published object, its photos at `image_paths`: the first is
-        `standard_image` when the row's `image_roles` (or, without them, its order) make it the
-        reference, the others `user_images`."""
+        """One of our rows as the published object, its photos at `image_paths` (see `published_row`)."""
         prompt, truth = self.words(row, lang)
         roles = row.get("image_roles") or ["reference"]
         standard = bool(image_paths) and roles[0] == "reference"

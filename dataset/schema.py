@@ -132,9 +132,8 @@ OPTIONAL_COLUMNS: dict[str, dict[str, Any]] = {c.name: {**c.optional, **PUBLISHE
 
 def config_of(config: str) -> Config:
     """The declaration of the config named `config`, or a DatasetError naming the choices."""
-    for declared in DECLARED:
-        if declared.name == config:
-            return declared
+    if (declared := next((c for c in DECLARED if c.name == config), None)) is not None:
+        return declared
     raise DatasetError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
 
 
@@ -290,6 +289,4 @@ def portion_grams(portion: str | None) -> float | None:
     (None, None, None)
     """
     match = _PORTION_GRAMS_RE.search(portion or "")
-    if not match:
-        return None
-    return float(match.group(1)) * GRAMS_PER_UNIT[match.group(2).lower()]
+    return float(match.group(1)) * GRAMS_PER_UNIT[match.group(2).lower()] if match else None

@@ -101,8 +101,7 @@ def _check_row(config: str, row: dict[str, Any], report) -> None:
     if not images:
         report("error", item, "no images")
     for k, image in enumerate(images):
-        why = image_problem(image)
-        if why:
+        if why := image_problem(image):
             report("error", item, f"images[{k}]: {why}")
     if len(roles) != len(images):
         report("error", item, f"image_roles has {len(roles)} entries for {len(images)} images")
@@ -172,8 +171,7 @@ _ROW_CHECKS = {"choice": _choice_row, "nutrients": _nutrient_row, "question": _q
 
 
 def _validate_config(folder: Path, config: str, report) -> None:
-    files = _data_files(folder, config)
-    if not files:
+    if not (files := _data_files(folder, config)):
         report("error", "", f"no data/{config}/*.parquet files")
         return
     expected = columns(config)
@@ -287,8 +285,7 @@ def _option_dish_problems(folder: Path) -> list[Problem]:
             if k >= 0 and ids[k] != row["dish_id"]:
                 problems.append(Problem("error", "classification", item, f"option_dish_ids[{row['answer']}] is {ids[k]}, not the item's dish {row['dish_id']}"))
             own = (str(row["merchant_id"]), str(row["category"]))
-            strays = [i for i in ids if i in where and where[i] != own]
-            if strays:
+            if strays := [i for i in ids if i in where and where[i] != own]:
                 problems.append(Problem("error", "classification", item, f"option(s) {', '.join(strays)} are not from merchant "
                                         f"{own[0]} / menu category {own[1]}"))
     return problems

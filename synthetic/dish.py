@@ -1,8 +1,4 @@
-"""A synthetic dish: its choices, exact nutrition from gram weights, and its 3-D plating.
-
-`plate()` lays the food out once (seeded by the dish), so the merchant photo and every customer photo
-show the same dish; `reference_view()` and `user_views()` pick the cameras that make those photos differ.
-"""
+"""A synthetic dish: its choices, exact nutrition from gram weights, and its 3-D plating."""
 
 from __future__ import annotations
 
@@ -86,9 +82,10 @@ def _sector(rng: np.random.Generator, a0: float, a1: float, r0: float, r1: float
 
 
 def plate(dish: Dish, shrink: float = 1.0, drop: str | None = None, detail: float = 1.0) -> DishScene:
-    """Build the dish's primitives for its layout (see recipes.Style.layout). `shrink` < 1 and `drop` (a slot)
-    give the 'reality' of a disappointing order; `detail` < 1 draws fewer rice grains (small images, where
-    single grains are barely visible)."""
+    """Build the dish's primitives for its layout (see recipes.Style.layout), once and seeded by the dish, so
+    the merchant photo and every customer photo show the same dish. `shrink` < 1 and `drop` (a slot) give the
+    'reality' of a disappointing order; `detail` < 1 draws fewer rice grains (small images, where single
+    grains are barely visible)."""
     rng = np.random.default_rng(dish.seed)
     size = dish.size * shrink
     style, opts = dish.style, dish.options
@@ -212,11 +209,9 @@ def user_views(dish: Dish, n: int, rng: np.random.Generator) -> list[View]:
         else:
             elev, zoom = rng.uniform(40, 70), rng.uniform(1.3, 1.7)
             off = (rng.uniform(-0.18, 0.18), rng.uniform(-0.1, 0.12))
-        views.append(View(
-            elevation=float(elev), zoom=float(zoom), offset=(float(off[0]), float(off[1])),
-            yaw=float(rng.uniform(-60, 60)), brightness=float(rng.uniform(0.62, 0.98)),
-            warmth=float(rng.uniform(-0.3, 0.9)), blur=float(rng.choice([0, 0, 0.8, 1.6])),
-            table=tables[int(rng.integers(len(tables)))], noise=float(rng.uniform(0, 5)),
-            saturation=float(rng.uniform(0.8, 1.05)),
-        ))
+        views.append(View(elevation=float(elev), zoom=float(zoom), offset=(float(off[0]), float(off[1])),
+                          yaw=float(rng.uniform(-60, 60)), brightness=float(rng.uniform(0.62, 0.98)),
+                          warmth=float(rng.uniform(-0.3, 0.9)), blur=float(rng.choice([0, 0, 0.8, 1.6])),
+                          table=tables[int(rng.integers(len(tables)))], noise=float(rng.uniform(0, 5)),
+                          saturation=float(rng.uniform(0.8, 1.05))))
     return views

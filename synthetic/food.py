@@ -1,8 +1,5 @@
-"""Food pieces in world space: rice mounds, noodles, leaves, sauce pools and toppings.
-
-Each builder appends `Prim`s to a scene at positions drawn from the dish's own random generator, so a
-dish looks identical from every camera. Shapes and colours are chosen to read as food at a glance.
-"""
+"""Food pieces in world space (rice mounds, noodles, leaves, sauce pools, toppings), shaped and coloured to
+read as food at a glance, placed by the dish's own random generator, so every camera sees the same dish."""
 
 from __future__ import annotations
 
@@ -143,8 +140,7 @@ def leaves(scene: DishScene, mound: Mound, colours: list[RGB], rng: np.random.Ge
     """Torn salad leaves: pointed ellipses in several greens with a pale midrib."""
     for _ in range(count):
         x, y = mound.sample(rng, 0.95)
-        c = _jitter(colours[int(rng.integers(len(colours)))], rng, 0.1)
-        c = _shade(c, mound.shade(x, y))
+        c = _shade(_jitter(colours[int(rng.integers(len(colours)))], rng, 0.1), mound.shade(x, y))
         ang = rng.uniform(0, math.pi)
         rx = size * rng.uniform(0.7, 1.2)
         pts = _flat_shape(x, y, mound(x, y), rx, rx * 0.45, ang, n=14, pinch=0.6)

@@ -1,7 +1,4 @@
-"""The shipped USDA per-100 g table and the exact nutrition of a gram-weighed dish.
-
-Ground truth of the synthetic sample is computed, not estimated: Σ grams/100 × per-100 g value.
-"""
+"""The shipped USDA per-100 g table and the exact nutrition of a gram-weighed dish."""
 
 from __future__ import annotations
 
@@ -56,7 +53,8 @@ def ingredient(key: str) -> Ingredient:
 
 
 def nutrition_of(grams: dict[str, float]) -> Nutrition:
-    """Exact nutrition of a dish from its ingredient weights, rounded to 0.1."""
+    """Exact nutrition of a dish from its ingredient weights, computed, not estimated: Σ grams/100 × per-100 g
+    value, rounded to 0.1."""
     sums = [0.0, 0.0, 0.0, 0.0]
     for key, g in grams.items():
         ing = ingredient(key)

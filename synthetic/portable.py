@@ -1,12 +1,8 @@
 """sin, cos and powers that give the same bits on every CPU, for a renderer whose pixels must.
 
-NumPy runs `np.sin`, `np.cos` and `np.power` on a kernel chosen for the CPU at hand (AVX-512 or AVX2 on x86,
-NEON on Arm; float32 and float64 alike), and those kernels differ in their last bits. A table texture
-quantised to 8 bits, or a polygon's edge, shows such a bit now and then: the same seed drew a few pixels
-differently on another machine, so a rebuilt sample did not match the committed one byte for byte. Here
-each transcendental value comes from the C library one element at a time (Python's `math`), and a power by
-a whole number is a chain of products: IEEE operations whose result does not depend on the vector width.
-Arrays here are small (a polygon's points) or computed once per size and cached (a table's texture).
+NumPy's kernels for these are chosen per CPU (AVX-512, AVX2, NEON; float32 and float64 alike) and differ in
+their last bits, which 8-bit pixels and polygon edges show; here each value is the C library's (`math`), one
+element at a time, affordable as arrays here are small (a polygon's points) or computed once and cached.
 """
 
 from __future__ import annotations
@@ -36,7 +32,8 @@ def cos(values: Any) -> np.ndarray:
 
 def power(values: Any, exponent: float) -> np.ndarray:
     """`values ** exponent` in float64, the same bits on every CPU: a whole exponent (at least 1) by repeated
-    squaring, any other by the C library's `pow`, element by element (so `values` must be at least 0 then)."""
+    squaring (IEEE products, whatever the vector width), any other by the C library's `pow`, element by
+    element (so `values` must be at least 0 then)."""
     array = np.asarray(values, dtype=np.float64)
     if float(exponent).is_integer() and exponent >= 1:
         n = int(exponent)

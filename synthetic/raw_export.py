@@ -1,20 +1,5 @@
-"""A raw merchant export (the input of `python -m construct run`) rendered from the synthetic menus,
-with the defects a real platform export has, each planted on purpose:
-
-blurred and wrong-dish user photos, a re-uploaded photo, a thumbnail and a cut-off file, a blurred
-merchant photo, dishes with too few photos, a vague ingredient list, merchant nutrition that breaks
-Atwater, that is per 100 g, that packs more than 100 g of macros into 100 g or that is under-reported,
-the same dish under two names at two merchants, a menu category too small for 7 distractors, and
-marketing-name and obviously-different items on every menu.
-
-`merchants=N` writes N merchants: the four templates below in turn, merchant i (from 1) a copy of
-template (i-1) mod 4 with its own menu draws, so every block of four carries the same planted defects
-on its own dishes (a partial last block carries those of its merchants).
-
-`write_raw_export` returns the truth (what each photo really shows, each dish's exact recipe, which
-defect sits where, which model-side defects the stand-in plants: `plants`) for test fakes to answer
-from; it is never written into the export itself.
-"""
+"""A raw merchant export (the input of `python -m construct run`) rendered from the synthetic menus, with a
+real export's defects planted on purpose (`PLAN`, and a marketing-name item and a drink on every menu)."""
 
 from __future__ import annotations
 
@@ -74,12 +59,11 @@ def _dish_row(dish: Dish, name: str, category: str, nutrition: dict | None = Non
 
 
 def _truth_of(dish: Dish, name: str, standard: str, name_en: str) -> dict[str, Any]:
-    n = dish.nutrition
     return {"dish_id": dish.dish_id, "merchant_id": dish.merchant_id, "name": name, "standard_name": standard,
             "name_en": name_en, "slots": {s: o.key for s, o in dish.choices}, "odd": False,
             "technique_zh": dish.style.technique_zh, "technique_en": dish.style.technique_en,
             "tags": sorted(dish.tags), "grams": sum(dish.grams.values()),
-            "nutrition": dataclasses.asdict(n),
+            "nutrition": dataclasses.asdict(dish.nutrition),
             "ingredients": [{"name": ingredient(k).name_zh, "grams": g, "usda_description": ingredient(k).description}
                             for k, g in dish.grams.items()]}
 
@@ -95,7 +79,13 @@ def in_block(template_id: str, block: int) -> str:
 
 
 def write_raw_export(out: str | Path, seed: int = 0, merchants: int = len(MERCHANTS)) -> dict[str, Any]:
-    """Write merchants.jsonl, dishes.jsonl, photos.jsonl and images/ under `out`; return the truth."""
+    """Write merchants.jsonl, dishes.jsonl, photos.jsonl and images/ under `out`; return the truth (what each
+    photo really shows, each dish's exact recipe, which defect sits where, which model-side defects the
+    stand-in plants: `plants`) for test fakes to answer from, never written into the export itself.
+
+    Merchant i (from 1) is a copy of template (i-1) mod 4 of `MERCHANTS` with its own menu draws, so every
+    block of four carries the same planted defects on its own dishes (a partial last block, those of its
+    merchants)."""
     if merchants < 1:
         raise ValueError(f"--merchants wants a positive number, got {merchants}")
     out = Path(out)
@@ -209,6 +199,5 @@ def write_raw_export(out: str | Path, seed: int = 0, merchants: int = len(MERCHA
 
     for name, rows in (("merchants", merchants_rows), ("dishes", dishes), ("photos", photos)):
         with (out / f"{name}.jsonl").open("w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return truth

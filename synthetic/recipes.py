@@ -1,10 +1,5 @@
 """Menus of the synthetic restaurants: menu categories, the visible choices that tell dishes apart,
-and the gram weights that make each dish's nutrition exact.
-
-A menu category is a `Style` with a few slots (sauce, protein, side...). Every dish picks one option per
-slot; the dish name is built from those choices, so two dishes of one category differ exactly in what
-can be seen on the plate — the hard negatives of the classification task.
-"""
+and the gram weights that make each dish's nutrition exact."""
 
 from __future__ import annotations
 
@@ -38,7 +33,9 @@ class Option:
 
 @dataclass(frozen=True)
 class Style:
-    """A menu category and how its dishes are plated."""
+    """A menu category and how its dishes are plated: a few slots (sauce, protein, side...), each dish picking
+    one option per slot and named from those choices, so two dishes of one category differ exactly in what can
+    be seen on the plate (the hard negatives of the classification task)."""
 
     key: str
     category_zh: str

@@ -1,8 +1,4 @@
-"""Renders a synthetic dish (a list of 3-D food primitives) from a camera view with PIL + numpy.
-
-A dish is laid out once in world coordinates (plate radius 1, z up) so every view of it shows the same
-food; views only move the camera, the light and the table, which is what makes them complementary.
-"""
+"""Renders a synthetic dish (a list of 3-D food primitives) from a camera view with PIL + numpy."""
 
 from __future__ import annotations
 
@@ -21,7 +17,8 @@ RGB = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class View:
-    """One photograph of a dish: camera elevation/zoom/offset, lighting, table and lens blur."""
+    """One photograph of a dish: camera elevation/zoom/offset, lighting, table and lens blur. A view moves
+    only these, never the food, so the views of one dish show the same food and complement each other."""
 
     elevation: float = 60.0  # degrees; 90 = straight down, ~25 = side view where pile height shows
     zoom: float = 1.0  # 1.0 frames the whole vessel; > 1 crops in
@@ -51,7 +48,8 @@ class Prim:
 
 @dataclass
 class DishScene:
-    """Everything needed to draw one dish: vessel and food primitives (world coordinates)."""
+    """Everything needed to draw one dish: vessel and food primitives in world coordinates (plate radius 1,
+    z up), laid out once, so every view shows the same food."""
 
     vessel: str  # plate | bowl
     vessel_colour: RGB
@@ -180,8 +178,7 @@ def _draw_prims(draw: ImageDraw.ImageDraw, prims: list[Prim], view: View, cx: fl
     screen, depth = _project(np.concatenate([p.points for p in prims]), view, cx, cy, scale)
     bounds = np.cumsum([0] + sizes)
     mean_depth = np.add.reduceat(depth, bounds[:-1]) / np.array(sizes)
-    lifts = np.array([p.lift for p in prims])
-    order = np.argsort(mean_depth + lifts, kind="stable")
+    order = np.argsort(mean_depth + np.array([p.lift for p in prims]), kind="stable")
     e = math.sin(math.radians(view.elevation))
     for i in order:
         pts, prim = screen[bounds[i]:bounds[i + 1]], prims[i]
@@ -199,8 +196,7 @@ def _draw_prims(draw: ImageDraw.ImageDraw, prims: list[Prim], view: View, cx: fl
             x, y = pts[0]
             draw.ellipse((x - rx, y - ry, x + rx, y + ry), fill=prim.fill, outline=prim.outline)
             if prim.highlight and rx > 1.5:
-                hx, hy = x - rx * 0.35, y - ry * 0.4
-                hr = rx * 0.3
+                hx, hy, hr = x - rx * 0.35, y - ry * 0.4, rx * 0.3
                 draw.ellipse((hx - hr, hy - hr * 0.7, hx + hr, hy + hr * 0.7), fill=_shade(prim.fill, 1.35))
 
 

@@ -1,7 +1,5 @@
 """Plans and renders the synthetic release: merchants, menus of 8 look-alike dishes, and the rows of
-the three configs. Rendering runs in worker processes into a cache folder; rows then stream from it,
-so a paper-size release stays memory-bounded and byte-identical for a seed whatever the worker count.
-"""
+the three configs."""
 
 from __future__ import annotations
 
@@ -75,13 +73,10 @@ def menu(style: Style, merchant_id: str, cuisine: str, first_index: int, rng: np
             combo[s] = int(rng.integers(len(slots[s][1])))
         if tuple(combo) not in combos:
             combos.append(tuple(combo))
-    dishes = []
-    for k, combo in enumerate(combos):
-        dish_id = f"dish-{first_index + k:05d}"
-        choices = tuple((name, opts[i]) for (name, opts), i in zip(slots, combo, strict=True))
-        dishes.append(Dish(dish_id, merchant_id, cuisine, style, choices, round(float(rng.uniform(0.8, 1.3)), 2),
-                           int(rng.integers(2 ** 31)), vessel_index))
-    return dishes
+    return [Dish(f"dish-{first_index + k:05d}", merchant_id, cuisine, style,
+                 tuple((name, opts[i]) for (name, opts), i in zip(slots, combo, strict=True)),
+                 round(float(rng.uniform(0.8, 1.3)), 2), int(rng.integers(2 ** 31)), vessel_index)
+            for k, combo in enumerate(combos)]
 
 
 def plan(scale: str = "sample", seed: int = 0) -> Plan:
@@ -104,9 +99,8 @@ def plan(scale: str = "sample", seed: int = 0) -> Plan:
             for style in styles[: int(rng.integers(1, len(styles) + 1))]:
                 layout.append((f"merchant-{merchant:04d}", cuisine, style))
         layout = layout[:n_menus]
-    menus: dict[str, list[Dish]] = {}
-    for i, (merchant_id, cuisine, style) in enumerate(layout):
-        menus[f"{merchant_id}/{style}"] = menu(STYLES[style], merchant_id, cuisine, i * 8 + 1, rng, i)
+    menus = {f"{merchant_id}/{style}": menu(STYLES[style], merchant_id, cuisine, i * 8 + 1, rng, i)
+             for i, (merchant_id, cuisine, style) in enumerate(layout)}
     dishes = [d for m in menus.values() for d in m]
     targets = dishes[: sc.classification]
     # Answer positions: as uniform over A-H as the item count allows, then shuffled.
@@ -156,15 +150,16 @@ def _common(dish: Dish, item_id: str) -> dict[str, Any]:
 
 def release_rows(scale: str = "sample", seed: int = 0, workers: int | None = None,
                  cache_dir: Path | None = None) -> dict[str, tuple[int, Iterator[dict[str, Any]]]]:
-    """Render into `cache_dir`, then return `{config: (count, rows)}` for `diningbench.write_release`."""
+    """Render into `cache_dir` in worker processes, then return `{config: (count, rows)}` for
+    `diningbench.write_release`, the rows streaming from it, so a paper-size release stays memory-bounded and
+    byte-identical for a seed whatever the worker count."""
     if cache_dir is None:
         raise ValueError("release_rows needs a cache_dir for the rendered photos")
     p = plan(scale, seed)
     sc = SCALES[scale]
     needed = {d.dish_id: d for d, _ in p.classification} | {d.dish_id: d for d in p.nutrition}
     needed |= {d.dish_id: d for d, _ in p.vqa}
-    jobs = [(d, p.user_shots[d.dish_id], p.reality.get(d.dish_id), sc, str(cache_dir))
-            for d in needed.values()]
+    jobs = [(d, p.user_shots[d.dish_id], p.reality.get(d.dish_id), sc, str(cache_dir)) for d in needed.values()]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
         with multiprocessing.get_context("spawn").Pool(workers) as pool:

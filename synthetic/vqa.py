@@ -1,8 +1,5 @@
-"""VQA items for synthetic dishes, one builder per category, each answer derived from the recipe.
-
-Because a synthetic dish is known exactly (what is on it, how many grams), answers and rationales
-are facts, not opinions; dietary answers start with a closed-form verdict (可以/不可以, Yes/No).
-"""
+"""VQA items for synthetic dishes, one builder per category, each answer derived from the recipe: a dish known
+exactly (what is on it, how many grams) makes answers and rationales facts, not opinions."""
 
 from __future__ import annotations
 
@@ -38,7 +35,8 @@ def cuisine_technique(dish: Dish, rng: np.random.Generator) -> Item:
 
 
 def dietary_suggestion(dish: Dish, rng: np.random.Generator) -> Item:
-    """One of three closed-form questions: vegetarian, seafood allergy, low-carb (< 50 g carbs)."""
+    """One of three closed-form questions: vegetarian, seafood allergy, low-carb (< 50 g carbs); the answer
+    starts with its verdict (可以/不可以, Yes/No)."""
     kind = ("vegetarian", "seafood", "low_carb")[int(rng.integers(3))]
     opts = dish.options
     if kind == "vegetarian":
