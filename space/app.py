@@ -1,8 +1,4 @@
-"""DiningBench Space: browse the benchmark, try a model on a few items, compare with the paper.
-
-Run locally with `python space/app.py` (honours GRADIO_SERVER_PORT and GRADIO_SERVER_NAME).
-Operator settings are environment variables, documented in space/README.md.
-"""
+"""DiningBench Space: browse the benchmark, try a model on a few items, compare with the paper."""
 
 from __future__ import annotations
 

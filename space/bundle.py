@@ -1,12 +1,6 @@
 """Assemble a folder that can be pushed as a Hugging Face Space: this app plus the repo code it runs.
 
-    python space/bundle.py --out build/space [--with-results]
-    hf upload <user>/diningbench build/space . --repo-type space
-
-The Space's root gets app.py, README.md (the Space card), requirements.txt and diningspace/ from
-space/, and beside them the packages the app imports (eval/, metrics/, synthetic/, construct/ for the
-Review tab, diningbench.py with dataset/ and the embedded sample) and the LICENSE. app.py finds the code next to
-itself when bundled. A listed path that is missing is an error: a bundle without it would fail on the Hub.
+Usage, contents and upload: space/README.md, *Deploy to the Hub*.
 """
 
 from __future__ import annotations
@@ -51,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "space", help="folder to write (replaced)")
     parser.add_argument("--with-results", action="store_true", help="include results/ for the Leaderboard")
     args = parser.parse_args(argv)
-    names = bundle(args.out, args.with_results)
-    print(f"wrote {args.out}: {', '.join(names)}")
+    print(f"wrote {args.out}: {', '.join(bundle(args.out, args.with_results))}")
     return 0
 
 

@@ -1,8 +1,7 @@
 """Gradio demo of the dining_accuracy metric: paste answers and letters, get the accuracy.
 
 Built with gr.Blocks (evaluate's launch_gradio_widget does not work on current Gradio); importing
-this file builds `demo` without launching it. The page shows the headline first (`headline`) and
-the metric's raw keys folded below; the API endpoint "score" returns the raw dict.
+this file builds `demo` without launching it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Gradio demo of the judge_accuracy metric: closed-form rule verdicts, or a configured judge model.
 
 Built with gr.Blocks (evaluate's launch_gradio_widget does not work on current Gradio); importing
-this file builds `demo` without launching it. The judge is any OpenAI-compatible chat endpoint,
-called here with the standard library so the Space works copied alone: `OPENAI_BASE_URL` (default
-OpenAI's) and `OPENAI_API_KEY` come from the server's environment only, never from the page.
-The page shows the headline first (`headline`) and the metric's raw keys folded below; the API
-endpoint "score" returns the raw dict.
+this file builds `demo` without launching it.
 """
 
 from __future__ import annotations
@@ -32,8 +28,8 @@ MAX_REPLY_BYTES = 1 << 20  # a judge reply is a few hundred bytes; more is refus
 class EndpointJudge:
     """`judge(prompt) -> text` over an OpenAI-compatible /chat/completions endpoint, at temperature 0.
 
-    A spec is `openai:MODEL` or a bare model name. The key is the environment's and never appears in
-    an error: any failure is one line naming the HTTP status or the reason.
+    A spec is `openai:MODEL` or a bare model name. The key is the server environment's, never the page's,
+    and never appears in an error: any failure is one line naming the HTTP status or the reason.
     """
 
     def __init__(self, spec: str, *, base_url: str | None = None, api_key: str | None = None,

@@ -1,8 +1,7 @@
 """DiningBench VQA accuracy: a binary LLM-as-a-judge verdict per answer, with a closed-form rule first. The `evaluate` module.
 
-`evaluate.load("metrics/judge_accuracy")` (or the Hub) loads this file and `core.py` beside it; the parsers and
-per-item scorers live in `core.py`, which the harness imports without `evaluate` (importing `evaluate`
-costs seconds: it imports transformers).
+The parsers and per-item scorers live in `core.py`, so the harness need not import `evaluate` (seconds:
+it imports transformers).
 """
 
 from __future__ import annotations

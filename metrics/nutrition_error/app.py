@@ -1,9 +1,7 @@
 """Gradio demo of the nutrition_error metric: paste nutrition answers and references, get MAPE.
 
 Built with gr.Blocks (evaluate's launch_gradio_widget does not work on current Gradio); importing
-this file builds `demo` without launching it. The page shows the headline (`headline`) and a
-per-nutrient table (`nutrient_rows`) first, the metric's raw keys folded below; the API endpoint
-"score" returns the raw dict.
+this file builds `demo` without launching it.
 """
 
 from __future__ import annotations

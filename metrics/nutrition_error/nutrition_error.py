@@ -1,8 +1,7 @@
 """DiningBench nutrition estimation error: parse a model's nutrition JSON, score MAE/RMSE/MAPE. The `evaluate` module.
 
-`evaluate.load("metrics/nutrition_error")` (or the Hub) loads this file and `core.py` beside it; the parsers and
-per-item scorers live in `core.py`, which the harness imports without `evaluate` (importing `evaluate`
-costs seconds: it imports transformers).
+The parsers and per-item scorers live in `core.py`, so the harness need not import `evaluate` (seconds:
+it imports transformers).
 """
 
 from __future__ import annotations

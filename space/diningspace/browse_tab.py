@@ -14,8 +14,6 @@ from .catalog import ALL, CONFIGS, Catalog, CatalogError
 from .render import gallery_caption, item_card, plain_fields
 
 NO_ITEM = '<div class="db-empty">No item matches these filters.</div>'
-
-
 NO_FACETS = "This release names no cuisine, menu category or VQA category: its items are not filtered by them."
 
 
@@ -147,8 +145,7 @@ class BrowseTab:
 
         # API-only endpoint for gradio_client users: hidden inputs, so any config's ids are accepted; the views
         # come back as a gallery's files (a hidden component: the page never loads its module).
-        api_config = gr.Textbox(visible=False)
-        api_item = gr.Textbox(visible=False)
+        api_config, api_item = gr.Textbox(visible=False), gr.Textbox(visible=False)
         api_views = gr.Gallery(label="Views", format="jpeg", visible=False)
         api_trigger = gr.Button(visible=False)
         api_trigger.click(self.api_browse, [api_config, api_item], [api_views, fields], api_name="browse")

@@ -1,12 +1,11 @@
 """The dataset as the Browse tab sees it: metadata indexed once, images decoded one item at a time.
 
-A full release has ~5 images per item and thousands of items, so the index holds only the text
-columns; the shown item's images are read from the Arrow table (or, in the authors' layout, from
-their images folder) and decoded on demand.
+A release holds ~5 images an item and thousands of items, so the index holds only the text columns.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,7 +37,8 @@ class ConfigIndex:
     position: dict[str, int]
 
     def stored(self, position: int) -> dict[str, Any]:
-        """The row at `position` with its image cells (`{bytes, path}`), read now."""
+        """The row at `position` with its image cells (`{bytes, path}`), read now from the Arrow table (the
+        authors' layout: their images folder)."""
         if hasattr(self.dataset, "iter_rows"):
             return next(iter(self.dataset.iter_rows([position])))
         return self.dataset[position]
@@ -117,10 +117,8 @@ class Catalog:
     def warm(self) -> None:
         """Index every config now (at start-up, in the background), so no visitor waits for it."""
         for config in CONFIGS:
-            try:
-                self.index(config)
-            except CatalogError:
-                pass  # reported to the visitor who opens that config, with its one-line reason
+            with contextlib.suppress(CatalogError):
+                self.index(config)  # reported to the visitor who opens that config, with its one-line reason
 
     def facets(self, config: str, field: str, lang: str = "zh") -> list[str]:
         """The distinct values of a metadata column (cuisine, category, vqa_category), sorted; [] when the

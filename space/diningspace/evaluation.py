@@ -1,10 +1,6 @@
 """A visitor's evaluation: a few items through the harness, streamed as each one finishes.
 
-The Space adds nothing to the pipeline: requests, parsing and retries are the harness's
-(`eval.api.iter_predictions`), per-item scores `eval.scoring.score_prediction`'s and the end figures
-the metrics modules' (with the harness's 95% interval, `eval.numbers.task_figures`). The Space picks
-the backend (offered, or the visitor's own key), caps what one visitor may take, and turns each
-finished sample into a row of the live table. Nothing is written to disk.
+The Space adds nothing to the harness's pipeline (`eval.api.iter_predictions`) and writes nothing to disk.
 """
 
 from __future__ import annotations
@@ -226,8 +222,7 @@ def stream_evaluation(request: EvalRequest, settings: SpaceSettings, slots: Requ
     and sends no more. Raises GuardError for a refused request; any other failure is re-raised as
     RuntimeError with every key scrubbed out.
     """
-    if slots is None:
-        slots = _DEFAULT_SLOTS.setdefault(settings.max_requests, RequestSlots(settings.max_requests))
+    slots = slots or _DEFAULT_SLOTS.setdefault(settings.max_requests, RequestSlots(settings.max_requests))
     return EvalStream(_updates(request, settings, slots, available))
 
 

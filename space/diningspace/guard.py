@@ -1,8 +1,4 @@
-"""Keeping visitors' keys secret and the Space from being used to reach arbitrary hosts.
-
-A visitor's key lives only in the arguments of one evaluate call: it is never stored, logged or
-put in an environment variable, and every text shown back (errors, model output) is scrubbed of it.
-"""
+"""Keeping visitors' keys secret and the Space from being used to reach arbitrary hosts."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Take the test: a person's answers become an ordinary run folder, scored like any model's.
-
-The run is `human:<name>` (the name is optional and may be a pseudonym) with `run.json["human"]`
-holding the group (layperson / cook / dietitian) and a random token that tells one sitting from
-another. Nothing else about the person is kept: no address, no account, no browser session id.
-When the operator names a Hub dataset repo, the folder of people's runs is pushed to it by
-`huggingface_hub.CommitScheduler`.
-"""
+"""Take the test: a person's answers become an ordinary run folder, scored like any model's."""
 
 from __future__ import annotations
 
@@ -194,8 +187,7 @@ class HumanRuns:
                               dataset_source=self.dataset, fingerprints={}, judge=None,
                               counts={sitting.task: len(sitting.answers)})
         info["human"] = {"group": sitting.group, "person": sitting.token}
-        scripted = automated(sitting, self.min_seconds)
-        if scripted:
+        if scripted := automated(sitting, self.min_seconds):
             info["human"]["automated"] = scripted  # kept, but left out of the humans row
         info.pop("git_commit", None)  # says nothing about a person's answers
         with self._lock, self._hub.writing():
@@ -204,9 +196,8 @@ class HumanRuns:
             lines = [json.dumps(prediction_of(sitting, a, rows[a["id"]]).to_json(), ensure_ascii=False)
                      for a in sitting.answers]
             (run_dir / PREDICTIONS).write_text("\n".join(lines) + "\n", encoding="utf-8")
-            answered = [rows[a["id"]] for a in sitting.answers]
             metrics = score_run(run_dir, judge=self.judge if sitting.subject.judged else None,
-                                rows={sitting.task: answered})
+                                rows={sitting.task: [rows[a["id"]] for a in sitting.answers]})
             write_run_report(run_dir)
         return run_dir, metrics.get(sitting.task, {})
 

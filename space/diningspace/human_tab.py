@@ -154,10 +154,9 @@ class HumanTab:
         answer = {"id": item_id, "raw": raw, "n_images": len(row.get("image_roles") or []), "seconds": seconds}
         sitting.answers.append(answer)
         record = score_prediction(sitting.subject, prediction_of(sitting, answer, row), row, sitting.lang)
-        reveal = self._reveal(sitting, row, record)
         last = sitting.current is None
         return (sitting.to_state(), gr.update(visible=False), gr.update(visible=not last),
-                gr.update(visible=last), reveal)
+                gr.update(visible=last), self._reveal(sitting, row, record))
 
     def _reveal(self, sitting: Sitting, row: dict[str, Any], record: dict[str, Any]) -> str:
         _, sentences = feedback(sitting.task, str(sitting.answers[-1]["raw"]), record, row, sitting.lang)

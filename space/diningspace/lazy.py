@@ -1,14 +1,7 @@
 """Tabs that load when they are first shown, and a page that opens on the tab its address names.
 
-A page load does only the work of the tab its address opens (`?tab=ID`, `?run=NAME` alone opening the Runs
-tab, else the first); any other tab loads the first time a visitor opens it, once per page. The Runs tab
-reads a whole run and the Leaderboard every run folder: done for every visitor at every page load, they
-cost seconds of server time that most visitors never look at.
-
-The tab the address names is already the selected one in the page Gradio serves (`OpeningTab` and
-`TabbedBlocks`): the browser draws that tab first and sends its selection event by itself, which loads it.
-No page-load event picks the tab afterwards, so a link to the Runs tab costs no extra round trip and never
-draws the Browse tab first.
+Why: loaded at every page load, the Runs tab (it reads a whole run) and the Leaderboard (every run folder)
+would cost seconds of server time that most visitors never look at.
 """
 
 from __future__ import annotations
@@ -61,7 +54,8 @@ class OpeningTab:
 
 
 class TabbedBlocks(gr.Blocks):
-    """A Blocks whose page config, read while serving an address that names a tab, has that tab selected.
+    """A Blocks whose page config, read while serving an address that names a tab, has that tab selected:
+    no page-load event picks it afterwards, so a link costs no extra round trip and never draws the first tab.
 
     Gradio keeps one config for every visitor (`blocks.config`, set at launch); this one gives, per tab, a
     copy differing only in the Tabs component's `selected` prop, made once and kept. Without OpeningTab

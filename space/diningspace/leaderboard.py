@@ -1,9 +1,4 @@
-"""The Leaderboard table: the paper's reported figures, the runs under results/, and people.
-
-Reported rows are marked as reported (not reproduced here) and carry no interval; local runs carry
-the 95% intervals their metrics.json holds; each group of people who took the test is one
-"humans" row (see humans_rows). Figures are percentages with two decimals, as in the paper.
-"""
+"""The Leaderboard table: the paper's reported figures, the runs under results/, and people."""
 
 from __future__ import annotations
 
@@ -167,8 +162,7 @@ def reported_rows(csv_path: Path | None) -> list[dict[str, Any]]:
                     row[column] = _reported_number(rec.get(name) or "")
             row.update({
                 "Model": rec.get("model", ""), "Data": "paper", "Source": REPORTED, "Lang": rec.get("lang", ""),
-                "Protocol": OFFICIAL,
-                "Items": f"full benchmark ({rec.get('type', '')} model)",
+                "Protocol": OFFICIAL, "Items": f"full benchmark ({rec.get('type', '')} model)",
                 "Status": REPORTED, "Weights": _weights_of_type(rec.get("type", "")),
                 "Size (B)": model_size(rec.get("model", "")), "_spec": rec.get("model", ""),
             })
@@ -378,11 +372,9 @@ def local_rows(results_dir: Path, problems: list[str] | None = None) -> list[dic
             counted = protocol.counted(task, entry) if theirs else None
             counts[task.name] = entry.get("n") if counted is None else counted
         row.update({
-            "Model": run.label, "Data": data_kind(run, metrics),
-            "Protocol": " + ".join(sorted(named)) or None,
+            "Model": run.label, "Data": data_kind(run, metrics), "Lang": str(run.setting("lang") or ""),
             "Source": f"submitted: {str(submission.get('source'))[:80]}" if submission else f"local run: {rel}",
-            "Lang": str(run.setting("lang") or ""),
-            "Items": _items(counts),
+            "Protocol": " + ".join(sorted(named)) or None, "Items": _items(counts),
             "_data_source": data_source(run),
             "Status": _status(run), "Weights": weights_of(run), "Size (B)": model_size(run.model),
             "Run": rel if (folder / "scores.jsonl").is_file() else None, "_spec": run.model,
@@ -531,11 +523,10 @@ def humans_rows(results_dir: Path, *, n_boot: int = N_BOOT) -> list[dict[str, An
         n_people = len(people[group])
         row.update({
             "Model": f"humans ({group})", "Data": "synthetic" if "synthetic" in kinds[group] else "partial",
-            "Lang": "",
             "Source": f"Take the test: {n_people} {'person' if n_people == 1 else 'people'}"
                       + (f"; {excluded[group]} scripted sittings left out" if excluded.get(group) else ""),
             "Items": _items({t: len(v) for t, v in by_task.items()}),
-            "Status": "people", "_spec": f"{HUMAN_PREFIX}{group}",
+            "Lang": "", "Status": "people", "_spec": f"{HUMAN_PREFIX}{group}",
         })
         rows.append(row)
     return rows
@@ -637,8 +628,7 @@ def rank(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
         valued = [r for r in members if r.get(metric) is not None]
         blank = [r for r in members if r.get(metric) is None]
         valued.sort(key=lambda r: -r[metric] if higher_better else r[metric])  # stable: ties keep their order
-        numbered = ranked_group[name]
-        ranges = rank_ranges(valued, metric, higher_better) if numbered else [None] * len(valued)
+        ranges = rank_ranges(valued, metric, higher_better) if ranked_group[name] else [None] * len(valued)
         out += [{**r, "Group": name, "#": span} for r, span in zip(valued, ranges, strict=True)]
         out += [{**r, "Group": name, "#": None} for r in blank]
     return out
@@ -831,8 +821,7 @@ def leaderboard_html(rows: Sequence[dict[str, Any]], metric: str, columns: Seque
         if row.get("Group") and row["Group"] != group:
             group = row["Group"]
             kind = group.split(" · ")[0]
-            ranked = group_of(row)[1]
-            note = GROUP_NOTES.get(kind, "ranked by the chosen metric" if ranked else "not ranked")
+            note = GROUP_NOTES.get(kind, "ranked by the chosen metric" if group_of(row)[1] else "not ranked")
             body.append(f"<tr class='db-group'><th colspan='2' class='db-group-name'>{html.escape(group)}</th>"
                         f"<td colspan='{len(shown) - 2}'>{html.escape(note)}</td></tr>")
         cells = []

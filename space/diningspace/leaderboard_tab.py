@@ -73,8 +73,7 @@ class LeaderboardTab:
                            search=search or "", kinds=list(ROW_KINDS) if kinds is None else kinds, lang=lang or ANY,
                            task=task or ANY, weights=weights or ANY, size=size or ANY)
         order = order if order in SHOWN and order not in RANKABLE and order != "#" else ""
-        ordered = order_within_groups(rank(rows, metric), order, bool(descending))
-        shown, page, pager = page_rows(ordered, page)
+        shown, page, pager = page_rows(order_within_groups(rank(rows, metric), order, bool(descending)), page)
         board = leaderboard_html(shown, metric, DEFAULT_SHOWN if columns is None else columns, order or None,
                                  bool(descending))
         if problems:  # a run folder that cannot be read is named, never a broken page

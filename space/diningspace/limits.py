@@ -1,10 +1,4 @@
-"""Caps that keep one visitor from taking the whole Space: evaluations per visitor, requests overall.
-
-Gradio's queue already runs at most `eval_concurrency` evaluations at once. These add what it
-cannot: a visitor (browser session, or client address) runs at most a few evaluations at a time,
-every evaluation together keeps at most `max_requests` model requests in flight, and an evaluation
-stops after EVALUATION_SECONDS of wall-clock time, so one slow server cannot hold a place for good.
-"""
+"""Caps that keep one visitor from taking the whole Space: evaluations per visitor, requests overall."""
 
 from __future__ import annotations
 
@@ -83,8 +77,7 @@ def client_address(request: Any, proxy_hops: int = 0) -> str | None:
     """The visitor's address: the connection's peer, or with `proxy_hops` trusted proxies in front,
     the address the outermost of them saw (counted from the right of X-Forwarded-For: entries to
     its left are whatever the client sent, so they are never trusted)."""
-    client = getattr(request, "client", None)
-    host = getattr(client, "host", None)
+    host = getattr(getattr(request, "client", None), "host", None)
     if proxy_hops and request is not None:
         forwarded = [a.strip() for a in (request.headers.get("x-forwarded-for") or "").split(",") if a.strip()]
         if len(forwarded) >= proxy_hops:
@@ -101,8 +94,7 @@ class RequestSlots:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.in_flight = 0
-        self.peak = 0
+        self.in_flight = self.peak = 0
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary())
 

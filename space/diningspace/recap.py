@@ -1,8 +1,5 @@
-"""Take the test, in words and at the end: what a person is told after each answer, and the recap
-that sets their answers beside the reference and beside the models' answers on the same items.
-
-Pure functions over scores.jsonl rows and dataset rows; every string from a row or a run folder
-is escaped (`as_text`): the HTML shows text, never markup from the data.
+"""Take the test, in words and at the end: what a person is told after each answer, and the recap that
+sets their answers beside the reference and the models' answers on the same items (pure functions over rows).
 """
 
 from __future__ import annotations

@@ -98,8 +98,7 @@ def official_headline(task: Task, metrics: dict[str, Any]) -> tuple[str, str, st
     name, value = found
     interval = protocol.interval(metrics)
     counted = protocol.counted(task, metrics)  # the items its figure read, as the Leaderboard counts them
-    if counted is None:
-        counted = metrics.get("n")
+    counted = metrics.get("n") if counted is None else counted
     small = isinstance(counted, int) and not isinstance(counted, bool) and counted < SMALL_SAMPLE
     shown = f"[{pct(interval[0])}, {pct(interval[1])}]{SMALL_MARK if small else ''}" if interval else ""
     return f"{protocol.name} {OFFICIAL_LABELS.get(str(name), str(name))}", pct(value), shown
@@ -150,11 +149,10 @@ def metrics_table(task: Task, metrics: dict[str, Any] | None) -> str:
                 ("items", str(metrics.get("n", MISSING))), ("unparsed", str(metrics.get("parse_failures") or 0))]
         body = "".join(f"<tr><td>{as_text(k, lines=True)}</td><td class='db-num'>{as_text(v, lines=True)}</td></tr>" for k, v in rows)
         return f"<div class='db-scroll'><table class='db-metrics'><tbody>{body}</tbody></table></div>"
-    body = []
-    for key in task.components:
-        body.append(f"<tr><td>{key.capitalize()}</td><td class='db-num'>{pct(metrics.get(f'{key}_mape'))}</td>"
-                    f"<td class='db-num'>{pct(metrics.get(f'{key}_median_ape'))}</td>"
-                    f"<td class='db-num'>{_mae(metrics.get(f'{key}_mae'), 'kcal' if key == 'calories' else 'g')}</td></tr>")
+    body = [f"<tr><td>{key.capitalize()}</td><td class='db-num'>{pct(metrics.get(f'{key}_mape'))}</td>"
+            f"<td class='db-num'>{pct(metrics.get(f'{key}_median_ape'))}</td>"
+            f"<td class='db-num'>{_mae(metrics.get(f'{key}_mae'), 'kcal' if key == 'calories' else 'g')}</td></tr>"
+            for key in task.components]
     name, value = _headline(task, metrics)
     body.append(f"<tr class='db-total'><td>Average</td><td class='db-num'>{as_text(value, lines=True)}</td>"
                 f"<td class='db-num'>{pct(metrics.get('median_ape'))}</td><td></td></tr>")

@@ -1,15 +1,5 @@
 """The Review tab: approve or reject the base dishes (before task generation) or the final items of a
 construction work folder, with their photos.
-
-Shown only when the operator sets DININGBENCH_SPACE_REVIEW_WORK; decisions go through
-`construct.review.record_decision`, the same log the `python -m construct review` CSV writes.
-
-Only the operator and the reviewers they name may see or decide items. Every handler checks who
-calls it on the server (a script speaking to the queue as a page does gets the same answer as the
-page): a Hugging Face sign-in on a Space whose username is in DININGBENCH_SPACE_REVIEWERS, or the
-operator's DININGBENCH_SPACE_REVIEW_TOKEN typed into the tab. Off a Space, Gradio's sign-in button
-is a local mock that signs anyone in as the machine's Hugging Face user, so a profile counts only
-on a Space. Each decision records who made it.
 """
 
 from __future__ import annotations
@@ -43,8 +33,7 @@ class ReviewAccess:
 
     def __init__(self, reviewers: Sequence[str] = (), token: str | None = None, *, on_space: bool = False) -> None:
         self.reviewers = {name.lower() for name in reviewers}
-        self.token = token
-        self.on_space = on_space
+        self.token, self.on_space = token, on_space
 
     @property
     def enabled(self) -> bool:

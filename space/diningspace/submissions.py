@@ -1,19 +1,6 @@
 """Submissions: a visitor's run folder, re-scored here before it reaches the Leaderboard.
 
-A submission is a run folder (what `python -m eval run` writes) as a zip, or a Hub repo holding one.
-Nothing in it is believed: the zip is opened under caps (size, members, paths, unpacked bytes,
-ratio, JSON depth), run.json must name this Space's release (dataset fingerprints, prompt version),
-every prediction's request hash must be the one this release's prompt and images give with the
-run's settings, and every raw answer is parsed and scored again with the harness's scorers (VQA
-with the operator's judge, or left unverified). The re-scored figures are what the Leaderboard
-shows; the claimed ones are shown beside them, and a difference is flagged.
-
-A Hub model repo without a run folder may still carry results in its card's `model-index`; those
-rows are accepted as *self-reported* when the result's `dataset.type` is this Space's dataset id.
-
-Accepted submissions live under `<results>/submissions/<key>/`, one folder per model + settings
-(a newer one replaces the older, which moves to `history/`), pushed to the operator's Hub dataset
-by `huggingface_hub.CommitScheduler` and read back when the Space starts (`restore`).
+Nothing in a submission is believed: SECURITY.md lists each check and cap.
 """
 
 from __future__ import annotations
@@ -144,12 +131,9 @@ def open_zip(path: Path, caps: Caps, dest: Path) -> dict[str, Path]:
             raise SubmissionError("the zip must hold one run folder (one run.json); "
                                   f"found {len(runs)}" + (": zip the folder `python -m eval run --out` wrote" if not runs else ""))
         wanted = {str(PurePosixPath(runs[0].filename).parent / name): name for name in RUN_FILES}
-        files = {}
         dest.mkdir(parents=True, exist_ok=True)
-        for info in infos:
-            if info.filename in wanted:
-                name = wanted[info.filename]
-                files[name] = _extract_member(archive, info, info.file_size, dest / name)
+        files = {wanted[i.filename]: _extract_member(archive, i, i.file_size, dest / wanted[i.filename])
+                 for i in infos if i.filename in wanted}
     if "predictions.jsonl" not in files:
         raise SubmissionError("the run folder has no predictions.jsonl: the raw answers are what is re-scored")
     return files
@@ -252,12 +236,9 @@ class TaskCheck:
 
     @property
     def mismatch(self) -> bool:
-        if not self.verified:
-            return False
-        if self.differing:
-            return True
-        return any(c is not None and (self.rescored is None or abs(c - self.rescored) > TOLERANCE)
-                   for c in (self.claimed, self.claimed_metrics))
+        return self.verified and (bool(self.differing) or any(
+            c is not None and (self.rescored is None or abs(c - self.rescored) > TOLERANCE)
+            for c in (self.claimed, self.claimed_metrics)))
 
     def to_json(self) -> dict[str, Any]:
         return {"task": self.task, "items": self.items, "release_items": self.release_items,
@@ -349,8 +330,7 @@ def _check_release(info: dict[str, Any], tasks: list[str], release: Release) -> 
     claimed = data.get("fingerprints") if isinstance(data.get("fingerprints"), dict) else {}
     identity = info.get("identity") if isinstance(info.get("identity"), dict) else {}
     for task in tasks:
-        mine = release.fingerprints[task]
-        theirs = claimed.get(task)
+        mine, theirs = release.fingerprints[task], claimed.get(task)
         if theirs is None:
             raise SubmissionError(f"refused: run.json names no dataset fingerprint for {task}")
         if theirs != mine or (isinstance(identity.get("dataset"), dict) and identity["dataset"].get(task) != mine):
@@ -421,9 +401,7 @@ def _differing(task: str, claimed: list[dict[str, Any]], rescored: list[dict[str
                 theirs[_item_key(r)] = _item_outcome(r)
             except (TypeError, ValueError, AttributeError):
                 theirs[_item_key(r)] = "unreadable"
-    if not theirs:
-        return 0
-    return sum(theirs.get(key, "missing") != outcome for key, outcome in mine.items())
+    return sum(theirs.get(key, "missing") != outcome for key, outcome in mine.items()) if theirs else 0
 
 
 @dataclass
@@ -458,11 +436,8 @@ def review_flags(checks: list[TaskCheck], rescored: list[dict[str, Any]],
                  meta: Mapping[str, Any]) -> list[str]:
     """Why a verified row needs a person's look: a perfect re-scored figure, or answers that repeat the
     public references (re-scoring cannot tell a run written from the references from a model)."""
-    flags = []
-    for check in checks:
-        if check.verified and check.rescored is not None and check.items and (
-                check.rescored == (0.0 if figure_of(check.task) == "avg_mape" else 1.0)):
-            flags.append(f"{check.task}: a perfect re-scored figure")
+    flags = [f"{c.task}: a perfect re-scored figure" for c in checks if c.verified and c.rescored is not None
+             and c.items and c.rescored == (0.0 if figure_of(c.task) == "avg_mape" else 1.0)]
     by_task: dict[str, list[dict[str, Any]]] = {}
     for row in rescored:
         by_task.setdefault(row["task"], []).append(row)
@@ -484,9 +459,8 @@ def _repeats_reference(task: str, row: dict[str, Any]) -> bool:
 
 def _flat(value: Any) -> dict[str, str] | None:
     """A visitor's descriptive mapping (backend, packages) kept as at most 32 short text values."""
-    if not isinstance(value, dict):
-        return None
-    return {str(k)[:64]: str(v)[:200] for k, v in list(value.items())[:32] if v is not None}
+    return {str(k)[:64]: str(v)[:200] for k, v in list(value.items())[:32] if v is not None} \
+        if isinstance(value, dict) else None
 
 
 def submission_key(model: str, identity: dict[str, Any]) -> str:
@@ -640,19 +614,13 @@ def self_reported(card_text: str, dataset_id: str | None, repo_id: str) -> dict[
 
 
 # ---------------------------------------------------------------- the Hub (visitors' repos)
-def _hub_api() -> Any:
-    from huggingface_hub import HfApi
-
-    return HfApi()
-
-
 def fetch_from_hub(repo_id: str, repo_type: str, dest: Path, caps: Caps) -> tuple[str, Path | dict[str, Path] | str]:
     """A visitor's Hub repo: ("zip", path), ("files", run files) or ("card", README text).
 
     Read anonymously (token=False): a visitor must not reach what only the operator's token can see.
     Sizes come from the Hub's file metadata before any download.
     """
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError
 
     repo_id = (repo_id or "").strip()
@@ -661,7 +629,7 @@ def fetch_from_hub(repo_id: str, repo_type: str, dest: Path, caps: Caps) -> tupl
     if repo_type not in ("model", "dataset"):
         raise SubmissionError("Hub repo type: model or dataset")
     try:
-        info = _hub_api().repo_info(repo_id, repo_type=repo_type, files_metadata=True, token=False)
+        info = HfApi().repo_info(repo_id, repo_type=repo_type, files_metadata=True, token=False)
         siblings = {s.rfilename: (s.size or 0) for s in (info.siblings or [])}
 
         def download(name: str, cap: int) -> Path:
@@ -757,8 +725,7 @@ class Submissions:
                     shutil.copy2(run_dir / name, target / name)
             info = json.loads((target / "run.json").read_text(encoding="utf-8"))
             info["submission"] = {**verification.to_json(), "key": target.name, "owner": owner, "submitted_at": _now()}
-            earlier = _latest_history(target)
-            if earlier is not None:  # the submitter sees what this replaced; the history keeps it
+            if (earlier := _latest_history(target)) is not None:  # the submitter sees what this replaced
                 info["submission"]["replaced"] = earlier
             (target / "run.json").write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
             (target / SUBMISSION_JSON).write_text(json.dumps(info["submission"], indent=2, ensure_ascii=False) + "\n",
@@ -876,14 +843,12 @@ def restore(repo_id: str, folder: str, results_dir: Path, *, patterns: Iterable[
     except (HfHubHTTPError, OSError, ValueError) as exc:
         raise OSError(f"cannot read {repo_id} from the Hub ({type(exc).__name__})") from None
     source = Path(local) / folder
-    count = 0
-    for path in source.rglob("*") if source.is_dir() else []:
-        if path.is_file():
-            target = Path(results_dir) / folder / path.relative_to(source)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
-            count += 1
-    return count
+    files = [path for path in source.rglob("*") if path.is_file()] if source.is_dir() else []
+    for path in files:
+        target = Path(results_dir) / folder / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    return len(files)
 
 
 def rescore_restored(folder: Path, *, judge: str | None) -> int:

@@ -67,7 +67,6 @@ def report_markdown(record: dict[str, Any]) -> str:
     lines = [f"{head}: `{model}`" + (" (partial: not every item of the release)" if record.get("partial") else ""),
              "", "| Figure | Items | Claimed | Re-scored here | Check |", "|---|---|---|---|---|"]
     for task in record.get("tasks") or []:
-        claimed = _claims(task)
         if not task["verified"]:
             check = "not verified (no judge here)"
         elif task["mismatch"]:
@@ -75,11 +74,10 @@ def report_markdown(record: dict[str, Any]) -> str:
         else:
             check = "match"
         lines.append(f"| {_figure(task['task'])} | {task['items']} / {task['release_items']} | "
-                     f"{claimed} | {_pct(task['rescored'])} | {check} |")
+                     f"{_claims(task)} | {_pct(task['rescored'])} | {check} |")
     lines += ["", *[f"- {html.escape(note)}" for note in record.get("notes") or []]]
     lines += [f"- ⚑ flagged for review: {html.escape(str(flag))}" for flag in record.get("flags") or []]
-    replaced = record.get("replaced")
-    if isinstance(replaced, dict):
+    if isinstance(replaced := record.get("replaced"), dict):
         before = ", ".join(f"{_figure(t)} {_pct(v)}" for t, v in (replaced.get("tasks") or {}).items())
         lines += ["", f"This replaces your row submitted {html.escape(str(replaced.get('submitted_at') or 'earlier'))}"
                       + (" (partial)" if replaced.get("partial") else "") + (f": {before}" if before else "")

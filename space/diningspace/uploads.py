@@ -1,14 +1,6 @@
 """What Gradio keeps of visitors' uploads, bounded where an upload arrives, not only on a page's events.
 
-Gradio writes every file posted to its upload route into its upload folder (a temporary file while the
-body streams in, then `<sha>/<the visitor's file name>`) and keeps it until its own cache sweep. A script
-can post there without ever opening the page or submitting. `UploadGuard`, a middleware in front of the
-route, counts each address's bytes and files per hour as the body arrives (cut past the quota, refused in
-one line) and sweeps the folder before and after each upload, so that every file in it, whatever its name,
-weighs at most UPLOADS_MAX_BYTES in all and numbers at most UPLOADS_MAX_FILES (each in its own `<sha>/`
-folder, so folders too). The sweep reads a ledger of the folder (`UploadFolder`), not the folder: an upload
-costs what it adds and what it removes, however many files are kept; the folder itself is walked at
-most once a minute, for files that came another way.
+Why: Gradio keeps each file posted to its upload route (a script needs no page) until its own cache sweep.
 """
 
 from __future__ import annotations
@@ -234,8 +226,7 @@ class UploadGuard:
         self.app = app
         self.quota = quota or UploadQuota(per_hour, files_per_hour)
         self.proxy_hops = proxy_hops
-        self.max_bytes = max_bytes
-        self.max_files = max_files
+        self.max_bytes, self.max_files = max_bytes, max_files
         self.root = root
 
     def _share(self) -> str:

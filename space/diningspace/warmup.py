@@ -1,9 +1,7 @@
 """One-time heavy imports, done once and before any dataset work.
 
-Importing `evaluate` (the metrics) pulls in transformers, which initialises lazily. While that
-runs, another thread hashing a dataset (`datasets` looks transformers up in sys.modules) can hit a
-half-initialised module and fail. So the harness is imported first, under a lock, and every
-dataset load and evaluation passes through `warm_harness()` before it starts.
+`evaluate` pulls in transformers, which initialises lazily: a thread hashing a dataset meanwhile (`datasets`
+looks transformers up in sys.modules) could hit a half-initialised module and fail.
 """
 
 from __future__ import annotations
@@ -17,7 +15,8 @@ _done = False
 
 
 def warm_harness() -> None:
-    """Import the harness and the metrics modules once; later calls return at once."""
+    """Import the harness and the metrics modules once, under a lock; every dataset load and evaluation
+    calls it first. Later calls return at once."""
     global _done
     with _LOCK:
         if _done:
