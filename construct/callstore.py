@@ -1,16 +1,9 @@
 """The answered model calls of one stage, on disk and looked up by key, never loaded whole.
 
-A stage's answers are appended, one JSON line per call, to WORK/<stage>/calls.jsonl (the local engine,
-one writer) and to WORK/<stage>/calls.d/<writer>.jsonl (each Ray actor its own file: no two processes
-ever append to one file). Which answer a call key has is kept in WORK/<stage>/calls.index.sqlite:
-key -> (log file, byte offset) of the best row (an answer; else the cut answer with the highest token
-limit), and per log file how far it has been indexed. `catch_up` indexes what the logs gained since
-(after a kill, a torn last line is repaired first), reading only the new bytes; `lookup` reads one
-line. A build of 32M calls thus needs a few bytes of memory per lookup, not ~1.9 KB per row.
-
-The logs stay the record (`rows` reads every row, for the usage table and the benches); the index can
-be deleted at any time and is rebuilt from them.
-"""
+Each writer appends to its own log (calls.jsonl for the local engine, calls.d/<writer>.jsonl per Ray
+actor): no two processes ever append to one file. The logs stay the record (`rows` reads them all, for the
+usage table and the benches); the index can be deleted at any time and is rebuilt from them. A lookup
+needs a few bytes of memory, not ~1.9 KB per row (a build of 32M calls)."""
 
 from __future__ import annotations
 
@@ -43,9 +36,9 @@ def rows(stage_dir: Path) -> Iterator[dict[str, Any]]:
 
 
 class CallStore:
-    """The key index over one stage's call logs. The writer of the index is the driver, between a
-    stage's call phases (`catch_up`); readers (the driver, Ray actors on the same file system) open it
-    read-only with `readonly=True`."""
+    """The key index over one stage's call logs (calls.index.sqlite): key -> (log, byte offset) of the best
+    row, and per log how far it is indexed. The writer of the index is the driver, between a stage's call
+    phases (`catch_up`); readers (the driver, Ray actors on the same file system) open it `readonly=True`."""
 
     def __init__(self, stage_dir: Path, *, readonly: bool = False) -> None:
         self.dir = Path(stage_dir)
@@ -64,7 +57,8 @@ class CallStore:
             self.catch_up()
 
     def catch_up(self) -> None:
-        """Index the rows every log gained since the last catch-up."""
+        """Index the rows every log gained since the last catch-up, reading only the new bytes (a torn last
+        line, after a kill, is repaired first)."""
         assert self.db is not None
         done = dict(self.db.execute("SELECT name, indexed FROM logs"))
         for path in logs(self.dir):

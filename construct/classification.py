@@ -1,7 +1,6 @@
 """Stage 3, classification items: 7 look-alike distractors from the same merchant's same menu category,
-chosen by a model that standardises names (Table 7), then two filter passes by two different models
-that drop ambiguous and too-easy items (Table 10), then answer letters balanced over A-H.
-"""
+picked by a model that standardises names (Table 7), two filter models dropping ambiguous and too-easy
+items (Table 10), answer letters balanced over A-H."""
 
 from __future__ import annotations
 

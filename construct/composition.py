@@ -1,11 +1,5 @@
 """The grams dishes state, as dish dedupe compares them: a merchant's copy of another's dish keeps its amounts,
 so within one key's dishes (a standard dish on hundreds of menus) the copy is the one whose grams agree.
-
-`Grams` holds every dish's stated grams as one sparse table, read once; `alike` scores many pairs at once
-(`composition_alike` for each); `partners` searches one key's dishes: each against the REACH dishes before
-it exactly, and every dish against its SORT_WINDOW neighbours in SORT_PASSES orders of the whole key (by
-total grams, then by the grams of the key's common entries, each cut into cells), which meets a copy
-however far apart the two stand in the export, at a fixed cost per dish.
 """
 
 from __future__ import annotations
@@ -43,9 +37,9 @@ def composition_alike(a: Mapping[str, float], b: Mapping[str, float]) -> float:
 
 @dataclass
 class Grams:
-    """Each dish's stated grams: dish d's entries are rows ptr[d]:ptr[d + 1] of `concept` (ids, ascending)
-    and `log_grams`; `key` (dish * concepts + concept) is ascending, so a pair's shared entries are found
-    by binary search."""
+    """Each dish's stated grams, as one sparse table read once: dish d's entries are rows ptr[d]:ptr[d + 1]
+    of `concept` (ids, ascending) and `log_grams`; `key` (dish * concepts + concept) is ascending, so a
+    pair's shared entries are found by binary search."""
 
     ptr: np.ndarray
     concept: np.ndarray
@@ -107,7 +101,8 @@ class Grams:
 def partners(grams: Grams, members: np.ndarray, k: int, floor: float, groups: np.ndarray | None = None) -> np.ndarray:
     """(earlier, later) rows: each of one key's `members` (dish indices, ascending) with its `k` earlier
     members most alike by `composition_alike` at `floor` or more (another group when given), among those
-    the exact search (`within_reach`) and the sorted orders (`sorted_neighbours`) meet."""
+    the exact search (`within_reach`: the REACH before it) and the sorted orders of the whole key
+    (`sorted_neighbours`) meet: a copy is met however far apart the two stand, at a fixed cost per dish."""
     x, present = grams.table(members)
     local = None if groups is None else groups[members]
     near = np.concatenate([within_reach(x, present, grams.size[members], local, k, floor),
@@ -120,8 +115,7 @@ def partners(grams: Grams, members: np.ndarray, k: int, floor: float, groups: np
     score = grams.alike(ij)
     keep = score >= floor
     ij, score = ij[keep], score[keep]
-    order = np.lexsort((ij[:, 0], -np.round(score, 6), ij[:, 1]))
-    ij = ij[order]
+    ij = ij[np.lexsort((ij[:, 0], -np.round(score, 6), ij[:, 1]))]
     return ij[place_in_run(ij[:, 1]) < k]
 
 

@@ -1,20 +1,8 @@
 """Near-duplicate search that grows near-linearly with the export, then a model's verdict per pair: the
 questions' candidates (the VQA stage) and `resolve`, which both stages use.
 
-Dishes are searched in construct/dish_dedupe.py (`candidate_pairs`, `dish_candidates`, `judge_groups`,
-also importable from here); each record's nearest earlier records, by a score or by embeddings, in
-construct/neighbours.py (`embed`, `embed_texts`, also importable from here).
-
-Questions use MinHash LSH over character n-grams (`candidates`): each set becomes a MinHash signature of
-`PERMUTATIONS` values cut into `BANDS` bands of `ROWS` rows; records sharing a band become candidates
-when their signatures agree on MIN_ESTIMATE of their values, and each question keeps its K most alike
-earlier questions, as dishes do. A band bucket of more than MAX_BUCKET questions pairs each with its
-WINDOW next neighbours and the bucket's first STAR. With vectors, each question also gets its K_VECTOR
-nearest earlier neighbours at cosine VECTOR_FLOOR or more.
-
-Nothing here decides: the model is asked "the same dish (question) under another wording?" for every
-candidate pair, and `resolve` drops a record only as the confirmed twin of a kept record before it.
-"""
+The dishes' search (construct/dish_dedupe.py) and the embeddings (construct/neighbours.py) are importable
+from here."""
 
 from __future__ import annotations
 
@@ -44,8 +32,7 @@ PERMUTATIONS = 64
 BANDS, ROWS = 16, 4  # BANDS * ROWS == PERMUTATIONS
 MIN_ESTIMATE = 0.4  # a candidate's signatures agree on at least this share (estimated Jaccard)
 MAX_BUCKET = 32  # an LSH bucket of more questions is walked as a chain of WINDOW neighbours
-WINDOW = 8
-STAR = 4  # and the bucket's first STAR
+WINDOW, STAR = 8, 4  # and the bucket's first STAR
 K = 4  # earlier questions a question is checked against
 PRIME = (1 << 31) - 1  # a * x + b stays below 2**63 for a, x < 2**31: exact in int64
 CHUNK = 4096  # records hashed at a time (bounded memory: tokens x PERMUTATIONS int64 per chunk)
@@ -92,9 +79,7 @@ def minhash(sets: Sequence[Iterable[str]], seed: int = 0) -> np.ndarray:
 def band_pairs(signatures: np.ndarray, valid: np.ndarray | None = None, rows: int = ROWS) -> set[tuple[int, int]]:
     """Index pairs (i < j) that share all `rows` values of at least one band (PERMUTATIONS // rows
     bands); `valid` masks rows out."""
-    n = len(signatures)
-    valid = np.ones(n, dtype=bool) if valid is None else valid
-    idx = np.flatnonzero(valid)
+    idx = np.flatnonzero(np.ones(len(signatures), dtype=bool) if valid is None else valid)
     pairs: set[tuple[int, int]] = set()
     mix = np.random.default_rng(7).integers(1, 2**62, rows, dtype=np.int64) | 1  # odd multipliers
     for band in range(PERMUTATIONS // rows):
@@ -106,8 +91,6 @@ def band_pairs(signatures: np.ndarray, valid: np.ndarray | None = None, rows: in
             keys = (block * mix).sum(axis=1)
         _, bucket, counts = np.unique(keys, return_inverse=True, return_counts=True)
         shared = counts[bucket] >= 2
-        if not shared.any():
-            continue
         members_all, buckets = idx[shared], bucket[shared]
         order = np.lexsort((members_all, buckets))
         members_all, buckets = members_all[order], buckets[order]
@@ -152,10 +135,11 @@ class Candidates:
 def candidates(views: Mapping[str, Sequence[Iterable[str]]], *, vectors: np.ndarray | None = None,
                allowed: Callable[[int, int], bool] | None = None, seed: int = 0,
                rows: dict[str, int] | None = None) -> Candidates:
-    """Candidate pairs from each named view of token sets (and from `vectors` when given: each record's
-    K_VECTOR nearest earlier records at cosine VECTOR_FLOOR or more); `allowed`
-    keeps only the pairs it accepts (e.g. two different merchants); `rows` sets a stricter band for a
-    view (8 rows: found with probability 0.5 at Jaccard 0.77, 0.06 at 0.5)."""
+    """Candidate pairs from each named view of token sets, by MinHash LSH (records sharing a band, their
+    signatures agreeing on MIN_ESTIMATE, each keeping its K most alike earlier records), and from
+    `vectors` when given (each record's K_VECTOR nearest earlier records at cosine VECTOR_FLOOR or more);
+    `allowed` keeps only the pairs it accepts (e.g. two different merchants); `rows` sets a stricter band
+    for a view (8 rows: found with probability 0.5 at Jaccard 0.77, 0.06 at 0.5)."""
     found = Candidates()
     for name, sets in views.items():
         sets = list(sets)

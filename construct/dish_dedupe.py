@@ -1,29 +1,5 @@
 """Dish near-duplicate candidates for the dishes stage, grown near-linearly with the export; the model
 judges each pair and construct/dedupe.py:`resolve` drops a dish only as the twin of one kept before it.
-
-Dishes (`candidate_pairs`, the dishes stage) are compared on a shared representation: the food concepts
-of their names and ingredient entries (construct/lexicon.py: synonyms, spellings, quantities and
-Chinese or English wording all read as one concept; marketing words dropped), each weighted by its
-rarity among the dishes (ln(1 + dishes / dishes with it)) times its kind's weight: staples and
-seasonings (rice, egg, oil, scallion, soy sauce) carry a quarter, so sharing them is almost no evidence.
-Two dishes' similarity is the weighted Jaccard of their concepts. Candidates come from prefix
-filtering, exact for every pair at or above FLOOR: each dish's heaviest concepts, until what is left
-weighs less than FLOOR of the whole, are its prefix, and two dishes that reach FLOOR must share a
-prefix concept, so only dishes that share a rare concept are ever compared. A prefix concept shared by
-more than BUCKET dishes (a chain's one dish on many menus) pairs each with the first STAR of them and its
-WINDOW neighbours in concept order, so one popular dish cannot make the work quadratic.
-Two keys add candidates whatever the similarity (`_read_dishes`, `key_pairs`): dishes of one normalised
-name (the name's concepts, sorted) always meet, and dishes of one protein + base set when they are at all
-alike (CORE_FLOOR); a key shared by more than KEY_ALL dishes (a standard dish on hundreds of menus) is
-searched within its dishes by the grams they state (construct/composition.py: a merchant's copy of
-another's dish keeps its amounts), exactly among the nearest before it and in a few sorted orders of all
-of them, at a fixed cost per dish. Each pair is scored once, in arrays. Each dish keeps K partners
-listed before it (`bounded`), the partners that share its keys first, so a near miss (another protein)
-never takes a twin's place: resolution (`resolve`) drops a dish only as the twin of one before it, so a
-dish needs no other partners. The judge is asked in groups (`judge_groups`): a dish that many later
-dishes meet, with them, and each other dish with its partners, so the questions grow with the dishes.
-With vectors (construct/neighbours.py), each dish also gets its K_VECTOR nearest earlier neighbours of
-another merchant at cosine VECTOR_FLOOR or more: names that share no concept meet there.
 """
 
 from __future__ import annotations
@@ -108,8 +84,7 @@ def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None = Non
                 g = entry_grams(entry)
                 food = [c for c, kind in read[entry] if kind not in ("c", "m", "x")]
                 weighed[entry] = (food[-1], g) if g and food else None
-            hit = weighed[entry]
-            if hit is not None:
+            if (hit := weighed[entry]) is not None:
                 grams[hit[0]] = grams.get(hit[0], 0.0) + hit[1]
         squeezed = _BETWEEN_CJK.sub("", d.name)
         if squeezed not in read:
@@ -126,8 +101,9 @@ def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None = Non
 @dataclass
 class Weighted:
     """Records' concepts: record r's are rows ptr[r]:ptr[r + 1] of `tok` (ids, ascending) and `kind` (their
-    kinds' weights); each concept's rarity (idf) and each record's total. `key` (record * concepts +
-    concept) is ascending, so a pair's shared concepts are found by binary search."""
+    kinds' weights); each concept's rarity (idf: ln(1 + records / records with it)) and each record's
+    total. `key` (record * concepts + concept) is ascending, so a pair's shared concepts are found by
+    binary search."""
 
     ptr: np.ndarray
     tok: np.ndarray
@@ -174,8 +150,11 @@ class Weighted:
 
 def prefix_pairs(w: Weighted, groups: np.ndarray | None = None, floor: float = FLOOR) -> Scored:
     """Every pair at weighted Jaccard `floor` or more (of two groups when given) that prefix filtering
-    meets: all of them but where a prefix concept is shared by more than BUCKET records (there each meets
-    the concept's first STAR and its WINDOW neighbours in concept order)."""
+    meets: a record's prefix is its heaviest concepts until what is left weighs less than `floor` of the
+    whole, and two records at `floor` share a prefix concept, so only records sharing a rare concept are
+    compared. All of them but where a prefix concept is shared by more than BUCKET records (there each meets
+    the concept's first STAR and its WINDOW neighbours in concept order, so one popular dish cannot make
+    the work quadratic)."""
     n = len(w.ptr) - 1
     if not len(w.idf):
         return Scored.empty()
@@ -261,7 +240,8 @@ def bounded(found: Scored, second: np.ndarray, same_name: np.ndarray, same_core:
     the most alike by composition and by concepts; then the most alike of the rest by concepts. Alike by
     concepts: the score to 3 decimals, then `second`, then the earliest partner (by composition: `second`
     to 3 decimals first). A near miss (another protein) can fill a free place; it never takes a place
-    from a partner that shares a key."""
+    from a partner that shares a key (`resolve` drops a dish only as the twin of one before it, so a dish
+    needs no other partners)."""
     if not len(found.i):
         return np.zeros(0, bool)
     score, near = np.round(found.score, 3), np.round(second, 3)
@@ -304,7 +284,8 @@ def dish_candidates(dishes: Sequence[Any], vectors: Any = None, *, glossary: Map
     """Candidate pairs of `dishes` (in their order: a pair's later dish is the one a confirmed verdict
     drops): each dish's K earlier partners from its concepts and keys (`bounded`: those of its normalised
     name and of its protein + base set first) and, with `vectors`, its K_VECTOR nearest earlier
-    neighbours; pairs of one merchant (`groups`, default each dish's merchant_id) never."""
+    neighbours (where names that share no concept meet); pairs of one merchant (`groups`, default each
+    dish's merchant_id) never."""
     labels = list(groups) if groups is not None else [d.merchant_id for d in dishes]
     codes = np.unique(np.array(labels, dtype=object).astype(str), return_inverse=True)[1] if labels else np.zeros(0, np.int64)
     via: dict[tuple[int, int], list[str]] = {}
@@ -392,8 +373,7 @@ def judge_groups(pairs: Iterable[tuple[int, int]], wide: int = GROUP_WIDE,
         else:
             for j in members:
                 rest.setdefault(j, []).append(i)
-    for j in sorted(rest):
-        earlier = rest[j]
+    for j, earlier in sorted(rest.items()):
         if len(earlier) == 1:
             out.append((earlier[0], (j,)))
         else:

@@ -1,12 +1,5 @@
 """Stage 2, dish selection: enough kept user photos and a kept reference photo, a detailed ingredient
 list, near-duplicate dishes across merchants removed, cuisines capped.
-
-Rules, each threshold a setting (construct/work.py:BuildSettings), and one model question: the same
-dish under another name? Candidate pairs across merchants come from blocking that grows near-linearly
-(weighted food concepts, the normalised name and the protein + base set, optionally embeddings:
-construct/dish_dedupe.py); the model judges each pair, a dish that many others meet together with them in
-one question; WORK/dishes/pairs.jsonl keeps every checked pair with how it was found and the verdict,
-and a dropped dish's decision names its twin, the pair's verdict and reason.
 """
 
 from __future__ import annotations
@@ -117,10 +110,8 @@ def pair_asks(survivors: list[Dish], groups: list[tuple[int, tuple[int, ...]]]) 
     go: a lone pair as "dish_a|dish_b", a dish and several others as "dish_a|dish_b1|dish_b2|..."."""
     for a, others in groups:
         ids = "|".join(survivors[x].dish_id for x in (a, *others))
-        if len(others) == 1:
-            yield Ask(ids, pair_prompt(survivors[a], survivors[others[0]]))
-        else:
-            yield Ask(ids, group_prompt(survivors[a], [survivors[x] for x in others]))
+        yield Ask(ids, pair_prompt(survivors[a], survivors[others[0]]) if len(others) == 1
+                  else group_prompt(survivors[a], [survivors[x] for x in others]))
 
 
 def parse_pair(text: str | None) -> tuple[bool | None, Any]:
@@ -153,11 +144,11 @@ def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], dic
                                                          Iterator[dict[str, Any]], bool, dict[str, Any]]:
     """({dropped dish: the dish it repeats}, the confirmed pairs' rows, every checked pair's row (made as
     WORK/dishes/pairs.jsonl is written), complete, a summary for the card: how dishes were compared and
-    what the verdicts were). Candidate pairs across merchants come from blocking
-    on the dishes' concepts, names the lexicon cannot read given in English by a glossary the model is
-    asked for, and the dishes' vectors with --embed-model (construct/neighbours.py); the model judges each
-    pair. Each answer is kept as its verdict and reason only. A verdict that cannot be read counts as a
-    failure: above MAX_UNREADABLE of the pairs the stage stops (StageFailed) with a summary."""
+    what the verdicts were). Candidate pairs across merchants come from blocking on the dishes' concepts,
+    names the lexicon cannot read given in English by a glossary the model is asked for, and the dishes'
+    vectors with --embed-model (construct/neighbours.py); the model judges each pair. Each answer is kept
+    as its verdict and reason only. A verdict that cannot be read counts as a failure: above
+    MAX_UNREADABLE of the pairs the stage stops (StageFailed) with a summary."""
     s = ctx.settings
     asks = glossary_asks(survivors)
     glossary: dict[str, str] = {}

@@ -1,21 +1,5 @@
 """Where a build's per-photo and per-call work runs: in this process (`--engine local`, the default), or
-on Ray Data (`--engine ray`, construct/ray_engine.py): the same stages, the same work folder, the same
-release.
-
-An engine does two kinds of work for the stages, and nothing else:
-
-- `prefilter(rows, min_side)`: the rule prefilter (decode, pixel limits, dHash) of photo files, the CPU
-  work of a build (~35 ms a 12 MP photo). `rows` are (seq, path); each comes back as (seq, reason or
-  None, dHash or None), in any order (the caller writes them by seq). Locally a pool of processes, one
-  per core, a bounded window of chunks ahead; on Ray, tasks.
-- `answer(phase, url, asks, work, on_answer)`: the model calls of one call phase (construct/models.py
-  `answer_asks`, the one call loop), each answer given to `on_answer`; it returns None, or the asks it
-  hands back for the driver to run (a phase too small for an actor pool). The local engine has no
-  `answer`: `Models` runs every phase on the driver's event loop. On Ray, an actor pool whose actors
-  each hold a client per replica and write their own call log.
-
-Everything that looks across merchants (dedupe, cuisine caps, VQA quotas, selection) stays on the
-driver, over compact per-dish summaries; no photo ever goes there.
+on Ray Data (`--engine ray`, construct/ray_engine.py): the same stages, work folder and release.
 """
 
 from __future__ import annotations
@@ -48,19 +32,18 @@ def chunks(rows: Iterable[Any], size: int) -> Iterator[list[Any]]:
 def ordered_window(submit: Callable[[list[Any]], Future], jobs: Iterable[list[Any]], ahead: int) -> Iterator[Any]:
     """Each job's results in order, at most `ahead` jobs submitted and not yet consumed (memory bounded
     however long `jobs` is; `Executor.map` would submit them all at once)."""
-    window: deque[Future] = deque()
     source = iter(jobs)
-    for job in islice(source, ahead):
-        window.append(submit(job))
+    window: deque[Future] = deque(submit(job) for job in islice(source, ahead))
     while window:
         done = window.popleft().result()
-        for job in islice(source, 1):
-            window.append(submit(job))
+        window.extend(submit(job) for job in islice(source, 1))
         yield from done
 
 
 class LocalEngine:
-    """This process: the prefilter on a process per core, the calls on the driver's event loop."""
+    """This process: the prefilter on a process per core (rows (seq, path) in, (seq, reason or None, dHash
+    or None) out in any order, the caller writing them by seq); no `answer`: `Models` runs every call
+    phase on the driver's event loop."""
 
     name = "local"
 
@@ -88,8 +71,7 @@ def check_available(settings: Any) -> None:
 
 
 def make_engine(settings: Any, work: Path) -> Any:
-    """The engine of `--engine`; Ray is imported only when asked for, with a one-line hint when absent.
-    The local engine has no `answer`: `Models` runs its calls on the driver's event loop."""
+    """The engine of `--engine`; Ray is imported only when asked for, with a one-line hint when absent."""
     if settings.engine == "local":
         return LocalEngine()
     if settings.engine != "ray":

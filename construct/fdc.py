@@ -1,11 +1,5 @@
-"""USDA FoodData Central, read from the official CSV download (food.csv, nutrient.csv,
-food_nutrient.csv), for the independent nutrition check: per-serving values computed by code from the
-export's ingredient grams x FDC per-100 g values, compared with the released values and the merchant's label.
-
-Point `--fdc DIR` at the unzipped download (https://fdc.nal.usda.gov/download-datasets, e.g. "SR Legacy");
-without it the check uses the bundled 41-food SR28 subset (data/fdc_sr28_sample: it covers the synthetic
-sample's ingredients, little of a real menu: the card reports the coverage). Only energy (nutrient number
-208, kcal), protein (203), fat (204) and carbohydrate (205) are kept.
+"""USDA FoodData Central, read from the official CSV download, for the independent nutrition check (computed
+by code). `--fdc DIR` takes the unzipped download (https://fdc.nal.usda.gov/download-datasets).
 """
 
 from __future__ import annotations

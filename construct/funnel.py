@@ -1,7 +1,6 @@
-"""The funnel report: kept and dropped per stage and reason, per task, with tokens and cost per stage,
-as markdown (WORK/funnel.md, and in the release card) and a plot in the layout of the paper's Figure 2
-(base-data funnel on the left, the three task pipelines on the right).
-"""
+"""The funnel report: kept and dropped per stage, reason and task, tokens and cost per stage, as markdown
+(WORK/funnel.md, and in the release card) and a plot laid out as the paper's Figure 2 (base data on the left,
+the three task pipelines on the right)."""
 
 from __future__ import annotations
 
@@ -85,12 +84,9 @@ def plot(work: Path, path: Path) -> Path:
         cell = table.get(stage, {}).get(task, {"kept": 0, "dropped": 0})
         return cell["kept"] + cell["dropped"], cell["kept"]
 
-    photos_in, photos_kept = seen("photos", None)
-    dishes_in, dishes_kept = seen("dishes", None)
-    base = [("raw photos", photos_in), ("photos kept", photos_kept), ("raw dishes", dishes_in),
-            ("dishes kept", dishes_kept)]
+    labels = ("raw photos", "photos kept", "raw dishes", "dishes kept")
+    values = (*seen("photos", None), *seen("dishes", None))
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1, 1.4]})
-    labels, values = zip(*base, strict=True)
     bars = left.barh(range(len(values))[::-1], values, color=["#9aa7b8", "#4c72b0", "#c9b49a", "#dd8452"])
     left.set_yticks(range(len(values))[::-1], labels)
     left.bar_label(bars, padding=3)
@@ -99,8 +95,7 @@ def plot(work: Path, path: Path) -> Path:
     steps = ("generated", "after filters", "after translation", "after review")
     width = 0.25
     for k, task in enumerate(CONFIGS):
-        made, kept_task = seen(task, task)
-        series = [made, kept_task, seen("translate", task)[1], seen("review", task)[1]]
+        series = [*seen(task, task), seen("translate", task)[1], seen("review", task)[1]]
         b = right.bar([i + (k - 1) * width for i in range(len(steps))], series, width, label=task)
         right.bar_label(b, padding=2, fontsize=8)
     right.set_xticks(range(len(steps)), steps)

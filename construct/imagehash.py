@@ -1,8 +1,6 @@
-"""A perceptual hash for near-duplicate photos (PIL + numpy): dHash, 64 bits.
-
-Two uploads of one photo (re-encoded, resized, lightly cropped) differ in a few bits; two photos of
-one dish from different angles differ in many. Compare with `hamming`.
-"""
+"""A perceptual hash for near-duplicate photos (PIL + numpy): dHash, 64 bits, compared with `hamming`: two
+uploads of one photo (re-encoded, resized, lightly cropped) differ in a few bits, two photos of one dish
+from different angles in many."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Food terms in English and Chinese, one concept per row: the shared representation dedupe compares
-dishes on (synonyms, spellings and another language map to one concept) and the bridge from a
-merchant's ingredient names to USDA FoodData Central descriptions (construct/fdc.py).
-
-Each row of TERMS is `concept | kind | English forms | Chinese forms | FDC description`; kinds:
-`i` ingredient, `s` staple or seasoning (on most menus: almost no evidence that two dishes are one),
-`d` a dish word (soup, noodles), `c` a cooking method, `m` menu marketing and `x` a filler word (both
-dropped). The FDC description is an SR Legacy food's own description, for the nutrition cross-check.
-`terms` reads a name or an ingredient entry in either language into concepts; a word it does not know
-stays itself (singular, lower case) and an unknown Chinese character stays a character.
-"""
+"""Food terms in English and Chinese, one concept per row: the shared representation dedupe compares dishes
+on (synonyms, spellings and another language map to one concept) and the bridge from a merchant's ingredient
+names to USDA FoodData Central descriptions (construct/fdc.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+# A row: `concept | kind | English forms | Chinese forms | FDC description` (an SR Legacy food's own, for
+# the nutrition cross-check). Kinds: `i` ingredient, `s` staple or seasoning (on most menus: almost no
+# evidence that two dishes are one), `d` a dish word (soup, noodles), `c` a cooking method, `m` menu
+# marketing and `x` a filler word (both dropped).
 TERMS = """
 rice | s | rice; steamed rice; white rice; cooked rice; plain rice | 米饭; 白饭; 白米饭; 米; 饭 | Rice, white, long-grain, regular, enriched, cooked
 fried rice | d | fried rice | 炒饭 |

@@ -1,23 +1,4 @@
-"""Model calls of the construction stages, through the harness backends, cached on disk.
-
-A stage hands over `Ask`s (item, prompt, photo files); each is sent with `eval.runner.execute` to the
-backend of a `backend:model` spec, and the answer is appended to the stage's call log (WORK/<stage>/
-calls.jsonl; a Ray actor's own file under calls.d/: construct/callstore.py, looked up by key, never
-loaded whole) under a key of (stage, item, model, prompt version, prompt text, image bytes): a rerun asks only what is missing
-or failed, and a changed prompt version asks again. An answer cut at `--max-tokens` is cached as cut
-(with the limit) and asked again only under a higher one. Each row records the model spec it went to,
-its usage (`Response.usage`) and its seconds; `usage_table` sums them per stage and model.
-WORK/call_seconds.json holds each stage's wall time spent in its model-call phases (reading and
-encoding photos, the calls, logging the answers) in its last run that asked a model, apart from the
-stage's other work (WORK/stage_seconds.json has the whole stage). Requests
-carry their stage as `task`. Each job has its model and base URLs (`BuildSettings.job`: generation,
-photo quality, photo matching).
-
-`--base-url URL1,URL2,...` (replicas of one `vllm serve`) makes one backend per URL behind a
-`RoundRobin` that hands each request to the next replica; the replicas' hosts (never a path, query
-or key) are recorded in WORK/hosts.json. The base URL is not part of a call's cache key, so answers
-cached against one set of replicas are reused with another.
-"""
+"""Model calls of the construction stages, through the harness backends, cached on disk."""
 
 from __future__ import annotations
 
@@ -56,8 +37,6 @@ from eval.types import (
 )
 
 MAX_SIDE = 1024  # the harness's transport bound: photos larger than this are shrunk once before sending
-
-
 SAME = object()  # `base_url` not given: the build's --base-url
 TRUNCATED = "truncated: the token limit cut the answer"
 CALL_SECONDS = "call_seconds.json"
@@ -67,9 +46,9 @@ PhotoRef = tuple[str, str, str]  # (file path, role, photo id)
 
 @dataclass(frozen=True)
 class Ask:
-    """One question to a model. `photos` names the photo files; they are read and encoded only when a
-    worker is about to send the ask, and let go once it is answered; `images` holds them already encoded.
-    An ask with only `photos` is plain data: it travels to a Ray actor as a row (`to_row`)."""
+    """One question to a model. `photos` names the photo files; they are read and encoded only when a worker
+    is about to send the ask, and let go once it is answered; `images` holds them already encoded. An ask with
+    only `photos` is plain data: it travels to a Ray actor as a row (`to_row`)."""
 
     item: str
     prompt: str
@@ -107,6 +86,7 @@ def photo_part(path: Path, role: str, item: str = "", index: int = 0) -> ImagePa
 
 
 def call_key(stage: str, spec: str, version: str, ask: Ask) -> str:
+    """Never the base URL: answers cached against one set of replicas are reused with another."""
     digest = hashlib.sha256(json.dumps([stage, spec, version, ask.item, ask.prompt]).encode())
     for image in ask.images:
         digest.update(hashlib.sha256(image.data).digest())
@@ -131,12 +111,12 @@ def parse_json_object(text: str | None) -> dict[str, Any] | None:
     for candidate in reversed(fenced):
         try:
             value = json.loads(candidate)
-            if isinstance(value, dict):
-                return value
         except json.JSONDecodeError:
-            pass
-    # Why from the end: a model that reasons first puts its final object last.
-    # Objects nested in a later one are skipped: the answer is the last top-level object.
+            continue
+        if isinstance(value, dict):
+            return value
+    # Why from the end: a model that reasons first puts its final object last. Objects nested in a later one
+    # are skipped: the answer is the last top-level object.
     decoder = json.JSONDecoder()
     found, end = None, 0
     for start in [m.start() for m in re.finditer(r"\{", text)]:
@@ -167,9 +147,7 @@ class RoundRobin:
     """One backend per replica; request i goes to replica i mod N (a retry goes to the next one)."""
 
     def __init__(self, backends: list[Backend], hosts: list[str | None]) -> None:
-        self.backends = backends
-        self.hosts = hosts
-        self.spec = backends[0].spec
+        self.backends, self.hosts, self.spec = backends, hosts, backends[0].spec
         self.sent = [0] * len(backends)
         self._next = 0
 
@@ -221,14 +199,14 @@ class Phase:
 async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store: CallStore, log: JsonlLog,
                       on_answer: Callable[[Answer], None], limits: Limits | None = None) -> None:
     """Answer each ask from the store, or by a call whose row is appended to `log`; `on_answer` gets each
-    answer (in completion order). The one call loop of both engines: the driver's (local engine) and
-    each Ray actor's.
+    answer (in completion order). The one call loop of both engines: the driver's (local engine) and each Ray
+    actor's.
 
     The asks flow through one bounded producer/consumer: a worker takes the next ask as soon as its call
-    returns (no batch waits for its slowest call), and an ask's photos are read and encoded in a build
-    thread just ahead of need, so at most 2 x `concurrency` (or `concurrency` + BUILD_THREADS) asks hold
-    image bytes; `asks` itself is read as lazily. `limits` (one per endpoint: `eval.limiter`) may outlive
-    the call, so what a Ray actor learnt of its endpoints carries over to its next batch."""
+    returns (no batch waits for its slowest call), and an ask's photos are read and encoded in a build thread
+    just ahead of need, so at most 2 x `concurrency` (or `concurrency` + BUILD_THREADS) asks hold image bytes;
+    `asks` itself is read as lazily. `limits` (one per endpoint: `eval.limiter`) may outlive the call, so what
+    a Ray actor learnt of its endpoints carries over to its next batch."""
     config = phase.config()
     lock = threading.Lock()  # one store connection, shared by the build threads
 
@@ -257,10 +235,8 @@ async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store
                 yield built
 
     policy = RetryPolicy(max_attempts=4, base_delay=0.5, max_delay=30.0, request_timeout=phase.timeout)
-    limits = limits or Limits.of(phase)
-    async for outcome in execute(backend, requests(), limits=limits, policy=policy):
-        item = outcome.request.id
-        response = outcome.response
+    async for outcome in execute(backend, requests(), limits=limits or Limits.of(phase), policy=policy):
+        item, response = outcome.request.id, outcome.response
         truncated = response is not None and response.truncated
         text = response.text if response is not None and not truncated else None
         error = outcome.error or (TRUNCATED if truncated else None)
@@ -272,16 +248,13 @@ async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store
 
 
 class Models:
-    """The backends of one build, made once per spec, the per-stage call stores, and the engine that runs
-    the calls (`construct.engine`: in this process, or on Ray actors)."""
+    """The backends of one build, made once per spec, the per-stage call stores, and the engine that runs the
+    calls (`construct.engine`: in this process, or on Ray actors)."""
 
-    def __init__(self, settings: BuildSettings, work: Path,
-                 factory: Callable[..., Backend] = make_backend, engine: Any = None) -> None:
-        self.settings = settings
-        self.work = work
-        self._factory = factory
+    def __init__(self, settings: BuildSettings, work: Path, factory: Callable[..., Backend] = make_backend,
+                 engine: Any = None) -> None:
+        self.settings, self.work, self._factory, self.engine = settings, work, factory, engine
         self._backends: dict[str, Backend] = {}
-        self.engine = engine
         # stage -> {"asked", "failed", "errors": Counter}: the calls this process made (not the cached ones)
         self.stats: dict[str, dict[str, Any]] = {}
         self.call_seconds: dict[str, float] = {}  # stage -> wall seconds of this process's asks that made calls
@@ -306,9 +279,8 @@ class Models:
         """Set `key` in the JSON record WORK/`name` (hosts.json, call_seconds.json), rewritten whole."""
         path = self.work / name
         recorded = read_json(path)
-        recorded[key] = value
         self.work.mkdir(parents=True, exist_ok=True)
-        write_json(path, recorded)
+        write_json(path, {**recorded, key: value})
 
     def ask(self, stage: str, spec: str, version: str, asks: list[Ask], *,
             base_url: str | None | object = SAME) -> dict[str, Answer]:
@@ -350,7 +322,9 @@ class Models:
             store.close()
             if stats["asked"] > asked:  # a phase answered from the cache alone is no call phase
                 self.call_seconds[stage] = self.call_seconds.get(stage, 0.0) + time.monotonic() - start
-                # WORK/call_seconds.json: {stage: seconds in its model-call phases}, as of this process's run
+                # WORK/call_seconds.json: {stage: wall seconds in its model-call phases (reading and encoding
+                # photos, the calls, logging the answers)}, as of this process's run (stage_seconds.json: the
+                # whole stage)
                 self._record(CALL_SECONDS, stage, round(self.call_seconds[stage], 3))
 
     async def _local(self, phase: Phase, url: str | None, asks: Iterable[Ask], store: CallStore,

@@ -1,10 +1,6 @@
 """Each record's nearest earlier records, what the dish and question searches share: the pairs a search
 found with their scores (`Scored`), each later record's best `k` of them (`top_earlier`), and embeddings
-from an OpenAI-compatible `/v1/embeddings` endpoint (`embed`) searched exactly (`nearest_earlier`).
-
-Vectors with NaN, infinities, a wrong count, a zero norm or more than MAX_DIM dimensions are refused in
-one line; the key, when the endpoint wants one, comes from OPENAI_API_KEY and is never recorded.
-"""
+from an OpenAI-compatible `/v1/embeddings` endpoint (`embed`) searched exactly (`nearest_earlier`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Stage 4, nutrition items: the merchant's values when they pass the gates (per 100 g converted with
-the portion), else a model estimate from photos, ingredients and portion under the paper's rules
-(Table 6); an ingredient-level cross-check against USDA FoodData Central; gates (Table 11): Atwater gap
-over the tolerance, macros over 100 g per 100 g, and values a second model finds implausible.
-"""
+"""Stage 4, nutrition items: the merchant's values if they pass the gates (per 100 g converted with the
+portion), else a model estimate from photos, ingredients and portion (Table 6); a USDA FDC cross-check;
+gates (Table 11): Atwater gap over tolerance, macros over 100 g per 100 g, implausible to a second model."""
 
 from __future__ import annotations
 
@@ -82,9 +80,7 @@ def gate(values: dict[str, float], grams: float | None, tolerance: float) -> tup
     atwater = 4 * values["protein"] + 4 * values["carbohydrates"] + 9 * values["fat"]
     gap = abs(values["calories"] - atwater) / values["calories"] if values["calories"] > 0 else 1.0
     checks["atwater_gap"] = round(gap, 3)
-    if gap > tolerance:
-        return "atwater_gap", checks
-    return None, checks
+    return ("atwater_gap" if gap > tolerance else None), checks
 
 
 def _ask(ctx: Context, target: dict, question: Prompt, **fields: str) -> Ask:

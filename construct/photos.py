@@ -1,19 +1,5 @@
 """Stage 1, photo filters: rule prefilters (undecodable, too many pixels, too small, near-duplicate
 upload), then a VLM image-quality check on every photo and a reference-matching check on every user photo.
-
-The paper distils two discriminators (quality, reference matching) from a large model; here each check
-goes to its own model, `--photo-quality-model` and `--photo-match-model` (default `--model`), e.g. a
-small VLM behind `vllm serve`. Rules run first so no model sees a photo a rule can reject; a photo over
-the harness's pixel limit (`eval.images.MAX_PIXELS`) is dropped from its header, never decoded. The free
-dish rules (construct/rules.py) run before any call too: a dish with no reference photo, a vague
-ingredient list, a rejected reference or too few user photos left costs no call for any of its photos
-(each is dropped `dish_ruled_out`, the dish's reason in WORK/photos/ruled_out.jsonl).
-
-Built for exports of millions of photos: the photos live in WORK/photos/state.sqlite (copied in dish
-order from the export's index), each pass reads them a page at a time and writes its verdicts back, so
-memory holds a page and a dish, never the export. The prefilter (the CPU of a build) runs on the engine
-(a process per core, or Ray tasks); the calls on the engine's call loop. A rerun after a kill keeps
-every prefilter result and recorded answer (and the call logs answer the rest without a paid call).
 """
 
 from __future__ import annotations
@@ -187,8 +173,7 @@ def _ask_check(ctx: Context, state: PhotoState, kind: str, asks: Iterator[Ask]) 
 def quality_of(text: str | None) -> tuple[str | None, dict[str, Any] | None]:
     """("good" | "bad" | None when unparsed, the parsed verdict) of a recorded quality answer's text."""
     verdict = parse_json_object(text)
-    grade = verdict.get("quality") if verdict and verdict.get("quality") in ("good", "bad") else None
-    return grade, verdict
+    return (verdict["quality"] if verdict and verdict.get("quality") in ("good", "bad") else None), verdict
 
 
 def check_quality(ctx: Context, state: PhotoState) -> bool:

@@ -1,7 +1,4 @@
-"""Run the stages in order on one work folder; each stage skips itself when its inputs are unchanged.
-
-The stages and their order are construct/stages.py's; each stage the pipeline runs is the module
-`construct/<name>.py`, imported here by that name (`stage_runs`)."""
+"""Run the stages in order on one work folder; each stage skips itself when its inputs are unchanged."""
 
 from __future__ import annotations
 
@@ -68,10 +65,8 @@ def record_wall(work: Path, stage: str, seconds: float, stats: dict | None) -> N
     finished record yet (a stage skipped as unchanged keeps the time it took when it ran)."""
     path = work / WALL
     recorded = read_json(path)
-    if stage in recorded and not (stats and stats["asked"]):
-        return
-    recorded[stage] = round(seconds, 3)
-    write_json(path, recorded)
+    if stage not in recorded or (stats and stats["asked"]):
+        write_json(path, {**recorded, stage: round(seconds, 3)})
 
 
 def pending_dish_review(work: str | Path) -> int:

@@ -1,13 +1,9 @@
 """The raw merchant export a build starts from (schema/raw_export.schema.json), read and checked.
 
-RAW/merchants.jsonl, RAW/dishes.jsonl, RAW/photos.jsonl and the photo files they name (relative to RAW).
-A malformed line is a one-line error naming the file and line: invalid JSON or UTF-8, a missing field,
-an id given twice, a dish without a merchant or with an unknown one, a nutrition unit other than
-per_serving / per_100g, a photo whose file does not exist. The export is read and checked whole
-before a stage writes anything, so a bad export never touches a work folder's decisions. Merchants and
-dishes are held in memory; the photos, the bulk of an export (20M at the paper's scale), stream into an
-on-disk index (`PhotoIndex`).
-"""
+A malformed line is a one-line error naming the file and line: invalid JSON or UTF-8, a missing field, an
+id given twice, a dish without a merchant or with an unknown one, a nutrition unit other than per_serving /
+per_100g, a photo whose file does not exist. The export is checked whole before a stage writes anything, so
+a bad export never touches a work folder's decisions."""
 
 from __future__ import annotations
 
@@ -89,8 +85,7 @@ class PhotoIndex:
                 " ORDER BY dish_id, rank, photo_id LIMIT ?", (*last, page)).fetchall()
             if not rows:
                 return
-            for pid, dish, role, path, _ in rows:
-                yield pid, dish, role, path
+            yield from (row[:4] for row in rows)
             pid, dish, _, _, user = rows[-1]
             last = (dish, user, pid)
 
@@ -170,8 +165,7 @@ def _unique(table: dict[str, Any], key: str, where: str, id_field: str) -> None:
 
 
 def _need(row: dict[str, Any], where: str, *keys: str) -> None:
-    missing = [k for k in keys if not isinstance(row.get(k), str) or not row[k].strip()]
-    if missing:
+    if missing := [k for k in keys if not isinstance(row.get(k), str) or not row[k].strip()]:
         raise BuildError(f"{where}: missing or empty {', '.join(missing)}")
 
 
@@ -253,9 +247,8 @@ def _dish(raw: RawExport, lineno: int, row: dict[str, Any]) -> Dish:
         if nutrition["unit"] not in NUTRITION_UNITS:
             raise BuildError(f"{where}: nutrition unit {nutrition['unit']!r} is unknown "
                              f"(one of {', '.join(NUTRITION_UNITS)})")
-        bad = [n for n in NUTRIENTS if isinstance(nutrition.get(n), bool)
-               or not isinstance(nutrition.get(n), int | float)]
-        if bad:
+        if bad := [n for n in NUTRIENTS if isinstance(nutrition.get(n), bool)
+                   or not isinstance(nutrition.get(n), int | float)]:
             raise BuildError(f"{where}: nutrition lacks numeric {', '.join(bad)}")
     return Dish(row["dish_id"], row["merchant_id"], row["name"], row["menu_category"],
                 str(row.get("description") or ""), tuple(ingredients), str(row.get("portion") or ""), nutrition)

@@ -1,24 +1,4 @@
-"""`--engine ray`: the build's per-photo and per-call work on Ray Data (requirements-ray.txt).
-
-- The rule prefilter: the photo rows go to JSON-lines chunk files in the work folder, read as a Ray
-  dataset, and `map_batches` runs the prefilter as tasks (one CPU each) on every node.
-- Each call phase: its asks (item, prompt, photo files: never photo bytes) go to chunk files, read as a
-  dataset; an actor pool (`--ray-actors`, a quarter CPU each: the calls wait on the network, and a whole
-  CPU each would starve the read tasks on a small machine) answers them. Each actor holds one client per
-  `--base-url` replica (round-robin, each actor starting at another replica), keeps `--concurrency` /
-  actors calls in flight with the same call loop as the local engine (construct/models.py), reads
-  and encodes photos just ahead of its calls, looks cached answers up in the stage's call index
-  (read-only) and appends what it asks to its own log, WORK/<stage>/calls.d/<actor>.jsonl, one flushed
-  line per answer: a killed driver or actor loses only the calls in flight. Ray restarts a killed actor
-  and retries its batch.
-- The driver streams the answers back (`iter_batches`) and decides, as the local engine does.
-
-The work folder and the export must be on a file system every node mounts (a single machine, NFS, a
-FUSE mount of a bucket): the actors read photos and write their logs there.
-
-Started without `--ray-address`, the engine starts a local Ray (all cores) and a watchdog process that
-stops it when the driver dies, however it dies (kill -9 included): no Ray process outlives the build.
-"""
+"""`--engine ray`: the build's per-photo and per-call work on Ray Data (requirements-ray.txt)."""
 
 from __future__ import annotations
 
@@ -130,7 +110,12 @@ class CallActor:
 
 
 class RayEngine:
-    """The stages' per-photo and per-call work on Ray Data (see the module's docstring)."""
+    """The stages' per-photo and per-call work on Ray Data. The prefilter: the photo rows as JSON-lines chunk
+    files in the work folder, read as a dataset, `map_batches` tasks of one CPU each. A call phase: its asks
+    (never photo bytes) as chunk files, answered by an actor pool (`CallActor`, a quarter CPU each: the calls
+    wait on the network, and a whole CPU each would starve the read tasks on a small machine), each actor
+    reading cached answers from the stage's call index (read-only) and appending one flushed line per answer
+    to its own log; the driver streams the answers back (`iter_batches`) and decides, as locally."""
 
     name = "ray"
 

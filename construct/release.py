@@ -1,8 +1,6 @@
 """Stage 8, the release: the items review lets through, with their photo bytes, written as Parquet by
 `diningbench.write_release` (classification carries `option_dish_ids`) or in the authors' layout by
-`dataset.official.write_official` (`--layout official`), a card with the counts, the cuisine table and
-the funnel, then `diningbench.validate`.
-"""
+`dataset.official.write_official` (`--layout official`), with a card, then `diningbench.validate`."""
 
 from __future__ import annotations
 
@@ -93,8 +91,7 @@ def usda_markdown(work: Path, s: BuildSettings) -> str:
     source = f"`{Path(s.fdc).name}`" if s.fdc else f"the bundled SR28 subset (`{BUNDLED.name}`, 41 foods)"
     grams = [(c["coverage"], len(c["matched"]) + len(c["unmatched"])) for c in checks]
     coverage = sum(cov * n for cov, n in grams) / max(1, sum(n for _, n in grams))
-    judged = sum(bool(c["judged"]) for c in checks)
-    flagged = sum(bool(c["flag"]) for c in checks)
+    judged, flagged = sum(bool(c["judged"]) for c in checks), sum(bool(c["flag"]) for c in checks)
     return (f"USDA check (computed by code from each dish's ingredient grams x FoodData Central per-100 g values, "
             f"independent of any model): on, from {source}; {len(checks)} nutrition item(s), {coverage:.0%} of their "
             f"weighed ingredient entries' grams matched on average; {judged} judged (>= 80% of the grams matched, "

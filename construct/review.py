@@ -1,21 +1,6 @@
 """Human review, twice as in the paper: the base dishes after dish selection (before any task item is
 generated), and every translated item before release; then a sampled audit of the final items by a
-second reviewer, with agreement and Cohen's kappa on the release card.
-
-Per pass an append-only log (the last word on an item wins): WORK/dish_review/log.jsonl for the base
-dishes (`--stage dishes`), WORK/review/log.jsonl for the items, WORK/review/audit.jsonl for the audit.
-Each entry names its reviewer (`--reviewer`), or "bulk" for `--approve-all`.
-- CSV: `python -m construct review WORK [--stage dishes] --export review.csv`, fill the `decision`
-  column with approve / reject, then `--import review.csv`. Export neutralises cells a spreadsheet
-  would run as a formula (a leading `= + - @`, tab or CR gets a `'`; import strips exactly that `'`).
-  Import checks the whole file first (an error names its CSV line and records nothing), then appends
-  all its decisions in one atomic write.
-- functions for an app tab: `list_items`, `get_item` (with photo paths), `record_decision`;
-- `--approve-all` (`approve_all`): approve everything still pending, reviewer "bulk", noted "approved
-  in bulk"; the card counts these as bulk approval, never as a human check;
-- `--audit N --export audit.csv`: N decided items per task drawn at random (seeded), decisions left
-  blank, for a second reviewer; `--import audit.csv --reviewer NAME` records them in the audit log.
-"""
+second reviewer, with agreement and Cohen's kappa on the release card."""
 
 from __future__ import annotations
 
@@ -86,6 +71,8 @@ def _log_path(work: Path, stage: str) -> Path:
 
 
 def _log(work: Path, stage: str = "items") -> dict[str, dict[str, Any]]:
+    """A pass's append-only log (dish_review/log.jsonl, review/log.jsonl or review/audit.jsonl), the last
+    word on an item winning; each entry names its reviewer, or "bulk"."""
     return {entry["item"]: entry for entry in read_jsonl(_log_path(Path(work), stage))}
 
 
@@ -327,8 +314,7 @@ def write_decisions(work: str | Path) -> None:
         entry = log.get(row["id"], {})
         by = {"note": entry.get("note", ""), "reviewer": entry.get("reviewer", "")}
         decisions.append(_decide(row["id"], row["task"], entry, by, is_exempt(row, exempt)))
-    stage = Stage(work, NAME)
-    write_jsonl(stage.dir / "decisions.jsonl", (asdict(d) for d in decisions))
+    write_jsonl(Stage(work, NAME).dir / "decisions.jsonl", (asdict(d) for d in decisions))
 
 
 def write_dish_decisions(work: str | Path) -> int:

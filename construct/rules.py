@@ -1,8 +1,6 @@
-"""The free rules a dish must pass before any model is asked about it or its photos: a reference photo,
-a detailed ingredient list (not menu marketing), enough user photos. The photo stage applies them first
-(a dish that fails one costs no call: 12.5% of the photo calls went to such dishes), the dish stage
-states them (construct/dishes.py).
-"""
+"""The free rules a dish must pass before any model is asked about it or its photos: a reference photo, a
+detailed ingredient list (not menu marketing), enough user photos. The photo stage applies them first (12.5%
+of the photo calls went to dishes that fail one), the dish stage states them (construct/dishes.py)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """The construction stages, registered once: each stage's name (its folder WORK/<name>/, the `stage` of its
 call logs and requests), its place in the build and whether the pipeline runs it; and the prompts the
-stages send, each under an id, with the stand-in's answer to it.
-
-Stages read each other's folders by the names below, never by importing each other. A stage the pipeline
-runs is the module `construct/<name>.py` with a `run(ctx)`; a new one is that module and its name added
-here (ARCHITECTURE.md, "Where to add: a construction stage").
-"""
+stages send, each under an id, with the stand-in's answer to it."""
 
 from __future__ import annotations
 

@@ -1,29 +1,6 @@
-"""A STAND-IN for the construction stages' model, NOT a model: an OpenAI-compatible server on
-127.0.0.1 that answers each stage prompt of `python -m construct run` from the synthetic generator's
-known truth (synthetic/raw_export.py), for demos and tests only. Its answers say nothing about any
-model; the release it helps build is exactly as good as the synthetic export it was told about.
-
-    python diningbench.py sample --raw --merchants 40 --out raw/
-    python -m construct.standin raw/ --port 8765          # Ctrl-C or SIGTERM stops it
-    python -m construct run raw/ --out work/ --base-url http://127.0.0.1:8765/v1 \
-        --model openai:standin --filter-models openai:standin-judge-a,openai:standin-judge-b
-
-It only knows the exports `python diningbench.py sample --raw [--seed N] [--merchants N]` writes: it
-renders that export again from the seed and its number of merchants (about a second per four) and
-refuses a folder whose photos differ. It answers under any model name (the two filter models only
-tell its audit passes apart), and its answer depends only on the request, never on call order. It
-recognises a photo by the SHA-256 of the bytes it receives (small JPEGs travel as stored) and a dish
-by its id or name, and answers as a careful model would, except where the truth plants a defect that
-only a model can make: an ambiguous or too-easy classification item (found by one of the two filter
-models), and VQA drafts that break a question rule, repeat another question or fail an audit.
-It answers each prompt by its id (construct/stages.py: the registered prompt whose opening line the
-request's text has), with the answer registered for that id: the stages below, here; a new stage, in
-its own module.
-A dedupe pair (named by its ids in the prompt; a group question names a dish and several others, each
-answered apart) is the same dish when the truth gives both one recipe,
-and the same question when the truth gives both items one question text. The
-tests' fake (tests/fakes/construct_server.py) answers with the same `ConstructOracle`.
-"""
+"""A STAND-IN for the construction stages' model, NOT a model: an OpenAI-compatible server on 127.0.0.1
+that answers each stage prompt of `python -m construct run` from the synthetic generator's known truth
+(synthetic/raw_export.py), for demos and tests only; its answers say nothing about any model."""
 
 from __future__ import annotations
 
@@ -80,7 +57,12 @@ ASPECTS = [("份量", "portion size"), ("主料数量", "amount of the main ingr
 
 class ConstructOracle:
     """The answers. Each depends only on the request (prompt, images, model name), never on what was
-    asked before, so both engines, retries, replicas and any call order get the same answer to the same prompt."""
+    asked before, so both engines, retries, replicas and any call order get the same answer to the same
+    prompt. A photo is known by the SHA-256 of the bytes received (small JPEGs travel as stored), a dish by
+    its id or name. The answers are a careful model's, except where the truth plants a defect only a model
+    can make: an ambiguous or too-easy classification item (found by one of the two filter models, whose
+    names only tell the audit passes apart) and VQA drafts that break a question rule, repeat another
+    question or fail an audit."""
 
     CATEGORIES = ("multi_image_analysis", "cuisine_technique", "dietary_suggestion", "counterfactual_reasoning")
 
@@ -140,6 +122,7 @@ class ConstructOracle:
     # -- dedupe: pairs named by id in the prompt, judged from the truth alone
     @standin_answer(dishes.PAIR_PROMPT, dishes.GROUP_PROMPT)
     def same_dish(self, request: StageRequest) -> dict:
+        """The same dish when the truth gives both one recipe; a group question is answered pair by pair."""
         named = re.findall(r"^Dish (A|B\d*) \((\S+)\):", request.prompt, flags=re.M)
         recipe = ("standard_name", "slots", "grams")
 
@@ -154,6 +137,7 @@ class ConstructOracle:
 
     @standin_answer(vqa.PAIR_PROMPT)
     def same_question(self, request: StageRequest) -> dict:
+        """The same question when the truth gives both items one question text."""
         a, b = (self.texts(*item.split(":"))[0]["question"]
                 for item in re.findall(r"^Question [AB] \((\S+)\):", request.prompt, flags=re.M))
         return {"same_question": a == b, "reason": "asks the same thing" if a == b else "asks different things"}
@@ -274,8 +258,9 @@ class ConstructOracle:
 
 # -- the synthetic export's truth
 def synthetic_truth(raw: str | Path, seed: int = 0) -> dict[str, Any]:
-    """The truth of the synthetic export in `raw` (any `--merchants N`), rendered again from `seed`;
-    ValueError when the folder's photos are not that export's (the stand-in knows nothing else)."""
+    """The truth of the synthetic export in `raw` (any `--merchants N`), rendered again from `seed` (about
+    a second per four merchants); ValueError when the folder's photos are not that export's (the stand-in
+    knows nothing else)."""
     from synthetic.raw_export import write_raw_export
 
     raw = Path(raw)
@@ -387,8 +372,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length)
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         if self.path.rstrip("/") != "/v1/chat/completions":
             return self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
         try:

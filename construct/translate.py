@@ -1,7 +1,6 @@
 """Stage 6, translation to English: dish names once per merchant as a glossary (so an option, a dish
 name and a question name a dish the same way), then each VQA item's question, answer and rationale
-with that glossary in the prompt. A translation that drops a glossary name is rejected.
-"""
+with that glossary in the prompt. A translation that drops a glossary name is rejected."""
 
 from __future__ import annotations
 
@@ -131,8 +130,7 @@ def check_texts(rows: list[dict], answers: dict[str, Answer], glossary: dict[str
         if failed := triage(row["id"], answer.error, True, "vqa"):  # unreadable text is "untranslated", below
             decisions.append(failed)
             continue
-        parsed = parse_text(answer.text)
-        if parsed is None:
+        if (parsed := parse_text(answer.text)) is None:
             decisions.append(dropped(row["id"], "untranslated", "vqa"))
             continue
         g = glossary.get(row["merchant_id"], {})

@@ -1,11 +1,6 @@
-"""Stage 5, VQA items: one item per dish, as the paper builds them, its category drawn to a target mix
-(`--vqa-mix`, default the paper's technique 66.2%, dietary 27.2%, multi-image 4.4%, counterfactual
-2.2%): a multi-image "merchant photo vs. customer photo" question only for a dish with two good views,
-else a single-image question; answer and rationale grounded in the dish's metadata (Tables 8, 9);
-question rules; near-duplicate questions within a category removed (blocking, then the model judges
-each candidate pair: construct/dedupe.py); two audit passes by two models that reject with an
-issue_category (Table 12).
-"""
+"""Stage 5, VQA items: one item per dish, its category drawn to `--vqa-mix`, question, answer and rationale
+grounded in the dish's metadata (Tables 8, 9); question rules, near-duplicate questions within a category
+removed (construct/dedupe.py), two audits by two models that reject with an issue_category (Table 12)."""
 
 from __future__ import annotations
 
@@ -80,9 +75,7 @@ def question_problem(question: str) -> str | None:
     marks = len(re.findall(r"[?？]", question))
     if marks != 1 or not question.rstrip().endswith(("?", "？")):
         return "multiple_questions" if marks > 1 else "not_a_question"
-    if any(p in question.lower() for p in DESCRIBES_IMAGE):
-        return "describes_image"
-    return None
+    return "describes_image" if any(p in question.lower() for p in DESCRIBES_IMAGE) else None
 
 
 def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> tuple[dict[str, dict], bool]:
@@ -252,8 +245,7 @@ def audit_asks(ctx: Context, drafts: dict[str, dict], accepted: list[str]) -> li
     """Ask: one audit question per accepted draft, with the photos its question was written for."""
     return [Ask(item, AUDIT_PROMPT.format(question=drafts[item]["question"], answer=drafts[item]["answer"],
                                           rationale=drafts[item]["rationale"], issues=", ".join(ISSUES)),
-                photos=ctx.raw.photo_refs(drafts[item]["photos"]))
-            for item in accepted]
+                photos=ctx.raw.photo_refs(drafts[item]["photos"])) for item in accepted]
 
 
 def parse_audit(text: str | None) -> tuple[str | None, str | None]:

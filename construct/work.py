@@ -1,9 +1,6 @@
-"""The work folder of a build: its settings, and per stage the decisions and the items it passes on.
-
-WORK/config.json holds the settings; WORK/<stage>/decisions.jsonl says, for every item the stage saw,
-`kept` or `dropped` and why; WORK/<stage>/items.jsonl is what the next stage reads; WORK/<stage>/done.json
-marks a finished stage with the key of its inputs (`inputs_key`), so a rerun skips it unless they changed.
-"""
+"""The work folder of a build: its settings (WORK/config.json), and per stage (WORK/<stage>/) its decisions
+(decisions.jsonl: kept or dropped and why, for every item it saw), the items it passes on (items.jsonl) and
+done.json, marking it finished with its inputs' key (`inputs_key`): a rerun skips it unless they changed."""
 
 from __future__ import annotations
 
@@ -220,9 +217,8 @@ def load_settings(work: Path) -> BuildSettings:
     path = work / "config.json"
     if not path.exists():
         raise BuildError(f"{work} is not a construction work folder (no config.json); run `python -m construct run` first")
-    values = json.loads(path.read_text(encoding="utf-8"))
-    known = {f.name for f in fields(BuildSettings)}
-    values = {k: v for k, v in values.items() if k in known}  # a retired setting (e.g. `shard`) is ignored
+    known = {f.name for f in fields(BuildSettings)}  # a retired setting (e.g. `shard`) is ignored
+    values = {k: v for k, v in json.loads(path.read_text(encoding="utf-8")).items() if k in known}
     if values.get("price_per_mtok"):
         values["price_per_mtok"] = tuple(values["price_per_mtok"])
     return BuildSettings(**values)
