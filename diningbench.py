@@ -155,11 +155,7 @@ from dataset.schema import (
     release_schema,
     schema_problems,
 )
-from dataset.stats import (
-    chi_square_sf,
-    position_bias,
-    regularized_gamma_q,
-)
+from dataset.stats import chi_square_sf, position_bias, regularized_gamma_q
 from dataset.validate import Problem, image_problem
 
 __all__ = ["arrow_schema", "CARD", "CITATION", "column_type_ok", "COLUMNS", "columns", "COMMON_COLUMNS", "CONFIGS", "CUISINES", "DatasetError", "DESCRIPTION", "encode_row", "ENVIRONMENT_ERRORS", "features", "GRAMS_PER_UNIT", "IMAGE", "IMAGE_ROLES", "LETTERS", "LICENSE", "MAX_CALORIES", "MAX_GRAMS", "MAX_PIXELS", "MIN_POSITIVE", "NUTRIENTS", "NUTRITION_SOURCES", "OPTIONAL_COLUMNS", "portion_grams", "release_schema", "ROOT", "ROW_GROUP_SIZE", "SAMPLE_DIR", "schema_problems", "SPLIT", "VQA_CATEGORIES", "iter_jsonl_objects", "file_problem", "finite_number", "json_depth_within", "read_json_file", "MAX_JSON_FILE_BYTES", "JsonlPolicy", "MAX_JSON_DEPTH", "datasets_cache", "fingerprint", "FINGERPRINTS_KEPT", "hub_reachable", "IMAGE_BATCH", "IMAGE_CACHES_KEPT", "load", "LoadedRelease", "LocalRelease", "read_release", "chi_square_sf", "position_bias", "regularized_gamma_q", "image_problem", "Problem", "summary", "validate", "build", "card_info", "card_text", "generate", "push", "ShardWriter", "write_release",

@@ -1,11 +1,6 @@
 """What the framework adapters share: DiningBench items exactly as the harness asks them, and their scores.
 
-The inspect_ai and lmms-eval tasks take everything from the run's protocol (`eval.protocols`), decided
-as `python -m eval run` decides it (`eval.api.resolve_protocol`: the one named, else the authors' on
-their release, ours on ours): each request as the protocol builds it (prompt, views, temperature and
-token budget), each answer read and scored by the protocol's `Tally` (the functions a run folder's
-scoring calls), and the summary figure the protocol reports first (the authors' under theirs).
-"""
+Everything comes from the run's protocol (`eval.protocols`), decided as `python -m eval run` decides it."""
 
 from __future__ import annotations
 
@@ -165,7 +160,6 @@ class _Judge:
 def _fold(protocol: protocols.Protocol, tally: protocols.Tally, spec: tasks.Task, row: dict[str, Any],
           raw: str | None, lang: str, judge: _Judge, *, ask_judge: bool = True) -> dict[str, Any]:
     """One answer through the protocol's tally: read, scored, and judged where the task is."""
-    task = spec.name
     text = tasks.parse_input(raw) if isinstance(raw, str) else raw
     if spec.judged:
         parsed = spec.read_answer(text or "", row, lang)
@@ -173,7 +167,7 @@ def _fold(protocol: protocols.Protocol, tally: protocols.Tally, spec: tasks.Task
         parsed = spec.read_answer(text, row, lang)
     else:
         parsed = None  # no answer, or a reference ours cannot read: the protocol's own reading alone
-    prediction = Prediction(id=str(row["id"]), task=task, raw=raw, parsed=parsed, error=None, attempts=1,
+    prediction = Prediction(id=str(row["id"]), task=spec.name, raw=raw, parsed=parsed, error=None, attempts=1,
                             latency_s=0.0, usage=None, request_hash="")
     record = tally.add(prediction, row)
     if spec.judged and ask_judge:

@@ -1,21 +1,6 @@
 """Adaptive concurrency: the default `python -m eval run` (`--concurrency auto`) beside fixed
-concurrencies, on servers that push back the way real ones do (`bench.load_servers`): a vLLM-like
-server (K sequences at once, the rest queued, latency rising with the batch), a queueing server
-(48 at once, the rest queued: latency grows with the queue alone), a hosted API with a token-bucket
-rate limit (429s and OpenAI's rate-limit headers), one whose tight token limit binds and counts
-each request's prompt and max_tokens when it arrives (as OpenAI does), and a flaky server (a share
-of 503s). For each kind, in one run: today's fixed 8, a sweep of fixed concurrencies (the best one
-is the reference), and auto; optionally inspect_ai's adaptive connections (`--inspect`, when its
-installed version has them).
-
-Each cell is a whole `python -m eval run` process against a fresh server process. Wall is the
-server's busy time (first request to last answer: the start-up of the process is the same for every
-cell and is left out); CPU is the client process's user + system time per request (start-up
-included). Targets (issue: fill the server without being told how): vLLM-like wall <= 1.15x the
-best fixed; queueing: settled at most 2x its slots, wall <= 1.15x the best fixed; rate-limited
-(both) wall <= 1.15x what the limit allows with <= 2% of requests answered 429; flaky: every item
-answered, wall <= 1.2x the best fixed; 0 items lost everywhere; never slower than fixed 8; CPU per
-request <= fixed 8's + 10%.
+concurrencies (the best of the sweep is the reference) on servers that push back as real ones do (`kinds`).
+Targets (the issue: fill the server without being told how) in bench/README.md; tight TPM's are rate-limited's.
 
     python -m bench.adaptive [--items 600] [--quick] [--json FILE]
 """
@@ -72,7 +57,9 @@ def eval_run(base_url: str, release: Path, n: int, out: Path) -> list[str]:
 
 
 def cell(release: Path, spec: ServerSpec, n: int, concurrency: str, work: Path, kind: str = "") -> dict[str, Any]:
-    """One `python -m eval run` against a fresh server of `spec`: wall, CPU, items lost, 429 share."""
+    """One `python -m eval run` process against a fresh server process of `spec`: wall (the server's busy time,
+    first request to last answer: start-up, the same in every cell, is left out), CPU per request (the process's
+    user + system, start-up included), items lost, 429 share."""
     kind = kind or spec.kind
     out = work / f"{kind}-{concurrency}"
     with ProcessServer(spec) as server:
@@ -136,8 +123,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"| {r['kind']} | {'auto (default)' if r['concurrency'] == 'default' else r['concurrency']} | "
                      f"{r['wall_s']:.2f} | {r['vs_best']:.2f}x | {r['vs_reference']:.2f}x | {r['vs_fixed8']:.2f}x | "
                      f"{r['lost']} | {r['refused_share']:.1%} | {r['settled'] if r['settled'] is not None else '–'} | "
-                     f"{r['max_in_flight']} | "
-                     f"{r['cpu_ms_per_request']:.2f} | {r['cpu_vs_fixed8']:.2f}x |")
+                     f"{r['max_in_flight']} | {r['cpu_ms_per_request']:.2f} | {r['cpu_vs_fixed8']:.2f}x |")
     return "\n".join(lines)
 
 

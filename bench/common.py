@@ -1,9 +1,5 @@
 """What every bench shares: where the paper-size release lives (and building it once), the machine
-description, and printing results as one table.
-
-A result is a flat dict: `name`, `measured` and `reference` (seconds or MiB), `ratio`, `target`
-(None when the figure is reported without a target), `unit` and `note` (the size used).
-"""
+description, and printing results as one table."""
 
 from __future__ import annotations
 
@@ -48,9 +44,8 @@ def build_record_path(release: Path) -> Path:
 def ensure_release(release: Path, scale: str = "paper", *, rebuild: bool = False) -> dict[str, Any] | None:
     """Make sure `release` holds a generated release; build it (timed) when missing or asked to.
 
-    Returns the build record `{"seconds", "scale", "max_rss_mib", "command"}` when one is known
-    (from this call or an earlier one), else None. Building the paper scale takes many minutes.
-    """
+    Returns the build record `{"seconds", "scale", "max_rss_mib", "command"}` when one is known (from this
+    call or an earlier one), else None. Building the paper scale takes many minutes."""
     record_path = build_record_path(release)
     if rebuild or not (release / "data").is_dir():
         command = [sys.executable, "diningbench.py", "sample", "--scale", scale, "--out", str(release)]
@@ -77,11 +72,9 @@ def release_counts(release: Path) -> dict[str, int]:
     """Rows per config, from the Parquet footers (no data read)."""
     import pyarrow.parquet as pq
 
-    counts = {}
-    for config in PAPER_COUNTS:
-        files = sorted((release / "data" / config).glob("*.parquet"))
-        counts[config] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    return counts
+    data = release / "data"
+    return {config: sum(pq.ParquetFile(f).metadata.num_rows for f in (data / config).glob("*.parquet"))
+            for config in PAPER_COUNTS}
 
 
 def warm_imports() -> None:
@@ -98,9 +91,8 @@ def warm_imports() -> None:
 
 def import_seconds() -> float:
     """Cold start-up of the harness in a fresh interpreter (`warm_imports`), minus a bare interpreter."""
-    code = "from bench.common import warm_imports; warm_imports()"
     times = []
-    for snippet in ("pass", code):
+    for snippet in ("pass", "from bench.common import warm_imports; warm_imports()"):
         start = time.perf_counter()
         subprocess.run([sys.executable, "-c", snippet], cwd=REPO, check=True, capture_output=True,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -123,19 +115,16 @@ def machine() -> dict[str, Any]:
     """CPU model and count, memory, load, Python: the context every figure needs."""
     model = platform.processor() or "unknown"
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), model)
     except OSError:
         pass
-    memory_gib = None
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                memory_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
+        memory_gib = next((round(int(line.split()[1]) / 1024 / 1024, 1)
+                           for line in Path("/proc/meminfo").read_text().splitlines()
+                           if line.startswith("MemTotal:")), None)
     except OSError:
-        pass
+        memory_gib = None
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {"cpu": model, "cpus": os.cpu_count(), "memory_gib": memory_gib, "python": platform.python_version(),
             "load_1min": round(load[0], 2)}
@@ -143,7 +132,8 @@ def machine() -> dict[str, Any]:
 
 def result(name: str, measured: float, reference: float | None, *, unit: str = "s", target: float | None = None,
            note: str = "", **extra: Any) -> dict[str, Any]:
-    """One row of the results table; `ratio` = measured / reference when there is a reference."""
+    """One row of the results table, a flat dict: `measured` and `reference` in seconds or MiB, `ratio` = measured /
+    reference when there is a reference, `target` None when the figure has none, `note` the size used."""
     ratio = measured / reference if reference else None
     return {"name": name, "measured": measured, "reference": reference, "ratio": ratio, "target": target,
             "unit": unit, "note": note, **extra}

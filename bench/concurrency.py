@@ -1,18 +1,6 @@
 """Concurrency efficiency: N requests against a server with a fixed latency at concurrency C, versus
-the ideal N x latency / C. Target <= 1.05x (1,000 requests, 100 ms, concurrency 64), on a server
-that reports its context (GET /v1/models with `max_model_len`, as `vllm serve`) and on one that
-does not (a 404 there: no request may wait for another to learn what the server accepts).
-
-The measured path is the harness's own generation loop: requests built from the release's
-nutrition rows (`eval.requests.build_request`, one view each, a few rows ahead as `eval.api.run`
-builds them: `eval.runner.built_ahead`), sent by `eval.runner.execute` through
-the real `openai:` backend, parsed (`eval.api.parse`, `eval.api.to_prediction`) and appended to predictions.jsonl
-(`eval.store.PredictionStore`). Two more rows, for reference: the same loop with a backend that
-only sleeps the latency in-process (no HTTP: the runner's own floor, which includes the rounding
-of N / C up to whole rounds), the whole `eval.api.run` (dataset load and scoring included), and a
-bare client: the same bodies, built before the clock starts, written with raw asyncio HTTP/1.1 over
-kept-alive connections and the replies read, nothing else. The bare client is what this machine, its
-loopback and the server allow any client; the harness's own share is its time over the bare client's.
+the ideal N x latency / C, on a server that reports its context and on one that answers 404 there (no request
+may wait for another to learn what the server accepts). What each row measures: bench/README.md.
 
     python -m bench.concurrency [--requests 1000] [--latency 0.1] [--concurrency 64] [--images 1]
 """
@@ -21,19 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
-    PAPER_RELEASE,
-    BenchError,
-    report_on_release,
-    result,
-    warm_imports,
-)
+from bench.common import PAPER_RELEASE, BenchError, report_on_release, result, warm_imports
 from bench.overhead import placeholder_key
 from bench.server import DEFAULT_ANSWER, BenchServer
 
@@ -48,11 +31,8 @@ def nutrition_rows(release: Path, n: int) -> list[dict[str, Any]]:
     rows = dataset.select(range(min(n, len(dataset)))).to_list()
     if not rows:
         raise BenchError(f"{release} has no nutrition rows")
-    cycled = []
-    for k in range(n):
-        row = rows[k % len(rows)]
-        cycled.append(row if k < len(rows) else {**row, "id": f"{row['id']}~{k}"})
-    return cycled
+    return rows + [{**row, "id": f"{row['id']}~{k}"}
+                   for k, row in zip(range(len(rows), n), itertools.cycle(rows))]
 
 
 class SleepingBackend:
@@ -119,11 +99,8 @@ async def _generate(base_url: str, rows: list[dict[str, Any]], out: Path, concur
     from eval.store import PredictionStore
     from eval.tasks.nutrition import TASK as nutrition
 
-    backend: Any
-    if client == "sleep":
-        backend = SleepingBackend(latency)
-    else:
-        backend = make_backend("openai:bench-vlm", BackendOptions(base_url=base_url, timeout=60.0))
+    backend: Any = (SleepingBackend(latency) if client == "sleep"
+                    else make_backend("openai:bench-vlm", BackendOptions(base_url=base_url, timeout=60.0)))
     if timeline is not None:
         backend = Timeline(backend)
         timeline.append(backend)

@@ -1,39 +1,12 @@
 """Construction dedupe on menus that look like real ones, at 2k, 8k and 32k dishes: candidate pairs per
-dish, recall of planted twins by kind, blocking time and its growth, and what a judge that is wrong on 5%
-of the other candidates would drop, with the former all-pairs rule timed beside it at the small sizes.
+dish, recall of planted twins by kind, blocking time and its growth, and what a judge that is wrong on 5% of
+the other candidates would drop, with the former all-pairs rule timed beside it at the small sizes.
 
     python -m bench.construct_dedupe                 # 2,000 / 8,000 / 32,000 dishes
     python -m bench.construct_dedupe --sizes 1000,4000 --all-pairs-up-to 1000
 
-Each size is measured on two generators written apart: `realistic_menus` below, and
-`bench/dedupe_menus.py:standard_menus` (Zipf-popular standard dishes under one name on many menus,
-technique + protein + vegetables + base names, a quarter of merchants in English). Judge questions per
-dish count the questions `construct.dish_dedupe.judge_groups` makes of the candidate pairs.
-
-The menus (`realistic_menus`): 20 dishes per merchant; each dish 3 to 5 staples and seasonings (rice,
-egg, oil, scallion, soy sauce, salt, garlic, ginger ...), 2 to 4 main ingredients of the lexicon's ~100
-(construct/lexicon.py) and one of a long tail of specific ingredients that grows with the menus (as real
-vocabularies do), its name a cooking method, one or two of its mains and a dish word (soup, noodles,
-dumplings ...). Planted twins, each another merchant's copy of an earlier dish, 1% of dishes per kind:
-`marketing` (a prefix such as "Signature" or "Grandma's"), `synonym` (green onion for scallion, prawns
-for shrimp, aubergine for eggplant ...), `reordered` ("Noodle Soup with Beef"), `ingredients` (one
-ingredient dropped and a seasoning added) and `language` (the name and ingredients in Chinese; the tail
-ingredient in characters the lexicon does not know). `near_miss` dishes (3%) are another merchant's dish
-with its main protein swapped: alike, not twins.
-
-Blocking is timed as the dishes stage runs it (`construct.dish_dedupe.dish_candidates`: concepts, weights,
-prefix filtering, the K best earlier partners per dish); recall counts a planted pair found among the
-candidates. The `language` kind is measured twice: with the lexicon alone, and with a glossary of the
-dish names in English (what the build asks the model for; here the generator's own English names). The
-embeddings row uses made-up vectors (each concept a random direction, a dish the sum of its concepts
-plus noise; the same in both languages), so it measures the nearest-neighbour search, its floor and its
-bound per dish, not any embedding model. The judge row scores each candidate with a judge that confirms
-every planted twin and says "same" for 5% of the other candidates (by a hash of the pair), then resolves
-(`construct.dedupe.resolve`): the share of dishes dropped that were no twin of the dish kept.
-Times are CPU seconds of this process, blocking the fastest of `--repeats` runs. The reference is the
-rule of an earlier release (every cross-merchant pair of survivors, ingredient-name Jaccard >= 0.9).
-Exponents are least-squares slopes of log(time) and log(pairs) on log(dishes).
-"""
+Each size is measured on two generators written apart: `realistic_menus` below and
+`bench/dedupe_menus.py:standard_menus`. Times are CPU seconds of this process."""
 
 from __future__ import annotations
 
@@ -94,7 +67,15 @@ def _word(k: int) -> str:
 
 def realistic_menus(n: int, seed: int = 0) -> tuple[list[Any], dict[frozenset[str], str], list[list[str]], dict[str, str]]:
     """`n` dishes (construct.raw.Dish), the planted pairs {pair: kind} (twin kinds and "near_miss"), each
-    dish's concepts (for made-up embeddings) and {Chinese name: English name} of the `language` twins."""
+    dish's concepts (for made-up embeddings) and {Chinese name: English name} of the `language` twins.
+
+    20 dishes a merchant; each 3 to 5 staples and seasonings, 2 to 4 of the lexicon's ~100 mains
+    (construct/lexicon.py) and one of a long tail of specific ingredients that grows with the menus (as real
+    vocabularies do); its name a cooking method, one or two of its mains and a dish word. Twins, 1% of dishes per
+    kind, are another merchant's copy of an earlier dish: `marketing` (a prefix such as "Signature"), `synonym`
+    (green onion for scallion ...), `reordered` ("Noodle Soup with Beef"), `ingredients` (one dropped, a seasoning
+    added), `language` (name and ingredients in Chinese; the tail ingredient in characters the lexicon does not
+    know). `near_miss` (3%): another merchant's dish with its main protein swapped: alike, not twins."""
     from construct.raw import Dish
 
     rng = np.random.default_rng(seed)
@@ -184,7 +165,8 @@ def realistic_menus(n: int, seed: int = 0) -> tuple[list[Any], dict[frozenset[st
 
 
 def made_up_vectors(concepts: list[list[str]], dim: int = 64, noise: float = 0.35, seed: int = 1) -> np.ndarray:
-    """A vector per dish: the sum of its concepts' random directions plus noise (module docstring)."""
+    """A vector per dish: the sum of its concepts' random directions plus noise, the same in both languages, so
+    the embeddings row measures the nearest-neighbour search, its floor and its bound per dish, not any model."""
     rng = np.random.default_rng(seed)
     direction: dict[str, np.ndarray] = {}
     rows = []
@@ -197,6 +179,8 @@ def made_up_vectors(concepts: list[list[str]], dim: int = 64, noise: float = 0.3
 
 def blocked(dishes: list[Any], vectors: np.ndarray | None = None,
             glossary: dict[str, str] | None = None) -> tuple[float, list[tuple[str, str]]]:
+    """Blocking as the dishes stage runs it (concepts, weights, prefix filtering, the K best earlier partners
+    per dish): its CPU seconds and candidate pairs."""
     from construct.dish_dedupe import dish_candidates
 
     start = time.process_time()
@@ -237,18 +221,15 @@ def all_pairs(dishes: list[Any], threshold: float = 0.9) -> tuple[float, int]:
     start = time.process_time()
     sets = [{ingredient_name(i) for i in d.ingredients} for d in dishes]
     survivors: list[int] = []
-    dropped = 0
     for k, d in enumerate(dishes):
-        twin = next((t for t in survivors if dishes[t].merchant_id != d.merchant_id
-                     and len(sets[t] & sets[k]) / len(sets[t] | sets[k]) >= threshold), None)
-        if twin is None:
+        if not any(dishes[t].merchant_id != d.merchant_id
+                   and len(sets[t] & sets[k]) / len(sets[t] | sets[k]) >= threshold for t in survivors):
             survivors.append(k)
-        else:
-            dropped += 1
-    return time.process_time() - start, dropped
+    return time.process_time() - start, len(dishes) - len(survivors)
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
+    """The least-squares slope of log(ys) on log(xs): the exponent of growth."""
     return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
 
 
@@ -298,8 +279,9 @@ def run(sizes: tuple[int, ...] = (2_000, 8_000, 32_000), all_pairs_up_to: int = 
 def measured(dishes: list[Any], planted: dict[frozenset[str], str], glossary: dict[str, str], translated: str,
              repeats: int) -> tuple[float, list[tuple[str, str]], dict[str, float], float, int, int, int]:
     """Blocking's fastest time of `repeats` and its candidates; recall by kind, and of the `translated` kind with
-    the glossary; the judge's questions (construct/dish_dedupe.py:judge_groups); what a 5%-wrong judge drops
-    wrongly, of all it drops."""
+    the glossary (the dish names in English, which the build asks the model for; here the generator's own); the
+    judge's questions (construct/dish_dedupe.py:judge_groups); what a 5%-wrong judge drops wrongly, of all it
+    drops."""
     from construct.dish_dedupe import judge_groups
 
     runs = [blocked(dishes) for _ in range(repeats)]

@@ -2,13 +2,6 @@
 the same files, and a model call through `construct` against the harness runner on the same requests.
 
     python -m bench.construct_prefilter --photos 10000     # a 10k-photo synthetic export
-
-Photos: the synthetic raw export's photos, re-encoded with a small per-copy crop and brightness change
-until there are `--photos` of them (so dHashes differ, as real uploads do). The prefilter
-(`construct.photos.prefilter`: full decode, size check, dHash) runs on each file's bytes; the
-reference loop only decodes the same bytes. Model calls: `--calls` text asks answered by the
-zero-latency bench server, once through `construct.models.Models.ask` (cache lookups, JSON lines) and
-once through `eval.runner.execute` alone; the difference per call is construct's overhead.
 """
 
 from __future__ import annotations
@@ -50,9 +43,8 @@ def make_photos(folder: Path, n: int, seed: int = 0) -> list[Path]:
         w, h = img.size
         dx, dy = rng.randint(0, w // 12), rng.randint(0, h // 12)
         copy = ImageEnhance.Brightness(img.crop((dx, dy, w - dx, h - dy))).enhance(rng.uniform(0.85, 1.15))
-        path = out / f"p{i:06d}.jpg"
-        copy.save(path, format="JPEG", quality=85)
-        paths.append(path)
+        paths.append(out / f"p{i:06d}.jpg")
+        copy.save(paths[-1], format="JPEG", quality=85)
     return paths
 
 
@@ -99,8 +91,7 @@ def call_rows(n_calls: int, concurrency: int = 16) -> list[dict[str, Any]]:
                                 messages=(Message("user", (a.prompt,)),)) for a in asks]
             answered = 0
             try:
-                async for outcome in execute(backend, requests, concurrency=concurrency,
-                                             policy=RetryPolicy(max_attempts=1)):
+                async for outcome in execute(backend, requests, concurrency=concurrency, policy=RetryPolicy(max_attempts=1)):
                     answered += outcome.response is not None
             finally:
                 await release(backend)
@@ -125,9 +116,7 @@ def call_rows(n_calls: int, concurrency: int = 16) -> list[dict[str, Any]]:
 
 def run(n_photos: int = 10_000, n_calls: int = 2_000, folder: Path | None = None) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
-        base = folder or Path(tmp)
-        paths = make_photos(base, n_photos)
-        return prefilter_rows(paths) + call_rows(n_calls)
+        return prefilter_rows(make_photos(folder or Path(tmp), n_photos)) + call_rows(n_calls)
 
 
 def main(argv: list[str] | None = None) -> int:

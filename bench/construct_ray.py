@@ -1,32 +1,15 @@
 """Construction on Ray Data against the local engine, side by side in one run: throughput and CPU per
-photo against the stand-in at a fixed latency per call with 1 and 2 replicas, the call phases against
-the ideal, peak memory of the driver and of the workers as the export grows, and a projection to the
-paper's 20M photos derived from the measured per-photo costs.
+photo against the stand-in at a fixed latency per call with 1 and 2 replicas, the call phases against the
+ideal, peak memory of the driver and of the workers as the export grows, and a projection to the paper's 20M
+photos derived from the measured per-photo costs.
 
     python -m bench.construct_ray                          # 40 merchants, 200 ms; memory at 1x, 10x, 50x
     python -m bench.construct_ray --scales 1,10 --latency-ms 50
-
-Each build: `python diningbench.py sample --raw --merchants N` (made once per size), one stand-in
-process per replica (`python -m construct.standin --latency-ms L`), then `python -m construct run`
-(it stops at the base-dish review, which is approved in bulk, and the same command continues), as a
-fresh process per run. While it runs, a sampler reads every 0.2 s, for the driver and each process
-below it (the prefilter pool, or Ray's processes and workers), its CPU time and its peak resident
-memory (VmHWM) from /proc; a process's last 0.2 s may be missed. Calls = the chat completions the
-stand-ins say they answered. Photos/s = the export's photos over the photo stage's wall time
-(WORK/stage_seconds.json). Ideal = calls x latency / --concurrency; the call phases are
-WORK/call_seconds.json.
-
-The projection: the rule prefilter and the encoding for transport are timed here on 12 MP JPEGs (the
-synthetic export's photos are small, so their CPU is not the paper's); calls per photo and images sent
-per photo come from the 40-merchant build; memory per worker is the measured worker peak. Wall time on
-N workers x R replicas is the larger of CPU-hours / (N x 16 cores) and calls x latency / (R x 32 calls in
-flight per replica): both stated assumptions, not measurements.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import re
@@ -47,7 +30,8 @@ PAPER_DISHES = 15_000
 
 
 class Sampler:
-    """CPU seconds and peak memory of a process and everything below it, read from /proc."""
+    """CPU seconds and peak memory (VmHWM) of a process and everything below it (the prefilter pool, or Ray's
+    processes and workers), read from /proc every 0.2 s: a process's last 0.2 s may be missed."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -85,8 +69,7 @@ class Sampler:
                 except (OSError, IndexError):
                     continue
                 self.cpu[pid] = max(self.cpu.get(pid, 0.0), (int(fields[11]) + int(fields[12])) / tick)
-                hwm = re.search(r"VmHWM:\s+(\d+)", status)
-                if hwm:
+                if hwm := re.search(r"VmHWM:\s+(\d+)", status):
                     self.peak_kb[pid] = max(self.peak_kb.get(pid, 0), int(hwm.group(1)))
             self._stop.wait(0.2)
 
@@ -119,6 +102,9 @@ def _run(argv: list[str]) -> dict[str, float]:
 
 
 def build(folder: Path, merchants: int, engine: str, replicas: int, latency: float, concurrency: int) -> dict[str, Any]:
+    """One build in fresh processes, a stand-in per replica. Calls: what the stand-ins say they answered; photos/s:
+    the export's photos over the photo stage's wall (WORK/stage_seconds.json); ideal: calls x latency /
+    concurrency, beside the call phases (WORK/call_seconds.json)."""
     work = folder / f"work{merchants}-{engine}-{replicas}"
     raw = prepare(folder, merchants, work)
     servers = standins(raw, replicas, latency)
@@ -148,7 +134,8 @@ def build(folder: Path, merchants: int, engine: str, replicas: int, latency: flo
 
 
 def photo_costs(n: int = 6) -> dict[str, float]:
-    """CPU ms per photo at 12 MP: the rule prefilter, and the encoding for transport (shrunk to 1024 px)."""
+    """CPU ms per photo at 12 MP: the rule prefilter, and the encoding for transport (shrunk to 1024 px); the
+    synthetic export's photos are small, so their CPU is not the paper's."""
     import numpy as np
     from PIL import Image
 
@@ -160,12 +147,8 @@ def photo_costs(n: int = 6) -> dict[str, float]:
         paths = []
         for k in range(n):
             base = rng.integers(0, 255, (300, 400, 3), dtype="uint8")
-            img = Image.fromarray(base).resize((4000, 3000), Image.BICUBIC)
-            buf = io.BytesIO()
-            img.save(buf, format="JPEG", quality=90)
-            path = Path(tmp) / f"p{k}.jpg"
-            path.write_bytes(buf.getvalue())
-            paths.append(path)
+            paths.append(Path(tmp) / f"p{k}.jpg")
+            Image.fromarray(base).resize((4000, 3000), Image.BICUBIC).save(paths[-1], format="JPEG", quality=90)
         start = time.process_time()
         for path in paths:
             prefilter(path.read_bytes(), 128)
@@ -178,6 +161,8 @@ def photo_costs(n: int = 6) -> dict[str, float]:
 
 
 def projection(b: dict[str, Any], costs: dict[str, float], worker_mib: float, latency: float) -> str:
+    """Calls and images per photo from build `b`, memory per worker the peak measured; wall on N workers x R
+    replicas: the larger of CPU-hours / (N x 16 cores) and calls x latency / (R x 32 in flight), both assumed."""
     calls_per_photo = b["photo_calls"] / b["photos"]
     images_per_photo = b["photo_images"] / b["photos"]
     dish_calls = (b["calls"] - b["photo_calls"]) / max(1, b["dishes_kept"])
@@ -205,9 +190,8 @@ def run(merchants: int = 40, latency: float = 0.2, concurrency: int = 16, scales
         folder = Path(tmp)
         for replicas in (1, 2):
             for engine in ("local", "ray"):
-                b = build(folder, merchants, engine, replicas, latency, concurrency)
-                builds[(engine, replicas)] = b
-                print(json.dumps(b), flush=True)
+                builds[(engine, replicas)] = build(folder, merchants, engine, replicas, latency, concurrency)
+                print(json.dumps(builds[(engine, replicas)]), flush=True)
         for replicas in (1, 2):
             local, ray = builds[("local", replicas)], builds[("ray", replicas)]
             note = (f"{merchants} merchants, {local['photos']} photos, {ray['calls']} calls at {latency * 1000:g} ms, "
@@ -253,9 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {info['cpus']} cpus, load {info['load_1min']}", flush=True)
     rows, text = run(args.merchants, args.latency_ms / 1000, args.concurrency,
                      tuple(int(x) for x in args.scales.split(",") if x.strip()))
-    print(table(rows))
-    print()
-    print(text)
+    print(table(rows), "", text, sep="\n")
     write_json(args.json, {"machine": info, "results": rows, "projection": text})
     return 0
 

@@ -1,25 +1,10 @@
 """Construction at scale, against the stand-in with a simulated model latency: the model-call phases of
-`python -m construct run` beside the ideal (every call's latency spread over `--concurrency`), the rest of
-the stages' time reported apart, and the build's peak memory at two export sizes (flat: photos are read
-just ahead of the calls that send them).
+`python -m construct run` beside the ideal (every call's latency spread over `--concurrency`), the rest of the
+stages' time reported apart, and the build's peak memory at two export sizes (flat: photos are read just ahead
+of the calls that send them).
 
     python -m bench.construct_scale                         # 20 and 80 merchants, 200 ms, concurrency 16
     python -m bench.construct_scale --merchants 8,16 --latency-ms 50 --repeat 3
-
-Each size: `python diningbench.py sample --raw --merchants N` writes the export; the stand-in
-(`python -m construct.standin --latency-ms L`) serves it on a free port; `python -m construct run` builds
-it in a fresh process (photo checks on two other model names; it stops at the base-dish review, which
-is approved in bulk, and the same command continues), each run timed with its peak RSS from the
-kernel (`os.wait4`). Calls = the chat completions the stand-in says it answered (checked against the
-rows of the work folder's call logs). Ideal = calls x latency / concurrency. Measured against
-it: the call phases (WORK/call_seconds.json: each `Models.ask` that made calls, from reading the cache
-through the photos, the calls and the logged answers); the stages' other work (dedupe blocking, writing
-items and decisions) and the whole process (Python start-up, imports, funnel.md/png) are printed beside
-it, not folded in. The stages run one after the other and each stage's asks wait for its previous phase
-(quality before matching, generation before the audits), so a phase's last wave runs below full
-concurrency: the "phase-bound" reference adds that (ceil(calls per phase / concurrency) x latency
-summed over phases). With `--repeat R` each size is built R times, sizes interleaved, and the median
-of each figure is reported.
 """
 
 from __future__ import annotations
@@ -46,9 +31,8 @@ FILTERS = "openai:standin-judge-a,openai:standin-judge-b"
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
-    env["PYTHONPATH"] = str(REPO)
-    return env
+    return ({k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+            | {"PYTHONPATH": str(REPO)})
 
 
 def prepare(folder: Path, merchants: int, work: Path) -> Path:
@@ -114,6 +98,11 @@ def _call_seconds(work: Path) -> float:
 
 
 def build_once(folder: Path, merchants: int, latency: float, concurrency: int) -> dict[str, Any]:
+    """One size built by fresh processes against one stand-in: calls (checked against the work folder's call logs),
+    call phases, stages, peak RSS from the kernel (`os.wait4`), the ideal (calls x latency / concurrency) and
+    the phase-bound reference: each stage's asks wait for its previous phase (quality before matching,
+    generation before the audits), so a phase's last wave runs below full concurrency: ceil(calls per phase /
+    concurrency) x latency, summed over phases."""
     work = folder / f"work{merchants}"
     raw = prepare(folder, merchants, work)
     ((server, url),) = standins(raw, 1, latency)

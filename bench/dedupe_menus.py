@@ -1,20 +1,5 @@
 """A second generator of menus for the dedupe bench, written apart from `bench.construct_dedupe`'s: Chinese
-menus first, names built as technique + protein + vegetables + base (鱼香牛肉青豆盖饭, 宫保鸡丁), a long tail of
-standard dishes that many merchants sell under one name with a Zipf-like popularity, every dish carrying
-the same shared staples, a quarter of the merchants writing in English.
-
-`standard_menus(n)` returns what `realistic_menus` does: the dishes, the planted pairs {pair: kind}, each
-dish's concepts (for made-up vectors) and a glossary {Chinese text: English} of the `english` twins.
-Planted twins (1% of dishes per kind), each another merchant's copy of an earlier dish, often of a
-standard dish that hundreds of merchants also sell:
-`same_name` (the very same name; one ingredient dropped and another added, the grams a little off),
-`reordered` (the name's words in another order and its technique dropped: 青豆牛肉盖饭),
-`marketing` (a marketing word, brackets, spaces: 【招牌】鱼香 牛肉青豆盖饭),
-`synonyms` (every term in another of its forms: 西红柿 for 番茄, aubergine for eggplant),
-`english` (a Chinese dish in English, or an English one in Chinese; its own tail ingredient in the other
-language is a word no lexicon knows, which the glossary gives).
-Near misses (5%): another merchant's copy with the protein, the base or the technique swapped: alike,
-not twins (`near_miss`).
+menus first, many merchants selling one standard dish under one name (bench/README.md describes them).
 """
 
 from __future__ import annotations
@@ -62,6 +47,13 @@ def _tail(rng: np.random.Generator) -> tuple[str, str]:
 
 
 def standard_menus(n: int, seed: int = 0) -> tuple[list[Any], dict[frozenset[str], str], list[list[str]], dict[str, str]]:
+    """What `realistic_menus` returns: the dishes, the planted pairs {pair: kind}, each dish's concepts (for
+    made-up vectors) and a glossary {Chinese text: English} of the `english` twins. Twins (1% of dishes per kind)
+    are another merchant's copy of an earlier dish, often a standard one that hundreds of merchants also sell:
+    `same_name` (one ingredient dropped, another added, the grams a little off), `reordered` (青豆牛肉盖饭),
+    `marketing` (【招牌】鱼香 牛肉青豆盖饭), `synonyms` (西红柿 for 番茄, aubergine for eggplant), `english` (the other
+    language; its own tail ingredient a word no lexicon knows, which the glossary gives). `near_miss` (5%): the
+    protein, the base or the technique swapped: alike, not twins."""
     from construct.raw import Dish
 
     rng = np.random.default_rng(seed + 1000)

@@ -1,27 +1,6 @@
 """Servers that push back the way real ones do, for the adaptive-concurrency bench and the tests.
 
-Three kinds, each an OpenAI-compatible chat endpoint (raw asyncio HTTP/1.1, canned answer, in its
-own process for the bench or on a thread for the tests):
-
-- `vllm`: a `vllm serve`-like server. It runs at most K sequences at once (`max_num_seqs`) and
-  queues the rest first come, first served, refusing none; a sequence's time grows with the batch
-  it runs in (each decode step of a larger batch is slower): latency x (1 + slope x running / K).
-- `ratelimited`: a hosted API with a request token bucket (RPM per minute, `burst` seconds of it at
-  most) and a token bucket (TPM, the same `burst`; 2,000,000 a minute, held a whole minute, when not
-  set). Tokens are counted as the answer's usage (`charge="usage"`, 120) or, as OpenAI and Cerebras
-  count them when the request arrives, as the prompt's estimate plus the request's `max_tokens`
-  (`charge="requested"`), more than the usage the answer reports. Every answer carries OpenAI's
-  headers (x-ratelimit-limit/remaining/reset-requests and the -tokens ones; reset, the time until
-  the bucket is full again, written as "48ms", "1.2s", "6m0s"); a request over either limit gets a
-  429 with OpenAI's JSON error body ("Rate limit reached ... on tokens per min (TPM) ... Please try
-  again in 48ms.", code rate_limit_exceeded), Retry-After (whole seconds, rounded up) and
-  retry-after-ms. A refused request takes nothing from either bucket.
-- `flaky`: as `vllm`, but a seeded share of the requests is answered 503 at once (no Retry-After).
-
-Two hostile kinds, for the memory a refused body costs (`bench.refused_bodies`):
-
-- `endless`: 200, chunked, a body that never ends (until the client hangs up).
-- `gzip_bomb`: 200, `Content-Encoding: gzip`, chunked: 1 GiB of zeros in about 1 MB on the wire.
+OpenAI-compatible chat endpoints (raw asyncio HTTP/1.1, canned answer); `serve` describes each kind.
 
     python -m bench.load_servers --kind vllm --slots 32 --latency 0.1   # prints "listening http://..."
 """
@@ -145,6 +124,15 @@ class Counters:
 
 
 async def serve(spec: ServerSpec, port: int = 0, on_ready: Any = None) -> None:
+    """Serve `spec`. `vllm`: at most `slots` sequences at once (`max_num_seqs`), the rest queued first come, first
+    served, none refused; a sequence takes latency x (1 + slope x running / slots), as each decode step of a
+    larger batch is slower. `ratelimited`: a request bucket (`rpm`, at most `burst` seconds of it) and a token
+    bucket (`tpm`, the same burst), tokens counted as the answer's usage or (`charge="requested"`), as OpenAI and
+    Cerebras count them on arrival, as the prompt's estimate plus `max_tokens`. Every answer carries OpenAI's
+    x-ratelimit-* headers (reset: the time until the bucket is full again); a request over either limit gets
+    OpenAI's 429 (its JSON error, code rate_limit_exceeded; Retry-After in whole seconds, rounded up;
+    retry-after-ms) and takes nothing from either bucket. `flaky`: as `vllm`, but a seeded share is answered 503
+    at once (no Retry-After). `endless` and `gzip_bomb` (`bench.refused_bodies`): `send_body`."""
     ok_body = completion_bytes(DEFAULT_ANSWER)
     counters = Counters()
     rng = random.Random(spec.seed)
@@ -335,8 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bomb-mib", type=int, default=1024)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
-    spec = ServerSpec(args.kind, args.slots, args.latency, args.slope, args.rpm, args.burst, args.tpm, args.charge,
-                      args.error_share, args.seed, args.bomb_mib)
+    spec = ServerSpec(**{name: value for name, value in vars(args).items() if name != "port"})
     return serve_until_stopped(serve(spec, args.port))
 
 

@@ -1,15 +1,6 @@
 """Memory and load time: load each config of a release and iterate it with images decoded row by
 row, each config in a fresh subprocess (peak RSS: VmHWM, else resource.getrusage ru_maxrss).
 
-Every config is measured twice with a private datasets cache: cold (the first load converts the
-Parquet files into the Arrow cache) and warm (the cache is reused, as on every later load). The
-time it took to build the release comes from its build record (see bench.release).
-
-Then a whole run's memory (`--run-sizes`, default 1,000 and 4,000 nutrition items): peak RSS of a
-fresh `eval run` process per size, split into heap (RssAnon, sampled) and mapped files (the
-harness's libraries and the pages of the release's kept image file, stated apart); target: the peak
-heap at 4,000 items <= 1.3x the one at 1,000 (bench.scaling).
-
     python -m bench.memory [--dataset /tmp/paper] [--limit N] [--run-sizes 1000,4000]
 """
 
@@ -75,9 +66,8 @@ def child(config: str, release: str, limit: int | None) -> dict[str, Any]:
 def measure(config: str, release: Path, cache: Path, limit: int | None) -> dict[str, Any]:
     """One fresh interpreter per measurement, so each peak RSS belongs to that config alone."""
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache), "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "bench.memory", "--child", config, "--dataset", str(release)]
-    if limit is not None:
-        command += ["--limit", str(limit)]
+    command = [sys.executable, "-m", "bench.memory", "--child", config, "--dataset", str(release),
+               *(["--limit", str(limit)] if limit is not None else [])]
     return child_json(command, env, f"loading {config} from {release}")
 
 
@@ -85,7 +75,9 @@ RUN_TARGET = 1.3
 
 
 def run_rows(release: Path, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Peak RSS of a whole run at each size; the ratio of the largest to the smallest."""
+    """Peak RSS of a fresh `eval run` process at each size (`--run-sizes`, default 1,000 and 4,000 nutrition
+    items), split into heap (RssAnon, sampled) and mapped files (the harness's libraries, the pages of the
+    release's kept image file); target: the peak heap of the largest <= 1.3x the smallest's (bench.scaling)."""
     from bench import scaling
 
     if len(sizes) < 2:
@@ -105,6 +97,9 @@ def run_rows(release: Path, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
 
 def run(release: Path = PAPER_RELEASE, *, limit: int | None = None,
         configs: tuple[str, ...] = tuple(PAPER_COUNTS), run_sizes: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+    """`run_rows`, then every config twice with a private datasets cache: cold (the first load converts the
+    Parquet files into the Arrow cache) and warm (reused, as on every later load); the release's build time from
+    its build record (bench.release)."""
     release = Path(release).resolve()
     rows = run_rows(release, run_sizes)
     with tempfile.TemporaryDirectory(prefix="bench-hf-cache-") as cache:
@@ -125,8 +120,7 @@ def run(release: Path = PAPER_RELEASE, *, limit: int | None = None,
                                note=note, cold=cold, warm=warm))
             rows.append(result(f"  iterate {config}, images decoded", warm["iterate_s"], None,
                                note=f"{1000 * warm['iterate_s'] / max(warm['images'], 1):.2f} ms per image"))
-    record_path = build_record_path(release)
-    if record_path.exists():
+    if (record_path := build_record_path(release)).exists():
         record = json.loads(record_path.read_text(encoding="utf-8"))
         rows.append(result(f"build the {record.get('scale', '?')} release", float(record["seconds"]), None,
                            note=f"`{record['command']}` on {record.get('cpus', '?')} cpus; "

@@ -1,10 +1,6 @@
 """Metric cost: scoring paper-size prediction sets (1,650 nutrition, 2,884 classification) through
 the metrics' pure functions and through `evaluate.load(...).compute`.
 
-The predictions are raw model text in the shapes the parsers meet in practice (bare answers, JSON in
-fences or prose, chain of thought with a final line, units and ranges, and some that do not parse),
-drawn from a seeded generator so every run scores the same text.
-
     python -m bench.metric_cost [--nutrition 1650] [--classification 2884]
 """
 
@@ -22,6 +18,8 @@ from eval.types import LETTERS, NUTRIENTS
 
 
 def nutrition_set(n: int, seed: int = 0) -> tuple[list[str], list[dict[str, float]]]:
+    """Raw model text in the shapes the parsers meet (bare answers, JSON in fences or prose, chain of thought
+    with a final line, units and ranges, some that do not parse), seeded so every run scores the same text."""
     rng = random.Random(seed)
     predictions, references = [], []
     for i in range(n):
@@ -53,17 +51,17 @@ def nutrition_set(n: int, seed: int = 0) -> tuple[list[str], list[dict[str, floa
 
 
 def classification_set(n: int, seed: int = 0) -> tuple[list[str], list[str], list[list[str]]]:
+    """As `nutrition_set`, for the choice metric."""
     rng = random.Random(seed)
     predictions, references, options = [], [], []
     for i in range(n):
         names = [f"菜品{i}-{k}" for k in range(8)]
         answer = rng.choice(LETTERS)
         guess = answer if rng.random() < 0.6 else rng.choice(LETTERS)
-        shape = i % 6
-        text = (guess, f"Answer: {guess}", f"答案：{guess}", f"({guess})",
-                f"1. The sauce is dark.\n2. Thin noodles.\nFinal answer: {guess}. {names[LETTERS.index(guess)]}",
-                "A or D, hard to say")[shape]
-        predictions.append(text)
+        shapes = (guess, f"Answer: {guess}", f"答案：{guess}", f"({guess})",
+                  f"1. The sauce is dark.\n2. Thin noodles.\nFinal answer: {guess}. {names[LETTERS.index(guess)]}",
+                  "A or D, hard to say")
+        predictions.append(shapes[i % 6])
         references.append(answer)
         options.append(names)
     return predictions, references, options

@@ -1,15 +1,6 @@
 """What `--protocol official` costs beside ours: the same 1,000 nutrition requests of one release in the
-authors' layout, each protocol a whole `python -m eval run` process at its defaults against a
-zero-latency local server, side by side in one run; and ours on the same rows converted to our Parquet
-layout, as its own runs read them. Target: official's CPU <= 1.1x ours' on both.
-
-The release is the committed sample's nutrition rows in the authors' layout (`write_sample_official`),
-cycled to `--rows` rows under fresh ids, every row with its own image files (a merchant photo and
-customer photos, as the sample's rows have), so every path of every row is a distinct file to check.
-Each round runs the three (ours, official, ours on Parquet, so all see the same machine); each figure
-is the median of `--repeat` rounds, after one untimed round that makes what a release's first run
-makes once (its fingerprint, its views' hashes). Then, untimed, one more process per protocol counts
-its `Path.resolve` calls: what the release's path checks cost.
+authors' layout, each protocol a whole `python -m eval run` process at its defaults against a zero-latency
+local server, side by side in one run; and ours on the same rows converted to our Parquet layout.
 
     python -m bench.official_cost [--rows 1000] [--repeat 3] [--profile FILE]
 """
@@ -126,8 +117,10 @@ def converted(release: Path) -> Path:
 
 def run(rows: int = 1000, *, repeat: int = 3, profile: Path | None = None,
         release: Path | None = None) -> list[dict[str, Any]]:
-    """Both protocols on the same release, and ours on the same rows in our layout, interleaved; returns
-    the result rows (official / ours on the same release first)."""
+    """Both protocols on the same release, and ours on the same rows in our layout, interleaved, each figure the
+    median of `repeat` rounds after one untimed round (what a release's first run makes once: its fingerprint,
+    its views' hashes); then, untimed, a process per protocol counts its `Path.resolve` calls (the release's
+    path checks). Returns the result rows (official / ours on the same release first)."""
     release = authors_release(release or Path(tempfile.gettempdir()) / f"bench-official-{rows}", rows)
     sources = {"official": release, "parquet": converted(release)}
     found: dict[tuple[str, str], list[dict[str, Any]]] = {r: [] for r in RUNS}
@@ -148,8 +141,7 @@ def run(rows: int = 1000, *, repeat: int = 3, profile: Path | None = None,
             counted[(protocol, layout)] = one(protocol, layout, count_resolves=True,
                                               profile=profile if protocol == "official" else None)
     for (protocol, layout), runs in found.items():
-        bad = [r for r in runs if r["predictions"] != rows or r["failed"]]
-        if bad:
+        if bad := [r for r in runs if r["predictions"] != rows or r["failed"]]:
             raise BenchError(f"the {protocol} run on the {layout} layout gave {bad[0]['predictions']} predictions "
                              f"({bad[0]['failed']} failed) for {rows} rows")
     median = {r: {key: statistics.median(run[key] for run in runs) for key in ("seconds", "cpu_s")}

@@ -1,16 +1,6 @@
 """Harness overhead: a nutrition run through the real harness against a zero-latency local server,
 versus a bare loop that only decodes, resizes and base64-encodes the same images. Target <= 1.5x.
 
-Both sides read the same rows of the same release (the Arrow cache is warmed first, untimed).
-The bare loop is the least any client must do: read each view's stored bytes, decode it fully,
-shrink it to the size bound and re-encode it when it is larger, base64 it. The harness side is
-`eval.api.run` (load, prompts, requests over HTTP, predictions.jsonl, scoring), so the ratio is
-the price of everything the harness adds on top of handling the images.
-
-Then whole-process CPU per request (`--process-sizes`, default 1,000 and 4,000 items): a fresh
-`eval run` process per size, start-up included, every view of each item sent (bench.scaling).
-Target <= 1.0 ms per request.
-
     python -m bench.overhead [--dataset /tmp/paper] [--limit N] [--images 4] [--profile FILE]
 """
 
@@ -29,13 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
-    PAPER_RELEASE,
-    BenchError,
-    report_on_release,
-    result,
-    warm_imports,
-)
+from bench.common import PAPER_RELEASE, BenchError, report_on_release, result, warm_imports
 from bench.server import BenchServer
 
 TARGET = 1.5
@@ -44,12 +28,12 @@ CPU_TARGET_MS = 1.0
 
 def reference_first(roles: list[str]) -> list[int]:
     """The harness's default view order (merchant photo first), so both sides send the same views."""
-    return ([i for i, r in enumerate(roles) if r == "reference"]
-            + [i for i, r in enumerate(roles) if r != "reference"])
+    return sorted(range(len(roles)), key=lambda i: roles[i] != "reference")  # stable: each group in its order
 
 
 def bare_loop(release: Path, *, limit: int | None, images: int, max_side: int = 1024) -> dict[str, Any]:
-    """Load the rows, then decode, resize (when larger than max_side) and base64 every view sent."""
+    """Load the rows, then decode, resize (when larger than max_side) and base64 every view sent: the least any
+    client must do, so the ratio is the price of everything the harness adds on top of handling the images."""
     from PIL import Image
 
     import diningbench
@@ -114,7 +98,8 @@ def harness_run(release: Path, base_url: str, out: Path, *, limit: int | None, i
 def run(release: Path = PAPER_RELEASE, *, limit: int | None = None, images: int = 4, concurrency: int = 8,
         max_side: int = 1024, profile: Path | None = None,
         process_sizes: tuple[int, ...] = ()) -> list[dict[str, Any]]:
-    """Both sides on the same rows; returns the result rows (harness/bare ratio first)."""
+    """Both sides on the same rows (the Arrow cache warmed first, untimed); returns the result rows (harness/bare
+    ratio first)."""
     import diningbench
 
     release = Path(release).resolve()  # datasets mis-resolves relative release folders
@@ -143,7 +128,8 @@ def run(release: Path = PAPER_RELEASE, *, limit: int | None = None, images: int 
 
 
 def cpu_rows(release: Path, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Whole-process CPU per request, one fresh process per size (bench.scaling)."""
+    """Whole-process CPU per request, one fresh process per size (bench.scaling), start-up included, every view
+    of each item sent. Target <= 1.0 ms per request."""
     from bench import scaling
 
     if not sizes:
@@ -175,8 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = tuple(int(s) for s in args.process_sizes.split(",") if s.strip())
     return report_on_release(parser, args, lambda: run(args.dataset, limit=args.limit, images=args.images,
                                                        concurrency=args.concurrency, max_side=args.max_image_side,
-                                                       profile=args.profile,
-                                                       process_sizes=sizes))
+                                                       profile=args.profile, process_sizes=sizes))
 
 
 if __name__ == "__main__":

@@ -1,16 +1,6 @@
 """DiningBench beside inspect_ai on the same workload: the same nutrition items and views, the same
 local OpenAI-compatible server (fixed latency), the same concurrency, repetitions interleaved.
-
-inspect_ai is installed into its own virtual environment (never the project's): `--install`
-creates it with `python -m venv` and `pip install inspect-ai openai` (`make bench-peers` does).
-After one untimed run of each side (what a first run over a release makes once: DiningBench's kept
-image file and view hashes, bytecode; the views in the page cache for both), each repetition times,
-back to back, as fresh processes:
-  1. `python -m eval run` (predictions.jsonl, scoring with bootstrap intervals, report.md);
-  2. inspect_ai with minimal logging (`log_samples=False`, `log_images=False`);
-  3. inspect_ai with its default logging (every sample and its images in the .eval log).
-and prints the ratios of that repetition (inspect / DiningBench), then their medians. The items'
-views are written once as JPEG files that inspect_ai reads as local images (its usual input).
+inspect_ai is installed into its own virtual environment, never the project's (`--install`).
 
     python -m bench.peers [--install] [--venv /tmp/diningbench-peers] [--requests 1000] [--repeat 3]
 """
@@ -61,7 +51,8 @@ print(json.dumps({"status": logs[0].status, "samples": done}))
 
 
 def ensure_venv(venv: Path, install: bool) -> Path:
-    """The peer environment's python; created (venv + pip install) only when asked."""
+    """The peer environment's python; created (`python -m venv`, `pip install inspect-ai openai`) only when
+    asked."""
     python = venv / "bin" / "python"
     if not python.exists() or subprocess.run([str(python), "-c", "import inspect_ai"], capture_output=True).returncode:
         if not install:
@@ -86,13 +77,11 @@ def export(release: Path, n: int, folder: Path) -> list[dict[str, Any]]:
     for row in data.iter_rows():
         chosen = select_views(row["image_roles"], settings.images, settings.image_order, seed=settings.seed,
                               item_id=str(row["id"]))
-        paths = []
-        for k in chosen:
-            path = folder / f"{row['id']}-{k}.jpg"
+        paths = [folder / f"{row['id']}-{k}.jpg" for k in chosen]
+        for k, path in zip(chosen, paths, strict=True):
             path.write_bytes(row["images"][k]["bytes"])
-            paths.append(str(path))
         samples.append({"id": str(row["id"]), "prompt": tasks.prompt_text("nutrition", row, settings),
-                        "images": paths, "target": str(round(row["calories"]))})
+                        "images": [str(p) for p in paths], "target": str(round(row["calories"]))})
     if len(samples) != n:
         raise BenchError(f"{release} has {len(samples)} nutrition items, fewer than {n}")
     return samples
@@ -109,6 +98,12 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 def run(release: Path = PAPER_RELEASE, *, venv: Path = VENV, install: bool = False, requests: int = 1000,
         latency: float = 0.1, concurrency: int = 64, repeat: int = 3) -> list[dict[str, Any]]:
+    """After one untimed run of each side (what a first run over a release makes once: DiningBench's kept image
+    file and view hashes, bytecode; the views in the page cache for both), each repetition times, back to back,
+    as fresh processes: `python -m eval run` (predictions.jsonl, scoring with bootstrap intervals, report.md),
+    inspect_ai with minimal logging (`log_samples=False`, `log_images=False`) and with its default logging
+    (every sample and its images in the .eval log); the ratios inspect / DiningBench per repetition, then their
+    medians."""
     release = Path(release).resolve()
     python = ensure_venv(venv, install)
     env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "bench-placeholder", "HF_DATASETS_OFFLINE": "1"}
@@ -136,8 +131,7 @@ def run(release: Path = PAPER_RELEASE, *, venv: Path = VENV, install: bool = Fal
         _timed([str(python), str(script), str(specs["minimal"])], env)
         times: dict[str, list[float]] = {"ours": [], "minimal": [], "default": []}
         for k in range(repeat):
-            seconds, _ = _timed([*ours_command, "--out", str(tmp / f"ours{k}")], env)
-            times["ours"].append(seconds)
+            times["ours"].append(_timed([*ours_command, "--out", str(tmp / f"ours{k}")], env)[0])
             for logging in ("minimal", "default"):
                 seconds, out = _timed([str(python), str(script), str(specs[logging])], env)
                 found = json.loads(out.strip().splitlines()[-1])

@@ -1,11 +1,6 @@
 """What a refused body costs: the peak memory of a whole `python -m eval run` against servers whose
-every answer is refused for its size (an endless chunked body; a gzip bomb, 1 GiB of zeros in about
-1 MB) beside the same run against a server that answers normally, in one bench run.
-
-Each cell is a fresh `eval run` process (default `--concurrency auto`) against a fresh server process
-(`bench.load_servers`); its peak is the process's own high-water mark (VmHWM, read as it exits).
-Target: each hostile run's peak <= 1.5x the normal run's (a refused body is dropped as soon as it
-is refused, so the peak does not grow with the number of refused bodies).
+every answer is refused for its size (an endless chunked body; a gzip bomb) beside the same run against a
+server that answers normally, in one bench run. Target: each hostile run's peak <= 1.5x the normal run's.
 
     python -m bench.refused_bodies [--items 200] [--json FILE]
 """
@@ -43,7 +38,8 @@ _PEAK = ("import atexit, runpy, sys\n"
 
 
 def cell(release: Path, kind: str, n: int, work: Path) -> dict[str, Any]:
-    """One `eval run` of n items against a fresh server of `kind`: peak MiB, items failed, seconds."""
+    """One fresh `eval run` process of n items (default `--concurrency auto`) against a fresh server process of
+    `kind`: its own peak (VmHWM, read as it exits) in MiB, items failed, seconds."""
     out = work / kind
     with ProcessServer(KINDS[kind]) as server:
         env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "bench-placeholder", "HF_DATASETS_OFFLINE": "1"}

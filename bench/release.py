@@ -1,8 +1,6 @@
 """Build the paper-size synthetic release once (timed) for the benches: `python -m bench.release`.
 
-The build time is kept in `<release>.build.json` beside the folder, so later bench runs report it
-without rebuilding. It is the same command a user runs: `python diningbench.py sample --scale paper`.
-"""
+Its build time is kept beside it (`<release>.build.json`), so later bench runs report it without rebuilding."""
 
 from __future__ import annotations
 

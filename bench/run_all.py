@@ -1,10 +1,6 @@
 """Run every bench and print one table: `python -m bench.run_all [--quick] [--json FILE]`.
 
-Full sizes are the paper's (1,650 nutrition items x 4 views; 1,000 requests at 100 ms and
-concurrency 64; all three configs loaded and iterated; 1,650 + 2,884 predictions scored). The
-paper-size release is built once into /tmp/paper (timed, many minutes) when it is missing.
-`--quick` runs every bench at a small size (on the embedded sample when there is no release yet).
-"""
+Sizes are the paper's; bench/README.md says what `--quick` and a missing release do."""
 
 from __future__ import annotations
 
@@ -92,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the machine, sizes and results as JSON")
     args = parser.parse_args(argv)
     only = tuple(name.strip() for name in args.only.split(",") if name.strip())
-    unknown = sorted(set(only) - set(BENCHES))
-    if unknown:
+    if unknown := sorted(set(only) - set(BENCHES)):
         parser.error(f"--only: unknown bench {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
     try:
         import datasets

@@ -1,14 +1,6 @@
 """How a whole `python -m eval run` grows with the number of requests: seconds, CPU and peak memory
 of one fresh process per size (start-up included), against a zero-latency local server.
 
-Sizes past the release's own rows come from a scaled copy of its nutrition config: its rows cycled
-with fresh ids (`scaled_release`), so 4,000 items are 4,000 distinct rows of real image bytes; the
-largest size asks the 4,000 items in 4 epochs (16,000 requests, every view read again per epoch).
-Each size runs in `--repeat` fresh processes (default 3, the sizes interleaved), and each figure is
-the median of them. Each process reports its CPU time (user + system, start-up included), its peak RSS (VmHWM) and, at
-the end, RSS split into heap (RssAnon) and mapped files (RssFile: the harness's libraries and the
-pages of the Parquet files the rows are read from, which the kernel may drop), beside their size.
-
     python -m bench.scaling [--dataset /tmp/paper] [--sizes 1000,4000,16000] [--images 0]
 """
 
@@ -125,8 +117,7 @@ def measure(release: Path, base_url: str, out: Path, *, items: int, epochs: int,
     if cache is not None:
         env["HF_DATASETS_CACHE"] = str(cache)
     command = [sys.executable, "-m", "bench.scaling", "--child", str(items), "--epochs", str(epochs),
-               "--dataset", str(release), "--base-url", base_url, "--out", str(out),
-               "--images", str(images or 0)]
+               "--dataset", str(release), "--base-url", base_url, "--out", str(out), "--images", str(images or 0)]
     found = child_json(command, env, f"the run of {items} items x {epochs} epochs")
     if found["predictions"] != items * epochs:
         raise BenchError(f"{found['predictions']} predictions for {items} items x {epochs} epochs")
@@ -145,7 +136,8 @@ def exponent(sizes: list[int], values: list[float]) -> float:
 
 
 def plan(size: int) -> tuple[int, int]:
-    """(items, epochs) for a number of requests: distinct items up to ITEMS_MAX, epochs beyond."""
+    """(items, epochs) for a number of requests: distinct items up to ITEMS_MAX, epochs beyond (every view read
+    again per epoch)."""
     epochs = max(1, math.ceil(size / ITEMS_MAX))
     return size // epochs, epochs
 
@@ -205,15 +197,12 @@ def run(release: Path = PAPER_RELEASE, *, sizes: tuple[int, ...] = (1000, 4000, 
                             "its views' hashes, which the runs above read (every later run over a release does)"))
     if len(sizes) >= 2:
         ordered = sorted(sizes)
-        rows.append(result("  fitted exponent, wall time vs requests", exponent(ordered, [found[s]["seconds"]
-                                                                                       for s in ordered]), None,
-                           unit="", note="1.0 = linear"))
-        rows.append(result("  fitted exponent, peak RSS vs requests", exponent(ordered, [found[s]["peak_rss_mib"]
-                                                                                      for s in ordered]), None,
-                           unit="", note="0 = flat; the kept image file's pages are mapped as rows are read"))
-        rows.append(result("  fitted exponent, peak heap vs requests",
-                           exponent(ordered, [found[s]["peak_anon_mib"] for s in ordered]), None, unit="",
-                           note="0 = flat: the RSS beyond the mapped files"))
+        for what, key, note in (
+                ("wall time", "seconds", "1.0 = linear"),
+                ("peak RSS", "peak_rss_mib", "0 = flat; the kept image file's pages are mapped as rows are read"),
+                ("peak heap", "peak_anon_mib", "0 = flat: the RSS beyond the mapped files")):
+            rows.append(result(f"  fitted exponent, {what} vs requests",
+                               exponent(ordered, [found[s][key] for s in ordered]), None, unit="", note=note))
     return rows
 
 

@@ -1,11 +1,6 @@
 """A minimal OpenAI-compatible chat server for benchmarks: raw asyncio HTTP/1.1, canned answer.
 
-It must cost next to nothing so that what is measured is the client: it never parses the JSON body
-(it only counts the data-URI images in it), answers from pre-built bytes, and runs in its own
-process (`BenchServer`) so it does not share the client's interpreter, on uvloop's event loop where
-uvloop is installed (requirements-dev.txt): its timers and socket handling cost less than asyncio's,
-about 1 ms less per request at 100 ms latency here. `--latency` adds a fixed delay per request
-(asyncio.sleep, so concurrent requests overlap like on a real server).
+It must cost next to nothing so that what is measured is the client (bench/README.md says how).
 
     python -m bench.server --latency 0.1     # prints "listening http://127.0.0.1:PORT/v1"
 """
@@ -67,11 +62,7 @@ class Counters:
     """What the server saw: the benches check it against what the client meant to send."""
 
     def __init__(self) -> None:
-        self.requests = 0
-        self.images = 0
-        self.bytes = 0
-        self.max_in_flight = 0
-        self.in_flight = 0
+        self.requests = self.images = self.bytes = self.max_in_flight = self.in_flight = 0
 
     def to_json(self) -> dict[str, int]:
         return {"requests": self.requests, "images": self.images, "bytes": self.bytes,
@@ -79,6 +70,8 @@ class Counters:
 
 
 async def serve(port: int, latency: float, answer: str, *, models_listed: bool = True) -> None:
+    """Answer every request from pre-built bytes after `latency` (asyncio.sleep, so concurrent requests overlap
+    as on a real server), never parsing the JSON body: it only counts the data-URI images in it."""
     ok = http_response("200 OK", completion_bytes(answer))
     counters = Counters()
 
@@ -173,9 +166,7 @@ class BenchServer(ChildServer):
         """`models_listed=False`: GET /v1/models is a 404, so the client learns no context (as from a
         gateway that only routes completions; OpenAI's own listing reports none either)."""
         super().__init__()
-        self.latency = latency
-        self.answer = answer
-        self.models_listed = models_listed
+        self.latency, self.answer, self.models_listed = latency, answer, models_listed
 
     def args(self) -> list[str]:
         return ["--latency", str(self.latency), "--answer", self.answer, *([] if self.models_listed else ["--no-models"])]
@@ -192,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve_until_stopped(server: Any) -> int:
-    """Run a server coroutine on uvloop's event loop (when installed) until the process is stopped."""
+    """Run a server coroutine on uvloop's event loop (when installed: its timers and socket handling cost less
+    than asyncio's, about 1 ms less per request at 100 ms latency here) until the process is stopped."""
     try:
         import uvloop
 

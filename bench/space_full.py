@@ -1,24 +1,6 @@
 """The Space at the benchmark's size, in Chromium: `python -m bench.space_full [--release DIR]`.
 
-What it sets up (once, kept in --work): the paper-size synthetic release (`sample --scale paper`:
-2,884 / 1,650 / 804 items), a baseline run over all of it (5,338 items), and run folders enough for a
-~300-row Leaderboard (copies of a small run under other model names, with other figures: the board
-reads metrics.json and run.json, not the answers). Then `python space/app.py` on 127.0.0.1, driven by
-Debian's Chromium through Playwright at 1,280 and 390 px:
-
-- time to interactive of each tab from a fresh page (`?tab=ID`), and of opening the 5,338-item run;
-- the Runs viewer: filtering by status, turning a page of rows, the next item, a search;
-- the Leaderboard search before and after the Runs tab was shown (no slowdown after it);
-- the Space process's CPU time per plain page load (its own /proc counters, averaged over the loads),
-  its memory after the first page load and after 50, and what it wrote to its cache;
-- whether every item and every run can be reached from its picker (the last one chosen by typing
-  and by scrolling the list).
-
-`--cpu-slowdown 4` runs every measured page, the bare page's too, on Chromium's CPU throttled 4x (DevTools'
-"mid-tier mobile"): what a phone's slower CPU makes of the page's script; `--tti-only` measures the tabs' time to
-interactive and opening the big run, nothing else.
-
-Each figure is printed beside its target (docs: issue #39); nothing here asserts a time.
+What it sets up (once, kept in --work) and measures: bench/README.md; each figure beside its target.
 """
 
 from __future__ import annotations
@@ -60,7 +42,8 @@ def _run(command: list[str]) -> None:
 
 
 def make_results(results: Path, release: Path, rows: int = 300) -> dict[str, Any]:
-    """The full-size run plus copies of a small run under `rows - 1` other names; returns counts."""
+    """The full-size run plus copies of a small run under `rows - 1` other names, with other figures (the board
+    reads metrics.json and run.json, not the answers); returns counts."""
     full = results / "full-baseline"
     if not (full / "scores.jsonl").is_file():
         _run([sys.executable, "-m", "eval", "run", "--task", "all", "--model", "baseline:category-mean",
@@ -110,10 +93,8 @@ def _open_tab(page: Any, name: str) -> None:
 def _proc(pid: int) -> tuple[float, float]:
     """(CPU seconds, RSS MiB) of a process and its children threads, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
-    rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    return cpu, rss
+    return ((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"),
+            int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20)
 
 
 def _size_mib(folder: Path) -> float:
@@ -240,7 +221,9 @@ def _fresh_visits(context: Any, url: str, ready: str, boots: list[float] | None 
     return _median([t.page for t in took]), _median([t.wall for t in took])
 
 
-def _changed(selector: str, before: str) -> str:
+def _changed(page: Any, selector: str) -> str:
+    """What says `selector`'s text is no longer what it shows now."""
+    before = page.locator(selector).inner_text()
     return f"() => (document.querySelector({json.dumps(selector)})?.innerText || '') !== {json.dumps(before)}"
 
 
@@ -262,24 +245,20 @@ def _at_width(browser: Any, url: str, width: int, row: Callable[..., None]) -> N
         page.close()
         context.close()
         return
-    before = page.locator("#db-runs-pager").inner_text()
-    took = _timed(page.locator("#db-runs-later").click, page, _changed("#db-runs-pager", before))
+    took = _timed(page.locator("#db-runs-later").click, page, _changed(page, "#db-runs-pager"))
     row(f"{width}px: Runs, next page of rows", took.page, "≤ 0.3", note=took.note)
-    before = page.locator("#db-runs-where").inner_text()
-    took = _timed(page.locator("#db-runs-next").click, page, _changed("#db-runs-where", before))
+    took = _timed(page.locator("#db-runs-next").click, page, _changed(page, "#db-runs-where"))
     row(f"{width}px: Runs, next item", took.page, "≤ 0.3", note=took.note)
     page.get_by_label("Status").click()
     option = page.get_by_role("option", name="wrong", exact=True)
     option.wait_for()
-    before = page.locator("#db-runs-pager").inner_text()
-    took = _timed(option.click, page, _changed("#db-runs-pager", before))
+    took = _timed(option.click, page, _changed(page, "#db-runs-pager"))
     row(f"{width}px: Runs, filter by status", took.page, "≤ 0.3", note=took.note)
     rows_in_page = page.locator("#db-runs-items tr[data-key]").count()
     row(f"{width}px: Runs, table rows drawn in the page", rows_in_page, "≤ 50", "rows")
     box = page.locator("#db-runs-search textarea, #db-runs-search input").first
     box.fill("炒饭")
-    before = page.locator("#db-runs-pager").inner_text()
-    took = _timed(lambda: box.press("Enter"), page, _changed("#db-runs-pager", before))
+    took = _timed(lambda: box.press("Enter"), page, _changed(page, "#db-runs-pager"))
     row(f"{width}px: Runs, search answers and prompts (first)", took.page, "–", note=took.note)
     page.close()
 
@@ -287,14 +266,14 @@ def _at_width(browser: Any, url: str, width: int, row: Callable[..., None]) -> N
     def search(page: Any) -> Timed:  # the last key of "vlm-01" typed: the board for the whole text
         box = page.locator("#db-board-search textarea, #db-board-search input").first
         box.fill("vlm-0")  # (fill sends no key: no event)
-        before = page.locator("#db-board").inner_text()
-        return _timed(lambda: box.press("1"), page, _changed("#db-board", before))
+        return _timed(lambda: box.press("1"), page, _changed(page, "#db-board"))
 
     page, _ = _visit(context, f"{url}?tab=leaderboard", READY["leaderboard"])
     first = search(page)
     row(f"{width}px: Leaderboard search", first.page, "≤ 0.5", note=first.note)
-    page.locator("#db-board-search textarea, #db-board-search input").first.fill("")
-    page.locator("#db-board-search textarea, #db-board-search input").first.press("End")
+    box = page.locator("#db-board-search textarea, #db-board-search input").first
+    box.fill("")
+    box.press("End")
     page.locator("#db-board-refresh").click()
     page.wait_for_function("() => document.querySelector('#db-board-pager')?.innerText.includes('of 3')")
     page.wait_for_function(IDLE_JS)

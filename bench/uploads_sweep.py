@@ -47,8 +47,7 @@ def measure(kept: int, uploads: int) -> list[dict[str, Any]]:
         for _ in range(walks):
             sum(1 for _, _, names in os.walk(root) for name in names)  # the walk alone, without stat
         walk = (time.perf_counter() - started) / walks
-    per_upload = spent / uploads * 1000
-    return [result(f"sweep per upload, {kept:,} kept", per_upload, 2 * walk * 1000, unit="ms",
+    return [result(f"sweep per upload, {kept:,} kept", spent / uploads * 1000, 2 * walk * 1000, unit="ms",
                    note=f"{uploads} uploads; reference: two walks of the folder")]
 
 

@@ -1,28 +1,9 @@
 """DiningBench as inspect_ai tasks, asked and scored under the run's protocol, as `python -m eval run` does.
 
-    inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_classification --model openai/gpt-4o
     inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_nutrition -T language=en -T views=2 -T cot=true
-    inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_vqa --model-role grader=openai/gpt-4o
-    inspect eval adapters/inspect_ai/diningbench_tasks.py@diningbench_classification -T dataset=RELEASE \
-        -T protocol=official -T image_indices=0,1,2
     python -m eval import logs/ --from inspect --out results/NAME     # then `python -m eval report`
 
-Each sample is the item exactly as `python -m eval run` asks it under the same protocol: ours
-(eval/prompts.py's prompt, the views in the harness's order and bytes) or the authors' (each row's
-prompt verbatim, the images `image_indices` picks, each file's bytes as stored), with the protocol's
-temperature and token budget (ours 16,384, theirs 14,336). The scorer reads each answer by the
-protocol's rules, and the task metric is the figure it reports first (the authors' under theirs).
-Parameters: `language` (zh, the paper's, or en), `views` (first N views; default all) and `cot` (the
-chain-of-thought prompts) under ours, `dataset` (a release folder or Hub id; default the embedded
-sample), `protocol` (official or ours; default: official on the authors' release, ours otherwise) and
-`image_indices` (the authors' protocol: 0 the merchant's photo, k the k-th customer photo; default 0).
-VQA answers are graded by the model bound to the `grader` role with the protocol's judge prompt; under
-ours closed-form answers are decided by the metric's rule first; with no grader, the rest stay unscored.
-The views are kept as files named by their hash in ~/.cache/diningbench/views (or
-$DININGBENCH_VIEWS_CACHE), so that a sample holds a path rather than the image itself.
-
-inspect loads this file by its path: the checkout must be importable (`pip install -e .` in the
-environment that has inspect_ai, as `make test` does for .venv-adapters).
+README.md ("Already using inspect_ai or lmms-eval?") has the setup and commands; `_task`, the `-T` parameters.
 """
 
 from __future__ import annotations
@@ -56,8 +37,9 @@ VIEWS_DIR = Path(os.environ.get("DININGBENCH_VIEWS_CACHE") or Path.home() / ".ca
 
 
 def _view_file(view: ImagePart) -> str:
-    """The view's bytes in a file named by their hash (checked before reuse): a sample holds a path,
-    not megabytes of base64, so a paper-size release fits in memory; inspect sends the file's bytes."""
+    """The view's bytes in a file named by their hash (checked before reuse) in ~/.cache/diningbench/views or
+    $DININGBENCH_VIEWS_CACHE: a sample holds a path, not megabytes of base64, so a paper-size release fits in
+    memory; inspect sends the file's bytes."""
     digest = hashlib.sha256(view.data).hexdigest()
     path = VIEWS_DIR / (digest + (".png" if view.mime_type == "image/png" else ".jpg"))
     try:
@@ -99,6 +81,10 @@ def _indices(value: Any) -> str | None:
 
 def _task(name: str, language: str, views: int | None, cot: bool, dataset: str | None, protocol: str | None,
           image_indices: Any) -> Task:
+    """`language` (zh, the paper's, or en), `views` (the first N; default all) and `cot` (the chain-of-thought
+    prompts) under ours; `dataset` (a release folder or Hub id; default the embedded sample); `protocol` (official
+    or ours; default official on the authors' release, ours otherwise); `image_indices` (the authors' protocol:
+    0 the merchant's photo, k the k-th customer photo; default 0)."""
     try:
         views = None if views in (None, "", "all") else int(views)
     except (TypeError, ValueError):
@@ -116,15 +102,12 @@ def _task(name: str, language: str, views: int | None, cot: bool, dataset: str |
         raise _bad_option(f"diningbench_{name}: {exc}") from None
     asked = found.settings
     config = common.generation(found)
-    return Task(
-        dataset=MemoryDataset(samples, name=f"diningbench_{name}",
-                              location=str(dataset) if dataset else "embedded sample"),
-        solver=generate(),
-        scorer=diningbench_scorer(name, asked.lang, asked.protocol),
-        metrics=[headline_metric(found.data.spec)()],
-        config=GenerateConfig(temperature=config.temperature, max_tokens=config.max_tokens),
-        metadata={"diningbench": common.described(found)},
-    )
+    return Task(dataset=MemoryDataset(samples, name=f"diningbench_{name}",
+                                      location=str(dataset) if dataset else "embedded sample"),
+                solver=generate(), scorer=diningbench_scorer(name, asked.lang, asked.protocol),
+                metrics=[headline_metric(found.data.spec)()],
+                config=GenerateConfig(temperature=config.temperature, max_tokens=config.max_tokens),
+                metadata={"diningbench": common.described(found)})
 
 
 @task
@@ -170,9 +153,8 @@ def headline_metric(spec: tasks.Task) -> Any:
 def _grader() -> Model | None:
     """The model bound to the grader role (`--model-role grader=...`), or None when none is.
 
-    `get_model(role=...)` falls back to the model under evaluation, which must never grade itself:
-    the roles bound for this eval are read directly.
-    """
+    `get_model(role=...)` falls back to the model under evaluation, which must never grade itself: the roles
+    bound for this eval are read directly."""
     try:
         from inspect_ai.model._model import model_roles  # the pinned inspect-ai's roles of this eval
     except ImportError:  # another inspect-ai: a role resolving to the model under evaluation is no grader

@@ -4,20 +4,7 @@
         --model openai --model_args model_version=MODEL,base_url=http://localhost:8000/v1 --log_samples --output_path logs/
     python -m eval import logs/ --from lmms-eval --out results/NAME      # then `python -m eval report`
 
-Run from the repository root, with the checkout importable (`pip install -e .` in the environment that
-has lmms-eval, as `make test` does for .venv-adapters). The settings are read from the environment, as
-the flags of `python -m eval run`: `DININGBENCH_SOURCE` (a release folder or Hub id; default the embedded
-sample), `DININGBENCH_PROTOCOL` (official or ours; default: official on the authors' release, ours
-otherwise), `DININGBENCH_IMAGE_INDICES` (the authors' protocol: the images to send, e.g. 0,1,2),
-`DININGBENCH_LANG` (zh, en), `DININGBENCH_VIEWS` (first N views) and `DININGBENCH_COT` (1) under ours.
-
-Each document is a row of the release (its id and position); its prompt, views, temperature and token
-budget are the protocol's (`adapters.common`; each YAML's generation_kwargs are `<task>_generation_kwargs`:
-16,384 tokens under ours and 14,336 under the authors'). What lmms-eval does not allow: its `openai`
-model decodes every view and sends it re-encoded, as PNG (LMMS_IMAGE_ENCODE_FORMAT picks another
-format; never the stored bytes): the same pixels, other bytes. It also strips the blanks around an
-answer before `process_results` reads it.
-"""
+README.md ("Already using inspect_ai or lmms-eval?") has the setup and commands; `options`, the settings."""
 
 from __future__ import annotations
 
@@ -32,7 +19,11 @@ from eval import tasks
 
 
 def options() -> dict[str, Any]:
-    """The settings from the environment (a bad value is a one-line ValueError naming it)."""
+    """The settings from the environment, as the flags of `python -m eval run` (a bad value is a one-line
+    ValueError naming it): DININGBENCH_SOURCE (a release folder or Hub id; default the embedded sample),
+    DININGBENCH_PROTOCOL (official or ours; default official on the authors' release, ours otherwise),
+    DININGBENCH_IMAGE_INDICES (the authors' protocol: the images to send, e.g. 0,1,2), and under ours
+    DININGBENCH_LANG (zh, en), DININGBENCH_VIEWS (first N views) and DININGBENCH_COT (1)."""
     views = os.environ.get("DININGBENCH_VIEWS", "").strip()
     try:
         n = int(views) if views and views != "all" else None
@@ -79,7 +70,7 @@ def _item_at(task: str, position: int, settings: tuple[tuple[str, Any], ...]) ->
 
 def _visual(spec: tasks.Task, doc: dict[str, Any]) -> list[Any]:
     """Every view the protocol sends, in its order, as PIL images (lmms-eval's `openai` model re-encodes
-    each, as PNG by default: the same pixels, not the stored bytes)."""
+    each, as PNG unless LMMS_IMAGE_ENCODE_FORMAT picks another: the same pixels, never the stored bytes)."""
     from PIL import Image
 
     return [Image.open(io.BytesIO(view.data)).convert("RGB") for view in _item(spec.name, doc).views]
@@ -102,8 +93,7 @@ def _judge(found: common.Asked):  # noqa: ANN202 - a judge(prompt) -> str callab
     """DININGBENCH_JUDGE (a harness spec, e.g. openai:gpt-4o; DININGBENCH_JUDGE_BASE_URL for a local
     server): the VQA judge, with the protocol's judge settings. Without it, VQA answers the rule cannot
     decide stay unscored."""
-    spec = os.environ.get("DININGBENCH_JUDGE")
-    if not spec:
+    if not (spec := os.environ.get("DININGBENCH_JUDGE")):
         return None
     from eval.judge import make_judge
 
