@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -113,6 +114,9 @@ def main() -> None:
     for line in restore_results(settings):  # submissions and people's runs kept on the Hub come back first
         print(line, flush=True)
     demo = build_app(settings)
+    # A platform stops a Space with SIGTERM: close the server as Ctrl-C does, so the exit handlers run and
+    # the temporary folders (the views shown, eval/report/shown_views.py) go with the process.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     wanted = os.environ.get("GRADIO_SERVER_PORT", "").strip()
     _, local_url, _ = demo.launch(**launch_options(settings), max_file_size=settings.submit_max_mb << 20,
                                   prevent_thread_lock=True)

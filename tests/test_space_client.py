@@ -159,6 +159,18 @@ def test_an_operator_model_and_judge_answer_vqa_without_showing_the_operators_ke
     assert operator_key not in "".join(log)
 
 
+def test_a_space_stopped_by_its_platform_takes_the_views_it_showed_with_it(tmp_path: Path) -> None:
+    """A platform stops a Space with SIGTERM: the server closes as on Ctrl-C, and the folder of the views it
+    showed goes with it instead of staying in the temporary folder after every stop."""
+    with launched_space({"DININGBENCH_SPACE_RESULTS": str(tmp_path)}) as (url, _):
+        client = Client(url, verbose=False, download_files=False)
+        item = diningbench.load("classification", decode_images=False)[0]["id"]
+        views, _ = client.predict("classification", item, api_name="/browse")
+        shown = Path(views[0]["image"]["path"]).parent
+        assert shown.name.startswith("diningbench-views-") and any(shown.glob("*.jpg"))
+    assert not shown.exists()
+
+
 async def test_the_evaluation_streams_one_update_per_item_then_the_metrics(tmp_path: Path) -> None:
     from helpers_space import tiny_release
 
