@@ -18,7 +18,7 @@ from eval.endpoints import host_of
 from eval.importer import write_imported
 from eval.protocols.official import official_preds, reading_of, rules_for
 from eval.runinfo import build_run_json, read_run_json
-from eval.settings import LANGS, N_BOOT, RunSettings, UsageError, image_indices
+from eval.settings import LANGS, N_BOOT, RunSettings, UsageError
 from eval.store import LOCK, PREDICTIONS, read_predictions, refuse_planted_links, write_atomically
 from eval.tasks.base import MAX_PARSED_CHARS
 from eval.types import OfficialReading, Prediction, PredictionLine, Row, UserError
@@ -42,7 +42,7 @@ def file_name(task: tasks.Task, lang: str) -> str:
 def _paths(row: Row, task: str, settings: RunSettings) -> PredictionLine:
     """The image paths their inference records: one path as `image_path`, several as `image_paths`."""
     paths = list(row.get("image_paths") or [])
-    chosen = [paths[k] for k in rules_for(task).images(row, image_indices(settings.image_indices))
+    chosen = [paths[k] for k in rules_for(task).images(row, settings.indices)
               if k < len(paths)]
     return {"image_path": chosen[0]} if len(chosen) == 1 else {"image_paths": chosen}
 
@@ -89,7 +89,7 @@ def export_official(run_dir: Path | str, out: Path | str, *, overwrite: bool = F
         if not mine:
             continue
         rows = scoring.load_rows(spec, settings.dataset, settings.lang)
-        preds = official_preds(task, mine, [rows[p.id] for p in mine], settings.model, settings.image_indices)
+        preds = official_preds(task, mine, [rows[p.id] for p in mine], settings.model, settings.indices)
         lines = []
         for p in mine:
             row = rows[p.id]

@@ -159,6 +159,11 @@ class RunSettings:
         return tuple(task_registry.all_tasks()) if self.task == "all" else (task_registry.get(self.task),)
 
     @property
+    def indices(self) -> tuple[int, ...]:
+        """`--image-indices` as numbers: the views the authors' protocol sends ((0,) when not given)."""
+        return image_indices(self.image_indices)
+
+    @property
     def protocol_budget(self) -> bool:
         """Whether the generation limit is the protocol's own (ours: DEFAULT_MAX_TOKENS, shrunk to fit a local
         server's context; the authors': their budget). run.json records that as max_tokens DEFAULT_MAX_TOKENS,

@@ -33,7 +33,7 @@ from eval.protocols.records import (
     unjudged,
     usable_reference,
 )
-from eval.settings import N_BOOT, RunSettings, UsageError, image_indices
+from eval.settings import N_BOOT, RunSettings, UsageError
 from eval.specs import SpecError, parse_spec
 from eval.stats import cluster_bootstrap_column_means_ci, cluster_bootstrap_mean_ci
 from eval.types import (
@@ -245,11 +245,11 @@ def served_name(spec: str | None) -> str:
 
 
 def official_preds(task: str, predictions: Sequence[Prediction], rows: Sequence[Row],
-                   model: str | None, indices: str | None = None) -> dict[int, PredictionLine]:
+                   model: str | None, chosen: tuple[int, ...] = (0,)) -> dict[int, PredictionLine]:
     """Each answer as a line of their prediction file, by `idx`: `model_pred` (their cleaning of the
     text, or the failure marker) and, for classification, the `gt_answer` their inference writes.
     A request their script cannot make for a row (`ScriptRules.fails`) is their failure marker."""
-    script, name, chosen = rules_for(task), served_name(model), image_indices(indices)
+    script, name = rules_for(task), served_name(model)
     found: dict[int, PredictionLine] = {}
     for p, row in zip(predictions, rows, strict=True):
         kept: PredictionLine = p.imported or {}  # an imported line: what their file says
@@ -421,13 +421,13 @@ class Official(Protocol):
                              "is not the authors' release (no prompt in its rows); drop --protocol or pass their files")
 
     def folder_parts(self, settings: RunSettings) -> list[str]:
-        return ["official", "idx" + "-".join(map(str, image_indices(settings.image_indices)))]
+        return ["official", "idx" + "-".join(map(str, settings.indices))]
 
     def describe(self, settings: RunSettings) -> str:
         return f"the authors' protocol, image indices {settings.image_indices or '0'}"
 
     def indices_sent(self, settings: RunSettings) -> tuple[int, ...] | None:
-        return image_indices(settings.image_indices)
+        return settings.indices
 
     def sweep_cell(self, cell: RunSettings, *, cot: bool, views: int) -> RunSettings:
         """A view count N is their image indices 0..N-1: the merchant's photo and the first N-1 customer
@@ -457,7 +457,7 @@ class Official(Protocol):
         try:
             return [ImagePart(stored_bytes(cells[k], item_id=str(row["id"]), index=k), mime,
                               roles[k] if k < len(roles) else "user")
-                    for k in rules_for(task.name).images(row, image_indices(settings.image_indices))]
+                    for k in rules_for(task.name).images(row, settings.indices)]
         except ImageError as exc:
             raise ImageError(f"{task.name}: {exc}") from None
 
@@ -519,7 +519,7 @@ class Official(Protocol):
         file_rows = sorted(job.by_id.values(), key=lambda r: int(r["idx"]))
         plain = [p for p in predictions if p.epoch == 0 and not p.rotation]
         item_rows = [job.by_id[p.id] for p in plain]
-        preds = official_preds(job.task, plain, item_rows, job.settings.model, job.settings.image_indices)
+        preds = official_preds(job.task, plain, item_rows, job.settings.model, job.settings.indices)
         scored = {r["id"]: r for r in records if r.get("epoch", 0) == 0}
         for p, row in zip(plain, item_rows, strict=True):
             if p.id in scored:
