@@ -459,8 +459,9 @@ def _repeats_reference(task: str, row: dict[str, Any]) -> bool:
 
 def _flat(value: Any) -> dict[str, str] | None:
     """A visitor's descriptive mapping (backend, packages) kept as at most 32 short text values."""
-    return {str(k)[:64]: str(v)[:200] for k, v in list(value.items())[:32] if v is not None} \
-        if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return None
+    return {str(k)[:64]: str(v)[:200] for k, v in list(value.items())[:32] if v is not None}
 
 
 def submission_key(model: str, identity: dict[str, Any]) -> str:
