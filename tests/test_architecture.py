@@ -367,6 +367,17 @@ def test_the_data_contracts_docstring_examples_hold():
     assert ran >= 10
 
 
+def test_every_docstring_example_of_the_metric_cores_holds():
+    """The parsers' examples of messy outputs (STYLE: parsers are pure functions with docstring examples),
+    every one of them, not only those of the functions the parser tests name."""
+    import doctest
+    import importlib
+
+    for name in ("dining_accuracy", "nutrition_error", "judge_accuracy"):
+        result = doctest.testmod(importlib.import_module(f"metrics.{name}.core"), optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0 and result.attempted >= 20, (name, result)
+
+
 def test_diningbench_py_is_the_entry_point_over_the_package():
     """diningbench.py stays small and gives every public name of dataset/ (the API people import)."""
     import importlib

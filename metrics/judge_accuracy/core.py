@@ -106,7 +106,7 @@ def final_answer(text: str | None) -> str:
     final-answer mark (the whole text when there is none). The harness's VQA parser too, so the
     metric and the harness judge the same text and share cached verdicts.
 
-    >>> final_answer("<think>fried?</think>1. looks golden\n**Final answer:** Not suitable, it is fried.")
+    >>> final_answer("<think>fried?</think>1. looks golden\\n**Final answer:** Not suitable, it is fried.")
     'Not suitable, it is fried.'
     >>> final_answer("不适合，因为是油炸的。")
     '不适合，因为是油炸的。'
@@ -273,10 +273,9 @@ def _mentions_opposite(text: str, family: str, polarity: str) -> bool:
 
 
 def rule_verdict(question: str, reference: str, candidate: str | None) -> str | None:
-    """Decide closed-form items without a judge: both answers must open with a clear verdict.
-
-    Returns "C" when the verdicts agree, "I" when they disagree, and None (the judge decides)
-    whenever either side is not a clear closed-form verdict of the same kind.
+    """Decide closed-form items without a judge: both answers must open with a clear verdict. Returns "C" when
+    the verdicts agree, "I" when they disagree, and None (the judge decides) whenever either side is not a
+    clear closed-form verdict of the same kind.
 
     >>> rule_verdict("该菜品是否符合素食要求？", "不符合。酱汁含有猪油。", "不符合，因为有猪油")
     'C'
@@ -306,11 +305,9 @@ def default_cache_dir() -> Path:
 
 
 class VerdictCache:
-    """Judge verdicts in a JSON-lines file, keyed by (judge model, SHA-256 of the prompt).
-
-    Only readable verdicts are stored, so a failed or unreadable judge call is retried on the next
-    scoring run, while a verdict once obtained is never requested (or paid for) again.
-    """
+    """Judge verdicts in a JSON-lines file, keyed by (judge model, SHA-256 of the prompt). Only readable
+    verdicts are stored, so a failed or unreadable judge call is retried on the next scoring run, while a
+    verdict once obtained is never requested (or paid for) again."""
 
     def __init__(self, cache_dir: str | os.PathLike[str] | None, judge_model: str) -> None:
         self.judge_model = judge_model
@@ -364,16 +361,13 @@ def judge_items(
     *,
     concurrency: int = 1,
 ) -> list[tuple[str | None, str, str | None]]:
-    """(verdict, decided_by, raw judge text) per item: rule first, then cache, then the judge.
-
-    `judge` is a callable `judge(prompt) -> str` (thread-safe when `concurrency` > 1); it owns its
-    retries. In a DiningBench checkout, `eval.judge.make_judge("openai:gpt-4o")` builds one over
-    any harness backend. Candidates are read through `final_answer`. decided_by is "rule",
-    "cache", "judge", "no_answer" (an empty or missing candidate: "I", nothing to ask),
-    "judge_error" (the call failed; unscored) or "none" (no judge given and the rule could not
-    decide; unscored). A judge is cached only when `judge_model` names it, so that two different
-    callables never share verdicts.
-    """
+    """(verdict, decided_by, raw judge text) per item: rule first, then cache, then the judge. `judge` is a
+    callable `judge(prompt) -> str` (thread-safe when `concurrency` > 1); it owns its retries. In a
+    DiningBench checkout, `eval.judge.make_judge("openai:gpt-4o")` builds one over any harness backend.
+    Candidates are read through `final_answer`. decided_by is "rule", "cache", "judge", "no_answer" (an empty
+    or missing candidate: "I", nothing to ask), "judge_error" (the call failed; unscored) or "none" (no judge
+    given and the rule could not decide; unscored). A judge is cached only when `judge_model` names it, so
+    that two different callables never share verdicts."""
     if not len(questions) == len(references) == len(candidates):
         raise ValueError(f"questions ({len(questions)}), references ({len(references)}) and predictions "
                          f"({len(candidates)}) must have the same length")
