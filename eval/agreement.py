@@ -45,10 +45,9 @@ _SPEC_URL_RE = re.compile(r"^(?P<spec>[^@]+)@(?P<url>https?://\S+)$")
 
 # ---------------------------------------------------------------- figures
 def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float | None:
-    """Cohen's kappa of two raters' verdicts: (observed - chance agreement) / (1 - chance agreement).
-
-    None when chance agreement is 1 (both raters gave one and the same verdict throughout: kappa is
-    undefined, however perfect the agreement looks).
+    """Cohen's kappa of two raters' verdicts: (observed - chance agreement) / (1 - chance agreement). None
+    when chance agreement is 1 (both raters gave one and the same verdict throughout: kappa is undefined,
+    however perfect the agreement looks).
 
     >>> round(cohen_kappa("CCCI", "CCII"), 4)  # po 0.75, pe 0.75*0.5 + 0.25*0.5 = 0.5
     0.5
@@ -174,12 +173,10 @@ def vqa_answers(run_dir: Path) -> list[Item]:
 
 def judge_verdicts(items: Sequence[Item], judge: Judge, judge_model: str, cache_dir: Path, *,
                    concurrency: int = START) -> tuple[list[str | None], list[str | None]]:
-    """(verdicts as the accuracy uses them, the judge's own verdicts) per item.
-
-    The first come from the metric's `judge_items` (rule, then cache, then judge); the judge's own
-    verdict on the items the rule decides is asked with the same prompt and the same cache, so it
-    is asked once whatever is compared later. A failed or unreadable judge call is None.
-    """
+    """(verdicts as the accuracy uses them, the judge's own verdicts) per item. The first come from the
+    metric's `judge_items` (rule, then cache, then judge); the judge's own verdict on the items the rule
+    decides is asked with the same prompt and the same cache, so it is asked once whatever is compared later.
+    A failed or unreadable judge call is None."""
     results = judge_items([i.question for i in items], [i.reference for i in items], [i.raw for i in items],
                           judge, judge_model, cache_dir, concurrency=concurrency)
     used = [verdict for verdict, _, _ in results]
@@ -221,11 +218,10 @@ def read_human_labels(path: Path) -> dict[str, str]:
 def judge_agreement(run_dir: Path | str, judges: Mapping[str, Judge], *,
                     human_labels: Mapping[str, str] | None = None, judge_all: bool = False, n_boot: int = N_BOOT,
                     concurrency: int = START, cache_dir: Path | None = None) -> Agreement:
-    """Re-judge a run's VQA answers with every judge (name -> callable) and compare; the result is
-    what `judge_agreement.json` holds (written by `agreement_of_specs`). The verdicts compared are the
-    ones the accuracy uses (the rule's where it decides), or with `judge_all` each judge's own; empty or
-    failed answers are "I" for everybody and left out (nobody judged them); human labels are one more
-    rater, on epoch 0."""
+    """Re-judge a run's VQA answers with every judge (name -> callable) and compare; the result is what
+    `judge_agreement.json` holds (written by `agreement_of_specs`). The verdicts compared are the ones the
+    accuracy uses (the rule's where it decides), or with `judge_all` each judge's own; empty or failed answers
+    are "I" for everybody and left out (nobody judged them); human labels are one more rater, on epoch 0."""
     run_dir = Path(run_dir)
     if len(judges) + (human_labels is not None) < 2:
         raise ScoringError("judge agreement needs two raters: give two judges, or a judge and human labels")

@@ -201,9 +201,8 @@ def _policy(settings: RunSettings) -> RetryPolicy:
 
 async def _requests(data: list[_TaskData], settings: RunSettings,
                     skip: Callable[[Request], bool] | None = None) -> AsyncIterator[Request]:
-    """Requests in dataset order (epoch by epoch, each item's option rotations together under
-    `--circular`), a few rows ahead; any that must re-encode views are built in worker threads
-    (`runner.built_ahead`), so a large photo never stalls requests in flight."""
+    """Requests in dataset order (epoch by epoch, each item's option rotations together under `--circular`),
+    a few rows ahead (`runner.built_ahead`)."""
     jobs = (requests.request_job(d.spec, row, settings, epoch, rotation, d.fingerprint)
             for epoch in range(settings.epochs) for d in data for row in d.iter_rows()
             for rotation in requests.rotations(d.spec, row, settings))
@@ -249,11 +248,10 @@ def _check_folder(out: Path, info: RunInfo, overwrite: bool) -> None:
 
 def run(settings: RunSettings, *, on_prediction: Callable[[Prediction], None] | None = None,
         backend: Backend | None = None, progress: bool = True) -> Path:
-    """Generate (resuming what is already answered), score and report; return the run folder.
-
-    Writes predictions.jsonl, run.json, scores.jsonl, metrics.json and report.md into
-    `settings.out` (or `default_out(settings)`). `on_prediction` is called once per newly
-    finished sample. `backend` overrides building one from `settings.model` (tests)."""
+    """Generate (resuming what is already answered), score and report; return the run folder. Writes
+    predictions.jsonl, run.json, scores.jsonl, metrics.json and report.md into `settings.out` (or
+    `default_out(settings)`). `on_prediction` is called once per newly finished sample. `backend` overrides
+    building one from `settings.model` (tests)."""
     settings.validate()
     check_reachable(settings.base_url, "--base-url")
     check_judge(settings)
@@ -366,7 +364,6 @@ def _call(coro: Any) -> Any:
 def score(run_dir: Path | str, judge: str | None = None, judge_base_url: str | None = None, *,
           n_boot: int = N_BOOT) -> Metrics:
     """Re-score the saved predictions of a run folder and rewrite its report; return metrics.json's content.
-
     The judge, when given, replaces the one recorded in run.json; cached verdicts are reused."""
     check_reachable(judge_base_url, "--judge-base-url")
     run_dir = Path(run_dir)
@@ -378,12 +375,11 @@ def score(run_dir: Path | str, judge: str | None = None, judge_base_url: str | N
 
 async def iter_predictions(settings: RunSettings, backend: Backend | None = None
                            ) -> AsyncIterator[tuple[Prediction, Row]]:
-    """Yield (Prediction, row metadata without images) as each sample finishes; nothing is written.
-
-    For live per-sample displays (the Space). Order is completion order. `prediction.parsed`
-    is filled by the task's parser; `eval.scoring.score_prediction(task, prediction, row)` says
-    whether it is correct (classification) or its per-nutrient errors (nutrition). Closing the
-    generator (or cancelling its task) cancels the requests in flight and starts no new ones."""
+    """Yield (Prediction, row metadata without images) as each sample finishes; nothing is written. For live
+    per-sample displays (the Space). Order is completion order. `prediction.parsed` is filled by the task's
+    parser; `eval.scoring.score_prediction(task, prediction, row)` says whether it is correct (classification)
+    or its per-nutrient errors (nutrition). Closing the generator (or cancelling its task) cancels the
+    requests in flight and starts no new ones."""
     settings.validate()
     if backend is None:
         await asyncio.to_thread(check_reachable, settings.base_url, "--base-url")
@@ -407,10 +403,8 @@ async def iter_predictions(settings: RunSettings, backend: Backend | None = None
 # ---------------------------------------------------------------- sweeps
 def sweep_cells(base: RunSettings, *, models: Sequence[str], langs: Sequence[str], cots: Sequence[bool],
                 images: Sequence[int], out: Path) -> list[RunSettings]:
-    """One RunSettings per (model, language, CoT, view count), each in its own subfolder of `out`.
-
-    On the authors' release (their protocol) a view count N is their image indices 0..N-1: the
-    merchant's photo and the first N-1 customer photos, as their multi-view experiment sends them."""
+    """One RunSettings per (model, language, CoT, view count), each in its own subfolder of `out`; a view
+    count means what the run's protocol says (`Protocol.sweep_cell`)."""
     protocol = protocols.get(base.protocol) if base.protocol else protocols.chosen(
         base, [load_rows_of(base, task) for task in base.selected_tasks])
     cells = []

@@ -353,10 +353,9 @@ def protocol_line(a: RunData, b: RunData, shared: Sequence[tasks.Task],
 
 
 def compare_runs(dirs: Sequence[Any], *, n_perm: int = N_PERM, n_boot: int = N_BOOT) -> tuple[str, list[dict[str, Any]]]:
-    """`python -m eval compare`: the second and later run folders each against the first, every task
-    both scored; (the text printed, the comparisons as JSON). Runs asked differently are named on the
-    first lines; runs made on different releases or scored under different protocols are refused
-    (ReportError)."""
+    """`python -m eval compare`: the second and later run folders each against the first, every task both
+    scored; (the text printed, the comparisons as JSON). Runs asked differently are named on the first lines;
+    runs made on different releases or scored under different protocols are refused (ReportError)."""
     from eval.report.runs import load_run
     from eval.settings import UsageError
 

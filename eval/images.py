@@ -36,10 +36,9 @@ def embedded(image: Any) -> bytes | bytearray | None:
 
 
 def stored_bytes(image: Any, *, item_id: str, index: int) -> bytes:
-    """The image's own bytes as the release embeds them.
-
-    A cell `{"bytes": None, "path": "/etc/passwd"}` would make the harness read any local file and
-    send it to a model server (or show it in the Space): a path is never opened."""
+    """The image's own bytes as the release embeds them. A cell `{"bytes": None, "path": "/etc/passwd"}` would
+    make the harness read any local file and send it to a model server (or show it in the Space): a path is
+    never opened."""
     data = embedded(image)
     if not data:
         if isinstance(image, dict) and image.get("path"):
@@ -88,10 +87,9 @@ def decode_bounded(data: bytes, *, item_id: str, index: int, max_side: int) -> I
 
 def select_views(roles: Sequence[str], n: int | None, order: str, *, seed: int, item_id: str) -> list[int]:
     """Indices of the first `n` views (all of them when n is None) in the order they are shown.
-
-    reference-first: the merchant photo(s), then user photos in stored order; user-first: the
-    reverse grouping; random: a shuffle seeded by (seed, item id), so it is stable across runs and
-    machines and independent of which other items are in the run.
+    reference-first: the merchant photo(s), then user photos in stored order; user-first: the reverse
+    grouping; random: a shuffle seeded by (seed, item id), so it is stable across runs and machines and
+    independent of which other items are in the run.
 
     >>> select_views(["user", "reference", "user"], None, "reference-first", seed=0, item_id="x")
     [1, 0, 2]
@@ -115,11 +113,10 @@ _STANDALONE = frozenset({0x01, 0xD8, *range(0xD0, 0xD8)})  # markers without a l
 
 
 def jpeg_frame(data: bytes) -> tuple[int, int, int] | None:
-    """(width, height, components) from an 8-bit Huffman JPEG's frame header; None for anything else.
-
-    Walks the marker segments up to the frame header without decoding, about a tenth of what
-    opening the image with Pillow costs; None (other formats, arithmetic or lossless JPEG, a
-    header it cannot read) sends the caller down the Pillow path.
+    """(width, height, components) from an 8-bit Huffman JPEG's frame header; None for anything else. Walks
+    the marker segments up to the frame header without decoding, about a tenth of what opening the image with
+    Pillow costs; None (other formats, arithmetic or lossless JPEG, a header it cannot read) sends the caller
+    down the Pillow path.
 
     >>> jpeg_frame(bytes.fromhex("ffd8 ffc0 0011 08 01c0 0280 03" + "00" * 9))
     (640, 448, 3)

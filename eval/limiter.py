@@ -194,15 +194,14 @@ class Slot:
 
 
 class Limiter:
-    """The slots and pace of one endpoint. `fixed` N keeps N; None learns the limit (up to `cap`).
-
-    Learning: one request goes alone first (its answer says whether the server meters a budget, before a
-    burst could overdraw it; PROBE_WAIT_S at most), then START (four times that when no budget was shown).
-    Each round (about `limit` answers) it doubles while every slot is busy and the median latency stays within
-    NEAR x the lowest round median seen; past that it steers to GAIN x what the server runs at once
-    (`_capacity`). It comes down by BACKOFF on a 429, a 503 that comes with load or Retry-After, or a timeout,
-    once per round. Whatever the mode, a Retry-After pauses the endpoint (up to MAX_SERVER_WAIT) and the
-    `x-ratelimit-*` headers are mirrored in a token bucket, so requests are spaced to what is left."""
+    """The slots and pace of one endpoint. `fixed` N keeps N; None learns the limit (up to `cap`). Learning:
+    one request goes alone first (its answer says whether the server meters a budget, before a burst could
+    overdraw it; PROBE_WAIT_S at most), then START (four times that when no budget was shown). Each round
+    (about `limit` answers) it doubles while every slot is busy and the median latency stays within NEAR x the
+    lowest round median seen; past that it steers to GAIN x what the server runs at once (`_capacity`). It
+    comes down by BACKOFF on a 429, a 503 that comes with load or Retry-After, or a timeout, once per round.
+    Whatever the mode, a Retry-After pauses the endpoint (up to MAX_SERVER_WAIT) and the `x-ratelimit-*`
+    headers are mirrored in a token bucket, so requests are spaced to what is left."""
 
     def __init__(self, endpoint: str, *, fixed: int | None = None, cap: int = MAX_CONCURRENCY,
                  clock: Callable[[], float] = time.monotonic) -> None:

@@ -28,10 +28,9 @@ from metrics.nutrition_error.core import nutrition_figures, score_nutrition
 
 # ---------------------------------------------------------------- figures
 def score_nutrition_rows(rows: Sequence[ScoreRecord]) -> dict[str, Any]:
-    """The nutrition metric's own figures for these items (unparsed/failed items stay unparsed).
-
-    Read from each item's scores (its `abs_error` and `parsed`), as scoring wrote them: nothing is
-    parsed or scored again. Items without them (written by other tools) are scored from `parsed`."""
+    """The nutrition metric's own figures for these items (unparsed/failed items stay unparsed). Read from
+    each item's scores (its `abs_error` and `parsed`), as scoring wrote them: nothing is parsed or scored
+    again. Items without them (written by other tools) are scored from `parsed`."""
     if rows and all(isinstance(r.get("abs_error"), dict) for r in rows):
         # A report asks for the same items' figures in several tables (headline, Table 2, the card).
         key = (id(rows), len(rows), id(rows[-1]))
@@ -70,10 +69,9 @@ def any_answered(rows: Sequence[ScoreRecord]) -> bool:
 
 
 def headline(task: tasks.Task, rows: Sequence[ScoreRecord]) -> float | None:
-    """The figure Table 2 ranks by: accuracy, or Average MAPE for nutrition (both fractions).
-
-    None when no item was answered (every generation failed): 0% accuracy or 100% MAPE would score
-    the server's refusals as the model's answers.
+    """The figure Table 2 ranks by: accuracy, or Average MAPE for nutrition (both fractions). None when no
+    item was answered (every generation failed): 0% accuracy or 100% MAPE would score the server's refusals as
+    the model's answers.
 
     >>> from eval.tasks.vqa import TASK as vqa
     >>> headline(vqa, [{"error": "HTTP 400", "correct": False}, {"error": "HTTP 400", "correct": False}]) is None
@@ -121,10 +119,9 @@ def resampled_words(units: set[str]) -> str:
 
 def headline_ci(task: tasks.Task, rows: Sequence[ScoreRecord], *, n_boot: int = N_BOOT,
                 seed: int = 0) -> tuple[float, float] | None:
-    """95% interval for `headline`, resampling merchants (the items' `merchant_id`).
-
-    Memoised per item list: a report shows the same interval in several tables and plots, and a
-    nutrition interval calls the metric once per resample."""
+    """95% interval for `headline`, resampling merchants (the items' `merchant_id`). Memoised per item list: a
+    report shows the same interval in several tables and plots, and a nutrition interval calls the metric once
+    per resample."""
     key = (task.name, id(rows), n_boot, seed)
     if key in _CI_MEMO and _CI_MEMO[key][0] is rows:
         return _CI_MEMO[key][1]

@@ -134,10 +134,9 @@ def nutrition_reference(row: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def parse_nutrition_answer(pred: str) -> dict[str, Any] | None:
-    """The four values their script reads from an answer, or None (a parse failure, penalised).
-
-    The whole text as JSON; else, only when it holds a code fence, the first fenced object or the
-    outermost braces. It must be an object with the four nutrients, each accepted by `float()`.
+    """The four values their script reads from an answer, or None (a parse failure, penalised). The whole text
+    as JSON; else, only when it holds a code fence, the first fenced object or the outermost braces. It must
+    be an object with the four nutrients, each accepted by `float()`.
 
     >>> parse_nutrition_answer('{"卡路里": 500, "蛋白质": "20", "碳水化合物": 50, "脂肪": 20}')["protein"]
     '20'

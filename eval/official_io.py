@@ -48,10 +48,9 @@ def _paths(row: Row, task: str, settings: RunSettings) -> PredictionLine:
 
 
 def check_export_out(out: Path, overwrite: bool) -> list[str]:
-    """`--out` of an export is, as `eval run --out` is, a new or empty folder (`check_out`: not a file,
-    the root or the home folder, nor a folder of someone's files), or, with `--overwrite`, one an earlier
-    export wrote (it holds the authors' prediction files and nothing else, none of them a link). A run
-    folder is refused: its files are not an export's. Returns the earlier export's files."""
+    """`--out` of an export is, as `eval run --out` is, a new or empty folder (`check_out`), or, with
+    `--overwrite`, one an earlier export wrote (it holds only the authors' prediction files, none of them a
+    link); a run folder is refused (its files are not an export's). Returns the earlier export's files."""
     if out.is_dir():
         refuse_planted_links(out)
         held = sorted(p.name for p in out.iterdir() if p.name != LOCK)

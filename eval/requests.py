@@ -19,8 +19,7 @@ def rotations(task: tasks.Task, row: Row, settings: RunSettings) -> range:
 
 def request_job(task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
                 scope: str | None = None) -> Request | Callable[[], Request]:
-    """The request itself when its views go out as stored (microseconds); otherwise the call that
-    builds it (decode, shrink, re-encode), for a worker thread: what `runner.built_ahead` takes."""
+    """The run's `Protocol.request`: the request, or the call that builds it in a worker thread."""
     return protocols.of(settings).request(task, row, settings, epoch, rotation, scope)
 
 

@@ -36,13 +36,12 @@ class Outcome:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded exponential backoff with jitter, bounded in count and in time.
-
-    `max_attempts` counts the attempts that failed for a reason of their own (a 500, a dropped connection, a
-    timeout); back-pressure (429, 503: the server asks to come back later) while the endpoint still answers
-    other requests does not burn them, it lowers the endpoint's limit instead; every retry is bounded by
-    `max_wait_s` from the item's first attempt. A server's Retry-After is the least a refused request waits; a
-    jittered share of the growing backoff comes on top, so refused requests never all come back at once."""
+    """Bounded exponential backoff with jitter, bounded in count and in time. `max_attempts` counts the
+    attempts that failed for a reason of their own (a 500, a dropped connection, a timeout); back-pressure
+    (429, 503: the server asks to come back later) while the endpoint still answers other requests does not
+    burn them, it lowers the endpoint's limit instead; every retry is bounded by `max_wait_s` from the item's
+    first attempt. A server's Retry-After is the least a refused request waits; a jittered share of the
+    growing backoff comes on top, so refused requests never all come back at once."""
 
     max_attempts: int = 6
     base_delay: float = 1.0
@@ -218,13 +217,12 @@ BUILD_THREADS = max(2, min(8, os.cpu_count() or 2))
 async def built_ahead(jobs: Iterable[Request | Callable[[], Request]], *,
                       threads: int = BUILD_THREADS) -> AsyncIterator[Request]:
     """Requests in order, the ones given as builders built in worker threads, `threads` ahead of need.
-
     Building a request can mean decoding, shrinking and re-encoding each view (photos above the size bound):
     tens of milliseconds that would stall every request in flight if done on the event loop. Pillow releases
     the GIL while it works, so such builds also run in parallel. Requests that were cheap to build (views sent
     as stored) come ready-made, with no thread hop. At most `threads` requests (and their image bytes) wait
-    ahead of the workers. A builder's exception is raised here, in order, and the builds after it are dropped.
-    """
+    ahead of the workers. A builder's exception is raised here, in order, and the builds after it are
+    dropped."""
     loop = asyncio.get_running_loop()
     source = iter(jobs)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="diningbench-build")

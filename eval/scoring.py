@@ -62,13 +62,11 @@ def score_run(run_dir: Path, *, judge: str | None = None, judge_base_url: str | 
               n_boot: int = N_BOOT, rows: dict[str, Sequence[Row]] | None = None,
               judge_cache: Path | None = None, fresh: Collection[Key] = (),
               predictions: dict[Key, Prediction] | None = None) -> Metrics:
-    """Score a run folder's predictions.jsonl; write scores.jsonl and metrics.json; return the metrics.
-
-    `rows` (each task's item metadata) saves loading the dataset again when the caller has it;
-    `judge_cache` (default: the run folder's judge_cache/) may be shared by several runs; `fresh`
-    holds the keys of predictions this process parsed as they came (their `parsed` is used as is);
-    `predictions`, the folder's predictions as `read_predictions` gives them, when the caller holds them.
-    """
+    """Score a run folder's predictions.jsonl; write scores.jsonl and metrics.json; return the metrics. `rows`
+    (each task's item metadata) saves loading the dataset again when the caller has it; `judge_cache`
+    (default: the run folder's judge_cache/) may be shared by several runs; `fresh` holds the keys of
+    predictions this process parsed as they came (their `parsed` is used as is); `predictions`, the folder's
+    predictions as `read_predictions` gives them, when the caller holds them."""
     run_dir = Path(run_dir)
     info = read_run_json(run_dir)
     if info is None or not (run_dir / PREDICTIONS).exists():

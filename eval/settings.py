@@ -304,9 +304,8 @@ def _fits(value: Any, hint: Any) -> bool:
 
 
 def image_indices(text: str | None) -> tuple[int, ...]:
-    """`--image-indices` as a tuple (None: the authors' default, the merchant's photo alone).
-
-    Written `0,1,2` or `[0,1,2]` (the authors' scripts take both spellings for one meaning).
+    """`--image-indices` as a tuple (None: the authors' default, the merchant's photo alone). Written `0,1,2`
+    or `[0,1,2]` (the authors' scripts take both spellings for one meaning).
 
     >>> image_indices("0,1,2"), image_indices("[0, 2]"), image_indices(None)
     ((0, 1, 2), (0, 2), (0,))
@@ -331,9 +330,8 @@ def _int(value: str) -> int:
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -> None:
-    """The settings' flags (`--max-tokens` for `max_tokens`...), with their one default and help.
-
-    `skip` leaves out fields a command declares itself (sweep's lists of models, views and CoT)."""
+    """The settings' flags (`--max-tokens` for `max_tokens`...), with their one default and help. `skip`
+    leaves out fields a command declares itself (sweep's lists of models, views and CoT)."""
     add_arguments(parser, DEFAULTS, skip=skip, required=("task", "model"))
 
 

@@ -70,14 +70,12 @@ DEFAULT_MAX_TOKENS = 16384  # the paper's generation budget: thinking models nee
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    """What the run asks for; each backend's request policy decides what is actually sent.
-
-    The paper's protocol is greedy decoding (temperature 0) with 16,384 tokens. A reasoning model
-    that only samples at its default temperature gets no temperature (the backend records that);
-    `max_tokens` None leaves the limit to the server. `reasoning_effort` (OpenAI reasoning models)
-    and `thinking_budget` (Gemini thinking models, in tokens; -1 dynamic, 0 off) are sent only by
-    the backends that can use them: others refuse them at start-up with one line.
-    """
+    """What the run asks for; each backend's request policy decides what is actually sent. The paper's
+    protocol is greedy decoding (temperature 0) with 16,384 tokens. A reasoning model that only samples at its
+    default temperature gets no temperature (the backend records that); `max_tokens` None leaves the limit to
+    the server. `reasoning_effort` (OpenAI reasoning models) and `thinking_budget` (Gemini thinking models, in
+    tokens; -1 dynamic, 0 off) are sent only by the backends that can use them: others refuse them at start-up
+    with one line."""
 
     temperature: float = 0.0
     max_tokens: int | None = DEFAULT_MAX_TOKENS
@@ -91,12 +89,10 @@ class GenerationConfig:
 
 @dataclass(frozen=True)
 class BackendOptions:
-    """How a backend is built: one type for every backend's `make(model, options)`.
-
-    What a model generates is not here: it travels with every request (`Request.config`). `generation`
-    is the run's config as its requests carry it, for the checks a backend makes before the first
-    request (a setting it cannot send, a limit over a server's context) and for what it records.
-    """
+    """How a backend is built: one type for every backend's `make(model, options)`. What a model generates is
+    not here: it travels with every request (`Request.config`). `generation` is the run's config as its
+    requests carry it, for the checks a backend makes before the first request (a setting it cannot send, a
+    limit over a server's context) and for what it records."""
 
     base_url: str | None = None
     timeout: float = 120.0  # wall-clock seconds for one attempt
@@ -139,14 +135,11 @@ class Request:
 
 @dataclass
 class Response:
-    """What a backend returns for one request.
-
-    `usage` uses the keys `prompt_tokens`, `completion_tokens` (answer and thinking together, as
-    billed) and `reasoning_tokens` (the thinking part, when the server says). `finish_reason` is
-    normalised to OpenAI's words: `stop`, `length` (the limit cut the answer), `content_filter`,
-    or the provider's own word. A cut answer is a `truncated` response, not an error: the runner
-    does not ask again (the same request would be cut again) and scoring counts it apart.
-    """
+    """What a backend returns for one request. `usage` uses the keys `prompt_tokens`, `completion_tokens`
+    (answer and thinking together, as billed) and `reasoning_tokens` (the thinking part, when the server
+    says). `finish_reason` is normalised to OpenAI's words: `stop`, `length` (the limit cut the answer),
+    `content_filter`, or the provider's own word. A cut answer is a `truncated` response, not an error: the
+    runner does not ask again (the same request would be cut again) and scoring counts it apart."""
 
     text: str
     usage: dict[str, int] | None = None
@@ -185,10 +178,8 @@ class ConfigError(UserError):
 
 
 class BackendError(Exception):
-    """A failed generation. `retryable` errors are retried by the runner with backoff.
-
-    Messages must be short and must never contain a key or token.
-    """
+    """A failed generation. `retryable` errors are retried by the runner with backoff. Messages must be short
+    and must never contain a key or token."""
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
                  status: int | None = None, unreachable: bool = False, pacing: Any = None,
@@ -204,13 +195,10 @@ class BackendError(Exception):
 
 @runtime_checkable
 class Backend(Protocol):
-    """A model behind one of the `backend:model` specs.
-
-    API backends implement `generate` (called concurrently by the runner). Local engines
-    (`vllm:`, `hf:`) may also implement `generate_batch`, which the runner prefers when present.
-    A backend that keeps connections open on the event loop also has `async aclose()`; whoever
-    runs the loop calls it (`eval.backends.release`) before the loop ends.
-    """
+    """A model behind one of the `backend:model` specs. API backends implement `generate` (called concurrently
+    by the runner). Local engines (`vllm:`, `hf:`) may also implement `generate_batch`, which the runner
+    prefers when present. A backend that keeps connections open on the event loop also has `async aclose()`;
+    whoever runs the loop calls it (`eval.backends.release`) before the loop ends."""
 
     spec: str
 
@@ -229,11 +217,9 @@ IMPORTED_KEY = "official"
 @dataclass
 class Prediction:
     """One line of predictions.jsonl: what was asked (views sent, epoch, option rotation) and what came back.
-
-    Scoring needs nothing else: `n_images` is the number of views sent, `finish_reason` and
-    `truncated` say whether the limit cut the answer. Lines written before these fields existed
-    read back with their defaults.
-    """
+    Scoring needs nothing else: `n_images` is the number of views sent, `finish_reason` and `truncated` say
+    whether the limit cut the answer. Lines written before these fields existed read back with their
+    defaults."""
 
     id: str
     task: Task
@@ -335,18 +321,16 @@ class RunInfo(TypedDict, total=False):
 
 
 class ScoreRecord(TypedDict, total=False):
-    """One line of scores.jsonl: one scored item (all tasks of a run folder in one file).
-
-    Scoring (`eval.protocols.records.item_record`) writes every field down to `decided_by` on every line,
-    in this order; the task's scoring fills `correct`/`ape`/`abs_error`/`verdict`. The fields after it
-    are added later, where they apply. A line read back (`eval.report.runs`) is checked once for the
-    fields every reader relies on (`id`, `task`, `epoch`, and the types of the values scores are read
-    from); a line written before a field existed lacks it, hence total=False.
+    """One line of scores.jsonl: one scored item (all tasks of a run folder in one file). Scoring
+    (`eval.protocols.records.item_record`) writes every field down to `decided_by` on every line, in this
+    order; the task's scoring fills `correct`/`ape`/`abs_error`/`verdict`. The fields after it are added
+    later, where they apply. A line read back (`eval.report.runs`) is checked once for the fields every reader
+    relies on (`id`, `task`, `epoch`, and the types of the values scores are read from); a line written before
+    a field existed lacks it, hence total=False.
 
     rotations.jsonl (`run --circular` only) holds the classification answers to rotated options: the same
     fields (reference and parsed letters as that rotation showed them) plus `rotation`; scores.jsonl keeps
-    rotation 0, the item as stored (eval/circular.py).
-    """
+    rotation 0, the item as stored (eval/circular.py)."""
 
     id: str  # item id (unique within its task); a line from another tool may hold a number: readers str() it
     task: Task  # "classification" | "nutrition" | "vqa"
@@ -409,8 +393,7 @@ class OfficialReading(TypedDict, total=False):
     """A scores.jsonl record's `official` object (`eval.protocols.official.reading`): the authors' reading of
     one answer, beside ours. `idx`, `model_pred` and `read` are on every reading; the others where a task's
     script has them (`ScriptRules.item`); the judge's fields are added once their judge step ran
-    (`take_reply`, `official_judge`). Only the first epoch's, unrotated, answers carry one.
-    """
+    (`take_reply`, `official_judge`). Only the first epoch's, unrotated, answers carry one."""
 
     idx: int  # the row's place in their release file, as their scripts pair answers with rows
     model_pred: str  # the answer as their inference keeps it (PredictionLine.model_pred)
@@ -428,8 +411,8 @@ class OfficialReading(TypedDict, total=False):
 
 
 class TaskFigures(TypedDict, total=False):
-    """A task's entry in metrics.json: its figures, as scoring computed them (`eval.numbers.task_figures`, then
-    the protocol's `score`). Which keys an entry holds depends on its task, its metric and its protocol,
+    """A task's entry in metrics.json: its figures, as scoring computed them (`eval.numbers.task_figures`,
+    then the protocol's `score`). Which keys an entry holds depends on its task, its metric and its protocol,
     hence total=False; the declared keys are the ones the harness writes by name and the reports read.
 
     The escape: the metric's own per-component figures are in the entry too, undeclared, as the metric names
@@ -438,8 +421,7 @@ class TaskFigures(TypedDict, total=False):
     whose keys vary by task; no report reads them from here (they recompute them from the items,
     `numbers.score_nutrition_rows` and `numbers.component`). An entry read back from metrics.json
     (`eval.report.runs.Run.entry`) is not checked: a folder from elsewhere may hold anything, so readers check
-    each value they read.
-    """
+    each value they read."""
 
     # -- the metric's own figures (dining_accuracy, nutrition_error, judge_accuracy)
     n: int  # items scored (items x epochs with --epochs)

@@ -21,13 +21,11 @@ from eval.types import GenerationConfig, Prediction, Request, Row, ScoreRecord, 
 
 def request_hash(settings: RunSettings, task: str, text: str, image_hashes: list[str], epoch: int = 0,
                  rotation: int = 0, recorded: Collection[str] = ()) -> str:
-    """Identity of a request for resume: same hash = same question asked of the same model.
-
-    Made of the settings' identity fields (eval/settings.py marks them), the prompt and the images;
-    epoch and rotation only when not 0, so the plain request keeps its hash (and its answer is reused).
-    `protocol` and `image_indices` count only for a protocol that records them (`recorded`): requests
-    made before there was a choice keep their hashes.
-    """
+    """Identity of a request for resume: same hash = same question asked of the same model. Made of the
+    settings' identity fields (eval/settings.py marks them), the prompt and the images; epoch and rotation
+    only when not 0, so the plain request keeps its hash (and its answer is reused). `protocol` and
+    `image_indices` count only for a protocol that records them (`recorded`): requests made before there was a
+    choice keep their hashes."""
     identity = {name: value for name, value in ((name, getattr(settings, name)) for name in IDENTITY_FIELDS)
                 if (value is not None if name in recorded else name not in ("protocol", "image_indices"))}
     identity.update(task=task, prompt=text, images=image_hashes, prompt_version=prompts.PROMPT_VERSION)

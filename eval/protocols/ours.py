@@ -77,13 +77,11 @@ class Ours(Protocol):
 
     def build(self, task: tasks.Task, row: Row, settings: RunSettings, epoch: int = 0, rotation: int = 0,
               scope: str | None = None, views: list[ImagePart] | None = None) -> Request:
-        """Images first (the views, in order), then the task text, in one user turn.
-
-        An unusable image is an ImageError naming the task and the item. `metadata` carries what the
-        prediction keeps: the views sent, the epoch and the option rotation. `scope` (the dataset's
-        fingerprint) lets each view's hash be computed once and reused (`VIEW_HASHES`). `views`: the
-        row's views as `stored_views` found them, when the caller has checked them already.
-        """
+        """Images first (the views, in order), then the task text, in one user turn. An unusable image is an
+        ImageError naming the task and the item. `metadata` carries what the prediction keeps: the views sent,
+        the epoch and the option rotation. `scope` (the dataset's fingerprint) lets each view's hash be
+        computed once and reused (`VIEW_HASHES`). `views`: the row's views as `stored_views` found them, when
+        the caller has checked them already."""
         row = task.rotate(row, rotation)
         text = task.prompt(row, lang=settings.lang, cot=settings.cot)
         stored = views is not None  # the release's own bytes, as `stored_views` found them

@@ -94,11 +94,9 @@ def score_task(task: tasks.Task, records: list[ScoreRecord], parsed: list[Any], 
 def score_judged(task: tasks.Task, records: list[ScoreRecord], raws: list[str | None], questions: list[str],
                  judge: Callable[[str], str] | None, judge_model: str | None, cache_dir: Path,
                  concurrency: int = START, n_boot: int = N_BOOT) -> TaskFigures:
-    """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I").
-
-    The judge reads the raw answers through the metric's own `final_answer`, exactly as the
-    judge_accuracy metric does, so both give one verdict (and one cache entry) per answer.
-    """
+    """Rule, cached or judge verdicts per item (judge_accuracy decides; failed samples are "I"). The judge
+    reads the raw answers through the metric's own `final_answer`, exactly as the judge_accuracy metric does,
+    so both give one verdict (and one cache entry) per answer."""
     if judge is None:
         return unjudged(records)
     results = judge_items(questions, [r["reference"] for r in records], raws, judge, judge_model,

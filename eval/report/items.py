@@ -189,10 +189,10 @@ def run_items(run_dir: Path | str, *, status: str | None = None, task: str | Non
               cuisine: str | None = None, search: str | None = None,
               problems: list[str] | None = None) -> list[dict[str, Any]]:
     """The run's scored items (scores.jsonl lines plus `status`; where the run's protocol's figure leads,
-    `protocol` (its title) and `protocol_reading`, the item as that protocol reads it), filtered; `wrong` also
-    matches unparsed, truncated and failed items, since each of them counts as wrong. `search` keeps the items
-    whose raw answer, prompt, parsed answer, reference or error holds it (any case). With `problems`, bad
-    lines are left out and named there (`scores.jsonl:N: why`) instead of stopping the listing."""
+    `protocol` (its title) and `protocol_reading`, the item as that protocol reads it), filtered (`status` as
+    `status_matches` takes it). `search` keeps the items whose raw answer, prompt, parsed answer, reference or
+    error holds it (any case). With `problems`, bad lines are left out and named there (`scores.jsonl:N: why`)
+    instead of stopping the listing."""
     loaded = _loaded(run_dir, problems)
     run = _run_of(loaded)
     needle = " ".join((search or "").split())[:MAX_SEARCH].casefold()

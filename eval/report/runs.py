@@ -40,8 +40,7 @@ class RunData:
         return protocol_of(self.info)
 
     def scored_tasks(self) -> list[tuple[tasks.Task, list[ScoreRecord]]]:
-        """Each task of scores.jsonl a module registered, as its object, with its items, in the file's order
-        (the one place a run folder's task names become tasks; one no module registered is left out)."""
+        """Each registered task of scores.jsonl (`task_named`) with its items, in the file's order."""
         return [(task, rows) for name, rows in self.scores.items() if (task := task_named(name)) is not None]
 
     def entry(self, task: str) -> TaskFigures:
@@ -153,10 +152,10 @@ def _line_problem(row: Any) -> str | None:
 
 def _value_problem(row: dict[str, Any]) -> str | None:
     """Why a value that scoring and comparisons read has the wrong type or range (None when all fit):
-    `correct` true, false or null; `error` text or null; `merchant_id` text, a number or null; `n_options` (the
-    options an item offered: chance accuracy and the circular figures count them) null or a whole number up to the
-    alphabet's 26; for a percentage-error task, `ape` null or an object with every nutrient (null or a number >= 0), `abs_error`
-    likewise, and `reference` an object of numbers >= 0."""
+    `correct` true, false or null; `error` text or null; `merchant_id` text, a number or null; `n_options`
+    (the options an item offered: chance accuracy and the circular figures count them) null or a whole number
+    up to the alphabet's 26; for a percentage-error task, `ape` null or an object with every nutrient (null or
+    a number >= 0), `abs_error` likewise, and `reference` an object of numbers >= 0."""
     if row.get("correct") is not None and not isinstance(row["correct"], bool):
         return f"has `correct` {str(row['correct'])[:40]!r}, not true, false or null"
     if row.get("error") is not None and not isinstance(row["error"], str):
@@ -191,9 +190,8 @@ def _value_problem(row: dict[str, Any]) -> str | None:
 
 def _read_jsonl(path: Path, problems: list[str] | None = None) -> list[ScoreRecord]:
     """The lines of a scores.jsonl; a bad line is a ReportError naming it, or, with `problems`, a
-    `scores.jsonl:N: why` entry there and the line left out (viewers show what they can).
-
-    The one place a record read back is checked (`_line_problem`): readers after it take it as typed."""
+    `scores.jsonl:N: why` entry there and the line left out (viewers show what they can). The one place a
+    record read back is checked (`_line_problem`): readers after it take it as typed."""
     rows: list[ScoreRecord] = []
     strict = problems is None
     seen: dict[tuple[str, str, int], int] = {}  # (task, id, epoch) -> its line
@@ -219,10 +217,9 @@ def _read_jsonl(path: Path, problems: list[str] | None = None) -> list[ScoreReco
 
 
 def load_run(path: Path | str, problems: list[str] | None = None) -> RunData:
-    """Read run.json and scores.jsonl of one run folder; a one-line ReportError when unusable.
-
-    With `problems`, bad scores.jsonl lines are left out and named there (`scores.jsonl:N: why`),
-    as is a run.json that is not JSON, so that a viewer can show the rest."""
+    """Read run.json and scores.jsonl of one run folder; a one-line ReportError when unusable. With
+    `problems`, bad scores.jsonl lines are left out and named there (`scores.jsonl:N: why`), as is a run.json
+    that is not JSON, so that a viewer can show the rest."""
     path = Path(path)
     scores_path = path / "scores.jsonl"
     if not scores_path.exists():

@@ -26,10 +26,9 @@ FILE_ROUTE = "gradio_api/file="
 
 
 class ShownViews:
-    """JPEG files of the views shown lately, bounded in number (the least recently shown removed first).
-
-    The folder sits under the system's temporary folder, where Gradio accepts files an app returns, and
-    is removed at exit. Safe to share between concurrent requests."""
+    """JPEG files of the views shown lately, bounded in number (the least recently shown removed first). The
+    folder sits under the system's temporary folder, where Gradio accepts files an app returns, and is removed
+    at exit. Safe to share between concurrent requests."""
 
     def __init__(self, folder: Path | None = None, max_files: int = MAX_FILES) -> None:
         if folder is None:

@@ -257,10 +257,9 @@ def _protocol_figure(led: dict[str, Any]) -> str:
 
 def detail(run_dir: str | None, key: str | None, root: Path | None = None, listed: list[str] | None = None
            ) -> tuple[list[Any], str, str, Any, Any, Any, str, str]:
-    """The views (each a (file, caption) pair), prompt, raw answer, parsed, reference, score, judge reply and a note for one item.
-
-    The note is Markdown whose every piece from the run folder is text (`as_text`); `listed` are
-    problems already found while listing, shown with the ones found here."""
+    """The views (each a (file, caption) pair), prompt, raw answer, parsed, reference, score, judge reply and
+    a note for one item. The note is Markdown whose every piece from the run folder is text (`as_text`);
+    `listed` are problems already found while listing, shown with the ones found here."""
     problems = list(listed or [])
     if not run_dir or not key or "/" not in key:
         return _note_only(root, _problems_line(problems))

@@ -46,11 +46,9 @@ def is_judged(task: object) -> bool:
 
 
 def reference_of(task: str, row: Mapping[str, Any], lang: str = "zh") -> Any:
-    """The reference answer scoring compares against (VQA: in the prompt language).
-
-    An unusable reference (a letter beyond the options, a missing or non-finite nutrient, an empty
-    answer) is a ValueError naming the item: a bad row must stop a run, never be scored as if fine.
-    """
+    """The reference answer scoring compares against (VQA: in the prompt language). An unusable reference (a
+    letter beyond the options, a missing or non-finite nutrient, an empty answer) is a ValueError naming the
+    item: a bad row must stop a run, never be scored as if fine."""
     return get(task).reference(row, lang)
 
 

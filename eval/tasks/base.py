@@ -37,12 +37,11 @@ def parse_input(text: str) -> str:
 
 
 class Task:
-    """One task. Subclasses set the class attributes and override the hooks that differ.
-
-    `measure` says what one item's score is: "correct" (right or wrong: the headline is accuracy,
-    higher is better) or "ape" (absolute percentage errors per component of `components`: the headline
-    is the average MAPE, lower is better). `judged` tasks get their verdicts from a judge model (their
-    `score` is never called: `eval.scoring` asks the judge)."""
+    """One task. Subclasses set the class attributes and override the hooks that differ. `measure` says what
+    one item's score is: "correct" (right or wrong: the headline is accuracy, higher is better) or "ape"
+    (absolute percentage errors per component of `components`: the headline is the average MAPE, lower is
+    better). `judged` tasks get their verdicts from a judge model (their `score` is never called:
+    `eval.scoring` asks the judge)."""
 
     name: ClassVar[str]
     config: ClassVar[str] = ""  # the release config whose rows it asks (default: its name)
