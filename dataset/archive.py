@@ -21,14 +21,12 @@ _CHUNK = 1 << 20
 
 
 def unpack_once(archive: Path, dest: Path) -> Path:
-    """`archive` unpacked into `dest` (made now, unless an earlier call made it); returns `dest`.
-
-    Members are unpacked into a partial folder beside `dest`, which is renamed to `dest` once every member is
-    in: a reader never sees half an archive, and a refused archive leaves nothing behind. Refused, in one
-    DatasetError naming the member: an absolute name, a `..` component, a backslash or drive in the name, a
-    link (symbolic or hard), a device or FIFO; a member over MAX_PHOTO_BYTES, a total over MAX_UNPACKED_BYTES
-    or more than MAX_MEMBERS members, each found from the member's header before its bytes are read.
-    """
+    """`archive` unpacked into `dest` (made now, unless an earlier call made it); returns `dest`. Members are
+    unpacked into a partial folder beside `dest`, which is renamed to `dest` once every member is in: a reader
+    never sees half an archive, and a refused archive leaves nothing behind. Refused, in one DatasetError
+    naming the member: an absolute name, a `..` component, a backslash or drive in the name, a link (symbolic
+    or hard), a device or FIFO; a member over MAX_PHOTO_BYTES, a total over MAX_UNPACKED_BYTES or more than
+    MAX_MEMBERS members, each found from the member's header before its bytes are read."""
     if dest.is_dir():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)

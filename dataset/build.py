@@ -91,10 +91,9 @@ def _yaml_feature(kind: Any) -> dict[str, str]:
 
 def card_text(counts: dict[str, int], num_bytes: dict[str, int], note: str = "",
               optional: Iterable[str] = (), license_id: str = LICENSE) -> str:
-    """The release README.md: YAML header generated from the real counts, body from dataset_card.md.
-
-    Each config's `dataset_info` is what `datasets.DatasetInfo(...)._to_yaml_dict()` writes (features,
-    config_name, splits, dataset_size), plus `card_info()`."""
+    """The release README.md: YAML header generated from the real counts, body from dataset_card.md. Each
+    config's `dataset_info` is what `datasets.DatasetInfo(...)._to_yaml_dict()` writes (features, config_name,
+    splits, dataset_size), plus `card_info()`."""
     import yaml
 
     infos = [{"features": [{"name": name, **_yaml_feature(kind)}
@@ -205,10 +204,9 @@ def card_license(folder: str | os.PathLike) -> str | None:
 
 def push(release_dir: str | os.PathLike, repo_id: str, *, private: bool = False, public: bool = False,
          endpoint: str | None = None, message: str = "Upload DiningBench release") -> str:
-    """Upload a release folder as a Hub dataset repo (token from HF_TOKEN only); returns the commit URL.
-
-    A release under the authors' license (converted from their publication) goes to a private
-    repository unless `public` says otherwise: its terms allow no derivatives and no commercial use."""
+    """Upload a release folder as a Hub dataset repo (token from HF_TOKEN only); returns the commit URL. A
+    release under the authors' license (converted from their publication) goes to a private repository unless
+    `public` says otherwise: its terms allow no derivatives and no commercial use."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
     folder = Path(release_dir)

@@ -36,11 +36,9 @@ from dataset.validate import Problem, _image_counts, _official_summary, _validat
 
 
 def load(config: str, source: str | os.PathLike | None = None, *, decode_images: bool = True) -> datasets.Dataset:
-    """The `test` split of `config` from a release folder or Hub id (default: the embedded sample).
-
-    Images decode lazily, row by row. With `decode_images=False` each image is a `{"bytes", "path"}`
-    dict, for callers that re-encode for transport and must not decode twice.
-    """
+    """The `test` split of `config` from a release folder or Hub id (default: the embedded sample). Images
+    decode lazily, row by row. With `decode_images=False` each image is a `{"bytes", "path"}` dict, for
+    callers that re-encode for transport and must not decode twice."""
     _check_config(config)
     src = _source(source)
     folder = _local(src)
@@ -83,12 +81,10 @@ def _config_files(folder: Path, source: str, config: str) -> list[Path]:
 
 
 def _undecoded(ds: datasets.Dataset) -> datasets.Dataset:
-    """The same rows over the same memory-mapped Arrow table, with images read as `{"bytes", "path"}`.
-
-    Whether an image decodes does not change how it is stored, so nothing is copied: casting the
-    column instead (`cast_column` on a list of images) rewrites every row into a second Arrow cache
-    file, and a run then maps both (the first to read it, the second to iterate it).
-    """
+    """The same rows over the same memory-mapped Arrow table, with images read as `{"bytes", "path"}`. Whether
+    an image decodes does not change how it is stored, so nothing is copied: casting the column instead
+    (`cast_column` on a list of images) rewrites every row into a second Arrow cache file, and a run then maps
+    both (the first to read it, the second to iterate it)."""
     from datasets import Dataset, Features, Image, List
 
     info = ds.info.copy()
@@ -97,9 +93,8 @@ def _undecoded(ds: datasets.Dataset) -> datasets.Dataset:
 
 
 def _first_unembedded_image(table: pa.Table) -> tuple[str, int] | None:
-    """(item id, view index) of the first image cell of `table` (columns `id` and `images`) without bytes,
-    or None. Reads only the Arrow validity bitmaps and offsets, never the image bytes.
-    """
+    """(item id, view index) of the first image cell of `table` (columns `id` and `images`) without bytes, or
+    None. Reads only the Arrow validity bitmaps and offsets, never the image bytes."""
     import pyarrow.compute as pc
 
     if "images" not in table.column_names:
@@ -125,15 +120,14 @@ IMAGE_BATCH = 16
 
 def read_release(config: str, source: str | os.PathLike | None = None, *,
                  lang: str = "zh") -> LocalRelease | LoadedRelease | OfficialRelease:
-    """One config's rows as the harness reads them: `rows`, every row's metadata (all columns but
-    `images`), and `iter_rows(positions)`, those rows whole with their image cells as `{"bytes", "path"}`.
+    """One config's rows as the harness reads them: `rows`, every row's metadata (all columns but `images`),
+    and `iter_rows(positions)`, those rows whole with their image cells as `{"bytes", "path"}`.
 
     A release folder (the embedded sample too) is read with pyarrow alone (`LocalRelease`): importing
-    `datasets` costs most of a second of CPU, more than the rest of a run on a fast server. A Hub id
-    goes through `datasets` (`load`), which downloads and caches it. The authors' layout (JSON lines
-    and an images tree or archive: a folder, one file, or `meituan/DiningBench`) is read by
-    `read_official` in `lang` (zh or en; a Parquet release ignores it), with the same two faces.
-    """
+    `datasets` costs most of a second of CPU, more than the rest of a run on a fast server. A Hub id goes
+    through `datasets` (`load`), which downloads and caches it. The authors' layout (JSON lines and an images
+    tree or archive: a folder, one file, or `meituan/DiningBench`) is read by `read_official` in `lang` (zh or
+    en; a Parquet release ignores it), with the same two faces."""
     return layout_of(source).read(config, lang=lang)
 
 
@@ -141,16 +135,15 @@ def read_release(config: str, source: str | os.PathLike | None = None, *,
 
 
 class Layout:
-    """How a release is laid out, decided once from its source (`layout_of`): what differs between
-    our layout and the authors' is asked of this object, and no caller asks which one it is.
+    """How a release is laid out, decided once from its source (`layout_of`): what differs between our layout
+    and the authors' is asked of this object, and no caller asks which one it is.
 
     `name`: one of LAYOUTS; `source`: the source as given (or its default); `by_language`: whether its rows
     are read one language at a time (the authors' files come one per language; our rows hold both).
     `read(config, lang=)`: the rows (`read_release`); `fingerprint(config, lang=)`: the hash a run records;
     `configs(lang)`: (the configs it holds, the language they are read in); `validate(lang=)`: every problem,
     never raising on bad data; `summary(lang=)`: counts in lines; `published(lang)`: (the configs in the
-    authors' files of `lang`, the language read), what `convert` reads (ours refuses).
-    """
+    authors' files of `lang`, the language read), what `convert` reads (ours refuses)."""
 
     name = ""
     by_language = False
@@ -287,22 +280,20 @@ def summary(source: str | os.PathLike | None = None, *, lang: str = "zh") -> str
 
 
 class LocalRelease:
-    """One config of a release folder, read from its Parquet files with pyarrow.
-
-    The metadata of every row is read once, when it is opened. The image column is read from an uncompressed
-    Arrow file kept in the datasets cache folder (`diningbench-images/`, made from the Parquet files the first
-    time a run asks for images, as `datasets` makes its own Arrow cache; the IMAGE_CACHES_KEPT most recently
-    used are kept) and memory-mapped: a row's image cells cost one copy of its bytes, no Parquet decoding, and
-    the heap does not grow with the rows asked. Where that file cannot be written (a read-only cache),
-    `iter_rows` streams the image column from the Parquet files instead, IMAGE_BATCH rows at a time through
-    each row group: memory then holds a row group's images at most (a Parquet page of them, as the writer cut
-    them); a row asked before the batch held reads its group again from the start.
+    """One config of a release folder, read from its Parquet files with pyarrow. The metadata of every row is
+    read once, when it is opened. The image column is read from an uncompressed Arrow file kept in the
+    datasets cache folder (`diningbench-images/`, made from the Parquet files the first time a run asks for
+    images, as `datasets` makes its own Arrow cache; the IMAGE_CACHES_KEPT most recently used are kept) and
+    memory-mapped: a row's image cells cost one copy of its bytes, no Parquet decoding, and the heap does not
+    grow with the rows asked. Where that file cannot be written (a read-only cache), `iter_rows` streams the
+    image column from the Parquet files instead, IMAGE_BATCH rows at a time through each row group: memory
+    then holds a row group's images at most (a Parquet page of them, as the writer cut them); a row asked
+    before the batch held reads its group again from the start.
 
     It refuses what `load` refuses, in the same words: no Parquet files; an image cell without embedded bytes
     (a null found up front from each row group's statistics, or by reading the group's images when they cannot
     tell; an empty byte string, which statistics cannot tell from an image, when its row is read). And, naming
-    the file, one whose columns are not the config's (`load` takes the columns it finds).
-    """
+    the file, one whose columns are not the config's (`load` takes the columns it finds)."""
 
     def __init__(self, config: str, source: str | os.PathLike) -> None:
         _check_config(config)

@@ -303,16 +303,15 @@ def _unpacked_folder(archive: Path) -> tuple[Path, Held]:
 class OfficialRelease:
     """One config of the authors' layout in one language: `rows` (metadata, no image bytes), `len()`,
     `iter_rows(positions)` (rows whole, `images` as `{"bytes", "path"}` read from the images folder or
-    unpacked archive), `path` (the JSONL), `lang`, `revision` (the Hub commit, or None), `fingerprint`
-    and `notes` (one line each: what the rows cannot give).
+    unpacked archive), `path` (the JSONL), `lang`, `revision` (the Hub commit, or None), `fingerprint` and
+    `notes` (one line each: what the rows cannot give).
 
-    An unpacked archive is held while the release lives (`close()` lets go of it sooner): another
-    run's sweep of the shared cache never removes it.
+    An unpacked archive is held while the release lives (`close()` lets go of it sooner): another run's sweep
+    of the shared cache never removes it.
 
-    With `refuse` (the default) an image path that escapes the release, a file over MAX_PHOTO_BYTES or
-    not a regular file, or a row of more than MAX_IMAGES_PER_ROW images is a DatasetError naming the
-    row; without it each is kept in `problems` as (level, item, message), for `validate`.
-    """
+    With `refuse` (the default) an image path that escapes the release, a file over MAX_PHOTO_BYTES or not a
+    regular file, or a row of more than MAX_IMAGES_PER_ROW images is a DatasetError naming the row; without it
+    each is kept in `problems` as (level, item, message), for `validate`."""
 
     def __init__(self, config: str, source: str | os.PathLike, *, lang: str = "zh", refuse: bool = True) -> None:
         _check_config(config)

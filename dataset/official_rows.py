@@ -32,11 +32,10 @@ _OPTION = re.compile(r"(?<![A-Za-z0-9])(?:[(（]([A-H])[)）]|([A-H])\s*[.．:�
 
 
 def parse_options(prompt: str) -> list[str] | None:
-    """The option texts a classification prompt lists, A.. in order, or None when they cannot be read.
-
-    Markers may be `A.`, `A:`, `A：`, `A、`, `A)` or `(A)`, one option a line or several on one; the
-    longest run A, B, C, ... with a text after every marker wins (an instruction such as "答案为A、B…"
-    has empty texts and is no run).
+    """The option texts a classification prompt lists, A.. in order, or None when they cannot be read. Markers
+    may be `A.`, `A:`, `A：`, `A、`, `A)` or `(A)`, one option a line or several on one; the longest run A, B,
+    C, ... with a text after every marker wins (an instruction such as "答案为A、B…" has empty texts and is no
+    run).
 
     >>> parse_options("这道菜是？\\nA. 宫保鸡丁\\nB: 鱼香肉丝\\n(C) 回锅肉\\n只输出字母。")
     ['宫保鸡丁', '鱼香肉丝', '回锅肉']
@@ -289,9 +288,8 @@ def shape_of(config: str) -> Shape:
 
 
 def published_images(config: str, published: Mapping[str, Any]) -> tuple[list[tuple[str, Any]], bool]:
-    """((field, path) of each image in the authors' order, whether a standard image leads), by the
-    config's shape: [standard_image when non-empty] + user_images, or VQA's `images` (the id's
-    fallback photo when it has none)."""
+    """((field, path) of each image in the authors' order, whether a standard image leads), as the config's
+    shape reads them (`Shape.images`; VQA's `images`, the id's fallback photo when it has none)."""
     return shape_of(config).images(published)
 
 

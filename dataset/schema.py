@@ -80,18 +80,17 @@ PUBLISHED_COLUMNS: dict[str, Any] = {"prompt": "string", "ground_truth": "string
 
 @dataclass(frozen=True, eq=False)
 class Config:
-    """One config of the release, declared once: every module of the data contract reads it, and the
-    harness's three tasks (`eval/tasks/`) read these configs, registered in this order. A config whose rows the
-    authors' layout publishes in a shape it already has is one more entry in DECLARED.
+    """One config of the release, declared once: every module of the data contract reads it, and the harness's
+    three tasks (`eval/tasks/`) read these configs, registered in this order. A config whose rows the authors'
+    layout publishes in a shape it already has is one more entry in DECLARED.
 
-    `columns`: its own columns after COMMON_COLUMNS, in order; a column `X_en` is the English copy of
-    `X` (`english`). `optional`: the columns a release may add to it besides PUBLISHED_COLUMNS.
-    `shape`: how its rows are published in the authors' layout, which that shape's rule reads and
-    writes (`dataset.official_rows.SHAPES`): `choice` (lettered options inside the prompt, the letter
-    as ground truth), `nutrients` (an object of the four nutrients), `question` (a question ending in
-    a fixed sentence, a free answer, the photos as `images`). `published_rows`: its rows in the
-    authors' publication (the paper's count): a file of another size is not it.
-    """
+    `columns`: its own columns after COMMON_COLUMNS, in order; a column `X_en` is the English copy of `X`
+    (`english`). `optional`: the columns a release may add to it besides PUBLISHED_COLUMNS. `shape`: how its
+    rows are published in the authors' layout, which that shape's rule reads and writes
+    (`dataset.official_rows.SHAPES`): `choice` (lettered options inside the prompt, the letter as ground
+    truth), `nutrients` (an object of the four nutrients), `question` (a question ending in a fixed sentence,
+    a free answer, the photos as `images`). `published_rows`: its rows in the authors' publication (the
+    paper's count): a file of another size is not it."""
 
     name: str
     columns: Mapping[str, Any]
@@ -279,9 +278,8 @@ _PORTION_GRAMS_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(kg|grams|gram|g|公斤|千�
 
 
 def portion_grams(portion: str | None) -> float | None:
-    """Grams a `portion` text states (the first weight in it), or None when it states none.
-
-    The one reading of a portion's weight: construction's Atwater gate and the error analysis both use it.
+    """Grams a `portion` text states (the first weight in it), or None when it states none. The one reading of
+    a portion's weight: construction's Atwater gate and the error analysis both use it.
 
     >>> [portion_grams(t) for t in ("1碗，约520克（不含汤） / 1 bowl, about 520 g", "0.5 kg", "约1.2千克", "500g", "1斤")]
     [520.0, 500.0, 1200.0, 500.0, 500.0]

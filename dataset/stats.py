@@ -8,10 +8,9 @@ from typing import Any
 
 
 def regularized_gamma_q(a: float, x: float) -> float:
-    """Q(a, x) = Γ(a, x) / Γ(a), the regularized upper incomplete gamma function.
-
-    The power series of P = 1 - Q converges fast below x = a + 1, the continued fraction of Q
-    (modified Lentz) above it; both to about 1e-15 (Numerical Recipes §6.2).
+    """Q(a, x) = Γ(a, x) / Γ(a), the regularized upper incomplete gamma function. The power series of
+    P = 1 - Q converges fast below x = a + 1, the continued fraction of Q (modified Lentz) above it; both to
+    about 1e-15 (Numerical Recipes §6.2).
 
     >>> round(regularized_gamma_q(1.0, 2.0), 6)  # Q(1, x) = exp(-x)
     0.135335
@@ -62,14 +61,13 @@ def chi_square_sf(statistic: float, df: int) -> float:
 
 
 def position_bias(picks: Sequence[str | None], n_options: Sequence[int]) -> dict[str, Any] | None:
-    """Share of answers per letter position and a chi-square test against picking positions evenly.
+    """Share of answers per letter position and a chi-square test against picking positions evenly. The one
+    implementation: `validate` tests a release's answer letters with it (every item has 8 options),
+    `eval.circular` a model's picks under `--circular`.
 
-    The one implementation: `validate` tests a release's answer letters with it (every item has 8
-    options), `eval.circular` a model's picks under `--circular`.
-
-    Under `--circular` every item's correct option visits every position once, so a model without a
-    position preference spreads its answers evenly: each answer to an item with n options adds 1/n
-    to the expected count of each of its n positions. Unparsed answers (None) are left out.
+    Under `--circular` every item's correct option visits every position once, so a model without a position
+    preference spreads its answers evenly: each answer to an item with n options adds 1/n to the expected
+    count of each of its n positions. Unparsed answers (None) are left out.
 
     >>> r = position_bias(["A", "A", "A", "B"], [2, 2, 2, 2])
     >>> r["pick_rate"], r["statistic"], r["df"]  # expected 2 and 2: (1 + 1) / 2

@@ -77,9 +77,7 @@ def sauce_pool(scene: DishScene, colour: RGB, cx: float, cy: float, radius: floa
 def grains(scene: DishScene, mound: Mound, colour: RGB, rng: np.random.Generator, count: int,
            specks: list[tuple[RGB, float]] = ()) -> None:
     """Rice: a shaded underlay plus hundreds of small grains; `specks` tints some grains (egg, soy).
-
-    Positions, heights and colours are drawn for all grains at once (numpy): a plate holds ~1,000.
-    """
+    Positions, heights and colours are drawn for all grains at once (numpy): a plate holds ~1,000."""
     base = np.array(colour, dtype=float)
     # The body of the pile: stacked discs shrinking with height, a smooth dome from any camera, so no
     # plate shows through between grains and the side view has a clean silhouette.
@@ -152,11 +150,9 @@ def leaves(scene: DishScene, mound: Mound, colours: list[RGB], rng: np.random.Ge
 
 def topping(scene: DishScene, kind: str, colour: RGB, count: int, size: float, rng: np.random.Generator,
             place: Callable[[], tuple[float, float]], surface: Height) -> None:
-    """Scatter `count` pieces of one ingredient; `kind` picks a shape that reads as that food.
-
-    Pieces get a depth bias (`lift`) over the rice, leaves or noodles they rest on: they sit on top,
-    and a topping buried under its own base would make two look-alike dishes indistinguishable.
-    """
+    """Scatter `count` pieces of one ingredient; `kind` picks a shape that reads as that food. Pieces get a
+    depth bias (`lift`) over the rice, leaves or noodles they rest on: they sit on top, and a topping buried
+    under its own base would make two look-alike dishes indistinguishable."""
     start = len(scene.prims)
     add = scene.prims.append
     for _ in range(count):

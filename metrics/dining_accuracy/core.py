@@ -184,11 +184,9 @@ def _match_option_text(answer: str, options: Sequence[str] | None) -> str | None
 
 def _named_in(sentence: str, options: Sequence[str] | None) -> str | None:
     """The letter of the one option whose Latin-script name the sentence contains ("... by Georges Seurat.").
-
-    Only whole words count, so only names in Latin script: Chinese has no spaces, and "麻婆豆腐" inside
-    a sentence may be part of another dish's name. A sentence with a negation ("not Seurat") names
-    what the model rejects, and a name inside a longer named option yields to the longer one.
-    """
+    Only whole words count, so only names in Latin script: Chinese has no spaces, and "麻婆豆腐" inside a
+    sentence may be part of another dish's name. A sentence with a negation ("not Seurat") names what the
+    model rejects, and a name inside a longer named option yields to the longer one."""
     if not options or re.search(r"\b(?:not|no|never|none)\b|n't", sentence, re.IGNORECASE):
         return None
     said = " " + " ".join(re.findall(r"[\w$%.'/-]+", sentence.casefold())) + " "
@@ -385,13 +383,12 @@ def _mentions_letter(line: str) -> bool:
 
 
 def parse_choice(text: str | None, n_options: int = 8, options: Sequence[str] | None = None) -> str | None:
-    """Read the option letter a model chose, or None when there is no single clear answer.
-
-    Strict first (the whole answer is one letter), then lenient shapes; with chain of thought the
-    final answer wins; several different letters and no concluding marker is ambiguous (None).
-    When `options` (the option names) is given, its length sets the letters and an answer that is
-    exactly one option's name, or a last sentence naming exactly one option, counts. A model that
-    runs on past an end token ("C<eoa>", "C</s>") answered with what came before it.
+    """Read the option letter a model chose, or None when there is no single clear answer. Strict first (the
+    whole answer is one letter), then lenient shapes; with chain of thought the final answer wins; several
+    different letters and no concluding marker is ambiguous (None). When `options` (the option names) is
+    given, its length sets the letters and an answer that is exactly one option's name, or a last sentence
+    naming exactly one option, counts. A model that runs on past an end token ("C<eoa>", "C</s>") answered
+    with what came before it.
 
     >>> parse_choice("C")
     'C'
@@ -492,9 +489,8 @@ def score_choices(
     n_options: int = 8,
     options: Sequence[Sequence[str] | None] | None = None,
 ) -> dict[str, Any]:
-    """Accuracy over raw predictions; unparsed answers count as wrong and are reported.
-
-    `options`, when given, holds each item's option names (one list per item).
+    """Accuracy over raw predictions; unparsed answers count as wrong and are reported. `options`, when given,
+    holds each item's option names (one list per item).
 
     >>> r = score_choices(["C", "Answer: B", "A or D?"], ["C", "A", "D"])
     >>> (r["accuracy"], r["n"], r["parse_failures"], r["parsed"])

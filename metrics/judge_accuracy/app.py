@@ -26,11 +26,9 @@ MAX_REPLY_BYTES = 1 << 20  # a judge reply is a few hundred bytes; more is refus
 
 
 class EndpointJudge:
-    """`judge(prompt) -> text` over an OpenAI-compatible /chat/completions endpoint, at temperature 0.
-
-    A spec is `openai:MODEL` or a bare model name. The key is the server environment's, never the page's,
-    and never appears in an error: any failure is one line naming the HTTP status or the reason.
-    """
+    """`judge(prompt) -> text` over an OpenAI-compatible /chat/completions endpoint, at temperature 0. A spec
+    is `openai:MODEL` or a bare model name. The key is the server environment's, never the page's, and never
+    appears in an error: any failure is one line naming the HTTP status or the reason."""
 
     def __init__(self, spec: str, *, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = JUDGE_TIMEOUT_S) -> None:

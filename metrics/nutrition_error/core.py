@@ -72,11 +72,9 @@ def _canonical_key(key: str) -> tuple[str | None, str]:
 
 
 def _to_amount(value: Any, nutrient: str, unit_hint: str = "") -> float | None:
-    """A finite non-negative amount in kcal (calories) or g from a number, string, range or dict.
-
-    kJ is converted (÷ 4.184) because some models answer with the EU label's energy line; a range
-    becomes its midpoint because that is the estimate the model commits to.
-    """
+    """A finite non-negative amount in kcal (calories) or g from a number, string, range or dict. kJ is
+    converted (÷ 4.184) because some models answer with the EU label's energy line; a range becomes its
+    midpoint because that is the estimate the model commits to."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
@@ -253,12 +251,10 @@ def _prose_mentions(text: str) -> list[tuple[str, float, int, int]]:
 
 
 def _scan_prose(text: str) -> dict[str, float] | None:
-    """The dish's four nutrients from prose, lists or tables, or None.
-
-    Mentions are grouped into sets; a nutrient named again starts a new set. A chain of thought
-    lists each ingredient before the dish, so the last complete set wins, unless a set headed
-    "total"/"合计"/"per serving" exists: the last such set wins, and if it is incomplete the answer
-    is partial. Sets given per 100 g are skipped.
+    """The dish's four nutrients from prose, lists or tables, or None. Mentions are grouped into sets; a
+    nutrient named again starts a new set. A chain of thought lists each ingredient before the dish, so the
+    last complete set wins, unless a set headed "total"/"合计"/"per serving" exists: the last such set wins,
+    and if it is incomplete the answer is partial. Sets given per 100 g are skipped.
 
     >>> _scan_prose("Estimated nutrition:\\nCalories: 450 kcal\\nProtein: 25 g\\nCarbs: 50 g\\nFat: 18 g")
     {'calories': 450.0, 'protein': 25.0, 'carbohydrates': 50.0, 'fat': 18.0}
@@ -357,11 +353,9 @@ def _declined(obj: Any, _depth: int = 0) -> bool:
 
 
 def parse_nutrition(text: str | None) -> dict[str, float] | None:
-    """Read `{calories, protein, carbohydrates, fat}` (kcal, g) from a model's answer, or None.
-
-    Looks at fenced blocks and {...} objects, last first (the final answer wins), then at loose
-    "key: value" text. All four nutrients must be present: a partial answer is unparsed, never
-    completed with a guess.
+    """Read `{calories, protein, carbohydrates, fat}` (kcal, g) from a model's answer, or None. Looks at
+    fenced blocks and {...} objects, last first (the final answer wins), then at loose "key: value" text. All
+    four nutrients must be present: a partial answer is unparsed, never completed with a guess.
 
     >>> parse_nutrition('```json\\n{"calories": 450, "protein": 20, "carbohydrates": 50, "fat": 18}\\n```')
     {'calories': 450.0, 'protein': 20.0, 'carbohydrates': 50.0, 'fat': 18.0}
@@ -460,12 +454,11 @@ def _summary(errors: np.ndarray, truths: np.ndarray, suffix: str) -> dict[str, A
 
 
 def score_nutrition(predictions: Sequence[Any], references: Sequence[Mapping[str, float]]) -> dict[str, Any]:
-    """Nutrition error figures (flat keys, ratios as fractions) plus per-item APEs for the harness.
-
-    Policies: an unparsed prediction is scored as predicting 0 for every component, so its error
-    is |y| and its APE is 1.0 (predicting nothing is never better than predicting zero); the
-    `*_parsed_only` figures leave it out. A ground truth of 0 is left out of that component's MAPE
-    (and median APE) and counted in `{c}_zero_gt`; MAE, RMSE and WMAPE still include it.
+    """Nutrition error figures (flat keys, ratios as fractions) plus per-item APEs for the harness. Policies:
+    an unparsed prediction is scored as predicting 0 for every component, so its error is |y| and its APE is
+    1.0 (predicting nothing is never better than predicting zero); the `*_parsed_only` figures leave it out. A
+    ground truth of 0 is left out of that component's MAPE (and median APE) and counted in `{c}_zero_gt`; MAE,
+    RMSE and WMAPE still include it.
 
     >>> r = score_nutrition(
     ...     ['{"calories": 450, "protein": 20, "carbohydrates": 50, "fat": 18}', "no idea"],

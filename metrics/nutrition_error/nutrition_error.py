@@ -63,11 +63,8 @@ Examples:
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class NutritionError(evaluate.Metric):
-    """`evaluate` wrapper around `score_nutrition`.
-
-    Dict predictions are stored as their JSON text (Arrow needs one type per column) and parsed
-    back with the same parser, so text and dicts can be mixed.
-    """
+    """`evaluate` wrapper around `score_nutrition`. Dict predictions are stored as their JSON text (Arrow
+    needs one type per column) and parsed back with the same parser, so text and dicts can be mixed."""
 
     def _enforce_nested_string_type(self, schema: Any, obj: Any) -> Any:
         """`evaluate` checks the type of a batch's first prediction only and refuses None there (while

@@ -70,10 +70,9 @@ def _default_loader(source: str | None) -> Callable[..., Any]:
 
 
 def decode_image(stored: Any, *, item_id: str = "?", index: int = 0) -> Image.Image:
-    """A stored image ({bytes, path} as datasets keeps it, raw bytes, or PIL) as an RGB picture of at
-    most DISPLAY_SIDE pixels a side. Only the release's own bytes are shown, never a file a cell
-    names, and the pixel count is checked before decoding (eval/images.py), so one view costs a
-    bounded amount of memory."""
+    """A stored image ({bytes, path} as datasets keeps it, raw bytes, or PIL) as an RGB picture of at most
+    DISPLAY_SIDE pixels a side. Only the release's own bytes are shown, never a file a cell names, and the
+    pixel count is checked before decoding (eval/images.py), so one view costs a bounded amount of memory."""
     if isinstance(stored, Image.Image):
         picture = stored.convert("RGB")
         picture.thumbnail((DISPLAY_SIDE, DISPLAY_SIDE))

@@ -79,11 +79,9 @@ class EvalUpdate:
 
 
 def resolve(request: EvalRequest, settings: SpaceSettings) -> tuple[str, dict[str, Any]]:
-    """(spec, backend options) for the request, or GuardError saying what is not allowed.
-
-    A visitor's key always travels with an explicit base URL: the provider's public endpoint or an
-    allow-listed one, never the operator's OPENAI_BASE_URL a backend would fall back to.
-    """
+    """(spec, backend options) for the request, or GuardError saying what is not allowed. A visitor's key
+    always travels with an explicit base URL: the provider's public endpoint or an allow-listed one, never the
+    operator's OPENAI_BASE_URL a backend would fall back to."""
     if request.task not in settings.tasks():
         raise GuardError(f"task: choose one of {', '.join(settings.tasks())}")
     if not 1 <= int(request.n_items) <= settings.max_items:
@@ -110,8 +108,7 @@ def resolve(request: EvalRequest, settings: SpaceSettings) -> tuple[str, dict[st
 
 
 def supports_own_keys(provider: str) -> bool:
-    """Whether the harness's backend for `provider` takes a key (its declared traits): a visitor's key goes
-    into that backend's options for one evaluation, never into the environment."""
+    """Whether the harness's backend for `provider` takes a key (its declared traits)."""
     from eval.backends import traits
 
     return traits(provider).takes_key
@@ -119,8 +116,8 @@ def supports_own_keys(provider: str) -> bool:
 
 def make_backend_for(spec: str, options: dict[str, Any], slots: RequestSlots) -> Any:
     """The backend of an API model, each request behind a Space-wide slot; None for the others
-    (baselines need the dataset's references and send no requests: the harness builds them).
-    A visitor's key goes into a backend of its own, never into an environment variable."""
+    (baselines need the dataset's references and send no requests: the harness builds them). A visitor's key
+    goes into a backend of its own, for one evaluation, never into an environment variable."""
     from eval.backends import BackendOptions, make_backend, parse_spec
 
     provider, _ = parse_spec(spec)
@@ -214,14 +211,11 @@ _DEFAULT_SLOTS: dict[int, RequestSlots] = {}
 
 def stream_evaluation(request: EvalRequest, settings: SpaceSettings, slots: RequestSlots | None = None,
                       available: int | None = None) -> EvalStream:
-    """Run the harness on the first `n_items` items; yield after every finished sample, then metrics.
-
-    `slots` bounds the requests in flight across evaluations (default: one per `max_requests`
-    value, shared by the process); `available` is the number of items the task has (a smaller
-    dataset caps the total). Closing or cancelling the iteration cancels the requests in flight
-    and sends no more. Raises GuardError for a refused request; any other failure is re-raised as
-    RuntimeError with every key scrubbed out.
-    """
+    """Run the harness on the first `n_items` items; yield after every finished sample, then metrics. `slots`
+    bounds the requests in flight across evaluations (default: one per `max_requests` value, shared by the
+    process); `available` is the number of items the task has (a smaller dataset caps the total). Closing or
+    cancelling the iteration cancels the requests in flight and sends no more. Raises GuardError for a refused
+    request; any other failure is re-raised as RuntimeError with every key scrubbed out."""
     slots = slots or _DEFAULT_SLOTS.setdefault(settings.max_requests, RequestSlots(settings.max_requests))
     return EvalStream(_updates(request, settings, slots, available))
 
@@ -275,9 +269,8 @@ async def _updates(request: EvalRequest, settings: SpaceSettings, slots: Request
         yield EvalUpdate(spec=spec, task=task, total=total, results=[])
         results: list[SampleResult] = []
         tally: Tally | None = None  # the scoring of the protocol the harness chose, one answer at a time
-        # Leaving this loop early (Stop, a cancelled API job, a closed page) stops the backend, which
-        # cancels its requests in flight and refuses new ones, then closes the harness's generator
-        # at once rather than whenever it is collected.
+        # Leaving this loop early (Stop, a cancelled API job, a closed page) stops the backend, then closes
+        # the harness's generator at once rather than whenever it is collected.
         async with aclosing(iter_predictions(run_settings, backend=backend)) as predictions:
             try:
                 async for prediction, row in predictions:

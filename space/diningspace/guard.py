@@ -49,10 +49,9 @@ def check_model_name(name: str) -> str:
 
 
 def allowed_base_url(url: str | None, allowed_hosts: Iterable[str]) -> str | None:
-    """The base URL if its host is allow-listed by the operator; None when empty; GuardError otherwise.
-
-    An allow-list entry is a host name (`api.example.com`, any port) or `host:port`. With no
-    allow-list, no base URL is accepted at all: the Space must not fetch URLs chosen by visitors.
+    """The base URL if its host is allow-listed by the operator; None when empty; GuardError otherwise. An
+    allow-list entry is a host name (`api.example.com`, any port) or `host:port`. With no allow-list, no base
+    URL is accepted at all: the Space must not fetch URLs chosen by visitors.
 
     >>> allowed_base_url("http://127.0.0.1:8000/v1", ["127.0.0.1:8000"])
     'http://127.0.0.1:8000/v1'

@@ -54,9 +54,8 @@ class OpeningTab:
 
 
 class TabbedBlocks(gr.Blocks):
-    """A Blocks whose page config, read while serving an address that names a tab, has that tab selected:
-    no page-load event picks it afterwards, so a link costs no extra round trip and never draws the first tab.
-
+    """A Blocks whose page config, read while serving an address that names a tab, has that tab selected: no
+    page-load event picks it afterwards, so a link costs no extra round trip and never draws the first tab.
     Gradio keeps one config for every visitor (`blocks.config`, set at launch); this one gives, per tab, a
     copy differing only in the Tabs component's `selected` prop, made once and kept. Without OpeningTab
     (another server mounting the app) every page opens on the first tab."""
@@ -141,11 +140,9 @@ class LazyTabs:
     @staticmethod
     def _on_select(loaders: list[Loader], n_out: int, signed: bool) -> Callable[..., Any]:
         """The handler of a tab's selection: the first time, runs every loader of the tab on its own inputs;
-        later, changes nothing.
-
-        Gradio fills in the request (and the profile) only as positional parameters before `*values`; only
-        a tab whose loader asks for the signed-in profile gets a handler that asks for it (asking makes
-        Gradio set up sign-in for the app)."""
+        later, changes nothing. Gradio fills in the request (and the profile) only as positional parameters
+        before `*values`; only a tab whose loader asks for the signed-in profile gets a handler that asks for
+        it (asking makes Gradio set up sign-in for the app)."""
 
         def on_select_signed(request: gr.Request, profile: gr.OAuthProfile | None, done: bool, *values: Any
                              ) -> list[Any]:

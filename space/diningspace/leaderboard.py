@@ -199,10 +199,9 @@ def _weights_of_type(kind: str) -> str | None:
 
 
 def weights_of(run: RunData) -> str | None:
-    """open (a local engine loaded them), closed (a provider's API), None when the run cannot tell.
-
-    Asked of the backend's declared traits: open weights; a provider that serves only its own models; or a
-    provider's public endpoint, when the run sent nowhere else (an OpenAI-compatible server may serve any)."""
+    """open (a local engine loaded them), closed (a provider's API), None when the run cannot tell. Asked of
+    the backend's declared traits: open weights; a provider that serves only its own models; or a provider's
+    public endpoint, when the run sent nowhere else (an OpenAI-compatible server may serve any)."""
     backend = run.model.split(":", 1)[0]
     if backend not in BACKENDS:
         return None
@@ -225,12 +224,11 @@ def _status(run: RunData) -> str:
 
 
 def data_kind(run: RunData, metrics: dict[str, Any] | None = None) -> str:
-    """synthetic (the embedded sample), partial (--limit or --ids, or people's few items) or full release.
-
-    A run in the authors' layout (`metrics` holds their figures per task) names the size of the file it
-    read (`official.test_count`): the published release has PUBLISHED_ROWS; a file of the embedded
-    sample's size is the sample in their layout (`python diningbench.py sample --layout official`), and
-    any other size is not the benchmark either: partial."""
+    """synthetic (the embedded sample), partial (--limit or --ids, or people's few items) or full release. A
+    run in the authors' layout (`metrics` holds their figures per task) names the size of the file it read
+    (`official.test_count`): the published release has PUBLISHED_ROWS; a file of the embedded sample's size is
+    the sample in their layout (`python diningbench.py sample --layout official`), and any other size is not
+    the benchmark either: partial."""
     if run.source in (None, "embedded sample", "embedded synthetic sample"):
         return "synthetic"
     sizes = _file_sizes(run.protocol, metrics or {})
@@ -449,8 +447,8 @@ def _owner_key(run: RunData) -> str:
 
 
 def newest_per_model(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per owner, model + settings: of the run folders of one owner (`_owner_key`) with the same
-    model and settings (`_settings_key`), data, status and data source, the newest (run.json's `updated_at`, then the folder name) is the row;
+    """Of the run folders of one owner (`_owner_key`) with the same model and settings (`_settings_key`),
+    data, status and data source, the newest (run.json's `updated_at`, then the folder name) is the row;
     `Source` says how many earlier runs it stands for and names them."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
@@ -479,14 +477,12 @@ def _scored_items(folder: Path) -> list[dict[str, Any]]:
 
 
 def humans_rows(results_dir: Path, *, n_boot: int = N_BOOT) -> list[dict[str, Any]]:
-    """One row per group of people (layperson / cook / dietitian) who took the test.
-
-    Every person's scored items of a group are pooled. The interval is a cluster bootstrap whose
-    cluster is one person's answers on one merchant's dishes: it resamples people and merchants
-    together, so a person who knows one restaurant well, or a restaurant that is easy for one
-    person, does not count as many independent items. It does not model a person's skill across
-    merchants (a crossed two-way bootstrap would), so with few people it is on the narrow side.
-    """
+    """One row per group of people (layperson / cook / dietitian) who took the test. Every person's scored
+    items of a group are pooled. The interval is a cluster bootstrap whose cluster is one person's answers on
+    one merchant's dishes: it resamples people and merchants together, so a person who knows one restaurant
+    well, or a restaurant that is easy for one person, does not count as many independent items. It does not
+    model a person's skill across merchants (a crossed two-way bootstrap would), so with few people it is on
+    the narrow side."""
     pooled: dict[str, dict[str, list[dict[str, Any]]]] = {}
     people: dict[str, set[str]] = {}
     kinds: dict[str, set[str]] = {}
@@ -558,11 +554,9 @@ def row_kind(row: dict[str, Any]) -> str:
 
 
 def group_of(row: dict[str, Any]) -> tuple[str, bool]:
-    """(the row's group name, whether rows of the group are ranked against each other).
-
-    Only like is ranked with like: the full release under one prompt language; the paper's figures
-    and model cards' figures each among themselves; everything else is shown, not ranked.
-    """
+    """(the row's group name, whether rows of the group are ranked against each other). Only like is ranked
+    with like: the full release under one prompt language; the paper's figures and model cards' figures each
+    among themselves; everything else is shown, not ranked."""
     kind = row_kind(row)
     lang = str(row.get("Lang") or "zh")
     own = row.get("_own_protocol")

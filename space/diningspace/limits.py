@@ -86,11 +86,9 @@ def client_address(request: Any, proxy_hops: int = 0) -> str | None:
 
 
 class RequestSlots:
-    """At most `limit` model requests in flight across every evaluation of the process.
-
-    One semaphore per event loop (asyncio primitives belong to one loop): the Space runs every
-    evaluation on Gradio's loop, so in the Space this is one Space-wide cap.
-    """
+    """At most `limit` model requests in flight across every evaluation of the process. One semaphore per
+    event loop (asyncio primitives belong to one loop): the Space runs every evaluation on Gradio's loop, so
+    in the Space this is one Space-wide cap."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit

@@ -111,9 +111,9 @@ def _reference(task: str, item: dict[str, Any], lang: str) -> str:
 
 def model_answers(results_dir: Path, task: Task, ids: list[str], *, exclude: Path | None = None,
                   max_runs: int = MAX_RUNS_READ) -> list[tuple[str, dict[str, dict[str, Any]]]]:
-    """(run label, {item id: scored row}) of each model run under `results_dir` that answered any of
-    `ids` (first epoch), newest first, each model + settings once (its newest run); people's runs are left out. Only the `max_runs` newest folders
-    are read, and a folder that cannot be read is skipped."""
+    """(run label, {item id: scored row}) of each model run under `results_dir` that answered any of `ids`
+    (first epoch), newest first, each model + settings once (its newest run); people's runs are left out. Only
+    the `max_runs` newest folders are read, and a folder that cannot be read is skipped."""
     wanted = set(ids)
     folders = [p for p in run_folders(results_dir) if HUMANS_FOLDER not in p.relative_to(results_dir).parts[:1]
                and (exclude is None or p.resolve() != exclude.resolve())]
@@ -167,9 +167,9 @@ def tally(task: str, mine: list[dict[str, Any]], models: list[tuple[str, dict[st
 
 def recap(task: str, mine: list[dict[str, Any]], items: dict[str, dict[str, Any]], lang: str,
           models: list[tuple[str, dict[str, dict[str, Any]]]]) -> str:
-    """The end-of-test recap: how you and each model did on these items, then per item your answer and how it went, the reference, and each model's
-    answer on the same item (at most MAX_MODELS_SHOWN, the rest counted); `mine` are the person's
-    scored rows in the order answered, `items` the dataset rows by id."""
+    """The end-of-test recap: how you and each model did on these items, then per item your answer and how it
+    went, the reference, and each model's answer on the same item (at most MAX_MODELS_SHOWN, the rest
+    counted); `mine` are the person's scored rows in the order answered, `items` the dataset rows by id."""
     cards = []
     for row in mine:
         item_id = str(row["id"])

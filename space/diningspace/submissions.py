@@ -95,12 +95,9 @@ def _extract_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int, d
 
 
 def open_zip(path: Path, caps: Caps, dest: Path) -> dict[str, Path]:
-    """The run folder's files (RUN_FILES, by name), unpacked into `dest` as a stream; SubmissionError
-    for anything hostile.
-
-    Every member's name is checked before anything is read; sizes are judged from the central
-    directory, so a member declaring 1 GB is refused without inflating a byte of it.
-    """
+    """The run folder's files (RUN_FILES, by name), unpacked into `dest` as a stream; SubmissionError for
+    anything hostile. Every member's name is checked before anything is read; sizes are judged from the
+    central directory, so a member declaring 1 GB is refused without inflating a byte of it."""
     size = path.stat().st_size
     if size > caps.zip_bytes:
         raise SubmissionError(f"the zip is {_mb(size)}; at most {_mb(caps.zip_bytes)} is accepted")
@@ -481,11 +478,10 @@ def _run_tasks(info: dict[str, Any]) -> dict[str, Task]:
 def verify(files: Mapping[str, Path | bytes], release_for: Callable[[list[str]], Release], work: Path, *,
            judge: str | None, judge_cache: Path | None, source: str,
            budget: float = SCORE_SECONDS, max_epochs: int = MAX_EPOCHS) -> tuple[Verification, Path]:
-    """Check and re-score a run folder's files in `work`; the re-scored run folder is `work`/run.
-
-    Bounded by what the run claims and by the release: its epochs (at most `max_epochs`), its tasks,
-    the release's items; predictions and claimed scores are read line by line, each id checked as it
-    arrives; the whole check and re-scoring within `budget` seconds, else refused in one line."""
+    """Check and re-score a run folder's files in `work`; the re-scored run folder is `work`/run. Bounded by
+    what the run claims and by the release: its epochs (at most `max_epochs`), its tasks, the release's items;
+    predictions and claimed scores are read line by line, each id checked as it arrives; the whole check and
+    re-scoring within `budget` seconds, else refused in one line."""
     from eval.report.runs import RunData
     from eval.runinfo import build_run_json, write_run_json
     from eval.scoring import SCORES, ScoringError, score_run
@@ -616,11 +612,9 @@ def self_reported(card_text: str, dataset_id: str | None, repo_id: str) -> dict[
 
 # ---------------------------------------------------------------- the Hub (visitors' repos)
 def fetch_from_hub(repo_id: str, repo_type: str, dest: Path, caps: Caps) -> tuple[str, Path | dict[str, Path] | str]:
-    """A visitor's Hub repo: ("zip", path), ("files", run files) or ("card", README text).
-
-    Read anonymously (token=False): a visitor must not reach what only the operator's token can see.
-    Sizes come from the Hub's file metadata before any download.
-    """
+    """A visitor's Hub repo: ("zip", path), ("files", run files) or ("card", README text). Read anonymously
+    (token=False): a visitor must not reach what only the operator's token can see. Sizes come from the Hub's
+    file metadata before any download."""
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -831,10 +825,8 @@ def submit(*, zip_path: Path | None, hub_repo: str | None, repo_type: str, store
 
 # ---------------------------------------------------------------- read back at start
 def restore(repo_id: str, folder: str, results_dir: Path, *, patterns: Iterable[str]) -> int:
-    """Copy `<folder>/...` files matching `patterns` from the operator's Hub dataset into results/.
-
-    Returns how many files came back; a one-line OSError when the Hub cannot be read.
-    """
+    """Copy `<folder>/...` files matching `patterns` from the operator's Hub dataset into results/. Returns
+    how many files came back; a one-line OSError when the Hub cannot be read."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -875,12 +867,10 @@ def rescore_restored(folder: Path, *, judge: str | None) -> int:
 
 
 def restore_results(settings: Any) -> list[str]:
-    """At start: people's runs and submissions the operator's Hub datasets keep, back under results/.
-
-    People's runs come back as run.json + predictions.jsonl and are scored again here; submissions
-    come back with the figures this Space computed. Returns one line per repo for the log; a Hub
-    that cannot be read is a warning, never a Space that does not start.
-    """
+    """At start: people's runs and submissions the operator's Hub datasets keep, back under results/. People's
+    runs come back as run.json + predictions.jsonl and are scored again here; submissions come back with the
+    figures this Space computed. Returns one line per repo for the log; a Hub that cannot be read is a
+    warning, never a Space that does not start."""
     from .human import HUMANS_FOLDER
 
     lines = []
