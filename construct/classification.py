@@ -67,8 +67,7 @@ def check_selection(answer: dict | None, candidates: set[str]) -> tuple[str | No
 
 
 def run(ctx: Context) -> None:
-    """Menus big enough, then the model's hard-negative selection checked, then the two filter passes,
-    then the answer letters placed and the decisions and items written."""
+    """The menus, the hard-negative selection, the two filter passes, then the answer letters placed."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     dishes = Stage(ctx.work, DISH_REVIEW)
@@ -133,7 +132,7 @@ def check_selections(menus: list[tuple[dict, list[Dish]]], selections: dict[str,
 
 
 def filter_asks(ctx: Context, drafts: dict[str, dict]) -> list[Ask]:
-    """Ask: one filter question per draft, with the reference and up to 3 user photos."""
+    """Ask: one filter question per draft."""
     asks = []
     for did, draft in drafts.items():
         letter = LETTERS[draft["option_dish_ids"].index(did)]

@@ -61,8 +61,7 @@ class Grams:
         return cls(np.r_[0, np.cumsum(size)], concept, log_grams, dish * max(1, len(vocab)) + concept, size, total)
 
     def alike(self, ij: np.ndarray, chunk: int = 1 << 18) -> np.ndarray:
-        """`composition_alike` of each pair (rows of dish indices), vectorised: each entry of the first dish
-        looked up among the second's."""
+        """`composition_alike` of each pair (rows of dish indices), vectorised."""
         out = np.zeros(len(ij))
         span = np.int64(max(1, int(self.concept.max(initial=0)) + 1))
         for start in range(0, len(ij), chunk):

@@ -135,11 +135,10 @@ class Candidates:
 def candidates(views: Mapping[str, Sequence[Iterable[str]]], *, vectors: np.ndarray | None = None,
                allowed: Callable[[int, int], bool] | None = None, seed: int = 0,
                rows: dict[str, int] | None = None) -> Candidates:
-    """Candidate pairs from each named view of token sets, by MinHash LSH (records sharing a band, their
-    signatures agreeing on MIN_ESTIMATE, each keeping its K most alike earlier records), and from
-    `vectors` when given (each record's K_VECTOR nearest earlier records at cosine VECTOR_FLOOR or more);
-    `allowed` keeps only the pairs it accepts (e.g. two different merchants); `rows` sets a stricter band
-    for a view (8 rows: found with probability 0.5 at Jaccard 0.77, 0.06 at 0.5)."""
+    """Candidate pairs from each named view of token sets, by MinHash LSH (`band_pairs`, then `alike`), and
+    from `vectors` when given (each record's K_VECTOR nearest earlier records at cosine VECTOR_FLOOR or more);
+    `allowed` keeps only the pairs it accepts (e.g. two different merchants); `rows` sets a stricter band for
+    a view (8 rows: found with probability 0.5 at Jaccard 0.77, 0.06 at 0.5)."""
     found = Candidates()
     for name, sets in views.items():
         sets = list(sets)

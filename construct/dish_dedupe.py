@@ -80,7 +80,7 @@ def _read_dishes(dishes: Sequence[Any], glossary: Mapping[str, str] | None = Non
                 if concept in PROTEINS:
                     protein.add(concept)
         for entry in d.ingredients:
-            if entry not in weighed:  # an entry counts for its last food concept: 鸡蛋面 is noodles
+            if entry not in weighed:
                 g = entry_grams(entry)
                 food = [c for c, kind in read[entry] if kind not in ("c", "m", "x")]
                 weighed[entry] = (food[-1], g) if g and food else None
@@ -128,8 +128,7 @@ class Weighted:
 
     def jaccard(self, ij: np.ndarray, chunk: int = 1 << 18) -> np.ndarray:
         """Weighted Jaccard of each pair: the shared concepts' weight (each at the lighter of its two kinds)
-        over the two totals less the shared weight; each concept of the first record looked up among the
-        second's."""
+        over the two totals less the shared weight."""
         out = np.zeros(len(ij))
         span = np.int64(max(1, len(self.idf)))
         lengths = np.diff(self.ptr)
@@ -281,11 +280,10 @@ class DishCandidates:
 
 def dish_candidates(dishes: Sequence[Any], vectors: Any = None, *, glossary: Mapping[str, str] | None = None,
                     groups: Sequence[str] | None = None) -> DishCandidates:
-    """Candidate pairs of `dishes` (in their order: a pair's later dish is the one a confirmed verdict
-    drops): each dish's K earlier partners from its concepts and keys (`bounded`: those of its normalised
-    name and of its protein + base set first) and, with `vectors`, its K_VECTOR nearest earlier
-    neighbours (where names that share no concept meet); pairs of one merchant (`groups`, default each
-    dish's merchant_id) never."""
+    """Candidate pairs of `dishes` (in their order: a pair's later dish is the one a confirmed verdict drops):
+    each dish's K earlier partners from its concepts and keys (`bounded`: those of its normalised name and of
+    its protein + base set first) and, with `vectors`, its K_VECTOR nearest earlier neighbours (where names
+    that share no concept meet); pairs of one merchant (`groups`, default each dish's merchant_id) never."""
     labels = list(groups) if groups is not None else [d.merchant_id for d in dishes]
     codes = np.unique(np.array(labels, dtype=object).astype(str), return_inverse=True)[1] if labels else np.zeros(0, np.int64)
     via: dict[tuple[int, int], list[str]] = {}
@@ -335,9 +333,8 @@ def dish_candidates(dishes: Sequence[Any], vectors: Any = None, *, glossary: Map
 
 def candidate_pairs(dishes: Sequence[Any], vectors: Any = None, *,
                     glossary: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """The dish pairs (earlier dish id, later dish id) a model should judge: `dishes` are
-    `construct.raw.Dish` in the order resolution takes them (`resolve`), `vectors` one embedding per dish
-    (optional), `glossary` English for names in another language (optional). Pairs of one merchant never.
+    """`dish_candidates` as (earlier dish id, later dish id): the pairs a model should judge; `glossary`:
+    English for names in another language.
 
     >>> from construct.raw import Dish
     >>> menu = [Dish("a1", "a", "Spicy Beef Noodle Soup", "", "", ("beef 150 g", "noodles 200 g", "bok choy 40 g"), ""),

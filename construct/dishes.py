@@ -143,12 +143,10 @@ def parse_group(text: str | None, others: list[str]) -> dict[str, tuple[bool | N
 def find_twins(ctx: Context, survivors: list[Dish]) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, Any]],
                                                          Iterator[dict[str, Any]], bool, dict[str, Any]]:
     """({dropped dish: the dish it repeats}, the confirmed pairs' rows, every checked pair's row (made as
-    WORK/dishes/pairs.jsonl is written), complete, a summary for the card: how dishes were compared and
-    what the verdicts were). Candidate pairs across merchants come from blocking on the dishes' concepts,
-    names the lexicon cannot read given in English by a glossary the model is asked for, and the dishes'
-    vectors with --embed-model (construct/neighbours.py); the model judges each pair. Each answer is kept
-    as its verdict and reason only. A verdict that cannot be read counts as a failure: above
-    MAX_UNREADABLE of the pairs the stage stops (StageFailed) with a summary."""
+    WORK/dishes/pairs.jsonl is written), complete, a summary for the card: how dishes were compared and what
+    the verdicts were). The model judges each candidate pair (`dish_candidates`, given a glossary it is asked
+    for and --embed-model's vectors); each answer is kept as its verdict and reason only; a verdict that
+    cannot be read counts as a failure (MAX_UNREADABLE)."""
     s = ctx.settings
     asks = glossary_asks(survivors)
     glossary: dict[str, str] = {}
@@ -224,8 +222,7 @@ def cuisine_caps(counts: Counter[str] | dict[str, int], explicit: dict[str, int]
 
 
 def run(ctx: Context) -> None:
-    """The rules, then the same-dish pairs the model judges, then the cuisine caps; decisions, items and
-    the checked pairs written."""
+    """The free rules, then the same-dish pairs the model judges, then the cuisine caps."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     photos = Stage(ctx.work, PHOTOS)
@@ -273,8 +270,8 @@ def ruled_out(photos: Stage) -> dict[str, dict[str, Any]]:
 def check_rules(ctx: Context, reference: dict[str, str], users: dict[str, list[str]],
                 out: dict[str, dict[str, Any]], decisions: dict[str, Decision]) -> list[Dish]:
     """The rules before any model question, dishes in (merchant, id) order: the dishes that pass; a drop
-    decision for the others. A dish the photo stage ruled out keeps its reason; the others meet the same
-    free rules (`construct.rules.free_dish_rule`) with the photos the checks kept."""
+    decision for the others. A dish the photo stage ruled out keeps its reason; the others meet
+    `construct.rules.free_dish_rule`."""
     raw_refs = ctx.raw.photos.dishes_with("reference")
     survivors = []
     for dish in sorted(ctx.raw.dishes.values(), key=lambda d: (d.merchant_id, d.dish_id)):

@@ -91,13 +91,12 @@ def entry_grams(entry: str) -> float | None:
 
 def ingredient_check(data: FoodData, entries: list[str] | tuple[str, ...],
                      glossary: dict[str, str] | None = None) -> dict:
-    """Per-serving values computed by code from the export's own ingredient entries: each entry's grams x
-    its FDC food's per-100 g values, the food found through the lexicon (construct/lexicon.py, either
-    language), else the build's glossary, else the entry's own words. Independent of any model.
+    """Per-serving values computed by code from the export's own ingredient entries: each entry's grams x its
+    FDC food's per-100 g values, the food found through the lexicon (construct/lexicon.py, either language),
+    else the build's glossary, else the entry's own words.
 
     Returns {"computed": the sums, "coverage": share of the stated grams matched to a food, "matched":
-    [[entry, fdc_id]], "unmatched": [entries], "unweighed": [entries that state no grams]}.
-    """
+    [[entry, fdc_id]], "unmatched": [entries], "unweighed": [entries that state no grams]}."""
     from construct.lexicon import QUANTITY, fdc_description
 
     sums = {n: 0.0 for n in NUTRIENT_NUMBERS.values()}

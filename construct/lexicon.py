@@ -181,7 +181,7 @@ PROTEINS = frozenset({
 @dataclass(frozen=True)
 class Term:
     concept: str
-    kind: str  # i, s, d, c, m or x (the module docstring)
+    kind: str  # i, s, d, c, m or x (see TERMS)
     fdc: str  # an SR Legacy description, or ""
 
 
@@ -260,7 +260,7 @@ def terms(text: str, glossary: Mapping[str, str] | None = None) -> list[tuple[st
             n = next((n for n in range(min(most_chars, len(run) - i), 0, -1) if run[i:i + n] in chinese), 0)
             if n:
                 out.append((chinese[run[i:i + n]].concept, chinese[run[i:i + n]].kind))
-            elif unknown:  # a run of unknown characters reads as one word
+            elif unknown:
                 out[-1] = (out[-1][0] + run[i], "h")
             else:
                 out.append((run[i], "h"))

@@ -226,7 +226,6 @@ async def answer_asks(backend: Backend, asks: Iterable[Ask], phase: Phase, store
                        metadata={"stage": phase.stage, "n_images": len(ask.images)})
 
     async def requests() -> AsyncIterator[Request]:
-        # As many builds ahead as calls in flight: a wave of answers finds its next requests ready.
         # Every `on_answer` runs on the event loop's thread, never in a build thread.
         async for built in built_ahead((partial(build, a) for a in asks), threads=phase.build_ahead):  # type: ignore[misc]
             if isinstance(built, Answer):
@@ -322,9 +321,8 @@ class Models:
             store.close()
             if stats["asked"] > asked:  # a phase answered from the cache alone is no call phase
                 self.call_seconds[stage] = self.call_seconds.get(stage, 0.0) + time.monotonic() - start
-                # WORK/call_seconds.json: {stage: wall seconds in its model-call phases (reading and encoding
-                # photos, the calls, logging the answers)}, as of this process's run (stage_seconds.json: the
-                # whole stage)
+                # CALL_SECONDS: {stage: wall seconds of its call phases (reading and encoding photos, the
+                # calls, logging the answers)} in this process's run (stage_seconds.json: the whole stage)
                 self._record(CALL_SECONDS, stage, round(self.call_seconds[stage], 3))
 
     async def _local(self, phase: Phase, url: str | None, asks: Iterable[Ask], store: CallStore,

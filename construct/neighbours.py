@@ -52,8 +52,7 @@ def place_in_run(j: np.ndarray) -> np.ndarray:
 
 
 def checked_vectors(vectors: Any, n: int) -> np.ndarray:
-    """`vectors` as unit rows (float32), or a one-line BuildError for a wrong count, a wrong shape, NaN or
-    infinite values, a zero vector or more than MAX_DIM dimensions."""
+    """`vectors` as unit rows (float32), or a one-line BuildError naming what is wrong with them."""
     try:
         v = np.asarray(vectors, dtype=np.float64)
     except (TypeError, ValueError):
@@ -124,7 +123,7 @@ def embed(spec: str, texts: list[str], *, base_url: str | None, timeout: float, 
     headers = {"content-type": "application/json"}
     if os.environ.get("OPENAI_API_KEY"):
         headers["authorization"] = f"Bearer {os.environ['OPENAI_API_KEY']}"
-    opener = urllib.request.build_opener(_NoRedirect)  # a redirect would carry the key to another host
+    opener = urllib.request.build_opener(_NoRedirect)
     rows: list[Any] = []
     for start in range(0, len(texts), batch):
         chunk = texts[start:start + batch]

@@ -84,8 +84,7 @@ def gate(values: dict[str, float], grams: float | None, tolerance: float) -> tup
 
 
 def _ask(ctx: Context, target: dict, question: Prompt, **fields: str) -> Ask:
-    """Ask: `question` about one dish, its name, ingredients and portion filled in, with the reference
-    and up to 3 user photos (read and encoded when it is sent)."""
+    """Ask: `question` about one dish (name, ingredients and portion filled in), with its shown photos."""
     dish = ctx.raw.dishes[target["dish_id"]]
     return Ask(dish.dish_id, question.format(name=dish.name, ingredients="、".join(dish.ingredients),
                                              portion=dish.portion, **fields),
@@ -93,8 +92,7 @@ def _ask(ctx: Context, target: dict, question: Prompt, **fields: str) -> Ask:
 
 
 def run(ctx: Context) -> None:
-    """The merchant's values through the gates and the plausibility check; a model estimate for the rest
-    through the gates, the FDC cross-check and the plausibility check; the decisions and items written."""
+    """The merchant's values through the gates and the plausibility check; a model estimate for the rest."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     dishes = Stage(ctx.work, DISH_REVIEW)

@@ -177,8 +177,7 @@ def quality_of(text: str | None) -> tuple[str | None, dict[str, Any] | None]:
 
 
 def check_quality(ctx: Context, state: PhotoState) -> bool:
-    """Ask `--photo-quality-model` about each photo still in and not answered yet; whether every call of
-    the check (this run's and recorded ones) was answered."""
+    """Ask `--photo-quality-model` about each photo still in and not answered yet (`_ask_check`)."""
     asks = (Ask(pid, QUALITY_PROMPT.template, photos=((str(ctx.raw.root / path), role, pid),)) for _, pid, role, path in state.pages(
         "SELECT p.seq, p.photo_id, p.role, p.path FROM photo p LEFT JOIN answer a ON a.photo_id = p.photo_id AND "
         "a.kind = 'quality' WHERE p.rule IS NULL AND (a.photo_id IS NULL OR a.error IS NOT NULL) AND p.seq > ? "

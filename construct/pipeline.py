@@ -70,7 +70,7 @@ def record_wall(work: Path, stage: str, seconds: float, stats: dict | None) -> N
 
 
 def pending_dish_review(work: str | Path) -> int:
-    """Base dishes selected but not yet approved or rejected (0 once reviewed, exempt, or in a shard)."""
+    """Base dishes selected but not yet approved or rejected (0 once reviewed or exempt)."""
     return write_dish_decisions(Path(work)) if (Path(work) / DISHES / "items.jsonl").exists() else 0
 
 

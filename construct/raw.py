@@ -170,10 +170,9 @@ def _need(row: dict[str, Any], where: str, *keys: str) -> None:
 
 
 def load_raw(root: str | Path, index: str | Path | None = None) -> RawExport:
-    """Read and check a raw export folder. Merchants and dishes are held (per-dish summaries: the menu,
-    not the photos); the photos go to an on-disk index at `index` (the work folder's export.sqlite; None:
-    in memory, for a small export), written whole or not at all and reused while the export's files are
-    unchanged. Photo rows are checked as they stream: a bad line is a one-line error and no index is left."""
+    """Merchants and dishes are held (the menu, not the photos); the photos go to an on-disk index at `index`
+    (the work folder's export.sqlite; None: in memory, for a small export), written whole or not at all and
+    reused while the export's files are unchanged; a bad photo line leaves none."""
     root = Path(root)
     if not root.is_dir():
         raise BuildError(f"raw export folder {root} does not exist")

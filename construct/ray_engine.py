@@ -45,7 +45,7 @@ def write_chunks(folder: Path, rows: Iterable[dict[str, Any]], per_file: int) ->
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     n, pending = 0, iter(rows)
-    for first in pending:  # a file per `per_file` rows, streamed
+    for first in pending:
         with (folder / f"part-{n // per_file:06d}.jsonl").open("w", encoding="utf-8") as fh:
             for row in chain((first,), islice(pending, per_file - 1)):
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")

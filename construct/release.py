@@ -168,8 +168,7 @@ def write_official_release(raw: RawExport, by_task: dict[str, list[dict[str, Any
 
 
 def build_release(work: str | Path, out: str | Path, layout: str = "parquet") -> tuple[Path, list[diningbench.Problem]]:
-    """Write the release folder in `layout` (parquet, or official: the authors' layout) and validate
-    it (both languages of the authors' layout); returns (folder, problems)."""
+    """Write the release folder in `layout` and validate it (both languages of the authors' layout)."""
     if layout not in LAYOUTS:
         raise BuildError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     work, out = Path(work), Path(out)

@@ -319,7 +319,7 @@ def write_decisions(work: str | Path) -> None:
 
 def write_dish_decisions(work: str | Path) -> int:
     """WORK/dish_review/: decisions on the selected dishes and, as items, the approved ones (what the task
-    stages read). "dishes" in `review_exempt` passes them unreviewed. Returns how many dishes still await review."""
+    stages read); "dishes" in `review_exempt` passes them unreviewed. Returns how many still await review."""
     work = Path(work)
     settings = load_settings(work)
     log = _log(work, "dishes")

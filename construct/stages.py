@@ -23,14 +23,12 @@ GLOSSARY_FILE = "glossary.json"  # WORK/dishes/: the model's English for names t
 
 
 def shown_photos(dish: dict[str, Any]) -> list[tuple[str, str]]:
-    """(photo id, role) of what a task stage shows a model to judge a dish (a DISH_REVIEW item): its
-    reference photo and up to 3 user photos."""
+    """(photo id, role) of what a task stage shows a model to judge a dish (a DISH_REVIEW item)."""
     return [(dish["reference"], "reference")] + [(u, "user") for u in dish["user_photos"][:3]]
 
 
 def task_item(item_id: str, dish: dict[str, Any], photos: list[str] | None = None, /, **fields: Any) -> dict[str, Any]:
-    """A task stage's item: its id, its dish's (a DISH_REVIEW item) ids, category and cuisine, its photos
-    (default: the dish's reference and every user photo), then `fields`."""
+    """A task stage's item for `dish` (a DISH_REVIEW item); `photos` default to all of the dish's."""
     return {"id": item_id, "dish_id": dish["dish_id"], "merchant_id": dish["merchant_id"],
             "category": dish["menu_category"], "cuisine": dish["cuisine"],
             "photos": [dish["reference"], *dish["user_photos"]] if photos is None else photos, **fields}
@@ -38,8 +36,7 @@ def task_item(item_id: str, dish: dict[str, Any], photos: list[str] | None = Non
 
 @dataclass(frozen=True)
 class StageDef:
-    """One stage: its name, and whether the pipeline runs it (`construct/<name>.py`'s `run(ctx)`) or it is
-    a folder the review writes (construct/review.py)."""
+    """`runs`: the pipeline runs `construct/<name>.py`'s `run(ctx)`; else construct/review.py writes it."""
 
     name: str
     runs: bool = True

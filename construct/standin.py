@@ -133,7 +133,7 @@ class ConstructOracle:
         a = self.dishes[named[0][1]]
         if [label for label, _ in named] == ["A", "B"]:
             return verdict(a, self.dishes[named[1][1]])
-        return {i: verdict(a, self.dishes[i]) for _, i in named[1:]}  # a dish and several: one verdict each
+        return {i: verdict(a, self.dishes[i]) for _, i in named[1:]}
 
     @standin_answer(vqa.PAIR_PROMPT)
     def same_question(self, request: StageRequest) -> dict:

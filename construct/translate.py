@@ -27,8 +27,7 @@ FIELDS = ("question", "answer", "rationale")
 
 
 def run(ctx: Context) -> None:
-    """One glossary per merchant asked and parsed; classification and nutrition items named from it; each
-    VQA item's text asked, parsed and checked against it; the decisions, items and glossary written."""
+    """One glossary per merchant, then the items' names from it and each VQA item's text translated."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     sources = {t: Stage(ctx.work, t) for t in (CLASSIFICATION, NUTRITION, VQA)}  # each task's stage has its name

@@ -79,10 +79,9 @@ def question_problem(question: str) -> str | None:
 
 
 def question_twins(ctx: Context, drafts: dict[str, dict], items: list[str]) -> tuple[dict[str, dict], bool]:
-    """{dropped item: {"of": twin, "via": ..., "reason": ...}} and whether every pair was answered.
-    Within each category, candidate pairs come from MinHash LSH over the questions' character n-grams
-    (and, with --embed-model, their vectors: construct/neighbours.py) and the model judges each; items are
-    taken in `items` order."""
+    """{dropped item: {"of": twin, "via": ..., "reason": ...}} and whether every pair was answered. Within
+    each category the model judges each candidate pair (`candidates` over the questions' character n-grams and
+    --embed-model vectors); `resolve` takes the items in `items` order."""
     s = ctx.settings
     checked: dict[tuple[str, str], dict] = {}  # the confirmed pairs only: the rest need no row
     same: list[tuple[str, str]] = []
@@ -163,8 +162,7 @@ def plan(views: dict[str, int], mix: dict[str, float], seed: int = 0) -> dict[st
 
 
 def run(ctx: Context) -> None:
-    """Each dish's category drawn, its draft asked, parsed and held to the question rules; near-duplicate
-    questions dropped; the two audit passes; the decisions and items written."""
+    """Each dish's draft held to the question rules, near-duplicate questions dropped, two audit passes."""
     stage = Stage(ctx.work, NAME)
     s = ctx.settings
     dishes, nutrition = Stage(ctx.work, DISH_REVIEW), Stage(ctx.work, NUTRITION)

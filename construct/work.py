@@ -324,8 +324,7 @@ class Stage:
 
     def finish_task(self, decisions: dict[str, Decision], items: Iterable[dict[str, Any]], inputs: str, *,
                     complete: bool = True) -> None:
-        """`finish` for a task stage: its decisions in item order; incomplete too when one is a model_error
-        (the call failed: `triage`), so that a rerun asks it again."""
+        """`finish` for a task stage: its decisions in item order; incomplete too if one is a model_error."""
         self.finish([decisions[k] for k in sorted(decisions)], items, inputs,
                     complete=complete and all(d.reason != MODEL_ERROR for d in decisions.values()))
 
