@@ -24,8 +24,7 @@ ADAPTER_MODEL = "openai:adapter"  # the model field of the settings that build p
 
 @dataclass(frozen=True)
 class Item:
-    """One question as the harness asks it: prompt text, the views sent, the generation settings, and
-    what scoring needs."""
+    """One question as the harness asks it, with what scoring needs."""
 
     task: str
     id: str
@@ -88,8 +87,7 @@ def _asked(task: str, lang: str, images: int | None, cot: bool, dataset: str | N
 
 
 def described(found: Asked) -> dict[str, Any]:
-    """What a framework's log records of the question, for `eval import`: the settings that make the
-    requests, the protocol and the image indices sent, and the release's fingerprint."""
+    """What a framework's log records of the question, for `eval import`."""
     s = found.settings
     return {"task": s.task, "lang": s.lang, "images": s.images, "cot": s.cot, "dataset": s.dataset,
             "protocol": s.protocol, "image_indices": s.image_indices, "fingerprint": found.fingerprint,
@@ -97,8 +95,7 @@ def described(found: Asked) -> dict[str, Any]:
 
 
 def request_of(found: Asked, row: dict[str, Any]) -> Item:
-    """The item as the protocol asks it (`Protocol.build`): the same prompt, views and settings that
-    `python -m eval run` sends."""
+    """The item as the protocol asks it (`Protocol.build`): exactly what `python -m eval run` sends."""
     settings, protocol, spec = found.settings, found.protocol, found.data.spec
     request = protocol.build(spec, row, settings)
     meta = {k: v for k, v in row.items() if k != "images"}
@@ -190,8 +187,7 @@ def _run(job: Any) -> Any:
 
 @dataclass(frozen=True)
 class Scoring:
-    """What an answer is scored under: the task object, and the run's settings (its language and its
-    protocol, decided) that name it."""
+    """What an answer is scored under: the task, and the run's settings with its protocol decided."""
 
     task: tasks.Task
     settings: RunSettings

@@ -42,10 +42,8 @@ def build_record_path(release: Path) -> Path:
 
 
 def ensure_release(release: Path, scale: str = "paper", *, rebuild: bool = False) -> dict[str, Any] | None:
-    """Make sure `release` holds a generated release; build it (timed) when missing or asked to.
-
-    Returns the build record `{"seconds", "scale", "max_rss_mib", "command"}` when one is known (from this
-    call or an earlier one), else None. Building the paper scale takes many minutes."""
+    """Make sure `release` holds a generated release, built (timed; many minutes at paper scale) when missing
+    or asked to; its build record when one is known (from this call or an earlier one), else None."""
     record_path = build_record_path(release)
     if rebuild or not (release / "data").is_dir():
         command = [sys.executable, "diningbench.py", "sample", "--scale", scale, "--out", str(release)]

@@ -132,7 +132,7 @@ def run(rows: int = 1000, *, repeat: int = 3, profile: Path | None = None,
             return measure(sources[layout], server.base_url, Path(tmp) / f"{protocol}-{layout}", protocol, cache,
                            **options)
 
-        for protocol, layout in RUNS:  # a release's first run: its fingerprint, its views' hashes (untimed)
+        for protocol, layout in RUNS:  # the untimed first round
             one(protocol, layout)
         for _ in range(max(1, repeat)):
             for protocol, layout in RUNS:

@@ -98,8 +98,7 @@ def harness_run(release: Path, base_url: str, out: Path, *, limit: int | None, i
 def run(release: Path = PAPER_RELEASE, *, limit: int | None = None, images: int = 4, concurrency: int = 8,
         max_side: int = 1024, profile: Path | None = None,
         process_sizes: tuple[int, ...] = ()) -> list[dict[str, Any]]:
-    """Both sides on the same rows (the Arrow cache warmed first, untimed); returns the result rows (harness/bare
-    ratio first)."""
+    """Both sides on the same rows; returns the result rows (harness/bare ratio first)."""
     import diningbench
 
     release = Path(release).resolve()  # datasets mis-resolves relative release folders

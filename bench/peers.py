@@ -125,8 +125,7 @@ def run(release: Path = PAPER_RELEASE, *, venv: Path = VENV, install: bool = Fal
         ours_command = [sys.executable, "-m", "eval", "run", "--task", "nutrition", "--dataset", str(release),
                         "--limit", str(requests), "--model", "openai:bench-vlm", "--base-url", server.base_url,
                         "--concurrency", str(concurrency), "--max-tokens", "256", "--overwrite"]
-        # One untimed run of each side first: what a first run over a release makes once (DiningBench's
-        # kept image file and view hashes, bytecode; the exported views in the page cache for both).
+        # One untimed run of each side first (why: the docstring).
         _timed([*ours_command, "--out", str(tmp / "ours-first")], env)
         _timed([str(python), str(script), str(specs["minimal"])], env)
         times: dict[str, list[float]] = {"ours": [], "minimal": [], "default": []}

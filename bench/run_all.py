@@ -31,9 +31,8 @@ from bench.common import (
 )
 
 BENCHES = ("overhead", "concurrency", "memory", "metrics", "startup", "dedupe", "scaling", "construct", "official")
-# The paper-size synthetic views (448 px) are within the default 1,024 px bound and go out as
-# stored; real photos are larger. A bound below 448 px makes every view take the decode, shrink,
-# re-encode path, so the table shows both.
+# The paper-size synthetic views (448 px) go out as stored (within the default 1,024 px bound); real
+# photos are larger: a bound below 448 px sends every view through decode, shrink, re-encode: both shown.
 REENCODE_SIDE = 384
 
 

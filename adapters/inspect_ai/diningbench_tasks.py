@@ -137,9 +137,8 @@ def diningbench_vqa(language: str = "zh", views: int | None = None, cot: bool = 
 # ---------------------------------------------------------------- headline metrics
 @functools.cache
 def headline_metric(spec: tasks.Task) -> Any:
-    """The figure the run's protocol reports first, as metrics.json has it (ours: accuracy, unparsed or
-    unscored answers counting as wrong, Average MAPE for nutrition, a fraction; the authors': their
-    script's figure), as an inspect metric named by the task object's `adapter_metric`."""
+    """`common.metric_value` (ours: unparsed or unscored answers count as wrong) as an inspect metric named
+    by the task object's `adapter_metric`."""
     @metric(name=spec.adapter_metric)
     def headline() -> Metric:
         def compute(scores: list[SampleScore]) -> float:
@@ -151,10 +150,8 @@ def headline_metric(spec: tasks.Task) -> Any:
 
 # ---------------------------------------------------------------- scorers
 def _grader() -> Model | None:
-    """The model bound to the grader role (`--model-role grader=...`), or None when none is.
-
-    `get_model(role=...)` falls back to the model under evaluation, which must never grade itself: the roles
-    bound for this eval are read directly."""
+    """The model bound to the grader role (`--model-role grader=...`), or None. Not `get_model(role=...)`: it
+    falls back to the model under evaluation, which must never grade itself."""
     try:
         from inspect_ai.model._model import model_roles  # the pinned inspect-ai's roles of this eval
     except ImportError:  # another inspect-ai: a role resolving to the model under evaluation is no grader
@@ -165,9 +162,8 @@ def _grader() -> Model | None:
 
 @scorer(metrics=[])  # the task's headline metric is given by the task (`headline_metric`)
 def diningbench_scorer(task_name: str, language: str = "zh", protocol: str | None = None):  # noqa: ANN201
-    """The answer read and scored by the run's protocol (`common.score_answer`): ours (the metric modules'
-    parsers and per-item scorers; a VQA answer by judge_accuracy's rule, then DiningBench's judge prompt
-    sent to the grader role) or the authors' (their reading, their judge prompt to the grader)."""
+    """The answer read and scored by the run's protocol (`common.score_answer`), its judge prompts sent to
+    the grader role."""
     # The scorer's settings are its arguments, as inspect records them in the log: the task by its name.
     found = common.scoring(tasks.get(task_name), language, protocol)
     judged = found.task.judged

@@ -130,9 +130,8 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 
 
 def _generation_kwargs(task: str) -> dict[str, Any]:
-    """`<task>_generation_kwargs`: what lmms-eval sends with every request, read when lmms-eval loads the
-    task's YAML (a YAML's own numbers are fixed; the protocol's budget depends on the release): the
-    protocol's temperature and token budget (`Protocol.generation`), greedy, no stop sequence."""
+    """`<task>_generation_kwargs`: what lmms-eval sends with every request (`Protocol.generation`), read
+    when it loads the task's YAML (a YAML's own numbers are fixed; the budget depends on the release)."""
     generation = common.generation(asked(task))
     return {"max_new_tokens": generation.max_tokens, "temperature": generation.temperature, "do_sample": False,
             "until": []}
@@ -147,7 +146,6 @@ def __getattr__(name: str) -> Any:
     for kind, function in _FUNCTIONS.items():
         task = name.removesuffix(f"_{kind}")
         if task != name and tasks.is_task(task):
-            # the task named by the attribute lmms-eval asks for: its object, bound once
             bound = functools.partial(function, tasks.get(task))  # its signature: the function's, less `spec`
             bound.__name__ = bound.__qualname__ = name
             bound.__doc__ = function.__doc__
