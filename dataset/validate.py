@@ -18,6 +18,7 @@ from dataset.schema import (
     COLUMNS,
     CONFIGS,
     CUISINES,
+    DECLARED,
     IMAGE_ROLES,
     LETTERS,
     MAX_CALORIES,
@@ -251,42 +252,46 @@ def _validate_parquet(src: str, folder: Path | None) -> list[Problem]:
         except Exception as exc:  # damage no check anticipated: still one itemised line, never a traceback
             first = (str(exc).strip().splitlines() or [""])[0]
             report("error", "", f"unreadable data ({type(exc).__name__}: {first})")
-    try:
-        problems += _option_dish_problems(folder)
-    except Exception as exc:
-        problems.append(Problem("error", "classification", "", f"option_dish_ids unreadable ({type(exc).__name__})"))
+    for config in (c.name for c in DECLARED if _OPTION_DISHES in c.optional):
+        try:
+            problems += _option_dish_problems(folder, config)
+        except Exception as exc:
+            problems.append(Problem("error", config, "", f"option_dish_ids unreadable ({type(exc).__name__})"))
     return problems
 
 
-def _option_dish_problems(folder: Path) -> list[Problem]:
-    """When classification carries option_dish_ids: 8 distinct ids, the answer's is the item's dish, and
+_OPTION_DISHES = "option_dish_ids"  # the column a config of options may declare (dataset/schema.py DECLARED)
+
+
+def _option_dish_problems(folder: Path, config: str) -> list[Problem]:
+    """When a config of options carries option_dish_ids: 8 distinct ids, the answer's is the item's dish, and
     every option whose dish appears anywhere in the release is from the same merchant and menu category
     (distractors only on the menu, with no item of their own, cannot be checked from the release)."""
-    files = _data_files(folder, "classification")
-    if not files or not all("option_dish_ids" in pq.ParquetFile(p).schema_arrow.names for p in files):
+    files = _data_files(folder, config)
+    if not files or not all(_OPTION_DISHES in pq.ParquetFile(p).schema_arrow.names for p in files):
         return []
     where: dict[str, tuple[str, str]] = {}
-    for config in CONFIGS:
-        for path in _data_files(folder, config):
+    for other in CONFIGS:
+        for path in _data_files(folder, other):
             table = pq.read_table(path, columns=["dish_id", "merchant_id", "category"])
             for dish, merchant, category in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
                 where.setdefault(str(dish), (str(merchant), str(category)))
     problems = []
     for path in files:
-        table = pq.read_table(path, columns=["id", "dish_id", "merchant_id", "category", "answer", "option_dish_ids"])
+        table = pq.read_table(path, columns=["id", "dish_id", "merchant_id", "category", "answer", _OPTION_DISHES])
         for row in table.to_pylist():
-            if row["option_dish_ids"] is None:  # a row converted from the authors' layout: no dish ids
+            if row[_OPTION_DISHES] is None:  # a row converted from the authors' layout: no dish ids
                 continue
-            item, ids = str(row["id"]), row["option_dish_ids"]
+            item, ids = str(row["id"]), row[_OPTION_DISHES]
             if len(ids) != 8 or len(set(ids)) != 8:
-                problems.append(Problem("error", "classification", item, f"option_dish_ids must be 8 distinct dish ids, got {len(set(ids))} of {len(ids)}"))
+                problems.append(Problem("error", config, item, f"option_dish_ids must be 8 distinct dish ids, got {len(set(ids))} of {len(ids)}"))
                 continue
             k = LETTERS.find(str(row["answer"])) if isinstance(row["answer"], str) and len(row["answer"]) == 1 else -1
             if k >= 0 and ids[k] != row["dish_id"]:
-                problems.append(Problem("error", "classification", item, f"option_dish_ids[{row['answer']}] is {ids[k]}, not the item's dish {row['dish_id']}"))
+                problems.append(Problem("error", config, item, f"option_dish_ids[{row['answer']}] is {ids[k]}, not the item's dish {row['dish_id']}"))
             own = (str(row["merchant_id"]), str(row["category"]))
             if strays := [i for i in ids if i in where and where[i] != own]:
-                problems.append(Problem("error", "classification", item, f"option(s) {', '.join(strays)} are not from merchant "
+                problems.append(Problem("error", config, item, f"option(s) {', '.join(strays)} are not from merchant "
                                         f"{own[0]} / menu category {own[1]}"))
     return problems
 
