@@ -20,7 +20,7 @@ from dataset.schema import COLUMNS, DECLARED, LETTERS, NUTRIENTS, config_of
 # tried first) and the nutrient keys of a nutrition ground truth (eval_nutrition.py's nutrition_key_mapping).
 PROTOCOL_FILE = Path(__file__).resolve().parent / "official_protocol.json"
 PROTOCOL: dict[str, Any] = json.loads(PROTOCOL_FILE.read_text(encoding="utf-8"))
-VQA_ENDINGS = {"en": PROTOCOL["vqa"]["fixed_ending_en"], "zh": PROTOCOL["vqa"]["fixed_ending_zh"]}
+VQA_ENDINGS = {lang: PROTOCOL["vqa"][f"fixed_ending_{lang}"] for lang in ("en", "zh")}
 NUTRIENT_KEYS = {name: nutrient for nutrient, names in PROTOCOL["nutrition_keys"].items() if not nutrient.startswith("_")
                  for name in names}
 # Keys a nutrition ground truth may give the dish's refined name under (the first present wins).
