@@ -43,8 +43,9 @@ def make_photos(folder: Path, n: int, seed: int = 0) -> list[Path]:
         w, h = img.size
         dx, dy = rng.randint(0, w // 12), rng.randint(0, h // 12)
         copy = ImageEnhance.Brightness(img.crop((dx, dy, w - dx, h - dy))).enhance(rng.uniform(0.85, 1.15))
-        paths.append(out / f"p{i:06d}.jpg")
-        copy.save(paths[-1], format="JPEG", quality=85)
+        path = out / f"p{i:06d}.jpg"
+        copy.save(path, format="JPEG", quality=85)
+        paths.append(path)
     return paths
 
 

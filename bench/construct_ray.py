@@ -147,8 +147,9 @@ def photo_costs(n: int = 6) -> dict[str, float]:
         paths = []
         for k in range(n):
             base = rng.integers(0, 255, (300, 400, 3), dtype="uint8")
-            paths.append(Path(tmp) / f"p{k}.jpg")
-            Image.fromarray(base).resize((4000, 3000), Image.BICUBIC).save(paths[-1], format="JPEG", quality=90)
+            path = Path(tmp) / f"p{k}.jpg"
+            Image.fromarray(base).resize((4000, 3000), Image.BICUBIC).save(path, format="JPEG", quality=90)
+            paths.append(path)
         start = time.process_time()
         for path in paths:
             prefilter(path.read_bytes(), 128)

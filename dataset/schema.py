@@ -131,8 +131,9 @@ OPTIONAL_COLUMNS: dict[str, dict[str, Any]] = {c.name: {**c.optional, **PUBLISHE
 
 def config_of(config: str) -> Config:
     """The declaration of the config named `config`, or a DatasetError naming the choices."""
-    if (declared := next((c for c in DECLARED if c.name == config), None)) is not None:
-        return declared
+    for declared in DECLARED:
+        if declared.name == config:
+            return declared
     raise DatasetError(f"unknown config {config!r}; choose one of {', '.join(CONFIGS)}")
 
 

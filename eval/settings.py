@@ -225,10 +225,17 @@ class RunSettings:
         """`results/<model>-<task>-<settings>/`, readable and unique per setting that changes answers;
         `question` names how the protocol asks (its `folder_parts`)."""
         model = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-")
-        suffixes = (("cot", self.cot), (f"effort-{self.reasoning_effort}", self.reasoning_effort),
-                    (f"think{self.thinking_budget}", self.thinking_budget is not None),
-                    (f"tok{self.max_tokens}", not self.protocol_budget), (f"seed{self.seed}", self.seed))
-        parts = [model, self.task, self.lang, *question, *(suffix for suffix, wanted in suffixes if wanted)]
+        parts = [model, self.task, self.lang, *question]
+        if self.cot:
+            parts.append("cot")
+        if self.reasoning_effort:
+            parts.append(f"effort-{self.reasoning_effort}")
+        if self.thinking_budget is not None:
+            parts.append(f"think{self.thinking_budget}")
+        if not self.protocol_budget:
+            parts.append(f"tok{self.max_tokens}")
+        if self.seed:
+            parts.append(f"seed{self.seed}")
         return Path("results") / "-".join(parts)
 
     @classmethod

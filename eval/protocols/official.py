@@ -351,8 +351,10 @@ def strict_verdict_of(record: ScoreRecord) -> str | None:
     mine = record.get("official") or {}
     if mine.get("judged") is False:
         verdict: str | None = "I"
+    elif mine.get("strict") is not None:
+        verdict = "C" if mine["strict"] else "I"
     else:
-        verdict = None if mine.get("strict") is None else "C" if mine["strict"] else "I"
+        verdict = None
     set_verdict(record, verdict, "judge" if verdict else "unscored")
     return verdict
 

@@ -216,7 +216,8 @@ def stream_evaluation(request: EvalRequest, settings: SpaceSettings, slots: Requ
     process); `available` is the number of items the task has (a smaller dataset caps the total). Closing or
     cancelling the iteration cancels the requests in flight and sends no more. Raises GuardError for a refused
     request; any other failure is re-raised as RuntimeError with every key scrubbed out."""
-    slots = slots or _DEFAULT_SLOTS.setdefault(settings.max_requests, RequestSlots(settings.max_requests))
+    if slots is None:
+        slots = _DEFAULT_SLOTS.setdefault(settings.max_requests, RequestSlots(settings.max_requests))
     return EvalStream(_updates(request, settings, slots, available))
 
 
